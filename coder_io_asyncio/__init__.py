@@ -1,0 +1,1 @@
+"""coder_io_asyncio: the asyncio adapter of the Coder Agents client."""
