@@ -95,9 +95,7 @@ def _write(value: Any, sort_keys: bool) -> str:
         if sort_keys:
             items.sort(key=lambda kv: str(kv[0]).encode("utf-16-be"))
         return (
-            "{"
-            + ",".join(_encode_str(str(k)) + ":" + _write(v, sort_keys) for k, v in items)
-            + "}"
+            "{" + ",".join(_encode_str(str(k)) + ":" + _write(v, sort_keys) for k, v in items) + "}"
         )
     if isinstance(value, list | tuple):
         return "[" + ",".join(_write(v, sort_keys) for v in value) + "]"

@@ -73,9 +73,7 @@ class CoderProtocolError(CoderAgentError):
     wrong shape). Raised by the wire model's parsers instead of ``KeyError``/``TypeError``."""
 
 
-def api_error_message(
-    method: str, path: str, status: int, message: str, detail: str | None
-) -> str:
+def api_error_message(method: str, path: str, status: int, message: str, detail: str | None) -> str:
     """``Coder API {METHOD} {path} failed ({status}): {message}[ — {detail}]`` (wire 10)."""
     text = f"Coder API {method.upper()} {path} failed ({status}): {message}"
     if detail:
@@ -117,11 +115,8 @@ class CoderApiError(CoderAgentError):
         self.detail = detail
         self.validations = validations
         self.kind = kind
-
-    @property  # type: ignore[override]
-    def retryable(self) -> bool:
-        """True for 408, 425, 429 and 5xx (D21)."""
-        return is_retryable_status(self.status)
+        #: True for 408, 425, 429 and 5xx (D21).
+        self.retryable = is_retryable_status(status)
 
     def _state(self) -> dict[str, Any]:
         return {

@@ -230,5 +230,5 @@ class TransportEventSink:
             return
         try:
             callback(event)
-        except Exception:  # noqa: BLE001 - handler isolation is the contract
+        except Exception:
             logger.debug("transport event handler raised; ignored", exc_info=True)

@@ -60,7 +60,9 @@ def fail(where: str, key: str, expected: str, value: Any) -> CoderProtocolError:
 
 def req_dict(obj: Any, where: str) -> dict[str, Any]:
     if type(obj) is not dict:
-        raise CoderProtocolError(f"malformed {where}: expected a JSON object, got {type(obj).__name__}")
+        raise CoderProtocolError(
+            f"malformed {where}: expected a JSON object, got {type(obj).__name__}"
+        )
     return obj
 
 

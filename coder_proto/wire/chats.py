@@ -287,7 +287,9 @@ class ToolResultInput:
         return {"tool_call_id": self.tool_call_id, "output": self.output, "is_error": self.is_error}
 
 
-def tool_results_body(results: tuple[ToolResultInput, ...] | list[ToolResultInput]) -> dict[str, Any]:
+def tool_results_body(
+    results: tuple[ToolResultInput, ...] | list[ToolResultInput],
+) -> dict[str, Any]:
     return {"results": [r.to_json() for r in results]}
 
 
@@ -441,7 +443,7 @@ class ModelCatalog:
         )
         by_id = {p.id: p.type for p in providers}
         models = tuple(
-            ChatModelConfig.from_json(m, provider=by_id.get(m.get("ai_provider_id")))
+            ChatModelConfig.from_json(m, provider=by_id.get(str(m.get("ai_provider_id"))))
             for m in (raw_models if type(raw_models) is list else [])
             if type(m) is dict
         )
@@ -508,4 +510,3 @@ class ChatWatchEvent:
             chat=Chat.from_json(chat),
             tool_calls=tuple(ActionToolCall.from_json(c) for c in calls),
         )
-

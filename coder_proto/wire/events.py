@@ -266,10 +266,7 @@ def _message_part(obj: dict[str, Any]) -> MessagePartEvent:
     text = raw_part.get("text")
     # Fast path: text and reasoning deltas are nearly every event of a turn.
     part: ChatMessagePart
-    if kind == "text" and type(text) is str:
-        part = TextPart(text)
-    else:
-        part = parse_part(raw_part)
+    part = TextPart(text) if kind == "text" and type(text) is str else parse_part(raw_part)
     role = payload.get("role")
     return MessagePartEvent(
         role if type(role) is str else None,
@@ -304,7 +301,9 @@ def _error(obj: dict[str, Any]) -> ErrorEvent:
 
 
 def _queue_update(obj: dict[str, Any]) -> QueueUpdateEvent:
-    return QueueUpdateEvent(parse_queue(obj, "queued_messages", "queue_update event"), _chat_id(obj))
+    return QueueUpdateEvent(
+        parse_queue(obj, "queued_messages", "queue_update event"), _chat_id(obj)
+    )
 
 
 def _retry(obj: dict[str, Any]) -> RetryEvent:

@@ -275,5 +275,3 @@ def parse_messages(obj: dict[str, Any], key: str, where: str) -> tuple[ChatMessa
     if not items:
         return ()
     return tuple(ChatMessage.from_json(item) for item in items)
-
-

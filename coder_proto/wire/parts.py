@@ -303,7 +303,7 @@ def _tool_call(obj: dict[str, Any]) -> ToolCallPart:
     return ToolCallPart(
         tool_call_id=get_str(obj, "tool_call_id", w),
         tool_name=get_str(obj, "tool_name", w),
-        args=obj["args"] if "args" in obj else MISSING,
+        args=obj.get("args", MISSING),
         args_delta=opt_str(obj, "args_delta", w),
         mcp_server_config_id=opt_str(obj, "mcp_server_config_id", w),
         provider_executed=opt_bool(obj, "provider_executed", w),
@@ -318,7 +318,7 @@ def _tool_result(obj: dict[str, Any]) -> ToolResultPart:
     return ToolResultPart(
         tool_call_id=get_str(obj, "tool_call_id", w),
         tool_name=get_str(obj, "tool_name", w),
-        result=obj["result"] if "result" in obj else MISSING,
+        result=obj.get("result", MISSING),
         result_delta=opt_str(obj, "result_delta", w),
         result_reset=opt_bool(obj, "result_reset", w),
         is_error=get_bool(obj, "is_error", w),
