@@ -10,6 +10,7 @@ else.
 
 from __future__ import annotations
 
+import pickle
 from http import HTTPStatus
 from typing import Any
 
@@ -55,9 +56,30 @@ class CoderAgentError(Exception):
         return {"chat_id": self.chat_id}
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # Keyword-only constructor fields survive pickling; ``__cause__`` and notes ride in
-        # the instance dict.
-        return (_rebuild, (type(self), self.message, self._state()), dict(self.__dict__))
+        # Keyword-only constructor fields survive pickling; notes ride in the instance dict and
+        # the cause is carried explicitly (BaseException does not pickle it).
+        return (_rebuild, (type(self), self._message_arg(), self._state()), self._pickle_dict())
+
+    def _message_arg(self) -> str:
+        return self.message
+
+    def _pickle_dict(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        cause = self.__cause__
+        if cause is not None:
+            try:
+                pickle.dumps(cause)
+            except Exception:
+                cause = CoderAgentError(f"{type(cause).__name__}: {cause}")
+            state["__cause__"] = cause
+        return state
+
+    def __setstate__(self, state: dict[str, Any] | None) -> None:
+        state = dict(state or {})
+        cause = state.pop("__cause__", None)
+        self.__dict__.update(state)
+        if cause is not None:
+            self.__cause__ = cause
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{k}={v!r}" for k, v in self._state().items() if v is not None)
@@ -192,8 +214,8 @@ class CoderChatError(CoderAgentError):
         self.status_code = status_code
         self.withdrawn = withdrawn
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild, (type(self), self.server_message, self._state()), dict(self.__dict__))
+    def _message_arg(self) -> str:
+        return self.server_message
 
     def _state(self) -> dict[str, Any]:
         return {

@@ -343,7 +343,8 @@ _ENVELOPE_TYPES = frozenset({"data", "ping", "error"})
 
 def _is_envelope(obj: dict[str, Any]) -> bool:
     """D13: ``{"type": "data"|"ping"|"error", "data": ...}`` without ``chat_id``."""
-    return "data" in obj and "chat_id" not in obj and obj.get("type") in _ENVELOPE_TYPES
+    kind = obj.get("type")
+    return "data" in obj and "chat_id" not in obj and type(kind) is str and kind in _ENVELOPE_TYPES
 
 
 def parse_event(obj: Any) -> StreamEvent:

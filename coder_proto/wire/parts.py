@@ -345,7 +345,7 @@ def _file(obj: dict[str, Any]) -> FilePart:
         name=opt_str(obj, "name", w),
         file_id=opt_str(obj, "file_id", w),
         data=opt_str(obj, "data", w),
-        url=opt_str(obj, "url", w),
+        url=opt_str(obj, "url", w) or None,
     )
 
 
