@@ -295,25 +295,25 @@ class WebSocketClient:
         if not self._opened:
             self._done = True
             return
-        if self._ws.state is ConnectionState.OPEN:
-            self._send(CloseConnection(code=code, reason=reason or None))
+        # Open and not closing: wsproto is in its OPEN state (every other state is terminal).
+        self._send(CloseConnection(code=code, reason=reason or None))
 
     def receive_data(self, data: bytes | None) -> list[WsEvent]:
         """Feed bytes read from the socket (``None`` at end of stream) and return the events
         they complete, in order. Never raises on bad input: a protocol violation becomes a
         ``WsFailed``."""
-        if self._done:
+        if self._done or data == b"":
+            # An empty chunk is not end of stream (h11 would read it as one).
             return []
         out: list[WsEvent] = []
         eof = data is None
         try:
             self._ws.receive_data(data)
             self._drain(out, eof)
-        except RemoteProtocolError as exc:
+        except (RemoteProtocolError, LocalProtocolError) as exc:
             self._protocol_failure(out, eof, str(exc))
-        except LocalProtocolError as exc:  # pragma: no cover - guarded by ``_done``
-            self._protocol_failure(out, eof, str(exc))
-        if eof and not self._done:
+        if eof and not self._done:  # pragma: no cover - wsproto reports every EOF itself
+            # Kept so that end of stream always ends the connection, whatever wsproto does.
             self._finish(out, WsClosed(None, None))
         return out
 
