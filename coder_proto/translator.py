@@ -317,15 +317,27 @@ class TurnTranslator:
         """
         if self._live and type(event) is MessagePartEvent:
             part = event.part
-            if type(part) is TextPart and (event.role == "assistant" or event.role == "tool"):
-                self._deltas_since_snapshot = True
-                block = self._text_block
-                if block is not None:
-                    text = part.text
-                    if text:
-                        self._text_pending.append(text)
-                        return [TextDelta(block, text)]
-                    return []
+            role = event.role
+            if role == "assistant" or role == "tool":
+                # Hot path: a delta for the open block of its kind.
+                if type(part) is TextPart:
+                    self._deltas_since_snapshot = True
+                    block = self._text_block
+                    if block is not None:
+                        text = part.text
+                        if text:
+                            self._text_pending.append(text)
+                            return [TextDelta(block, text)]
+                        return []
+                elif type(part) is ReasoningPart:
+                    self._deltas_since_snapshot = True
+                    block = self._reasoning_block
+                    if block is not None:
+                        text = part.text
+                        if text:
+                            self._reasoning_pending.append(text)
+                            return [ReasoningDelta(block, text)]
+                        return []
             out: list[OutputPart] = []
             self._delta(event, out)
             return out
@@ -594,9 +606,8 @@ class TurnTranslator:
             return
         deferred, self._deferred = self._deferred, {}
         for message_id, content in deferred.items():
-            rec = self._ledger.get(message_id)
-            if rec is not None:
-                self._revision(rec, content, out)
+            # Only a known message is ever deferred (A.4 branch D).
+            self._revision(self._ledger[message_id], content, out)
 
     # -- tools and sources (A.7, A.8) ----------------------------------------------------------
 
