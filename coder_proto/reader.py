@@ -361,8 +361,7 @@ class StreamReader:
             # A local configuration error (bad scheme, bad header): terminal at once (D12).
             self._emit_error(exc.message)
             self._emit_close(None, None)
-            if exc.chat_id is None:
-                exc.chat_id = self.chat_id
+            exc.chat_id = self.chat_id
             self._fail(exc)
             return
         self._client = client
@@ -413,7 +412,8 @@ class StreamReader:
             elif type(ws_event) is WsRejected:
                 self._on_rejected(ws_event, now)
                 return
-            elif type(ws_event) is WsFailed:
+            else:
+                assert type(ws_event) is WsFailed
                 self._release()
                 self._emit_error(ws_event.message)
                 self._emit_close(None, None)
@@ -427,9 +427,9 @@ class StreamReader:
             decoded = parse_frame(text)
         except (CoderProtocolError, RecursionError) as exc:
             client = self._client
-            if client is not None:
-                client.close(CLOSE_NORMAL)
-                self._release()
+            assert client is not None  # frames only arrive on a live connection
+            client.close(CLOSE_NORMAL)
+            self._release()
             self._emit_error(PARSE_FAILURE_MESSAGE)
             self._emit_close(None, None)
             cause = (
