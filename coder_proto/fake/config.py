@@ -1,0 +1,503 @@
+"""Knobs, fault injection and counters of the fake Coder server.
+
+``FakeConfig`` holds the server's profile (timings in seconds, legacy behaviours, the
+scripted model). The model reads it on every use, so changing a field takes effect at once.
+
+``Faults`` is a declarative set of injected failures. Each rule applies to the next
+``times`` matching requests or connections (``None``: all of them), optionally only for one
+chat; random faults draw from the ``Faults``' own seeded generator, so a run is repeatable.
+
+``FakeCounters`` records what the server saw: requests per operation, stream dials per chat,
+open streams and (filled in by the adapter) open connections, so tests can prove nothing
+leaked.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from typing import Any, Final
+
+import attrs
+
+from ..constants import MAX_QUEUE_SIZE
+from .script import ScriptBook
+from .state import FakeModelSpec
+
+__all__ = [
+    "DEFAULT_MODELS",
+    "FakeConfig",
+    "FakeCounters",
+    "Faults",
+    "FrameDelay",
+    "FrameStall",
+    "RequestDelay",
+    "RequestFailure",
+    "RequestRecord",
+    "RunStall",
+    "StreamDrop",
+    "UpgradeRejection",
+]
+
+DEFAULT_MODELS: Final = (
+    FakeModelSpec(
+        model="claude-sonnet-4-6",
+        display_name="Claude Sonnet 4.6",
+        provider="anthropic",
+        is_default=True,
+    ),
+    FakeModelSpec(
+        model="gpt-5",
+        display_name="GPT-5",
+        provider="openai",
+        context_limit=400_000,
+        reasoning_efforts=("minimal", "low", "medium", "high"),
+    ),
+    FakeModelSpec(
+        model="claude-opus-legacy",
+        display_name="Claude Opus (disabled)",
+        provider="anthropic",
+        enabled=False,
+    ),
+)
+
+#: 2026-01-01T00:00:00Z: the wall clock of a pure model at monotonic time 0.
+DEFAULT_WALL_CLOCK_OFFSET: Final = 1_767_225_600.0
+
+
+@attrs.define(kw_only=True)
+class FakeConfig:
+    """The fake server's profile. Durations are seconds; tests scale them far below a
+    millisecond where they like.
+
+    * ``chunk_delay``: between two streamed parts of a model step (a ``Script`` may override).
+    * ``run_start_delay``: from a run becoming ``running`` to its first model call.
+    * ``interrupt_delay``: the interrupt wind-down (server-behaviour 8.7; real servers:
+      usually under a second).
+    * ``requires_action_timeout``: the requires_action deadline (5 minutes on real servers).
+    * ``retry_base_delay`` / ``retry_max_delay``: the provider retry backoff (1 s doubling to
+      60 s on real servers).
+    * ``legacy_only``: serve only ``/api/experimental`` (``/api/v2`` answers 404), with the
+      legacy model-config route and no organization model route (D16).
+    * ``stamp_promotions``: stamp ``queued_message_id`` on promoted user messages (D8);
+      ``False`` is the older servers' behaviour.
+    * ``coordinates``: stamp ``message_part`` events with ``history_version``,
+      ``generation_attempt`` and ``seq`` (D14); ``False`` is the legacy profile.
+    * ``zero_value_keys``: serialise ``"text": ""``, ``"url": ""`` ... on every part, as Go
+      does (wire 3.5).
+    * ``html_escape``: escape ``<``, ``>`` and ``&`` in JSON strings as Go's encoder does.
+    * ``message_id_gaps``: advance the global message id by 1-3 per row, as other chats'
+      rows would, so ids are never contiguous (server-behaviour 8.12).
+    """
+
+    seed: int = 0
+    token: str = attrs.field(default="fake-coder-session-token", repr=False)
+    organization_id: str | None = None
+    username: str = "fake-user"
+    wall_clock_offset: float = DEFAULT_WALL_CLOCK_OFFSET
+    chunk_delay: float = 0.002
+    run_start_delay: float = 0.0
+    interrupt_delay: float = 0.02
+    requires_action_timeout: float = 300.0
+    retry_base_delay: float = 0.01
+    retry_max_delay: float = 0.5
+    legacy_only: bool = False
+    stamp_promotions: bool = True
+    coordinates: bool = True
+    zero_value_keys: bool = True
+    html_escape: bool = True
+    message_id_gaps: bool = True
+    require_upload_filename: bool = True
+    max_queue: int = MAX_QUEUE_SIZE
+    part_buffer_bytes: int = 1_000_000
+    models: tuple[FakeModelSpec, ...] = DEFAULT_MODELS
+    scripts: ScriptBook = attrs.Factory(ScriptBook)
+
+
+# -- fault rules --------------------------------------------------------------------------------
+
+
+@attrs.define(kw_only=True)
+class _Rule:
+    #: How many more matches this rule applies to (``None``: unlimited).
+    remaining: int | None = 1
+    chat_id: str | None = None
+
+    def _matches(self, chat_id: str | None) -> bool:
+        if self.remaining is not None and self.remaining <= 0:
+            return False
+        return self.chat_id is None or self.chat_id == chat_id
+
+    def _consume(self) -> None:
+        if self.remaining is not None:
+            self.remaining -= 1
+
+
+@attrs.define(kw_only=True)
+class UpgradeRejection(_Rule):
+    """Answer a WebSocket upgrade with ``status`` instead of accepting it."""
+
+    status: int
+    route: str | None = "stream"
+    message: str | None = None
+
+
+@attrs.define(kw_only=True)
+class RequestFailure(_Rule):
+    """Answer a REST operation with ``status`` before the model sees it."""
+
+    op: str
+    status: int
+    message: str | None = None
+    detail: str | None = None
+
+
+@attrs.define(kw_only=True)
+class RequestDelay(_Rule):
+    """Hold a REST response back for ``seconds`` (the adapter waits)."""
+
+    op: str
+    seconds: float
+
+
+@attrs.define(kw_only=True)
+class StreamDrop(_Rule):
+    """End a connection without a final event: after ``after_frames`` frames, or just before
+    the ``occurrence``-th event of ``event_type`` (and ``status``, for status events).
+    ``close_code`` ``None`` drops the TCP connection without a WebSocket close frame."""
+
+    route: str = "stream"
+    after_frames: int | None = None
+    event_type: str | None = None
+    occurrence: int = 1
+    status: str | None = None
+    close_code: int | None = None
+
+
+@attrs.define(kw_only=True)
+class FrameDelay(_Rule):
+    """Release every frame of a connection ``seconds`` after it was produced."""
+
+    route: str = "stream"
+    seconds: float
+
+
+@attrs.define(kw_only=True)
+class FrameStall(_Rule):
+    """After ``after_frames`` frames, hold every frame back for ``seconds`` (``None``: for
+    the rest of the connection, which stays open)."""
+
+    route: str = "stream"
+    after_frames: int = 0
+    seconds: float | None = None
+
+
+@attrs.define(kw_only=True)
+class RunStall(_Rule):
+    """A capacity stall: the next run stays ``running`` with ``queued_for_capacity`` and no
+    parts for ``seconds`` (server-behaviour 2.3, 8.13)."""
+
+    seconds: float
+
+
+_TERMINAL_STATUSES: Final = ("waiting", "error", "requires_action")
+
+
+@attrs.define
+class Faults:
+    """Injected failures, applied deterministically (by ``seed`` where random).
+
+    Every method adds a rule and returns it; ``clear()`` removes them all. The flags
+    ``history_reset_on_connect`` (every connect behaves as if history had been edited: D15)
+    and ``chatd_disabled`` (503 on every create, mutate and stream route) apply until reset.
+    """
+
+    seed: int = 0
+    history_reset_on_connect: bool = False
+    chatd_disabled: bool = False
+    random_drop_probability: float = 0.0
+    upgrade_rejections: list[UpgradeRejection] = attrs.Factory(list)
+    request_failures: list[RequestFailure] = attrs.Factory(list)
+    request_delays: list[RequestDelay] = attrs.Factory(list)
+    stream_drops: list[StreamDrop] = attrs.Factory(list)
+    frame_delays: list[FrameDelay] = attrs.Factory(list)
+    frame_stalls: list[FrameStall] = attrs.Factory(list)
+    run_stalls: list[RunStall] = attrs.Factory(list)
+    rng: random.Random = attrs.field(init=False, repr=False, eq=False)
+
+    def __attrs_post_init__(self) -> None:
+        self.rng = random.Random(self.seed)
+
+    def reseed(self, seed: int) -> None:
+        """Restart the random faults' generator."""
+        self.seed = seed
+        self.rng = random.Random(seed)
+
+    def clear(self) -> None:
+        """Remove every rule and reset the flags."""
+        self.history_reset_on_connect = False
+        self.chatd_disabled = False
+        self.random_drop_probability = 0.0
+        for rules in (
+            self.upgrade_rejections,
+            self.request_failures,
+            self.request_delays,
+            self.stream_drops,
+            self.frame_delays,
+            self.frame_stalls,
+            self.run_stalls,
+        ):
+            rules.clear()
+
+    # -- adding rules ---------------------------------------------------------------------------
+
+    def reject_upgrades(
+        self,
+        status: int,
+        times: int | None = 1,
+        *,
+        route: str | None = "stream",
+        chat_id: str | None = None,
+        message: str | None = None,
+    ) -> UpgradeRejection:
+        """Reject the next ``times`` upgrades to ``route`` (``"stream"``, ``"watch"``, or
+        ``None`` for both) with ``status``."""
+        rule = UpgradeRejection(
+            status=status, remaining=times, route=route, chat_id=chat_id, message=message
+        )
+        self.upgrade_rejections.append(rule)
+        return rule
+
+    def fail_requests(
+        self,
+        op: str,
+        status: int,
+        times: int | None = 1,
+        *,
+        chat_id: str | None = None,
+        message: str | None = None,
+        detail: str | None = None,
+    ) -> RequestFailure:
+        """Fail the next ``times`` requests of operation ``op`` (for example
+        ``"create_chat_message"``, ``"archive_chat"``; ``"*"`` matches every REST request)."""
+        rule = RequestFailure(
+            op=op, status=status, remaining=times, chat_id=chat_id, message=message, detail=detail
+        )
+        self.request_failures.append(rule)
+        return rule
+
+    def delay_requests(
+        self, op: str, seconds: float, times: int | None = None, *, chat_id: str | None = None
+    ) -> RequestDelay:
+        """Hold back the responses to ``op`` for ``seconds``."""
+        rule = RequestDelay(op=op, seconds=seconds, remaining=times, chat_id=chat_id)
+        self.request_delays.append(rule)
+        return rule
+
+    def drop_stream_after_frames(
+        self,
+        frames: int,
+        times: int | None = 1,
+        *,
+        chat_id: str | None = None,
+        close_code: int | None = None,
+        route: str = "stream",
+    ) -> StreamDrop:
+        """End the next ``times`` connections after ``frames`` frames (0: at once, after the
+        upgrade)."""
+        rule = StreamDrop(
+            after_frames=frames,
+            remaining=times,
+            chat_id=chat_id,
+            close_code=close_code,
+            route=route,
+        )
+        self.stream_drops.append(rule)
+        return rule
+
+    def drop_stream_at(
+        self,
+        event_type: str,
+        *,
+        occurrence: int = 1,
+        status: str | None = None,
+        times: int | None = 1,
+        chat_id: str | None = None,
+        close_code: int | None = None,
+    ) -> StreamDrop:
+        """End the next ``times`` stream connections just before their ``occurrence``-th
+        event of ``event_type`` (with ``status`` for ``status`` events); the events before it
+        are delivered."""
+        rule = StreamDrop(
+            event_type=event_type,
+            occurrence=occurrence,
+            status=status,
+            remaining=times,
+            chat_id=chat_id,
+            close_code=close_code,
+        )
+        self.stream_drops.append(rule)
+        return rule
+
+    def close_before_terminal_status(
+        self, times: int | None = 1, *, chat_id: str | None = None, close_code: int | None = None
+    ) -> StreamDrop:
+        """End the next ``times`` stream connections just before a terminal status
+        (``waiting``, ``error`` or ``requires_action``) would be sent, so the client never
+        sees the turn settle on that connection."""
+        rule = StreamDrop(
+            event_type="status",
+            status="*terminal*",
+            remaining=times,
+            chat_id=chat_id,
+            close_code=close_code,
+        )
+        self.stream_drops.append(rule)
+        return rule
+
+    def delay_frames(
+        self,
+        seconds: float,
+        times: int | None = None,
+        *,
+        chat_id: str | None = None,
+        route: str = "stream",
+    ) -> FrameDelay:
+        """Delay every frame of the next ``times`` connections by ``seconds``."""
+        rule = FrameDelay(seconds=seconds, remaining=times, chat_id=chat_id, route=route)
+        self.frame_delays.append(rule)
+        return rule
+
+    def stall_frames(
+        self,
+        after_frames: int = 0,
+        seconds: float | None = None,
+        times: int | None = 1,
+        *,
+        chat_id: str | None = None,
+        route: str = "stream",
+    ) -> FrameStall:
+        """Stall the next ``times`` connections after ``after_frames`` frames, for
+        ``seconds`` or (``None``) for good: the socket stays open and silent."""
+        rule = FrameStall(
+            after_frames=after_frames,
+            seconds=seconds,
+            remaining=times,
+            chat_id=chat_id,
+            route=route,
+        )
+        self.frame_stalls.append(rule)
+        return rule
+
+    def stall_runs(
+        self, seconds: float, times: int | None = 1, *, chat_id: str | None = None
+    ) -> RunStall:
+        """Hold the next ``times`` runs in a capacity stall for ``seconds``."""
+        rule = RunStall(seconds=seconds, remaining=times, chat_id=chat_id)
+        self.run_stalls.append(rule)
+        return rule
+
+    def drop_streams_randomly(self, probability: float, *, seed: int | None = None) -> None:
+        """Drop a stream connection after any frame with ``probability`` (seeded)."""
+        if seed is not None:
+            self.reseed(seed)
+        self.random_drop_probability = probability
+
+    # -- claiming (used by the model) -----------------------------------------------------------
+
+    def claim_upgrade_rejection(self, route: str, chat_id: str | None) -> UpgradeRejection | None:
+        for rule in self.upgrade_rejections:
+            if (rule.route is None or rule.route == route) and rule._matches(chat_id):
+                rule._consume()
+                return rule
+        return None
+
+    def claim_request_failure(
+        self, ops: tuple[str, ...], chat_id: str | None
+    ) -> RequestFailure | None:
+        for rule in self.request_failures:
+            if (rule.op == "*" or rule.op in ops) and rule._matches(chat_id):
+                rule._consume()
+                return rule
+        return None
+
+    def claim_request_delay(self, ops: tuple[str, ...], chat_id: str | None) -> float:
+        for rule in self.request_delays:
+            if (rule.op == "*" or rule.op in ops) and rule._matches(chat_id):
+                rule._consume()
+                return rule.seconds
+        return 0.0
+
+    def claim_connection_faults(
+        self, route: str, chat_id: str | None
+    ) -> tuple[StreamDrop | None, FrameDelay | None, FrameStall | None]:
+        """The drop, delay and stall rules a new connection is subject to (one of each)."""
+        drop = next(
+            (r for r in self.stream_drops if r.route == route and r._matches(chat_id)), None
+        )
+        delay = next(
+            (r for r in self.frame_delays if r.route == route and r._matches(chat_id)), None
+        )
+        stall = next(
+            (r for r in self.frame_stalls if r.route == route and r._matches(chat_id)), None
+        )
+        for rule in (drop, delay, stall):
+            if rule is not None:
+                rule._consume()
+        return drop, delay, stall
+
+    def claim_run_stall(self, chat_id: str) -> float:
+        for rule in self.run_stalls:
+            if rule._matches(chat_id):
+                rule._consume()
+                return rule.seconds
+        return 0.0
+
+
+def drop_matches_event(rule: StreamDrop, event: dict[str, Any]) -> bool:
+    """Whether ``event`` is one ``rule`` counts towards its ``occurrence``."""
+    if event.get("type") != rule.event_type:
+        return False
+    if rule.status is None:
+        return True
+    status = event.get("status")
+    value = status.get("status") if isinstance(status, dict) else None
+    if rule.status == "*terminal*":
+        return value in _TERMINAL_STATUSES
+    return bool(value == rule.status)
+
+
+# -- counters -----------------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class RequestRecord:
+    """One request as the server answered it (the token is never recorded)."""
+
+    method: str
+    path: str
+    op: str
+    status: int
+
+
+@attrs.define
+class FakeCounters:
+    """What the server saw. The adapter keeps the connection counts."""
+
+    requests: Counter[str] = attrs.Factory(Counter)
+    request_log: list[RequestRecord] = attrs.Factory(list)
+    stream_dials: Counter[str] = attrs.Factory(Counter)
+    streams_accepted: Counter[str] = attrs.Factory(Counter)
+    watch_dials: int = 0
+    open_streams: int = 0
+    open_watches: int = 0
+    open_connections: int = 0
+    open_websockets: int = 0
+    total_connections: int = 0
+    max_request_log: int = 10_000
+
+    def record(self, method: str, path: str, op: str, status: int) -> None:
+        self.requests[op] += 1
+        if len(self.request_log) >= self.max_request_log:
+            del self.request_log[: self.max_request_log // 2]
+        self.request_log.append(RequestRecord(method=method, path=path, op=op, status=status))
