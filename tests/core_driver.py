@@ -1,0 +1,479 @@
+"""An in-memory driver for the core's machines: the reference for how an adapter drives them.
+
+An adapter has one job: perform the actions a machine asks for, feed the outcomes back with
+the current time, and call ``tick`` at ``next_deadline()``. ``Driver.settle`` is that loop,
+with in-memory I/O instead of sockets and a fake monotonic clock instead of a real one:
+
+* ``SendRequest`` goes to ``http`` (a function from request to ``Respond`` / ``Hang`` /
+  ``NetworkError``); the answer is fed back after its delay, unless a ``CancelRequest`` came;
+* ``OpenConnection`` creates a ``FakeSocket`` (the server end of a WebSocket, built from
+  wsproto) whose bytes are fed back as ``data_received``;
+* ``RunTools`` runs ``tools`` (a function from call to ``ToolOutcome``) and feeds
+  ``tool_results``;
+* ``RunInBackground`` drives the job beside the foreground machine (D22).
+
+Connection inputs go to the turn being driven, or to the session between turns (so a paused
+stream keeps reading, H.6). Nothing here decides anything a machine should decide.
+
+The second half holds the scripted environments the conformance runners use (D25): REST
+answers from a case's ``rest`` map with the unscripted defaults, and ``ScriptedReader``, the
+stand-in stream of the ``scripted-client`` transport.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import attrs
+from wsproto import ConnectionType, WSConnection
+from wsproto.events import (
+    AcceptConnection,
+    CloseConnection as WsCloseConnection,
+    Message,
+    Ping,
+    RejectConnection,
+    RejectData,
+    Request,
+)
+
+from coder_proto.actions import (
+    CancelRequest,
+    CloseConnection,
+    OpenConnection,
+    RunInBackground,
+    RunTools,
+    SendData,
+    SendRequest,
+    ToolOutcome,
+)
+from coder_proto.errors import CoderAgentError
+from coder_proto.parts import ToolCall
+from coder_proto.rest import HttpRequest, HttpResponse
+from coder_proto.session import Session
+from coder_proto.turn import Turn
+from coder_proto.wire import events_from_json
+
+# -- what the in-memory server answers ----------------------------------------------------------
+
+
+@attrs.frozen
+class Respond:
+    """Answer with ``status`` and ``body`` (JSON unless bytes) after ``delay`` seconds."""
+
+    status: int = 200
+    body: Any = None
+    delay: float = 0.0
+    headers: tuple[tuple[str, str], ...] = ()
+
+    def response(self) -> HttpResponse:
+        if self.body is None:
+            data = b""
+        elif isinstance(self.body, bytes):
+            data = self.body
+        else:
+            data = json.dumps(self.body).encode()
+        return HttpResponse(status=self.status, body=data, headers=self.headers)
+
+
+@attrs.frozen
+class Hang:
+    """Never answer (until the request is cancelled)."""
+
+
+@attrs.frozen
+class NetworkError:
+    """Fail without a response."""
+
+    message: str = "connection refused"
+
+
+Reply = Respond | Hang | NetworkError
+
+
+@attrs.define
+class Sent:
+    """One request as the driver sent it (background jobs included)."""
+
+    machine: Any
+    request_id: int
+    request: HttpRequest
+    at: float
+    cancelled: bool = False
+
+
+class FakeSocket:
+    """The server end of one WebSocket connection (wsproto, in memory)."""
+
+    def __init__(self, driver: Driver, conn_id: int, index: int, *, auto_accept: bool) -> None:
+        self.driver = driver
+        self.conn_id = conn_id
+        self.index = index
+        self.ws = WSConnection(ConnectionType.SERVER)
+        self.request: Request | None = None
+        self.auto_accept = auto_accept
+        self.accepted = False
+        self.ended = False  # the server side ended the connection
+        self.closed_by_client = False
+        self.client_close_codes: list[int] = []
+
+    @property
+    def open(self) -> bool:
+        return not self.ended and not self.closed_by_client
+
+    def from_client(self, data: bytes) -> None:
+        if self.ended:
+            return
+        self.ws.receive_data(data)
+        for event in self.ws.events():
+            if isinstance(event, Request):
+                self.request = event
+                if self.auto_accept:
+                    self.accept()
+            elif isinstance(event, WsCloseConnection):
+                self.client_close_codes.append(event.code)
+            elif isinstance(event, Ping):
+                self._to_client(self.ws.send(event.response()))
+
+    def header(self, name: str) -> str | None:
+        assert self.request is not None
+        for key, value in self.request.extra_headers:
+            if key.decode().lower() == name.lower():
+                return value.decode()
+        return None
+
+    def _to_client(self, data: bytes) -> None:
+        if data and self.open:
+            self.driver.deliver_connection(self.conn_id, "data", data)
+
+    def accept(self) -> None:
+        if not self.accepted and self.request is not None and self.open:
+            self.accepted = True
+            self._to_client(self.ws.send(AcceptConnection()))
+
+    def reject(self, status: int, body: bytes = b"") -> None:
+        headers = [(b"content-length", str(len(body)).encode())]
+        out = self.ws.send(RejectConnection(status_code=status, headers=headers, has_body=True))
+        out += self.ws.send(RejectData(data=body, body_finished=True))
+        self._to_client(out)
+        self.eof()
+
+    def send_events(self, events: Iterable[dict[str, Any]]) -> None:
+        """One stream frame: a JSON array of events plus a newline (wire 4.2)."""
+        self.send_text(json.dumps(list(events)) + "\n")
+
+    def send_text(self, text: str) -> None:
+        self.accept()
+        self._to_client(self.ws.send(Message(data=text)))
+
+    def close(self, code: int = 1000, reason: str = "") -> None:
+        """A clean close from the server: a close frame, then EOF."""
+        self.accept()
+        self._to_client(self.ws.send(WsCloseConnection(code=code, reason=reason or None)))
+        self.eof()
+
+    def eof(self) -> None:
+        if self.open:
+            self.driver.deliver_connection(self.conn_id, "lost", None)
+        self.ended = True
+
+    def fail(self, message: str) -> None:
+        """A socket error (TCP/TLS/DNS)."""
+        if self.open:
+            self.driver.deliver_connection(self.conn_id, "failed", message)
+        self.ended = True
+
+    def drop(self, code: int | None = 1006) -> None:
+        """The server or network closed the connection (1006: no close frame)."""
+        if code is None or code == 1006:
+            self.accept()
+            self.eof()
+        else:
+            self.close(code)
+
+
+# -- the driver -------------------------------------------------------------------------------------
+
+Tools = Callable[[ToolCall], ToolOutcome]
+
+
+def _no_tools(call: ToolCall) -> ToolOutcome:
+    return ToolOutcome(tool_call_id=call.tool_call_id, output="no such tool", is_error=True)
+
+
+class Driver:
+    """Drives a session's machines against in-memory I/O with a fake clock."""
+
+    def __init__(
+        self,
+        session: Session,
+        *,
+        http: Callable[[HttpRequest], Reply],
+        tools: Tools = _no_tools,
+        now: float = 1000.0,
+        auto_accept: bool = True,
+        tool_delay: float = 0.0,
+    ) -> None:
+        self.session = session
+        self.http = http
+        self.tools = tools
+        self.now = now
+        self.auto_accept = auto_accept
+        self.tool_delay = tool_delay
+        self.foreground: Any = None
+        self.background: list[Any] = []
+        self.sent: list[Sent] = []
+        self.sockets: list[FakeSocket] = []
+        self.tool_runs: list[tuple[ToolCall, ...]] = []
+        self._by_conn: dict[int, FakeSocket] = {}
+        # (due, seq, key, deliver); key identifies a request for CancelRequest.
+        self._inbox: list[tuple[float, int, Any, Callable[[], None]]] = []
+        self._seq = 0
+
+    # -- the loop an adapter would run -------------------------------------------------------
+
+    def _machines(self) -> list[Any]:
+        machines = [m for m in (self.foreground, *self.background) if m is not None and not m.done]
+        if not isinstance(self.foreground, Turn) or self.foreground.done:
+            machines.append(self.session)  # between turns the session owns its streams
+        return machines
+
+    def settle(self) -> None:
+        """Perform every action and feed every outcome due by ``now``, until nothing moves."""
+        for _ in range(100_000):
+            busy = False
+            for machine in self._machines():
+                for action in machine.actions():
+                    self._perform(machine, action)
+                    busy = True
+                deadline = machine.next_deadline()
+                if deadline is not None and deadline <= self.now:
+                    machine.tick(self.now)
+                    busy = True
+            due = [item for item in self._inbox if item[0] <= self.now]
+            if due:
+                item = min(due, key=lambda i: (i[0], i[1]))
+                self._inbox.remove(item)
+                item[3]()
+                busy = True
+            if not busy:
+                return
+        raise AssertionError("the machines never settled (a deadline that is never cleared?)")
+
+    def _perform(self, machine: Any, action: Any) -> None:
+        if isinstance(action, SendRequest):
+            self._send(machine, action.request_id, action.request)
+        elif isinstance(action, CancelRequest):
+            for sent in self.sent:
+                if sent.machine is machine and sent.request_id == action.request_id:
+                    sent.cancelled = True
+            key = (id(machine), action.request_id)
+            self._inbox = [i for i in self._inbox if i[2] != key]
+        elif isinstance(action, OpenConnection):
+            sock = FakeSocket(self, action.conn_id, len(self.sockets), auto_accept=self.auto_accept)
+            self.sockets.append(sock)
+            self._by_conn[action.conn_id] = sock
+            self.deliver_connection(action.conn_id, "made", None)
+        elif isinstance(action, SendData):
+            sock = self._by_conn.get(action.conn_id)
+            if sock is not None and sock.open:
+                sock.from_client(action.data)
+        elif isinstance(action, CloseConnection):
+            sock = self._by_conn.get(action.conn_id)
+            if sock is not None:
+                sock.closed_by_client = True
+        elif isinstance(action, RunTools):
+            self.tool_runs.append(action.calls)
+            outcomes = [self.tools(call) for call in action.calls]
+            self._schedule(
+                self.now + self.tool_delay, None, lambda: machine.tool_results(outcomes, self.now)
+            )
+        elif isinstance(action, RunInBackground):
+            self.background.append(action.job)
+        else:  # pragma: no cover - every action is handled above
+            raise AssertionError(f"unknown action {action!r}")
+
+    def _send(self, machine: Any, request_id: int, request: HttpRequest) -> None:
+        self.sent.append(Sent(machine, request_id, request, self.now))
+        reply = self.http(request)
+        key = (id(machine), request_id)
+        if isinstance(reply, Respond):
+            response = reply.response()
+            self._schedule(
+                self.now + reply.delay,
+                key,
+                lambda: machine.response_received(request_id, response, self.now),
+            )
+        elif isinstance(reply, NetworkError):
+            message = reply.message
+            self._schedule(
+                self.now, key, lambda: machine.request_failed(request_id, message, self.now)
+            )
+
+    def _schedule(self, due: float, key: Any, deliver: Callable[[], None]) -> None:
+        self._seq += 1
+        self._inbox.append((due, self._seq, key, deliver))
+
+    def deliver_connection(self, conn_id: int, kind: str, payload: Any) -> None:
+        """Queue a connection input; it goes to the turn being driven, else the session."""
+
+        def deliver() -> None:
+            target = self.foreground
+            if not isinstance(target, Turn) or target.done:
+                target = self.session
+            if kind == "made":
+                target.connection_made(conn_id, self.now)
+            elif kind == "data":
+                target.data_received(conn_id, payload, self.now)
+            elif kind == "lost":
+                target.connection_lost(conn_id, self.now)
+            else:
+                target.connection_failed(conn_id, payload, self.now)
+
+        self._schedule(self.now, None, deliver)
+
+    # -- time and control ----------------------------------------------------------------------
+
+    def next_due(self) -> float | None:
+        times = [i[0] for i in self._inbox]
+        times += [d for d in (m.next_deadline() for m in self._machines()) if d is not None]
+        return min(times) if times else None
+
+    def advance(self, seconds: float) -> None:
+        """Move the clock forward by ``seconds``, waking every deadline on the way."""
+        target = self.now + seconds
+        self.settle()
+        while True:
+            due = self.next_due()
+            if due is None or due > target:
+                break
+            self.now = max(self.now, due)
+            self.settle()
+        self.now = target
+        self.settle()
+
+    def start(self, machine: Any) -> Any:
+        self.foreground = machine
+        self.settle()
+        return machine
+
+    def run(self, machine: Any, *, limit: float = 3600.0) -> Any:
+        """Drive ``machine`` to completion (advancing the clock to each deadline) and return
+        its result or raise its error."""
+        self.start(machine)
+        end = self.now + limit
+        while not machine.done:
+            due = self.next_due()
+            if due is None or due > end:
+                raise AssertionError(f"{machine!r} is stuck: nothing left to wait for")
+            self.now = max(self.now, due)
+            self.settle()
+        return machine.result()
+
+    def cancel(self, reason: BaseException | None = None) -> None:
+        """The runtime cancelled the foreground call (D22)."""
+        machine = self.foreground
+        machine.cancel(self.now, reason)
+        self.settle()
+
+    def drain_background(self, limit: float = 60.0) -> None:
+        """Let background jobs finish (the agent closing awaits them, D22)."""
+        end = self.now + limit
+        while any(not job.done for job in self.background):
+            due = self.next_due()
+            if due is None or due > end:
+                raise AssertionError("a background job never finished")
+            self.now = max(self.now, due)
+            self.settle()
+
+    # -- what happened -------------------------------------------------------------------------
+
+    def requests(self, *, include_cancelled: bool = True) -> list[HttpRequest]:
+        return [s.request for s in self.sent if include_cancelled or not s.cancelled]
+
+    def routes(self) -> list[str]:
+        """``METHOD path?query`` of every request sent, in order."""
+        return [f"{r.method} {r.path}" for r in self.requests()]
+
+
+# -- scripted environments (conformance, D25) -----------------------------------------------------
+
+
+class ScriptedReader:
+    """The ``scripted-client`` stand-in stream (FORMAT 4.7): it serves batches of events and
+    then stays open, ends, or fails with a bare agent error. It speaks the reader interface
+    the segment uses and opens no connection."""
+
+    def __init__(self, *, chat_id: str, reader_id: int, after_id: int | None) -> None:
+        self.chat_id = chat_id
+        self.reader_id = reader_id
+        self.after_id = after_id
+        self.events: collections.deque[Any] = collections.deque()
+        self._done = False
+        self._error: CoderAgentError | None = None
+
+    @property
+    def done(self) -> bool:
+        return self._done
+
+    @property
+    def error(self) -> CoderAgentError | None:
+        return self._error
+
+    def push(self, events: Iterable[dict[str, Any]]) -> None:
+        if not self._done:
+            self.events.extend(events_from_json(list(events)))
+
+    def end(self, error: CoderAgentError | None = None) -> None:
+        if not self._done:
+            self._done = True
+            self._error = error
+
+    def start(self, now: float) -> None:
+        pass
+
+    def connection_made(self, conn_id: int, now: float) -> None:
+        pass
+
+    def connection_failed(self, conn_id: int, message: str, now: float) -> None:
+        pass
+
+    def data_received(self, conn_id: int, data: bytes, now: float) -> None:
+        pass
+
+    def connection_lost(self, conn_id: int, now: float) -> None:
+        pass
+
+    def tick(self, now: float) -> None:
+        pass
+
+    def close(self, now: float) -> None:
+        self._done = True
+
+    def actions(self) -> list[Any]:
+        return []
+
+    def next_deadline(self) -> float | None:
+        return None
+
+
+def chat_stub(chat_id: str = "chat-1", **fields: Any) -> dict[str, Any]:
+    """The chat every unscripted route answers with (FORMAT 4.7, D25)."""
+    chat = {
+        "id": chat_id,
+        "organization_id": "org-1",
+        "owner_id": "u",
+        "title": "t",
+        "status": "running",
+        "created_at": "",
+        "updated_at": "",
+        "archived": False,
+    }
+    chat.update(fields)
+    return chat
+
+
+def empty_page() -> dict[str, Any]:
+    return {"messages": [], "queued_messages": [], "has_more": False}
