@@ -1,0 +1,158 @@
+"""Benchmark 1, core: frame text in, output parts out, against ``json.loads`` of the same
+frames alone.
+
+For each JSON backend (the standard library, and orjson when installed) and each framing (one
+event per frame, 256 per frame):
+
+* ``core.frames.<framing>``: frame text -> ``StreamReader`` replay filter -> ``TurnTranslator``
+  -> output parts and the final ``Finish`` with usage. Target: at most 2.0x the floor.
+* ``core.frames.<framing>.m10``: the same on the ten-message transcript.
+* ``core.ws.<framing>``: the same from WebSocket bytes (64 KiB socket reads through wsproto and
+  ``WebSocketClient``), against the same floor; reported, no target (the floor has no
+  WebSocket layer).
+* ``core.parse.<framing>`` and ``core.reader.<framing>``: the first stages alone, to show where
+  the time goes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._common import Paired, Result, Settings, cpu_clock, paired
+from ._data import batched_frames, one_event_frames, transcript_lines
+from ._pipelines import (
+    backends,
+    check_output,
+    json_backend,
+    loads_floor,
+    parse_run,
+    reader_frames_run,
+    translate_frames_run,
+    ws_run,
+)
+
+__all__ = ["CORE_TARGET", "run"]
+
+#: core / json.loads, one-event and batched frames.
+CORE_TARGET = 2.0
+
+
+def _result(
+    name: str,
+    n: int,
+    pair: Paired,
+    *,
+    events: int,
+    target: float | None,
+    extra: dict[str, Any],
+) -> Result:
+    info: dict[str, Any] = {
+        "per_event_us": pair.value_s / events * 1e6,
+        "floor_per_event_us": pair.floor_s / events * 1e6,
+        "spread": round(pair.spread, 3),
+        "rounds": len(pair.values),
+        "clock": "process_time",
+    }
+    if target is not None:
+        info["target"] = f"<= {target}x"
+        info["meets_target"] = pair.ratio <= target
+    else:
+        info["target"] = "reported"
+    info.update(extra)
+    return Result(name, n, pair.value_s, pair.floor_s, pair.ratio, info)
+
+
+def _check(frames: list[str], lines: list[str], *, ws: bool = False) -> None:
+    """One untimed run whose output is checked against the transcript, so a fast but wrong
+    pipeline cannot report a ratio."""
+    parts: list[Any] = []
+    factory = ws_run if ws else translate_frames_run
+    factory(frames, collect=parts)()()
+    check_output(parts, lines)
+
+
+def run(settings: Settings) -> list[Result]:
+    """Every core measurement, for every available JSON backend."""
+    n = settings.core_n
+    lines = transcript_lines(n)
+    lines_m10 = transcript_lines(n, 10)
+    framings = {
+        "one": (one_event_frames(lines), one_event_frames(lines_m10)),
+        "batched": (batched_frames(lines), batched_frames(lines_m10)),
+    }
+    std_loads = backends()["json"]
+    out: list[Result] = []
+    for backend, loads in backends().items():
+        suffix = "" if backend == "json" else f"+{backend}"
+        with json_backend(loads):
+            for framing, (frames, frames_m10) in framings.items():
+                common = {"backend": backend, "framing": framing, "frames": len(frames)}
+                floor = loads_floor(frames, loads)
+                _check(frames, lines)
+                pair = paired(
+                    translate_frames_run(frames), floor, rounds=settings.rounds, clock=cpu_clock
+                )
+                extra = dict(common)
+                if backend != "json":
+                    vs_std = paired(
+                        translate_frames_run(frames),
+                        loads_floor(frames, std_loads),
+                        rounds=settings.rounds,
+                        clock=cpu_clock,
+                    )
+                    extra["ratio_vs_stdlib_json_loads"] = vs_std.ratio
+                out.append(
+                    _result(
+                        f"core.frames.{framing}{suffix}",
+                        n,
+                        pair,
+                        events=len(lines),
+                        target=CORE_TARGET,
+                        extra=extra,
+                    )
+                )
+
+                _check(frames_m10, lines_m10)
+                pair = paired(
+                    translate_frames_run(frames_m10),
+                    loads_floor(frames_m10, loads),
+                    rounds=settings.rounds,
+                    clock=cpu_clock,
+                )
+                out.append(
+                    _result(
+                        f"core.frames.{framing}.m10{suffix}",
+                        n,
+                        pair,
+                        events=len(lines_m10),
+                        target=CORE_TARGET,
+                        extra={**common, "messages": 10, "frames": len(frames_m10)},
+                    )
+                )
+
+                _check(frames, lines, ws=True)
+                pair = paired(ws_run(frames), floor, rounds=settings.rounds, clock=cpu_clock)
+                out.append(
+                    _result(
+                        f"core.ws.{framing}{suffix}",
+                        n,
+                        pair,
+                        events=len(lines),
+                        target=None,
+                        extra=common,
+                    )
+                )
+
+                for stage, factory in (("parse", parse_run), ("reader", reader_frames_run)):
+                    pair = paired(factory(frames), floor, rounds=settings.rounds, clock=cpu_clock)
+                    out.append(
+                        _result(
+                            f"core.{stage}.{framing}{suffix}",
+                            n,
+                            pair,
+                            events=len(lines),
+                            target=None,
+                            extra=common,
+                        )
+                    )
+    return out

@@ -1,0 +1,114 @@
+"""Benchmark 3, end to end: the fake server (its own process) streams the transcript over
+loopback; the client consumes ``agent.stream(prompt).text_stream`` on each runtime. The floor
+is ``_agent.bare_turn``: one plain HTTP request to create the chat, then a socket, wsproto and
+``json.loads`` until the terminal status.
+
+Both sides are timed from the chat's creation to the end of the turn, alternating, in one
+process. ``ratio`` is the median CPU-time ratio (the client's own cost: the server's pace,
+which bounds both, is not the client's); ``extra.wall_ratio`` is the wall-clock one. Target:
+at most 3.0x on every runtime.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from ._agent import (
+    RUNTIMES,
+    ServerProcess,
+    agent_class,
+    bare_turn,
+    make_agent,
+    require_fake_server,
+    run_on,
+    stream_turn,
+    timed,
+)
+from ._common import BenchSkipped, Result, Settings, skipped
+from ._server import transcript_texts
+
+__all__ = ["E2E_TARGET", "run"]
+
+E2E_TARGET = 3.0
+
+
+def _rounds(runtime: str, cls: Any, info: dict[str, Any], rounds: int) -> list[dict[str, Any]]:
+    """Alternating floor / client turns; the first pair is a warm-up and is dropped."""
+    rows: list[dict[str, Any]] = []
+
+    def floor() -> dict[str, Any]:
+        with timed() as t:
+            chars = bare_turn(info)
+        return {**t, "chars": chars}
+
+    if runtime == "sync":
+
+        def main_sync() -> list[dict[str, Any]]:
+            for i in range(rounds + 1):
+                f = floor() if i % 2 == 0 else None
+                with make_agent(cls, info) as agent, timed() as t:
+                    chars = stream_turn(runtime, agent)
+                f = f or floor()
+                rows.append({"floor": f, "client": {**t, "chars": chars}})
+            return rows
+
+        return run_on(runtime, main_sync)[1:]  # type: ignore[no-any-return]
+
+    async def main_async() -> list[dict[str, Any]]:
+        for i in range(rounds + 1):
+            f = floor() if i % 2 == 0 else None
+            async with make_agent(cls, info) as agent:
+                with timed() as t:
+                    chars = await stream_turn(runtime, agent)
+            f = f or floor()
+            rows.append({"floor": f, "client": {**t, "chars": chars}})
+        return rows
+
+    return run_on(runtime, main_async)[1:]  # type: ignore[no-any-return]
+
+
+def run(settings: Settings) -> list[Result]:
+    """One result per runtime (``e2e.asyncio``, ``e2e.trio``, ``e2e.sync``)."""
+    n = settings.e2e_n
+    require_fake_server()
+    _, text = transcript_texts(n)
+    out: list[Result] = []
+    with ServerProcess(n) as server:
+        for runtime in RUNTIMES:
+            name = f"e2e.{runtime}"
+            try:
+                cls = agent_class(runtime)
+                rows = _rounds(runtime, cls, server.info, settings.e2e_rounds)
+            except BenchSkipped as exc:
+                out.append(skipped(name, n, str(exc)))
+                continue
+            bad = [
+                r
+                for r in rows
+                if r["client"]["chars"] != len(text) or r["floor"]["chars"] != len(text)
+            ]
+            cpu = [r["client"]["cpu"] / r["floor"]["cpu"] for r in rows if r["floor"]["cpu"] > 0]
+            wall = [r["client"]["wall"] / r["floor"]["wall"] for r in rows]
+            ratio = statistics.median(cpu) if cpu else None
+            out.append(
+                Result(
+                    name,
+                    n,
+                    statistics.median(r["client"]["wall"] for r in rows),
+                    statistics.median(r["floor"]["wall"] for r in rows),
+                    ratio,
+                    {
+                        "target": f"<= {E2E_TARGET}x (CPU)",
+                        "meets_target": ratio is not None and ratio <= E2E_TARGET and not bad,
+                        "wall_ratio": statistics.median(wall),
+                        "client_cpu_s": statistics.median(r["client"]["cpu"] for r in rows),
+                        "floor_cpu_s": statistics.median(r["floor"]["cpu"] for r in rows),
+                        "rounds": len(rows),
+                        "text_chars": len(text),
+                        "wrong_text_rounds": len(bad),
+                        "clock": "ratio: process_time; value_s/floor_s: wall",
+                    },
+                )
+            )
+    return out

@@ -1,0 +1,267 @@
+"""Benchmark 5, fleet: many concurrent chats in one asyncio process.
+
+* ``fleet.asyncio.memory``: ``chats`` agents each open a stream against the fake server (its
+  own process) and wait, after their first delta, until all are open; RSS growth per open chat
+  (target: at most 64 KiB). ``value_s`` is the time to open them all.
+* ``fleet.asyncio.cpu``: then all of them stream their ``deltas`` deltas at once; CPU per delta
+  against one chat alone streaming the same turn (target: at most 1.5x).
+* ``fleet.core.memory`` / ``fleet.core.cpu``: the same questions for the core alone: open
+  readers (upgrade done) with their translators, Python heap per chat (tracemalloc); and the
+  frames of all chats interleaved (round robin) against one chat's frames in a row.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import resource
+import statistics
+import time
+import tracemalloc
+from typing import Any
+
+from ._common import BenchSkipped, Result, Settings, cpu_clock, paired, skipped
+from ._data import one_event_frames, transcript_lines
+from ._pipelines import frame_entry, open_reader
+
+__all__ = ["CPU_TARGET", "MEMORY_TARGET", "run"]
+
+KIB = 1024
+#: Per open chat.
+MEMORY_TARGET = 64 * KIB
+#: Per-delta CPU of the fleet / of one chat.
+CPU_TARGET = 1.5
+
+
+def raise_fd_limit() -> None:
+    """Let this process hold one socket per chat (and the client's REST connections)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+# -- the core alone ---------------------------------------------------------------------------
+
+
+def _open_chats(count: int) -> list[tuple[Any, Any, Any]]:
+    from coder_proto.translator import TurnTranslator
+
+    chats = []
+    for _ in range(count):
+        reader, _server = open_reader()
+        chats.append((reader, frame_entry(reader), TurnTranslator(turn_cursor=1)))
+    return chats
+
+
+def _feed(chat: tuple[Any, Any, Any], frame: str) -> int:
+    reader, entry, translator = chat
+    entry(frame, 0.0)
+    events = reader.events
+    count = 0
+    while events:
+        count += len(translator.ingest(events.popleft()))
+    return count
+
+
+def _core_memory(chats: int, frames: list[str]) -> Result:
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before, _ = tracemalloc.get_traced_memory()
+        opened = _open_chats(chats)
+        for chat in opened:
+            for frame in frames[:3]:  # status + two deltas: a chat mid-turn
+                _feed(chat, frame)
+        gc.collect()
+        after, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    per_chat = (after - before) / chats
+    return Result(
+        "fleet.core.memory",
+        chats,
+        None,
+        None,
+        per_chat / MEMORY_TARGET,
+        {
+            "bytes_per_chat": round(per_chat),
+            "target": "<= 64 KiB per open chat",
+            "meets_target": per_chat <= MEMORY_TARGET,
+            "via": "tracemalloc: StreamReader (upgraded WebSocketClient) + TurnTranslator",
+        },
+    )
+
+
+def _core_cpu(chats: int, frames: list[str], rounds: int) -> Result:
+    def fleet() -> Any:
+        opened = _open_chats(chats)
+
+        def go() -> None:
+            for frame in frames:
+                for chat in opened:
+                    _feed(chat, frame)
+
+        return go
+
+    def single() -> Any:
+        opened = _open_chats(chats)
+
+        def go() -> None:
+            for chat in opened:  # the same deltas, one chat after another
+                for frame in frames:
+                    _feed(chat, frame)
+
+        return go
+
+    pair = paired(fleet, single, rounds=rounds, clock=cpu_clock)
+    deltas = chats * (len(frames) - 3)
+    return Result(
+        "fleet.core.cpu",
+        chats,
+        pair.value_s,
+        pair.floor_s,
+        pair.ratio,
+        {
+            "per_delta_us": pair.value_s / deltas * 1e6,
+            "single_per_delta_us": pair.floor_s / deltas * 1e6,
+            "target": f"<= {CPU_TARGET}x one chat",
+            "meets_target": pair.ratio <= CPU_TARGET,
+            "via": "frames of all chats interleaved vs the chats one after another",
+        },
+    )
+
+
+# -- the real client --------------------------------------------------------------------------
+
+
+def _agent_fleet(cls: Any, info: dict[str, Any], chats: int, timeout: float) -> dict[str, Any]:
+    import asyncio
+
+    from ._agent import PROMPT, make_agent
+    from .memory import _status_kib
+
+    async def main() -> dict[str, Any]:
+        opened = 0
+        all_open = asyncio.Event()
+        chars_total = 0
+        cpu_start = 0.0
+
+        async def one(agent: Any) -> None:
+            nonlocal opened, chars_total
+            first = True
+            async with agent.stream(PROMPT) as stream:
+                async for delta in stream.text_stream:
+                    if first:
+                        first = False
+                        opened += 1
+                        if opened == chats:
+                            all_open.set()
+                        await all_open.wait()
+                    chars_total += len(delta)
+
+        gc.collect()
+        rss_before = _status_kib("VmRSS") * KIB
+        started = time.perf_counter()
+        async with contextlib.AsyncExitStack() as stack:
+            agents = [await stack.enter_async_context(make_agent(cls, info)) for _ in range(chats)]
+            tasks = [asyncio.create_task(one(a)) for a in agents]
+            await asyncio.wait_for(all_open.wait(), timeout)
+            open_s = time.perf_counter() - started
+            gc.collect()
+            rss_open = _status_kib("VmRSS") * KIB
+            cpu_start = time.process_time()
+            await asyncio.wait_for(asyncio.gather(*tasks), timeout)
+            cpu = time.process_time() - cpu_start
+        return {
+            "open_s": open_s,
+            "rss_per_chat": (rss_open - rss_before) / chats,
+            "cpu": cpu,
+            "chars": chars_total,
+        }
+
+    return asyncio.run(main())
+
+
+def _agent_single_cpu(cls: Any, info: dict[str, Any], rounds: int) -> float:
+    """CPU seconds of one chat streaming its turn, from its first delta to the end."""
+    import asyncio
+
+    from ._agent import PROMPT, make_agent
+
+    async def main() -> list[float]:
+        out = []
+        for _ in range(rounds):
+            async with make_agent(cls, info) as agent:
+                cpu_start = None
+                async with agent.stream(PROMPT) as stream:
+                    async for _delta in stream.text_stream:
+                        if cpu_start is None:
+                            cpu_start = time.process_time()
+                out.append(time.process_time() - (cpu_start or time.process_time()))
+        return out
+
+    return statistics.median(asyncio.run(main()))
+
+
+def run(settings: Settings) -> list[Result]:
+    """Core results always; the asyncio client's when the adapter and the fake exist."""
+    chats, deltas = settings.fleet_chats, settings.fleet_deltas
+    frames = one_event_frames(transcript_lines(deltas))
+    out = [_core_memory(chats, frames), _core_cpu(chats, frames, max(settings.rounds // 2, 1))]
+
+    from ._agent import ServerProcess, agent_class, require_fake_server
+    from ._server import transcript_texts
+
+    try:
+        require_fake_server()
+        cls = agent_class("asyncio")
+    except BenchSkipped as exc:
+        out.append(skipped("fleet.asyncio.memory", chats, str(exc)))
+        out.append(skipped("fleet.asyncio.cpu", chats, str(exc)))
+        return out
+    raise_fd_limit()
+    _, text = transcript_texts(deltas)
+    try:
+        with ServerProcess(deltas) as server:
+            single = _agent_single_cpu(cls, server.info, max(settings.e2e_rounds, 1))
+            measured = _agent_fleet(cls, server.info, chats, timeout=600.0)
+    except (BenchSkipped, TimeoutError, OSError) as exc:
+        reason = str(exc) or type(exc).__name__
+        out.append(skipped("fleet.asyncio.memory", chats, reason))
+        out.append(skipped("fleet.asyncio.cpu", chats, reason))
+        return out
+    per_chat = measured["rss_per_chat"]
+    out.append(
+        Result(
+            "fleet.asyncio.memory",
+            chats,
+            measured["open_s"],
+            None,
+            per_chat / MEMORY_TARGET,
+            {
+                "bytes_per_chat": round(per_chat),
+                "target": "<= 64 KiB per open chat",
+                "meets_target": per_chat <= MEMORY_TARGET,
+            },
+        )
+    )
+    fleet_per_chat = measured["cpu"] / chats
+    ratio = fleet_per_chat / single if single > 0 else None
+    out.append(
+        Result(
+            "fleet.asyncio.cpu",
+            chats,
+            measured["cpu"],
+            single * chats,
+            ratio,
+            {
+                "per_delta_us": fleet_per_chat / deltas * 1e6,
+                "single_per_delta_us": single / deltas * 1e6,
+                "text_chars_ok": measured["chars"] == chats * len(text),
+                "target": f"<= {CPU_TARGET}x one chat",
+                "meets_target": ratio is not None and ratio <= CPU_TARGET,
+            },
+        )
+    )
+    return out

@@ -1,0 +1,256 @@
+"""Benchmark 4, memory: peak RSS growth of one long turn.
+
+Each measurement runs in a fresh child process (``python -m tests.bench.memory --child ...``)
+that sets everything up, warms up with a short turn, resets the kernel's peak-RSS mark
+(``/proc/self/clear_refs``), runs the turn and reads the peak (``VmHWM``) back: the growth is
+what the turn itself needed at its worst moment.
+
+* ``memory.stream.<runtime>`` / ``memory.generate.<runtime>``: a turn of the transcript from the
+  fake server through ``agent.stream().text_stream`` (text dropped as it comes) and through
+  ``agent.generate()`` (the result kept). Targets: stream <= 10 MB; generate <= 2x the text +
+  5 MB.
+* ``memory.core.stream`` / ``memory.core.generate``: the core alone (reader + translator, fed
+  the WebSocket bytes of the whole transcript), parts dropped, or text deltas kept and joined;
+  same targets.
+
+``ratio`` is growth / budget (at most 1.0 meets the target); ``value_s`` is the turn's wall time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from typing import Any
+
+from ._common import BenchSkipped, Result, Settings, skipped
+from ._data import ROOT
+
+__all__ = ["GENERATE_OVERHEAD", "STREAM_BUDGET", "run"]
+
+MB = 1_000_000
+#: Peak growth allowed for a streamed turn.
+STREAM_BUDGET = 10 * MB
+#: generate() may hold twice the text plus this.
+GENERATE_OVERHEAD = 5 * MB
+
+
+def _status_kib(field: str) -> int:
+    with open("/proc/self/status", encoding="ascii") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise BenchSkipped(f"/proc/self/status has no {field}")
+
+
+def _reset_peak() -> int:
+    """Reset the peak-RSS mark to the current RSS; return the current RSS in bytes."""
+    with open("/proc/self/clear_refs", "w", encoding="ascii") as f:
+        f.write("5")
+    return _status_kib("VmRSS") * 1024
+
+
+def _peak() -> int:
+    return _status_kib("VmHWM") * 1024
+
+
+def _core_child(n: int, mode: str) -> dict[str, Any]:
+    from coder_proto.parts import TextDelta
+
+    from ._data import one_event_frames, transcript_lines
+    from ._pipelines import ws_bytes
+
+    lines = transcript_lines(n)
+    new_reader, reads = ws_bytes(one_event_frames(lines))
+    del lines
+    # Warm-up: a short turn through the same code, so lazily built caches are not counted.
+    from coder_proto.translator import TurnTranslator
+
+    def turn(reads: list[bytes], keep: bool) -> str:
+        reader = new_reader()
+        translator = TurnTranslator(turn_cursor=1)
+        texts: list[str] = []
+        events = reader.events
+        for chunk in reads:
+            reader.data_received(1, chunk, 0.0)
+            while events:
+                for part in translator.ingest(events.popleft()):
+                    if keep and type(part) is TextDelta:
+                        texts.append(part.delta)
+        translator.finish()
+        return "".join(texts)
+
+    turn(reads[:4], mode == "generate")
+    base = _reset_peak()
+    started = time.perf_counter()
+    text = turn(reads, mode == "generate")
+    elapsed = time.perf_counter() - started
+    return {"growth": _peak() - base, "text_bytes": len(text.encode()), "seconds": elapsed}
+
+
+def _agent_child(n: int, mode: str, runtime: str, info: dict[str, Any]) -> dict[str, Any]:
+    from ._agent import PROMPT, agent_class, make_agent, run_on, stream_turn
+
+    cls = agent_class(runtime)
+    result: dict[str, Any] = {}
+
+    def measure_generate(value: Any) -> int:
+        text = getattr(value, "text", "")
+        return len(text.encode()) if isinstance(text, str) else 0
+
+    if runtime == "sync":
+
+        def main_sync() -> None:
+            with make_agent(cls, info) as agent:
+                agent.generate("warm up") if mode == "generate" else stream_turn(runtime, agent)
+                base = _reset_peak()
+                started = time.perf_counter()
+                if mode == "generate":
+                    value = agent.generate(PROMPT)
+                    result["text_bytes"] = measure_generate(value)
+                else:
+                    result["text_bytes"] = stream_turn(runtime, agent)
+                result["seconds"] = time.perf_counter() - started
+                result["growth"] = _peak() - base
+
+        run_on(runtime, main_sync)
+        return result
+
+    async def main_async() -> None:
+        async with make_agent(cls, info) as agent:
+            if mode == "generate":
+                await agent.generate("warm up")
+            else:
+                await stream_turn(runtime, agent)
+            base = _reset_peak()
+            started = time.perf_counter()
+            if mode == "generate":
+                value = await agent.generate(PROMPT)
+                result["text_bytes"] = measure_generate(value)
+            else:
+                result["text_bytes"] = await stream_turn(runtime, agent)
+            result["seconds"] = time.perf_counter() - started
+            result["growth"] = _peak() - base
+
+    run_on(runtime, main_async)
+    return result
+
+
+def _child(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.bench.memory")
+    parser.add_argument("--child", choices=("core", "agent"), required=True)
+    parser.add_argument("--mode", choices=("stream", "generate"), required=True)
+    parser.add_argument("--n", type=int, required=True)
+    parser.add_argument("--runtime", default="asyncio")
+    parser.add_argument("--info", default="{}")
+    args = parser.parse_args(argv)
+    try:
+        if args.child == "core":
+            out = _core_child(args.n, args.mode)
+        else:
+            out = _agent_child(args.n, args.mode, args.runtime, json.loads(args.info))
+    except BenchSkipped as exc:
+        out = {"skipped": str(exc)}
+    sys.stdout.write(json.dumps(out) + "\n")
+    return 0
+
+
+def _spawn(args: list[str]) -> dict[str, Any]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.bench.memory", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        tail = proc.stderr.strip().splitlines()
+        raise BenchSkipped("measuring child failed: " + (tail[-1] if tail else "no output"))
+    return json.loads(lines[-1])  # type: ignore[no-any-return]
+
+
+def _result(
+    name: str, n: int, mode: str, measured: dict[str, Any], extra: dict[str, Any]
+) -> Result:
+    if "skipped" in measured:
+        return skipped(name, n, measured["skipped"])
+    growth = measured["growth"]
+    text_bytes = measured.get("text_bytes", 0)
+    budget = STREAM_BUDGET if mode == "stream" else 2 * text_bytes + GENERATE_OVERHEAD
+    target = "<= 10 MB" if mode == "stream" else "<= 2x text + 5 MB"
+    return Result(
+        name,
+        n,
+        measured.get("seconds"),
+        None,
+        growth / budget,
+        {
+            "rss_growth_mb": round(growth / MB, 3),
+            "budget_mb": round(budget / MB, 3),
+            "text_mb": round(text_bytes / MB, 3),
+            "target": target,
+            "meets_target": growth <= budget,
+            **extra,
+        },
+    )
+
+
+def run(settings: Settings) -> list[Result]:
+    """The core measurements always; the agent's when the adapters and the fake exist."""
+    if not os.path.exists("/proc/self/clear_refs"):
+        raise BenchSkipped("peak RSS is read from /proc (Linux only)")
+    n = settings.memory_n
+    out: list[Result] = []
+    for mode in ("stream", "generate"):
+        measured = _spawn(["--child", "core", "--mode", mode, "--n", str(n)])
+        out.append(
+            _result(
+                f"memory.core.{mode}",
+                n,
+                mode,
+                measured,
+                {"via": "core only: WebSocket bytes -> reader -> translator"},
+            )
+        )
+
+    from ._agent import RUNTIMES, ServerProcess, agent_class, require_fake_server
+
+    try:
+        require_fake_server()
+    except BenchSkipped as exc:
+        for mode in ("stream", "generate"):
+            out.extend(skipped(f"memory.{mode}.{rt}", n, str(exc)) for rt in RUNTIMES)
+        return out
+    with ServerProcess(n) as server:
+        for runtime in RUNTIMES:
+            for mode in ("stream", "generate"):
+                name = f"memory.{mode}.{runtime}"
+                try:
+                    agent_class(runtime)
+                    measured = _spawn(
+                        [
+                            "--child",
+                            "agent",
+                            "--mode",
+                            mode,
+                            "--n",
+                            str(n),
+                            "--runtime",
+                            runtime,
+                            "--info",
+                            json.dumps(server.info),
+                        ]
+                    )
+                except BenchSkipped as exc:
+                    out.append(skipped(name, n, str(exc)))
+                    continue
+                out.append(_result(name, n, mode, measured, {"runtime": runtime}))
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(_child(sys.argv[1:]))
