@@ -40,7 +40,6 @@ from .errors import (
     CoderAgentError,
     CoderApiError,
     CoderChatError,
-    CoderProtocolError,
     CoderStreamError,
 )
 from .machine import Cancelled, TimedOut, Wait, _Call
@@ -779,7 +778,8 @@ class Segment:
             return exc
         if isinstance(exc, CoderStreamError):
             return self._stream_error(exc)
-        if isinstance(exc, CoderProtocolError):
+        if not isinstance(exc, CoderApiError):
+            # An unparseable frame, or any other bare agent error from the reader (C.4).
             error = CoderChatError(
                 STREAM_FAILED_PREFIX + exc.message,
                 kind="stream_closed",
@@ -788,7 +788,7 @@ class Segment:
             )
             error.__cause__ = exc
             return error
-        return exc
+        return exc  # a terminal upgrade rejection passes through (C.4)
 
     def _stream_error(self, error: CoderStreamError) -> CoderStreamError:
         """C.5: stamp the chat id; a fresh chat is stranded and discarded; only a fresh chat

@@ -160,6 +160,8 @@ class Turn(CoreMachine[TurnResult]):
         #: Output parts for a stream consumer, in order (stream mode only); drain them live.
         self.parts: deque[OutputPart] = deque()
         self.steps: list[StepResult] = []
+        #: The segment running now, or the last one (for observability and tests).
+        self.segment: Segment | None = None
         self._messages: tuple[Message, ...] = messages
         self._pending_tools: tuple[ToolCall, ...] | None = None
         self._outcomes: tuple[ToolOutcome, ...] | None = None
@@ -270,6 +272,7 @@ class Turn(CoreMachine[TurnResult]):
                 warnings=self.warnings if first else (),
             )
             first = False
+            self.segment = segment
             outcome = yield from segment.run()
             self.steps.append(outcome.step)
             if self.single_segment:

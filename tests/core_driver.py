@@ -31,12 +31,14 @@ import attrs
 from wsproto import ConnectionType, WSConnection
 from wsproto.events import (
     AcceptConnection,
-    CloseConnection as WsCloseConnection,
     Message,
     Ping,
     RejectConnection,
     RejectData,
     Request,
+)
+from wsproto.events import (
+    CloseConnection as WsCloseConnection,
 )
 
 from coder_proto.actions import (
@@ -235,7 +237,9 @@ class Driver:
     # -- the loop an adapter would run -------------------------------------------------------
 
     def _machines(self) -> list[Any]:
-        machines = [m for m in (self.foreground, *self.background) if m is not None and not m.done]
+        # A finished machine still hands over its last actions (a background interrupt, the
+        # socket's close), so it stays in the list.
+        machines = [m for m in (self.foreground, *self.background) if m is not None]
         if not isinstance(self.foreground, Turn) or self.foreground.done:
             machines.append(self.session)  # between turns the session owns its streams
         return machines
@@ -477,3 +481,239 @@ def chat_stub(chat_id: str = "chat-1", **fields: Any) -> dict[str, Any]:
 
 def empty_page() -> dict[str, Any]:
     return {"messages": [], "queued_messages": [], "has_more": False}
+
+
+# -- the conformance case environment (FORMAT 4.6-4.7, D25) ---------------------------------------
+
+PREFIX = "/api/experimental/chats"
+
+
+class AbortError(Exception):
+    """The caller's abort reason in the cases (the runtime's own cancellation, D22)."""
+
+
+def rewrite(path: str) -> str:
+    """D25: compare and look up paths under the experimental prefix."""
+    return path.replace("/api/v2/chats", PREFIX)
+
+
+def _reply(value: Any) -> Reply:
+    """A scripted answer: ``{status, body}``, ``{delayMs, body}``, ``{hang: true}``,
+    ``{hangUntilAbort: true}``, or a bare body (200)."""
+    if isinstance(value, dict):
+        if value.get("hang") or value.get("hangUntilAbort"):
+            return Hang()
+        if "status" in value or "delayMs" in value:
+            return Respond(
+                int(value.get("status", 200)),
+                value.get("body"),
+                delay=float(value.get("delayMs", 0)) / 1000.0,
+            )
+    return Respond(200, value)
+
+
+def _ts_name(op: str) -> str:
+    head, *rest = op.split("_")
+    return head + "".join(word.capitalize() for word in rest)
+
+
+class CaseEnv:
+    """A case's world: the scripted REST of D25 and FORMAT 4.7, sockets driven by the
+    timeline (``real-reader``) or the ``scripted-client`` stand-in stream, a fake clock, and a
+    recording transport-event sink."""
+
+    def __init__(
+        self,
+        *,
+        rest: dict[str, Any] | None = None,
+        transport: str = "real-reader",
+        stream_batches: list[list[dict[str, Any]]] | None = None,
+        stream_then: Any = None,
+        tool_output: Callable[[dict[str, Any]], Any] | None = None,
+        organization_id: str = "org-1",
+    ) -> None:
+        self.rest = rest or {}
+        self.transport = transport
+        self.stream_batches = stream_batches or []
+        self.stream_then = stream_then
+        self.tool_output = tool_output or (lambda args: {**args, "tempC": 21})
+        self.organization_id = organization_id
+        self.events: list[Any] = []
+        self.readers: list[ScriptedReader] = []
+        self.dials: list[tuple[str, int | None]] = []
+        self.ops: list[str] = []
+        self.tool_inputs: list[Any] = []
+        self._lists: dict[str, int] = {}
+        self._next_message_id = 1
+        self._batch_index = 0
+
+    # -- pieces the session and driver take -------------------------------------------------
+
+    def reader_factory(self, **kwargs: Any) -> Any:
+        chat_id, after_id = kwargs["chat_id"], kwargs["after_id"]
+        self.dials.append((chat_id, after_id))
+        self.ops.append(
+            f"streamEvents({chat_id}" + (f", afterId={after_id})" if after_id is not None else ")")
+        )
+        if self.transport != "scripted-client":
+            from coder_proto.reader import StreamReader
+
+            return StreamReader(**kwargs)
+        reader = ScriptedReader(chat_id=chat_id, reader_id=kwargs["reader_id"], after_id=after_id)
+        self.readers.append(reader)
+        if self._serve_next_batch(reader):
+            then = self.stream_then
+            if then == "end":
+                reader.end()
+            elif isinstance(then, dict) and "throw" in then:
+                reader.end(CoderAgentError(str(then["throw"].get("message", ""))))
+        return reader
+
+    def tools(self, call: ToolCall) -> ToolOutcome:
+        args = json.loads(call.input)
+        self.tool_inputs.append(args)
+        return ToolOutcome(tool_call_id=call.tool_call_id, output=self.tool_output(args))
+
+    def sink(self, event: Any) -> None:
+        self.events.append(event)
+
+    # -- REST (D25) ------------------------------------------------------------------------------
+
+    def http(self, request: HttpRequest) -> Reply:
+        path = rewrite(request.path)
+        route, _, query = path.partition("?")
+        method = request.method
+        self.ops.append(self._op_label(request, route, query))
+        key = f"{method} {route}"
+        if key in self.rest:
+            value = self.rest[key]
+            if isinstance(value, list):
+                index = self._lists.get(key, 0)
+                self._lists[key] = index + 1
+                value = value[min(index, len(value) - 1)]
+            return _reply(value)
+        if method == "GET" and route.endswith("/messages"):
+            if query == "limit=1" and "getMessages(limit=1)" in self.rest:
+                return _reply(self.rest["getMessages(limit=1)"])
+            if "GET messages" in self.rest:
+                scripted = self.rest["GET messages"]
+                if isinstance(scripted, dict) and ("delayMs" in scripted or "hang" in scripted):
+                    return _reply(scripted)
+                return Respond(200, scripted)
+            return Respond(200, empty_page())
+        if method == "POST" and route == PREFIX:
+            if "createChat" in self.rest:
+                return _reply(self.rest["createChat"])
+            return Respond(201, chat_stub(organization_id=self.organization_id))
+        if method == "POST" and route.endswith("/messages"):
+            if "createChatMessage" in self.rest:
+                return _reply(self.rest["createChatMessage"])
+            return Respond(200, {"message": self._user_message(route, request), "queued": False})
+        if method == "POST" and route.endswith("/interrupt"):
+            return Respond(200, chat_stub(status="interrupting"))
+        if method == "POST" and route.endswith("/tool-results"):
+            if self.transport == "scripted-client" and self.readers:
+                self._serve_next_batch(self.readers[-1])
+            return Respond(204)
+        if method == "POST" and route == f"{PREFIX}/files":
+            return Respond(201, {"id": "file-1"})
+        if method in ("DELETE", "PATCH"):
+            return Respond(204)
+        return Respond(200, chat_stub(organization_id=self.organization_id))
+
+    def _serve_next_batch(self, reader: ScriptedReader) -> bool:
+        """Each dial serves the next batch; a tool-result submission pushes the next one onto
+        the live stream (FORMAT 4.7 ``scripted-client``)."""
+        index = self._batch_index
+        if index >= len(self.stream_batches):
+            return False
+        self._batch_index += 1
+        reader.push(self.stream_batches[index])
+        return True
+
+    def _user_message(self, route: str, request: HttpRequest) -> dict[str, Any]:
+        message_id = self._next_message_id
+        self._next_message_id += 1
+        chat_id = route[len(PREFIX) + 1 :].partition("/")[0]
+        content = (request.json or {}).get("content", [])
+        return {
+            "id": message_id,
+            "chat_id": chat_id,
+            "role": "user",
+            "created_at": "",
+            "content": content,
+        }
+
+    def _op_label(self, request: HttpRequest, route: str, query: str) -> str:
+        name = _ts_name(request.op)
+        chat = route[len(PREFIX) + 1 :].partition("/")[0] if route.startswith(PREFIX + "/") else ""
+        args = [a for a in (chat, query.replace("&", ", ")) if a]
+        return f"{name}({', '.join(args)})"
+
+    # -- what happened -----------------------------------------------------------------------
+
+    def of(self, name: str) -> list[Any]:
+        return [e for e in self.events if type(e).__name__ == name]
+
+
+def ai_sdk_prompt(prompt: Any) -> Any:
+    """An AI SDK prompt (FORMAT 4.7 ``calls[].prompt``) as our prompt messages."""
+    import base64
+
+    from coder_proto.prompt import (
+        AssistantMessage,
+        FileContent,
+        SystemMessage,
+        TextContent,
+        ToolMessage,
+        ToolResultContent,
+        UserMessage,
+        tool_output_to_wire,
+    )
+
+    if isinstance(prompt, str):
+        return prompt
+    messages: list[Any] = []
+    for message in prompt:
+        role = message["role"]
+        content = message.get("content")
+        if role == "system":
+            messages.append(SystemMessage(content if isinstance(content, str) else ""))
+        elif role == "user":
+            parts: list[Any] = []
+            for part in content:
+                if part["type"] == "text":
+                    parts.append(TextContent(part.get("text", "")))
+                elif part["type"] == "file":
+                    data = part.get("data")
+                    raw = (
+                        base64.b64decode(data["base64"])
+                        if isinstance(data, dict) and "base64" in data
+                        else None
+                    )
+                    file_id = (part.get("providerOptions") or {}).get("coder", {}).get("fileId")
+                    parts.append(
+                        FileContent(
+                            data=raw,
+                            media_type=part.get("mediaType"),
+                            filename=part.get("filename"),
+                            file_id=file_id,
+                        )
+                    )
+            messages.append(UserMessage(tuple(parts)))
+        elif role == "assistant":
+            messages.append(AssistantMessage(tuple(content or ())))
+        elif role == "tool":
+            results = []
+            for part in content:
+                output, is_error = tool_output_to_wire(part.get("output") or {})
+                results.append(
+                    ToolResultContent(
+                        tool_call_id=part["toolCallId"],
+                        tool_name=part.get("toolName", ""),
+                        output=output,
+                        is_error=is_error,
+                    )
+                )
+            messages.append(ToolMessage(tuple(results)))
+    return messages
