@@ -74,11 +74,18 @@ def run(settings: Settings) -> list[Result]:
     require_fake_server()
     _, text = transcript_texts(n)
     out: list[Result] = []
+    classes: dict[str, Any] = {}
+    for runtime in RUNTIMES:
+        try:
+            classes[runtime] = agent_class(runtime)
+        except BenchSkipped as exc:
+            out.append(skipped(f"e2e.{runtime}", n, str(exc)))
+    if not classes:
+        return out
     with ServerProcess(n) as server:
-        for runtime in RUNTIMES:
+        for runtime, cls in classes.items():
             name = f"e2e.{runtime}"
             try:
-                cls = agent_class(runtime)
                 rows = _rounds(runtime, cls, server.info, settings.e2e_rounds)
             except BenchSkipped as exc:
                 out.append(skipped(name, n, str(exc)))

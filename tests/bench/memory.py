@@ -32,6 +32,7 @@ from ._data import ROOT
 __all__ = ["GENERATE_OVERHEAD", "STREAM_BUDGET", "run"]
 
 MB = 1_000_000
+MODES = ("stream", "generate")
 #: Peak growth allowed for a streamed turn.
 STREAM_BUDGET = 10 * MB
 #: generate() may hold twice the text plus this.
@@ -205,7 +206,7 @@ def run(settings: Settings) -> list[Result]:
         raise BenchSkipped("peak RSS is read from /proc (Linux only)")
     n = settings.memory_n
     out: list[Result] = []
-    for mode in ("stream", "generate"):
+    for mode in MODES:
         measured = _spawn(["--child", "core", "--mode", mode, "--n", str(n)])
         out.append(
             _result(
@@ -219,18 +220,22 @@ def run(settings: Settings) -> list[Result]:
 
     from ._agent import RUNTIMES, ServerProcess, agent_class, require_fake_server
 
-    try:
-        require_fake_server()
-    except BenchSkipped as exc:
-        for mode in ("stream", "generate"):
-            out.extend(skipped(f"memory.{mode}.{rt}", n, str(exc)) for rt in RUNTIMES)
+    runtimes: list[str] = []
+    for runtime in RUNTIMES:
+        try:
+            require_fake_server()
+            agent_class(runtime)
+        except BenchSkipped as exc:
+            out.extend(skipped(f"memory.{mode}.{runtime}", n, str(exc)) for mode in MODES)
+        else:
+            runtimes.append(runtime)
+    if not runtimes:
         return out
     with ServerProcess(n) as server:
-        for runtime in RUNTIMES:
-            for mode in ("stream", "generate"):
+        for runtime in runtimes:
+            for mode in MODES:
                 name = f"memory.{mode}.{runtime}"
                 try:
-                    agent_class(runtime)
                     measured = _spawn(
                         [
                             "--child",
