@@ -42,7 +42,6 @@ from .operations import (
     build_delete_queued_message,
     build_get_chat,
     build_interrupt_chat,
-    check_chat_id,
     parse_archive_chat,
     parse_delete_queued_message,
     parse_get_chat,
@@ -427,7 +426,3 @@ class SessionDispose(CoreMachine[DisposeResult]):
             interrupt=interrupt_result, archive=archive_result, errors=tuple(errors)
         )
 
-
-def check_target(chat_id: object) -> str:
-    """Validate an explicit cleanup target."""
-    return check_chat_id(chat_id)

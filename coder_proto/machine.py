@@ -201,7 +201,7 @@ class CoreMachine(Generic[T]):
             self._finish(value=stop.value, error=None)
         except Cancelled:
             self.cancelled = True
-            self._finish(error=None)
+            self._finish(error=CoderAgentError("the call was cancelled"))
         except CoderAgentError as exc:
             self._finish(error=exc)
         except TimeoutError as exc:
@@ -248,10 +248,6 @@ class CoreMachine(Generic[T]):
         if deadline is not None and self._now >= deadline:
             self._abort_deadline = None
             raise TimedOut()
-
-    @property
-    def cancel_pending(self) -> bool:
-        return self._cancel is not None
 
     def _wait(self) -> Wait[None]:
         """Suspend until the next input, then check interruptions."""

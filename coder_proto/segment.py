@@ -906,8 +906,9 @@ class Segment:
             status = finish.raw_finish_reason
             if failed is None:
                 finish_reason = finish.finish_reason
-        elif self.translator is not None:
+        elif self.translator is not None and failed is not None:
             status = self.translator.terminal_status
+        # A consumer teardown (cancelled without a reason) settles with neither (wire 11).
         error = None
         if failed is not None:
             error = {"name": type(failed).__name__, "message": str(failed)}

@@ -366,6 +366,10 @@ class Turn(CoreMachine[TurnResult]):
             session.last_status = chat.status
         except (CoderAgentError, TimeoutError) as exc:
             logger.warning("could not interrupt the paused chat %s: %s", chat_id, exc)
+        except Cancelled:
+            # Never wait on the caller's cancellation, but never strand the chat either.
+            self._abandon_pause(chat_id)
+            raise
 
     def _abandon_pause(self, chat_id: str) -> None:
         """Cancelled while client tools ran: close the paused stream and interrupt the chat in

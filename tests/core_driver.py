@@ -497,9 +497,13 @@ def rewrite(path: str) -> str:
     return path.replace("/api/v2/chats", PREFIX)
 
 
-def _reply(value: Any) -> Reply:
-    """A scripted answer: ``{status, body}``, ``{delayMs, body}``, ``{hang: true}``,
-    ``{hangUntilAbort: true}``, or a bare body (200)."""
+def _reply(value: Any, request: HttpRequest | None = None) -> Reply:
+    """A scripted answer: a ``Reply``, a function of the request, ``{status, body}``,
+    ``{delayMs, body}``, ``{hang: true}``, ``{hangUntilAbort: true}``, or a bare body (200)."""
+    if isinstance(value, Respond | Hang | NetworkError):
+        return value
+    if callable(value):
+        return _reply(value(request), request)
     if isinstance(value, dict):
         if value.get("hang") or value.get("hangUntilAbort"):
             return Hang()
@@ -532,7 +536,7 @@ class CaseEnv:
         tool_output: Callable[[dict[str, Any]], Any] | None = None,
         organization_id: str = "org-1",
     ) -> None:
-        self.rest = rest or {}
+        self.rest = {rewrite(k): v for k, v in (rest or {}).items()}
         self.transport = transport
         self.stream_batches = stream_batches or []
         self.stream_then = stream_then
@@ -591,7 +595,7 @@ class CaseEnv:
                 index = self._lists.get(key, 0)
                 self._lists[key] = index + 1
                 value = value[min(index, len(value) - 1)]
-            return _reply(value)
+            return _reply(value, request)
         if method == "GET" and route.endswith("/messages"):
             if query == "limit=1" and "getMessages(limit=1)" in self.rest:
                 return _reply(self.rest["getMessages(limit=1)"])
@@ -717,3 +721,156 @@ def ai_sdk_prompt(prompt: Any) -> Any:
                 )
             messages.append(ToolMessage(tuple(results)))
     return messages
+
+
+# -- wire builders and a harness for unit tests --------------------------------------------------
+
+CHAT = "chat-1"
+
+
+def status(value: str, chat_id: str = CHAT) -> dict[str, Any]:
+    return {"type": "status", "chat_id": chat_id, "status": {"status": value}}
+
+
+def delta(
+    text: str, seq: int | None = None, *, hv: int = 1, ga: int = 1, kind: str = "text"
+) -> dict[str, Any]:
+    payload: dict[str, Any] = {"role": "assistant", "part": {"type": kind, "text": text}}
+    if seq is not None:
+        payload.update(history_version=hv, generation_attempt=ga, seq=seq)
+    return {"type": "message_part", "chat_id": CHAT, "message_part": payload}
+
+
+def message(
+    message_id: int,
+    content: Any = "",
+    *,
+    role: str = "assistant",
+    usage: dict[str, Any] | None = None,
+    queued_message_id: int | None = None,
+) -> dict[str, Any]:
+    if isinstance(content, str):
+        content = [{"type": "text", "text": content}] if content else []
+    body: dict[str, Any] = {
+        "id": message_id,
+        "chat_id": CHAT,
+        "role": role,
+        "created_at": "",
+        "content": content,
+    }
+    if usage is not None:
+        body["usage"] = usage
+    if queued_message_id is not None:
+        body["queued_message_id"] = queued_message_id
+    return {"type": "message", "chat_id": CHAT, "message": body}
+
+
+def tool_call_part(call_id: str, name: str, args: Any = None, **extra: Any) -> dict[str, Any]:
+    part = {"type": "tool-call", "tool_call_id": call_id, "tool_name": name, **extra}
+    if args is not None:
+        part["args"] = args
+    return part
+
+
+def action_required(*calls: tuple[str, str, str]) -> dict[str, Any]:
+    return {
+        "type": "action_required",
+        "chat_id": CHAT,
+        "action_required": {
+            "tool_calls": [
+                {"tool_call_id": cid, "tool_name": name, "args": args} for cid, name, args in calls
+            ]
+        },
+    }
+
+
+def error_event(message_text: str = "boom", **fields: Any) -> dict[str, Any]:
+    return {"type": "error", "chat_id": CHAT, "error": {"message": message_text, **fields}}
+
+
+def queue_update(*entries: dict[str, Any]) -> dict[str, Any]:
+    event: dict[str, Any] = {"type": "queue_update", "chat_id": CHAT}
+    if entries:
+        event["queued_messages"] = list(entries)
+    return event
+
+
+def weather_tool(name: str = "get_weather") -> Any:
+    from coder_proto.wire.chats import DynamicTool
+
+    return DynamicTool(
+        name=name,
+        description="Get the weather.",
+        input_schema={"type": "object", "properties": {"city": {"type": "string"}}},
+    )
+
+
+class Harness:
+    """A session, its driver and a D25 world, for unit tests. ``config`` goes to
+    ``SessionConfig``; ``rest`` overrides answers (v2 or experimental paths)."""
+
+    def __init__(
+        self,
+        *,
+        rest: dict[str, Any] | None = None,
+        observe: bool = True,
+        tool_output: Callable[[dict[str, Any]], Any] | None = None,
+        tools_fn: Tools | None = None,
+        **config: Any,
+    ) -> None:
+        from coder_proto.session import SessionConfig
+        from coder_proto.transport_events import TransportEventSink
+
+        config.setdefault("base_url", "https://coder.test")
+        config.setdefault("token", "tok-secret")
+        config.setdefault("organization_id", "org-1")
+        self.env = CaseEnv(rest=rest, tool_output=tool_output)
+        sink = TransportEventSink(self.env.sink, wall_clock=lambda: 0.0) if observe else None
+        self.session = Session(
+            SessionConfig(**config), sink=sink, reader_factory=self.env.reader_factory
+        )
+        self.driver = Driver(self.session, http=self.env.http, tools=tools_fn or self.env.tools)
+
+    @property
+    def now(self) -> float:
+        return self.driver.now
+
+    def generate(self, prompt: Any = "hi", **kwargs: Any) -> Turn:
+        return self.driver.start(self.session.generate(prompt, now=self.now, **kwargs))
+
+    def stream(self, prompt: Any = "hi", **kwargs: Any) -> Turn:
+        return self.driver.start(self.session.stream(prompt, now=self.now, **kwargs))
+
+    def segment(self, prompt: Any = "hi", **kwargs: Any) -> Turn:
+        return self.driver.start(self.session.segment(prompt, now=self.now, **kwargs))
+
+    @property
+    def socket(self) -> FakeSocket:
+        return self.driver.sockets[-1]
+
+    def send(self, *events: dict[str, Any], socket: int = -1) -> None:
+        self.driver.sockets[socket].send_events(events)
+        self.driver.settle()
+
+    def advance(self, seconds: float) -> None:
+        self.driver.advance(seconds)
+
+    def routes(self, method: str | None = None) -> list[str]:
+        """Requests sent (v2 paths, query included), optionally of one method."""
+        return [
+            f"{r.method} {r.path}"
+            for r in self.driver.requests()
+            if method is None or r.method == method
+        ]
+
+    def ops(self) -> list[str]:
+        return [r.op for r in self.driver.requests()]
+
+    def bodies(self, op: str) -> list[Any]:
+        return [r.json for r in self.driver.requests() if r.op == op]
+
+    def count(self, op: str) -> int:
+        return sum(1 for r in self.driver.requests() if r.op == op)
+
+    def of(self, type_name: str) -> list[Any]:
+        return [e for e in self.env.events if e.type == type_name]
