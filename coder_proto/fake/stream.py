@@ -53,6 +53,17 @@ class _Connection:
         #: True once the server ends this connection (after its last frame).
         self.closed = False
         self._unregistered = False
+        self._maybe_start_stall(model._now)
+
+    def _maybe_start_stall(self, now: float) -> None:
+        """The stall starts once ``after_frames`` frames have been produced."""
+        stall = self._stall
+        if (
+            stall is not None
+            and self._stall_until is None
+            and self._queued_frames >= stall.after_frames
+        ):
+            self._stall_until = math.inf if stall.seconds is None else now + stall.seconds
 
     @property
     def close_code(self) -> int | None:
@@ -79,15 +90,13 @@ class _Connection:
             release = now
             if self._delay is not None:
                 release += self._delay.seconds
-            stall = self._stall
-            if stall is not None and self._queued_frames >= stall.after_frames:
-                if self._stall_until is None:
-                    self._stall_until = math.inf if stall.seconds is None else now + stall.seconds
+            if self._stall_until is not None:
                 release = max(release, self._stall_until)
             if self._outbox:
                 release = max(release, self._outbox[-1][0])
             self._outbox.append((release, frame))
             self._queued_frames += 1
+            self._maybe_start_stall(now)
             probability = self._model.faults.random_drop_probability
             if probability > 0 and self._model.faults.rng.random() < probability:
                 self._schedule_drop(None)

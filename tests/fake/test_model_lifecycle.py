@@ -4,6 +4,8 @@ through ``handle_http`` with a manual clock."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from coder_proto.fake import (
@@ -82,7 +84,10 @@ def test_create_returns_201_with_status_running_and_the_prompt_in_history() -> N
     response = api.request(
         "POST",
         "",
-        {"organization_id": api.model.organization_id, "content": [{"type": "text", "text": "  hi  "}]},
+        {
+            "organization_id": api.model.organization_id,
+            "content": [{"type": "text", "text": "  hi  "}],
+        },
     )
     assert response.status == 201
     chat = response.json()
@@ -138,9 +143,19 @@ def test_create_returns_201_with_status_running_and_the_prompt_in_history() -> N
             None,
         ),
         ({"plan_mode": "yolo"}, 400, "Invalid plan_mode value.", None),
-        ({"mcp_server_ids": ["x"]}, 400, "One or more MCP server IDs are invalid or disabled.", None),
+        (
+            {"mcp_server_ids": ["x"]},
+            400,
+            "One or more MCP server IDs are invalid or disabled.",
+            None,
+        ),
         ({"labels": {"a": 1}}, 400, "Invalid labels.", None),
-        ({"unsafe_dynamic_tools": [{"name": ""}]}, 400, "Dynamic tool name must not be empty.", None),
+        (
+            {"unsafe_dynamic_tools": [{"name": ""}]},
+            400,
+            "Dynamic tool name must not be empty.",
+            None,
+        ),
         (
             {"unsafe_dynamic_tools": [{"name": "a"}, {"name": "a"}]},
             400,
@@ -155,7 +170,12 @@ def test_create_returns_201_with_status_running_and_the_prompt_in_history() -> N
         ),
         ({"client_type": "cli"}, 400, "Invalid client_type.", None),
         ({"reasoning_effort": "extreme"}, 400, "Invalid reasoning_effort value.", None),
-        ({"workspace_id": "not-a-uuid"}, 400, "Workspace not found or you do not have access to this resource", None),
+        (
+            {"workspace_id": "not-a-uuid"},
+            400,
+            "Workspace not found or you do not have access to this resource",
+            None,
+        ),
     ],
 )
 def test_create_validation_errors(
@@ -181,7 +201,9 @@ def test_create_body_over_256_kib_is_413() -> None:
     api = Api()
     big = "x" * (256 * 1024 + 1)
     response = api.request(
-        "POST", "", {"organization_id": api.model.organization_id, "content": [{"type": "text", "text": big}]}
+        "POST",
+        "",
+        {"organization_id": api.model.organization_id, "content": [{"type": "text", "text": big}]},
     )
     assert response.status == 413
 
@@ -189,7 +211,9 @@ def test_create_body_over_256_kib_is_413() -> None:
 def test_create_without_any_enabled_model_is_400() -> None:
     api = Api(models=(FakeModelSpec(model="m", display_name="M", enabled=False),))
     response = api.request(
-        "POST", "", {"organization_id": api.model.organization_id, "content": [{"type": "text", "text": "x"}]}
+        "POST",
+        "",
+        {"organization_id": api.model.organization_id, "content": [{"type": "text", "text": "x"}]},
     )
     assert response.status == 400
     assert response.json()["message"] == "No chat model is available in this organization."
@@ -261,7 +285,8 @@ def test_send_to_running_chat_queues_by_default() -> None:
         response = api.request(
             "POST",
             f"/{chat_id}/messages",
-            {"content": [{"type": "text", "text": "later"}]} | ({} if busy is None else {"busy_behavior": busy}),
+            {"content": [{"type": "text", "text": "later"}]}
+            | ({} if busy is None else {"busy_behavior": busy}),
         )
         body = response.json()
         assert response.status == 200
@@ -345,7 +370,9 @@ def test_send_errors() -> None:
     api = Api()
     chat_id = waiting_chat(api)
     response = api.request(
-        "POST", f"/{chat_id}/messages", {"content": [{"type": "text", "text": "x"}], "busy_behavior": "now"}
+        "POST",
+        f"/{chat_id}/messages",
+        {"content": [{"type": "text", "text": "x"}], "busy_behavior": "now"},
     )
     assert response.status == 400
     assert response.json() == {
@@ -513,15 +540,31 @@ def test_tool_results_exact_set_validation() -> None:
         "Duplicate tool_call_id in results.",
         f'Duplicate tool call ID "{a}".',
     )
-    check([{"tool_call_id": a, "output": 1}], "Missing tool result.", f'Missing result for tool call "{b}".')
     check(
-        [{"tool_call_id": a, "output": 1}, {"tool_call_id": b, "output": 1}, {"tool_call_id": "zz", "output": 1}],
+        [{"tool_call_id": a, "output": 1}],
+        "Missing tool result.",
+        f'Missing result for tool call "{b}".',
+    )
+    check(
+        [
+            {"tool_call_id": a, "output": 1},
+            {"tool_call_id": b, "output": 1},
+            {"tool_call_id": "zz", "output": 1},
+        ],
         "Unexpected tool result.",
         'No pending tool call with ID "zz".',
     )
-    check([{"tool_call_id": a}, {"tool_call_id": b, "output": 1}], "Tool result output must be valid JSON.", None)
+    check(
+        [{"tool_call_id": a}, {"tool_call_id": b, "output": 1}],
+        "Tool result output must be valid JSON.",
+        None,
+    )
     response = api.results(
-        chat_id, [{"tool_call_id": b, "output": {"t": 2}}, {"tool_call_id": a, "output": None, "is_error": True}]
+        chat_id,
+        [
+            {"tool_call_id": b, "output": {"t": 2}},
+            {"tool_call_id": a, "output": None, "is_error": True},
+        ],
     )
     assert response.status == 204
     assert response.body == b""
@@ -531,7 +574,9 @@ def test_tool_results_exact_set_validation() -> None:
     assert all(t["content"][0]["tool_name"] == "get_weather" for t in tools)
     assert tools[0]["content"][0]["is_error"] is True
     assert tools[0]["content"][0]["result"] is None
-    again = api.results(chat_id, [{"tool_call_id": a, "output": 1}, {"tool_call_id": b, "output": 1}])
+    again = api.results(
+        chat_id, [{"tool_call_id": a, "output": 1}, {"tool_call_id": b, "output": 1}]
+    )
     assert again.status == 409, "a second submit after success is a 409"
 
 
@@ -579,7 +624,9 @@ def test_archive_is_409_while_active(make: object) -> None:
 
 
 @pytest.mark.parametrize(
-    "make", [waiting_chat, errored_chat, lambda api: errored_chat(api, queued=True)], ids=["W", "E0", "E1"]
+    "make",
+    [waiting_chat, errored_chat, lambda api: errored_chat(api, queued=True)],
+    ids=["W", "E0", "E1"],
 )
 def test_archive_from_idle_states_and_its_rules(make: object) -> None:
     api = Api()
@@ -597,11 +644,15 @@ def test_archive_from_idle_states_and_its_rules(make: object) -> None:
         "results": api.results(chat_id, [{"tool_call_id": "a", "output": 1}]),
         "interrupt": api.interrupt(chat_id),
         "promote": api.request("POST", f"/{chat_id}/queue/1/promote"),
-        "edit": api.request("PATCH", f"/{chat_id}/messages/1", {"content": [{"type": "text", "text": "x"}]}),
+        "edit": api.request(
+            "PATCH", f"/{chat_id}/messages/1", {"content": [{"type": "text", "text": "x"}]}
+        ),
     }
     assert {k: v.status for k, v in refusals.items()} == dict.fromkeys(refusals, 400)
     assert refusals["send"].json()["message"] == "Cannot send messages to an archived chat."
-    assert refusals["results"].json()["message"] == "Cannot submit tool results to an archived chat."
+    assert (
+        refusals["results"].json()["message"] == "Cannot submit tool results to an archived chat."
+    )
     assert refusals["interrupt"].json()["message"] == "Cannot interrupt an archived chat."
     assert api.request("DELETE", f"/{chat_id}/queue/1").status == 409, "no archived pre-check"
     assert api.archive(chat_id, False).status == 204
@@ -627,11 +678,18 @@ def test_patch_title_pin_labels_and_plan_mode() -> None:
     api = Api()
     chat_id = waiting_chat(api)
     ok = api.request(
-        "PATCH", f"/{chat_id}", {"title": " New ", "pin_order": 2, "labels": {"k": "v"}, "plan_mode": "plan"}
+        "PATCH",
+        f"/{chat_id}",
+        {"title": " New ", "pin_order": 2, "labels": {"k": "v"}, "plan_mode": "plan"},
     )
     assert ok.status == 204
     chat = api.chat(chat_id)
-    assert (chat["title"], chat["pin_order"], chat["labels"], chat["plan_mode"]) == ("New", 2, {"k": "v"}, "plan")
+    assert (chat["title"], chat["pin_order"], chat["labels"], chat["plan_mode"]) == (
+        "New",
+        2,
+        {"k": "v"},
+        "plan",
+    )
     cases = [
         ({"title": "  "}, "Title cannot be empty."),
         ({"title": "x" * 201}, "Title must be at most 200 characters."),
@@ -688,7 +746,10 @@ def test_promote_windows_and_effects() -> None:
     api = Api(interrupt_delay=0.5)
     chat_id = running_chat(api)
     empty = api.request("POST", f"/{chat_id}/queue/1/promote")
-    assert (empty.status, empty.json()["message"]) == (409, "Chat has no queued messages to promote.")
+    assert (empty.status, empty.json()["message"]) == (
+        409,
+        "Chat has no queued messages to promote.",
+    )
     first = api.send(chat_id, "a").json()["queued_message"]["id"]
     second = api.send(chat_id, "b").json()["queued_message"]["id"]
     assert api.request("POST", f"/{chat_id}/queue/{second + 9}/promote").status == 404
@@ -737,7 +798,9 @@ def test_edit_replaces_the_message_and_everything_after() -> None:
     chat_id_running = chat_id
     api.send(chat_id_running, "queued?")
     response = api.request(
-        "PATCH", f"/{chat_id}/messages/{first_user['id']}", {"content": [{"type": "text", "text": "edited"}]}
+        "PATCH",
+        f"/{chat_id}/messages/{first_user['id']}",
+        {"content": [{"type": "text", "text": "edited"}]},
     )
     assert response.status == 200
     body = response.json()
@@ -749,15 +812,34 @@ def test_edit_replaces_the_message_and_everything_after() -> None:
     assert api.status(chat_id) == "running"
     assert api.model.chats[chat_id].queue == []
     errors = [
-        (api.request("PATCH", f"/{chat_id}/messages/0", {"content": [{"type": "text", "text": "x"}]}), 400),
-        (api.request("PATCH", f"/{chat_id}/messages/{first_user['id']}", {"content": [{"type": "text", "text": "x"}]}), 404),
+        (
+            api.request(
+                "PATCH", f"/{chat_id}/messages/0", {"content": [{"type": "text", "text": "x"}]}
+            ),
+            400,
+        ),
+        (
+            api.request(
+                "PATCH",
+                f"/{chat_id}/messages/{first_user['id']}",
+                {"content": [{"type": "text", "text": "x"}]},
+            ),
+            404,
+        ),
     ]
     for resp, status in errors:
         assert resp.status == status
     api.run_until(chat_id, {"waiting"})
     assistant = api.messages(chat_id)["messages"][0]
-    not_user = api.request("PATCH", f"/{chat_id}/messages/{assistant['id']}", {"content": [{"type": "text", "text": "x"}]})
-    assert (not_user.status, not_user.json()["message"]) == (400, "Only user messages can be edited.")
+    not_user = api.request(
+        "PATCH",
+        f"/{chat_id}/messages/{assistant['id']}",
+        {"content": [{"type": "text", "text": "x"}]},
+    )
+    assert (not_user.status, not_user.json()["message"]) == (
+        400,
+        "Only user messages can be edited.",
+    )
 
 
 # -- errors and retries (server-behaviour 8.9) -------------------------------------------------------
@@ -797,7 +879,7 @@ def test_message_ids_are_global_monotonic_and_not_contiguous() -> None:
     assert ids_a == sorted(ids_a) and ids_b == sorted(ids_b)
     assert not set(ids_a) & set(ids_b)
     every = sorted(ids_a + ids_b)
-    assert any(y - x > 1 for x, y in zip(every, every[1:], strict=False)), "ids have gaps"
+    assert any(y - x > 1 for x, y in itertools.pairwise(every)), "ids have gaps"
 
 
 def test_queued_ids_are_their_own_sequence() -> None:

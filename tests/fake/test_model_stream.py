@@ -52,7 +52,9 @@ def test_first_sync_is_messages_status_preview_reset_then_parts_from_seq_1() -> 
     assert {(p["history_version"], p["generation_attempt"]) for p in deltas} == {
         (deltas[0]["history_version"], 1)
     }
-    assert [p["part"]["text"] for p in deltas] == ["one ", "two ", "three"], "deltas, not cumulative"
+    assert [p["part"]["text"] for p in deltas] == ["one ", "two ", "three"], (
+        "deltas, not cumulative"
+    )
     assert all(p["role"] == "assistant" for p in deltas)
     tail = types(events)[len(deltas) :]
     assert tail == ["message", "status:waiting", "preview_reset"]
@@ -238,7 +240,19 @@ def test_new_episode_restarts_seq_after_preview_reset() -> None:
 
 def test_fail_after_retries_emits_retry_then_status_error_and_error() -> None:
     api = Api(retry_base_delay=0.1)
-    script = Script((Say("x"), Fail(message="rate limited", kind="rate_limit", retries=2, retryable=True, status_code=429, provider="anthropic")))
+    script = Script(
+        (
+            Say("x"),
+            Fail(
+                message="rate limited",
+                kind="rate_limit",
+                retries=2,
+                retryable=True,
+                status_code=429,
+                provider="anthropic",
+            ),
+        )
+    )
     chat_id = api.create("go", script=script)
     stream = api.stream(chat_id)
     events = stream.pull_until_status({"error"})
@@ -350,7 +364,11 @@ def test_zero_value_keys_on_every_part_by_default_and_off_on_request() -> None:
         every_part = [p["part"] for p in parts(events)]
         every_part += [p for m in messages_of(events) for p in m["content"]]
         every_part += [
-            p for e in events if e["type"] == "queue_update" for q in e.get("queued_messages", []) for p in q["content"]
+            p
+            for e in events
+            if e["type"] == "queue_update"
+            for q in e.get("queued_messages", [])
+            for p in q["content"]
         ]
         assert every_part
         for part in every_part:
@@ -388,7 +406,7 @@ def test_snapshot_frames_are_split_at_256_events() -> None:
     api.run_until(chat_id, {"waiting"})
     stream = api.stream(chat_id)
     stream.pull()
-    assert [len(f) for f in stream.frames][0] == 256
+    assert len(stream.frames[0]) == 256
     assert len(messages_of(stream.events)) == len(api.model.chats[chat_id].visible_messages())
 
 
