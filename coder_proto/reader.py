@@ -441,6 +441,10 @@ class StreamReader:
             return False
         append = self.events.append
         sink = self._sink
+        # The episode high-water mark and the progress count live in locals for the loop:
+        # a frame carries up to 256 deltas (wire 4.2) and this is the per-delta cost.
+        last_hv, last_ga, last_seq = self._last_hv, self._last_ga, self._last_seq
+        progress = 0
         for event in decoded:
             forwarded = True
             if type(event) is MessagePartEvent:
@@ -449,19 +453,11 @@ class StreamReader:
                 seq = event.seq
                 # D14: coordinates count only when all three are ints (bools are not).
                 if type(hv) is int and type(ga) is int and type(seq) is int:
-                    last_seq = self._last_seq
-                    if (
-                        last_seq is not None
-                        and seq <= last_seq
-                        and hv == self._last_hv
-                        and ga == self._last_ga
-                    ):
+                    if last_seq is not None and seq <= last_seq and hv == last_hv and ga == last_ga:
                         forwarded = False
                     else:
-                        self._last_hv = hv
-                        self._last_ga = ga
-                        self._last_seq = seq
-                        self._progress()
+                        last_hv, last_ga, last_seq = hv, ga, seq
+                        progress += 1
                 else:
                     self._untrackable = True
             elif type(event) is MessageEvent:
@@ -470,12 +466,16 @@ class StreamReader:
                 raw = message.raw
                 if self._snapshots.get(message_id) != raw:
                     self._snapshots[message_id] = raw
-                    self._progress()
+                    progress += 1
                 if message_id > self._max_committed_id:
                     # The commit finalised the outstanding deltas into snapshots (B.2).
                     self._max_committed_id = message_id
                     self._untrackable = False
             if sink is not None:
+                if progress:
+                    # A handler observes the reader as of this event.
+                    self._progress(progress)
+                    progress = 0
                 sink.emit(
                     WsEventEvent(
                         chat_id=self.chat_id,
@@ -488,10 +488,14 @@ class StreamReader:
                 )
             if forwarded:
                 append(event)
+        self._last_hv, self._last_ga, self._last_seq = last_hv, last_ga, last_seq
+        if progress:
+            self._progress(progress)
         return self._client is not None
 
-    def _progress(self) -> None:
-        self.progress_events += 1
+    def _progress(self, count: int) -> None:
+        """Forward progress (B.2): ``count`` more events; the budget and backoff restart."""
+        self.progress_events += count
         self.consecutive_failures = 0
         self.backoff = self.policy.initial
 
