@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from coder_proto.errors import CoderProtocolError
+from coder_proto.errors import CoderChatError, CoderProtocolError
 from coder_proto.parts import (
     ErrorPart,
     Finish,
@@ -122,7 +122,7 @@ def only(parts: list[OutputPart], kind: type[Any]) -> list[Any]:
 
 
 def the_finish(parts: list[OutputPart]) -> Finish:
-    finishes = only(parts, Finish)
+    finishes: list[Finish] = only(parts, Finish)
     assert len(finishes) == 1
     return finishes[0]
 
@@ -738,7 +738,10 @@ def test_a10_each_error_event_emits_an_error_part_and_the_latest_wins() -> None:
     ]
     assert tr.error_seen
     assert tr.error == ChatError(message="second", detail="d", kind="overloaded", retryable=True)
-    exc = parts[1].exception()
+    error_part = parts[1]
+    assert isinstance(error_part, ErrorPart)
+    exc = error_part.exception()
+    assert isinstance(exc, CoderChatError)
     assert str(exc) == "second: d"
     assert exc.chat_id == "chat-9"
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pathlib
 import re
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -65,7 +66,7 @@ def _run_turn(spec: dict[str, Any]) -> tuple[list[list[OutputPart]], list[TurnTr
 
 def _check_turn(expected: dict[str, Any], steps: list[list[OutputPart]]) -> None:
     finishes = [finish_of(parts) for parts in steps]
-    views = {
+    views: dict[str, Callable[[], Any]] = {
         "steps": lambda: [
             {
                 "finishReason": trace_view(parts, "finishReason"),
