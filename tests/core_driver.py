@@ -507,7 +507,7 @@ def _reply(value: Any, request: HttpRequest | None = None) -> Reply:
     if isinstance(value, dict):
         if value.get("hang") or value.get("hangUntilAbort"):
             return Hang()
-        if "status" in value or "delayMs" in value:
+        if isinstance(value.get("status"), int) or "delayMs" in value:
             return Respond(
                 int(value.get("status", 200)),
                 value.get("body"),
