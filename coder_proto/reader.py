@@ -31,7 +31,7 @@ from __future__ import annotations
 import collections
 import logging
 from typing import Final
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import attrs
 
@@ -141,6 +141,20 @@ class BackoffPolicy:
 
 _DEFAULT_POLICY: Final = BackoffPolicy()
 
+
+def _without_userinfo(url: str) -> str:
+    """``url`` without ``user:password@``: what events and errors may show (wire 11). Such a
+    URL is refused at dial time anyway (``WebSocketClient``); an unparseable one is shown as
+    is, since no credentials can be found in it."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+
+
 # Reader states. "connecting": OpenConnection issued; "handshake": upgrade request written;
 # "open": upgrade accepted; "backoff": waiting for the redial deadline.
 IDLE: Final = "idle"
@@ -196,8 +210,9 @@ class StreamReader:
         self.policy = policy
         stream_path = f"{prefix}/{quote(chat_id, safe='')}/stream"
         query = {"after_id": after_id}
-        #: The dial URL (B.3): fixed, reused on every redial.
-        self.url: str = websocket_url(base_url, stream_path, query)
+        self._dial_url = websocket_url(base_url, stream_path, query)
+        #: The dial URL (B.3): fixed, reused on every redial; never with credentials.
+        self.url: str = _without_userinfo(self._dial_url)
         #: The same, relative to the base URL, for errors and transport events.
         self.path: str = build_path(stream_path, query)
         self._token = token
@@ -355,7 +370,7 @@ class StreamReader:
             )
         try:
             client = WebSocketClient(
-                self.url, token=self._token, max_message_size=self._max_message_size
+                self._dial_url, token=self._token, max_message_size=self._max_message_size
             )
         except CoderAgentError as exc:
             # A local configuration error (bad scheme, bad header): terminal at once (D12).

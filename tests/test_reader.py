@@ -780,6 +780,22 @@ def test_oversize_message_is_terminal_with_close_1009() -> None:
     assert [c.code for c in net.server.closes()] == [1009]
 
 
+def test_credentials_in_the_base_url_are_refused_and_never_shown_wire_11() -> None:
+    reader, net, recorder = observed(base_url="https://admin:hunter2@coder.example.com")
+    assert reader.url == f"wss://coder.example.com/api/v2/chats/{CHAT}/stream"
+    assert reader.done
+    assert type(reader.error) is CoderAgentError
+    assert net.opened == []
+    assert "hunter2" not in repr(recorder.events) + str(reader.error)
+
+
+def test_unparseable_base_url_is_terminal_at_once() -> None:
+    reader, net, _ = observed(base_url="https://[::1")
+    assert reader.url.startswith("wss://[::1/")
+    assert type(reader.error) is CoderAgentError
+    assert net.opened == []
+
+
 def test_bad_url_scheme_is_terminal_at_once_d12() -> None:
     reader, net, recorder = observed(base_url="ftp://coder.example.com")
     assert reader.done

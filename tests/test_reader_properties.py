@@ -288,7 +288,7 @@ class ReaderMachine(RuleBasedStateMachine):
             assert reader.done
 
 
-ReaderMachine.TestCase.settings = settings(max_examples=200, stateful_step_count=40, deadline=None)
+ReaderMachine.TestCase.settings = settings(max_examples=200, stateful_step_count=30, deadline=None)
 TestReaderMachine = ReaderMachine.TestCase
 
 
@@ -396,11 +396,11 @@ _event_like = st.fixed_dictionaries(
         "data": _json,
     },
 )
-_frame_values = st.one_of(_json, _event_like, st.lists(_event_like, max_size=6))
+_frame_values = st.one_of(_json, _event_like, st.lists(_event_like, max_size=4))
 
 
 @settings(max_examples=200, deadline=None)
-@given(frames=st.lists(_frame_values, max_size=6), drop=st.booleans())
+@given(frames=st.lists(_frame_values, max_size=4), drop=st.booleans())
 def test_arbitrary_json_never_escapes(frames: list[Any], drop: bool) -> None:
     reader, server = _opened()
     for frame in frames:
