@@ -349,7 +349,7 @@ _json = st.recursive(
     lambda children: (
         st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=6), children, max_size=4)
     ),
-    max_leaves=15,
+    max_leaves=8,
 )
 _TYPES = [
     "message_part",
@@ -365,36 +365,37 @@ _TYPES = [
     "ping",
     "mystery",
 ]
-_event_like = st.fixed_dictionaries(
-    {"type": st.sampled_from(_TYPES)},
-    optional={
-        "chat_id": st.one_of(st.just(CHAT), _json),
-        "message_part": st.one_of(
-            _json,
-            st.fixed_dictionaries(
-                {"part": st.one_of(_json, st.fixed_dictionaries({"type": st.just("text")}))},
-                optional={
-                    "role": _json,
-                    "history_version": _json,
-                    "generation_attempt": _json,
-                    "seq": _json,
-                },
-            ),
-        ),
-        "message": st.one_of(
-            _json,
-            st.fixed_dictionaries(
-                {"id": st.one_of(st.integers(-5, 50), _json)},
-                optional={"role": _json, "content": _json, "usage": _json},
-            ),
-        ),
-        "status": _json,
-        "error": _json,
-        "queued_messages": _json,
-        "retry": _json,
-        "action_required": _json,
-        "data": _json,
-    },
+_FIELDS = [
+    "chat_id",
+    "message_part",
+    "message",
+    "status",
+    "error",
+    "queued_messages",
+    "retry",
+    "action_required",
+    "data",
+]
+_coordinate = st.one_of(st.integers(0, 3), st.booleans(), st.none(), st.text(max_size=2))
+_shaped_payloads = st.one_of(
+    st.fixed_dictionaries(
+        {"part": st.one_of(_json, st.just({"type": "text", "text": "x"}))},
+        optional={
+            "role": st.sampled_from(["assistant", "tool", "user", 7]),
+            "history_version": _coordinate,
+            "generation_attempt": _coordinate,
+            "seq": _coordinate,
+        },
+    ),
+    st.fixed_dictionaries(
+        {"id": st.one_of(st.integers(-5, 50), _json)},
+        optional={"role": _json, "content": _json, "usage": _json},
+    ),
+)
+_event_like = st.builds(
+    lambda kind, fields: {"type": kind, **fields},
+    st.sampled_from(_TYPES),
+    st.dictionaries(st.sampled_from(_FIELDS), st.one_of(_shaped_payloads, _json), max_size=3),
 )
 _frame_values = st.one_of(_json, _event_like, st.lists(_event_like, max_size=4))
 
