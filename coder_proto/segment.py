@@ -336,6 +336,9 @@ class Segment:
         try:
             try:
                 outcome = yield from self._body()
+                # E.5: final cleanup interrupts a run that ended without a terminal status
+                # (an error event and then the end of the stream).
+                self._teardown_in_background(abort=False)
                 return outcome
             except Cancelled as exc:
                 failure = exc.reason
@@ -424,13 +427,20 @@ class Segment:
             raise CoderChatError(
                 STREAM_CLOSED_MESSAGE, kind="stream_closed", retryable=True, chat_id=chat_id
             )
-        parts = translator.finish()
+        if translator.finish_reason() == "error" and not translator.error_seen:
+            # D2: a status error without an error event fails with the server's default
+            # payload: raised in generate mode, an error part before the finish in stream mode.
+            if self.generate:
+                raise translator.error_payload().to_exception(chat_id=chat_id)
+            parts = translator.finish()
+            parts.insert(
+                len(parts) - 1, ErrorPart(error=translator.error_payload(), chat_id=chat_id)
+            )
+        else:
+            parts = translator.finish()
         self._deliver(parts)
         finish = self.builder.finish
         assert finish is not None
-        if self.generate and finish.finish_reason == "error":
-            # D2: a status error without an error event raises the default payload.
-            raise translator.error_payload().to_exception(chat_id=chat_id)
         paused_for_tools = (
             translator.terminal_status == STATUS_REQUIRES_ACTION
             and translator.client_tool_call_seen
@@ -849,7 +859,8 @@ class Segment:
         )
 
     def _teardown_in_background(self, *, abort: bool) -> None:
-        """Cancellation (D22): both the interrupt and the withdrawal run in the background."""
+        """Cancellation (D22) and clean endings: both the interrupt and the withdrawal run in
+        the background."""
         plan, target = self._teardown_plan(abort=abort)
         if plan == "none" or target is None:
             return

@@ -306,13 +306,14 @@ class Session:
 
     def reset_session(self, now: float) -> list[Action]:
         """Start a fresh chat on the next turn (H.1): forget the chat, the cursor and the
-        submitted tool ids, close a retained stream. ``last_known_chat_id`` and the stranded
-        ledger are kept. Returns the actions that close the stream (perform them)."""
+        submitted tool ids, close a paused stream. ``last_known_chat_id`` and the stranded
+        ledger are kept. Returns the actions that close the stream (perform them). A stream a
+        running segment is reading stays with that segment, which closes it when it ends."""
         self._chat_id = None
         self._last_seen = 0
         self.submitted_tool_call_ids.clear()
         self.last_status = None
-        return self.close_retained_stream(now)
+        return self.close_paused_stream(now)
 
     def next_segment_number(self) -> int:
         """The per-agent segment counter of G.7 (counted only when events are observed)."""
@@ -431,12 +432,16 @@ class Session:
             self._retained = None
 
     def close_retained_stream(self, now: float) -> list[Action]:
-        """Close the retained stream, attached or not (reset, disposal). Returns the actions
-        that close it."""
+        """Close the retained stream, attached or not (disposal). Returns the actions that
+        close it. A segment reading it sees its stream end (C.4 ``stream_closed``)."""
         stream = self._retained
         if stream is None:
             return []
+        attached = stream.attached
         self.release_stream(stream, now)
+        turn = self.in_flight
+        if attached and turn is not None:
+            turn.tick(now)
         return self.actions()
 
     def close_paused_stream(self, now: float) -> list[Action]:

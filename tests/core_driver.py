@@ -816,6 +816,9 @@ class Harness:
         observe: bool = True,
         tool_output: Callable[[dict[str, Any]], Any] | None = None,
         tools_fn: Tools | None = None,
+        transport: str = "real-reader",
+        stream_batches: list[list[dict[str, Any]]] | None = None,
+        stream_then: Any = None,
         **config: Any,
     ) -> None:
         from coder_proto.session import SessionConfig
@@ -824,7 +827,13 @@ class Harness:
         config.setdefault("base_url", "https://coder.test")
         config.setdefault("token", "tok-secret")
         config.setdefault("organization_id", "org-1")
-        self.env = CaseEnv(rest=rest, tool_output=tool_output)
+        self.env = CaseEnv(
+            rest=rest,
+            tool_output=tool_output,
+            transport=transport,
+            stream_batches=stream_batches,
+            stream_then=stream_then,
+        )
         sink = TransportEventSink(self.env.sink, wall_clock=lambda: 0.0) if observe else None
         self.session = Session(
             SessionConfig(**config), sink=sink, reader_factory=self.env.reader_factory

@@ -1,0 +1,778 @@
+"""One model round trip: the segment driver (state machines C.3-C.5, D, E.5, G.2-G.7; wire
+2.3, 5, 10, 11; DECISIONS D2-D4, D9, D12, D21, D22, D24).
+
+Every test drives the real session, turn, segment, translator and stream reader through the
+in-memory driver of ``tests/core_driver.py``: REST answers come from a scripted server (D25
+defaults), WebSocket frames from wsproto server ends, time from a fake clock.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+
+from coder_proto.errors import (
+    CoderAgentError,
+    CoderApiError,
+    CoderChatError,
+)
+from coder_proto.parts import ErrorPart, Finish, StreamStart
+from coder_proto.prompt import (
+    AssistantMessage,
+    FileContent,
+    TextContent,
+    ToolMessage,
+    ToolResultContent,
+    UserMessage,
+)
+from coder_proto.segment import STREAM_CLOSED_MESSAGE, recover_pending_calls
+from coder_proto.wire import ActionRequiredEvent, ChatMessage, MessageEvent
+from tests.core_driver import (
+    CHAT,
+    Hang,
+    Harness,
+    Respond,
+    action_required,
+    delta,
+    error_event,
+    message,
+    status,
+    tool_call_part,
+    weather_tool,
+)
+
+MODEL_ID = "0f8fad5b-d9cb-469f-a165-70867728950e"
+MESSAGES = "POST /api/v2/chats/chat-1/messages"
+INTERRUPT = "POST /api/v2/chats/chat-1/interrupt"
+
+
+def committed(message_id: int) -> dict[str, Any]:
+    return {
+        "message": {
+            "id": message_id,
+            "chat_id": CHAT,
+            "role": "user",
+            "created_at": "",
+            "content": [{"type": "text", "text": "hi"}],
+        },
+        "queued": False,
+    }
+
+
+def settle_ok(h: Harness, *, message_id: int = 50, text: str = "ok") -> None:
+    h.send(status("running"), message(message_id, text), status("waiting"))
+
+
+def result_of(turn: Any) -> Any:
+    assert turn.done, "the segment is still running"
+    return turn.result()
+
+
+def interrupts(h: Harness) -> int:
+    h.driver.drain_background()
+    return h.routes().count(INTERRUPT)
+
+
+# -- G.5 recovery, as a pure function ----------------------------------------------------------------
+
+
+def msg(message_id: int, role: str, *content: dict[str, Any]) -> ChatMessage:
+    return ChatMessage.from_json(
+        {"id": message_id, "role": role, "content": list(content), "chat_id": CHAT}
+    )
+
+
+def call(call_id: str, name: str = "get_weather", **extra: Any) -> dict[str, Any]:
+    return tool_call_part(call_id, name, **extra)
+
+
+def test_recovery_takes_the_last_assistant_messages_pending_client_calls() -> None:
+    history = [
+        msg(12, "tool", {"type": "tool-result", "tool_call_id": "a", "tool_name": "get_weather"}),
+        msg(11, "assistant", call("a", args={"x": 1}), call("b", args={"city": "Paris", "n": 1.0})),
+        msg(9, "assistant", call("old", args={})),
+        msg(13, "assistant", call("c", args=None), call("d", args={"z": None})),
+        msg(14, "user", {"type": "text", "text": "next"}),
+    ]
+    events = recover_pending_calls(
+        history, turn_cursor=10, dynamic_tool_names={"get_weather"}, submitted_tool_call_ids=set()
+    )
+    assert [e.message.id for e in events[:-1]] == [11, 12, 13, 14]  # type: ignore[union-attr]
+    last = events[-1]
+    assert isinstance(last, ActionRequiredEvent)
+    # Missing args give "{}"; args are JSON text in the D18 format.
+    assert [(c.tool_call_id, c.args) for c in last.tool_calls] == [
+        ("c", "{}"),
+        ("d", '{"z":null}'),
+    ]
+
+
+def test_recovery_skips_handled_submitted_server_and_unknown_calls() -> None:
+    history = [
+        msg(
+            21,
+            "assistant",
+            call("done"),
+            call("sent"),
+            call("server", provider_executed=True, args={}),
+            call("other", name="search", args={}),
+            call("", args={}),
+            call("keep", args=[1, 2]),
+        ),
+        msg(
+            22, "tool", {"type": "tool-result", "tool_call_id": "done", "tool_name": "get_weather"}
+        ),
+    ]
+    events = recover_pending_calls(
+        history, turn_cursor=0, dynamic_tool_names={"get_weather"}, submitted_tool_call_ids={"sent"}
+    )
+    assert isinstance(events[-1], ActionRequiredEvent)
+    assert [(c.tool_call_id, c.args) for c in events[-1].tool_calls] == [("keep", "[1,2]")]
+
+
+@pytest.mark.parametrize(
+    "history",
+    [
+        [],
+        [msg(5, "assistant", call("a", args={}))],  # at or below the cursor
+        [msg(11, "user", {"type": "text", "text": "hi"})],  # no assistant message
+        [msg(11, "assistant", {"type": "text", "text": "done"})],  # nothing pending
+    ],
+)
+def test_recovery_finds_nothing(history: list[ChatMessage]) -> None:
+    assert (
+        recover_pending_calls(
+            history,
+            turn_cursor=5,
+            dynamic_tool_names={"get_weather"},
+            submitted_tool_call_ids=set(),
+        )
+        == []
+    )
+
+
+def test_recovered_events_are_snapshots_then_one_action_required() -> None:
+    events = recover_pending_calls(
+        [msg(3, "assistant", call("a", args={}))],
+        turn_cursor=0,
+        dynamic_tool_names={"get_weather"},
+        submitted_tool_call_ids=frozenset(),
+        chat_id=CHAT,
+    )
+    assert [type(e) for e in events] == [MessageEvent, ActionRequiredEvent]
+    assert events[0].chat_id == CHAT
+
+
+# -- REST phase (G.2, D.2, H.1, wire 2.1-2.3) --------------------------------------------------------
+
+
+def test_the_first_turn_creates_the_chat_with_every_configured_field() -> None:
+    h = Harness(
+        instructions="Be kind.",
+        tools=(weather_tool(),),
+        model=MODEL_ID,
+        reasoning_effort="low",
+        workspace_id="ws-1",
+        mcp_server_ids=("mcp-1",),
+        plan_mode="plan",
+    )
+    turn = h.segment("Weather in Paris?")
+    assert h.routes() == ["POST /api/v2/chats"]  # no seeding, no model listing for a UUID
+    assert h.bodies("create_chat") == [
+        {
+            "organization_id": "org-1",
+            "content": [{"type": "text", "text": "Weather in Paris?"}],
+            "client_type": "api",
+            "system_prompt": "Be kind.",
+            "unsafe_dynamic_tools": [
+                {
+                    "name": "get_weather",
+                    "description": "Get the weather.",
+                    "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}},
+                }
+            ],
+            "model_config_id": MODEL_ID,
+            "reasoning_effort": "low",
+            "workspace_id": "ws-1",
+            "mcp_server_ids": ["mcp-1"],
+            "plan_mode": "plan",
+        }
+    ]
+    # A fresh chat streams from the beginning (no after_id) with the token header.
+    assert h.socket.request is not None and h.socket.request.target == "/api/v2/chats/chat-1/stream"
+    assert h.socket.header("Coder-Session-Token") == "tok-secret"
+    settle_ok(h)
+    assert result_of(turn).chat_id == CHAT
+    assert h.session.chat_id == CHAT and h.session.last_known_chat_id == CHAT
+
+
+def test_unset_optional_fields_are_not_sent_at_creation() -> None:
+    h = Harness()
+    h.segment("hi")
+    assert h.bodies("create_chat") == [
+        {
+            "organization_id": "org-1",
+            "content": [{"type": "text", "text": "hi"}],
+            "client_type": "api",
+        }
+    ]
+
+
+def test_creation_needs_an_organization() -> None:
+    h = Harness(organization_id=None)
+    turn = h.segment("hi")
+    assert isinstance(turn.error, CoderAgentError) and "organization_id" in str(turn.error)
+    assert h.routes() == []
+
+
+def test_later_turns_post_the_message_and_dial_after_the_committed_prompt() -> None:
+    """H.1, D.2: content plus model, reasoning effort and busy behaviour; no system prompt or
+    tools; the window opens after the turn's own committed user message."""
+    h = Harness(
+        chat_id=CHAT,
+        last_seen_message_id=10,
+        instructions="ignored now",
+        tools=(weather_tool(),),
+        model=MODEL_ID,
+        reasoning_effort="high",
+        busy_behavior="interrupt",
+        rest={MESSAGES: committed(11)},
+    )
+    turn = h.segment("again")
+    assert h.routes() == [MESSAGES]
+    assert h.bodies("create_chat_message") == [
+        {
+            "content": [{"type": "text", "text": "again"}],
+            "model_config_id": MODEL_ID,
+            "reasoning_effort": "high",
+            "busy_behavior": "interrupt",
+        }
+    ]
+    assert h.socket.request.target == "/api/v2/chats/chat-1/stream?after_id=11"  # type: ignore[union-attr]
+    h.send(
+        message(10, "old"), message(11, "hi", role="user"), message(12, "new"), status("waiting")
+    )
+    assert result_of(turn).text == "new"
+    assert h.session.last_seen_message_id == 12
+
+
+def test_a_known_chat_without_a_cursor_seeds_it_from_its_newest_message() -> None:
+    """D.1, wire 2.3: GET .../messages?limit=1 before the submission."""
+    page = {"messages": [{"id": 40, "chat_id": CHAT, "role": "assistant"}], "has_more": True}
+    h = Harness(chat_id=CHAT, rest={"getMessages(limit=1)": page, MESSAGES: committed(41)})
+    h.segment("hi")
+    assert h.routes() == ["GET /api/v2/chats/chat-1/messages?limit=1", MESSAGES]
+    assert h.session.last_seen_message_id == 40
+
+
+def test_an_empty_chat_seeds_no_cursor() -> None:
+    h = Harness(chat_id=CHAT, rest={MESSAGES: {"queued": False}})
+    h.segment("hi")
+    assert h.session.last_seen_message_id is None
+    assert h.socket.request.target == "/api/v2/chats/chat-1/stream"  # type: ignore[union-attr]
+
+
+def test_a_send_answer_without_message_or_queue_keeps_the_cursor_and_owns_the_next_prompt() -> None:
+    """K.13 with the D3 exemption: the first user message above the cursor is our own."""
+    h = Harness(chat_id=CHAT, last_seen_message_id=10, rest={MESSAGES: {"queued": False}})
+    turn = h.segment("hi")
+    assert h.socket.request.target == "/api/v2/chats/chat-1/stream?after_id=10"  # type: ignore[union-attr]
+    h.send(message(11, "hi", role="user"), message(12, "answer"), status("waiting"))
+    result = result_of(turn)
+    assert result.text == "answer" and result.settled_by is None
+
+
+def test_a_queued_send_ignores_the_concurrent_run_until_its_prompt_materialises() -> None:
+    """E.1-E.3: dial from the pre-turn cursor; the other run's output, usage and settle are
+    not ours; the stamped promotion anchors the window."""
+    queued = {
+        "queued": True,
+        "queued_message": {"id": 7, "chat_id": CHAT, "content": [{"type": "text", "text": "hi"}]},
+    }
+    h = Harness(chat_id=CHAT, last_seen_message_id=40, rest={MESSAGES: queued})
+    turn = h.segment("hi")
+    assert h.socket.request.target == "/api/v2/chats/chat-1/stream?after_id=40"  # type: ignore[union-attr]
+    h.send(
+        delta("old tail"),
+        message(41, "old tail", usage={"input_tokens": 999}),
+        status("waiting"),
+    )
+    assert not turn.done and list(turn.parts) == [StreamStart()]
+    h.send(message(42, "hi", role="user", queued_message_id=7), status("running"))
+    h.send(message(43, "mine", usage={"input_tokens": 5}), status("waiting"))
+    result = result_of(turn)
+    assert result.text == "mine" and result.usage.input_tokens == 5
+    assert turn.segment is not None and turn.segment.translator is not None
+    assert turn.segment.translator.turn_cursor == 42
+
+
+def test_an_empty_prompt_is_refused_before_any_request() -> None:
+    h = Harness(chat_id=CHAT, last_seen_message_id=3)
+    turn = h.segment([TextContent("")])
+    assert isinstance(turn.error, CoderAgentError) and "no content" in str(turn.error)
+    assert h.routes() == []
+
+
+def test_a_prompt_with_nothing_to_act_on_is_refused() -> None:
+    """G.2: a ``noop`` classification."""
+    h = Harness()
+    turn = h.segment([UserMessage((TextContent("x"),)), AssistantMessage(())])
+    assert isinstance(turn.error, CoderAgentError)
+    assert "no user message or tool results" in str(turn.error)
+    assert h.routes() == []
+
+
+# -- model hints (wire 8, H.1) -------------------------------------------------------------------------
+
+MODELS = "GET /api/v2/organizations/org-1/chats/models"
+CATALOG = {
+    "models": [
+        {"id": "m-1", "model": "gpt-x", "ai_provider_id": "p1", "display_name": "GPT X"},
+        {
+            "id": "m-2",
+            "model": "claude-sonnet-4-6",
+            "ai_provider_id": "p2",
+            "display_name": "Sonnet",
+        },
+    ],
+    "providers": [{"id": "p1", "type": "openai"}, {"id": "p2", "type": "anthropic"}],
+}
+
+
+def test_a_model_hint_is_resolved_once_per_session_and_sent() -> None:
+    h = Harness(model="anthropic:claude-sonnet-4-6", rest={MODELS: CATALOG})
+    turn = h.segment("hi")
+    assert h.routes() == [MODELS, "POST /api/v2/chats"]
+    assert h.bodies("create_chat")[0]["model_config_id"] == "m-2"
+    assert h.driver.requests()[0].op == "resolve_model_config_id"
+    settle_ok(h)
+    result_of(turn)
+    h.segment("again")
+    assert h.routes().count(MODELS) == 1
+    assert h.bodies("create_chat_message")[0]["model_config_id"] == "m-2"
+
+
+def test_an_unmatched_hint_is_cached_as_no_model_and_warned_about(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    h = Harness(model="nothing-like-it", rest={MODELS: CATALOG})
+    with caplog.at_level(logging.WARNING, logger="coder_proto"):
+        h.segment("hi")
+    assert "model_config_id" not in h.bodies("create_chat")[0]
+    assert h.session.model_resolved and h.session.model_config_id is None
+    assert any("matched no model" in r.getMessage() for r in caplog.records)
+
+
+def test_a_failing_model_listing_fails_the_segment_and_is_not_cached() -> None:
+    h = Harness(model="gpt", rest={MODELS: Respond(500, {"message": "down"})})
+    turn = h.segment("hi")
+    assert isinstance(turn.error, CoderApiError) and turn.error.status == 500
+    assert not h.session.model_resolved
+    assert h.routes() == [MODELS]
+
+
+# -- uploads (P.3, wire 7, C.5) ----------------------------------------------------------------------
+
+
+def test_files_with_bytes_are_uploaded_first_and_sent_by_id() -> None:
+    h = Harness()
+    h.segment(
+        [
+            TextContent("see"),
+            FileContent(data=b"abc", media_type="text/plain", filename="a.txt"),
+            FileContent(file_id="pre-uploaded"),
+        ]
+    )
+    upload = h.driver.requests()[0]
+    assert (upload.method, upload.path) == ("POST", "/api/v2/chats/files?organization=org-1")
+    assert upload.body == b"abc" and ("Content-Type", "text/plain") in upload.headers
+    assert h.bodies("create_chat")[0]["content"] == [
+        {"type": "text", "text": "see"},
+        {"type": "file", "file_id": "file-1"},
+        {"type": "file", "file_id": "pre-uploaded"},
+    ]
+    assert turn_segment(h).uploaded and turn_segment(h).effectful
+
+
+def turn_segment(h: Harness) -> Any:
+    turn = h.session.in_flight
+    assert turn is not None and turn.segment is not None
+    return turn.segment
+
+
+def test_a_file_the_server_would_refuse_fails_before_any_request() -> None:
+    h = Harness()
+    turn = h.segment([FileContent(data=b"x", media_type="application/x-evil")])
+    assert isinstance(turn.error, CoderAgentError)
+    assert h.routes() == []
+
+
+def test_a_failed_upload_fails_the_segment_before_the_submission() -> None:
+    h = Harness(rest={"POST /api/v2/chats/files": Respond(413, {"message": "too big"})})
+    turn = h.segment([FileContent(data=b"x", media_type="text/plain")])
+    assert isinstance(turn.error, CoderApiError) and turn.error.status == 413
+    assert h.count("create_chat") == 0 and interrupts(h) == 0
+
+
+# -- resume (H.1, D.2, G.4) -------------------------------------------------------------------------
+
+
+def pause(h: Harness, *call_ids: str) -> Any:
+    turn = h.segment("weather?", tools=(weather_tool(),))
+    ids = call_ids or ("c1",)
+    h.send(
+        status("running"),
+        delta("Checking.", 1),
+        message(2, [{"type": "text", "text": "Checking."}, *(call(i, args={}) for i in ids)]),
+        status("requires_action"),
+        action_required(*((i, "get_weather", "{}") for i in ids)),
+    )
+    result = result_of(turn)
+    assert result.finish_reason == "tool-calls"
+    return result
+
+
+def resume_prompt(*results: tuple[str, Any]) -> list[Any]:
+    return [
+        UserMessage((TextContent("weather?"),)),
+        AssistantMessage(()),
+        ToolMessage(tuple(ToolResultContent(tool_call_id=i, output=o) for i, o in results)),
+    ]
+
+
+def test_a_healthy_pause_keeps_the_stream_and_the_resume_reads_it() -> None:
+    """G.4, wire 5: one socket across requires_action -> resume -> settle."""
+    h = Harness()
+    pause(h)
+    stream = h.session.retained_stream
+    assert stream is not None and stream.reusable and h.socket.open
+    turn = h.segment(resume_prompt(("c1", {"t": 21})), tools=(weather_tool(),))
+    assert h.bodies("submit_tool_results") == [
+        {"results": [{"tool_call_id": "c1", "output": {"t": 21}, "is_error": False}]}
+    ]
+    assert h.session.submitted_tool_call_ids == {"c1"}
+    h.send(status("running"), message(4, "It is 21."), status("waiting"))
+    assert result_of(turn).text == "It is 21."
+    assert len(h.driver.sockets) == 1 and not h.socket.open
+
+
+def test_only_results_not_yet_submitted_are_posted() -> None:
+    h = Harness()
+    pause(h, "c1", "c2")
+    h.session.submitted_tool_call_ids.add("c1")
+    h.segment(resume_prompt(("c1", 1), ("c2", 2), ("c2", 3)), tools=(weather_tool(),))
+    assert h.bodies("submit_tool_results") == [
+        {"results": [{"tool_call_id": "c2", "output": 2, "is_error": False}]}
+    ]
+
+
+def test_an_empty_fresh_set_posts_nothing_and_still_streams() -> None:
+    h = Harness()
+    pause(h)
+    h.session.submitted_tool_call_ids.add("c1")
+    turn = h.segment(resume_prompt(("c1", 1)), tools=(weather_tool(),))
+    assert h.count("submit_tool_results") == 0
+    h.send(status("running"), message(4, "done"), status("waiting"))
+    assert result_of(turn).text == "done"
+
+
+def test_a_resume_without_a_chat_is_refused() -> None:
+    h = Harness()
+    turn = h.segment(resume_prompt(("c1", 1)))
+    assert isinstance(turn.error, CoderChatError) and turn.error.retryable is False
+    assert str(turn.error) == "cannot submit tool results before a chat exists"
+
+
+def test_a_resume_dials_fresh_with_the_session_cursor_when_the_pause_was_lost() -> None:
+    """D12: a retained stream whose reader ended is never re-attached."""
+    h = Harness()
+    pause(h)
+    h.session.close_retained_stream(h.now)
+    h.driver.settle()
+    h.segment(resume_prompt(("c1", 1)), tools=(weather_tool(),))
+    assert len(h.driver.sockets) == 2
+    assert h.socket.request.target == "/api/v2/chats/chat-1/stream?after_id=2"  # type: ignore[union-attr]
+
+
+def test_a_new_turn_closes_a_paused_stream_and_dials_fresh() -> None:
+    h = Harness(rest={MESSAGES: committed(3)})
+    pause(h)
+    first = h.driver.sockets[0]
+    h.segment("something else")
+    assert not first.open and first.client_close_codes == [1000]
+    assert len(h.driver.sockets) == 2
+
+
+def test_a_rest_failure_before_acquisition_closes_the_paused_stream() -> None:
+    """H.6: the turn is dead, and a retry must dial fresh."""
+    h = Harness(rest={MESSAGES: Respond(500, {"message": "boom"})})
+    pause(h)
+    turn = h.segment("again")
+    assert isinstance(turn.error, CoderApiError)
+    assert not h.driver.sockets[0].open and h.session.retained_stream is None
+
+
+def test_the_prefix_is_preflighted_before_a_dial_when_still_unknown() -> None:
+    """Wire 1.5: a resume that posts nothing has not locked the prefix yet."""
+    h = Harness(chat_id=CHAT, last_seen_message_id=5)
+    h.session.submitted_tool_call_ids.add("c1")
+    h.segment(resume_prompt(("c1", 1)), tools=(weather_tool(),))
+    assert h.routes() == ["GET /api/v2/chats"]
+    assert h.driver.requests()[0].op == "stream_events"
+    assert h.session.selector.prefix == "/api/v2/chats"
+    assert len(h.driver.sockets) == 1
+
+
+def test_a_failed_preflight_fails_the_segment() -> None:
+    h = Harness(
+        chat_id=CHAT,
+        last_seen_message_id=5,
+        rest={"GET /api/v2/chats": Respond(401, {"message": "bad token"})},
+    )
+    h.session.submitted_tool_call_ids.add("c1")
+    turn = h.segment(resume_prompt(("c1", 1)))
+    assert isinstance(turn.error, CoderApiError) and turn.error.status == 401
+    assert h.driver.sockets == []
+
+
+# -- the read loop (G.3, A.10, D1-D3) ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("terminal", ["waiting", "completed"])
+def test_a_terminal_status_settles_the_segment(terminal: str) -> None:
+    h = Harness()
+    turn = h.segment("hi")
+    h.send(status("running"), message(2, "done"), status(terminal))
+    result = result_of(turn)
+    assert (result.finish_reason, result.raw_finish_reason) == ("stop", terminal)
+    assert h.session.retained_stream is None and not h.socket.open
+
+
+def test_a_non_terminal_status_clears_a_stale_terminal_one() -> None:
+    """A.10, D1: an unknown status is non-terminal too."""
+    h = Harness()
+    turn = h.segment("hi")
+    h.send(status("requires_action"), status("pending"), status("brand-new"), message(2, "x"))
+    assert not turn.done
+    h.send(status("waiting"))
+    assert result_of(turn).raw_finish_reason == "waiting"
+
+
+def test_the_lost_action_required_grace_and_recovery_happen_once_per_wait() -> None:
+    """G.3, G.5: the grace timer arms once; a failed recovery recovers nothing and the
+    segment keeps waiting on the stream without polling."""
+    h = Harness(rest={"GET /api/v2/chats/chat-1/messages": Respond(500, {"message": "x"})})
+    turn = h.segment("weather?", tools=(weather_tool(),))
+    h.send(status("running"), status("requires_action"))
+    h.advance(1.0)
+    h.send(delta("unrelated"))  # more events do not postpone the grace
+    h.advance(1.0)
+    assert h.routes("GET") == ["GET /api/v2/chats/chat-1/messages?limit=200"]
+    h.advance(30.0)
+    assert h.routes("GET") == ["GET /api/v2/chats/chat-1/messages?limit=200"]
+    h.send(action_required(("c1", "get_weather", "{}")))
+    assert result_of(turn).tool_calls[0].tool_call_id == "c1"
+
+
+def test_a_stale_requires_action_rearms_the_grace() -> None:
+    """G.3 step 3: a non-terminal status after requires_action cancels the grace; a later
+    requires_action starts a new one."""
+    h = Harness()
+    turn = h.segment("weather?", tools=(weather_tool(),))
+    h.send(status("requires_action"))
+    h.advance(1.5)
+    h.send(status("running"))
+    h.advance(1.0)
+    assert h.routes("GET") == []
+    h.send(status("requires_action"))
+    h.advance(1.99)
+    assert h.routes("GET") == []
+    h.advance(0.01)
+    assert h.routes("GET") == ["GET /api/v2/chats/chat-1/messages?limit=200"]
+    assert not turn.done
+
+
+def test_a_recovery_in_flight_is_abandoned_when_the_stream_wins() -> None:
+    h = Harness(rest={"GET /api/v2/chats/chat-1/messages": Hang()})
+    turn = h.segment("weather?", tools=(weather_tool(),))
+    h.send(status("requires_action"))
+    h.advance(2.0)
+    h.send(status("running"))  # stale: the recovery is aborted at the re-arm
+    assert h.driver.sent[-1].cancelled
+    h.send(status("waiting"))
+    assert result_of(turn).finish_reason == "stop"
+
+
+def test_the_safety_valve_stops_waiting_for_tool_calls_after_200_events(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    h = Harness()
+    turn = h.segment("weather?", tools=(weather_tool(),))
+    h.send(status("requires_action"), *[delta(f"{i}") for i in range(199)])
+    assert not turn.done
+    with caplog.at_level(logging.WARNING, logger="coder_proto"):
+        h.send(delta("200"), delta("201"))
+    result = result_of(turn)
+    assert (result.finish_reason, result.tool_calls) == ("tool-calls", ())
+    assert h.session.retained_stream is None
+    assert any("within 200 events" in r.getMessage() for r in caplog.records)
+
+
+def test_events_after_the_settle_stay_unread() -> None:
+    h = Harness()
+    turn = h.segment("hi")
+    h.send(message(2, "a"), status("waiting"), message(3, "next run"))
+    assert result_of(turn).text == "a"
+    assert h.session.last_seen_message_id == 2
+
+
+def test_a_promotion_settles_the_finishing_turn() -> None:
+    """D3, E.4: a user message above the cursor means the chat moved on: stop, no interrupt,
+    stream closed, nothing of the next run attributed."""
+    h = Harness(chat_id=CHAT, last_seen_message_id=4, rest={MESSAGES: committed(5)})
+    turn = h.segment("hi")
+    h.send(
+        delta("partial"),
+        message(6, "partial", usage={"output_tokens": 3}),
+        message(7, "someone else", role="user"),
+        message(8, "their answer", usage={"output_tokens": 99}),
+    )
+    result = result_of(turn)
+    assert (result.finish_reason, result.raw_finish_reason) == ("stop", None)
+    assert result.settled_by == "promotion" and result.text == "partial"
+    assert result.usage.output_tokens == 3
+    assert not h.socket.open and interrupts(h) == 0
+
+
+def test_the_cursor_advances_to_the_largest_id_seen_even_below_the_window() -> None:
+    """D.1, J.19."""
+    h = Harness(chat_id=CHAT, last_seen_message_id=4, rest={MESSAGES: committed(20)})
+    turn = h.segment("hi")
+    h.send(message(3, "old"), message(21, "new"), status("waiting"))
+    result_of(turn)
+    assert h.session.last_seen_message_id == 21
+
+
+# -- errors (C.4, D2) -----------------------------------------------------------------------------------
+
+
+def test_stream_mode_reports_an_error_event_and_its_batched_status() -> None:
+    """G.3.9 peek, D2: the terminal status batched behind the error is recorded, so no
+    interrupt follows."""
+    h = Harness()
+    turn = h.segment("hi", mode="stream")
+    h.send(error_event("overloaded", kind="overloaded", retryable=True), status("error"))
+    result = result_of(turn)
+    assert (result.finish_reason, result.raw_finish_reason) == ("error", "error")
+    assert isinstance(result.error, CoderChatError) and result.error.kind == "overloaded"
+    kinds = [type(p) for p in turn.parts]
+    assert kinds == [StreamStart, ErrorPart, Finish]
+    assert interrupts(h) == 0
+
+
+def test_generate_mode_raises_the_error_payload() -> None:
+    h = Harness()
+    turn = h.segment("hi", mode="generate")
+    h.send(error_event("rate limited", detail="slow down", kind="rate_limit", status_code=429))
+    assert not turn.done or isinstance(turn.error, CoderChatError)
+    assert isinstance(turn.error, CoderChatError)
+    assert str(turn.error) == "rate limited: slow down"
+    assert (turn.error.kind, turn.error.status_code, turn.error.chat_id) == (
+        "rate_limit",
+        429,
+        CHAT,
+    )
+    # No terminal status was batched with it: the unsettled run is interrupted once.
+    assert interrupts(h) == 1
+
+
+def test_a_status_error_followed_by_its_error_event_raises_that_payload() -> None:
+    """D2: the server sends status error before the error event, in one batch."""
+    h = Harness()
+    turn = h.segment("hi", mode="generate")
+    h.send(status("error"), error_event("provider down", kind="overloaded"))
+    assert isinstance(turn.error, CoderChatError) and turn.error.kind == "overloaded"
+    assert interrupts(h) == 0
+
+
+def test_a_status_error_without_an_error_event_fails_with_the_server_default() -> None:
+    """D2: ``The chat request failed unexpectedly.``, kind generic, not retryable."""
+    h = Harness()
+    turn = h.segment("hi", mode="generate")
+    h.send(status("error"))
+    assert isinstance(turn.error, CoderChatError)
+    assert (str(turn.error), turn.error.kind, turn.error.retryable) == (
+        "The chat request failed unexpectedly.",
+        "generic",
+        False,
+    )
+
+
+def test_stream_mode_emits_the_default_error_part_before_finish() -> None:
+    h = Harness()
+    turn = h.segment("hi", mode="stream")
+    h.send(delta("par"), status("error"))
+    parts = list(turn.parts)
+    assert isinstance(parts[-2], ErrorPart) and isinstance(parts[-1], Finish)
+    assert parts[-2].error.kind == "generic"
+    assert result_of(turn).finish_reason == "error"
+
+
+def test_a_stream_that_ends_without_a_terminal_status_is_stream_closed() -> None:
+    """C.4: the reader ended quietly with no terminal status and no error event."""
+    h = Harness(
+        transport="scripted-client",
+        stream_batches=[[status("running"), delta("par")]],
+        stream_then="end",
+    )
+    turn = h.segment("hi")
+    assert isinstance(turn.error, CoderChatError)
+    assert (str(turn.error), turn.error.kind, turn.error.retryable) == (
+        STREAM_CLOSED_MESSAGE,
+        "stream_closed",
+        True,
+    )
+    assert interrupts(h) == 1
+
+
+def test_an_error_event_without_a_status_before_the_end_still_finishes() -> None:
+    """G.3 post-loop: with an error but no terminal status the finish is ``error``."""
+    h = Harness(transport="scripted-client", stream_batches=[[error_event("x")]], stream_then="end")
+    turn = h.segment("hi", mode="stream")
+    result = result_of(turn)
+    assert (result.finish_reason, result.raw_finish_reason) == ("error", None)
+    assert interrupts(h) == 1
+
+
+def test_disposing_the_stream_under_a_running_segment_ends_it() -> None:
+    h = Harness()
+    turn = h.segment("hi")
+    h.send(delta("partial"))
+    for action in h.session.close_retained_stream(h.now):
+        h.driver._perform(h.session, action)
+    h.driver.settle()
+    assert isinstance(turn.error, CoderChatError) and turn.error.kind == "stream_closed"
+
+
+def test_an_unparseable_frame_is_a_retryable_stream_closed_error() -> None:
+    h = Harness()
+    turn = h.segment("hi")
+    h.socket.send_text("{not json")
+    h.driver.settle()
+    assert isinstance(turn.error, CoderChatError) and turn.error.kind == "stream_closed"
+    assert turn.error.retryable is True
+    assert str(turn.error) == "Coder chat stream failed mid-turn: failed to parse chat stream frame"
+    assert turn.error.__cause__ is not None
+
+
+def test_a_terminal_upgrade_rejection_passes_through_as_an_api_error() -> None:
+    h = Harness()
+    h.driver.auto_accept = False
+    turn = h.segment("hi")
+    h.socket.reject(403, b'{"message": "forbidden"}')
+    h.driver.settle()
+    assert isinstance(turn.error, CoderApiError)
+    assert (turn.error.status, turn.error.method) == (403, "GET")
+    assert turn.error.path == "/api/v2/chats/chat-1/stream"
