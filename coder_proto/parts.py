@@ -16,6 +16,7 @@ from typing import Any, ClassVar, TypeAlias
 
 import attrs
 
+from .wire._fields import slot_setter
 from .wire.messages import ChatError
 
 __all__ = [
@@ -60,7 +61,7 @@ class TextStart:
         return {"type": self.type, "id": self.id}
 
 
-@attrs.frozen
+@attrs.frozen(init=False)
 class TextDelta:
     """A chunk of text in the open block ``id``."""
 
@@ -68,8 +69,17 @@ class TextDelta:
     delta: str
     type: ClassVar[str] = "text-delta"
 
+    def __init__(self, id: str, delta: str) -> None:
+        # One per streamed delta: slot setters cost half the attrs-generated __init__.
+        _text_delta_id(self, id)
+        _text_delta_delta(self, delta)
+
     def to_dict(self) -> dict[str, Any]:
         return {"type": self.type, "id": self.id, "delta": self.delta}
+
+
+_text_delta_id = slot_setter(TextDelta, "id")
+_text_delta_delta = slot_setter(TextDelta, "delta")
 
 
 @attrs.frozen
@@ -94,7 +104,7 @@ class ReasoningStart:
         return {"type": self.type, "id": self.id}
 
 
-@attrs.frozen
+@attrs.frozen(init=False)
 class ReasoningDelta:
     """A chunk of reasoning in the open block ``id``."""
 
@@ -102,8 +112,17 @@ class ReasoningDelta:
     delta: str
     type: ClassVar[str] = "reasoning-delta"
 
+    def __init__(self, id: str, delta: str) -> None:
+        # One per streamed delta: slot setters cost half the attrs-generated __init__.
+        _reasoning_delta_id(self, id)
+        _reasoning_delta_delta(self, delta)
+
     def to_dict(self) -> dict[str, Any]:
         return {"type": self.type, "id": self.id, "delta": self.delta}
+
+
+_reasoning_delta_id = slot_setter(ReasoningDelta, "id")
+_reasoning_delta_delta = slot_setter(ReasoningDelta, "delta")
 
 
 @attrs.frozen

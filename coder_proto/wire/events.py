@@ -18,10 +18,19 @@ import attrs
 
 from .._json import loads
 from ..errors import CoderProtocolError
-from ._fields import get_dict, get_int, get_list, get_str, opt_int, opt_str, req_dict
+from ._fields import (
+    get_dict,
+    get_int,
+    get_list,
+    get_str,
+    opt_int,
+    opt_str,
+    req_dict,
+    slot_setter,
+)
 from .chats import ActionToolCall, ChatWatchEvent
 from .messages import ChatError, ChatMessage, ChatQueuedMessage, parse_queue
-from .parts import ChatMessagePart, TextPart, parse_part
+from .parts import ChatMessagePart, ReasoningPart, TextPart, parse_part
 
 __all__ = [
     "ActionRequiredEvent",
@@ -42,7 +51,7 @@ __all__ = [
 ]
 
 
-@attrs.frozen
+@attrs.frozen(init=False)
 class MessagePartEvent:
     """A streaming delta (``message_part``). It carries no message id.
 
@@ -59,6 +68,24 @@ class MessagePartEvent:
     chat_id: str = ""
     type: str = attrs.field(default="message_part", init=False, repr=False)
 
+    def __init__(
+        self,
+        role: str | None,
+        part: ChatMessagePart,
+        history_version: Any = None,
+        generation_attempt: Any = None,
+        seq: Any = None,
+        chat_id: str = "",
+    ) -> None:
+        # One per streamed delta: slot setters cost half the attrs-generated __init__.
+        _set_mp_role(self, role)
+        _set_mp_part(self, part)
+        _set_mp_history_version(self, history_version)
+        _set_mp_generation_attempt(self, generation_attempt)
+        _set_mp_seq(self, seq)
+        _set_mp_chat_id(self, chat_id)
+        _set_mp_type(self, "message_part")
+
     @property
     def coordinates(self) -> tuple[int, int, int] | None:
         hv, ga, seq = self.history_version, self.generation_attempt, self.seq
@@ -74,6 +101,15 @@ class MessagePartEvent:
             if getattr(self, key) is not None:
                 payload[key] = getattr(self, key)
         return {"type": "message_part", "chat_id": self.chat_id, "message_part": payload}
+
+
+_set_mp_role = slot_setter(MessagePartEvent, "role")
+_set_mp_part = slot_setter(MessagePartEvent, "part")
+_set_mp_history_version = slot_setter(MessagePartEvent, "history_version")
+_set_mp_generation_attempt = slot_setter(MessagePartEvent, "generation_attempt")
+_set_mp_seq = slot_setter(MessagePartEvent, "seq")
+_set_mp_chat_id = slot_setter(MessagePartEvent, "chat_id")
+_set_mp_type = slot_setter(MessagePartEvent, "type")
 
 
 @attrs.frozen
@@ -264,17 +300,32 @@ def _message_part(obj: dict[str, Any]) -> MessagePartEvent:
         raise CoderProtocolError("malformed message_part event: 'part' should be an object")
     kind = raw_part.get("type")
     text = raw_part.get("text")
-    # Fast path: text and reasoning deltas are nearly every event of a turn.
+    # Fast path: text and reasoning deltas are nearly every event of a turn. Anything the
+    # shortcut does not cover exactly (a reasoning signature, a non-string text) goes
+    # through parse_part.
     part: ChatMessagePart
-    part = TextPart(text) if kind == "text" and type(text) is str else parse_part(raw_part)
+    if type(text) is not str:
+        part = parse_part(raw_part)
+    elif kind == "text":
+        part = TextPart(text)
+    elif (
+        kind == "reasoning"
+        and raw_part.get("signature") is None
+        and raw_part.get("created_at") is None
+        and raw_part.get("completed_at") is None
+    ):
+        part = ReasoningPart(text)
+    else:
+        part = parse_part(raw_part)
     role = payload.get("role")
+    chat_id = obj.get("chat_id")
     return MessagePartEvent(
         role if type(role) is str else None,
         part,
         payload.get("history_version"),
         payload.get("generation_attempt"),
         payload.get("seq"),
-        _chat_id(obj),
+        chat_id if type(chat_id) is str else "",
     )
 
 
@@ -382,17 +433,22 @@ def events_from_json(value: Any) -> list[StreamEvent]:
     out: list[StreamEvent] = []
     if type(value) is list:
         parsers = _EVENT_PARSERS
+        append = out.append
         for item in value:
             if type(item) is not dict:
                 continue
             kind = item.get("type")
+            if kind == "message_part":
+                # The hot path; never an envelope (D13 envelopes are data/ping/error).
+                append(_message_part(item))
+                continue
             parser = parsers.get(kind) if type(kind) is str else None
             if parser is not None and "data" not in item:
-                out.append(parser(item))
+                append(parser(item))
             elif _is_envelope(item):
                 _unwrap(item, out)
             else:
-                out.append(parse_event(item))
+                append(parse_event(item))
     elif type(value) is dict:
         if _is_envelope(value):
             _unwrap(value, out)

@@ -24,6 +24,7 @@ from ._fields import (
     opt_bool,
     opt_str,
     req_dict,
+    slot_setter,
 )
 
 __all__ = [
@@ -44,18 +45,26 @@ __all__ = [
 ]
 
 
-@attrs.frozen
+@attrs.frozen(init=False)
 class TextPart:
     """``{"type": "text", "text": ...}``; in a ``message_part`` event the text is a delta."""
 
     text: str = ""
     type: str = attrs.field(default="text", init=False, repr=False)
 
+    def __init__(self, text: str = "") -> None:
+        _set_text_text(self, text)
+        _set_text_type(self, "text")
+
     def to_json(self) -> dict[str, Any]:
         return {"type": "text", "text": self.text}
 
 
-@attrs.frozen
+_set_text_text = slot_setter(TextPart, "text")
+_set_text_type = slot_setter(TextPart, "type")
+
+
+@attrs.frozen(init=False)
 class ReasoningPart:
     """Model reasoning; deltas like ``TextPart`` in the stream."""
 
@@ -65,12 +74,32 @@ class ReasoningPart:
     completed_at: str | None = None
     type: str = attrs.field(default="reasoning", init=False, repr=False)
 
+    def __init__(
+        self,
+        text: str = "",
+        signature: str | None = None,
+        created_at: str | None = None,
+        completed_at: str | None = None,
+    ) -> None:
+        _set_reasoning_text(self, text)
+        _set_reasoning_signature(self, signature)
+        _set_reasoning_created_at(self, created_at)
+        _set_reasoning_completed_at(self, completed_at)
+        _set_reasoning_type(self, "reasoning")
+
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"type": "reasoning", "text": self.text}
         for key in ("signature", "created_at", "completed_at"):
             if getattr(self, key) is not None:
                 out[key] = getattr(self, key)
         return out
+
+
+_set_reasoning_text = slot_setter(ReasoningPart, "text")
+_set_reasoning_signature = slot_setter(ReasoningPart, "signature")
+_set_reasoning_created_at = slot_setter(ReasoningPart, "created_at")
+_set_reasoning_completed_at = slot_setter(ReasoningPart, "completed_at")
+_set_reasoning_type = slot_setter(ReasoningPart, "type")
 
 
 @attrs.frozen(kw_only=True)
