@@ -576,18 +576,19 @@ class FakeCoderServer:
                     close_code = None if state.client_gone else 1000
                     close_reason = ""
                     return
-                awaiting_pong = ping_sent is not None and state.last_pong < ping_sent
-                if awaiting_pong and now - cast(float, ping_sent) >= self.ping_timeout:
+                # Heartbeat (server-behaviour 3.1): one ping at a time; an unanswered ping
+                # older than ping_timeout ends the connection.
+                if ping_sent is not None and state.last_pong >= ping_sent:
+                    ping_sent = None
+                if ping_sent is not None and now - ping_sent >= self.ping_timeout:
                     close_code, close_reason = 1001, "Ping failed"
                     return
-                if now >= next_ping:
+                if ping_sent is None and now >= next_ping:
                     writer.write(ws.send(Ping(payload=secrets.token_bytes(4))))
                     await writer.drain()
                     ping_sent = now
                     next_ping = now + self.ping_interval
-                wait_until = next_ping
-                if ping_sent is not None and state.last_pong < ping_sent:
-                    wait_until = min(wait_until, ping_sent + self.ping_timeout)
+                wait_until = next_ping if ping_sent is None else ping_sent + self.ping_timeout
                 if frame_deadline is not None:
                     wait_until = min(wait_until, frame_deadline)
                 timeout = max(0.0, wait_until - time.monotonic())

@@ -254,7 +254,15 @@ class RawWs:
     send what ``data_to_send`` returns. Records the upgrade outcome, text frames, the server's
     close code (``None`` when the connection simply ended) and pings."""
 
-    def __init__(self, target: str, headers: dict[str, str], host: str = "127.0.0.1") -> None:
+    def __init__(
+        self,
+        target: str,
+        headers: dict[str, str],
+        host: str = "127.0.0.1",
+        *,
+        answer_pings: bool = True,
+    ) -> None:
+        self.answer_pings = answer_pings
         self.ws = WSConnection(ConnectionType.CLIENT)
         self._out = self.ws.send(
             Request(host=host, target=target, extra_headers=list(headers.items()))
@@ -310,7 +318,8 @@ class RawWs:
                 raise AssertionError("binary frame from the server")
             elif isinstance(event, Ping):
                 self.pings += 1
-                self._out += self.ws.send(event.response())
+                if self.answer_pings:
+                    self._out += self.ws.send(event.response())
             elif isinstance(event, CloseConnection):
                 self.close_code = event.code
                 self.close_reason = event.reason
