@@ -1,0 +1,177 @@
+"""The per-delta classes and the ``message_part`` shortcut behave exactly like the general
+wire model (wire 3.5, 4.2-4.3; D14).
+
+The streaming hot path builds ``MessagePartEvent``, ``TextPart``/``ReasoningPart`` and
+``TextDelta``/``ReasoningDelta`` once per delta with hand-written ``__init__`` methods, and
+parses ``message_part`` events without the generic part dispatch when it can. These tests pin
+that the shortcut is invisible: same values, same errors, same attrs semantics.
+"""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any
+
+import attrs
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from coder_proto.errors import CoderProtocolError
+from coder_proto.parts import ReasoningDelta, TextDelta
+from coder_proto.wire.events import MessagePartEvent, events_from_json, parse_frame
+from coder_proto.wire.parts import ReasoningPart, TextPart, parse_part
+
+CLASSES: list[tuple[type[Any], dict[str, Any]]] = [
+    (TextPart, {"text": "hi"}),
+    (ReasoningPart, {"text": "r", "signature": "s", "created_at": "t0", "completed_at": "t1"}),
+    (
+        MessagePartEvent,
+        {
+            "role": "assistant",
+            "part": TextPart("x"),
+            "history_version": 1,
+            "generation_attempt": 2,
+            "seq": 3,
+            "chat_id": "c",
+        },
+    ),
+    (TextDelta, {"id": "text-1", "delta": "d"}),
+    (ReasoningDelta, {"id": "reasoning-2", "delta": "d"}),
+]
+
+
+@pytest.mark.parametrize(("cls", "kwargs"), CLASSES, ids=lambda v: getattr(v, "__name__", ""))
+def test_per_delta_classes_keep_their_attrs_semantics(
+    cls: type[Any], kwargs: dict[str, Any]
+) -> None:
+    """Frozen, compared and hashed by value, evolvable, picklable, positional in field
+    order: what the attrs-generated ``__init__`` gave."""
+    obj = cls(**kwargs)
+    assert obj == cls(*kwargs.values())
+    assert hash(obj) == hash(cls(**kwargs))
+    for name, value in kwargs.items():
+        assert getattr(obj, name) == value
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        setattr(obj, next(iter(kwargs)), "other")
+    assert pickle.loads(pickle.dumps(obj)) == obj
+    first = next(iter(kwargs))
+    changed = attrs.evolve(obj, **{first: kwargs[first] if first == "part" else "changed"})
+    assert type(changed) is cls
+    assert [f.name for f in attrs.fields(cls) if f.init] == list(kwargs)
+    assert cls.__match_args__ == tuple(kwargs)
+    assert repr(obj).startswith(cls.__name__ + "(")
+
+
+def test_defaults_and_wire_type_are_set() -> None:
+    assert TextPart() == TextPart("") and TextPart().type == "text"
+    assert ReasoningPart("r") == ReasoningPart("r", None, None, None)
+    assert ReasoningPart().type == "reasoning"
+    event = MessagePartEvent(None, TextPart("a"))
+    assert (event.history_version, event.generation_attempt, event.seq, event.chat_id) == (
+        None,
+        None,
+        None,
+        "",
+    )
+    assert event.type == "message_part" and event.coordinates is None
+    assert TextDelta("text-1", "x").type == "text-delta"
+    assert ReasoningDelta("reasoning-1", "x").type == "reasoning-delta"
+
+
+# -- the message_part shortcut against the general part parser ---------------------------------
+
+texts = st.one_of(
+    st.text(max_size=8), st.none(), st.integers(), st.lists(st.integers(), max_size=1)
+)
+optional_strings = st.one_of(st.none(), st.text(max_size=4), st.integers())
+kinds = st.sampled_from(["text", "reasoning", "tool-call", "source", "mystery", None, 7])
+
+
+@st.composite
+def raw_parts(draw: st.DrawFn) -> dict[str, Any]:
+    part: dict[str, Any] = {}
+    kind = draw(kinds)
+    if kind is not None:
+        part["type"] = kind
+    if draw(st.booleans()):
+        part["text"] = draw(texts)
+    for key in ("signature", "created_at", "completed_at"):
+        if draw(st.integers(0, 3)) == 0:
+            part[key] = draw(optional_strings)
+    # The Go server's zero-value keys appear on every part (wire 3.5).
+    if draw(st.booleans()):
+        part.update({"url": "", "media_type": "", "start_line": 0})
+    return part
+
+
+coordinates = st.one_of(st.none(), st.integers(-2, 5), st.booleans(), st.text(max_size=2))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    part=raw_parts(),
+    role=st.one_of(st.none(), st.sampled_from(["assistant", "tool", "user"]), st.integers()),
+    hv=coordinates,
+    ga=coordinates,
+    seq=coordinates,
+    chat_id=st.one_of(st.none(), st.text(max_size=3), st.integers()),
+)
+def test_message_part_matches_the_general_parser(
+    part: dict[str, Any], role: Any, hv: Any, ga: Any, seq: Any, chat_id: Any
+) -> None:
+    """wire 4.3: a ``message_part`` event's part is exactly what ``parse_part`` makes of the
+    wire part (or the same ``CoderProtocolError``); role, coordinates and chat id are carried
+    as received (a non-string role is ``None``, a non-string chat id ``""``; D14 decides
+    later whether coordinates count)."""
+    payload: dict[str, Any] = {"part": part}
+    for key, value in (
+        ("role", role),
+        ("history_version", hv),
+        ("generation_attempt", ga),
+        ("seq", seq),
+    ):
+        if value is not None:
+            payload[key] = value
+    event: dict[str, Any] = {"type": "message_part", "message_part": payload}
+    if chat_id is not None:
+        event["chat_id"] = chat_id
+    try:
+        expected_part = parse_part(part)
+    except CoderProtocolError:
+        with pytest.raises(CoderProtocolError):
+            events_from_json([event])
+        return
+    [parsed] = events_from_json([event])
+    assert parsed == MessagePartEvent(
+        role if type(role) is str else None,
+        expected_part,
+        hv,
+        ga,
+        seq,
+        chat_id if type(chat_id) is str else "",
+    )
+    assert type(parsed.part) is type(expected_part)
+    # The single-object frame form takes the same path.
+    assert events_from_json(event) == [parsed]
+
+
+def test_reasoning_delta_with_signature_keeps_it() -> None:
+    frame = (
+        '[{"type":"message_part","chat_id":"c","message_part":{"role":"assistant",'
+        '"part":{"type":"reasoning","text":"hm","signature":"sig"},"seq":1}}]\n'
+    )
+    [event] = parse_frame(frame)
+    assert isinstance(event, MessagePartEvent)
+    assert event.part == ReasoningPart("hm", "sig")
+
+
+def test_envelope_shaped_message_part_is_still_a_message_part() -> None:
+    """D13: only ``data``/``ping``/``error`` envelopes are unwrapped; a ``message_part`` that
+    happens to carry a ``data`` key is an ordinary event."""
+    event = {
+        "type": "message_part",
+        "data": 1,
+        "message_part": {"role": "assistant", "part": {"type": "text", "text": "x"}},
+    }
+    assert events_from_json([event]) == [MessagePartEvent("assistant", TextPart("x"))]
