@@ -662,6 +662,7 @@ class FakeCoderServer:
                         writer.write(ws.send(event.response()))
                     elif isinstance(event, Pong):
                         state.last_pong = time.monotonic()
+                        state.wake.set()
                     elif isinstance(event, CloseConnection):
                         state.client_closed = True
                         state.wake.set()

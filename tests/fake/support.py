@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 from wsproto import ConnectionType, WSConnection
+from wsproto.connection import ConnectionState
 from wsproto.events import (
     AcceptConnection,
     BytesMessage,
@@ -285,8 +286,6 @@ class RawWs:
         self._out += self.ws.send(TextMessage(data=text))
 
     def close(self, code: int = 1000) -> None:
-        from wsproto.connection import ConnectionState
-
         if self.ws.state is ConnectionState.OPEN:
             self._out += self.ws.send(CloseConnection(code=code))
 
@@ -318,13 +317,11 @@ class RawWs:
                 raise AssertionError("binary frame from the server")
             elif isinstance(event, Ping):
                 self.pings += 1
-                if self.answer_pings:
+                if self.answer_pings and self.ws.state is ConnectionState.OPEN:
                     self._out += self.ws.send(event.response())
             elif isinstance(event, CloseConnection):
                 self.close_code = event.code
                 self.close_reason = event.reason
-                from wsproto.connection import ConnectionState
-
                 if self.ws.state is ConnectionState.REMOTE_CLOSING:
                     self._out += self.ws.send(event.response())
 

@@ -105,10 +105,13 @@ def served(**options: Any) -> Callable[[Callable[[Harness], Awaitable[None]]], C
         @functools.wraps(body)
         def test() -> None:
             async def main() -> None:
-                prefix = options.pop("prefix", V2)
-                async with FakeCoderServer(**options) as server:
+                opts = dict(options)
+                prefix = opts.pop("prefix", V2)
+                async with FakeCoderServer(**opts) as server:
                     async with httpx.AsyncClient(
-                        base_url=server.url, headers={"Coder-Session-Token": server.token}
+                        base_url=server.url,
+                        headers={"Coder-Session-Token": server.token},
+                        verify=False,
                     ) as http:
                         await body(Harness(server, http, prefix))
                     assert await server.wait_idle_async(5.0), "a connection leaked"
@@ -176,7 +179,7 @@ async def test_deltas_stream_live_and_replay_from_seq_1_after_reconnect(h: Harne
 async def test_prefixes_auth_and_model_routes(h: Harness) -> None:
     chat_id = await h.create()
     assert (await h.http.get(f"{LEGACY}/{chat_id}")).status_code == 200
-    async with httpx.AsyncClient(base_url=h.server.url) as anonymous:
+    async with httpx.AsyncClient(base_url=h.server.url, verify=False) as anonymous:
         assert (await anonymous.get(f"{V2}/{chat_id}")).status_code == 401
         assert (
             await anonymous.get(f"{V2}/{chat_id}", headers={"Coder-Session-Token": "wrong"})
