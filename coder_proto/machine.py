@@ -233,6 +233,9 @@ class CoreMachine(Generic[T]):
     def _emit(self, action: Action) -> None:
         self._outbox.append(action)
 
+    def _emit_all(self, actions: list[Action]) -> None:
+        self._outbox.extend(actions)
+
     def _arm_abort_deadline(self, deadline: float | None) -> None:
         """Arm (or, with ``None``, disarm) the deadline that raises ``TimedOut`` at the next
         wait."""

@@ -822,9 +822,8 @@ class Segment:
         return downgraded
 
     def _teardown_plan(self, *, abort: bool) -> tuple[str, str | None]:
-        """E.5 with D3, D4, D9: what an ending segment does to the server, at most once."""
-        if self.teardown_fired:
-            return "none", None
+        """E.5 with D3, D4, D9: what an ending segment does to the server. ``run`` asks once
+        per segment, on exactly one of its exits (J.20)."""
         translator = self.translator
         if not abort and translator is not None and translator.settled:
             return "none", None
@@ -901,8 +900,7 @@ class Segment:
             if retained is not None and not retained.attached:
                 session.release_stream(retained, now)
         if self.discard:
-            for action in session.reset_session(now):
-                self.turn._emit(action)
+            self.turn._emit_all(session.reset_session(now))
         self._emit_settle(failure, outcome)
 
     def _emit_settle(self, failure: BaseException | None, outcome: SegmentOutcome | None) -> None:

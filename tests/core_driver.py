@@ -567,7 +567,9 @@ class CaseEnv:
         self.readers.append(reader)
         if self._serve_next_batch(reader):
             then = self.stream_then
-            if then == "end":
+            if isinstance(then, CoderAgentError):
+                reader.end(then)
+            elif then == "end":
                 reader.end()
             elif isinstance(then, dict) and "throw" in then:
                 reader.end(CoderAgentError(str(then["throw"].get("message", ""))))

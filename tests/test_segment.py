@@ -17,8 +17,9 @@ from coder_proto.errors import (
     CoderAgentError,
     CoderApiError,
     CoderChatError,
+    CoderStreamError,
 )
-from coder_proto.parts import ErrorPart, Finish, StreamStart
+from coder_proto.parts import ErrorPart, Finish, StreamStart, TextDelta, ToolCall
 from coder_proto.prompt import (
     AssistantMessage,
     FileContent,
@@ -27,7 +28,7 @@ from coder_proto.prompt import (
     ToolResultContent,
     UserMessage,
 )
-from coder_proto.segment import STREAM_CLOSED_MESSAGE, recover_pending_calls
+from coder_proto.segment import STREAM_CLOSED_MESSAGE, recover_pending_calls, timeout_message
 from coder_proto.wire import ActionRequiredEvent, ChatMessage, MessageEvent
 from tests.core_driver import (
     CHAT,
@@ -38,6 +39,7 @@ from tests.core_driver import (
     delta,
     error_event,
     message,
+    queue_update,
     status,
     tool_call_part,
     weather_tool,
@@ -776,3 +778,403 @@ def test_a_terminal_upgrade_rejection_passes_through_as_an_api_error() -> None:
     assert isinstance(turn.error, CoderApiError)
     assert (turn.error.status, turn.error.method) == (403, "GET")
     assert turn.error.path == "/api/v2/chats/chat-1/stream"
+
+
+# -- stream failures and retryability (C.2, C.5, wire 10) ---------------------------------------------
+
+
+def exhaust(h: Harness) -> None:
+    """Five connection endings without progress (C.2): the redial budget runs out."""
+    for _ in range(5):
+        h.socket.drop(1006)
+        h.driver.settle()
+        h.advance(30.0)
+
+
+def test_a_fresh_chat_without_effects_is_discarded_and_its_stream_error_retryable() -> None:
+    """C.5: stranded first, then the session reset (after the interrupt and the cursor)."""
+    h = Harness()
+    turn = h.segment("hi")
+    h.send(message(3, "partial"))
+    exhaust(h)
+    error = turn.error
+    assert isinstance(error, CoderStreamError) and error.retryable is True
+    assert error.reason == "redial-budget-exhausted" and error.chat_id == CHAT
+    assert h.session.stranded_chat_ids == (CHAT,)
+    assert h.session.chat_id is None and h.session.last_seen_message_id is None
+    assert h.session.last_known_chat_id == CHAT
+    assert interrupts(h) == 1
+    assert len(h.driver.sockets) == 5
+
+
+@pytest.mark.parametrize(
+    ("config", "chat_fields"),
+    [
+        ({"workspace_id": "ws-1"}, {}),
+        ({"mcp_server_ids": ("m1",)}, {}),
+        ({}, {"workspace_id": "ws-by-server"}),
+        ({}, {"mcp_server_ids": ["m-by-server"]}),
+    ],
+)
+def test_a_fresh_chat_with_server_side_effects_is_not_retryable(
+    config: dict[str, Any], chat_fields: dict[str, Any]
+) -> None:
+    from tests.core_driver import chat_stub
+
+    h = Harness(rest={"POST /api/v2/chats": Respond(201, chat_stub(**chat_fields))}, **config)
+    turn = h.segment("hi")
+    exhaust(h)
+    error = turn.error
+    assert isinstance(error, CoderStreamError) and error.retryable is False
+    assert "automatic retry is disabled because the turn has server-side effects" in str(error)
+    assert isinstance(error.__cause__, CoderStreamError) and error.__cause__.retryable is True
+    assert (error.url, error.chat_id) == (error.__cause__.url, CHAT)
+    assert h.session.chat_id is None and h.session.stranded_chat_ids == (CHAT,)
+
+
+def test_a_chat_with_prior_state_keeps_its_session_and_is_not_retryable() -> None:
+    h = Harness(chat_id=CHAT, last_seen_message_id=3, rest={MESSAGES: committed(4)})
+    turn = h.segment("hi")
+    exhaust(h)
+    error = turn.error
+    assert isinstance(error, CoderStreamError) and error.retryable is False
+    assert "the chat has prior state" in str(error)
+    assert h.session.chat_id == CHAT and h.session.stranded_chat_ids == ()
+
+
+def test_a_drop_with_untrackable_deltas_outstanding_is_terminal() -> None:
+    """C.2.4, D14: deltas without episode coordinates cannot be deduplicated on a redial."""
+    h = Harness()
+    turn = h.segment("hi")
+    h.send(delta("no coordinates"))
+    h.socket.drop(1006)
+    h.driver.settle()
+    assert isinstance(turn.error, CoderStreamError)
+    assert turn.error.reason == "untrackable-deltas" and turn.error.retryable is True
+
+
+def test_a_redial_replay_is_deduplicated_and_the_turn_completes() -> None:
+    """B.2, B.3: the redial reuses the original cursor; replayed deltas are suppressed."""
+    h = Harness(chat_id=CHAT, last_seen_message_id=3, rest={MESSAGES: committed(4)})
+    turn = h.segment("hi")
+    h.send(status("running"), delta("Hel", 1), delta("lo", 2))
+    h.socket.drop(1006)
+    h.driver.settle()
+    h.advance(1.0)
+    assert h.socket.request.target == "/api/v2/chats/chat-1/stream?after_id=4"  # type: ignore[union-attr]
+    h.send(status("running"), delta("Hel", 1), delta("lo", 2), delta(" world", 3))
+    h.send(message(5, "Hello world"), status("waiting"))
+    assert result_of(turn).text == "Hello world"
+    assert interrupts(h) == 0
+
+
+# -- request_timeout (C.3) --------------------------------------------------------------------------
+
+
+def test_the_timeout_bounds_the_stream_and_interrupts_the_run() -> None:
+    h = Harness(request_timeout=5)
+    turn = h.segment("hi")
+    h.send(status("running"), delta("slow", 1))
+    h.advance(4.9)
+    assert not turn.done
+    h.advance(0.1)
+    error = turn.error
+    assert isinstance(error, CoderChatError)
+    assert (error.kind, error.retryable, error.chat_id) == ("timeout", True, CHAT)
+    assert (
+        str(error)
+        == timeout_message(5)
+        == "Coder Agent turn exceeded its 5s request_timeout budget."
+    )
+    assert interrupts(h) == 1
+    assert not h.socket.open
+
+
+def test_the_timeout_covers_rest_calls_and_redials_without_resetting() -> None:
+    h = Harness(request_timeout=2.5, chat_id=CHAT, rest={"getMessages(limit=1)": Hang()})
+    start = h.now
+    turn = h.segment("hi")
+    h.advance(2.5)
+    assert isinstance(turn.error, CoderChatError) and turn.error.kind == "timeout"
+    assert h.now == start + 2.5
+    # Nothing of ours was submitted: the chat is not interrupted.
+    assert interrupts(h) == 0 and h.driver.sent[0].cancelled
+
+
+def test_redials_do_not_reset_the_timeout() -> None:
+    h = Harness(request_timeout=6)
+    start = h.now
+    turn = h.segment("hi")
+    for _ in range(3):
+        h.socket.drop(1006)
+        h.driver.settle()
+        h.advance(2.0)
+    assert isinstance(turn.error, CoderChatError) and turn.error.kind == "timeout"
+    assert h.now == start + 6.0 and len(h.driver.sockets) == 3
+
+
+def test_a_timeout_during_chat_creation_has_no_chat_to_interrupt() -> None:
+    h = Harness(request_timeout=0.03, rest={"POST /api/v2/chats": Hang()})
+    turn = h.segment("hi")
+    h.advance(0.03)
+    assert isinstance(turn.error, CoderChatError) and turn.error.kind == "timeout"
+    assert interrupts(h) == 0
+
+
+def test_a_timeout_with_the_message_post_in_flight_interrupts() -> None:
+    """The submission may have been applied (G.6, wire 10)."""
+    h = Harness(request_timeout=1, chat_id=CHAT, last_seen_message_id=3, rest={MESSAGES: Hang()})
+    turn = h.segment("hi")
+    h.advance(1.0)
+    assert isinstance(turn.error, CoderChatError) and interrupts(h) == 1
+
+
+def test_a_timeout_while_queued_withdraws_the_prompt_and_records_it() -> None:
+    """E.5, D9: never interrupt the other run; the error records ``withdrawn``."""
+    queued = {"queued": True, "queued_message": {"id": 7, "chat_id": CHAT, "content": []}}
+    h = Harness(request_timeout=1, chat_id=CHAT, last_seen_message_id=3, rest={MESSAGES: queued})
+    turn = h.segment("hi")
+    h.send(status("running"))
+    h.advance(1.0)
+    error = turn.error
+    assert isinstance(error, CoderChatError) and error.kind == "timeout"
+    assert error.withdrawn is True
+    assert h.routes("DELETE") == ["DELETE /api/v2/chats/chat-1/queue/7"]
+    assert interrupts(h) == 0
+
+
+@pytest.mark.parametrize(
+    ("reply", "withdrawn"),
+    [(Respond(404, {"message": "gone"}), False), (Respond(500, {"message": "x"}), None)],
+)
+def test_the_withdrawal_outcome_is_recorded_on_a_dead_end(
+    reply: Respond, withdrawn: bool | None
+) -> None:
+    """E.2 dead end (our entry left the queue without a candidate), then E.5/D9."""
+    queued = {"queued": True, "queued_message": {"id": 7, "chat_id": CHAT, "content": []}}
+    h = Harness(
+        chat_id=CHAT,
+        last_seen_message_id=3,
+        rest={MESSAGES: queued, "DELETE /api/v2/chats/chat-1/queue/7": reply},
+    )
+    h.session.selector._lock("/api/v2/chats")
+    turn = h.segment("hi")
+    h.send(queue_update())
+    error = turn.error
+    assert isinstance(error, CoderChatError) and error.kind == "queued_submission_lost"
+    assert error.retryable is False and error.withdrawn is withdrawn
+    assert interrupts(h) == 0
+
+
+def test_an_error_while_queued_is_a_dead_end() -> None:
+    """E.2: the server does not promote the queue after an error."""
+    queued = {"queued": True, "queued_message": {"id": 7, "chat_id": CHAT, "content": []}}
+    h = Harness(chat_id=CHAT, last_seen_message_id=3, rest={MESSAGES: queued})
+    turn = h.segment("hi")
+    h.send(status("error"), error_event("other run failed"))
+    assert isinstance(turn.error, CoderChatError)
+    assert turn.error.kind == "queued_submission_lost" and turn.error.withdrawn is True
+
+
+# -- cancellation (D22, G.6) --------------------------------------------------------------------------
+
+
+class CallerAbort(Exception):
+    pass
+
+
+def test_cancel_fires_one_background_interrupt_closes_the_socket_and_finishes_at_once() -> None:
+    h = Harness(chat_id=CHAT, last_seen_message_id=3, rest={MESSAGES: committed(4)})
+    turn = h.segment("hi")
+    h.send(message(5, "partial"))
+    h.driver.cancel(CallerAbort("stop"))
+    assert turn.done and turn.cancelled
+    assert not h.socket.open and h.socket.client_close_codes == [1000]
+    assert h.session.last_seen_message_id == 5
+    assert interrupts(h) == 1
+    assert h.session.in_flight is None
+
+
+def test_cancel_before_the_submission_interrupts_nothing() -> None:
+    h = Harness(chat_id=CHAT, rest={"getMessages(limit=1)": Hang()})
+    turn = h.segment("hi")
+    h.driver.cancel()
+    assert turn.cancelled and interrupts(h) == 0
+    assert h.driver.sent[0].cancelled
+
+
+def test_cancel_of_a_gated_queued_turn_withdraws_in_the_background() -> None:
+    """J.20: a queued-and-gated turn never interrupts."""
+    queued = {"queued": True, "queued_message": {"id": 9, "chat_id": CHAT, "content": []}}
+    h = Harness(chat_id=CHAT, last_seen_message_id=3, rest={MESSAGES: queued})
+    turn = h.segment("hi")
+    h.driver.cancel()
+    assert turn.cancelled
+    h.driver.drain_background()
+    assert h.routes("DELETE") == ["DELETE /api/v2/chats/chat-1/queue/9"]
+    assert interrupts(h) == 0
+
+
+def test_cancel_of_an_anchored_queued_turn_interrupts() -> None:
+    """E.5: once anchored the run is ours."""
+    queued = {"queued": True, "queued_message": {"id": 9, "chat_id": CHAT, "content": []}}
+    h = Harness(chat_id=CHAT, last_seen_message_id=3, rest={MESSAGES: queued})
+    turn = h.segment("hi")
+    h.send(message(4, "", role="user", queued_message_id=9), status("running"))
+    h.driver.cancel()
+    assert turn.cancelled and interrupts(h) == 1 and h.routes("DELETE") == []
+
+
+def test_an_interrupt_of_a_paused_run_sends_the_d4_follow_up() -> None:
+    from tests.core_driver import chat_stub
+
+    h = Harness(
+        rest={
+            INTERRUPT: [
+                Respond(200, chat_stub(status="running")),
+                Respond(200, chat_stub(status="interrupting")),
+            ]
+        }
+    )
+    turn = h.segment("weather?", tools=(weather_tool(),))
+    h.send(status("running"), status("requires_action"))
+    h.driver.cancel()
+    assert turn.cancelled and interrupts(h) == 2
+
+
+# -- D4: a refused submission is not applied --------------------------------------------------------
+
+
+def test_a_tool_results_post_refused_with_a_4xx_does_not_interrupt() -> None:
+    h = Harness(
+        rest={
+            "POST /api/v2/chats/chat-1/tool-results": Respond(
+                400, {"message": "Missing tool result."}
+            )
+        }
+    )
+    pause(h)
+    turn = h.segment(resume_prompt(("c1", 1)), tools=(weather_tool(),))
+    assert isinstance(turn.error, CoderApiError) and turn.error.status == 400
+    assert h.session.submitted_tool_call_ids == set()
+    assert interrupts(h) == 0
+    assert h.session.retained_stream is None  # the paused stream is closed (H.6)
+
+
+@pytest.mark.parametrize(("status_code", "expected"), [(409, 0), (429, 0), (500, 1), (503, 1)])
+def test_a_message_post_refused_with_a_4xx_does_not_interrupt(
+    status_code: int, expected: int
+) -> None:
+    h = Harness(
+        chat_id=CHAT,
+        last_seen_message_id=3,
+        rest={MESSAGES: Respond(status_code, {"message": "no"})},
+    )
+    turn = h.segment("hi")
+    assert isinstance(turn.error, CoderApiError) and turn.error.status == status_code
+    assert interrupts(h) == expected
+
+
+def test_a_network_failure_of_the_post_interrupts_once() -> None:
+    from tests.core_driver import NetworkError
+
+    h = Harness(chat_id=CHAT, last_seen_message_id=3, rest={MESSAGES: NetworkError()})
+    h.session.selector._lock("/api/v2/chats")
+    turn = h.segment("hi")
+    assert turn.error is not None and interrupts(h) == 1
+
+
+# -- observability (G.7, wire 11, J.22) ---------------------------------------------------------------
+
+
+def settles(h: Harness) -> list[Any]:
+    return h.of("segment:settle")
+
+
+def test_a_clean_segment_emits_one_start_and_one_settle() -> None:
+    h = Harness()
+    turn = h.segment("hi")
+    settle_ok(h)
+    result_of(turn)
+    (start,) = h.of("segment:start")
+    (settle,) = settles(h)
+    assert (start.segment, start.chat_id) == (1, None)
+    assert (settle.segment, settle.chat_id, settle.status, settle.finish_reason) == (
+        1,
+        CHAT,
+        "waiting",
+        "stop",
+    )
+    assert settle.error is None and settle.reader == h.session.new_reader_id() - 1
+    assert settle.duration == 0.0
+
+
+def test_a_pause_settles_requires_action_with_tool_calls() -> None:
+    h = Harness()
+    pause(h)
+    (settle,) = settles(h)
+    assert (settle.status, settle.finish_reason) == ("requires_action", "tool-calls")
+
+
+def test_a_failed_segment_settles_with_its_error_and_status_but_no_finish_reason() -> None:
+    h = Harness()
+    turn = h.segment("hi", mode="generate")
+    h.send(status("error"), error_event("bad"))
+    assert turn.error is not None
+    (settle,) = settles(h)
+    assert settle.error == {"name": "CoderChatError", "message": "bad"}
+    assert (settle.status, settle.finish_reason) == ("error", None)
+
+
+def test_a_streamed_error_part_marks_the_settle_failed() -> None:
+    h = Harness()
+    turn = h.segment("hi", mode="stream")
+    h.send(error_event("bad"), status("error"))
+    result_of(turn)
+    (settle,) = settles(h)
+    assert settle.error == {"name": "CoderChatError", "message": "bad"}
+    assert settle.finish_reason is None and settle.status == "error"
+
+
+def test_a_consumer_teardown_settles_with_neither() -> None:
+    h = Harness()
+    turn = h.segment("hi")
+    h.send(status("requires_action"))
+    h.driver.cancel(None)
+    assert turn.cancelled
+    (settle,) = settles(h)
+    assert (settle.status, settle.finish_reason, settle.error) == (None, None, None)
+
+
+def test_a_caller_abort_settles_failed_with_its_reason() -> None:
+    h = Harness()
+    turn = h.segment("hi")
+    h.driver.cancel(CallerAbort("stop it"))
+    assert turn.cancelled
+    (settle,) = settles(h)
+    assert settle.error == {"name": "CallerAbort", "message": "stop it"}
+
+
+def test_segments_are_numbered_per_session_and_only_when_observed() -> None:
+    h = Harness()
+    pause(h)
+    turn = h.segment(resume_prompt(("c1", 1)), tools=(weather_tool(),))
+    h.send(status("running"), message(4, "x"), status("waiting"))
+    result_of(turn)
+    assert [e.segment for e in h.of("segment:start")] == [1, 2]
+    assert [e.chat_id for e in h.of("segment:start")] == [None, CHAT]
+    quiet = Harness(observe=False)
+    quiet.segment("hi")
+    settle_ok(quiet)
+    assert quiet.env.events == [] and quiet.session.next_segment_number() == 1
+
+
+def test_stream_start_carries_the_warnings_and_opens_every_segment() -> None:
+    h = Harness()
+    turn = h.segment("hi", mode="stream", warnings=("unsupported: response_format",))
+    settle_ok(h)
+    parts = list(turn.parts)
+    assert parts[0] == StreamStart(warnings=("unsupported: response_format",))
+    assert isinstance(parts[-1], Finish)
+    assert [p.delta for p in parts if isinstance(p, TextDelta)] == ["ok"]
+    assert [p for p in parts if isinstance(p, ToolCall)] == []
