@@ -1178,3 +1178,46 @@ def test_stream_start_carries_the_warnings_and_opens_every_segment() -> None:
     assert isinstance(parts[-1], Finish)
     assert [p.delta for p in parts if isinstance(p, TextDelta)] == ["ok"]
     assert [p for p in parts if isinstance(p, ToolCall)] == []
+
+
+# -- edges ----------------------------------------------------------------------------------------------
+
+
+def test_a_recovery_that_cannot_reach_the_server_recovers_nothing() -> None:
+    from tests.core_driver import NetworkError
+
+    h = Harness(rest={"GET /api/v2/chats/chat-1/messages": NetworkError()})
+    turn = h.segment("weather?", tools=(weather_tool(),))
+    h.send(status("requires_action"))
+    h.advance(2.0)
+    assert h.routes("GET") == ["GET /api/v2/chats/chat-1/messages?limit=200"]
+    assert not turn.done
+    h.send(action_required(("c1", "get_weather", "{}")))
+    assert result_of(turn).finish_reason == "tool-calls"
+
+
+def test_the_first_streamed_error_part_is_the_settles_error() -> None:
+    h = Harness()
+    turn = h.segment("hi", mode="stream")
+    h.send(error_event("first"), delta("x"), error_event("second"), status("error"))
+    result = result_of(turn)
+    assert str(result.error) == "second"
+    (settle,) = settles(h)
+    assert settle.error == {"name": "CoderChatError", "message": "first"}
+
+
+def test_a_stream_error_without_a_chat_id_is_stamped_with_the_turns() -> None:
+    """C.5 step 1."""
+    failure = CoderStreamError("gone", url="wss://coder.test/x", chat_id=None)
+    h = Harness(
+        transport="scripted-client", stream_batches=[[status("running")]], stream_then=failure
+    )
+    turn = h.segment("hi")
+    assert turn.error is failure and failure.chat_id == CHAT and failure.retryable
+
+
+def test_a_created_chat_without_a_status_leaves_the_last_status_alone() -> None:
+    h = Harness(rest={"POST /api/v2/chats": Respond(201, {"id": CHAT})})
+    h.session.last_status = "waiting"
+    h.segment("hi")
+    assert h.session.last_status == "waiting" and h.session.chat_id == CHAT

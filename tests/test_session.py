@@ -231,3 +231,63 @@ def test_a_stream_failed_between_turns_connection_is_routed_and_closed() -> None
     h.session.tick(h.now)
     assert h.session.close_paused_stream(h.now)
     assert h.session.close_paused_stream(h.now) == []
+
+
+def test_the_default_reader_dials_a_real_websocket() -> None:
+    from tests.core_driver import Driver, Respond, chat_stub
+
+    session = Session(config(token="tok", organization_id="org-1"))
+    driver = Driver(session, http=lambda request: Respond(201, chat_stub()))
+    turn = driver.start(session.segment("hi", now=driver.now))
+    (sock,) = driver.sockets
+    assert sock.request is not None and sock.request.target == "/api/v2/chats/chat-1/stream"
+    assert not turn.done
+
+
+def test_connection_inputs_for_unknown_connections_are_ignored() -> None:
+    session = Session(config())
+    session.connection_made(99, 0.0)
+    session.connection_failed(99, "x", 0.0)
+    session.data_received(99, b"x", 0.0)
+    session.connection_lost(99, 0.0)
+    session.tick(1.0)
+    assert session.actions() == []
+
+
+def test_inputs_reach_the_stream_that_owns_the_connection() -> None:
+    """Two readers of one session (a paused one still closing while a fresh one dials) get
+    their own inputs (H.6, wire 11 ``reader``)."""
+    from tests.core_driver import ScriptedReader
+
+    readers: list[ScriptedReader] = []
+
+    class Recording(ScriptedReader):
+        def __init__(self, **kwargs: Any) -> None:
+            super().__init__(
+                chat_id=kwargs["chat_id"], reader_id=kwargs["reader_id"], after_id=None
+            )
+            self.made: list[int] = []
+            readers.append(self)
+
+        def start(self, now: float) -> None:
+            self.opened = True
+
+        def actions(self) -> list[Any]:
+            from coder_proto.actions import OpenConnection
+
+            if getattr(self, "opened", False):
+                self.opened = False
+                return [OpenConnection(conn_id=1, host="h", port=1, tls=False)]
+            return []
+
+        def connection_made(self, conn_id: int, now: float) -> None:
+            self.made.append(conn_id)
+
+    session = Session(config(), reader_factory=Recording)  # type: ignore[arg-type]
+    session.open_stream(chat_id="c1", prefix="/api/v2/chats", after_id=None, now=0.0)
+    session.open_stream(chat_id="c1", prefix="/api/v2/chats", after_id=None, now=0.0)
+    first, second = (a.conn_id for a in session.actions())
+    session.connection_made(second, 0.0)
+    session.connection_made(first, 0.0)
+    assert [r.made for r in readers] == [[1], [1]]
+    assert first != second

@@ -168,3 +168,10 @@ def test_a_stream_paused_too_long_is_closed_at_its_deadline() -> None:
 def test_reader_ids_come_from_one_increasing_counter() -> None:
     first, second = new_reader_id(), new_reader_id()
     assert second > first >= 1
+
+
+def test_actions_for_a_connection_the_stream_never_opened_are_dropped() -> None:
+    stream, reader = make()
+    stream.actions()
+    reader.pending.append(SendData(conn_id=5, data=b"x"))
+    assert stream.actions() == []

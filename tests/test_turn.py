@@ -447,3 +447,43 @@ def test_a_turn_needs_a_known_mode() -> None:
     with pytest.raises(CoderAgentError, match="mode"):
         Turn(h.session, "hi", now=h.now, mode="batch")
     assert "running" in repr(h.generate("hi"))
+
+
+# -- edges ----------------------------------------------------------------------------------------------
+
+
+def test_a_socket_failure_during_a_turn_is_an_ordinary_connection_ending() -> None:
+    """D12: TCP/TLS/DNS failures redial like any other ending."""
+    h = Harness()
+    turn = h.generate("hi")
+    h.socket.fail("connection reset")
+    h.driver.settle()
+    h.advance(1.0)
+    assert len(h.driver.sockets) == 2
+    h.send(status("running"), message(2, "ok"), status("waiting"))
+    assert turn.result().text == "ok"
+
+
+def test_cancel_during_the_step_limit_interrupt_still_stops_the_chat() -> None:
+    from tests.core_driver import Hang
+
+    h = tooled(
+        max_steps=1, rest={INTERRUPT: [Hang(), Respond(200, chat_stub(status="interrupting"))]}
+    )
+    turn = h.generate("weather?")
+    h.send(*pause_frames(3, ("c1", "get_weather")))
+    assert not turn.done and h.routes().count(INTERRUPT) == 1
+    h.driver.cancel()
+    assert turn.cancelled
+    assert interrupts(h) == 2  # the hung one, then the background one
+
+
+def test_cancel_while_tools_run_after_the_pause_was_lost_still_interrupts() -> None:
+    h = tooled()
+    h.driver.tool_delay = 5.0
+    turn = h.generate("weather?")
+    h.send(*pause_frames(3, ("c1", "get_weather")))
+    h.session.close_paused_stream(h.now)
+    h.driver.settle()
+    h.driver.cancel()
+    assert turn.cancelled and interrupts(h) == 1
