@@ -17,9 +17,31 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["canonical_json", "dumps", "js_number", "js_stringify", "loads"]
+__all__ = ["canonical_json", "dumps", "js_number", "js_stringify", "loads", "std_loads"]
 
 _std_loads: Callable[[str | bytes], Any] = json.loads
+# The decoder's C scanner: (text, index) -> (value, end); not in the type stubs.
+_scan_once: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+
+
+def std_loads(data: str | bytes) -> Any:
+    """``json.loads``, with a shortcut for the common case of a text document that starts
+    with ``[`` or ``{`` and ends with nothing but JSON whitespace: the decoder's scanner is
+    called directly, skipping ``json.loads``'s wrapper (two regular-expression scans and three
+    calls), which is a quarter of the cost of decoding a one-event stream frame. Everything
+    else, errors included, goes through ``json.loads`` itself, so results and exceptions are
+    the same."""
+    if type(data) is str:
+        first = data[:1]
+        if first == "[" or first == "{":
+            try:
+                value, end = _scan_once(data, 0)
+            except (StopIteration, ValueError):
+                return _std_loads(data)
+            if end == len(data) or not data[end:].strip(" \t\n\r"):
+                return value
+    return _std_loads(data)
+
 
 try:  # pragma: no cover - depends on the optional extra
     import orjson as _orjson
@@ -30,7 +52,7 @@ try:  # pragma: no cover - depends on the optional extra
     loads: Callable[[str | bytes], Any] = _fast_loads
     JSON_BACKEND = "orjson"
 except ImportError:  # pragma: no cover - depends on the optional extra
-    loads = _std_loads
+    loads = std_loads
     JSON_BACKEND = "json"
 
 _encode_str = json.JSONEncoder(ensure_ascii=False).encode

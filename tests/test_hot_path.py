@@ -175,3 +175,53 @@ def test_envelope_shaped_message_part_is_still_a_message_part() -> None:
         "message_part": {"role": "assistant", "part": {"type": "text", "text": "x"}},
     }
     assert events_from_json([event]) == [MessagePartEvent("assistant", TextPart("x"))]
+
+
+# -- the standard-library decoder shortcut ------------------------------------------------------
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=3), children, max_size=3)
+    ),
+    max_leaves=8,
+)
+whitespace = st.text(alphabet=" \t\n\r\x0b\x0c\u00a0\ufeff", max_size=2)
+
+
+def _outcome(loads: Any, text: str | bytes) -> tuple[str, Any]:
+    try:
+        return ("ok", loads(text))
+    except Exception as exc:
+        return (type(exc).__name__, str(exc))
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    value=json_values,
+    before=whitespace,
+    after=whitespace,
+    junk=st.text(alphabet='[]{},:"0a\\ ', max_size=3),
+    cut=st.integers(0, 3),
+    as_bytes=st.booleans(),
+)
+def test_std_loads_is_json_loads(
+    value: Any, before: str, after: str, junk: str, cut: int, as_bytes: bool
+) -> None:
+    """``std_loads`` returns what ``json.loads`` returns and raises what it raises, for valid
+    documents with any surrounding whitespace, truncated ones and trailing junk."""
+    import json
+
+    from coder_proto._json import std_loads
+
+    body = json.dumps(value, ensure_ascii=False)
+    for text in (
+        before + body + after,
+        body[: max(len(body) - cut, 0)],
+        body + junk,
+        junk + body,
+    ):
+        data: str | bytes = text.encode("utf-8", "surrogatepass") if as_bytes else text
+        got = _outcome(std_loads, data)
+        want = _outcome(json.loads, data)
+        assert got == want or (got[0] == want[0] == "ok" and repr(got) == repr(want))

@@ -13,6 +13,7 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from coder_proto._json import std_loads
 from coder_proto.actions import SendData
 from coder_proto.parts import Finish, ReasoningDelta, TextDelta
 from coder_proto.reader import StreamReader
@@ -43,20 +44,24 @@ READ_SIZE = 65536
 Timed = Callable[[], object]
 
 
-def backends() -> dict[str, Callable[[str | bytes], Any]]:
-    """The JSON decoders to measure with: the standard library always, orjson when it is
-    installed (``coder_proto._json.loads`` prefers it)."""
-    out: dict[str, Callable[[str | bytes], Any]] = {"json": json.loads}
+Loads = Callable[[str | bytes], Any]
+
+
+def backends() -> dict[str, tuple[Loads, Loads]]:
+    """``name -> (floor, core)`` decoders: the standard library always (the floor is
+    ``json.loads``, the core runs ``coder_proto._json.std_loads``, its shortcut to the same
+    decoder), and orjson when it is installed (``coder_proto._json.loads`` prefers it)."""
+    out: dict[str, tuple[Loads, Loads]] = {"json": (json.loads, std_loads)}
     try:
         import orjson
     except ImportError:
         return out
-    out["orjson"] = orjson.loads
+    out["orjson"] = (orjson.loads, orjson.loads)
     return out
 
 
 @contextlib.contextmanager
-def json_backend(loads: Callable[[str | bytes], Any]) -> Iterator[None]:
+def json_backend(loads: Loads) -> Iterator[None]:
     """Make the wire parser decode frames with ``loads`` for the duration."""
     saved = getattr(wire_events, "loads")  # noqa: B009 - not re-exported by the module
     setattr(wire_events, "loads", loads)  # noqa: B010
@@ -102,7 +107,7 @@ def frame_entry(reader: StreamReader) -> Callable[[str, float], object]:
     return entry
 
 
-def loads_floor(frames: list[str], loads: Callable[[str | bytes], Any]) -> Callable[[], Timed]:
+def loads_floor(frames: list[str], loads: Loads) -> Callable[[], Timed]:
     """The floor: decode every frame, nothing else."""
 
     def factory() -> Timed:

@@ -80,11 +80,11 @@ def run(settings: Settings) -> list[Result]:
         "one": (one_event_frames(lines), one_event_frames(lines_m10)),
         "batched": (batched_frames(lines), batched_frames(lines_m10)),
     }
-    std_loads = backends()["json"]
+    std_floor = backends()["json"][0]
     out: list[Result] = []
-    for backend, loads in backends().items():
+    for backend, (loads, core_loads) in backends().items():
         suffix = "" if backend == "json" else f"+{backend}"
-        with json_backend(loads):
+        with json_backend(core_loads):
             for framing, (frames, frames_m10) in framings.items():
                 common = {"backend": backend, "framing": framing, "frames": len(frames)}
                 floor = loads_floor(frames, loads)
@@ -96,7 +96,7 @@ def run(settings: Settings) -> list[Result]:
                 if backend != "json":
                     vs_std = paired(
                         translate_frames_run(frames),
-                        loads_floor(frames, std_loads),
+                        loads_floor(frames, std_floor),
                         rounds=settings.rounds,
                         clock=cpu_clock,
                     )
