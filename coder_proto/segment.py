@@ -356,6 +356,8 @@ class Segment:
             except CoderAgentError as exc:
                 error_ = self._classify(exc)
                 failure = error_
+                # The teardown has its own bound (D22); the segment's budget no longer applies.
+                turn._arm_abort_deadline(None)
                 yield from self._teardown(abort=False)
                 if isinstance(error_, CoderChatError) and error_.withdrawn is None:
                     error_.withdrawn = self.withdrawn

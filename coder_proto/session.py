@@ -327,24 +327,36 @@ class Session:
             raise CoderAgentError(_SINGLE_FLIGHT)
 
     def generate(
-        self, prompt: object, *, now: float, tools: Sequence[DynamicTool] | None = None
+        self,
+        prompt: object,
+        *,
+        now: float,
+        tools: Sequence[DynamicTool] | None = None,
+        warnings: Sequence[str] = (),
     ) -> Turn:
         """Start a whole turn in generate mode (the client-tool loop; an error event raises
-        ``CoderChatError``, D2). Raises ``CoderAgentError`` when a turn is already running."""
+        ``CoderChatError``, D2). ``tools`` replaces the configured client tools for this turn;
+        ``warnings`` (unsupported settings such as a response format) ride on the first
+        ``StreamStart``. Raises ``CoderAgentError`` when a turn is already running."""
         from .turn import Turn
 
         self._check_single_flight()
-        return Turn(self, prompt, now=now, mode="generate", tools=tools)
+        return Turn(self, prompt, now=now, mode="generate", tools=tools, warnings=warnings)
 
     def stream(
-        self, prompt: object, *, now: float, tools: Sequence[DynamicTool] | None = None
+        self,
+        prompt: object,
+        *,
+        now: float,
+        tools: Sequence[DynamicTool] | None = None,
+        warnings: Sequence[str] = (),
     ) -> Turn:
         """Start a whole turn in stream mode: output parts are delivered live in
         ``turn.parts``; an error event is delivered as an ``ErrorPart``."""
         from .turn import Turn
 
         self._check_single_flight()
-        return Turn(self, prompt, now=now, mode="stream", tools=tools)
+        return Turn(self, prompt, now=now, mode="stream", tools=tools, warnings=warnings)
 
     def segment(
         self,

@@ -1221,3 +1221,20 @@ def test_a_created_chat_without_a_status_leaves_the_last_status_alone() -> None:
     h.session.last_status = "waiting"
     h.segment("hi")
     assert h.session.last_status == "waiting" and h.session.chat_id == CHAT
+
+
+def test_a_withdrawal_after_a_dead_end_is_not_cut_by_the_segments_timeout() -> None:
+    """The teardown has its own 10 s bound (D22), independent of ``request_timeout``."""
+    queued = {"queued": True, "queued_message": {"id": 7, "chat_id": CHAT, "content": []}}
+    h = Harness(
+        request_timeout=1,
+        chat_id=CHAT,
+        last_seen_message_id=3,
+        rest={MESSAGES: queued, "DELETE /api/v2/chats/chat-1/queue/7": Respond(204, delay=3.0)},
+    )
+    turn = h.segment("hi")
+    h.send(queue_update())
+    h.advance(3.0)
+    error = turn.error
+    assert isinstance(error, CoderChatError) and error.kind == "queued_submission_lost"
+    assert error.withdrawn is True
