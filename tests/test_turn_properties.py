@@ -453,3 +453,106 @@ def test_j24_events_buffered_while_paused_are_delivered_once_in_order(
     result = resume.result()
     assert result.text == "".join(chunks)
     assert result.finish_reason == "stop"
+
+
+# -- garbage in, typed errors out ---------------------------------------------------------------------
+
+JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-3, 60)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+EVENT_TYPES = [
+    "message_part",
+    "message",
+    "status",
+    "error",
+    "queue_update",
+    "retry",
+    "action_required",
+    "preview_reset",
+    "history_reset",
+    "brand_new",
+]
+PAYLOAD_KEYS = [
+    "message_part",
+    "message",
+    "status",
+    "error",
+    "queued_messages",
+    "retry",
+    "action_required",
+]
+EVENTS = st.one_of(
+    st.builds(
+        lambda kind, payload: {"type": kind, "chat_id": CHAT, **payload},
+        st.sampled_from(EVENT_TYPES),
+        st.dictionaries(st.sampled_from(PAYLOAD_KEYS), JSON, max_size=2),
+    ),
+    st.sampled_from(
+        [
+            status("running"),
+            status("requires_action"),
+            delta("x", 1),
+            message(9, "ok"),
+            action_required(("c", "get_weather", "{")),
+            error_event("bad"),
+        ]
+    ),
+)
+
+
+def _assert_typed(turn: Any) -> None:
+    from coder_proto.errors import CoderAgentError
+
+    if turn.done and turn.error is not None:
+        assert isinstance(turn.error, CoderAgentError | TimeoutError), repr(turn.error)
+        assert "internal error" not in str(turn.error), repr(turn.error.__cause__)
+
+
+@PROPERTY
+@given(
+    frames=st.lists(st.lists(EVENTS, min_size=1, max_size=4), max_size=6),
+    mode=st.sampled_from(["stream", "generate"]),
+)
+def test_arbitrary_stream_events_end_in_a_result_or_a_typed_error(
+    frames: list[list[dict[str, Any]]], mode: str
+) -> None:
+    h = Harness(tools=(weather_tool(),), request_timeout=30)
+    turn = h.segment("hi", mode=mode)
+    for frame in frames:
+        if turn.done or not h.socket.open:
+            break
+        h.send(*frame)
+    if not turn.done and h.socket.open:
+        h.send(status("waiting"))
+    if not turn.done:
+        h.advance(31.0)  # whatever it still waits for, the budget ends it
+    assert turn.done
+    _assert_typed(turn)
+    h.driver.drain_background()
+
+
+@PROPERTY
+@given(
+    status_code=st.sampled_from([200, 201, 204, 400, 404, 409, 429, 500]),
+    body=JSON,
+    existing=st.booleans(),
+)
+def test_arbitrary_rest_answers_end_in_a_typed_error_or_go_on(
+    status_code: int, body: Any, existing: bool
+) -> None:
+    route = "POST /api/v2/chats/chat-1/messages" if existing else "POST /api/v2/chats"
+    config: dict[str, Any] = {"chat_id": CHAT, "last_seen_message_id": 2} if existing else {}
+    h = Harness(rest={route: Respond(status_code, body)}, request_timeout=30, **config)
+    turn = h.segment("hi")
+    if not turn.done:
+        h.advance(31.0)
+    assert turn.done
+    _assert_typed(turn)
