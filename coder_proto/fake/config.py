@@ -35,6 +35,7 @@ __all__ = [
     "RequestFailure",
     "RequestRecord",
     "RunStall",
+    "SnapshotFailure",
     "StreamDrop",
     "UpgradeRejection",
 ]
@@ -88,6 +89,9 @@ class FakeConfig:
     * ``html_escape``: escape ``<``, ``>`` and ``&`` in JSON strings as Go's encoder does.
     * ``message_id_gaps``: advance the global message id by 1-3 per row, as other chats'
       rows would, so ids are never contiguous (server-behaviour 8.12).
+    * ``legacy_envelopes``: wrap stream frames as ``{"type": "data", "data": [...]}`` and send
+      ``{"type": "ping", "data": null}`` frames every ``envelope_ping_interval``, as very old
+      experimental servers did (server-behaviour 9.5; the client unwraps them: D13).
     """
 
     seed: int = 0
@@ -107,6 +111,8 @@ class FakeConfig:
     zero_value_keys: bool = True
     html_escape: bool = True
     message_id_gaps: bool = True
+    legacy_envelopes: bool = False
+    envelope_ping_interval: float = 15.0
     require_upload_filename: bool = True
     max_queue: int = MAX_QUEUE_SIZE
     part_buffer_bytes: int = 1_000_000
@@ -193,6 +199,14 @@ class FrameStall(_Rule):
 
 
 @attrs.define(kw_only=True)
+class SnapshotFailure(_Rule):
+    """The initial snapshot cannot be loaded: one ``error`` event, then the stream ends
+    (server-behaviour 3.1)."""
+
+    close_code: int | None = 1000
+
+
+@attrs.define(kw_only=True)
 class RunStall(_Rule):
     """A capacity stall: the next run stays ``running`` with ``queued_for_capacity`` and no
     parts for ``seconds`` (server-behaviour 2.3, 8.13)."""
@@ -223,6 +237,7 @@ class Faults:
     frame_delays: list[FrameDelay] = attrs.Factory(list)
     frame_stalls: list[FrameStall] = attrs.Factory(list)
     run_stalls: list[RunStall] = attrs.Factory(list)
+    snapshot_failures: list[SnapshotFailure] = attrs.Factory(list)
     rng: random.Random = attrs.field(init=False, repr=False, eq=False)
 
     def __attrs_post_init__(self) -> None:
@@ -246,6 +261,7 @@ class Faults:
             self.frame_delays,
             self.frame_stalls,
             self.run_stalls,
+            self.snapshot_failures,
         ):
             rules.clear()
 
@@ -397,6 +413,15 @@ class Faults:
         self.run_stalls.append(rule)
         return rule
 
+    def fail_snapshots(
+        self, times: int | None = 1, *, chat_id: str | None = None, close_code: int | None = 1000
+    ) -> SnapshotFailure:
+        """The next ``times`` stream connections send only ``error`` "failed to load initial
+        snapshot" and end."""
+        rule = SnapshotFailure(remaining=times, chat_id=chat_id, close_code=close_code)
+        self.snapshot_failures.append(rule)
+        return rule
+
     def drop_streams_randomly(self, probability: float, *, seed: int | None = None) -> None:
         """Drop a stream connection after any frame with ``probability`` (seeded)."""
         if seed is not None:
@@ -445,6 +470,13 @@ class Faults:
             if rule is not None:
                 rule._consume()
         return drop, delay, stall
+
+    def claim_snapshot_failure(self, chat_id: str) -> SnapshotFailure | None:
+        for rule in self.snapshot_failures:
+            if rule._matches(chat_id):
+                rule._consume()
+                return rule
+        return None
 
     def claim_run_stall(self, chat_id: str) -> float:
         for rule in self.run_stalls:

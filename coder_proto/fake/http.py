@@ -82,8 +82,8 @@ class FakeApiError(CoderAgentError):
         self.detail = detail
         self.validations = validations
 
-    def _state(self) -> dict[str, Any]:  # pragma: no cover - pickling helper
-        return {}
+    def _state(self) -> dict[str, Any]:
+        return {"status": self.status}
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (
@@ -134,9 +134,6 @@ class Query:
     def get_all(self, key: str) -> list[str]:
         return list(self.values.get(key, ()))
 
-    def has(self, key: str) -> bool:
-        return key in self.values
-
 
 def parse_target(target: str) -> tuple[str, Query]:
     """Split a request target into its (percent-decoded) path and query."""
@@ -144,13 +141,9 @@ def parse_target(target: str) -> tuple[str, Query]:
     return unquote(parts.path), Query(parse_qs(parts.query, keep_blank_values=True))
 
 
-def parse_json_object(body: bytes, *, required: bool = True) -> dict[str, Any]:
+def parse_json_object(body: bytes) -> dict[str, Any]:
     """The request body as a JSON object; 400 "Request body must be valid JSON." otherwise
-    (an empty body is ``{}`` unless ``required``)."""
-    if not body.strip():
-        if required:
-            raise FakeApiError(400, "Request body must be valid JSON.", detail="empty body")
-        return {}
+    (Coder's ``httpapi.Read``)."""
     try:
         value = loads(body)
     except (ValueError, TypeError):

@@ -15,7 +15,6 @@ queue head without a terminal status in between (8.2).
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import random
 import re
@@ -371,9 +370,7 @@ class FakeCoderModel:
         chat.worker_active = False
         chat.queued_for_capacity = False
         chat.retry_state = None
-        episode = chat.episodes.get((chat.history_version, chat.generation_attempt))
-        if episode is not None:
-            episode.closed = True
+        self._close_episode(chat)
 
     def _resume_run(self, chat: FakeChat, t: float, results: list[Any]) -> None:
         run = self.runs.get(chat.id)
@@ -422,10 +419,7 @@ class FakeCoderModel:
         usage["context_limit"] = spec.context_limit if spec is not None else 200_000
         return usage
 
-    def _publish_part(self, chat: FakeChat, role: str, part: dict[str, Any]) -> None:
-        episode = chat.episodes.get((chat.history_version, chat.generation_attempt))
-        if episode is None or episode.closed:
-            return
+    def _publish_part(self, episode: Episode, role: str, part: dict[str, Any]) -> None:
         size = len(str(part))
         if episode.size + size > self.config.part_buffer_bytes:
             # Server-behaviour 3.3: the buffer keeps at most ~1 MB per episode.
@@ -443,7 +437,8 @@ class FakeCoderModel:
             chat.retry_state = None
             chat.queued_for_capacity = False
             key = (chat.history_version, chat.generation_attempt)
-            chat.episodes[key] = Episode(history_version=key[0], generation_attempt=key[1])
+            run.episode = Episode(history_version=key[0], generation_attempt=key[1])
+            chat.episodes[key] = run.episode
             if run.ops is None:
                 run.ops = compile_step(
                     run.steps[run.step_index] if run.step_index < len(run.steps) else [],
@@ -464,7 +459,8 @@ class FakeCoderModel:
         op = ops[run.op_index]
         run.op_index += 1
         if isinstance(op, PartOp):
-            self._publish_part(chat, op.role, run.acc.add(op, self.timestamp(t)))
+            assert run.episode is not None
+            self._publish_part(run.episode, op.role, run.acc.add(op, self.timestamp(t)))
             run.next_at = t + self._delay(run)
         elif isinstance(op, WaitOp):
             run.next_at = t + op.seconds
@@ -628,9 +624,9 @@ class FakeCoderModel:
         if chat.status == STATUS_REQUIRES_ACTION:
             return chat.requires_action_deadline
         if chat.status == STATUS_RUNNING:
+            # A running chat without a run is one whose worker is gone (a lease stall).
             run = self.runs.get(chat.id)
-            if run is not None and run.phase != "paused":
-                return run.next_at
+            return run.next_at if run is not None else None
         return None
 
     def next_deadline(self) -> float | None:
@@ -942,6 +938,9 @@ class FakeCoderModel:
             chat.status = STATUS_RUNNING
             self._resume_run(chat, t, [CANCEL_BY_USER_MESSAGE for _ in cancelled])
             response["messages"] = [self.message_json(m) for m in cancelled]
+            self._publish("status_change", chat)
+        else:
+            # Every send is a transition, and transitions publish (server-behaviour 6).
             self._publish("status_change", chat)
         return response
 
@@ -1315,14 +1314,17 @@ class FakeCoderModel:
             if not sep or not key:
                 raise FakeApiError(400, f"Invalid label filter: {item!r}")
             labels.append((key, value))
+        # Newest activity first; ties in creation order, newest first.
+        ordered = sorted(
+            enumerate(self.chats.values()), key=lambda nc: (nc[1].updated_at, nc[0]), reverse=True
+        )
         chats = [
             c
-            for c in self.chats.values()
+            for _, c in ordered
             if (archived is None or c.archived == archived)
             and (title is None or title in c.title.lower())
             and all(c.labels.get(k) == v for k, v in labels)
         ]
-        chats.sort(key=lambda c: (c.updated_at, c.snapshot_version), reverse=True)
         offset = parse_positive_int(query.get("offset")) or 0
         limit = parse_positive_int(query.get("limit"))
         chats = chats[offset:]
@@ -1561,11 +1563,12 @@ class FakeCoderModel:
         return sub
 
     def _unregister(self, sub: object) -> None:
+        """Forget a subscription (called once, by its ``close``)."""
         if isinstance(sub, StreamSubscription):
-            if sub in self._streams:
-                self._streams.remove(sub)
-                self.counters.open_streams -= 1
-        elif sub in self._watches:
+            self._streams.remove(sub)
+            self.counters.open_streams -= 1
+        else:
+            assert isinstance(sub, WatchSubscription)
             self._watches.remove(sub)
             self.counters.open_watches -= 1
 
@@ -1672,7 +1675,3 @@ def _disposition_filename(value: str | None) -> str | None:
 
 def _ascii_name(name: str) -> str:
     return "".join(c if 0x20 <= ord(c) < 0x7F and c not in '"\\' else "_" for c in name)
-
-
-def sha256_hex(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()

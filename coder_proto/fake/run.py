@@ -29,6 +29,7 @@ from .script import (
     Wait,
     render,
 )
+from .state import Episode
 
 __all__ = [
     "Op",
@@ -232,6 +233,8 @@ class Run:
     ops: list[Op] | None = None
     op_index: int = 0
     acc: StepAccumulator = attrs.Factory(StepAccumulator)
+    #: The part buffer of the current generation attempt.
+    episode: Episode | None = None
     retries: dict[int, int] = attrs.Factory(dict)
     tool_results: list[Any] = attrs.Factory(list)
 

@@ -153,6 +153,8 @@ class StreamSubscription(_Connection):
         self._last_seq = 0
         self._event_counts: Counter[str] = Counter()
         self._reset_on_connect = model.faults.history_reset_on_connect
+        self._snapshot_failure = model.faults.claim_snapshot_failure(chat.id)
+        self._next_envelope_ping = model._now + model.config.envelope_ping_interval
         if self._drop is not None and self._drop.after_frames == 0:
             self._schedule_drop(self._drop.close_code)
 
@@ -161,13 +163,30 @@ class StreamSubscription(_Connection):
         if self.closed:
             return []
         self._model.tick(now)
+        if self._snapshot_failure is not None and not self._drop_pending:
+            error = {"message": "failed to load initial snapshot", "retryable": False}
+            self._enqueue(self._frames([self._event("error", error=error)]), now)
+            self._schedule_drop(self._snapshot_failure.close_code)
         if not self._drop_pending:
             events, cut = self._cut_at_event(self._collect())
             if events:
                 self._enqueue(self._frames(events), now)
             if cut is not None:
                 self._schedule_drop(cut.close_code)
+        config = self._model.config
+        if config.legacy_envelopes and now >= self._next_envelope_ping:
+            self._next_envelope_ping = now + config.envelope_ping_interval
+            ping = encode_json({"type": "ping", "data": None}, html_escape=False) + b"\n"
+            self._enqueue([ping], now)
         return self._release(now)
+
+    def next_deadline(self) -> float | None:
+        """When a held-back frame or (legacy envelopes) a JSON ping is due."""
+        deadline = super().next_deadline()
+        if self.closed or not self._model.config.legacy_envelopes:
+            return deadline
+        ping = self._next_envelope_ping
+        return ping if deadline is None else min(deadline, ping)
 
     # -- sync -----------------------------------------------------------------------------------
 
@@ -287,11 +306,14 @@ class StreamSubscription(_Connection):
         return events, None
 
     def _frames(self, events: list[dict[str, Any]]) -> list[bytes]:
-        escape = self._model.config.html_escape
-        return [
-            encode_json(events[i : i + SERVER_FRAME_BATCH], html_escape=escape) + b"\n"
-            for i in range(0, len(events), SERVER_FRAME_BATCH)
-        ]
+        config = self._model.config
+        out = []
+        for i in range(0, len(events), SERVER_FRAME_BATCH):
+            batch: Any = events[i : i + SERVER_FRAME_BATCH]
+            if config.legacy_envelopes:
+                batch = {"type": "data", "data": batch}
+            out.append(encode_json(batch, html_escape=config.html_escape) + b"\n")
+        return out
 
 
 class WatchSubscription(_Connection):

@@ -67,7 +67,9 @@ def test_fake_server_command_prints_what_a_client_needs_and_serves(tmp_path: pat
 
 
 def test_fake_server_command_legacy_profile() -> None:
-    proc, values = start("--legacy-only", "--no-promotion-stamps", "--no-coordinates")
+    proc, values = start(
+        "--legacy-only", "--no-promotion-stamps", "--no-coordinates", "--legacy-envelopes"
+    )
     try:
         assert len(values["CODER_SESSION_TOKEN"]) > 20, "a random token by default"
         with httpx.Client(

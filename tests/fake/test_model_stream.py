@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from coder_proto.fake import (
     CallClientTool,
     CallServerTool,
@@ -17,6 +19,7 @@ from coder_proto.fake import (
     Wait,
 )
 from coder_proto.fake.state import ZERO_VALUE_KEYS
+from coder_proto.wire import parse_frame
 
 from .support import (
     WEATHER_TOOL,
@@ -463,3 +466,35 @@ def test_watch_promotion_publishes_status_change_running() -> None:
     watch.sub.close()
     watch.sub.close()
     assert api.model.counters.open_watches == 0
+
+
+def test_legacy_envelope_profile_wraps_frames_and_sends_json_pings() -> None:
+    """Server-behaviour 9.5: very old servers sent ``{"type": "data", "data": [...]}`` and
+    JSON pings; the client's parser unwraps both (D13)."""
+    api = Api(legacy_envelopes=True, envelope_ping_interval=1.0)
+    chat_id = api.create("hello")
+    sub = api.stream(chat_id).sub
+    frames = sub.pull(api.now)
+    envelope = json.loads(frames[0])
+    assert envelope["type"] == "data"
+    assert [e["type"] for e in envelope["data"]][:2] == ["message", "status"]
+    assert [type(e).__name__ for e in parse_frame(frames[0])][:2] == ["MessageEvent", "StatusEvent"]
+    assert sub.next_deadline() == pytest.approx(1.0)
+    api.now = 1.0
+    pings = [f for f in sub.pull(api.now) if json.loads(f).get("type") == "ping"]
+    assert pings == [b'{"type":"ping","data":null}\n']
+    assert parse_frame(pings[0]) == []
+
+
+def test_snapshot_failure_sends_one_error_and_ends() -> None:
+    """Server-behaviour 3.1: ``{"message": "failed to load initial snapshot"}``, then the
+    stream ends; the next connection is normal."""
+    api = Api()
+    chat_id = api.create("hello")
+    api.model.faults.fail_snapshots(times=1)
+    failing = api.stream(chat_id)
+    events = failing.pull()
+    assert types(events) == ["error"]
+    assert events[0]["error"]["message"] == "failed to load initial snapshot"
+    assert failing.sub.closed and failing.sub.close_code == 1000
+    assert types(api.stream(chat_id).pull())[0] == "message"

@@ -201,7 +201,7 @@ async def test_legacy_only_mode(h: Harness) -> None:
     """A v2-first client must fall back: ``/api/v2`` answers 404 for REST and upgrades."""
     assert (await h.http.get(V2)).status_code == 404
     assert (await h.http.post(V2, json={})).status_code == 404
-    chat_id = await h.create()
+    chat_id = await h.create(script=LONG)
     v2_socket = await AsyncWs.connect(h.server, f"{V2}/{chat_id}/stream")
     assert v2_socket.raw.reject_status == 404
     await v2_socket.close()
@@ -247,7 +247,7 @@ async def test_client_tool_round_trip_on_one_socket(h: Harness) -> None:
 def test_promotion_without_terminal_status_and_watch(stamp: bool) -> None:
     @served(chunk_delay=0.002, stamp_promotions=stamp)
     async def body(h: Harness) -> None:
-        chat_id = await h.create("first", script=Script((Say("one"), Wait(0.2))))
+        chat_id = await h.create("first", script=Script((Say("one"), Wait(0.5))))
         watch = await AsyncWs.connect(h.server, f"{V2}/watch")
         ws = await h.stream(chat_id)
         queued = (await h.send(chat_id, "second")).json()
@@ -264,14 +264,15 @@ def test_promotion_without_terminal_status_and_watch(stamp: bool) -> None:
         assert queue_updates[-1].get("queued_messages", []) == []
         await watch.wait(lambda r: any(e["chat"]["status"] == "waiting" for e in r.watch_events()))
         changes = [e for e in watch.raw.watch_events() if e["kind"] == "status_change"]
-        assert [c["chat"]["status"] for c in changes] == ["running", "waiting"]
+        # The queued send, the promotion at turn end (still running), the final settle.
+        assert [c["chat"]["status"] for c in changes] == ["running", "running", "waiting"]
         await ws.close()
         await watch.close()
 
     body()
 
 
-@served(chunk_delay=0.002, interrupt_delay=0.05)
+@served(chunk_delay=0.002, interrupt_delay=0.5)
 async def test_interrupt_and_busy_interrupt_over_the_wire(h: Harness) -> None:
     """Server-behaviour 8.3, 8.6, 8.7: interrupt returns ``interrupting`` at once
     (``?wait=true`` ignored), a second interrupt is 409, archive is 409 while active, then
@@ -279,7 +280,7 @@ async def test_interrupt_and_busy_interrupt_over_the_wire(h: Harness) -> None:
     chat_id = await h.create("long", script=LONG)
     ws = await h.stream(chat_id)
     await ws.wait(lambda r: any(e["type"] == "message_part" for e in r.events()))
-    h.server.config.scripts.push(Script((Say("second answer"),)))
+    h.server.config.scripts.push(Script((Wait(0.3), Say("second answer"))))
     queued = await h.send(chat_id, "instead", busy="interrupt")
     assert queued.json()["queued"] is True
     assert await h.status(chat_id) == "interrupting"
@@ -324,7 +325,7 @@ async def test_queue_routes_over_the_wire(h: Harness) -> None:
     assert full.status_code in (200, 429)
 
 
-@served(requires_action_timeout=0.05, chunk_delay=0.001)
+@served(requires_action_timeout=0.3, chunk_delay=0.001)
 async def test_requires_action_deadline_resumes_with_cancellations(h: Harness) -> None:
     chat_id = await h.create("weather", script=TOOL, unsafe_dynamic_tools=[WEATHER_TOOL])
     ws = await h.stream(chat_id)
@@ -335,7 +336,7 @@ async def test_requires_action_deadline_resumes_with_cancellations(h: Harness) -
     await ws.close()
 
 
-@served(chunk_delay=0.001, retry_base_delay=0.1)
+@served(chunk_delay=0.001, retry_base_delay=0.2)
 async def test_retry_events_then_error(h: Harness) -> None:
     script = Script(
         (Wait(0.3), Say("x"), Retry(times=1), Fail(message="nope", kind="generic", retries=1))
@@ -355,10 +356,11 @@ async def test_retry_events_then_error(h: Harness) -> None:
 
 @served(chunk_delay=0.0)
 async def test_frames_never_exceed_256_events(h: Harness) -> None:
-    chat_id = await h.create("big", script=Script((Wait(0.2), Say("w " * 700))))
+    chat_id = await h.create("big", script=Script((Wait(0.5), Say("w " * 700))))
     ws = await h.stream(chat_id)
-    await ws.wait_status({"waiting"})
-    assert max(len(json.loads(f)) for f in ws.raw.frames) <= 256
+    events = await ws.wait_status({"waiting"})
+    assert sum(1 for e in events if e["type"] == "message_part") == 700
+    assert max(len(json.loads(f)) for f in ws.raw.frames) == 256
     await ws.close()
 
 

@@ -51,7 +51,7 @@ async def test_a_client_tool_turn_from_trio() -> None:
         (
             Wait(0.2),
             CallClientTool(name="get_weather", args={"city": "Lima"}),
-            Wait(0.1),
+            Wait(0.3),
             Say("{tool_result}"),
         )
     )
