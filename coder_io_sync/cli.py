@@ -65,6 +65,11 @@ def _add_fake_server(subparsers: Any) -> None:
         help="send message_part deltas without history_version/generation_attempt/seq",
     )
     parser.add_argument(
+        "--legacy-envelopes",
+        action="store_true",
+        help='wrap stream frames as {"type": "data", "data": [...]} with JSON pings (very old servers)',
+    )
+    parser.add_argument(
         "--scripts",
         metavar="FILE",
         default=None,
@@ -87,6 +92,7 @@ def _run_fake_server(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
         legacy_only=args.legacy_only,
         stamp_promotions=not args.no_promotion_stamps,
         coordinates=not args.no_coordinates,
+        legacy_envelopes=args.legacy_envelopes,
     )
     if args.scripts:
         try:
