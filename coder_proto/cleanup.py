@@ -425,4 +425,3 @@ class SessionDispose(CoreMachine[DisposeResult]):
         return DisposeResult(
             interrupt=interrupt_result, archive=archive_result, errors=tuple(errors)
         )
-
