@@ -394,3 +394,18 @@ def test_dispose_closes_the_retained_stream_and_is_bounded() -> None:
     assert result.interrupt is not None and result.interrupt.interrupted
     assert h.now <= start + 15.0 + 1e-9
     assert [type(e) for e in result.errors] == [TimeoutError]
+
+
+def test_interrupt_during_a_running_turn_leaves_its_stream_to_it() -> None:
+    """H.3: only a paused stream is closed; the running segment reads the interrupt's
+    settle and ends on it."""
+    h = Harness()
+    turn = h.generate("hi")
+    h.send(status("running"), delta("partial"))
+    interrupt = h.session.interrupt(now=h.now)
+    h.driver.background.append(interrupt)
+    h.driver.settle()
+    assert interrupt.done and interrupt.result().interrupted
+    assert h.socket.open and not turn.done
+    h.send(status("interrupting"), message(2, "partial"), status("waiting"))
+    assert turn.result().text == "partial"
