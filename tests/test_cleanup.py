@@ -21,6 +21,7 @@ from tests.core_driver import (
     Respond,
     action_required,
     chat_stub,
+    delta,
     message,
     status,
     weather_tool,
