@@ -55,6 +55,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ArchiveResult",
+    "ChatInterrupt",
     "DisposeResult",
     "InterruptJob",
     "InterruptResult",
@@ -245,6 +246,41 @@ class WithdrawJob(CoreMachine["bool | None"]):
         return (
             yield from withdraw_queued(
                 self, self.chat_id, self.queued_id, deadline=self.now + self._bound
+            )
+        )
+
+
+class ChatInterrupt(CoreMachine[Chat]):
+    """The raw client's ``interrupt_chat(chat_id, wait=...)`` (wire 2, D4, D11): the chat after
+    the interrupt; with ``wait`` it polls every second until the chat is settled and raises the
+    builtin ``TimeoutError`` after ``timeout`` seconds. Errors propagate. ``last_status`` is the
+    status the caller last saw (``requires_action`` enables D4's follow-up)."""
+
+    def __init__(
+        self,
+        selector: PrefixSelector,
+        chat_id: str,
+        *,
+        now: float,
+        wait: bool = False,
+        timeout: float = INTERRUPT_WAIT_TIMEOUT,
+        last_status: str | None = None,
+    ) -> None:
+        super().__init__(selector)
+        self.chat_id = chat_id
+        self._wait_for_settle = wait
+        self._timeout = timeout
+        self._last_status = last_status
+        self._start(now)
+
+    def _run(self) -> Generator[None, None, Chat]:
+        return (
+            yield from interrupt_chat(
+                self,
+                self.chat_id,
+                last_status=self._last_status,
+                wait=self._wait_for_settle,
+                deadline=self.now + self._timeout if self._wait_for_settle else None,
             )
         )
 

@@ -410,3 +410,27 @@ def test_interrupt_during_a_running_turn_leaves_its_stream_to_it() -> None:
     assert h.socket.open and not turn.done
     h.send(status("interrupting"), message(2, "partial"), status("waiting"))
     assert turn.result().text == "partial"
+
+
+def test_the_raw_interrupt_call_waits_for_the_chat_to_settle() -> None:
+    """D11 for ``interrupt_chat(chat_id, wait=True)``."""
+    from coder_proto.cleanup import ChatInterrupt
+
+    h = Harness(
+        rest={
+            "GET /api/v2/chats/chat-1": [
+                Respond(200, chat_stub(status="interrupting")),
+                Respond(200, chat_stub(status="error")),
+            ]
+        }
+    )
+    chat = h.driver.run(ChatInterrupt(PrefixSelector(V2), "chat-1", now=h.now, wait=True))
+    assert chat.status == "error" and len(h.routes()) == 3
+    plain = h.driver.run(ChatInterrupt(PrefixSelector(V2), "chat-1", now=h.now))
+    assert plain.status == "interrupting"
+    assert h.routes()[-1] == INTERRUPT
+    with pytest.raises(CoderApiError):
+        h.env.rest["POST /api/experimental/chats/chat-1/interrupt"] = Respond(
+            409, {"message": "idle"}
+        )
+        h.driver.run(ChatInterrupt(PrefixSelector(V2), "chat-1", now=h.now))
