@@ -20,7 +20,9 @@ import random
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
+from urllib.parse import unquote
 
+from .._json import js_stringify, loads
 from ..constants import (
     ALLOWED_MEDIA_TYPES,
     DEFAULT_CHAT_ERROR_MESSAGE,
@@ -58,7 +60,7 @@ from .http import (
     token_matches,
 )
 from .run import PartOp, RetryOp, Run, StepAccumulator, UsageOp, WaitOp, compile_step
-from .script import Fail, ScriptContext
+from .script import Fail, Retry, Script, ScriptContext
 from .state import Episode, FakeChat, FakeFile, FakeMessage, FakeModelSpec, FakeQueuedMessage
 from .stream import StreamSubscription, WatchSubscription
 
@@ -290,8 +292,6 @@ class FakeCoderModel:
 
     def _action_calls(self, chat: FakeChat) -> list[dict[str, str]]:
         """Pending calls as ``action_required`` lists them: ``args`` as JSON text."""
-        from .._json import js_stringify
-
         return [
             {
                 "tool_call_id": str(c.get("tool_call_id", "")),
@@ -377,8 +377,6 @@ class FakeCoderModel:
         if run is None:
             # No worker owns the chat (only reachable through hand-built states); a
             # fresh closing run lets the model "answer" the results.
-            from .script import Script
-
             run = Run.create(
                 Script(()), ScriptContext(chat_id=chat.id, prompt=""), chat.last_model_config_id, t
             )
@@ -475,9 +473,12 @@ class FakeCoderModel:
         if done < op.times:
             run.retries[op.index] = done + 1
             delay = min(self.config.retry_base_delay * 2**done, self.config.retry_max_delay)
-            info = op.retry if op.retry is not None else op.fail
-            assert info is not None
-            error = info.error if op.retry is not None else info.message  # type: ignore[union-attr]
+            info: Retry | Fail
+            if op.retry is not None:
+                info, error = op.retry, op.retry.error
+            else:
+                assert op.fail is not None
+                info, error = op.fail, op.fail.message
             state: dict[str, Any] = {
                 "attempt": done + 1,
                 "delay_ms": round(delay * 1000),
@@ -1385,6 +1386,7 @@ class FakeCoderModel:
             chat_id = route.params.get("chat", "").lower() or None
             failure = self.faults.claim_request_failure(self._fault_ops(route, body), chat_id)
             if failure is not None:
+                logger.debug("fake server: injected %d for %s", failure.status, op)
                 raise FakeApiError(
                     failure.status,
                     failure.message or _STATUS_TEXT.get(failure.status, "Injected failure."),
@@ -1530,6 +1532,7 @@ class FakeCoderModel:
                 "stream" if chat is not None else "watch", chat_id
             )
             if rejection is not None:
+                logger.debug("fake server: upgrade rejected with %d", rejection.status)
                 raise FakeApiError(
                     rejection.status,
                     rejection.message or _STATUS_TEXT.get(rejection.status, "Injected failure."),
@@ -1630,8 +1633,6 @@ def _classify(data: bytes) -> str:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         return "application/octet-stream"
-    from .._json import loads
-
     stripped = text.strip()
     if stripped[:1] in ("{", "["):
         try:
@@ -1655,8 +1656,6 @@ def _disposition_filename(value: str | None) -> str | None:
     """The file name of a ``Content-Disposition`` header (``filename*`` preferred)."""
     if not value:
         return None
-    from urllib.parse import unquote
-
     plain: str | None = None
     for param in value.split(";")[1:]:
         key, _, raw = param.strip().partition("=")

@@ -439,3 +439,37 @@ def test_echo_turn_text() -> None:
     chat_id = api.create("ping pong")
     events = api.stream(chat_id).pull_until_status({"waiting"})
     assert text_of(messages_of(events)[-1]) == "You said: ping pong"
+
+
+def test_disposition_parsing_and_header_lookup() -> None:
+    api = Api()
+    org = api.model.organization_id
+    response = api.request(
+        "POST",
+        f"/files?organization={org}",
+        raw=b"hi",
+        headers={
+            "Content-Type": "text/plain",
+            "Content-Disposition": "attachment; size=2; filename*=broken; filename=plain.txt",
+        },
+    )
+    assert api.model.files[response.json()["id"]].name == "plain.txt"
+    assert response.header("content-type") == "application/json; charset=utf-8"
+    assert response.header("x-missing") is None
+
+
+def test_run_stalls_for_other_chats_do_not_apply() -> None:
+    faults = Faults()
+    faults.stall_runs(1.0, chat_id="a")
+    assert faults.claim_run_stall("b") == 0.0
+    assert faults.claim_run_stall("a") == 1.0
+
+
+def test_a_drop_at_event_after_a_frame_drop_keeps_the_first_close_code() -> None:
+    api = Api()
+    chat_id = api.create("x")
+    api.model.faults.drop_stream_after_frames(0, close_code=1011)
+    sub = api.stream(chat_id).sub
+    sub._schedule_drop(1000)
+    sub.pull(api.now)
+    assert sub.closed and sub.close_code == 1011
