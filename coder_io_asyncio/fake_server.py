@@ -162,7 +162,8 @@ class FakeCoderServer:
         self._loop_thread_id: int | None = None
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
-        self._wakers: set[asyncio.Event] = set()
+        #: Each open WebSocket's wake-up event, with its chat id (``None``: a watch).
+        self._wakers: dict[asyncio.Event, str | None] = {}
         self._tick_wake: asyncio.Event | None = None
         self._ticker: asyncio.Task[None] | None = None
         self._thread: threading.Thread | None = None
@@ -237,9 +238,13 @@ class FakeCoderServer:
         for event in self._wakers:
             event.set()
 
-    def _wake_connections(self) -> None:
-        for event in self._wakers:
-            event.set()
+    def _wake_advanced(self, chat_ids: set[str]) -> None:
+        """Wake the streams of ``chat_ids`` and every watch (watch events follow any chat)."""
+        if not chat_ids:
+            return
+        for event, chat_id in self._wakers.items():
+            if chat_id is None or chat_id in chat_ids:
+                event.set()
 
     # -- asyncio lifecycle --------------------------------------------------------------------
 
@@ -384,7 +389,8 @@ class FakeCoderServer:
             wake.clear()
             with self._lock:
                 self._model.tick(time.monotonic())
-            self._wake_connections()
+                advanced = self._model.drain_advanced()
+            self._wake_advanced(advanced)
 
     # -- connections ----------------------------------------------------------------------------
 
@@ -548,7 +554,7 @@ class FakeCoderServer:
         trailing: bytes,
     ) -> None:
         state = _WsState(wake=asyncio.Event(), last_pong=time.monotonic())
-        self._wakers.add(state.wake)
+        self._wakers[state.wake] = sub.chat_id if isinstance(sub, StreamSubscription) else None
         self._count("open_websockets", 1)
         reader_task = asyncio.create_task(self._ws_reader(reader, writer, ws, state, trailing))
         close_code: int | None = 1001
@@ -596,7 +602,7 @@ class FakeCoderServer:
                     await asyncio.wait_for(state.wake.wait(), timeout)
                 state.wake.clear()
         finally:
-            self._wakers.discard(state.wake)
+            self._wakers.pop(state.wake, None)
             with self._lock:
                 sub.close()
             await self._close_websocket(writer, ws, state, reader_task, close_code, close_reason)

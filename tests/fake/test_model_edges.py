@@ -473,3 +473,16 @@ def test_a_drop_at_event_after_a_frame_drop_keeps_the_first_close_code() -> None
     sub._schedule_drop(1000)
     sub.pull(api.now)
     assert sub.closed and sub.close_code == 1011
+
+
+def test_drain_advanced_reports_chats_whose_workers_moved() -> None:
+    api = Api()
+    a = api.create("a", script=Script((Wait(0.3), Say("x"))))
+    b = api.create("b", script=Script((Wait(100.0),)))
+    api.advance(0.01)
+    assert api.model.drain_advanced() == {a, b}
+    api.advance(0.5)
+    assert api.model.drain_advanced() == {a}
+    assert api.model.drain_advanced() == set()
+    api.advance(200.0)
+    assert api.model.drain_advanced() == {b}
