@@ -1181,6 +1181,26 @@ class FakeCoderModel:
             "deleted_message_ids": [m.id for m in deleted],
         }
 
+    def revise_message(
+        self, chat_id: str, message_id: int, content: list[dict[str, Any]], now: float
+    ) -> FakeMessage:
+        """Rewrite a committed message in place, as a lifecycle hook rewriting tool-call
+        input does: a new revision under the same id, which every stream re-sends as a
+        ``message`` event whatever its ``after_id`` (server-behaviour 3.3). Best used while no
+        step is streaming: a history change starts a new episode. ``KeyError`` when the chat
+        or visible message does not exist."""
+        self.tick(now)
+        t = self._advance_clock(now)
+        chat = self.chats[chat_id]
+        found = next((m for m in chat.visible_messages() if m.id == message_id), None)
+        if found is None:
+            raise KeyError(message_id)
+        self._begin(chat, t)
+        self._history_changed(chat)
+        found.content = [dict(p) for p in content]
+        found.changed_at = chat.history_version
+        return found
+
     def list_messages(self, chat: FakeChat, query: Query) -> dict[str, Any]:
         """``GET /chats/{chat}/messages`` (server-behaviour 7)."""
         validations = []

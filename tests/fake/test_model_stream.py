@@ -498,3 +498,27 @@ def test_snapshot_failure_sends_one_error_and_ends() -> None:
     assert events[0]["error"]["message"] == "failed to load initial snapshot"
     assert failing.sub.closed and failing.sub.close_code == 1000
     assert types(api.stream(chat_id).pull())[0] == "message"
+
+
+def test_a_revision_is_re_sent_under_the_same_id_whatever_after_id() -> None:
+    """Server-behaviour 3.3: live ``message`` events include re-sends of old ids whose
+    revision changed; a client must upsert by id."""
+    api = Api()
+    chat_id = api.create("hello", script=Script((Say("first version"),)))
+    api.run_until(chat_id, {"waiting"})
+    assistant = api.messages(chat_id)["messages"][0]
+    stream = api.stream(chat_id, after_id=10**12)
+    assert messages_of(stream.pull()) == []
+    revised = api.model.revise_message(
+        chat_id, assistant["id"], [{"type": "text", "text": "second version"}], api.now
+    )
+    assert revised.id == assistant["id"]
+    live = stream.pull()
+    assert types(live) == ["message", "preview_reset"]
+    assert live[0]["message"]["id"] == assistant["id"]
+    assert text_of(live[0]["message"]) == "second version"
+    snapshot = messages_of(api.stream(chat_id).pull())
+    assert [m["id"] for m in snapshot].count(assistant["id"]) == 1
+    assert text_of(snapshot[-1]) == "second version"
+    with pytest.raises(KeyError):
+        api.model.revise_message(chat_id, 10**9, [], api.now)
