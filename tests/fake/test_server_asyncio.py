@@ -317,12 +317,44 @@ async def test_queue_routes_over_the_wire(h: Harness) -> None:
     assert (await h.http.delete(f"{base}/{ids[0]}")).status_code == 204
     page = (await h.http.get(f"{V2}/{chat_id}/messages")).json()
     assert [q["id"] for q in page["queued_messages"]] == ids[1:]
+    ws = await h.stream(chat_id)
+    await ws.wait(lambda r: bool(r.frames))
+    update = next(e for e in ws.raw.events() if e["type"] == "queue_update")
+    assert [q["id"] for q in update["queued_messages"]] == ids[1:]
+    h.server.config.scripts.push(LONG)
     promoted = await h.http.post(f"{base}/{ids[2]}/promote")
     assert promoted.status_code == 202
-    for n in range(17):
-        await h.send(chat_id, f"fill{n}")
-    full = await h.send(chat_id, "overflow")
-    assert full.status_code in (200, 429)
+    assert promoted.json() == {"message": "Queued message promotion accepted."}
+    await ws.close()
+    other = await h.create("long", script=LONG)
+    for n in range(20):
+        assert (await h.send(other, f"fill{n}")).status_code == 200
+    full = await h.send(other, "overflow")
+    assert full.status_code == 429
+    assert full.json() == {
+        "message": "Message queue is full.",
+        "detail": "Maximum 20 messages can be queued.",
+    }
+
+
+@served(chunk_delay=0.001)
+async def test_snapshot_order_while_paused_with_a_queue(h: Harness) -> None:
+    """Server-behaviour 8.1/8.4: messages → queue_update → status → action_required →
+    preview_reset, re-sent on every connect while paused."""
+    chat_id = await h.create("weather", script=TOOL, unsafe_dynamic_tools=[WEATHER_TOOL])
+    await h.wait_status(chat_id, {"requires_action"})
+    assert (await h.send(chat_id, "queued")).json()["queued"] is True
+    for _ in range(2):
+        ws = await h.stream(chat_id)
+        await ws.wait(lambda r: any(e["type"] == "preview_reset" for e in r.events()))
+        kinds = [k for k in types(ws.raw.events()) if k != "message"]
+        assert kinds == [
+            "queue_update",
+            "status:requires_action",
+            "action_required",
+            "preview_reset",
+        ]
+        await ws.close()
 
 
 @served(requires_action_timeout=0.3, chunk_delay=0.001)
