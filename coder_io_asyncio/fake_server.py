@@ -14,6 +14,21 @@ thread-safe access to the pure model (``coder_proto.fake``): every attribute rea
 method call on them holds the server's lock and wakes the server afterwards, so faults can be
 changed while clients are connected, from any thread.
 
+Example::
+
+    from coder_io_asyncio.fake_server import FakeCoderServer
+    from coder_proto.fake import CallClientTool, Say, Script
+
+    with FakeCoderServer(chunk_delay=0.001) as server:
+        server.config.scripts.add(
+            r"weather",
+            Script([CallClientTool(name="get_weather", args={"city": "Paris"}),
+                    Say("It is {tool_result}.")]),
+        )
+        server.faults.drop_stream_after_frames(3)      # the first stream drops mid-turn
+        ...  # point a client at server.url with server.token
+        assert server.wait_idle()                      # nothing leaked
+
 The adapter contains no policy: routes, status codes, frames, drops and timings all come from
 the model. It only moves bytes, sends WebSocket pings (every ``ping_interval`` seconds; a pong
 missing for ``ping_timeout`` closes with 1001 "Ping failed"), closes a connection whose client

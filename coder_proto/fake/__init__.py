@@ -5,6 +5,17 @@ semantics (spec/server-behaviour.md, sections 1-8) without any I/O: an adapter
 (``coder_io_asyncio.fake_server.FakeCoderServer``) serves it over loopback HTTP and
 WebSocket. Scripts (``Script``, ``Say``, ``CallClientTool`` ...) decide what the simulated
 model does with each prompt; ``Faults`` injects failures deterministically.
+
+Driving the pure model directly (time is an argument; nothing runs by itself)::
+
+    model = FakeCoderModel(FakeConfig(chunk_delay=0.01))
+    headers = {"Coder-Session-Token": model.token}
+    body = b'{"organization_id": "%s", "content": [{"type": "text", "text": "hi"}]}'
+    chat = model.handle_http("POST", "/api/v2/chats", headers,
+                             body % model.organization_id.encode(), now=0.0).json()
+    sub = model.handle_upgrade(f"/api/v2/chats/{chat['id']}/stream", headers, now=0.0)
+    frames = sub.pull(now=0.5)          # JSON arrays of events, each ending in a newline
+    model.next_deadline()               # when the next worker or timer event is due
 """
 
 from .config import DEFAULT_MODELS, FakeConfig, FakeCounters, Faults, RequestRecord
