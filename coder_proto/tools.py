@@ -38,6 +38,7 @@ from .wire.chats import DynamicTool
 
 __all__ = [
     "Tool",
+    "ToolContext",
     "ToolInputError",
     "encode_output",
     "json_schema_for",
@@ -51,6 +52,21 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 
 class ToolInputError(CoderAgentError):
     """The model's arguments for a client tool did not match its schema."""
+
+
+@attrs.frozen(kw_only=True)
+class ToolContext:
+    """What a running client tool may want to know about its call.
+
+    A tool function receives it when one of its parameters is annotated ``ToolContext`` (that
+    parameter is left out of the input schema). ``tool_call_id`` is assigned by the server and
+    unique within the chat, so ``(chat_id, tool_call_id)`` identifies the call durably: the
+    basis of idempotency keys for tools with external effects.
+    """
+
+    chat_id: str | None
+    tool_call_id: str
+    tool_name: str
 
 
 def _pydantic_base() -> type | None:
@@ -439,6 +455,8 @@ class Tool:
     input_mode: str = "kwargs"
     input_type: Any = attrs.field(default=None, eq=False, repr=False)
     hints: Mapping[str, Any] = attrs.field(factory=dict, eq=False, repr=False)
+    #: The name of the parameter that receives the ``ToolContext``, if any.
+    context_param: str | None = None
 
     def __attrs_post_init__(self) -> None:
         if not _NAME_RE.match(self.name):
@@ -491,11 +509,17 @@ class Tool:
             raise ToolInputError(f"tool {self.name!r}: arguments must be a JSON object")
         return {k: _convert(v, self.hints.get(k, Any)) for k, v in value.items()}
 
-    def call_args(self, parsed: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        """Positional and keyword arguments for ``func`` from ``parse_input``'s result."""
+    def call_args(
+        self, parsed: Any, context: ToolContext | None = None
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """Positional and keyword arguments for ``func`` from ``parse_input``'s result. A tool
+        with a ``ToolContext`` parameter receives ``context`` there (adapters always pass it)."""
+        extra: dict[str, Any] = {}
+        if self.context_param is not None:
+            extra[self.context_param] = context
         if self.input_mode == "kwargs":
-            return (), dict(parsed)
-        return (parsed,), {}
+            return (), {**dict(parsed), **extra}
+        return (parsed,), extra
 
     @classmethod
     def from_function(
@@ -517,10 +541,13 @@ class Tool:
         ]
         doc = description if description is not None else _first_paragraph(func)
         tool_name: str = name or str(getattr(func, "__name__", "tool"))
+        context_param = next((p.name for p in params if hints.get(p.name) is ToolContext), None)
+        params = [p for p in params if p.name != context_param]
         if len(params) == 1:
             hint = hints.get(params[0].name, Any)
             if _is_model_type(hint):
-                return cls.from_model(hint, func, name=tool_name, description=doc)
+                model_tool = cls.from_model(hint, func, name=tool_name, description=doc)
+                return attrs.evolve(model_tool, context_param=context_param)
         properties: dict[str, Any] = {}
         required: list[str] = []
         for param in params:
@@ -542,6 +569,7 @@ class Tool:
             func=func,
             input_mode="kwargs",
             hints={p.name: hints.get(p.name, Any) for p in params},
+            context_param=context_param,
         )
 
     @classmethod

@@ -295,3 +295,30 @@ def test_encode_output() -> None:
     assert encode_output(float("nan")) is None and encode_output(1.5) == 1.5
     assert encode_output(b"hi") == "hi" and encode_output(complex(1, 2)) == "(1+2j)"
     assert encode_output(None) is None and encode_output("s") == "s"
+
+
+def test_tool_context_parameter_is_injected_not_in_schema() -> None:
+    from coder_proto.tools import ToolContext
+
+    seen: list[ToolContext] = []
+
+    @tool
+    def charge(amount_cents: int, ctx: ToolContext) -> str:
+        seen.append(ctx)
+        return f"{ctx.chat_id}/{ctx.tool_call_id}:{amount_cents}"
+
+    assert charge.context_param == "ctx"
+    assert charge.input_schema["properties"] == {"amount_cents": {"type": "integer"}}
+    ctx = ToolContext(chat_id="c1", tool_call_id="call_1", tool_name="charge")
+    args, kwargs = charge.call_args(charge.parse_input('{"amount_cents": 5}'), ctx)
+    assert charge(*args, **kwargs) == "c1/call_1:5" and seen == [ctx]
+
+    def file_answer(answer: Answer, context: ToolContext) -> str:
+        return context.tool_call_id
+
+    model_tool = tool(file_answer)
+    assert model_tool.input_mode == "model" and model_tool.context_param == "context"
+    args, kwargs = model_tool.call_args(
+        model_tool.parse_input('{"severity": "minor", "summary": "s"}'), ctx
+    )
+    assert model_tool(*args, **kwargs) == "call_1"
