@@ -14,6 +14,7 @@ import pytest
 from coder_proto.errors import CoderAgentError
 from coder_proto.tools import (
     Tool,
+    ToolContext,
     ToolInputError,
     encode_output,
     json_schema_for,
@@ -298,8 +299,6 @@ def test_encode_output() -> None:
 
 
 def test_tool_context_parameter_is_injected_not_in_schema() -> None:
-    from coder_proto.tools import ToolContext
-
     seen: list[ToolContext] = []
 
     @tool
