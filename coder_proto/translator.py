@@ -72,6 +72,9 @@ SETTLED_BY_PROMOTION: Final = "promotion"
 
 _DELTA_ROLES: Final = frozenset({"assistant", "tool"})
 
+#: Pending deltas are joined in runs of this many (memory: see ``TurnTranslator.__init__``).
+PENDING_RUN: Final = 256
+
 
 def finish_reason(
     *, error_seen: bool, terminal_status: str | None, client_tool_call_seen: bool
@@ -98,6 +101,14 @@ class _Record:
         self.text = ""
         self.reasoning = ""
         self.substantive = False
+
+
+def _add_pending(pending: list[str], chunks: list[str], text: str) -> None:
+    """Record a pending delta (A.4), joining a full run into one chunk."""
+    pending.append(text)
+    if len(pending) >= PENDING_RUN:
+        chunks.append("".join(pending))
+        pending.clear()
 
 
 def _full_texts(content: Iterable[ChatMessagePart]) -> tuple[str, str]:
@@ -165,6 +176,7 @@ class TurnTranslator:
         "_max_message_id",
         "_promoted",
         "_reasoning_block",
+        "_reasoning_chunks",
         "_reasoning_pending",
         "_server_tool_calls",
         "_server_tool_results",
@@ -172,6 +184,7 @@ class TurnTranslator:
         "_submitted_tool_call_ids",
         "_terminal_status",
         "_text_block",
+        "_text_chunks",
         "_text_pending",
         "_turn_cursor",
         "_usage",
@@ -205,8 +218,13 @@ class TurnTranslator:
         self._block_seq = 0
         self._text_block: str | None = None
         self._reasoning_block: str | None = None
+        # Pending deltas (A.4): the latest ones as received, the earlier ones joined into
+        # runs of PENDING_RUN, so a long message waits for its snapshot at about one byte
+        # per character instead of one string object per delta.
         self._text_pending: list[str] = []
+        self._text_chunks: list[str] = []
         self._reasoning_pending: list[str] = []
+        self._reasoning_chunks: list[str] = []
         self._current_assistant_id: int | None = None
         self._deltas_since_snapshot = False
         self._ledger: dict[int, _Record] = {}
@@ -326,7 +344,11 @@ class TurnTranslator:
                     if block is not None:
                         text = part.text
                         if text:
-                            self._text_pending.append(text)
+                            pending = self._text_pending
+                            pending.append(text)
+                            if len(pending) >= PENDING_RUN:
+                                self._text_chunks.append("".join(pending))
+                                pending.clear()
                             return [TextDelta(block, text)]
                         return []
                 elif type(part) is ReasoningPart:
@@ -335,7 +357,11 @@ class TurnTranslator:
                     if block is not None:
                         text = part.text
                         if text:
-                            self._reasoning_pending.append(text)
+                            pending = self._reasoning_pending
+                            pending.append(text)
+                            if len(pending) >= PENDING_RUN:
+                                self._reasoning_chunks.append("".join(pending))
+                                pending.clear()
                             return [ReasoningDelta(block, text)]
                         return []
             out: list[OutputPart] = []
@@ -442,13 +468,13 @@ class TurnTranslator:
             self._deltas_since_snapshot = True
             block = self._open_text(out)
             if part.text:
-                self._text_pending.append(part.text)
+                _add_pending(self._text_pending, self._text_chunks, part.text)
                 out.append(TextDelta(block, part.text))
         elif type(part) is ReasoningPart:
             self._deltas_since_snapshot = True
             block = self._open_reasoning(out)
             if part.text:
-                self._reasoning_pending.append(part.text)
+                _add_pending(self._reasoning_pending, self._reasoning_chunks, part.text)
                 out.append(ReasoningDelta(block, part.text))
         elif type(part) is ToolCallPart:
             self._close_blocks(out)
@@ -520,8 +546,10 @@ class TurnTranslator:
         self._current_assistant_id = message_id
         rec = known if known is not None else _Record()
         full_text, full_reasoning = _full_texts(content)
-        text_attributed = rec.text + "".join(self._text_pending)
-        reasoning_attributed = rec.reasoning + "".join(self._reasoning_pending)
+        text_attributed = rec.text + "".join(self._text_chunks) + "".join(self._text_pending)
+        reasoning_attributed = (
+            rec.reasoning + "".join(self._reasoning_chunks) + "".join(self._reasoning_pending)
+        )
         text_ok = full_text.startswith(text_attributed)
         reasoning_ok = full_reasoning.startswith(reasoning_attributed)
         self._emit_walk(
@@ -536,7 +564,9 @@ class TurnTranslator:
         rec.text = full_text if text_ok else text_attributed
         rec.reasoning = full_reasoning if reasoning_ok else reasoning_attributed
         self._text_pending.clear()  # A8
+        self._text_chunks.clear()
         self._reasoning_pending.clear()
+        self._reasoning_chunks.clear()
         if not rec.substantive:
             rec.substantive = _substantive(content)  # A9
         self._ledger[message_id] = rec

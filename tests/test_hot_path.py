@@ -225,3 +225,62 @@ def test_std_loads_is_json_loads(
         got = _outcome(std_loads, data)
         want = _outcome(json.loads, data)
         assert got == want or (got[0] == want[0] == "ok" and repr(got) == repr(want))
+
+
+# -- pending deltas joined in runs (translator memory) -------------------------------------------
+
+
+def _delta_event(kind: str, text: str) -> MessagePartEvent:
+    part = TextPart(text) if kind == "text" else ReasoningPart(text)
+    return MessagePartEvent("assistant", part)
+
+
+@st.composite
+def turns(draw: st.DrawFn) -> list[Any]:
+    """Deltas and snapshots of a few assistant messages, snapshots sometimes disagreeing
+    with the deltas (A.4-A.7)."""
+    from coder_proto.wire.events import MessageEvent, StatusEvent
+    from coder_proto.wire.messages import ChatMessage
+
+    events: list[Any] = [StatusEvent("running")]
+    streamed = {"text": "", "reasoning": ""}
+    message_id = 2
+    for _ in range(draw(st.integers(1, 3))):
+        for _ in range(draw(st.integers(0, 12))):
+            kind = draw(st.sampled_from(["text", "reasoning"]))
+            text = draw(st.text(alphabet="ab", min_size=1, max_size=3))
+            streamed[kind] += text
+            events.append(_delta_event(kind, text))
+        shape = draw(st.sampled_from(["exact", "longer", "different"]))
+        text, reasoning = streamed["text"], streamed["reasoning"]
+        if shape == "longer":
+            text += "+more"
+        elif shape == "different":
+            text = "x" + text
+        content = (ReasoningPart(reasoning), TextPart(text))
+        events.append(MessageEvent(ChatMessage(id=message_id, role="assistant", content=content)))
+        if draw(st.booleans()):  # a replayed snapshot
+            events.append(events[-1])
+        streamed = {"text": "", "reasoning": ""}
+        message_id += 1
+    events.append(StatusEvent("waiting"))
+    return events
+
+
+@settings(max_examples=300, deadline=None)
+@given(events=turns())
+def test_pending_runs_do_not_change_the_output(events: list[Any]) -> None:
+    """A.4-A.8: joining pending deltas in runs (any run length) is invisible: the parts are
+    those of a translator that keeps every delta apart."""
+    from coder_proto import translator as module
+
+    def translate(run: int) -> list[Any]:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(module, "PENDING_RUN", run)
+            t = module.TurnTranslator(turn_cursor=1)
+            out: list[Any] = []
+            for event in events:
+                out += t.ingest(event)
+            return out + t.finish()
+
+    assert translate(2) == translate(10**9)
