@@ -19,7 +19,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -34,6 +34,7 @@ __all__ = [
     "ServerProcess",
     "agent_class",
     "bare_turn",
+    "core_turn_asyncio",
     "make_agent",
     "require_fake_server",
     "run_on",
@@ -70,17 +71,25 @@ def require_fake_server() -> None:
 
 class ServerProcess:
     """The fake server streaming the ``deltas`` transcript on every turn, in a child process
-    (``with`` starts and stops it). ``info`` has ``url``, ``token``, ``organization_id``."""
+    (``with`` starts and stops it). ``info`` has ``url``, ``token``, ``organization_id``.
+
+    ``start_delay`` leaves the client time to open its stream before the model starts.
+    ``chunk_delay`` (default: the run lasts at least 50 ms) keeps the run open across several
+    of the server's syncs: like the real server, the fake relays deltas only while their
+    episode is open, so a run that starts and ends between two syncs arrives as its
+    committed snapshot alone."""
 
     def __init__(
         self,
         deltas: int,
         *,
-        start_delay: float = 0.05,
-        chunk_delay: float = 1e-5,
+        start_delay: float = 0.3,
+        chunk_delay: float | None = None,
         startup_timeout: float = 60.0,
     ) -> None:
         self.deltas = deltas
+        if chunk_delay is None:
+            chunk_delay = max(1e-5, 0.05 / max(deltas, 1))
         self._argv = [
             sys.executable,
             "-m",
@@ -284,3 +293,92 @@ def timed() -> Iterator[dict[str, float]]:
     finally:
         out["wall"] = time.perf_counter() - wall
         out["cpu"] = time.process_time() - cpu
+
+
+async def core_turn_asyncio(
+    info: dict[str, Any],
+    prompt: str = PROMPT,
+    *,
+    opened: Callable[[], Awaitable[None]] | None = None,
+    marks: dict[str, float] | None = None,
+) -> int:
+    """One turn through the core on a minimal asyncio driver: the chat is created as in
+    ``bare_turn``, then ``StreamReader`` and ``TurnTranslator`` run over an asyncio stream
+    until the translator has a terminal status. A stand-in for ``CoderAgent.stream`` (the
+    same machines, no session or segment logic) while the adapters are missing; returns the
+    text characters of the ``TextDelta`` parts.
+
+    ``opened`` is awaited once, when the first stream event arrived (the chat is open);
+    ``marks["first_delta_cpu"]`` receives the process CPU time at the first delta and
+    ``marks["reads"]`` the number of socket reads."""
+    import asyncio
+
+    from coder_proto.actions import CloseConnection as CloseAction
+    from coder_proto.actions import OpenConnection, SendData
+    from coder_proto.parts import TextDelta
+    from coder_proto.reader import StreamReader
+    from coder_proto.translator import TurnTranslator
+    from coder_proto.wire.events import MessagePartEvent
+
+    url = urlsplit(info["url"])
+    host, port = url.hostname or "127.0.0.1", url.port or 80
+    chat_id = _create_chat(host, port, info, prompt)
+    loop = asyncio.get_running_loop()
+    reader = StreamReader(
+        chat_id=chat_id,
+        base_url=info["url"],
+        prefix="/api/v2/chats",
+        after_id=None,
+        token=info["token"],
+        reader_id=1,
+    )
+    translator = TurnTranslator(chat_id=chat_id)
+    stream: asyncio.StreamReader | None = None
+    writer: asyncio.StreamWriter | None = None
+
+    async def perform() -> None:
+        nonlocal stream, writer
+        for action in reader.actions():
+            if isinstance(action, OpenConnection):
+                stream, writer = await asyncio.open_connection(action.host, action.port)
+                reader.connection_made(action.conn_id, loop.time())
+                await perform()
+            elif isinstance(action, SendData) and writer is not None:
+                writer.write(action.data)
+            elif isinstance(action, CloseAction) and writer is not None:
+                writer.close()
+                writer = None
+
+    chars = 0
+    reader.start(loop.time())
+    await perform()
+    events = reader.events
+    waiting_open = opened is not None
+    waiting_delta = marks is not None
+    while not translator.settled and not reader.done and stream is not None:
+        data = await stream.read(65536)
+        if marks is not None:
+            marks["reads"] = marks.get("reads", 0) + 1
+        if not data:
+            reader.connection_lost(1, loop.time())
+        else:
+            reader.data_received(1, data, loop.time())
+        await perform()
+        while events:
+            event = events.popleft()
+            if waiting_open and opened is not None:
+                waiting_open = False
+                await opened()
+            if waiting_delta and marks is not None and type(event) is MessagePartEvent:
+                waiting_delta = False
+                marks["first_delta_cpu"] = time.process_time()
+            for part in translator.ingest(event):
+                if type(part) is TextDelta:
+                    chars += len(part.delta)
+    for _part in translator.finish():
+        pass
+    reader.close(loop.time())
+    await perform()
+    if reader.error is not None:
+        raise RuntimeError(f"the stream failed: {reader.error}")
+    return chars

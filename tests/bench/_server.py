@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.bench._server")
     parser.add_argument("--deltas", type=int, required=True)
     parser.add_argument("--chunk-delay", type=float, default=1e-5)
-    parser.add_argument("--start-delay", type=float, default=0.05)
+    parser.add_argument("--start-delay", type=float, default=0.3)
     args = parser.parse_args(argv)
     with _server(args) as server:
         model = getattr(server, "model", None)

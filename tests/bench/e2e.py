@@ -7,6 +7,10 @@ Both sides are timed from the chat's creation to the end of the turn, alternatin
 process. ``ratio`` is the median CPU-time ratio (the client's own cost: the server's pace,
 which bounds both, is not the client's); ``extra.wall_ratio`` is the wall-clock one. Target:
 at most 3.0x on every runtime.
+
+``e2e.core.asyncio`` runs the core's ``StreamReader`` and ``TurnTranslator`` on a minimal
+asyncio driver against the same floor: the cost of the protocol core over a real socket,
+measurable before (and apart from) the adapters.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from ._agent import (
     ServerProcess,
     agent_class,
     bare_turn,
+    core_turn_asyncio,
     make_agent,
     require_fake_server,
     run_on,
@@ -33,23 +38,25 @@ __all__ = ["E2E_TARGET", "run"]
 E2E_TARGET = 3.0
 
 
-def _rounds(runtime: str, cls: Any, info: dict[str, Any], rounds: int) -> list[dict[str, Any]]:
-    """Alternating floor / client turns; the first pair is a warm-up and is dropped."""
-    rows: list[dict[str, Any]] = []
+def _floor(info: dict[str, Any]) -> dict[str, Any]:
+    with timed() as t:
+        chars = bare_turn(info)
+    return {**t, "chars": chars}
 
-    def floor() -> dict[str, Any]:
-        with timed() as t:
-            chars = bare_turn(info)
-        return {**t, "chars": chars}
+
+def _rounds(runtime: str, cls: Any, info: dict[str, Any], rounds: int) -> list[dict[str, Any]]:
+    """Alternating floor / client turns; the first pair is a warm-up and is dropped.
+    ``cls`` ``None`` runs the core stand-in (``core_turn_asyncio``) on asyncio."""
+    rows: list[dict[str, Any]] = []
 
     if runtime == "sync":
 
         def main_sync() -> list[dict[str, Any]]:
             for i in range(rounds + 1):
-                f = floor() if i % 2 == 0 else None
+                f = _floor(info) if i % 2 == 0 else None
                 with make_agent(cls, info) as agent, timed() as t:
                     chars = stream_turn(runtime, agent)
-                f = f or floor()
+                f = f or _floor(info)
                 rows.append({"floor": f, "client": {**t, "chars": chars}})
             return rows
 
@@ -57,19 +64,54 @@ def _rounds(runtime: str, cls: Any, info: dict[str, Any], rounds: int) -> list[d
 
     async def main_async() -> list[dict[str, Any]]:
         for i in range(rounds + 1):
-            f = floor() if i % 2 == 0 else None
-            async with make_agent(cls, info) as agent:
+            f = _floor(info) if i % 2 == 0 else None
+            if cls is None:
                 with timed() as t:
-                    chars = await stream_turn(runtime, agent)
-            f = f or floor()
+                    chars = await core_turn_asyncio(info)
+            else:
+                async with make_agent(cls, info) as agent:
+                    with timed() as t:
+                        chars = await stream_turn(runtime, agent)
+            f = f or _floor(info)
             rows.append({"floor": f, "client": {**t, "chars": chars}})
         return rows
 
     return run_on(runtime, main_async)[1:]  # type: ignore[no-any-return]
 
 
+def _result(
+    name: str, n: int, rows: list[dict[str, Any]], text_chars: int, extra: dict[str, Any]
+) -> Result:
+    bad = [
+        r for r in rows if r["client"]["chars"] != text_chars or r["floor"]["chars"] != text_chars
+    ]
+    cpu = [r["client"]["cpu"] / r["floor"]["cpu"] for r in rows if r["floor"]["cpu"] > 0]
+    wall = [r["client"]["wall"] / r["floor"]["wall"] for r in rows]
+    ratio = statistics.median(cpu) if cpu else None
+    return Result(
+        name,
+        n,
+        statistics.median(r["client"]["wall"] for r in rows),
+        statistics.median(r["floor"]["wall"] for r in rows),
+        ratio,
+        {
+            "target": f"<= {E2E_TARGET}x (CPU)",
+            "meets_target": ratio is not None and ratio <= E2E_TARGET and not bad,
+            "wall_ratio": statistics.median(wall),
+            "client_cpu_s": statistics.median(r["client"]["cpu"] for r in rows),
+            "floor_cpu_s": statistics.median(r["floor"]["cpu"] for r in rows),
+            "rounds": len(rows),
+            "text_chars": text_chars,
+            "wrong_text_rounds": len(bad),
+            "clock": "ratio: process_time; value_s/floor_s: wall",
+            **extra,
+        },
+    )
+
+
 def run(settings: Settings) -> list[Result]:
-    """One result per runtime (``e2e.asyncio``, ``e2e.trio``, ``e2e.sync``)."""
+    """One result per runtime (``e2e.asyncio``, ``e2e.trio``, ``e2e.sync``), and
+    ``e2e.core.asyncio``: the core's reader and translator on a minimal asyncio driver."""
     n = settings.e2e_n
     require_fake_server()
     _, text = transcript_texts(n)
@@ -80,9 +122,19 @@ def run(settings: Settings) -> list[Result]:
             classes[runtime] = agent_class(runtime)
         except BenchSkipped as exc:
             out.append(skipped(f"e2e.{runtime}", n, str(exc)))
-    if not classes:
-        return out
     with ServerProcess(n) as server:
+        rows = _rounds("asyncio", None, server.info, settings.e2e_rounds)
+        out.append(
+            _result(
+                "e2e.core.asyncio",
+                n,
+                rows,
+                len(text),
+                {
+                    "via": "StreamReader + TurnTranslator on asyncio streams (no CoderAgent)",
+                },
+            )
+        )
         for runtime, cls in classes.items():
             name = f"e2e.{runtime}"
             try:
@@ -90,32 +142,5 @@ def run(settings: Settings) -> list[Result]:
             except BenchSkipped as exc:
                 out.append(skipped(name, n, str(exc)))
                 continue
-            bad = [
-                r
-                for r in rows
-                if r["client"]["chars"] != len(text) or r["floor"]["chars"] != len(text)
-            ]
-            cpu = [r["client"]["cpu"] / r["floor"]["cpu"] for r in rows if r["floor"]["cpu"] > 0]
-            wall = [r["client"]["wall"] / r["floor"]["wall"] for r in rows]
-            ratio = statistics.median(cpu) if cpu else None
-            out.append(
-                Result(
-                    name,
-                    n,
-                    statistics.median(r["client"]["wall"] for r in rows),
-                    statistics.median(r["floor"]["wall"] for r in rows),
-                    ratio,
-                    {
-                        "target": f"<= {E2E_TARGET}x (CPU)",
-                        "meets_target": ratio is not None and ratio <= E2E_TARGET and not bad,
-                        "wall_ratio": statistics.median(wall),
-                        "client_cpu_s": statistics.median(r["client"]["cpu"] for r in rows),
-                        "floor_cpu_s": statistics.median(r["floor"]["cpu"] for r in rows),
-                        "rounds": len(rows),
-                        "text_chars": len(text),
-                        "wrong_text_rounds": len(bad),
-                        "clock": "ratio: process_time; value_s/floor_s: wall",
-                    },
-                )
-            )
+            out.append(_result(name, n, rows, len(text), {"runtime": runtime}))
     return out

@@ -8,6 +8,9 @@
 * ``fleet.core.memory`` / ``fleet.core.cpu``: the same questions for the core alone: open
   readers (upgrade done) with their translators, Python heap per chat (tracemalloc); and the
   frames of all chats interleaved (round robin) against one chat's frames in a row.
+* ``fleet.core-asyncio.memory`` / ``.cpu``: the core's reader and translator on a minimal
+  asyncio driver, one loopback socket per chat to the fake server (``_agent.core_turn_asyncio``):
+  RSS growth per open chat, and CPU per delta against one chat alone.
 """
 
 from __future__ import annotations
@@ -132,6 +135,130 @@ def _core_cpu(chats: int, frames: list[str], rounds: int) -> Result:
     )
 
 
+# -- the core on asyncio, over loopback -------------------------------------------------------
+
+
+def _core_asyncio_single(info: dict[str, Any], rounds: int) -> tuple[float, float]:
+    """CPU seconds of one chat's turn through ``core_turn_asyncio``, first delta to end, and
+    its socket reads."""
+    import asyncio
+
+    from ._agent import core_turn_asyncio
+
+    async def main() -> list[tuple[float, float]]:
+        out = []
+        for _ in range(rounds):
+            marks: dict[str, float] = {}
+            await core_turn_asyncio(info, marks=marks)
+            if "first_delta_cpu" in marks:  # else the run ended before the stream opened
+                out.append((time.process_time() - marks["first_delta_cpu"], marks["reads"]))
+        if not out:
+            raise BenchSkipped("no turn streamed deltas: the fake server finished them first")
+        return out
+
+    rows = asyncio.run(main())
+    return statistics.median(r[0] for r in rows), statistics.median(r[1] for r in rows)
+
+
+def _core_asyncio_fleet(info: dict[str, Any], chats: int, timeout: float) -> dict[str, Any]:
+    """``chats`` concurrent ``core_turn_asyncio`` turns: RSS once every chat is open (its
+    first stream event arrived), then CPU until all are done."""
+    import asyncio
+
+    from ._agent import core_turn_asyncio
+    from .memory import _status_kib
+
+    async def main() -> dict[str, Any]:
+        count = 0
+        all_open = asyncio.Event()
+
+        async def opened() -> None:
+            nonlocal count
+            count += 1
+            if count == chats:
+                all_open.set()
+            await all_open.wait()
+
+        gc.collect()
+        rss_before = _status_kib("VmRSS") * KIB
+        tracemalloc.start()
+        traced_before, _ = tracemalloc.get_traced_memory()
+        started = time.perf_counter()
+        marks: list[dict[str, float]] = [{} for _ in range(chats)]
+        tasks = [
+            asyncio.create_task(core_turn_asyncio(info, opened=opened, marks=m)) for m in marks
+        ]
+        await asyncio.wait_for(all_open.wait(), timeout)
+        open_s = time.perf_counter() - started
+        gc.collect()
+        traced_open, _ = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        rss_open = _status_kib("VmRSS") * KIB
+        cpu_start = time.process_time()
+        chars = await asyncio.wait_for(asyncio.gather(*tasks), timeout)
+        return {
+            "open_s": open_s,
+            "rss_per_chat": (rss_open - rss_before) / chats,
+            "traced_per_chat": (traced_open - traced_before) / chats,
+            "cpu": time.process_time() - cpu_start,
+            "chars": sum(chars),
+            "reads": sum(m.get("reads", 0) for m in marks) / chats,
+        }
+
+    return asyncio.run(main())
+
+
+def _core_asyncio(settings: Settings, chats: int, deltas: int, text_chars: int) -> list[Result]:
+    from ._agent import ServerProcess
+
+    raise_fd_limit()
+    with ServerProcess(deltas) as server:
+        single, single_reads = _core_asyncio_single(server.info, max(settings.e2e_rounds, 1))
+    # Every chat is created (one request at a time) and open before the first run starts.
+    with ServerProcess(deltas, start_delay=2.0 + 0.02 * chats) as server:
+        measured = _core_asyncio_fleet(server.info, chats, timeout=900.0)
+    # RSS can hide allocations that reuse freed memory; the traced Python heap cannot (but
+    # misses socket buffers): the larger of the two.
+    per_chat = max(measured["rss_per_chat"], measured["traced_per_chat"])
+    ratio = measured["cpu"] / chats / single if single > 0 else None
+    via = "StreamReader + TurnTranslator on asyncio streams, one socket per chat (no CoderAgent)"
+    return [
+        Result(
+            "fleet.core-asyncio.memory",
+            chats,
+            measured["open_s"],
+            None,
+            per_chat / MEMORY_TARGET,
+            {
+                "bytes_per_chat": round(per_chat),
+                "rss_bytes_per_chat": round(measured["rss_per_chat"]),
+                "traced_bytes_per_chat": round(measured["traced_per_chat"]),
+                "target": "<= 64 KiB per open chat",
+                "meets_target": per_chat <= MEMORY_TARGET,
+                "via": via,
+            },
+        ),
+        Result(
+            "fleet.core-asyncio.cpu",
+            chats,
+            measured["cpu"],
+            single * chats,
+            ratio,
+            {
+                "per_delta_us": measured["cpu"] / chats / deltas * 1e6,
+                "single_per_delta_us": single / deltas * 1e6,
+                "text_chars_ok": measured["chars"] == chats * text_chars,
+                "reads_per_chat": measured["reads"],
+                "single_reads": single_reads,
+                "target": f"<= {CPU_TARGET}x one chat",
+                "meets_target": ratio is not None and ratio <= CPU_TARGET,
+                "via": via,
+                "note": "a lone chat gets about one delta per socket read, a busy fleet more",
+            },
+        ),
+    ]
+
+
 # -- the real client --------------------------------------------------------------------------
 
 
@@ -215,13 +342,19 @@ def run(settings: Settings) -> list[Result]:
 
     try:
         require_fake_server()
+    except BenchSkipped as exc:
+        for name in ("core-asyncio.memory", "core-asyncio.cpu", "asyncio.memory", "asyncio.cpu"):
+            out.append(skipped(f"fleet.{name}", chats, str(exc)))
+        return out
+    _, text = transcript_texts(deltas)
+    out.extend(_core_asyncio(settings, chats, deltas, len(text)))
+    try:
         cls = agent_class("asyncio")
     except BenchSkipped as exc:
         out.append(skipped("fleet.asyncio.memory", chats, str(exc)))
         out.append(skipped("fleet.asyncio.cpu", chats, str(exc)))
         return out
     raise_fd_limit()
-    _, text = transcript_texts(deltas)
     try:
         with ServerProcess(deltas) as server:
             single = _agent_single_cpu(cls, server.info, max(settings.e2e_rounds, 1))
