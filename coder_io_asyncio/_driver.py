@@ -41,13 +41,16 @@ Interface for the adapters' public classes (stable; changes are announced here):
   ``run.parts()`` (an async iterator draining ``machine.parts`` live), ``run.cancel(reason)``;
 * ``driver.perform(actions, session=...)`` for actions a session method returned
   (``reset_session``, ``close_retained_stream`` ...);
-* ``await driver.wait_background(timeout)`` and ``await driver.aclose()``.
+* ``await driver.wait_background(timeout)`` and ``await driver.aclose()``;
+* ``transport_sink(on_transport_event)``: the ``TransportEventSink`` for a user callback
+  (sync or async), with ``time.time`` timestamps.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import itertools
 import logging
 import os
@@ -89,6 +92,7 @@ __all__ = [
     "ToolRunner",
     "VerifyTypes",
     "ssl_context",
+    "transport_sink",
 ]
 
 logger = logging.getLogger("coder_io_asyncio")
@@ -172,6 +176,32 @@ def _load_bundle(cafile: str | None, capath: str | None) -> ssl.SSLContext:
         raise CoderAgentError(
             f"cannot load the CA bundle {cafile or capath!r} for TLS verification: {exc}"
         ) from exc
+
+
+def transport_sink(callback: Callable[[Any], object] | None) -> TransportEventSink:
+    """The sink for a user's ``on_transport_event`` (wire 11, D24): wall-clock timestamps from
+    ``time.time``; a callback that is a coroutine function has its awaitable scheduled on the
+    running loop, and what it raises is swallowed like a plain callback's exceptions."""
+    if callback is None:
+        return TransportEventSink(wall_clock=time.time)
+
+    def deliver(event: Any) -> None:
+        result = callback(event)
+        if inspect.isawaitable(result):
+            task = asyncio.ensure_future(result)
+            _callback_tasks.add(task)
+            task.add_done_callback(_callback_done)
+
+    return TransportEventSink(deliver, wall_clock=time.time)
+
+
+_callback_tasks: set[asyncio.Future[Any]] = set()
+
+
+def _callback_done(task: asyncio.Future[Any]) -> None:
+    _callback_tasks.discard(task)
+    if not task.cancelled() and task.exception() is not None:
+        logger.debug("transport event handler raised; ignored", exc_info=task.exception())
 
 
 def _describe(exc: BaseException) -> str:
