@@ -1,6 +1,87 @@
 """coder_io_asyncio: the asyncio adapter of the Coder Agents client."""
 
+from coder_proto.agent import (
+    AttachedFile,
+    Attachment,
+    GenerateResult,
+    StructuredOutputError,
+    WorkspaceUpload,
+)
+from coder_proto.cleanup import ArchiveResult, InterruptResult
+from coder_proto.errors import (
+    CoderAgentError,
+    CoderApiError,
+    CoderChatError,
+    CoderNetworkError,
+    CoderProtocolError,
+    CoderStreamError,
+)
+from coder_proto.parts import (
+    ErrorPart,
+    Finish,
+    ReasoningDelta,
+    ReasoningEnd,
+    ReasoningStart,
+    Source,
+    StreamStart,
+    TextDelta,
+    TextEnd,
+    TextStart,
+    ToolCall,
+    ToolInputEnd,
+    ToolInputStart,
+    ToolResult,
+    Usage,
+)
+from coder_proto.prompt import AssistantMessage, SystemMessage, ToolMessage, UserMessage
+from coder_proto.segment import StepResult
+from coder_proto.tools import Tool, ToolContext, ToolInputError, tool
+
+from .agent import AgentStream, CoderAgent
 from .client import CoderChatClient
 from .watch import ChatWatch, watch_chats
 
-__all__ = ["ChatWatch", "CoderChatClient", "watch_chats"]
+__all__ = [
+    "AgentStream",
+    "ArchiveResult",
+    "AssistantMessage",
+    "AttachedFile",
+    "Attachment",
+    "ChatWatch",
+    "CoderAgent",
+    "CoderAgentError",
+    "CoderApiError",
+    "CoderChatClient",
+    "CoderChatError",
+    "CoderNetworkError",
+    "CoderProtocolError",
+    "CoderStreamError",
+    "ErrorPart",
+    "Finish",
+    "GenerateResult",
+    "InterruptResult",
+    "ReasoningDelta",
+    "ReasoningEnd",
+    "ReasoningStart",
+    "Source",
+    "StepResult",
+    "StreamStart",
+    "StructuredOutputError",
+    "SystemMessage",
+    "TextDelta",
+    "TextEnd",
+    "TextStart",
+    "Tool",
+    "ToolCall",
+    "ToolContext",
+    "ToolInputEnd",
+    "ToolInputError",
+    "ToolInputStart",
+    "ToolMessage",
+    "ToolResult",
+    "Usage",
+    "UserMessage",
+    "WorkspaceUpload",
+    "tool",
+    "watch_chats",
+]

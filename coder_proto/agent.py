@@ -27,18 +27,15 @@ reports outcomes. ``max_retries`` (C.5) is the turn's own bookkeeping (``Turn``)
 from __future__ import annotations
 
 import logging
-import os
-import posixpath
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
-from typing import Any, Final, Protocol, TypeAlias
+from typing import Any, Final, Protocol
 
 import attrs
 
 from .actions import ToolOutcome
+from .client import UploadPlan, plan_upload
 from .constants import (
     DEFAULT_MAX_STEPS,
-    MAX_ATTACHMENT_BYTES,
-    MEDIA_TYPE_EXTENSIONS,
     SETTLE_DEADLINE,
     SETTLE_RETRY_DELAY,
 )
@@ -78,7 +75,6 @@ from .wire.messages import ChatMessage
 __all__ = [
     "ENV_ORGANIZATION_ID",
     "NUDGE_PROMPT",
-    "READ_LIMIT",
     "STRUCTURED_OUTPUT_ACK",
     "STRUCTURED_OUTPUT_TOOL",
     "AgentCore",
@@ -94,7 +90,6 @@ __all__ = [
     "ToolPlan",
     "WorkspaceFiles",
     "WorkspaceUpload",
-    "media_type_for",
     "prepare_attachment",
     "prepare_prompt",
 ]
@@ -103,10 +98,6 @@ logger = logging.getLogger("coder_proto")
 
 #: The environment variable ``organization_id`` defaults from (the fake server prints it).
 ENV_ORGANIZATION_ID: Final = "CODER_ORGANIZATION_ID"
-
-#: An adapter reads at most this many bytes of a file source: one more than the attachment
-#: limit, so an oversized file is refused without reading all of it (wire 7).
-READ_LIMIT: Final = MAX_ATTACHMENT_BYTES + 1
 
 #: The structured-output tool's name (seed README "Structured output").
 STRUCTURED_OUTPUT_TOOL: Final = "structured_output"
@@ -134,15 +125,6 @@ _SINGLE_FLIGHT: Final = (
     "A generation is already in flight on this agent (single-flight): wait for it to finish "
     "before starting another, or use one agent per concurrent session"
 )
-
-# Media types by file extension: the allowlist's own extensions plus common spellings.
-_EXTENSION_MEDIA_TYPES: Final = {
-    **{ext: media for media, ext in MEDIA_TYPE_EXTENSIONS.items()},
-    "jpeg": "image/jpeg",
-    "markdown": "text/markdown",
-    "text": "text/plain",
-}
-
 
 # -- results ------------------------------------------------------------------------------------
 
@@ -180,43 +162,9 @@ def _merge(results: Sequence[TurnResult]) -> TurnResult:
 
 # -- files --------------------------------------------------------------------------------------
 
-#: What a file's content may be: bytes, a path (``str`` or ``os.PathLike``) or a binary file
-#: object with ``read``.
-FileSource: TypeAlias = Any
-
 
 def _is_bytes(value: object) -> bool:
     return isinstance(value, bytes | bytearray | memoryview)
-
-
-def _source_name(source: object) -> str | None:
-    """A file name for a path or a named file object (its base name)."""
-    if isinstance(source, str | os.PathLike):
-        path = os.fspath(source)
-        name = posixpath.basename(str(path).replace("\\", "/"))
-        return name or None
-    attr = getattr(source, "name", None)
-    if isinstance(attr, str) and attr:
-        return posixpath.basename(attr.replace("\\", "/")) or None
-    return None
-
-
-def media_type_for(filename: str | None) -> str | None:
-    """The allowlisted media type of a file name's extension (wire 7), or ``None``."""
-    if not filename or "." not in filename:
-        return None
-    return _EXTENSION_MEDIA_TYPES.get(filename.rsplit(".", 1)[1].lower())
-
-
-def _check_source(source: object) -> None:
-    if _is_bytes(source) or isinstance(source, str | os.PathLike):
-        return
-    if callable(getattr(source, "read", None)):
-        return
-    raise CoderAgentError(
-        "file content must be bytes, a path (str or os.PathLike) or a binary file object, "
-        f"got {type(source).__name__}"
-    )
 
 
 @attrs.frozen(kw_only=True)
@@ -225,30 +173,24 @@ class Attachment:
     sends it (which makes that turn effectful for retries, C.5).
 
     ``content`` is bytes, a path (``str`` or ``os.PathLike``; text must be encoded first) or a
-    binary file object. ``media_type`` defaults from the file name's extension;
-    ``filename`` from the path or the file object's name. The allowlist and the 10 MiB cap
-    are checked before anything is sent (wire 7).
+    binary file object. ``media_type`` defaults from the file name's extension, ``filename``
+    from the path or the file object's name (``coder_proto.client.plan_upload``). The content
+    kind and the media-type allowlist are checked at construction, the 10 MiB cap as soon as
+    the bytes are known: before anything is sent (wire 7).
     """
 
-    content: FileSource = attrs.field(repr=False)
+    content: Any = attrs.field(repr=False)
     media_type: str | None = None
     filename: str | None = None
 
     def __attrs_post_init__(self) -> None:
-        _check_source(self.content)
-        for name in ("media_type", "filename"):
-            value = getattr(self, name)
-            if value is not None and not isinstance(value, str):
-                raise CoderAgentError(f"{name} must be a string, got {value!r}")
+        self.plan()
 
-    @property
-    def resolved_filename(self) -> str | None:
-        return self.filename or _source_name(self.content)
-
-    @property
-    def resolved_media_type(self) -> str:
-        """The checked media type (raises ``CoderAgentError`` when unknown or not allowed)."""
-        return check_media_type(self.media_type or media_type_for(self.resolved_filename))
+    def plan(self) -> UploadPlan:
+        """The upload plan with its media type checked against the allowlist (wire 7): the
+        bytes in ``data``, or the ``path`` / ``stream`` the adapter reads."""
+        plan = plan_upload(self.content, media_type=self.media_type, filename=self.filename)
+        return attrs.evolve(plan, media_type=check_media_type(plan.media_type))
 
 
 @attrs.frozen(kw_only=True)
@@ -275,7 +217,12 @@ class _PendingRead:
     filename: str | None
 
 
-def _file_data(data: bytes | bytearray | memoryview) -> bytes:
+def _file_data(data: object) -> bytes:
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise CoderAgentError(
+            f"Unsupported file content: the file object returned {type(data).__name__}, "
+            "expected bytes (open the file in binary mode)."
+        )
     body = bytes(data)
     check_attachment_size(len(body))
     return body
@@ -283,15 +230,16 @@ def _file_data(data: bytes | bytearray | memoryview) -> bytes:
 
 @attrs.frozen(kw_only=True)
 class PromptPlan:
-    """A prompt waiting for its files: ``reads`` are the sources (paths or file objects) the
-    adapter reads, at most ``READ_LIMIT`` bytes each, in order; ``build`` takes their bytes and
-    returns the prompt messages."""
+    """A prompt waiting for its files: ``reads`` are the upload plans whose ``path`` or
+    ``stream`` the adapter reads (as the client's ``upload_chat_file`` does), in order;
+    ``build`` takes their bytes and returns the prompt messages."""
 
-    reads: tuple[FileSource, ...]
+    reads: tuple[UploadPlan, ...]
     _template: tuple[Any, ...] = attrs.field(alias="template", repr=False)
 
-    def build(self, contents: Sequence[bytes]) -> tuple[Message, ...]:
-        """The prompt's messages with the read bytes in place (size-checked, wire 7)."""
+    def build(self, contents: Sequence[object]) -> tuple[Message, ...]:
+        """The prompt's messages with the read bytes in place (type- and size-checked,
+        wire 7)."""
         if len(contents) != len(self.reads):
             raise CoderAgentError(
                 f"expected the contents of {len(self.reads)} files, got {len(contents)}"
@@ -316,17 +264,20 @@ class PromptPlan:
 
 class _PromptBuilder:
     def __init__(self) -> None:
-        self.reads: list[FileSource] = []
+        self.reads: list[UploadPlan] = []
 
     def attachment(self, item: Attachment) -> UserContent | _PendingRead:
-        media_type = item.resolved_media_type
-        filename = item.resolved_filename
-        if _is_bytes(item.content):
+        plan = item.plan()
+        media_type = plan.media_type
+        assert media_type is not None
+        if plan.data is not None:
             return FileContent(
-                data=_file_data(item.content), media_type=media_type, filename=filename
+                data=_file_data(plan.data), media_type=media_type, filename=plan.filename
             )
-        self.reads.append(item.content)
-        return _PendingRead(index=len(self.reads) - 1, media_type=media_type, filename=filename)
+        self.reads.append(plan)
+        return _PendingRead(
+            index=len(self.reads) - 1, media_type=media_type, filename=plan.filename
+        )
 
     def part(self, item: object) -> UserContent | _PendingRead:
         if isinstance(item, str):
@@ -460,17 +411,14 @@ def prepare_prompt(prompt: object = None, messages: object = None) -> PromptPlan
 
 
 def prepare_attachment(
-    content: FileSource, *, media_type: str | None = None, filename: str | None = None
-) -> tuple[Attachment, FileSource | None]:
-    """``attach()``'s checks before any I/O (wire 7): the validated ``Attachment`` (its media
-    type resolved and allowlisted) and the source the adapter must read, or ``None`` when the
-    content is bytes (already size-checked)."""
-    item = Attachment(content=content, media_type=media_type, filename=filename)
-    item = attrs.evolve(item, media_type=item.resolved_media_type)
-    if _is_bytes(content):
-        check_attachment_size(len(bytes(content)))
-        return item, None
-    return item, content
+    content: object, *, media_type: str | None = None, filename: str | None = None
+) -> UploadPlan:
+    """``attach()``'s checks before any I/O (wire 7): the upload plan with its media type
+    resolved and allowlisted, and bytes content size-checked."""
+    plan = Attachment(content=content, media_type=media_type, filename=filename).plan()
+    if plan.data is not None:
+        check_attachment_size(len(plan.data))
+    return plan
 
 
 # -- client tools (D5) --------------------------------------------------------------------------

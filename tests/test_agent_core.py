@@ -19,7 +19,6 @@ from coder_proto.actions import ToolOutcome
 from coder_proto.agent import (
     ENV_ORGANIZATION_ID,
     NUDGE_PROMPT,
-    READ_LIMIT,
     STRUCTURED_OUTPUT_ACK,
     AgentCore,
     AttachedFile,
@@ -29,7 +28,6 @@ from coder_proto.agent import (
     StructuredOutput,
     StructuredOutputError,
     ToolInvocation,
-    media_type_for,
     plan_tool_calls,
     prepare_attachment,
     prepare_prompt,
@@ -301,19 +299,24 @@ def test_p3_attachment_bytes_are_uploaded_by_the_turn_with_a_media_type_from_the
 
 
 @pytest.mark.parametrize(
-    ("attachment", "match"),
+    ("kwargs", "match"),
     [
-        (Attachment(content=b"x"), "media type"),
-        (Attachment(content=b"x", filename="archive.zip"), "media type"),
-        (Attachment(content=b"x", media_type="application/zip"), "not allowed"),
-        (Attachment(content=b"x" * (MAX_ATTACHMENT_BYTES + 1), media_type="text/plain"), "10 MiB"),
+        ({"content": b"x"}, "media type"),
+        ({"content": b"x", "filename": "archive.zip"}, "media type"),
+        ({"content": b"x", "media_type": "application/zip"}, "not allowed"),
     ],
 )
-def test_wire7_attachments_are_checked_before_anything_is_sent(
-    attachment: Attachment, match: str
+def test_wire7_attachments_are_checked_before_anything_is_read_or_sent(
+    kwargs: dict[str, Any], match: str
 ) -> None:
     with pytest.raises(CoderAgentError, match=match):
-        prepare_prompt([attachment])
+        Attachment(**kwargs)
+
+
+def test_wire7_oversized_bytes_fail_while_the_prompt_is_prepared() -> None:
+    big = Attachment(content=b"x" * (MAX_ATTACHMENT_BYTES + 1), media_type="text/plain")
+    with pytest.raises(CoderAgentError, match="10 MiB"):
+        prepare_prompt([big])
 
 
 def test_wire7_exactly_10_mib_is_allowed() -> None:
@@ -336,8 +339,12 @@ def test_attachments_from_paths_and_file_objects_are_read_by_the_adapter(
             Attachment(content=str(path), filename="x.txt"),
         ]
     )
-    assert plan.reads == (path, handle, str(path))
-    (msg,) = plan.build([b"# notes", b"{}", b"text"])
+    assert [(r.path, r.stream, r.media_type, r.filename) for r in plan.reads] == [
+        (str(path), None, "text/markdown", "notes.md"),
+        (None, handle, "application/json", "data.json"),
+        (str(path), None, "text/plain", "x.txt"),
+    ]
+    (msg,) = plan.build([b"# notes", bytearray(b"{}"), b"text"])
     assert isinstance(msg, UserMessage)
     assert msg.content[1:] == (
         FileContent(data=b"# notes", media_type="text/markdown", filename="notes.md"),
@@ -345,13 +352,15 @@ def test_attachments_from_paths_and_file_objects_are_read_by_the_adapter(
         FileContent(data=b"text", media_type="text/plain", filename="x.txt"),
     )
     with pytest.raises(CoderAgentError, match="10 MiB"):
-        plan.build([b"x" * READ_LIMIT, b"{}", b""])
+        plan.build([b"x" * (MAX_ATTACHMENT_BYTES + 1), b"{}", b""])
+    with pytest.raises(CoderAgentError, match="binary mode"):
+        plan.build(["text", b"{}", b""])
     with pytest.raises(CoderAgentError, match="expected the contents of 3 files"):
         plan.build([b""])
 
 
 def test_attachment_content_must_be_bytes_a_path_or_a_file_object() -> None:
-    with pytest.raises(CoderAgentError, match="file content"):
+    with pytest.raises(CoderAgentError, match="Unsupported file content"):
         Attachment(content=12)
     with pytest.raises(CoderAgentError, match="filename"):
         Attachment(content=b"", filename=3)  # type: ignore[arg-type]
@@ -437,22 +446,15 @@ def test_a_user_dict_message_may_hold_one_part_or_none() -> None:
 
 
 def test_prepare_attachment_checks_before_reading() -> None:
-    item, source = prepare_attachment(b"{}", filename="a.json")
-    assert source is None and item.media_type == "application/json"
-    item, source = prepare_attachment("/data/report.pdf")
-    assert source == "/data/report.pdf" and item.media_type == "application/pdf"
-    assert item.resolved_filename == "report.pdf"
+    plan = prepare_attachment(b"{}", filename="a.json")
+    assert plan.data == b"{}" and plan.media_type == "application/json"
+    plan = prepare_attachment("/data/report.pdf")
+    assert plan.path == "/data/report.pdf" and plan.media_type == "application/pdf"
+    assert plan.filename == "report.pdf"
     with pytest.raises(CoderAgentError, match="not allowed"):
         prepare_attachment("/data/a.zip", media_type="application/zip")
     with pytest.raises(CoderAgentError, match="10 MiB"):
-        prepare_attachment(b"x" * READ_LIMIT, media_type="text/plain")
-
-
-def test_media_types_follow_the_allowlisted_extensions() -> None:
-    assert media_type_for("a.JPEG") == "image/jpeg"
-    assert media_type_for("a.markdown") == "text/markdown"
-    assert media_type_for("noext") is None and media_type_for(None) is None
-    assert media_type_for("a.exe") is None
+        prepare_attachment(b"x" * (MAX_ATTACHMENT_BYTES + 1), media_type="text/plain")
 
 
 # -- client tools (D5) ------------------------------------------------------------------------
