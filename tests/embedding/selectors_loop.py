@@ -135,6 +135,7 @@ class Channel:
         on_data: Callable[[bytes], None],
         on_end: Callable[[str | None], None],
     ) -> None:
+        self._loop = loop
         self._selector = loop.selector
         self._tls_context = tls_context
         self._server_hostname = server_hostname or host
@@ -142,6 +143,7 @@ class Channel:
         self._state = "connecting"  # -> "handshake" (TLS) -> "open" -> "closed"
         self._out = bytearray()
         self._events = 0
+        self._silenced = False
         self._sock: socket.socket | None = None
         try:
             family, kind, proto, _, address = socket.getaddrinfo(
@@ -151,13 +153,10 @@ class Channel:
             self._sock.setblocking(False)
             code = self._sock.connect_ex(address)
         except OSError as exc:
-            message = str(exc)
-            # Report on the loop's next turn, not from inside the action being performed:
-            # a machine gets its inputs one at a time, in order.
-            loop.soon(lambda: self._fail(message))
+            self._fail(str(exc))
             return
         if code not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK):
-            loop.soon(lambda: self._fail(os.strerror(code)))
+            self._fail(os.strerror(code))
             return
         self._want(selectors.EVENT_WRITE)  # writable means connected, or failed
 
@@ -177,6 +176,7 @@ class Channel:
                 self._sock.send(self._out)
             except OSError:
                 pass
+        self._silenced = True
         self._shut()
 
     def on_ready(self, mask: int) -> None:
@@ -195,9 +195,13 @@ class Channel:
             # TLS on a non-blocking socket: wrap without handshaking, then step the handshake
             # on readiness; each step says which readiness it needs next.
             self._want(0)
-            self._sock = self._tls_context.wrap_socket(
-                sock, server_hostname=self._server_hostname, do_handshake_on_connect=False
-            )
+            try:
+                self._sock = self._tls_context.wrap_socket(
+                    sock, server_hostname=self._server_hostname, do_handshake_on_connect=False
+                )
+            except (OSError, ValueError) as exc:
+                self._fail(f"TLS setup failed: {exc}")
+                return
             self._state = "handshake"
         if self._state == "handshake":
             self._handshake()
@@ -239,8 +243,7 @@ class Channel:
                 self._fail(str(exc) or type(exc).__name__)
                 return
             if not data:
-                self._shut()
-                self._on_end(None)
+                self._end(None)
                 return
             self._on_data(data)
 
@@ -269,10 +272,15 @@ class Channel:
         self._events = events
 
     def _fail(self, message: str) -> None:
+        self._end(message or "socket error")
+
+    def _end(self, error: str | None) -> None:
         if self._state == "closed":
             return
         self._shut()
-        self._on_end(message or "socket error")
+        # Reported on the loop's next pass, never from inside an action being performed (a
+        # write can fail there): a machine takes its inputs one at a time, in order.
+        self._loop.soon(lambda: None if self._silenced else self._on_end(error))
 
     def _shut(self) -> None:
         self._want(0)
@@ -680,10 +688,12 @@ def _print_transport_event(event: Any) -> None:
         print(f"[{event.type}] {json.dumps(fields, default=str)}", file=sys.stderr)
 
 
-def _summary(result: TurnResult | None, tools: list[dict[str, Any]]) -> dict[str, Any]:
+def _summary(
+    session: Session, result: TurnResult | None, tools: list[dict[str, Any]]
+) -> dict[str, Any]:
     usage = attrs.asdict(result.usage) if result is not None else {}
     return {
-        "chat_id": result.chat_id if result is not None else None,
+        "chat_id": session.last_known_chat_id,
         "finish_reason": result.finish_reason if result is not None else None,
         "text": result.text if result is not None else None,
         "steps": len(result.steps) if result is not None else 0,
@@ -721,8 +731,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     ran: list[dict[str, Any]] = []
 
     def record(call: ToolCall, outcome: ToolOutcome) -> None:
-        entry = {"name": call.tool_name, "input": json.loads(call.input or "{}")}
-        ran.append({**entry, "output": outcome.output, "is_error": outcome.is_error})
+        try:
+            arguments: Any = json.loads(call.input or "{}")
+        except ValueError:
+            arguments = call.input
+        ran.append(
+            {
+                "name": call.tool_name,
+                "input": arguments,
+                "output": outcome.output,
+                "is_error": outcome.is_error,
+            }
+        )
         print(f"\n[tool] {call.tool_name}({call.input}) -> {outcome.output!r}", file=sys.stderr)
 
     dynamic_tools: tuple[DynamicTool, ...] = tuple(t.to_dynamic_tool() for t in tools.values())
@@ -733,7 +753,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             token=args.token,
             organization_id=args.org,
             model=args.model,
-            # attrs types converter=tuple as Iterable[_T_co]; a typed converter in session.py fixes it.
+            # attrs types converter=tuple as Iterable[_T_co] (a typed converter would fix it)
             tools=dynamic_tools,  # type: ignore[arg-type]
         )
         sink = TransportEventSink(
@@ -747,7 +767,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             on_part=_print_part,
             on_tool=record,
         )
-    except CoderAgentError as exc:
+    except (CoderAgentError, OSError) as exc:  # a bad setting, an unreadable CA file
         print(f"error: {exc}", file=sys.stderr)
         return 2
     loop.handle_sigint()
@@ -764,7 +784,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not loop.finish_background():
             print("background work did not finish", file=sys.stderr)
         loop.close()
-    print("summary: " + json.dumps(_summary(result, ran), default=str), file=sys.stderr)
+    print("summary: " + json.dumps(_summary(session, result, ran), default=str), file=sys.stderr)
     return status
 
 

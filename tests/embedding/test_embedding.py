@@ -12,12 +12,18 @@ D5, D17, D22).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pathlib
+import select
+import shutil
 import signal
+import socket
+import ssl
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -76,7 +82,11 @@ def hook_dir(tmp_path: pathlib.Path) -> pathlib.Path:
 
 
 def example(
-    server: FakeCoderServer, hook_dir: pathlib.Path, prompt: str, *extra: str
+    server: FakeCoderServer,
+    hook_dir: pathlib.Path,
+    prompt: str,
+    *extra: str,
+    url: str | None = None,
 ) -> subprocess.Popen[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CODER_", "COVERAGE_"))}
     env["PYTHONPATH"] = os.pathsep.join([str(hook_dir), str(ROOT)])
@@ -86,7 +96,7 @@ def example(
         "-m",
         MODULE,
         "--url",
-        server.url,
+        url or server.url,
         "--token",
         server.token,
         "--org",
@@ -204,3 +214,112 @@ def test_ctrl_c_interrupts_the_run_once_and_leaves_no_socket(
         [chat] = server.model.chats.values()
     assert chat.status == "waiting"
     assert server.wait_idle(5.0)
+
+
+# -- TLS ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def certificate(tmp_path: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
+    """A self-signed certificate for 127.0.0.1 (the openssl command line makes it)."""
+    if shutil.which("openssl") is None:
+        pytest.skip("the openssl command is needed to make a test certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        [
+            "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+            "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+            "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert),
+        ],
+        check=True,
+        capture_output=True,
+    )  # fmt: skip
+    return cert, key
+
+
+@contextlib.contextmanager
+def tls_proxy(upstream_port: int, cert: pathlib.Path, key: pathlib.Path) -> Iterator[int]:
+    """Terminate TLS on a loopback port and relay the plain bytes to ``upstream_port`` (one
+    thread per connection; either side closing closes both)."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.1)
+    stop = threading.Event()
+
+    def relay(raw: socket.socket) -> None:
+        try:
+            client = context.wrap_socket(raw, server_side=True)
+        except OSError:
+            raw.close()
+            return
+        upstream = socket.create_connection(("127.0.0.1", upstream_port))
+        try:
+            while not stop.is_set():
+                ready: list[socket.socket] = [client] if client.pending() else []
+                ready = ready or select.select([client, upstream], [], [], 0.1)[0]
+                for source in ready:
+                    data = source.recv(65_536)
+                    if not data:
+                        return
+                    (upstream if source is client else client).sendall(data)
+        except OSError:
+            return
+        finally:
+            client.close()
+            upstream.close()
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                raw, _ = listener.accept()
+            except TimeoutError:
+                continue
+            raw.settimeout(None)
+            threading.Thread(target=relay, args=(raw,), daemon=True).start()
+
+    acceptor = threading.Thread(target=accept, daemon=True)
+    acceptor.start()
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        stop.set()
+        acceptor.join()
+        listener.close()
+
+
+def test_the_same_turn_over_tls_with_a_verified_certificate(
+    server: FakeCoderServer,
+    hook_dir: pathlib.Path,
+    certificate: tuple[pathlib.Path, pathlib.Path],
+) -> None:
+    """An https URL: REST and the wss stream both go through the loop's non-blocking TLS
+    handshake, verified against the given CA file, and the turn completes as over plain TCP."""
+    cert, key = certificate
+    with tls_proxy(server.port, cert, key) as port:
+        url = f"https://127.0.0.1:{port}"
+        proc = example(server, hook_dir, "weather in Paris", "--cafile", str(cert), url=url)
+        stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr
+    assert stdout == EXPECTED_TEXT + "\n"
+    summary = summary_of(stderr)
+    assert [t["input"] for t in summary["tools"]] == [{"city": "Paris"}]
+    assert_no_runtime(stderr, summary)
+    assert server.counters.streams_accepted[summary["chat_id"]] == 1
+
+
+def test_tls_verification_is_on_by_default(
+    server: FakeCoderServer,
+    hook_dir: pathlib.Path,
+    certificate: tuple[pathlib.Path, pathlib.Path],
+) -> None:
+    """Without the CA file the self-signed certificate is refused: the turn fails with a
+    typed network error and nothing reaches the server."""
+    cert, key = certificate
+    with tls_proxy(server.port, cert, key) as port:
+        proc = example(server, hook_dir, "weather in Paris", url=f"https://127.0.0.1:{port}")
+        _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 1, stderr
+    assert "CoderNetworkError" in stderr
+    assert "CERTIFICATE_VERIFY_FAILED" in stderr
+    assert server.counters.requests["create_chat"] == 0
