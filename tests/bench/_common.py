@@ -117,13 +117,13 @@ class Settings:
             return cls(
                 mode="quick",
                 core_n=10_000,
-                scaling_ns=(1_000, 10_000, 30_000),
-                rounds=5,
-                e2e_n=10_000,
-                memory_n=30_000,
-                fleet_chats=100,
+                scaling_ns=(1_000, 3_000, 30_000),
+                rounds=3,
+                e2e_n=5_000,
+                memory_n=20_000,
+                fleet_chats=50,
                 fleet_deltas=200,
-                e2e_rounds=3,
+                e2e_rounds=2,
             )
         if mode == "smoke":
             return cls(
@@ -149,6 +149,15 @@ class Paired:
     ratio: float
     values: list[float]
     floors: list[float]
+
+    @property
+    def best_value_s(self) -> float:
+        """The fastest round: interference from other work only ever adds time."""
+        return min(self.values)
+
+    @property
+    def best_floor_s(self) -> float:
+        return min(self.floors)
 
     @property
     def spread(self) -> float:
