@@ -218,6 +218,11 @@ class WatchMachine(CoreMachine[None]):
         self._on_events(client.receive_data(data))
         if kind == "lost":
             self._phase = _ENDED
+        elif self._phase != _ENDED:
+            # Pongs and the answer to a server close (D12: pings are always answered).
+            pending = client.data_to_send()
+            if pending:
+                self._emit(SendData(conn_id=self.attempt, data=pending))
 
     def _on_events(self, ws_events: list[WsEvent]) -> None:
         for ws_event in ws_events:
@@ -229,8 +234,6 @@ class WatchMachine(CoreMachine[None]):
                     logger.debug("unparseable chat watch frame; dropping the connection")
                     self._phase = _ENDED
                     return
-                if self._phase == _HANDSHAKE:
-                    self._phase = _OPEN
             elif type(ws_event) is WsRejected:
                 if 400 <= ws_event.status <= 499:
                     raise self._rejection(ws_event)
