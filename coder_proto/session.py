@@ -22,7 +22,7 @@ from __future__ import annotations
 import itertools
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import attrs
@@ -81,6 +81,14 @@ def _opt_str(value: object, name: str) -> str | None:
     return value
 
 
+def _tool_tuple(value: Iterable[DynamicTool]) -> tuple[DynamicTool, ...]:
+    return tuple(value)
+
+
+def _str_tuple(value: Iterable[str]) -> tuple[str, ...]:
+    return tuple(value)
+
+
 class ReaderFactory(Protocol):
     """Builds the reader of a new turn stream (``StreamReader`` by default)."""
 
@@ -119,9 +127,9 @@ class SessionConfig:
     organization_id: str | None = None
     model: str | None = None
     instructions: str | None = None
-    tools: tuple[DynamicTool, ...] = attrs.field(default=(), converter=tuple)
+    tools: tuple[DynamicTool, ...] = attrs.field(default=(), converter=_tool_tuple)
     workspace_id: str | None = None
-    mcp_server_ids: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    mcp_server_ids: tuple[str, ...] = attrs.field(default=(), converter=_str_tuple)
     plan_mode: str | None = None
     reasoning_effort: str | None = None
     busy_behavior: str | None = None
