@@ -1,0 +1,132 @@
+"""Durable workflows as a library (seed durable-workflows; D26): checkpoints, the crash-safe
+tool ledger, the send journal, recovery before resubmitting, archive at the end and the orphan
+sweep.
+
+Everything here is pure: the store is reached through ``StoreCall`` actions (machines) and
+``StoreOp`` effects (programs), the server through ``SendRequest``, the clock through ``now``.
+The adapters' ``run_turn``, ``archive_workflow``, ``sweep_orphans`` and ``bind_tools`` perform
+them; the SQLite store lives in ``coder_io_sync.durable_sqlite``.
+"""
+
+from .cleanup import (
+    ArchiveWorkflow,
+    ArchiveWorkflowResult,
+    OrphanSweep,
+    SweepResult,
+    parse_timestamp,
+)
+from .errors import DurableStoreError, RecoveryError
+from .machine import DurableMachine
+from .records import (
+    COMMITTING,
+    CUT_SHORT,
+    DEFAULT_TENANT,
+    DONE,
+    OUTCOME_ABORTED,
+    OUTCOME_FAILED,
+    OUTCOME_FINISHED,
+    OUTCOME_IN_FLIGHT,
+    RESUMED,
+    SUBMITTING,
+    Checkpoint,
+    JournalEntry,
+    LedgerEntry,
+    StrandedChat,
+    idempotency_key,
+)
+from .recovery import (
+    DEFAULT_COMMIT_WINDOW,
+    DEFAULT_SETTLE_TIMEOUT,
+    NOT_EXECUTED_MESSAGE,
+    Recovery,
+    RecoveryOutcome,
+    StructuredAnswer,
+)
+from .scan import (
+    HistoryScan,
+    default_step,
+    marked_prompt,
+    pending_client_calls,
+    recover_structured,
+    recover_text,
+    step_marker,
+)
+from .step import (
+    Drive,
+    DurableStepResult,
+    RunAgentTurn,
+    StepPlan,
+    TurnReport,
+    WallClock,
+    needs_recovery,
+    step_program,
+    turn_outcome,
+)
+from .store import AsyncDurableStore, DurableStore, MemoryStore, StoreCall, StoreOp
+from .tools import (
+    CrashSafeTool,
+    DurableBinding,
+    DurableToolContext,
+    Invoke,
+    crash_safe,
+    run_program,
+)
+
+__all__ = [
+    "COMMITTING",
+    "CUT_SHORT",
+    "DEFAULT_COMMIT_WINDOW",
+    "DEFAULT_SETTLE_TIMEOUT",
+    "DEFAULT_TENANT",
+    "DONE",
+    "NOT_EXECUTED_MESSAGE",
+    "OUTCOME_ABORTED",
+    "OUTCOME_FAILED",
+    "OUTCOME_FINISHED",
+    "OUTCOME_IN_FLIGHT",
+    "RESUMED",
+    "SUBMITTING",
+    "ArchiveWorkflow",
+    "ArchiveWorkflowResult",
+    "AsyncDurableStore",
+    "Checkpoint",
+    "CrashSafeTool",
+    "Drive",
+    "DurableBinding",
+    "DurableMachine",
+    "DurableStepResult",
+    "DurableStore",
+    "DurableStoreError",
+    "DurableToolContext",
+    "HistoryScan",
+    "Invoke",
+    "JournalEntry",
+    "LedgerEntry",
+    "MemoryStore",
+    "OrphanSweep",
+    "Recovery",
+    "RecoveryError",
+    "RecoveryOutcome",
+    "RunAgentTurn",
+    "StepPlan",
+    "StoreCall",
+    "StoreOp",
+    "StrandedChat",
+    "StructuredAnswer",
+    "SweepResult",
+    "TurnReport",
+    "WallClock",
+    "crash_safe",
+    "default_step",
+    "idempotency_key",
+    "marked_prompt",
+    "needs_recovery",
+    "parse_timestamp",
+    "pending_client_calls",
+    "recover_structured",
+    "recover_text",
+    "run_program",
+    "step_marker",
+    "step_program",
+    "turn_outcome",
+]
