@@ -1,0 +1,218 @@
+"""One facade per runtime, so every integration scenario is written once.
+
+A scenario is an ``async def scenario(rt)`` that touches the library only through ``await
+rt.<method>(...)``. ``rt.run(scenario)`` runs it: ``asyncio.run`` here; ``trio.run`` for the
+trio facade; and for the blocking adapter a facade whose ``async`` methods call blocking
+functions and never suspend, so the coroutine is driven with ``coro.send(None)`` and no event
+loop at all. Tool functions in scenarios are plain functions, which every adapter runs.
+
+Every facade records what the library hands back (agents, results, parts, errors) and the
+transport events it emits, in a ``Recorder``, so a test can check that the session token
+never shows up in any of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import traceback
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
+
+import attrs
+
+from coder_io_asyncio import CoderAgent, TextDelta
+from coder_io_asyncio.fake_server import FakeCoderServer
+
+T = TypeVar("T")
+
+Thunk = Callable[[], Awaitable[Any]]
+
+
+@attrs.define
+class Recorder:
+    """Renderings of everything a scenario saw, for the token check."""
+
+    events: list[Any] = attrs.Factory(list)
+    seen: list[str] = attrs.Factory(list)
+
+    def event(self, event: Any) -> None:
+        self.events.append(event)
+
+    def note(self, value: Any) -> None:
+        self.seen.append(repr(value))
+        if isinstance(value, BaseException):
+            self.seen.append(str(value))
+            self.seen.append("".join(traceback.format_exception(value)))
+            for note in getattr(value, "__notes__", ()):
+                self.seen.append(str(note))
+
+    def texts(self) -> list[str]:
+        return [*self.seen, *(repr(e) for e in self.events)]
+
+
+@attrs.define
+class Streamed:
+    """A stream as a consumer saw it: its parts in order, then its final result, or the
+    error the iteration raised."""
+
+    parts: list[Any] = attrs.Factory(list)
+    result: Any = None
+    error: BaseException | None = None
+
+    @property
+    def text(self) -> str:
+        return "".join(p.delta for p in self.parts if type(p) is TextDelta)
+
+    def of(self, name: str) -> list[Any]:
+        return [p for p in self.parts if type(p).__name__ == name]
+
+
+class AsyncioRuntime:
+    """The asyncio facade (``coder_io_asyncio``)."""
+
+    name = "asyncio"
+    #: What a caller's own deadline raises on this runtime (D22).
+    deadline_error: type[BaseException] = TimeoutError
+
+    def __init__(self, recorder: Recorder) -> None:
+        self.recorder = recorder
+
+    def run(self, scenario: Callable[[AsyncioRuntime], Coroutine[Any, Any, T]]) -> T:
+        return asyncio.run(scenario(self))
+
+    async def _observe(self, awaitable: Awaitable[T]) -> T:
+        try:
+            value = await awaitable
+        except BaseException as exc:
+            self.recorder.note(exc)
+            raise
+        self.recorder.note(value)
+        return value
+
+    # -- agents --------------------------------------------------------------------------------
+
+    async def agent(self, server: FakeCoderServer, **kwargs: Any) -> CoderAgent:
+        """A ``CoderAgent`` on ``server`` (its URL, token and organization unless given), with
+        the recorder's transport-event hook and a short cleanup retry delay."""
+        kwargs.setdefault("base_url", server.url)
+        kwargs.setdefault("token", server.token)
+        kwargs.setdefault("organization_id", server.organization_id)
+        kwargs.setdefault("on_transport_event", self.recorder.event)
+        kwargs.setdefault("settle_retry_delay", 0.05)
+        try:
+            agent = CoderAgent(**kwargs)
+        except BaseException as exc:
+            self.recorder.note(exc)
+            raise
+        self.recorder.note(agent)
+        return agent
+
+    async def generate(self, agent: CoderAgent, prompt: Any = None, **kwargs: Any) -> Any:
+        return await self._observe(agent.generate(prompt, **kwargs))
+
+    async def stream(self, agent: CoderAgent, prompt: Any = None, **kwargs: Any) -> Streamed:
+        """Consume a whole stream part by part, then its final result; a failure of the
+        iteration is kept in ``error`` (with the parts delivered before it)."""
+        out = Streamed()
+        try:
+            async with agent.stream(prompt, **kwargs) as stream:
+                async for part in stream:
+                    self.recorder.note(part)
+                    out.parts.append(part)
+                out.result = await self._observe(stream.get_final_result())
+        except Exception as exc:
+            self.recorder.note(exc)
+            out.error = exc
+        return out
+
+    async def stream_text(self, agent: CoderAgent, prompt: Any = None) -> tuple[list[str], Any]:
+        """The ``text_stream`` lens, then the final result."""
+        async with agent.stream(prompt) as stream:
+            deltas = [d async for d in stream.text_stream]
+            return deltas, await self._observe(stream.get_final_result())
+
+    async def stream_first(self, agent: CoderAgent, prompt: Any, count: int) -> list[Any]:
+        """Read ``count`` parts, then leave the stream block (a consumer teardown)."""
+        parts: list[Any] = []
+        async with agent.stream(prompt) as stream:
+            async for part in stream:
+                parts.append(part)
+                if len(parts) >= count:
+                    break
+        return parts
+
+    async def generate_within(
+        self, agent: CoderAgent, prompt: Any, seconds: float
+    ) -> BaseException | None:
+        """``generate`` under a caller deadline of ``seconds``: the exception the runtime
+        raised for it (``None`` when the turn finished first)."""
+        try:
+            async with asyncio.timeout(seconds):
+                await agent.generate(prompt)
+        except TimeoutError as exc:
+            self.recorder.note(exc)
+            return exc
+        return None
+
+    async def interrupt(self, agent: CoderAgent, **kwargs: Any) -> Any:
+        return await self._observe(agent.interrupt(**kwargs))
+
+    async def archive(self, agent: CoderAgent) -> Any:
+        return await self._observe(agent.archive())
+
+    async def close(self, agent: CoderAgent) -> None:
+        await agent.aclose()
+
+    async def reset_session(self, agent: CoderAgent) -> None:
+        agent.reset_session()
+
+    async def attach(self, agent: CoderAgent, content: Any, **kwargs: Any) -> Any:
+        return await self._observe(agent.attach(content, **kwargs))
+
+    async def list_models(self, agent: CoderAgent) -> Any:
+        return await self._observe(agent.list_models())
+
+    async def history(self, agent: CoderAgent) -> Any:
+        return await self._observe(agent.history())
+
+    async def get_chat_cost(self, agent: CoderAgent) -> Any:
+        return await self._observe(agent.get_chat_cost())
+
+    async def upload_to_workspace(self, agent: CoderAgent, content: Any, path: str) -> Any:
+        return await self._observe(agent.upload_to_workspace(content, path))
+
+    async def client_call(self, agent: CoderAgent, name: str, *args: Any, **kwargs: Any) -> Any:
+        """A raw ``CoderChatClient`` operation through ``agent.client``."""
+        return await self._observe(getattr(agent.client, name)(*args, **kwargs))
+
+    # -- control -------------------------------------------------------------------------------
+
+    async def concurrently(self, *thunks: Thunk, stagger: float = 0.0) -> list[Any]:
+        """Start each thunk ``stagger`` seconds after the previous one; the values or the
+        exceptions, in order."""
+        tasks: list[asyncio.Task[Any]] = []
+        for index, thunk in enumerate(thunks):
+            if index and stagger:
+                await asyncio.sleep(stagger)
+            tasks.append(asyncio.ensure_future(thunk()))
+            await asyncio.sleep(0)
+        return list(await asyncio.gather(*tasks, return_exceptions=True))
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+    async def until(self, predicate: Callable[[], bool], timeout: float = 5.0) -> None:
+        """Poll ``predicate`` until it holds; fail the scenario after ``timeout`` seconds."""
+        for _ in range(int(timeout / 0.01)):
+            if predicate():
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError(f"condition not reached within {timeout} s")
+
+    async def idle(self, server: FakeCoderServer, timeout: float = 5.0) -> bool:
+        """True once the server has no open connection."""
+        return await asyncio.to_thread(server.wait_idle, timeout)
+
+
+#: The runtimes the scenarios run on (trio and sync join with their adapters).
+RUNTIMES: dict[str, Callable[[Recorder], Any]] = {"asyncio": AsyncioRuntime}
