@@ -401,7 +401,7 @@ def test_ssl_context_follows_httpx_verify_choices(tmp_path: Path) -> None:
 
 def test_ssl_context_honours_ssl_cert_file(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "nope.pem"))
-    with pytest.raises(CoderAgentError, match="nope.pem"):
+    with pytest.raises(CoderAgentError, match=r"nope\.pem"):
         ssl_context(True)
     monkeypatch.delenv("SSL_CERT_FILE")
     monkeypatch.setenv("SSL_CERT_DIR", str(tmp_path))
