@@ -39,6 +39,14 @@ from coder_proto.tools import Tool, ToolContext, ToolInputError, tool
 
 from .agent import AgentStream, CoderAgent
 from .client import CoderChatClient
+from .durable import (
+    DurableToolContext,
+    archive_workflow,
+    bind_tools,
+    crash_safe,
+    run_turn,
+    sweep_orphans,
+)
 from .watch import ChatWatch, watch_chats
 
 __all__ = [
@@ -56,6 +64,7 @@ __all__ = [
     "CoderNetworkError",
     "CoderProtocolError",
     "CoderStreamError",
+    "DurableToolContext",
     "ErrorPart",
     "Finish",
     "GenerateResult",
@@ -82,6 +91,11 @@ __all__ = [
     "Usage",
     "UserMessage",
     "WorkspaceUpload",
+    "archive_workflow",
+    "bind_tools",
+    "crash_safe",
+    "run_turn",
+    "sweep_orphans",
     "tool",
     "watch_chats",
 ]

@@ -152,7 +152,7 @@ class StepPlan:
     prompt: str
     step: str | None = None
     tenant: str = "default"
-    client_tools: frozenset[str] = attrs.field(default=frozenset(), converter=frozenset)
+    client_tools: frozenset[str] = frozenset()
     structured: StructuredAnswer | None = None
     commit_window: float = DEFAULT_COMMIT_WINDOW
     settle_timeout: float = DEFAULT_SETTLE_TIMEOUT
@@ -164,6 +164,8 @@ class StepPlan:
         check_key_part(self.tenant, "tenant")
         if type(self.prompt) is not str or not self.prompt.strip():
             raise CoderAgentError("a durable step's prompt must be a non-empty string")
+        if not isinstance(self.client_tools, frozenset):
+            object.__setattr__(self, "client_tools", frozenset(self.client_tools))
 
     @property
     def step_name(self) -> str:

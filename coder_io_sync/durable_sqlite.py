@@ -1,0 +1,283 @@
+"""The default durable store: one SQLite file in WAL mode, safe across processes (seed
+durable-workflows; ``coder_proto.durable.store``).
+
+``SQLiteStore(path)`` implements ``coder_proto.durable.DurableStore``. Every write is one
+``BEGIN IMMEDIATE`` transaction (the write lock is taken up front, so two processes never
+deadlock upgrading a read lock) and is durable when the call returns (``synchronous=FULL``:
+the guarantees of the durable layer rest on "written before the effect"). Reads see the last
+committed state. Processes wait for each other's write lock up to ``busy_timeout`` seconds,
+then the call raises (the durable machines report it as ``DurableStoreError``).
+
+The store is plain blocking code, usable from every adapter: the blocking adapter calls it
+directly; the asyncio and trio adapters run each call in a worker thread, so a write waiting
+on another process's lock never stalls the event loop (calls are short, but a busy timeout
+is not). One connection per store object, guarded by a lock: share the object between
+threads freely, but open a new one in each process (after a fork).
+
+Records are kept as JSON text (``to_json`` of each record), so the file can be inspected with
+the ``sqlite3`` shell and migrated without Python.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+from types import TracebackType
+from typing import Any, Final
+
+from coder_proto.durable.records import (
+    Checkpoint,
+    JournalEntry,
+    LedgerEntry,
+    StrandedChat,
+    check_key_part,
+)
+from coder_proto.errors import CoderAgentError
+
+__all__ = ["SQLiteStore"]
+
+SCHEMA_VERSION: Final = 1
+
+_SCHEMA: Final = (
+    """CREATE TABLE IF NOT EXISTS checkpoints (
+        tenant TEXT NOT NULL, workflow_id TEXT NOT NULL, chat_id TEXT NOT NULL,
+        record TEXT NOT NULL, PRIMARY KEY (tenant, workflow_id))""",
+    "CREATE INDEX IF NOT EXISTS checkpoints_chat ON checkpoints (chat_id)",
+    """CREATE TABLE IF NOT EXISTS ledger (
+        tenant TEXT NOT NULL, chat_id TEXT NOT NULL, tool_call_id TEXT NOT NULL,
+        record TEXT NOT NULL, PRIMARY KEY (tenant, chat_id, tool_call_id))""",
+    """CREATE TABLE IF NOT EXISTS journal (
+        tenant TEXT NOT NULL, chat_id TEXT NOT NULL, record TEXT NOT NULL,
+        PRIMARY KEY (tenant, chat_id))""",
+    """CREATE TABLE IF NOT EXISTS stranded (
+        tenant TEXT NOT NULL, chat_id TEXT NOT NULL, workflow_id TEXT NOT NULL,
+        seq INTEGER NOT NULL, PRIMARY KEY (tenant, chat_id))""",
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+)
+
+
+def _text(record: Any) -> str:
+    return json.dumps(record.to_json(), ensure_ascii=False, separators=(",", ":"))
+
+
+def _load(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None  # from_json reports the malformed record
+
+
+class SQLiteStore:
+    """A ``DurableStore`` in one SQLite file (see the module docstring). ``busy_timeout`` is
+    how long a call waits for another process's write lock, in seconds."""
+
+    def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 30.0) -> None:
+        if isinstance(busy_timeout, bool) or not isinstance(busy_timeout, int | float):
+            raise CoderAgentError(f"busy_timeout must be seconds, got {busy_timeout!r}")
+        self.path = os.fspath(path)
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = sqlite3.connect(
+            self.path,
+            timeout=float(busy_timeout),
+            isolation_level=None,
+            check_same_thread=False,
+        )
+        conn = self._conn
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if str(mode).lower() != "wal":  # pragma: no cover - e.g. a network filesystem
+            raise CoderAgentError(f"cannot put {self.path!r} in WAL mode (got {mode!r})")
+        conn.execute("PRAGMA synchronous = FULL")
+        with self._write() as cursor:
+            for statement in _SCHEMA:
+                cursor.execute(statement)
+            cursor.execute(
+                "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
+                (str(SCHEMA_VERSION),),
+            )
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({self.path!r})"
+
+    # -- plumbing ----------------------------------------------------------------------------
+
+    def _connection(self) -> sqlite3.Connection:
+        conn = self._conn
+        if conn is None:
+            raise CoderAgentError("this SQLiteStore is closed")
+        return conn
+
+    def _write(self) -> _Transaction:
+        return _Transaction(self)
+
+    def _read(self, sql: str, args: tuple[Any, ...] = ()) -> list[Any]:
+        with self._lock:
+            return self._connection().execute(sql, args).fetchall()
+
+    def close(self) -> None:
+        """Close the connection (idempotent)."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> SQLiteStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- checkpoints -------------------------------------------------------------------------
+
+    def get_checkpoint(self, tenant: str, workflow_id: str) -> Checkpoint | None:
+        rows = self._read(
+            "SELECT record FROM checkpoints WHERE tenant = ? AND workflow_id = ?",
+            (tenant, workflow_id),
+        )
+        return Checkpoint.from_json(_load(rows[0][0])) if rows else None
+
+    def put_checkpoint(self, tenant: str, workflow_id: str, checkpoint: Checkpoint) -> None:
+        check_key_part(tenant, "tenant")
+        check_key_part(workflow_id, "workflow_id")
+        if not isinstance(checkpoint, Checkpoint):
+            raise CoderAgentError("put_checkpoint needs a Checkpoint")
+        with self._write() as cursor:
+            cursor.execute(
+                "INSERT OR REPLACE INTO checkpoints (tenant, workflow_id, chat_id, record) "
+                "VALUES (?, ?, ?, ?)",
+                (tenant, workflow_id, checkpoint.chat_id, _text(checkpoint)),
+            )
+
+    def delete_checkpoint(self, tenant: str, workflow_id: str) -> None:
+        with self._write() as cursor:
+            cursor.execute(
+                "DELETE FROM checkpoints WHERE tenant = ? AND workflow_id = ?",
+                (tenant, workflow_id),
+            )
+
+    def checkpointed_chat_ids(self, tenant: str | None = None) -> frozenset[str]:
+        if tenant is None:
+            rows = self._read("SELECT chat_id FROM checkpoints")
+        else:
+            rows = self._read("SELECT chat_id FROM checkpoints WHERE tenant = ?", (tenant,))
+        return frozenset(row[0] for row in rows)
+
+    # -- the tool ledger ---------------------------------------------------------------------
+
+    def get_ledger(self, tenant: str, chat_id: str, tool_call_id: str) -> LedgerEntry | None:
+        rows = self._read(
+            "SELECT record FROM ledger WHERE tenant = ? AND chat_id = ? AND tool_call_id = ?",
+            (tenant, chat_id, tool_call_id),
+        )
+        return LedgerEntry.from_json(_load(rows[0][0])) if rows else None
+
+    def put_ledger(self, tenant: str, chat_id: str, tool_call_id: str, entry: LedgerEntry) -> None:
+        check_key_part(tenant, "tenant")
+        check_key_part(chat_id, "chat_id")
+        check_key_part(tool_call_id, "tool_call_id")
+        if not isinstance(entry, LedgerEntry):
+            raise CoderAgentError("put_ledger needs a LedgerEntry")
+        with self._write() as cursor:
+            cursor.execute(
+                "INSERT OR REPLACE INTO ledger (tenant, chat_id, tool_call_id, record) "
+                "VALUES (?, ?, ?, ?)",
+                (tenant, chat_id, tool_call_id, _text(entry)),
+            )
+
+    # -- the send journal --------------------------------------------------------------------
+
+    def get_journal(self, tenant: str, chat_id: str) -> JournalEntry | None:
+        rows = self._read(
+            "SELECT record FROM journal WHERE tenant = ? AND chat_id = ?", (tenant, chat_id)
+        )
+        return JournalEntry.from_json(_load(rows[0][0])) if rows else None
+
+    def put_journal(self, tenant: str, chat_id: str, entry: JournalEntry) -> None:
+        check_key_part(tenant, "tenant")
+        check_key_part(chat_id, "chat_id")
+        if not isinstance(entry, JournalEntry):
+            raise CoderAgentError("put_journal needs a JournalEntry")
+        with self._write() as cursor:
+            cursor.execute(
+                "INSERT OR REPLACE INTO journal (tenant, chat_id, record) VALUES (?, ?, ?)",
+                (tenant, chat_id, _text(entry)),
+            )
+
+    # -- stranded chats ----------------------------------------------------------------------
+
+    def add_stranded(self, tenant: str, workflow_id: str, chat_id: str) -> None:
+        StrandedChat(tenant=tenant, workflow_id=workflow_id, chat_id=chat_id)
+        with self._write() as cursor:
+            cursor.execute(
+                "INSERT OR IGNORE INTO stranded (tenant, chat_id, workflow_id, seq) VALUES "
+                "(?, ?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM stranded))",
+                (tenant, chat_id, workflow_id),
+            )
+
+    def stranded_chats(self, tenant: str | None = None) -> tuple[StrandedChat, ...]:
+        if tenant is None:
+            rows = self._read("SELECT tenant, workflow_id, chat_id FROM stranded ORDER BY seq")
+        else:
+            rows = self._read(
+                "SELECT tenant, workflow_id, chat_id FROM stranded WHERE tenant = ? ORDER BY seq",
+                (tenant,),
+            )
+        return tuple(StrandedChat(tenant=t, workflow_id=w, chat_id=c) for t, w, c in rows)
+
+    def remove_stranded(self, tenant: str, chat_id: str) -> None:
+        with self._write() as cursor:
+            cursor.execute(
+                "DELETE FROM stranded WHERE tenant = ? AND chat_id = ?", (tenant, chat_id)
+            )
+
+    def forget_chat(self, tenant: str, chat_id: str) -> None:
+        with self._write() as cursor:
+            cursor.execute("DELETE FROM ledger WHERE tenant = ? AND chat_id = ?", (tenant, chat_id))
+            cursor.execute(
+                "DELETE FROM journal WHERE tenant = ? AND chat_id = ?", (tenant, chat_id)
+            )
+
+
+class _Transaction:
+    """``BEGIN IMMEDIATE`` ... ``COMMIT`` (``ROLLBACK`` on an exception), holding the store's
+    thread lock."""
+
+    def __init__(self, store: SQLiteStore) -> None:
+        self._store = store
+
+    def __enter__(self) -> sqlite3.Cursor:
+        self._store._lock.acquire()
+        try:
+            conn = self._store._connection()
+            conn.execute("BEGIN IMMEDIATE")
+            return conn.cursor()
+        except BaseException:
+            self._store._lock.release()
+            raise
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            conn = self._store._connection()
+            if exc_type is None:
+                try:
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+            elif conn.in_transaction:
+                conn.execute("ROLLBACK")
+        finally:
+            self._store._lock.release()
