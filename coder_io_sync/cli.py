@@ -8,6 +8,12 @@ Subcommands:
 
 * ``fake-server``: serve a fake Coder deployment on loopback (``coder_proto.fake`` served by
   ``coder_io_asyncio.fake_server``) and print its base URL, session token and organization id.
+* ``demo``: one agent turn that streams text live, calls a client tool and heals an injected
+  stream drop, then a summary of segments, redials and usage from the transport events. It
+  starts the fake server in-process unless ``CODER_URL`` is set.
+* ``run PROMPT``: one streaming turn against ``CODER_URL`` (or ``--fake``), printing the text
+  as it arrives and then the chat id and cursor to continue with; ``--json`` prints one JSON
+  object instead.
 """
 
 from __future__ import annotations
@@ -120,8 +126,344 @@ def _run_fake_server(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     return 0
 
 
+# -- demo and run: one agent turn ----------------------------------------------------------------
+
+_DEMO_PROMPT = "What is the weather in Paris? Use the get_weather tool."
+_DEMO_INTRO = "Let me look up the weather in Paris for you."
+_DEMO_ANSWER = (
+    "The weather service answered {tool_result}. That is a pleasant 21 degrees, mild enough "
+    "for a long walk along the Seine, a coffee on a terrace in the Marais, and an evening "
+    "picnic on the Champ de Mars while the lights of the tower come on one by one."
+)
+
+
+def _add_demo(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "demo",
+        help="one agent turn: live text, a client tool and a healed stream drop",
+        description=(
+            "Run one CoderAgent turn that streams text, calls a client tool (get_weather) and, "
+            "on the built-in fake server, survives an injected stream drop; then print a "
+            "summary of segments, redials and usage. Without CODER_URL the fake Coder server "
+            "runs in-process; with CODER_URL (and CODER_SESSION_TOKEN, CODER_ORGANIZATION_ID) "
+            "the turn runs on that deployment and its chat is archived afterwards."
+        ),
+    )
+    parser.add_argument(
+        "--fake",
+        action="store_true",
+        help="use the in-process fake server even when CODER_URL is set",
+    )
+    parser.add_argument("--organization-id", default=None, help="(default: $CODER_ORGANIZATION_ID)")
+    parser.add_argument("--model", default=None, help="model hint for a real deployment")
+    parser.set_defaults(handler=_run_demo)
+
+
+def _add_run(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "run",
+        help="run one agent turn and print its text as it streams",
+        description=(
+            "Send PROMPT as one CoderAgent turn to CODER_URL (with CODER_SESSION_TOKEN and "
+            "CODER_ORGANIZATION_ID) or, with --fake, to an in-process fake server. The text "
+            "streams to stdout; the chat id and resume cursor follow on stderr. The chat is "
+            "kept (not archived) so you can continue it with --chat-id."
+        ),
+    )
+    parser.add_argument("prompt", metavar="PROMPT", help="the user message")
+    parser.add_argument("--fake", action="store_true", help="run against an in-process fake server")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object (text, finish reason, usage, chat id, cursor, tool calls)",
+    )
+    parser.add_argument("--chat-id", default=None, help="continue this chat")
+    parser.add_argument(
+        "--last-seen-message-id",
+        type=int,
+        default=None,
+        help="the resume cursor printed by the previous run (needs --chat-id)",
+    )
+    parser.add_argument("--organization-id", default=None, help="(default: $CODER_ORGANIZATION_ID)")
+    parser.add_argument("--model", default=None, help="model hint: config id, provider:model ...")
+    parser.add_argument("--instructions", default=None, help="system prompt for a new chat")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        help="request_timeout in seconds for each segment (default: none)",
+    )
+    parser.set_defaults(handler=_run_run)
+
+
+def _weather(city: str) -> dict[str, Any]:
+    """Get the current weather for a city."""
+    return {"city": city, "temp_c": 21, "conditions": "sunny"}
+
+
+def _demo_server() -> Any:
+    from coder_io_asyncio.fake_server import FakeCoderServer
+    from coder_proto.fake import CallClientTool, Say, Script, Think
+
+    server = FakeCoderServer(chunk_delay=0.03, interrupt_delay=0.2)
+    server.config.scripts.add(
+        "weather",
+        Script(
+            (
+                Think("The user wants the weather in Paris; I will call get_weather."),
+                Say(_DEMO_INTRO),
+                CallClientTool(name="get_weather", args={"city": "Paris"}),
+                Say(_DEMO_ANSWER),
+            )
+        ),
+    )
+    # Drop the stream once, in the middle of the answer after the tool result: the agent
+    # redials with its original cursor and the text goes on with nothing lost or repeated.
+    server.faults.drop_stream_at("message_part", occurrence=45)
+    return server
+
+
+class _Events:
+    """Counts the transport events the summary reports."""
+
+    def __init__(self) -> None:
+        self.settles: list[Any] = []
+        self.redials = 0
+        self.dials = 0
+
+    def __call__(self, event: Any) -> None:
+        if event.type == "segment:settle":
+            self.settles.append(event)
+        elif event.type == "ws:redial":
+            self.redials += 1
+        elif event.type == "ws:dial":
+            self.dials += 1
+
+
+class _Printer:
+    """Prints a live stream: text to ``out`` as it comes; reasoning and tool calls on lines of
+    their own, to ``aside`` when given (so that ``out`` carries only the text)."""
+
+    def __init__(self, out: TextIO, aside: TextIO | None = None) -> None:
+        self.out = out
+        self.aside = aside or out
+        self._last: dict[int, str] = {}
+
+    def _write(self, stream: TextIO, kind: str, text: str, prefix: str = "") -> None:
+        last = self._last.get(id(stream))
+        if last != kind or kind == "tool":
+            if last is not None:
+                stream.write("\n")
+            stream.write(prefix)
+        stream.write(text)
+        stream.flush()
+        self._last[id(stream)] = kind
+
+    def part(self, part: Any) -> None:
+        from coder_proto.parts import ReasoningDelta, TextDelta, ToolCall
+
+        kind = type(part)
+        if kind is TextDelta:
+            self._write(self.out, "text", part.delta)
+        elif kind is ReasoningDelta:
+            self._write(self.aside, "reasoning", part.delta, "(thinking) ")
+        elif kind is ToolCall:
+            where = "server" if part.provider_executed else "client"
+            self._write(self.aside, "tool", f"[{where} tool call] {part.tool_name}({part.input})")
+
+    def finish(self) -> None:
+        """End the open lines."""
+        for stream in {id(self.out): self.out, id(self.aside): self.aside}.values():
+            if self._last.get(id(stream)) is not None:
+                stream.write("\n")
+                stream.flush()
+        self._last.clear()
+
+
+def _usage_line(usage: Any) -> str:
+    def n(value: int | None) -> str:
+        return "?" if value is None else str(value)
+
+    line = f"input {n(usage.input_tokens)} tokens"
+    if usage.cache_read_tokens:
+        line += f" ({usage.cache_read_tokens} read from cache)"
+    return line + f", output {n(usage.output_tokens)} tokens"
+
+
+def _run_demo(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    import asyncio
+    import os
+
+    from coder_proto.errors import CoderAgentError
+
+    fake = args.fake or not os.environ.get("CODER_URL")
+    try:
+        return asyncio.run(_demo(args, out or sys.stdout, fake=fake))
+    except KeyboardInterrupt:
+        return 130
+    except CoderAgentError as exc:
+        print(f"coder-agent demo: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+
+
+async def _demo(args: argparse.Namespace, out: TextIO, *, fake: bool) -> int:
+    import contextlib
+    import time
+
+    from coder_io_asyncio import CoderAgent
+
+    events = _Events()
+    async with contextlib.AsyncExitStack() as stack:
+        settings: dict[str, Any] = {"organization_id": args.organization_id, "model": args.model}
+        if fake:
+            server = await stack.enter_async_context(_demo_server())
+            settings.update(
+                base_url=server.url, token=server.token, organization_id=server.organization_id
+            )
+            print(
+                f"Fake Coder server on {server.url} (set CODER_URL to use a deployment)", file=out
+            )
+        else:
+            print("Using the Coder deployment at $CODER_URL", file=out)
+        agent = await stack.enter_async_context(
+            CoderAgent(
+                **settings,
+                instructions="You are a helpful assistant. Use the tools you are given.",
+                tools={"get_weather": _weather},
+                on_transport_event=events,
+                request_timeout=300.0,
+            )
+        )
+        print(f"> {_DEMO_PROMPT}\n", file=out)
+        started = time.monotonic()
+        printer = _Printer(out)
+        async with agent.stream(_DEMO_PROMPT) as stream:
+            async for part in stream:
+                printer.part(part)
+            result = await stream.get_final_result()
+        printer.finish()
+        elapsed = time.monotonic() - started
+        steps = ", ".join(
+            f"{e.status or '-'}/{e.finish_reason or e.error or '-'}" for e in events.settles
+        )
+        print("\n--- summary ---", file=out)
+        print(f"chat        {result.chat_id}", file=out)
+        print(f"segments    {len(events.settles)} ({steps})", file=out)
+        injected = "one drop injected mid-answer; " if fake else ""
+        print(
+            f"redials     {events.redials} ({injected}stream connections: {events.dials}; "
+            "every piece of text arrived once, in order)",
+            file=out,
+        )
+        print(f"usage       {_usage_line(result.usage)}", file=out)
+        print(f"finish      {result.finish_reason} in {elapsed:.1f} s", file=out)
+    return 0
+
+
+def _run_run(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    import asyncio
+
+    from coder_proto.errors import CoderAgentError
+
+    try:
+        return asyncio.run(_run_turn(args, out or sys.stdout))
+    except KeyboardInterrupt:
+        return 130
+    except CoderAgentError as exc:
+        print(f"coder-agent run: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+
+
+def _result_json(result: Any) -> dict[str, Any]:
+    from coder_proto.tools import encode_output
+
+    usage = result.usage
+    return {
+        "text": result.text,
+        "finish_reason": result.finish_reason,
+        "usage": {
+            "input_tokens": usage.input_tokens,
+            "output_tokens": usage.output_tokens,
+            "total_tokens": usage.total_tokens,
+            "cache_read_tokens": usage.cache_read_tokens,
+            "cache_write_tokens": usage.cache_write_tokens,
+            "reasoning_tokens": usage.reasoning_tokens,
+        },
+        "chat_id": result.chat_id,
+        "last_seen_message_id": result.last_seen_message_id,
+        "tool_calls": [
+            {
+                "tool_call_id": call.tool_call_id,
+                "tool_name": call.tool_name,
+                "input": call.input,
+                "provider_executed": call.provider_executed,
+            }
+            for step in result.steps
+            for call in step.tool_calls
+        ],
+        "tool_results": [
+            {
+                "tool_call_id": r.tool_call_id,
+                "tool_name": r.tool_name,
+                "result": encode_output(r.result),
+                "is_error": r.is_error,
+            }
+            for step in result.steps
+            for r in step.tool_results
+        ],
+        "sources": [{"id": s.id, "url": s.url, "title": s.title} for s in result.sources],
+    }
+
+
+async def _run_turn(args: argparse.Namespace, out: TextIO) -> int:
+    import contextlib
+
+    from coder_io_asyncio import CoderAgent, CoderChatClient
+
+    async with contextlib.AsyncExitStack() as stack:
+        organization_id = args.organization_id
+        if args.fake:
+            from coder_io_asyncio.fake_server import FakeCoderServer
+
+            server = await stack.enter_async_context(FakeCoderServer(chunk_delay=0.01))
+            client = CoderChatClient(server.url, server.token)
+            organization_id = organization_id or server.organization_id
+        else:
+            client = CoderChatClient()
+        # The client (not the agent) is closed at the end: the chat is kept for a resume.
+        await stack.enter_async_context(client)
+        agent = CoderAgent(
+            client=client,
+            organization_id=organization_id,
+            model=args.model,
+            instructions=args.instructions,
+            request_timeout=args.timeout,
+            chat_id=args.chat_id,
+            last_seen_message_id=args.last_seen_message_id,
+        )
+        if args.json:
+            result = await agent.generate(args.prompt)
+            print(json.dumps(_result_json(result), ensure_ascii=False), file=out)
+        else:
+            printer = _Printer(out, aside=sys.stderr)
+            async with agent.stream(args.prompt) as stream:
+                async for part in stream:
+                    printer.part(part)
+                result = await stream.get_final_result()
+            printer.finish()
+            if result.error is not None:
+                print(f"coder-agent run: the run failed: {result.error}", file=sys.stderr)
+            cursor = result.last_seen_message_id
+            print(f"chat_id={result.chat_id} last_seen_message_id={cursor}", file=sys.stderr)
+            resume = f"--chat-id {result.chat_id}"
+            if cursor is not None:
+                resume += f" --last-seen-message-id {cursor}"
+            print(f"continue with: coder-agent run {resume} PROMPT", file=sys.stderr)
+        return 1 if result.finish_reason == "error" else 0
+
+
 #: Subcommand registrations, in help order.
-_COMMANDS: list[Callable[[Any], None]] = [_add_fake_server]
+_COMMANDS: list[Callable[[Any], None]] = [_add_fake_server, _add_demo, _add_run]
 
 
 def build_parser() -> argparse.ArgumentParser:
