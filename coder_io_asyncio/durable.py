@@ -157,6 +157,8 @@ class _BoundCrashSafe:
     async def _perform(self, effect: Any) -> Any:
         if isinstance(effect, StoreOp):
             return await _apply(self._store, effect)
+        if isinstance(effect, WallClock):
+            return time.time()
         assert isinstance(effect, Invoke)
         inner = self._tool.inner
         if inspect.iscoroutinefunction(inner):

@@ -15,6 +15,7 @@ from .cleanup import (
     SweepResult,
     parse_timestamp,
 )
+from .effects import Invoke, WallClock
 from .errors import DurableStoreError, RecoveryError
 from .machine import DurableMachine
 from .records import (
@@ -38,6 +39,7 @@ from .recovery import (
     DEFAULT_COMMIT_WINDOW,
     DEFAULT_SETTLE_TIMEOUT,
     NOT_EXECUTED_MESSAGE,
+    PastStep,
     Recovery,
     RecoveryOutcome,
     StructuredAnswer,
@@ -57,7 +59,7 @@ from .step import (
     RunAgentTurn,
     StepPlan,
     TurnReport,
-    WallClock,
+    latest_step,
     needs_recovery,
     step_program,
     turn_outcome,
@@ -67,7 +69,6 @@ from .tools import (
     CrashSafeTool,
     DurableBinding,
     DurableToolContext,
-    Invoke,
     crash_safe,
     run_program,
 )
@@ -104,6 +105,7 @@ __all__ = [
     "LedgerEntry",
     "MemoryStore",
     "OrphanSweep",
+    "PastStep",
     "Recovery",
     "RecoveryError",
     "RecoveryOutcome",
@@ -119,6 +121,7 @@ __all__ = [
     "crash_safe",
     "default_step",
     "idempotency_key",
+    "latest_step",
     "marked_prompt",
     "needs_recovery",
     "parse_timestamp",

@@ -162,13 +162,16 @@ class Checkpoint:
     attempt ended (``finished``, ``failed``, ``aborted``, or ``in_flight`` when a crash-safe
     tool claimed the chat mid-turn). They let the next step skip recovery when the store
     proves the chat was left settled, and pin ``cut_short`` after a deadline or cancellation
-    ("Why a 409 cannot prove the attempt finished after a timeout").
+    ("Why a 409 cannot prove the attempt finished after a timeout"). ``steps`` lists the
+    markers of every step that finished on the chat, oldest first: a step replayed after later
+    steps ran is answered from history without touching the chat.
     """
 
     chat_id: str
     last_seen_message_id: int | None = None
     step: str | None = None
     outcome: StepOutcome = OUTCOME_FINISHED
+    steps: tuple[str, ...] = ()
 
     def __attrs_post_init__(self) -> None:
         check_key_part(self.chat_id, "chat_id")
@@ -177,6 +180,12 @@ class Checkpoint:
             raise CoderAgentError(f"step must be a non-empty string, got {self.step!r}")
         if self.outcome not in _OUTCOMES:
             raise CoderAgentError(f"unknown checkpoint outcome {self.outcome!r}")
+        if not isinstance(self.steps, tuple) or not all(type(m) is str and m for m in self.steps):
+            raise CoderAgentError("steps must be a tuple of non-empty step markers")
+
+    def finishing(self, marker: str) -> tuple[str, ...]:
+        """``steps`` with ``marker`` appended (once)."""
+        return self.steps if marker in self.steps else (*self.steps, marker)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"chat_id": self.chat_id, "outcome": self.outcome}
@@ -184,12 +193,15 @@ class Checkpoint:
             out["last_seen_message_id"] = self.last_seen_message_id
         if self.step is not None:
             out["step"] = self.step
+        if self.steps:
+            out["steps"] = list(self.steps)
         return out
 
     @classmethod
     def from_json(cls, obj: Any) -> Checkpoint:
         what = "checkpoint"
         obj = _record(obj, what)
+        steps = _field(obj, "steps", (list, type(None)), what)
         return _rebuilt(  # type: ignore[no-any-return]
             cls,
             what,
@@ -197,6 +209,7 @@ class Checkpoint:
             last_seen_message_id=_field(obj, "last_seen_message_id", (int, type(None)), what),
             step=_field(obj, "step", (str, type(None)), what),
             outcome=obj.get("outcome", OUTCOME_FINISHED),
+            steps=tuple(steps or ()),
         )
 
 

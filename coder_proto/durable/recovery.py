@@ -80,6 +80,7 @@ __all__ = [
     "DEFAULT_COMMIT_WINDOW",
     "DEFAULT_SETTLE_TIMEOUT",
     "NOT_EXECUTED_MESSAGE",
+    "PastStep",
     "Recovery",
     "RecoveryOutcome",
     "StructuredAnswer",
@@ -421,8 +422,8 @@ class Recovery(DurableMachine[RecoveryOutcome]):
                 return None
             raise
 
-    def _scan(self, deadline: float) -> Wait[HistoryScan]:
-        scan = HistoryScan(self.marker)
+    def _scan(self, deadline: float, *, find: bool = False) -> Wait[HistoryScan]:
+        scan = HistoryScan(self.marker, find=find)
         before: int | None = None
         while True:
             page = yield from self._rest(
@@ -435,6 +436,44 @@ class Recovery(DurableMachine[RecoveryOutcome]):
             before = scan.next_before_id
             if before is None:
                 return scan
+
+
+class PastStep(Recovery):
+    """A step replayed after later steps ran on its chat (its marker is among the
+    checkpoint's finished steps, and a later step was sent since): its result is read from
+    history, around its newest user message, and nothing on the chat is touched (no
+    interrupt, no reconciliation: the chat belongs to the later step now). ``settle_timeout``
+    bounds the reads. Raises ``RecoveryError`` when the step's prompt is not in history."""
+
+    def __repr__(self) -> str:
+        return f"PastStep(chat_id={self.chat_id!r}, marker={self.marker!r}, done={self.done})"
+
+    def _run(self) -> Generator[None, None, RecoveryOutcome]:
+        scan = yield from self._scan(self.now + self.settle_timeout, find=True)
+        turn = scan.marked_turn()
+        if not turn:
+            raise RecoveryError(
+                f"step {self.marker} finished earlier on chat {self.chat_id}, but its prompt "
+                "is no longer in the chat's history",
+                chat_id=self.chat_id,
+            )
+        text = recover_text(turn, self.client_tools)
+        found, answer = False, None
+        if self.structured is not None:
+            found, answer = recover_structured(turn, self.structured.name, self.structured.parse)
+        return RecoveryOutcome(
+            chat_id=self.chat_id,
+            status="",
+            finished=True,
+            recovered=found if self.structured is not None else True,
+            cut_short=False,
+            submitted=False,
+            attempts=0,
+            text=text,
+            structured_found=found,
+            structured=answer,
+            newest_message_id=scan.newest_message_id,
+        )
 
 
 def _result_input(outcome: ToolOutcome | None, tool_call_id: str) -> ToolResultInput:

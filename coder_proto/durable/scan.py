@@ -76,10 +76,15 @@ def _carries(message: ChatMessage, marker: str) -> bool:
 
 class HistoryScan:
     """History read newest-first for one step's ``marker``. Feed pages with ``add``; while
-    ``next_before_id`` is not ``None``, fetch the page before that id and feed it too."""
+    ``next_before_id`` is not ``None``, fetch the page before that id and feed it too.
 
-    def __init__(self, marker: str) -> None:
+    By default the scan stops at the first user message without the marker (the step's
+    attempts are contiguous at the tail); with ``find=True`` it stops at the first user
+    message carrying it (a past step, followed by later steps' messages)."""
+
+    def __init__(self, marker: str, *, find: bool = False) -> None:
         self.marker = marker
+        self.find = find
         self._messages: dict[int, ChatMessage] = {}
         self._more = True
 
@@ -99,11 +104,13 @@ class HistoryScan:
 
     @property
     def done(self) -> bool:
-        """True once an unmarked user message was seen or history has no more pages."""
+        """True once the stop message was seen (see the class docstring) or history has no
+        more pages."""
         if not self._more:
             return True
         return any(
-            m.role == "user" and not _carries(m, self.marker) for m in self._messages.values()
+            m.role == "user" and _carries(m, self.marker) == self.find
+            for m in self._messages.values()
         )
 
     @property
@@ -151,6 +158,19 @@ class HistoryScan:
         for index in range(len(ordered) - 1, -1, -1):
             if ordered[index].role == "user":
                 return ordered[index:]
+        return ()
+
+    def marked_turn(self) -> tuple[ChatMessage, ...]:
+        """The newest user message carrying the marker and what followed it up to the next
+        user message, oldest first (empty when none was read)."""
+        ordered = self.messages
+        for index in range(len(ordered) - 1, -1, -1):
+            message = ordered[index]
+            if message.role == "user" and _carries(message, self.marker):
+                end = index + 1
+                while end < len(ordered) and ordered[end].role != "user":
+                    end += 1
+                return ordered[index:end]
         return ()
 
 

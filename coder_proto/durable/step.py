@@ -18,15 +18,17 @@ The program, in order:
 
 1. Load the checkpoint. None: the turn creates a fresh chat (a crash before a first turn's
    checkpoint leaves an orphan for the sweep).
-2. With a checkpoint, skip recovery only when the store proves the chat was left settled by
-   a finished turn of another step and nothing was sent since (``needs_recovery``);
-   otherwise run ``Recovery``: a finished attempt's result is returned without resubmitting.
+2. With a checkpoint: a step that finished before the step sent last is a replay, answered
+   from history without touching the chat (``PastStep``). Otherwise skip recovery only when
+   the store proves the chat was left settled by a finished turn of another step and nothing
+   was sent since (``needs_recovery``); else run ``Recovery``: a finished attempt's result is
+   returned without resubmitting.
 3. Journal the send write-ahead (``submitting``, the marker, the step's committed attempts,
    the wall clock), then run the turn with the marker embedded in the prompt.
 4. In every case (the ``finally`` of the guide): record the chats a failed fresh-chat turn
-   discarded as stranded, then checkpoint the chat, the cursor, the step and how the turn
-   ended; a discarded chat that a crash-safe tool had claimed is unclaimed. Then return the
-   result or raise the turn's error.
+   discarded as stranded, then checkpoint the chat, the cursor, the step, how the turn ended
+   and the finished steps; a discarded chat that a crash-safe tool had claimed is unclaimed.
+   Then return the result or raise the turn's error.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ import attrs
 
 from ..errors import CoderAgentError, CoderChatError
 from ..prefix import PrefixSelector
+from .effects import WallClock
+from .errors import RecoveryError
 from .machine import DurableMachine
 from .records import (
     OUTCOME_ABORTED,
@@ -52,6 +56,7 @@ from .records import (
 from .recovery import (
     DEFAULT_COMMIT_WINDOW,
     DEFAULT_SETTLE_TIMEOUT,
+    PastStep,
     Recovery,
     RecoveryOutcome,
     StructuredAnswer,
@@ -66,16 +71,11 @@ __all__ = [
     "RunAgentTurn",
     "StepPlan",
     "TurnReport",
-    "WallClock",
+    "latest_step",
     "needs_recovery",
     "step_program",
     "turn_outcome",
 ]
-
-
-@attrs.frozen
-class WallClock:
-    """Send back the wall clock, in seconds since the epoch."""
 
 
 @attrs.frozen
@@ -176,12 +176,14 @@ class StepPlan:
         return step_marker(self.workflow_id, self.step_name)
 
     def recovery(
-        self, chat_id: str, *, pin_cut_short: bool
+        self, chat_id: str, *, pin_cut_short: bool = False, past: bool = False
     ) -> Callable[[PrefixSelector, float, float], Recovery]:
-        """The factory of this step's ``Recovery`` on ``chat_id``."""
+        """The factory of this step's ``Recovery`` (``PastStep`` with ``past``) on
+        ``chat_id``."""
+        kind = PastStep if past else Recovery
 
         def build(selector: PrefixSelector, now: float, wall: float) -> Recovery:
-            return Recovery(
+            return kind(
                 selector,
                 chat_id=chat_id,
                 marker=self.marker,
@@ -225,6 +227,14 @@ def _op(method: str, *args: Any) -> StoreOp:
     return StoreOp(method, args)
 
 
+def latest_step(checkpoint: Checkpoint, entry: JournalEntry | None) -> str | None:
+    """The marker of the step sent last on the checkpointed chat: the journal's when it names
+    a step that has not finished (a later send, written ahead of it), else the checkpoint's."""
+    if entry is not None and entry.marker not in checkpoint.steps:
+        return entry.marker
+    return checkpoint.step
+
+
 def step_program(plan: StepPlan) -> Generator[Any, Any, DurableStepResult]:
     """The step (see the module docstring). Raises the turn's error after checkpointing."""
     marker = plan.marker
@@ -234,11 +244,28 @@ def step_program(plan: StepPlan) -> Generator[Any, Any, DurableStepResult]:
     checkpoint: Checkpoint | None = get.check((yield get))
     chat_id = checkpoint.chat_id if checkpoint is not None else None
     cursor = checkpoint.last_seen_message_id if checkpoint is not None else None
+    attempts = 0
     if checkpoint is not None:
         assert chat_id is not None
         read = _op("get_journal", tenant, chat_id)
         entry: JournalEntry | None = read.check((yield read))
-        attempts = 0
+        if marker in checkpoint.steps and marker != latest_step(checkpoint, entry):
+            # A replay of a step that finished before later ones: history answers it, and
+            # the chat (the later step's now) is left alone.
+            past: RecoveryOutcome = yield Drive(plan.recovery(chat_id, past=True))
+            if not past.recovered:
+                raise RecoveryError(
+                    f"step {marker} finished earlier but no valid structured answer is in its turn",
+                    chat_id=chat_id,
+                )
+            return DurableStepResult(
+                text=past.text,
+                recovered=True,
+                chat_id=chat_id,
+                step=marker,
+                last_seen_message_id=cursor,
+                output=past.structured,
+            )
         if needs_recovery(checkpoint, entry, marker):
             pin = checkpoint.step == marker and checkpoint.outcome == OUTCOME_ABORTED
             outcome: RecoveryOutcome = yield Drive(plan.recovery(chat_id, pin_cut_short=pin))
@@ -255,6 +282,7 @@ def step_program(plan: StepPlan) -> Generator[Any, Any, DurableStepResult]:
                         last_seen_message_id=cursor,
                         step=marker,
                         outcome=OUTCOME_FINISHED,
+                        steps=checkpoint.finishing(marker),
                     ),
                 )
                 return DurableStepResult(
@@ -278,12 +306,22 @@ def step_program(plan: StepPlan) -> Generator[Any, Any, DurableStepResult]:
         chat_id=chat_id,
         last_seen_message_id=cursor,
         prompt=prompt,
-        binding=DurableBinding(tenant=tenant, workflow_id=workflow_id, marker=marker),
+        binding=DurableBinding(
+            tenant=tenant, workflow_id=workflow_id, marker=marker, attempt=attempts + 1
+        ),
     )
     # The guide's ``finally``: checkpoint even when the turn failed.
     for stranded in report.stranded_chat_ids:
         yield _op("add_stranded", tenant, workflow_id, stranded)
     if report.chat_id is not None:
+        outcome_kind = turn_outcome(report)
+        steps = (
+            checkpoint.steps
+            if checkpoint is not None and checkpoint.chat_id == report.chat_id
+            else ()
+        )
+        if outcome_kind == OUTCOME_FINISHED and marker not in steps:
+            steps = (*steps, marker)
         yield _op(
             "put_checkpoint",
             tenant,
@@ -292,7 +330,8 @@ def step_program(plan: StepPlan) -> Generator[Any, Any, DurableStepResult]:
                 chat_id=report.chat_id,
                 last_seen_message_id=report.last_seen_message_id,
                 step=marker,
-                outcome=turn_outcome(report),
+                outcome=outcome_kind,
+                steps=steps,
             ),
         )
     elif report.stranded_chat_ids:

@@ -26,7 +26,10 @@ of a bound tool is ``CrashSafeTool.program``, a generator of effects an adapter 
 4. the function runs with the idempotency key built from tenant, chat id and tool call id
    (the same key on every re-drive, so a committed effect replays as a no-op);
 5. ``done`` is written with the output (``encode_output`` of the value, exactly what the tool
-   loop submits).
+   loop submits);
+6. in a step's live turn, the journal records the attempt as ``resumed``: its pause is being
+   answered, so a run found live after a crash is doing the step's work and is left to
+   finish (interrupting it and resubmitting would mint new call ids, sidestepping the keys).
 
 A function that raises leaves ``committing`` behind: the outcome is ambiguous, and recovery
 re-drives it with the same key rather than trusting an error.
@@ -43,11 +46,14 @@ import attrs
 
 from ..errors import CoderAgentError
 from ..tools import Tool, ToolContext, encode_output
+from .effects import Invoke, WallClock
 from .records import (
     DEFAULT_TENANT,
     DONE,
     OUTCOME_IN_FLIGHT,
+    RESUMED,
     Checkpoint,
+    JournalEntry,
     LedgerEntry,
     check_key_part,
     idempotency_key,
@@ -86,25 +92,21 @@ class DurableToolContext:
 class DurableBinding:
     """Where a crash-safe tool records its ledger: the ``tenant`` (part of every key), and when
     it runs inside a durable step, the ``workflow_id`` and the step's ``marker`` (for the
-    eager claim of a chat no checkpoint names yet)."""
+    eager claim of a chat no checkpoint names yet) and, in the step's live turn, the
+    ``attempt`` it belongs to (the step's committed attempts once its send landed), for the
+    ``resumed`` journal entry written after the effect."""
 
     tenant: str = DEFAULT_TENANT
     workflow_id: str | None = None
     marker: str | None = None
+    attempt: int | None = None
 
     def __attrs_post_init__(self) -> None:
         check_key_part(self.tenant, "tenant")
         if self.workflow_id is not None:
             check_key_part(self.workflow_id, "workflow_id")
-
-
-@attrs.frozen
-class Invoke:
-    """Call the tool's function with ``args`` / ``kwargs`` (await the value when it is
-    awaitable) and send back what it returned; an exception is thrown back in."""
-
-    args: tuple[Any, ...]
-    kwargs: Mapping[str, Any]
+        if self.attempt is not None and (type(self.attempt) is not int or self.attempt < 1):
+            raise CoderAgentError(f"attempt must be a positive integer, got {self.attempt!r}")
 
 
 def _unbound(name: str) -> Callable[..., Any]:
@@ -138,7 +140,7 @@ class CrashSafeTool(Tool):
 
     def program(
         self, binding: DurableBinding, args: tuple[Any, ...], kwargs: Mapping[str, Any]
-    ) -> Generator[StoreOp | Invoke, Any, Any]:
+    ) -> Generator[StoreOp | Invoke | WallClock, Any, Any]:
         """One run of the tool, as effects (see the module docstring). ``kwargs`` holds the
         ``ToolContext`` under ``context_param`` (the agents always pass it)."""
         call_kwargs = dict(kwargs)
@@ -182,6 +184,15 @@ class CrashSafeTool(Tool):
         value = yield Invoke(args=tuple(args), kwargs=call_kwargs)
         output = encode_output(value)
         yield StoreOp("put_ledger", (tenant, chat_id, call_id, LedgerEntry.done(output)))
+        if binding.marker is not None and binding.attempt is not None:
+            # The live loop answers this attempt's pause with recorded results: a run found
+            # live after a crash from here on is doing the step's work, so recovery lets it
+            # finish instead of cutting it down (the guide's journaled "resumed").
+            wall = yield WallClock()
+            entry_after = JournalEntry(
+                state=RESUMED, marker=binding.marker, attempt=binding.attempt, at=float(wall)
+            )
+            yield StoreOp("put_journal", (tenant, chat_id, entry_after))
         return value
 
 
