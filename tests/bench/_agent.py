@@ -183,21 +183,31 @@ def run_on(runtime: str, main: Callable[[], Any]) -> Any:
     return main()
 
 
-def stream_turn(runtime: str, agent: Any, prompt: str = PROMPT) -> Any:
+def stream_turn(
+    runtime: str, agent: Any, prompt: str = PROMPT, stats: dict[str, int] | None = None
+) -> Any:
     """A coroutine (or, on ``sync``, the result) consuming one turn through
-    ``agent.stream(prompt).text_stream``; returns the number of characters received."""
+    ``agent.stream(prompt).text_stream``; returns the number of characters received.
+    ``stats["deltas"]`` receives the number of text pieces (one means the turn arrived as
+    its committed snapshot alone, not as streamed deltas)."""
     if runtime == "sync":
-        chars = 0
+        chars = pieces = 0
         with agent.stream(prompt) as stream:
             for delta in stream.text_stream:
                 chars += len(delta)
+                pieces += 1
+        if stats is not None:
+            stats["deltas"] = pieces
         return chars
 
     async def consume() -> int:
-        chars = 0
+        chars = pieces = 0
         async with agent.stream(prompt) as stream:
             async for delta in stream.text_stream:
                 chars += len(delta)
+                pieces += 1
+        if stats is not None:
+            stats["deltas"] = pieces
         return chars
 
     return consume()

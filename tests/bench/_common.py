@@ -120,10 +120,10 @@ class Settings:
                 scaling_ns=(1_000, 3_000, 30_000),
                 rounds=3,
                 e2e_n=5_000,
-                memory_n=20_000,
+                memory_n=10_000,
                 fleet_chats=50,
                 fleet_deltas=200,
-                e2e_rounds=2,
+                e2e_rounds=3,
             )
         if mode == "smoke":
             return cls(

@@ -2,7 +2,7 @@
 
 Run as ``python -m tests.bench._server --deltas N``: every turn on any chat streams the
 transcript of ``N`` deltas (the same reasoning and text, in the same 4-character deltas, as
-``transcript-N.jsonl``), then commits it. One JSON line on stdout gives ``url``, ``token``,
+``transcript-N.jsonl``), then commits it; the prompt ``warm up`` gets a short answer. One JSON line on stdout gives ``url``, ``token``,
 ``organization_id`` and ``model``; the server stops when stdin closes.
 
 A separate process keeps the server's work (JSON encoding, framing) off the measured client's
@@ -18,7 +18,10 @@ from typing import Any
 
 from ._data import transcript_lines
 
-__all__ = ["main", "transcript_texts"]
+__all__ = ["WARM_UP", "main", "transcript_texts"]
+
+#: The prompt a measuring process sends first; the server answers it with one short sentence.
+WARM_UP = "warm up"
 
 
 def transcript_texts(n: int) -> tuple[str, str]:
@@ -41,10 +44,13 @@ def _server(args: argparse.Namespace) -> Any:
     items: list[Any] = [Think(reasoning, chunk=4)] if reasoning else []
     items.append(Say(text, chunk=4))
     script = Script(tuple(items), chunk_delay=args.chunk_delay)
+    book = ScriptBook(default=script)
+    # A short answer to the benchmarks' warm-up prompt.
+    book.add(rf"^{WARM_UP}$", Script((Say("Ready.", chunk=4),)))
     config = FakeConfig(
         chunk_delay=args.chunk_delay,
         run_start_delay=args.start_delay,
-        scripts=ScriptBook(default=script),
+        scripts=book,
         message_id_gaps=False,
         # The real server keeps at most ~1 MB of parts per episode for replay and drops the
         # rest (server-behaviour 3.3); a benchmark turn must arrive whole.

@@ -11,7 +11,7 @@ event per frame, 256 per frame):
   ``WebSocketClient``), against the same floor; reported, no target (the floor has no
   WebSocket layer).
 * ``core.parse.<framing>`` and ``core.reader.<framing>``: the first stages alone, to show where
-  the time goes.
+  the time goes (not with ``--quick``).
 """
 
 from __future__ import annotations
@@ -143,7 +143,16 @@ def run(settings: Settings) -> list[Result]:
                     )
                 )
 
-                for stage, factory in (("parse", parse_run), ("reader", reader_frames_run)):
+                # Where the time goes, stage by stage (not in --quick: it is diagnosis).
+                stages = (
+                    ()
+                    if settings.mode == "quick"
+                    else (
+                        ("parse", parse_run),
+                        ("reader", reader_frames_run),
+                    )
+                )
+                for stage, factory in stages:
                     pair = paired(factory(frames), floor, rounds=settings.rounds, clock=cpu_clock)
                     out.append(
                         _result(

@@ -215,7 +215,7 @@ def _core_asyncio(settings: Settings, chats: int, deltas: int, text_chars: int) 
     with ServerProcess(deltas) as server:
         single, single_reads = _core_asyncio_single(server.info, max(settings.e2e_rounds, 1))
     # Every chat is created (one request at a time) and open before the first run starts.
-    with ServerProcess(deltas, start_delay=2.0 + 0.02 * chats) as server:
+    with ServerProcess(deltas, start_delay=1.0 + 0.02 * chats) as server:
         measured = _core_asyncio_fleet(server.info, chats, timeout=900.0)
     # RSS can hide allocations that reuse freed memory; the traced Python heap cannot (but
     # misses socket buffers): the larger of the two.
@@ -385,7 +385,7 @@ def run(settings: Settings) -> list[Result]:
         with ServerProcess(deltas) as server:
             single = _agent_single_cpu(cls, server.info, max(settings.e2e_rounds, 1))
         # Every stream is open before the first run starts.
-        with ServerProcess(deltas, start_delay=2.0 + 0.02 * chats) as server:
+        with ServerProcess(deltas, start_delay=1.0 + 0.02 * chats) as server:
             measured = _agent_fleet(cls, server.info, chats, timeout=900.0)
     except (BenchSkipped, TimeoutError, OSError) as exc:
         reason = str(exc) or type(exc).__name__

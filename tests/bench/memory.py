@@ -117,6 +117,7 @@ def _core_child(n: int, mode: str) -> dict[str, Any]:
 
 def _agent_child(n: int, mode: str, runtime: str, info: dict[str, Any]) -> dict[str, Any]:
     from ._agent import PROMPT, agent_class, make_agent, run_on, stream_turn
+    from ._server import WARM_UP
 
     cls = agent_class(runtime)
     result: dict[str, Any] = {}
@@ -129,7 +130,10 @@ def _agent_child(n: int, mode: str, runtime: str, info: dict[str, Any]) -> dict[
 
         def main_sync() -> None:
             with make_agent(cls, info) as agent:
-                agent.generate("warm up") if mode == "generate" else stream_turn(runtime, agent)
+                if mode == "generate":
+                    agent.generate(WARM_UP)
+                else:
+                    stream_turn(runtime, agent, WARM_UP)
                 base = _reset_peak()
                 started = time.perf_counter()
                 if mode == "generate":
@@ -146,9 +150,9 @@ def _agent_child(n: int, mode: str, runtime: str, info: dict[str, Any]) -> dict[
     async def main_async() -> None:
         async with make_agent(cls, info) as agent:
             if mode == "generate":
-                await agent.generate("warm up")
+                await agent.generate(WARM_UP)
             else:
-                await stream_turn(runtime, agent)
+                await stream_turn(runtime, agent, WARM_UP)
             base = _reset_peak()
             started = time.perf_counter()
             if mode == "generate":
