@@ -308,6 +308,38 @@ async def test_re_raising_cancellation_never_waits_for_the_background_interrupt_
     await wait_for(lambda: server.open_connections == 0)
 
 
+@arun
+async def test_cancelling_during_a_tool_run_cancels_the_tool_and_stops_the_chat_d22(
+    server: FakeCoderServer,
+) -> None:
+    tool_cancelled = asyncio.Event()
+
+    async def slow_tool(calls: tuple[Any, ...]) -> list[ToolOutcome]:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            tool_cancelled.set()
+            raise
+        return []
+
+    driver = Driver(base_url=server.url, token=server.token)
+    session = session_for(server, PrefixSelector())
+    turn = session.generate("weather?", now=time.monotonic())
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(0.5):
+            await driver.run(turn, session=session, tools=slow_tool)
+    await settle_tasks()
+    assert tool_cancelled.is_set()
+    assert driver.open_connections == 0  # the paused stream closed with the turn
+    assert await driver.wait_background(5.0)
+    assert server.counters.requests["interrupt_chat"] >= 1
+    assert server.counters.requests["submit_tool_results"] == 0
+    await settle_tasks()
+    assert leftover_tasks() == set()
+    await driver.aclose()
+    await wait_for(lambda: server.open_connections == 0)
+
+
 # -- turns, tools and the session between turns (H.6) ---------------------------------------------
 
 
