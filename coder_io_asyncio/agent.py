@@ -259,18 +259,24 @@ class CoderAgent:
         session = self._core.session
         return await self._driver.run(session.archive(now=_now()), session=session)
 
-    async def aclose(self) -> None:
+    async def aclose(self, *, archive: bool = True) -> None:
         """Dispose of the agent (H.5): interrupt, then archive, bounded by ``settle_deadline``;
         await the background work (at most 10 s, D22); close the client if the agent created
-        it. Never raises (except the caller's own cancellation). Idempotent."""
+        it. With ``archive=False`` the chat is left as it is, to be continued later from
+        ``chat_id`` and ``last_seen_message_id``: only the connections are closed. Never
+        raises (except the caller's own cancellation). Idempotent."""
         if self._closed:
             return
         self._closed = True
         session = self._core.session
         try:
-            if not self._driver.closed:
+            if archive and not self._driver.closed:
                 # The dispose machine logs and collects its failures; it never raises.
                 await self._driver.run(session.dispose(now=_now()), session=session)
+            elif not self._driver.closed:
+                actions = session.close_retained_stream(_now())
+                if actions:
+                    self._driver.perform(actions, session=session)
         except Exception:
             logger.warning("agent disposal failed", exc_info=True)
         finally:

@@ -160,8 +160,8 @@ class AsyncioRuntime:
     async def archive(self, agent: CoderAgent) -> Any:
         return await self._observe(agent.archive())
 
-    async def close(self, agent: CoderAgent) -> None:
-        await agent.aclose()
+    async def close(self, agent: CoderAgent, **kwargs: Any) -> None:
+        await agent.aclose(**kwargs)
 
     async def reset_session(self, agent: CoderAgent) -> None:
         agent.reset_session()

@@ -400,6 +400,27 @@ def test_h5_leaving_the_agent_interrupts_and_archives(
     assert chat.archived and interrupts >= 1 and idle
 
 
+def test_closing_without_archiving_keeps_the_chat_for_a_later_step(
+    runtime: Any, server: FakeCoderServer
+) -> None:
+    async def scenario(rt: Any) -> Any:
+        agent = await rt.agent(server)
+        first = await rt.generate(agent, "step one")
+        await rt.close(agent, archive=False)
+        idle = await rt.idle(server)
+        later = await rt.agent(
+            server, chat_id=first.chat_id, last_seen_message_id=first.last_seen_message_id
+        )
+        second = await rt.generate(later, "step two")
+        archives_before = ops(server, "update_chat")
+        await rt.close(later)
+        return first, idle, second, archives_before
+
+    first, idle, second, archives_before = runtime.run(scenario)
+    assert idle and archives_before == 0 and ops(server, "interrupt_chat") == 1
+    assert second.chat_id == first.chat_id and second.text == "You said: step two"
+
+
 def test_c5_a_fresh_chat_that_lost_its_stream_is_stranded_and_archived_later(
     runtime: Any, make_server: MakeServer
 ) -> None:
