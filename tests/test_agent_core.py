@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import json
 import pathlib
 import pickle
 from typing import Any, Literal
@@ -14,6 +15,8 @@ from typing import Any, Literal
 import attrs
 import pydantic
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from coder_proto.actions import ToolOutcome
 from coder_proto.agent import (
@@ -684,8 +687,6 @@ class World:
 
 
 def filed(msg_id: int, args: dict[str, Any], call_id: str = "s1") -> list[dict[str, Any]]:
-    import json
-
     return [
         status("running"),
         message(
@@ -886,3 +887,84 @@ def test_history_stops_on_a_page_without_new_messages() -> None:
 def test_history_needs_a_chat_id() -> None:
     with pytest.raises(CoderAgentError):
         HistoryJob(PrefixSelector(), "", now=0.0)
+
+
+# -- bad input never escapes as a bare exception (DESIGN rule 4) -------------------------------
+
+_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=True),
+    st.text(max_size=8),
+    st.binary(max_size=8),
+)
+_values = st.recursive(
+    _scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.dictionaries(
+            st.sampled_from(
+                [
+                    "role",
+                    "content",
+                    "type",
+                    "text",
+                    "file_id",
+                    "data",
+                    "tool_call_id",
+                    "output",
+                    "x",
+                ]
+            ),
+            inner,
+            max_size=4,
+        ),
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(prompt=_values, as_messages=st.booleans())
+def test_property_any_prompt_is_a_plan_or_a_typed_error(prompt: Any, as_messages: bool) -> None:
+    kwargs = {"messages": prompt} if as_messages else {"prompt": prompt}
+    try:
+        plan = prepare_prompt(**kwargs)
+    except CoderAgentError:
+        return
+    messages = plan.build([b"x"] * len(plan.reads))
+    assert all(
+        isinstance(m, SystemMessage | UserMessage | AssistantMessage | ToolMessage)
+        for m in messages
+    )
+
+
+_ANSWER_OUTPUT = StructuredOutput(Answer)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    calls=st.lists(
+        st.tuples(
+            st.sampled_from(["a", "b", "c"]),
+            st.sampled_from(["get_weather", "structured_output", "nope"]),
+            st.one_of(
+                st.text(max_size=20),
+                _values.map(lambda v: json.dumps(v, default=str)),
+            ),
+        ),
+        max_size=6,
+    )
+)
+def test_property_d5_every_distinct_call_is_answered_or_run_exactly_once(
+    calls: list[tuple[str, str, str]],
+) -> None:
+    plan = plan_tool_calls(
+        [call(name, args, call_id) for call_id, name, args in calls],
+        {"get_weather": get_weather},
+        structured_output=_ANSWER_OUTPUT,
+    )
+    answered = [o.tool_call_id for o in plan.outcomes] + [i.tool_call_id for i in plan.invocations]
+    assert sorted(answered) == sorted({c[0] for c in calls})
+    assert all(o.is_error is False or isinstance(o.output, str) for o in plan.outcomes)

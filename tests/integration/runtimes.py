@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 import attrs
 
-from coder_io_asyncio import CoderAgent, TextDelta
+from coder_io_asyncio import CoderAgent, CoderChatClient, TextDelta
 from coder_io_asyncio.fake_server import FakeCoderServer
 
 T = TypeVar("T")
@@ -106,6 +106,17 @@ class AsyncioRuntime:
             raise
         self.recorder.note(agent)
         return agent
+
+    async def client(self, server: FakeCoderServer, **kwargs: Any) -> CoderChatClient:
+        """A ``CoderChatClient`` on ``server`` (to share between agents, or to pass as
+        ``client=``)."""
+        kwargs.setdefault("on_transport_event", self.recorder.event)
+        client = CoderChatClient(server.url, server.token, **kwargs)
+        self.recorder.note(client)
+        return client
+
+    async def close_client(self, client: CoderChatClient) -> None:
+        await client.aclose()
 
     async def generate(self, agent: CoderAgent, prompt: Any = None, **kwargs: Any) -> Any:
         return await self._observe(agent.generate(prompt, **kwargs))

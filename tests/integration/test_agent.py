@@ -195,7 +195,10 @@ def test_d5_a_raising_tool_and_bad_input_become_error_results(
 # -- the stream heals (C.2, B.2) -------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("frames", "mode"), [(2, "generate"), (5, "stream"), (12, "generate")])
+@pytest.mark.parametrize(
+    ("frames", "mode"),
+    [(1, "stream"), (2, "generate"), (5, "stream"), (12, "generate"), (30, "stream")],
+)
 def test_c2_a_dropped_stream_redials_with_no_lost_or_duplicated_text(
     runtime: Any, server: FakeCoderServer, frames: int, mode: str
 ) -> None:
@@ -221,6 +224,38 @@ def test_c2_a_dropped_stream_redials_with_no_lost_or_duplicated_text(
     assert len(redials) == 1
     # The server kept generating through the gap: the run was never interrupted (C.2).
     assert interrupts == 0
+
+
+@pytest.mark.parametrize("occurrence", [3, 20])
+def test_c2_a_drop_after_the_tool_pause_heals_on_the_retained_stream(
+    runtime: Any, server: FakeCoderServer, occurrence: int
+) -> None:
+    get_weather, cities = weather_tool()
+    server.config.scripts.add(
+        "weather",
+        Script(
+            (
+                Say("Checking the weather."),
+                CallClientTool(name="get_weather", args={"city": "Bern"}),
+                Say(LONG_TEXT, chunk=9),
+            ),
+            chunk_delay=0.003,
+        ),
+    )
+    # Deltas 1-3 belong to the first step; the 20th is in the middle of the answer.
+    server.faults.drop_stream_at("message_part", occurrence=occurrence)
+
+    async def scenario(rt: Any) -> Any:
+        agent = await rt.agent(server, tools=[get_weather])
+        streamed = await rt.stream(agent, "weather in Bern")
+        await rt.close(agent)
+        return streamed
+
+    streamed = runtime.run(scenario)
+    assert streamed.error is None and cities == ["Bern"]
+    assert streamed.text == "Checking the weather." + LONG_TEXT
+    assert [s.text for s in streamed.result.steps] == ["Checking the weather.", LONG_TEXT]
+    assert ops(server, "submit_tool_results") == 1
 
 
 def test_g5_a_lost_action_required_is_recovered(runtime: Any, server: FakeCoderServer) -> None:
@@ -715,3 +750,38 @@ def test_transport_events_cover_http_ws_and_segments(runtime: Any, server: FakeC
     settles = [e for e in runtime.recorder.events if e.type == "segment:settle"]
     assert len(settles) == 1 and settles[0].finish_reason == "stop"
     assert all(isinstance(d, str) for d in deltas)
+
+
+def test_a_supplied_client_gets_the_http_and_ws_events_and_the_agent_the_segments(
+    runtime: Any, server: FakeCoderServer
+) -> None:
+    client_events: list[Any] = []
+    agent_events: list[Any] = []
+
+    async def scenario(rt: Any) -> Any:
+        client = await rt.client(server, on_transport_event=client_events.append)
+        try:
+            await rt.agent(server, client=client, base_url=server.url)
+        except CoderAgentError as exc:
+            conflict = exc
+        agent = await rt.agent(
+            server,
+            client=client,
+            base_url=None,
+            token=None,
+            on_transport_event=agent_events.append,
+        )
+        result = await rt.generate(agent, "hi")
+        await rt.close(agent)
+        # The agent never closes a client it was given.
+        models = await rt.client_call(agent, "list_model_configs", server.organization_id)
+        await rt.close_client(client)
+        return conflict, result, models
+
+    conflict, result, models = runtime.run(scenario)
+    assert "either client or base_url" in str(conflict)
+    assert result.text.startswith("Hello!") and models
+    assert {e.type.split(":")[0] for e in agent_events} == {"segment"}
+    client_kinds = {e.type.split(":")[0] for e in client_events}
+    assert client_kinds == {"http", "ws"}
+    runtime.recorder.events.extend(client_events + agent_events)
