@@ -8,6 +8,7 @@ from coder_proto.agent import (
     WorkspaceUpload,
 )
 from coder_proto.cleanup import ArchiveResult, InterruptResult
+from coder_proto.client import WorkspacePreview
 from coder_proto.errors import (
     CoderAgentError,
     CoderApiError,
@@ -36,6 +37,7 @@ from coder_proto.parts import (
 from coder_proto.prompt import AssistantMessage, SystemMessage, ToolMessage, UserMessage
 from coder_proto.segment import StepResult
 from coder_proto.tools import Tool, ToolContext, ToolInputError, tool
+from coder_proto.watch import WatchBackoff
 
 from .agent import AgentStream, CoderAgent
 from .client import CoderChatClient
@@ -90,6 +92,8 @@ __all__ = [
     "ToolResult",
     "Usage",
     "UserMessage",
+    "WatchBackoff",
+    "WorkspacePreview",
     "WorkspaceUpload",
     "archive_workflow",
     "bind_tools",

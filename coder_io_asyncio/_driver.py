@@ -40,7 +40,10 @@ Interface for the adapters' public classes (stable; changes are announced here):
 * ``run.machine``, ``run.done``, ``await run.result()``, ``await run.wait_changed()``,
   ``run.parts()`` (an async iterator draining ``machine.parts`` live), ``run.cancel(reason)``;
 * ``driver.perform(actions, session=...)`` for actions a session method returned
-  (``reset_session``, ``close_retained_stream`` ...);
+  (``reset_session``, ``close_retained_stream`` ...); ``driver.attach_session(session)`` to
+  keep a session's paused stream read without starting a machine;
+* ``driver.closed``, ``driver.open_connections``, ``driver.background_jobs`` (observability
+  and tests);
 * ``await driver.wait_background(timeout)`` and ``await driver.aclose()``;
 * ``transport_sink(on_transport_event)``: the ``TransportEventSink`` for a user callback
   (sync or async), with ``time.time`` timestamps.
