@@ -207,6 +207,10 @@ class Recovery(DurableMachine[RecoveryOutcome]):
         probe_deadline = self.now + self.interrupt_timeout
         chat = yield from self._get_chat(probe_deadline)
         status = chat.status
+        if chat.archived:
+            # An archived chat runs nothing and accepts nothing: only its history can answer.
+            scan = yield from self._scan(probe_deadline)
+            return self._classify(chat, scan, self.pin_cut_short)
         entry = yield from self._store("get_journal", self.tenant, self.chat_id)
         scan = yield from self._scan(probe_deadline)
         attempts = scan.attempts

@@ -1,0 +1,155 @@
+"""One workflow process of the crash-point matrix: ``python -m tests.durable.worker``.
+
+The workflow: step ``reserve`` (a crash-safe ``reserve_stock`` tool), step ``charge`` (a
+crash-safe ``charge_card`` tool), then ``archive_workflow`` and ``sweep_orphans``. Every
+process runs the whole workflow from the top, as an engine without memoised step results
+would: finished steps must come back from the durable layer, never be resubmitted.
+
+Environment: ``CODER_URL``, ``CODER_SESSION_TOKEN``, ``CODER_ORGANIZATION_ID`` (the fake
+server), ``DURABLE_DB`` (the SQLite store), ``PAYMENTS_DB`` (the payment service),
+``DURABLE_WORKFLOW`` (the workflow id), ``DURABLE_RESULT`` (where the final results are
+written as JSON), ``DURABLE_REACHED`` (where a crash point is recorded just before the kill),
+and ``DURABLE_CRASH``: the crash point, ``<step>/<point>``, where ``<step>`` is ``reserve``,
+``charge``, ``archive`` or ``sweep`` and ``<point>`` one of
+
+* ``effect:before`` / ``effect:after``: inside a tool, around the payment call;
+* ``before:<write>`` / ``after:<write>``: around a store write, ``<write>`` being the method
+  and, for records, their state (``put_ledger:committing``, ``put_journal:resumed``,
+  ``put_checkpoint:finished``, ``put_checkpoint:in_flight`` ...);
+* ``event:<op>``: right after a successful response of a REST operation (``create_chat``,
+  ``create_chat_message``, ``submit_tool_results``, ``interrupt_chat``, ``archive_chat``...).
+
+The process SIGKILLs itself the first time the point is reached.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+from typing import Any
+
+from coder_io_asyncio import CoderChatClient
+from coder_io_asyncio.durable import archive_workflow, run_turn, sweep_orphans
+from coder_io_sync.durable_sqlite import SQLiteStore
+from coder_proto.durable import DurableToolContext, crash_safe
+
+from . import payments
+
+#: The crash point and the payment service of this process (read by ``main``).
+_config = {"crash": "", "payments": ""}
+
+STEPS = (
+    ("reserve", "Reserve 2 units of SKU-1."),
+    ("charge", "Charge the card 500 cents."),
+)
+
+_current = {"step": ""}
+
+
+def crash_here(point: str) -> None:
+    crash = _config["crash"]
+    if crash and crash == f"{_current['step']}/{point}":
+        with open(os.environ["DURABLE_REACHED"], "w") as f:
+            f.write(crash)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _detail(args: tuple[Any, ...]) -> str:
+    for arg in reversed(args):
+        for name in ("state", "outcome"):
+            value = getattr(arg, name, None)
+            if isinstance(value, str):
+                return ":" + value
+    return ""
+
+
+class CrashingStore:
+    """The SQLite store, with the crash points around every write."""
+
+    def __init__(self, inner: SQLiteStore) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._inner, name)
+        if not name.startswith(("put_", "delete_", "add_", "remove_", "forget_")):
+            return method
+
+        def write(*args: Any) -> Any:
+            point = name + _detail(args)
+            crash_here("before:" + point)
+            result = method(*args)
+            crash_here("after:" + point)
+            return result
+
+        return write
+
+
+@crash_safe
+def reserve_stock(sku: str, quantity: int, ctx: DurableToolContext) -> str:
+    """Reserve stock for the order."""
+    crash_here("effect:before")
+    receipt = payments.apply(_config["payments"], "reserve", ctx.idempotency_key, quantity)
+    crash_here("effect:after")
+    return f"reservation {receipt}"
+
+
+@crash_safe
+def charge_card(amount_cents: int, ctx: DurableToolContext) -> str:
+    """Charge the customer's card."""
+    crash_here("effect:before")
+    receipt = payments.apply(_config["payments"], "charge", ctx.idempotency_key, amount_cents)
+    crash_here("effect:after")
+    return f"charged: receipt {receipt}"
+
+
+def on_event(event: Any) -> None:
+    if event.type == "http:response" and event.ok:
+        crash_here("event:" + event.op)
+
+
+async def main() -> None:
+    """Run the workflow with the settings of the environment (see the module docstring)."""
+    _config["crash"] = os.environ.get("DURABLE_CRASH", "")
+    _config["payments"] = os.environ["PAYMENTS_DB"]
+    workflow = os.environ["DURABLE_WORKFLOW"]
+    store = CrashingStore(SQLiteStore(os.environ["DURABLE_DB"]))
+    async with CoderChatClient(on_transport_event=on_event) as client:
+        results = await _workflow(workflow, store, client)
+    with open(os.environ["DURABLE_RESULT"], "w") as f:
+        json.dump(results, f)
+
+
+async def _workflow(workflow: str, store: Any, client: CoderChatClient) -> dict[str, Any]:
+    results: dict[str, Any] = {}
+    for step, prompt in STEPS:
+        _current["step"] = step
+        result = await run_turn(
+            workflow,
+            prompt,
+            step=step,
+            store=store,
+            tools=[reserve_stock, charge_card],
+            organization_id=os.environ["CODER_ORGANIZATION_ID"],
+            request_timeout=30.0,
+            commit_window=0.5,
+            poll_interval=0.05,
+            settle_retry_delay=0.05,
+            client=client,
+        )
+        results[step] = {"text": result.text, "recovered": result.recovered}
+    _current["step"] = "archive"
+    archived = await archive_workflow(workflow, store=store, settle_retry_delay=0.05, client=client)
+    results["archive"] = {"archived": archived.archived, "chat_id": archived.chat_id}
+    _current["step"] = "sweep"
+    swept = await sweep_orphans(store=store, settle_retry_delay=0.05, client=client)
+    results["sweep"] = {
+        "archived": list(swept.archived_chat_ids),
+        "failed": [chat for chat, _ in swept.failed],
+    }
+    return results
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
