@@ -196,14 +196,26 @@ def test_d5_a_raising_tool_and_bad_input_become_error_results(
 
 
 @pytest.mark.parametrize(
-    ("frames", "mode"),
-    [(1, "stream"), (2, "generate"), (5, "stream"), (12, "generate"), (30, "stream")],
+    ("unit", "at", "mode"),
+    [
+        ("frame", 1, "stream"),
+        ("frame", 2, "generate"),
+        ("delta", 5, "stream"),
+        ("delta", 12, "generate"),
+        ("delta", 30, "stream"),
+        ("delta", 58, "generate"),
+    ],
 )
 def test_c2_a_dropped_stream_redials_with_no_lost_or_duplicated_text(
-    runtime: Any, server: FakeCoderServer, frames: int, mode: str
+    runtime: Any, server: FakeCoderServer, unit: str, at: int, mode: str
 ) -> None:
+    """C.2, B.2: the connection ends after its ``at``-th frame, or just before the ``at``-th
+    text delta of the 60 the answer streams in."""
     server.config.scripts.add("long", Script((Say(LONG_TEXT, chunk=7),), chunk_delay=0.003))
-    server.faults.drop_stream_after_frames(frames)
+    if unit == "frame":
+        server.faults.drop_stream_after_frames(at)
+    else:
+        server.faults.drop_stream_at("message_part", occurrence=at)
 
     async def scenario(rt: Any) -> Any:
         agent = await rt.agent(server)
