@@ -79,7 +79,8 @@ class CoderAgent:
     plain functions, as a sequence or a name -> tool mapping. ``output_type`` enables the
     structured-output tool (``result.output``). ``on_transport_event`` receives transport
     events (sync or async callable); with a supplied ``client`` the ``http:*`` and ``ws:*``
-    events go to that client's hook and this one receives the ``segment:*`` events.
+    events go to that client's hook and this one receives the ``segment:*`` events (all of
+    them go to the client's hook when the agent has none).
 
     Construction does no I/O. ``async with`` disposes of the agent on exit: interrupt, then
     archive, bounded by ``settle_deadline`` and never raising (H.5). The agent is

@@ -201,7 +201,6 @@ class AttachedFile:
     file_id: str
     media_type: str
     filename: str | None = None
-    size: int = 0
 
     def to_file_part(self) -> FileContent:
         """The prompt part referencing this upload (P.3: a file by id)."""

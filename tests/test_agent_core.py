@@ -271,7 +271,7 @@ def test_p_content_parts_form_one_user_message() -> None:
             TextContent("this"),
             {"type": "text", "text": "and this"},
             {"type": "file", "file_id": "f-1", "media_type": "application/pdf"},
-            AttachedFile(file_id="f-2", media_type="text/plain", filename="n.txt", size=3),
+            AttachedFile(file_id="f-2", media_type="text/plain", filename="n.txt"),
             FileContent(file_id="f-3"),
             ref,
         ]
