@@ -817,10 +817,9 @@ class AgentCore:
             organization_id=organization_id,
             model=model,
             instructions=instructions,
-            # attrs' tuple converters type their parameters as a bare ``Iterable[_T_co]``.
-            tools=tuple(registered),  # type: ignore[arg-type]
+            tools=tuple(registered),
             workspace_id=workspace_id,
-            mcp_server_ids=tuple(mcp_server_ids or ()),  # type: ignore[arg-type]
+            mcp_server_ids=tuple(mcp_server_ids or ()),
             plan_mode=plan_mode,
             reasoning_effort=reasoning_effort,
             busy_behavior=busy_behavior,
