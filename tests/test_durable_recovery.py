@@ -602,3 +602,65 @@ def test_late_inputs_for_unknown_ids_are_ignored() -> None:
     machine.tool_results([], world.now)
     assert "Recovery" in repr(machine)
     assert world.drive(machine).recovered
+
+
+def test_an_archived_chat_is_only_read() -> None:
+    """An archived chat runs nothing and accepts nothing: no interrupt, no reconciliation;
+    a finished step's result still comes from its history."""
+    world = World()
+    chat = finished_chat(world)
+    world.http("PATCH", f"/{chat}", {"archived": True})
+    outcome = world.drive(recovery(world, chat))
+    assert outcome.recovered and outcome.text == "All good."
+    assert set(world.ops()) == {"get_chat", "get_messages"}
+
+
+def test_an_interrupt_failing_otherwise_than_409_propagates() -> None:
+    world = World()
+    chat = finished_chat(world)
+    world.model.faults.fail_requests("interrupt_chat", status=500)
+    with pytest.raises(CoderAgentError) as info:
+        world.drive(recovery(world, chat))
+    assert getattr(info.value, "status", None) == 500
+
+
+def test_a_single_tool_outcome_is_accepted() -> None:
+    world = World()
+    chat = paused_chat(world)
+    world.current_chat = chat  # type: ignore[attr-defined]
+    (call_id,) = pending_ids(world, chat)
+    world.store.put_ledger(TENANT, chat, call_id, LedgerEntry.committing())
+
+    def one(calls: tuple[ToolCall, ...]) -> Any:
+        return ToolOutcome(tool_call_id=calls[0].tool_call_id, output="single")
+
+    outcome = world.drive(recovery(world, chat), tools=one)
+    assert outcome.recovered and outcome.text == 'Charged: "single"'
+
+
+def test_a_past_step_reads_its_structured_answer() -> None:
+    from coder_proto.durable import PastStep
+
+    world = World()
+    script = Script((CallClientTool(name="structured_output", args={"n": 3}), Say("Filed.")))
+    chat = paused_chat(world, script, tools=(STRUCTURED,))
+    (call_id,) = pending_ids(world, chat)
+    world.http(
+        "POST", f"/{chat}/tool-results", {"results": [{"tool_call_id": call_id, "output": "ok"}]}
+    )
+    world.settle_server(chat)
+    world.send(chat, "[wf-1/later] next", script=Script((Say("later"),)))
+    world.settle_server(chat)
+    machine = PastStep(
+        world.selector,
+        chat_id=chat,
+        marker=MARKER,
+        now=world.now,
+        wall=world.wall,
+        tenant=TENANT,
+        structured=_Answer(),
+    )
+    assert "PastStep" in repr(machine)
+    outcome = world.drive(machine)
+    assert outcome.recovered and outcome.structured == 3 and outcome.text == "Filed."
+    assert set(world.ops()) == {"get_messages"}

@@ -140,8 +140,6 @@ def _rebuilt(factory: Any, what: str, **kwargs: Any) -> Any:
     try:
         return factory(**kwargs)
     except CoderAgentError as exc:
-        if isinstance(exc, DurableStoreError):
-            raise
         raise DurableStoreError(f"malformed {what} record: {exc.message}") from exc
 
 

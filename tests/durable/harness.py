@@ -63,6 +63,8 @@ class World:
         self.store_ops: list[StoreOp] = []
         self.tool_runs: list[tuple[ToolCall, ...]] = []
         self.fail_store: Callable[[StoreOp], BaseException | None] = lambda op: None
+        #: A network failure message for a request, or ``None`` to send it.
+        self.fail_network: Callable[[HttpRequest], str | None] = lambda request: None
         self.model.tick(self.now)
 
     @property
@@ -183,7 +185,13 @@ class World:
 
     def _perform(self, machine: Any, action: Any, tools: Runner | None) -> None:
         if isinstance(action, SendRequest):
-            machine.response_received(action.request_id, self._respond(action.request), self.now)
+            failure = self.fail_network(action.request)
+            if failure is not None:
+                machine.request_failed(action.request_id, failure, self.now)
+            else:
+                machine.response_received(
+                    action.request_id, self._respond(action.request), self.now
+                )
         elif isinstance(action, StoreCall):
             try:
                 value = self._store(action.op)
@@ -194,7 +202,10 @@ class World:
         elif isinstance(action, RunTools):
             self.tool_runs.append(action.calls)
             assert tools is not None, f"unexpected RunTools {action.calls!r}"
-            machine.tool_results(list(tools(action.calls)), self.now)
+            outcomes = tools(action.calls)
+            if not isinstance(outcomes, ToolOutcome):
+                outcomes = list(outcomes)
+            machine.tool_results(outcomes, self.now)
         elif isinstance(action, CancelRequest):
             pass
         else:  # pragma: no cover - the machines emit nothing else
