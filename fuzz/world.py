@@ -60,6 +60,7 @@ class _Socket:
         self.ws = WSConnection(ConnectionType.SERVER)
         self.sub: StreamSubscription | None = None
         self.open = True  # neither side ended it
+        self.ending = False  # the server side is ending it
         self.requested = False
 
 
@@ -341,23 +342,22 @@ class ModelWorld:
             if recorder is not None:
                 recorder.data_received(sock.conn_id, payload, self.now)
             target.data_received(sock.conn_id, payload, self.now)
-        else:
-            if recorder is not None:
-                recorder.connection_lost(sock.conn_id, self.now)
-            target.connection_lost(sock.conn_id, self.now)
 
     def _to_client(self, sock: _Socket, data: bytes) -> None:
         if data and sock.open:
             self._schedule(self.now, None, lambda: self._deliver(sock, "data", data))
 
     def _end(self, sock: _Socket) -> None:
-        if sock.open:
-            sock.open = False
+        if sock.open and not sock.ending:
+            sock.ending = True
             if sock.sub is not None:
                 sock.sub.close()
             self._schedule(self.now, None, lambda: self._lost(sock))
 
     def _lost(self, sock: _Socket) -> None:
+        if not sock.open:
+            return
+        sock.open = False
         target = self._target()
         if self.recorder is not None:
             self.recorder.connection_lost(sock.conn_id, self.now)
@@ -398,7 +398,7 @@ class ModelWorld:
             self.model.tick(self.now)
         for sock in list(self._sockets.values()):
             sub = sock.sub
-            if sub is None or not sock.open:
+            if sub is None or not sock.open or sock.ending:
                 continue
             frames = sub.pull(self.now)
             for frame in frames:
