@@ -329,3 +329,20 @@ def test_a_replayed_structured_step_without_an_answer_is_a_recovery_error() -> N
     run(world, Agent(world, "applied"), plan("apply", "apply it"))
     with pytest.raises(RecoveryError, match="structured"):
         run(world, Agent(world), plan("plan", "plan it", structured=_Answer()))
+
+
+def test_store_failures_are_durable_store_errors() -> None:
+    from coder_proto.durable import DurableStoreError
+
+    world = World()
+    world.fail_store = lambda op: OSError("locked") if op.method == "get_checkpoint" else None  # type: ignore[assignment]
+    with pytest.raises(DurableStoreError, match="get_checkpoint"):
+        run(world, Agent(world), plan("plan"))
+
+    class Wrong:
+        def get_checkpoint(self, *args: Any) -> str:
+            return "nope"
+
+    other = World(store=Wrong())
+    with pytest.raises(DurableStoreError, match="returned str"):
+        run(other, Agent(other), plan("plan"))

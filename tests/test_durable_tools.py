@@ -272,3 +272,46 @@ def test_an_explicit_schema_without_a_docstring_has_no_description() -> None:
         return None
 
     assert bare.description is None
+
+
+def test_a_failed_write_ahead_prevents_the_effect() -> None:
+    from coder_proto.durable import DurableStoreError
+
+    rec = Recorder(MemoryStore(), charge_card)
+    original = rec.__call__
+
+    def perform(effect: Any) -> Any:
+        if isinstance(effect, StoreOp) and effect.method == "put_ledger":
+            raise OSError("disk full")
+        return original(effect)
+
+    program = charge_card.program(
+        DurableBinding(tenant=TENANT), (), {"amount_cents": 1, "ctx": context()}
+    )
+    with pytest.raises(DurableStoreError, match="put_ledger") as info:
+        run_program(program, perform)
+    assert isinstance(info.value.__cause__, OSError)
+    assert "effect" not in rec.trace
+
+
+def test_a_failed_record_after_the_effect_still_returns_its_result() -> None:
+    """The effect committed: the model must see its result (an error would invite a second
+    call under a new key); the entry stays ``committing`` for a recovery to re-drive."""
+    store = MemoryStore()
+    rec = Recorder(store, charge_card)
+    original = rec.__call__
+
+    def perform(effect: Any) -> Any:
+        if (
+            isinstance(effect, StoreOp)
+            and effect.method == "put_ledger"
+            and effect.args[-1].state == "done"
+        ):
+            raise OSError("disk full")
+        return original(effect)
+
+    binding = DurableBinding(tenant=TENANT, workflow_id="wf", marker="[wf/p]", attempt=1)
+    program = charge_card.program(binding, (), {"amount_cents": 1, "ctx": context()})
+    assert run_program(program, perform).startswith("charged 1")
+    assert store.get_ledger(TENANT, "chat-1", "call-1") == LedgerEntry.committing()
+    assert store.get_journal(TENANT, "chat-1") is None

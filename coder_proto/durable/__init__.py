@@ -64,7 +64,14 @@ from .step import (
     step_program,
     turn_outcome,
 )
-from .store import AsyncDurableStore, DurableStore, MemoryStore, StoreCall, StoreOp
+from .store import (
+    AsyncDurableStore,
+    DurableStore,
+    MemoryStore,
+    StoreCall,
+    StoreOp,
+    store_call,
+)
 from .tools import (
     CrashSafeTool,
     DurableBinding,
@@ -131,5 +138,6 @@ __all__ = [
     "run_program",
     "step_marker",
     "step_program",
+    "store_call",
     "turn_outcome",
 ]

@@ -62,7 +62,7 @@ from .recovery import (
     StructuredAnswer,
 )
 from .scan import default_step, marked_prompt, step_marker
-from .store import StoreOp
+from .store import store_call
 from .tools import DurableBinding
 
 __all__ = [
@@ -223,10 +223,6 @@ class DurableStepResult:
     result: Any = None
 
 
-def _op(method: str, *args: Any) -> StoreOp:
-    return StoreOp(method, args)
-
-
 def latest_step(checkpoint: Checkpoint, entry: JournalEntry | None) -> str | None:
     """The marker of the step sent last on the checkpointed chat: the journal's when it names
     a step that has not finished (a later send, written ahead of it), else the checkpoint's."""
@@ -240,15 +236,13 @@ def step_program(plan: StepPlan) -> Generator[Any, Any, DurableStepResult]:
     marker = plan.marker
     prompt = marked_prompt(marker, plan.prompt)
     tenant, workflow_id = plan.tenant, plan.workflow_id
-    get = _op("get_checkpoint", tenant, workflow_id)
-    checkpoint: Checkpoint | None = get.check((yield get))
+    checkpoint: Checkpoint | None = yield from store_call("get_checkpoint", tenant, workflow_id)
     chat_id = checkpoint.chat_id if checkpoint is not None else None
     cursor = checkpoint.last_seen_message_id if checkpoint is not None else None
     attempts = 0
     if checkpoint is not None:
         assert chat_id is not None
-        read = _op("get_journal", tenant, chat_id)
-        entry: JournalEntry | None = read.check((yield read))
+        entry: JournalEntry | None = yield from store_call("get_journal", tenant, chat_id)
         if marker in checkpoint.steps and marker != latest_step(checkpoint, entry):
             # A replay of a step that finished before later ones: history answers it, and
             # the chat (the later step's now) is left alone.
@@ -273,7 +267,7 @@ def step_program(plan: StepPlan) -> Generator[Any, Any, DurableStepResult]:
             if newest is not None and newest > (cursor or 0):
                 cursor = newest
             if outcome.recovered:
-                yield _op(
+                yield from store_call(
                     "put_checkpoint",
                     tenant,
                     workflow_id,
@@ -296,7 +290,7 @@ def step_program(plan: StepPlan) -> Generator[Any, Any, DurableStepResult]:
             attempts = outcome.attempts
         wall = yield WallClock()
         # Write-ahead, before the send: no entry proves no send of this attempt started.
-        yield _op(
+        yield from store_call(
             "put_journal",
             tenant,
             chat_id,
@@ -312,7 +306,7 @@ def step_program(plan: StepPlan) -> Generator[Any, Any, DurableStepResult]:
     )
     # The guide's ``finally``: checkpoint even when the turn failed.
     for stranded in report.stranded_chat_ids:
-        yield _op("add_stranded", tenant, workflow_id, stranded)
+        yield from store_call("add_stranded", tenant, workflow_id, stranded)
     if report.chat_id is not None:
         outcome_kind = turn_outcome(report)
         steps = (
@@ -322,7 +316,7 @@ def step_program(plan: StepPlan) -> Generator[Any, Any, DurableStepResult]:
         )
         if outcome_kind == OUTCOME_FINISHED and marker not in steps:
             steps = (*steps, marker)
-        yield _op(
+        yield from store_call(
             "put_checkpoint",
             tenant,
             workflow_id,
@@ -337,9 +331,9 @@ def step_program(plan: StepPlan) -> Generator[Any, Any, DurableStepResult]:
     elif report.stranded_chat_ids:
         # The session was discarded; a claim a crash-safe tool wrote for the dead chat must
         # not be resumed ("clear the eagerly checkpointed id yourself").
-        current: Checkpoint | None = get.check((yield get))
+        current: Checkpoint | None = yield from store_call("get_checkpoint", tenant, workflow_id)
         if current is not None and current.chat_id in report.stranded_chat_ids:
-            yield _op("delete_checkpoint", tenant, workflow_id)
+            yield from store_call("delete_checkpoint", tenant, workflow_id)
     if report.error is not None:
         raise report.error
     result = report.result

@@ -18,11 +18,13 @@ the effect"). Nothing needs multi-record transactions.
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from typing import Any, Final, Protocol, runtime_checkable
 
 import attrs
 
 from ..errors import CoderAgentError
+from .errors import DurableStoreError
 from .records import (
     Checkpoint,
     JournalEntry,
@@ -38,6 +40,7 @@ __all__ = [
     "MemoryStore",
     "StoreCall",
     "StoreOp",
+    "store_call",
 ]
 
 
@@ -157,6 +160,24 @@ class StoreOp:
                 + " or ".join(k.__name__ for k in kinds)
             )
         return value
+
+
+def store_call(method: str, *args: Any) -> Generator[StoreOp, Any, Any]:
+    """In an effect program: ``value = yield from store_call(method, *args)`` yields one
+    ``StoreOp`` and returns its checked value. Whatever the store raised (the adapter throws
+    it back in), or a value of the wrong type, becomes ``DurableStoreError`` with the store's
+    exception as its cause."""
+    op = StoreOp(method, args)
+    try:
+        value = yield op
+    except Exception as exc:
+        raise DurableStoreError(
+            f"the durable store's {method} failed: {type(exc).__name__}: {exc}"
+        ) from exc
+    try:
+        return op.check(value)
+    except CoderAgentError as exc:
+        raise DurableStoreError(exc.message) from exc
 
 
 @attrs.frozen(kw_only=True)

@@ -47,6 +47,7 @@ import attrs
 from ..errors import CoderAgentError
 from ..tools import Tool, ToolContext, encode_output
 from .effects import Invoke, WallClock
+from .errors import DurableStoreError
 from .records import (
     DEFAULT_TENANT,
     DONE,
@@ -58,7 +59,7 @@ from .records import (
     check_key_part,
     idempotency_key,
 )
-from .store import StoreOp
+from .store import StoreOp, store_call
 
 __all__ = [
     "CrashSafeTool",
@@ -162,37 +163,38 @@ class CrashSafeTool(Tool):
         )
         if self.inner_context is not None:
             call_kwargs[self.inner_context] = durable if self.wants_durable else context
-        get = StoreOp("get_ledger", (tenant, chat_id, call_id))
-        entry: LedgerEntry | None = get.check((yield get))
+        entry: LedgerEntry | None = yield from store_call("get_ledger", tenant, chat_id, call_id)
         if entry is not None and entry.state == DONE:
             logger.info("tool call %s already committed; returning its recorded output", call_id)
             return entry.output
         if binding.workflow_id is not None:
-            claim = StoreOp("get_checkpoint", (tenant, binding.workflow_id))
-            checkpoint: Checkpoint | None = claim.check((yield claim))
+            checkpoint: Checkpoint | None = yield from store_call(
+                "get_checkpoint", tenant, binding.workflow_id
+            )
             if checkpoint is None:
-                yield StoreOp(
-                    "put_checkpoint",
-                    (
-                        tenant,
-                        binding.workflow_id,
-                        Checkpoint(chat_id=chat_id, step=binding.marker, outcome=OUTCOME_IN_FLIGHT),
-                    ),
-                )
+                claim = Checkpoint(chat_id=chat_id, step=binding.marker, outcome=OUTCOME_IN_FLIGHT)
+                yield from store_call("put_checkpoint", tenant, binding.workflow_id, claim)
         if entry is None:
-            yield StoreOp("put_ledger", (tenant, chat_id, call_id, LedgerEntry.committing()))
+            # Write-ahead: if this fails, the effect must not happen (the tool fails instead).
+            yield from store_call("put_ledger", tenant, chat_id, call_id, LedgerEntry.committing())
         value = yield Invoke(args=tuple(args), kwargs=call_kwargs)
         output = encode_output(value)
-        yield StoreOp("put_ledger", (tenant, chat_id, call_id, LedgerEntry.done(output)))
-        if binding.marker is not None and binding.attempt is not None:
-            # The live loop answers this attempt's pause with recorded results: a run found
-            # live after a crash from here on is doing the step's work, so recovery lets it
-            # finish instead of cutting it down (the guide's journaled "resumed").
-            wall = yield WallClock()
-            entry_after = JournalEntry(
-                state=RESUMED, marker=binding.marker, attempt=binding.attempt, at=float(wall)
-            )
-            yield StoreOp("put_journal", (tenant, chat_id, entry_after))
+        try:
+            yield from store_call("put_ledger", tenant, chat_id, call_id, LedgerEntry.done(output))
+            if binding.marker is not None and binding.attempt is not None:
+                # The live loop answers this attempt's pause with recorded results: a run
+                # found live after a crash from here on is doing the step's work, so recovery
+                # lets it finish instead of cutting it down (the guide's journaled "resumed").
+                wall = yield WallClock()
+                resumed = JournalEntry(
+                    state=RESUMED, marker=binding.marker, attempt=binding.attempt, at=float(wall)
+                )
+                yield from store_call("put_journal", tenant, chat_id, resumed)
+        except DurableStoreError as exc:
+            # The effect committed: the model must see its result, never an error that invites
+            # a second call under a new key. The entry stays "committing", which a recovery
+            # resolves by re-driving with the same key.
+            logger.warning("recording tool call %s after its effect failed: %s", call_id, exc)
         return value
 
 
