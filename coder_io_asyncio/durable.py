@@ -522,8 +522,7 @@ async def run_turn(
                 error, cancelled = exc, True
             except Exception as exc:
                 error = exc
-            # Never dispose of the agent: disposal archives, and archiving ends resumability.
-            return TurnReport(
+            report = TurnReport(
                 result=result,
                 error=error,
                 cancelled=cancelled,
@@ -531,6 +530,10 @@ async def run_turn(
                 last_seen_message_id=agent.last_seen_message_id,
                 stranded_chat_ids=agent.stranded_chat_ids,
             )
+            # Never archive: archiving ends resumability. Closing waits (bounded) for the
+            # interrupt a timeout or cancellation fired, before the checkpoint is written.
+            await agent.aclose(archive=False)
+            return report
 
         result: DurableStepResult = await _run_effects(step_program(plan), perform)
         return result
