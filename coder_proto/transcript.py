@@ -1141,11 +1141,13 @@ def parse_transcript(source: str | bytes | Iterable[str]) -> Transcript:
             source = source.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise TranscriptError(f"not UTF-8 text (byte {exc.start})") from None
-    lines: Iterable[str] = source.splitlines() if isinstance(source, str) else source
+    # Only "\n" ends a line: str.splitlines() would also split at U+0085 or U+2028, which
+    # JSON text written without ASCII escapes may hold.
+    lines: Iterable[str] = source.split("\n") if isinstance(source, str) else source
     header: Header | None = None
     records: list[Record] = []
     for number, raw in enumerate(lines, 1):
-        text = raw.strip()
+        text = raw.strip(" \t\r\n")
         if not text:
             continue
         try:
@@ -1351,7 +1353,9 @@ class _PassiveDecoder:
             else:
                 self.done = True
         except (h11.ProtocolError, ParseFailed, ValueError, UnicodeError) as exc:
-            if self._status is not None and self._frames is None:
+            if data is None and self._frames is None and self._status is None:
+                pass  # the peer hung up before answering: an ordinary ending
+            elif self._status is not None and self._frames is None:
                 out.append(_Decoded("reject", (self._status, bytes(self._body))))
             else:
                 out.append(_Decoded("error", f"WebSocket protocol error: {exc}"))

@@ -1,0 +1,229 @@
+"""Offline replay through the core (``coder_proto.replay``): a recorded session replays to the
+same outcome, deterministically, and anything the transcript lacks is a divergence, never a
+hang or a stray exception (DESIGN rule 2)."""
+
+from __future__ import annotations
+
+import json
+
+import attrs
+import pytest
+
+from coder_proto.errors import CoderAgentError
+from coder_proto.parts import Finish, StreamStart, TextDelta
+from coder_proto.replay import NOT_RECORDED, replay, text_frame
+from coder_proto.transcript import (
+    Header,
+    RestExchange,
+    ToolRun,
+    Transcript,
+    TranscriptError,
+    TranscriptSettings,
+    TurnEnd,
+    TurnStarted,
+    WsEnd,
+    WsError,
+    WsFrame,
+    WsReject,
+    parse_transcript,
+)
+from coder_proto.websocket import WebSocketClient, WsText
+from fuzz.pipeline import handshake_response
+from fuzz.seeds import SCENARIOS, record
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_a_recorded_session_replays_to_the_live_outcome(name: str) -> None:
+    """Every fake-model scenario (text, reasoning, tool loops, server tools, drops, redials,
+    promotions, a lost action_required, errors, a timeout, a cancellation) replays to what the
+    live run produced, without divergence and using every recorded exchange."""
+    text, _ = record(name)
+    result = replay(parse_transcript(text))
+    assert result.turns
+    for turn in result.turns:
+        assert turn.recorded is not None
+        assert turn.summary() == json.loads(json.dumps(turn.summary()))
+        assert turn.matches_recording, (turn.summary(), turn.recorded)
+    assert result.divergences == ()
+    assert result.unused_exchanges == ()
+    assert result.faithful
+
+
+@pytest.mark.parametrize("name", ["client_tool_loop", "drops_in_tool_loop", "multi_turn"])
+def test_replay_is_deterministic(name: str) -> None:
+    text, _ = record(name)
+    transcript = parse_transcript(text)
+    first, second = replay(transcript), replay(transcript)
+    assert first.to_json() == second.to_json()
+    assert [t.parts for t in first.turns] == [t.parts for t in second.turns]
+
+
+def test_generate_mode_turns_report_every_output_part() -> None:
+    """A generate turn delivers no parts live; the replay still reports all of them."""
+    text, _ = record("plain_text")
+    turn = replay(parse_transcript(text)).turns[0]
+    assert turn.mode == "generate"
+    assert isinstance(turn.parts[0], StreamStart)
+    assert isinstance(turn.parts[-1], Finish)
+    streamed = "".join(p.delta for p in turn.parts if isinstance(p, TextDelta))
+    assert streamed == turn.result.text  # type: ignore[union-attr]
+    assert turn.to_json()["parts"][0] == {"type": "stream-start", "warnings": []}
+
+
+def _without(text: str, predicate: object) -> Transcript:
+    transcript = parse_transcript(text)
+    records = tuple(r for r in transcript.records if not predicate(r))  # type: ignore[operator]
+    return attrs.evolve(transcript, records=records)
+
+
+def test_a_request_missing_from_the_transcript_fails_and_is_listed() -> None:
+    text, _ = record("plain_text")
+    transcript = _without(text, lambda r: isinstance(r, RestExchange) and r.op == "create_chat")
+    result = replay(transcript)
+    assert any("create_chat" in d and NOT_RECORDED in d for d in result.divergences)
+    error = result.turns[0].error
+    assert isinstance(error, CoderAgentError)
+    assert result.turns[0].matches_recording is False
+    assert not result.faithful
+
+
+def test_a_transcript_that_ends_mid_turn_cancels_the_turn() -> None:
+    """Nothing left to hear and nothing to wait for: the turn is reported incomplete."""
+    text, _ = record("plain_text")
+    transcript = parse_transcript(text)
+    frames = [i for i, r in enumerate(transcript.records) if isinstance(r, WsFrame)]
+    cut = attrs.evolve(transcript, records=transcript.records[: frames[0]])
+    result = replay(cut)
+    error = result.turns[0].error
+    assert isinstance(error, TranscriptError)
+    assert "ended before the turn finished" in str(error)
+    assert result.divergences
+
+
+def test_missing_connections_and_tool_runs_are_divergences() -> None:
+    text, _ = record("client_tool_loop")
+    transcript = _without(text, lambda r: isinstance(r, ToolRun))
+    result = replay(transcript)
+    assert any("tool call" in d for d in result.divergences)
+    transcript = _without(text, lambda r: type(r).__name__.startswith("Ws"))
+    result = replay(transcript)
+    assert any("connection" in d for d in result.divergences)
+    assert isinstance(result.turns[0].error, CoderAgentError)
+
+
+def test_a_changed_request_body_is_a_divergence() -> None:
+    text, _ = record("plain_text")
+    transcript = parse_transcript(text)
+    records = []
+    for r in transcript.records:
+        if isinstance(r, TurnStarted):
+            r = TurnStarted(t=r.t, mode=r.mode, prompt=_prompt("something else"))  # type: ignore[arg-type]
+        records.append(r)
+    result = replay(attrs.evolve(transcript, records=tuple(records)))
+    assert any("request body differs" in d for d in result.divergences)
+
+
+def _prompt(text: str) -> tuple[object, ...]:
+    from coder_proto.prompt import normalize_prompt
+
+    return normalize_prompt(text)
+
+
+def _minimal(*records: object, **settings: object) -> Transcript:
+    header = Header(
+        base_url="http://h", settings=TranscriptSettings(organization_id="org", **settings)
+    )  # type: ignore[arg-type]
+    return Transcript(header=header, records=tuple(records))  # type: ignore[arg-type]
+
+
+def _chat(status: int = 201) -> RestExchange:
+    body = {
+        "id": "chat-1",
+        "organization_id": "org",
+        "owner_id": "u",
+        "title": "t",
+        "status": "running",
+        "created_at": "",
+        "updated_at": "",
+        "archived": False,
+    }
+    return RestExchange(
+        t=0.01,
+        sent=0.0,
+        op="create_chat",
+        method="POST",
+        path="/api/v2/chats",
+        status=status,
+        response=body if status < 300 else {"message": "nope"},
+    )
+
+
+def test_a_recorded_network_error_and_api_error_replay_as_such() -> None:
+    turn = TurnStarted(t=0, mode="generate", prompt=_prompt("hi"))  # type: ignore[arg-type]
+    failed = RestExchange(
+        t=0.1,
+        sent=0,
+        op="create_chat",
+        method="POST",
+        path="/api/v2/chats",
+        error="connection refused",
+    )
+    result = replay(_minimal(turn, failed))
+    assert "connection refused" in str(result.turns[0].error)
+    result = replay(_minimal(turn, _chat(status=401)))
+    assert getattr(result.turns[0].error, "status", None) == 401
+
+
+def test_rejections_protocol_errors_and_socket_failures_replay() -> None:
+    """The reader sees what it saw live: a terminal 404 rejection, a protocol violation, a
+    socket failure before the upgrade."""
+    turn = TurnStarted(t=0, mode="stream", prompt=_prompt("hi"))  # type: ignore[arg-type]
+    reject = replay(
+        _minimal(turn, _chat(), WsReject(t=0.02, conn=1, status=404, body='{"message":"gone"}'))
+    )
+    assert getattr(reject.turns[0].error, "status", None) == 404
+    broken = replay(_minimal(turn, _chat(), WsError(t=0.02, conn=1, message="x")))
+    assert isinstance(broken.turns[0].error, CoderAgentError)
+    failing = replay(
+        _minimal(
+            turn,
+            _chat(),
+            *[WsEnd(t=0.02 + i, conn=i + 1, how="failed", message="refused") for i in range(5)],
+        )
+    )
+    assert isinstance(failing.turns[0].error, CoderAgentError)
+    assert "consecutive connection failures" in str(failing.turns[0].error)
+
+
+def test_invalid_settings_in_the_header_are_a_transcript_error() -> None:
+    with pytest.raises(TranscriptError, match="settings"):
+        replay(_minimal(max_steps=0))
+
+
+def test_recorded_outcomes_attach_to_their_turn_and_sessions_without_turns_replay_empty() -> None:
+    result = replay(_minimal(TurnEnd(t=0, outcome={"text": "x"})))
+    assert result.turns == () and result.faithful
+
+
+def test_session_calls_replay_and_report_their_outcome() -> None:
+    text, world = record("multi_turn")
+    result = replay(parse_transcript(text))
+    assert result.calls == (("dispose", None),)
+    assert result.chat_id == world.session.chat_id
+    assert result.last_seen_message_id == world.session.last_seen_message_id
+
+
+@pytest.mark.parametrize("size", [0, 125, 126, 65535, 65536, 70000])
+def test_replayed_frames_decode_to_the_recorded_text(size: int) -> None:
+    client = WebSocketClient("ws://h/", token=None)
+    request = client.initiate()
+    text = "é" * (size // 2) + "x" * (size % 2)
+    events = client.receive_data(handshake_response(request) + text_frame(text))
+    assert events[-1] == WsText(text)
+
+
+def test_a_frame_that_is_not_unicode_is_refused_by_the_client() -> None:
+    client = WebSocketClient("ws://h/", token=None)
+    request = client.initiate()
+    events = client.receive_data(handshake_response(request) + text_frame("\ud800"))
+    assert type(events[-1]).__name__ == "WsFailed"
