@@ -135,6 +135,7 @@ SCENARIOS = (
     ),
     # Archive at the end: killed after the archive landed, before the store forgot the chat.
     Scenario("archive-after-archived", ("archive/event:archive_chat",), BOTH),
+    Scenario("archive-after-forget", ("archive/after:forget_chat",), BOTH),
 )
 
 
