@@ -56,7 +56,8 @@ def make_server(recorder: Recorder, caplog: pytest.LogCaptureFixture) -> Iterato
     finally:
         for server in servers:
             server.stop()
-    texts = recorder.texts() + [_record_text(r) for r in caplog.records]
+    records = [r for when in ("setup", "call") for r in caplog.get_records(when)]
+    texts = recorder.texts() + [_record_text(r) for r in [*records, *caplog.records]]
     for server in servers:
         token = server.token
         leaks = [t for t in texts if token in t]
