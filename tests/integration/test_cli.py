@@ -63,6 +63,7 @@ def test_demo_uses_the_deployment_in_coder_url(
     assert main(["demo"]) == 0
     out = capsys.readouterr().out
     assert "Using the Coder deployment at $CODER_URL" in out
+    assert deployment.token not in out
     assert "[client tool call] get_weather" in out and "redials     0" in out
     # Leaving the agent archived the demo's chat.
     chats = deployment.model.chats
@@ -87,6 +88,8 @@ def test_run_streams_the_text_and_prints_how_to_continue(
     counters = deployment.counters
     assert counters.requests["create_chat"] == 1 and counters.requests["create_chat_message"] == 1
     assert counters.requests["get_messages"] == 0 and counters.requests["update_chat"] == 0
+    printed = first.out + first.err + second.out + second.err
+    assert deployment.token not in printed
 
 
 def test_run_json_prints_one_object(no_env: None, capsys: pytest.CaptureFixture[str]) -> None:
