@@ -66,6 +66,7 @@ from coder_proto.durable import (
     SweepResult,
     TurnReport,
     WallClock,
+    check_store,
     crash_safe,
     step_program,
 )
@@ -181,6 +182,7 @@ def bind_tools(
     through), as a name -> tool mapping for ``CoderAgent(tools=...)``. With ``workflow_id``
     (and the step's marker as ``step``), a crash-safe tool running on a chat no checkpoint
     names claims it for the workflow before its effect. ``run_turn`` binds its tools itself."""
+    check_store(store)
     binding = DurableBinding(tenant=tenant, workflow_id=workflow_id, marker=step)
     out: dict[str, Tool] = {}
     for name, item in tools_by_name(tools).items():
@@ -444,6 +446,7 @@ async def run_turn(
     ``base_url`` / ``token`` (``CODER_URL`` / ``CODER_SESSION_TOKEN``) with ``http_client`` and
     ``verify``; ``on_transport_event`` receives every transport event.
     """
+    check_store(store)
     tool_map = tools_by_name(tools)
     structured = StructuredOutput(output_type) if output_type is not None else None
     if commit_window is None:
@@ -559,6 +562,7 @@ async def archive_workflow(
     (409s retried within ``settle_deadline``, D10), then forget them in the store
     (``coder_proto.durable.ArchiveWorkflow``). ``archived`` is ``False`` when the workflow
     never created a chat."""
+    check_store(store)
     async with _client_for(
         client, base_url, token, http_client, verify, on_transport_event
     ) as chat_client:
@@ -593,6 +597,7 @@ async def sweep_orphans(
     accounts for, whatever its status (``coder_proto.durable.OrphanSweep``). Run it where the
     token is dedicated to the workflows using ``store``; with workers inside a first turn at
     the same time, pass ``min_age`` (seconds) longer than a first turn can take."""
+    check_store(store)
     async with _client_for(
         client, base_url, token, http_client, verify, on_transport_event
     ) as chat_client:

@@ -8,6 +8,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from coder_proto.durable import (
     HistoryScan,
@@ -160,3 +162,38 @@ def test_structured_recovery_takes_the_newest_valid_filing() -> None:
 
 def test_scan_repr_names_the_marker() -> None:
     assert "[wf/s2]" in repr(HistoryScan(M))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    turns=st.lists(st.tuples(st.booleans(), st.integers(0, 3)), max_size=12),
+    page_size=st.integers(1, 7),
+)
+def test_attempts_and_submission_do_not_depend_on_paging(
+    turns: list[tuple[bool, int]], page_size: int
+) -> None:
+    """For any history (user prompts with or without the marker, each followed by some
+    assistant messages) and any page size, the newest-first scan finds the trailing run of
+    marked prompts and whether the newest prompt is the step's, as a full read would."""
+    messages: list[ChatMessage] = []
+    for marked, replies in turns:
+        messages.append(msg(len(messages) + 1, "user", f"{M} x" if marked else "[wf/other] y"))
+        for _ in range(replies):
+            messages.append(msg(len(messages) + 1, "assistant", "answer"))
+    expected = 0
+    for marked, _ in reversed(turns):
+        if not marked:
+            break
+        expected += 1
+    scan = HistoryScan(M)
+    newest_first = list(reversed(messages))
+    before: int | None = None
+    for _ in range(100):
+        older = [m for m in newest_first if before is None or m.id < before]
+        chunk = older[:page_size]
+        scan.add(page(*chunk, more=len(older) > page_size))
+        before = scan.next_before_id
+        if before is None:
+            break
+    assert scan.attempts == expected
+    assert scan.submitted == bool(turns and turns[-1][0])

@@ -340,3 +340,11 @@ def test_sqlite_is_safe_across_processes(tmp_path: pathlib.Path) -> None:
             for n in range(40):
                 assert store.get_ledger(f"t{i}", "chat", f"call-{n}") == LedgerEntry.done(n)
         assert len(store.stranded_chats()) == 120
+
+
+def test_check_store_names_what_is_missing() -> None:
+    from coder_proto.durable import check_store
+
+    check_store(MemoryStore())
+    with pytest.raises(CoderAgentError, match="lacks get_checkpoint"):
+        check_store(object())

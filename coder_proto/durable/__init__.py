@@ -70,6 +70,7 @@ from .store import (
     MemoryStore,
     StoreCall,
     StoreOp,
+    check_store,
     store_call,
 )
 from .tools import (
@@ -125,6 +126,7 @@ __all__ = [
     "SweepResult",
     "TurnReport",
     "WallClock",
+    "check_store",
     "crash_safe",
     "default_step",
     "idempotency_key",

@@ -40,6 +40,7 @@ __all__ = [
     "MemoryStore",
     "StoreCall",
     "StoreOp",
+    "check_store",
     "store_call",
 ]
 
@@ -160,6 +161,16 @@ class StoreOp:
                 + " or ".join(k.__name__ for k in kinds)
             )
         return value
+
+
+def check_store(store: object) -> None:
+    """Raise ``CoderAgentError`` unless ``store`` has every method of the store protocol (a
+    ``DurableStore`` or an ``AsyncDurableStore``), before anything is sent."""
+    missing = [m for m in STORE_METHODS if not callable(getattr(store, m, None))]
+    if missing:
+        raise CoderAgentError(
+            f"{type(store).__name__} is not a durable store: it lacks " + ", ".join(missing)
+        )
 
 
 def store_call(method: str, *args: Any) -> Generator[StoreOp, Any, Any]:

@@ -238,13 +238,19 @@ def test_bind_tools_makes_an_agents_tools_crash_safe() -> None:
 
 
 def test_a_failing_store_fails_the_step_before_anything_is_sent() -> None:
-    class Broken:
+    class Broken(MemoryStore):
         def get_checkpoint(self, *args: Any) -> Any:
             raise OSError("database is locked")
 
     async def test(server: FakeCoderServer) -> None:
         with pytest.raises(DurableStoreError, match="locked"):
             await run_turn("wf-5", "Say hi.", **options(server, Broken()))
+        with pytest.raises(CoderAgentError, match="not a durable store: it lacks"):
+            await run_turn("wf-5", "Say hi.", **options(server, object()))
+        with pytest.raises(CoderAgentError, match="not a durable store"):
+            bind_tools([charge_card], store=None)
+        with pytest.raises(CoderAgentError, match="brackets"):
+            await run_turn("wf[5]", "Say hi.", **options(server, MemoryStore()))
         assert server.model.chats == {}
 
     serve(test)
