@@ -59,6 +59,7 @@ from coder_proto.durable import (
     Invoke,
     MemoryStore,
     OrphanSweep,
+    RelayedRequest,
     RunAgentTurn,
     StepPlan,
     StoreCall,
@@ -72,7 +73,7 @@ from coder_proto.durable import (
 )
 from coder_proto.errors import CoderAgentError
 from coder_proto.parts import ToolCall
-from coder_proto.rest import HttpRequest, HttpResponse
+from coder_proto.rest import HttpResponse
 from coder_proto.tools import Tool, tools_by_name
 
 from ._driver import VerifyTypes
@@ -222,53 +223,6 @@ def _tool_runner(
 # -- driving durable machines ---------------------------------------------------------------------
 
 
-class _Failure:
-    __slots__ = ("message",)
-
-    def __init__(self, message: str) -> None:
-        self.message = message
-
-
-class _OneRequest:
-    """A one-request machine for the client's driver: a durable machine's request (already
-    prefixed by the shared selector) sent with the driver's HTTP client, token and events."""
-
-    def __init__(self, request: HttpRequest) -> None:
-        self._pending: list[Any] = [SendRequest(request_id=1, request=request)]
-        self._outcome: HttpResponse | _Failure | None = None
-        self._done = False
-
-    @property
-    def done(self) -> bool:
-        return self._done
-
-    def actions(self) -> list[Any]:
-        out, self._pending = self._pending, []
-        return out
-
-    def next_deadline(self) -> float | None:
-        return None
-
-    def tick(self, now: float) -> None:
-        pass
-
-    def response_received(self, request_id: int, response: HttpResponse, now: float) -> None:
-        if not self._done:
-            self._outcome, self._done = response, True
-
-    def request_failed(self, request_id: int, message: str, now: float) -> None:
-        if not self._done:
-            self._outcome, self._done = _Failure(message), True
-
-    def cancel(self, now: float, reason: BaseException | None = None) -> None:
-        if not self._done:
-            self._pending = [CancelRequest(request_id=1)]
-            self._outcome, self._done = _Failure("cancelled"), True
-
-    def result(self) -> HttpResponse | _Failure | None:
-        return self._outcome
-
-
 async def _drive(
     machine: DurableMachine[Any],
     client: CoderChatClient,
@@ -282,12 +236,11 @@ async def _drive(
     tasks: dict[tuple[str, int], asyncio.Task[None]] = {}
 
     async def send(action: SendRequest) -> None:
-        outcome = await client.driver.run(_OneRequest(action.request))
+        outcome = await client.driver.run(RelayedRequest(action.request))
         if isinstance(outcome, HttpResponse):
             machine.response_received(action.request_id, outcome, _now())
         else:
-            message = outcome.message if outcome is not None else "no response"
-            machine.request_failed(action.request_id, message, _now())
+            machine.request_failed(action.request_id, outcome, _now())
         wake.set()
 
     async def call_store(action: StoreCall) -> None:

@@ -17,7 +17,7 @@ from .cleanup import (
 )
 from .effects import Invoke, WallClock
 from .errors import DurableStoreError, RecoveryError
-from .machine import DurableMachine
+from .machine import DurableMachine, RelayedRequest
 from .records import (
     COMMITTING,
     CUT_SHORT,
@@ -117,6 +117,7 @@ __all__ = [
     "Recovery",
     "RecoveryError",
     "RecoveryOutcome",
+    "RelayedRequest",
     "RunAgentTurn",
     "StepPlan",
     "StoreCall",

@@ -5,6 +5,10 @@ A ``DurableMachine`` speaks the action vocabulary of ``coder_proto.actions`` (``
 (``coder_proto.durable.store``). Its extra inputs are ``store_result(call_id, value, now)``,
 ``store_failed(call_id, error, now)`` and ``tool_results(outcomes, now)``. An adapter drives
 it like any other machine and performs store calls on the durable store it was given.
+
+``RelayedRequest`` lets an adapter hand one of a durable machine's requests (already routed by
+the shared prefix selector) to the driver it uses for every other machine, so the request
+gets that driver's HTTP client, session token and transport events.
 """
 
 from __future__ import annotations
@@ -13,16 +17,17 @@ import itertools
 from collections.abc import Sequence
 from typing import Any, Final, TypeVar
 
-from ..actions import RunTools, ToolOutcome
+from ..actions import Action, CancelRequest, RunTools, SendRequest, ToolOutcome
 from ..errors import CoderAgentError
 from ..machine import CoreMachine, Wait
 from ..parts import ToolCall
 from ..prefix import PrefixSelector
+from ..rest import HttpRequest, HttpResponse
 from ..turn import normalize_outcomes
 from .errors import DurableStoreError
 from .store import StoreCall, StoreOp
 
-__all__ = ["DurableMachine"]
+__all__ = ["DurableMachine", "RelayedRequest"]
 
 T = TypeVar("T")
 
@@ -109,3 +114,48 @@ class DurableMachine(CoreMachine[T]):
         finally:
             self._tool_calls = None
             self._tool_outcomes = None
+
+
+class RelayedRequest:
+    """A one-request machine: sends ``request`` as it is (no prefix selection: it was routed
+    already) and finishes with the ``HttpResponse``, or with the network failure's message
+    (a ``str``). Cancelling it abandons the request."""
+
+    def __init__(self, request: HttpRequest) -> None:
+        self.request = request
+        self._pending: list[Action] = [SendRequest(request_id=1, request=request)]
+        self._outcome: HttpResponse | str = "the request was abandoned"
+        self._done = False
+
+    def __repr__(self) -> str:
+        return f"RelayedRequest(op={self.request.op!r}, done={self._done})"
+
+    @property
+    def done(self) -> bool:
+        return self._done
+
+    def actions(self) -> list[Action]:
+        out, self._pending = self._pending, []
+        return out
+
+    def next_deadline(self) -> float | None:
+        return None
+
+    def tick(self, now: float) -> None:
+        """Nothing waits on time here."""
+
+    def response_received(self, request_id: int, response: HttpResponse, now: float) -> None:
+        if not self._done:
+            self._outcome, self._done = response, True
+
+    def request_failed(self, request_id: int, message: str, now: float) -> None:
+        if not self._done:
+            self._outcome, self._done = message, True
+
+    def cancel(self, now: float, reason: BaseException | None = None) -> None:
+        if not self._done:
+            self._pending = [CancelRequest(request_id=1)]
+            self._done = True
+
+    def result(self) -> HttpResponse | str:
+        return self._outcome
