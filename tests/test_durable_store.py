@@ -367,6 +367,7 @@ def test_a_relayed_request_reports_its_response_failure_or_cancellation() -> Non
     assert relay.done and relay.result() is response and "get_chat" in repr(relay)
     failed = RelayedRequest(request)
     failed.request_failed(1, "connection refused", 1.0)
+    failed.response_received(1, response, 1.0)
     assert failed.result() == "connection refused"
     cancelled = RelayedRequest(request)
     cancelled.actions()
