@@ -46,13 +46,17 @@ Interface for the adapters' public classes (stable; changes are announced here):
   and tests);
 * ``await driver.wait_background(timeout)`` and ``await driver.aclose()``;
 * ``transport_sink(on_transport_event)``: the ``TransportEventSink`` for a user callback
-  (sync or async), with ``time.time`` timestamps.
+  (sync or async), with ``time.time`` timestamps;
+* ``recorder`` (a ``coder_proto.transcript.Recorder`` or ``None``): told about every turn, REST
+  exchange, chunk read from a session's stream socket, tool run, cancellation and session
+  call, with the ``now`` fed to the machine (transcripts, ``docs/transcripts.md``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import inspect
 import itertools
 import logging
@@ -75,18 +79,21 @@ from coder_proto.actions import (
     SendRequest,
     ToolOutcome,
 )
+from coder_proto.cleanup import SessionArchive, SessionDispose, SessionInterrupt
 from coder_proto.client import CONNECT_TIMEOUT, emits_transport_events
 from coder_proto.constants import BACKGROUND_TASK_BOUND, SESSION_TOKEN_HEADER
 from coder_proto.errors import CoderAgentError
 from coder_proto.parts import ToolCall
 from coder_proto.rest import HttpRequest, HttpResponse
 from coder_proto.session import Session
+from coder_proto.transcript import Recorder
 from coder_proto.transport_events import (
     HttpErrorEvent,
     HttpRequestEvent,
     HttpResponseEvent,
     TransportEventSink,
 )
+from coder_proto.turn import Turn
 
 __all__ = [
     "Driver",
@@ -343,7 +350,56 @@ class Run(Generic[T]):
             await self.wait_changed()
 
 
-class Driver:
+class _Recording:
+    """The driver's recorder calls (``Driver.recorder``; docs/transcripts.md)."""
+
+    base_url: str
+    recorder: Recorder | None
+    _recording: bool
+
+    def _record_begin(self, session: Session | None, now: float) -> None:
+        recorder = self.recorder
+        if recorder is not None and not self._recording:
+            self._recording = True
+            created = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+            config = session.config if session is not None else None
+            recorder.begin(base_url=self.base_url, config=config, created_at=created, now=now)
+
+    def _record_start(self, machine: Any, session: Session) -> None:
+        recorder = self.recorder
+        assert recorder is not None
+        now = time.monotonic()
+        self._record_begin(session, now)
+        if isinstance(machine, Turn):
+            recorder.turn_started(
+                mode=machine.mode,
+                prompt=list(machine._messages),
+                now=now,
+                tools=machine.tools if machine.tools != session.config.tools else None,
+                warnings=machine.warnings,
+                single_segment=machine.single_segment,
+            )
+        elif isinstance(machine, SessionInterrupt):
+            recorder.session_call(
+                "interrupt", now, wait=machine._wait_for_settle, timeout=machine._timeout
+            )
+        elif isinstance(machine, SessionArchive):
+            recorder.session_call("archive", now)
+        elif isinstance(machine, SessionDispose):
+            recorder.session_call("dispose", now)
+
+    def _record_action(self, action: Action) -> None:
+        recorder = self.recorder
+        assert recorder is not None
+        if isinstance(action, OpenConnection):
+            recorder.connection_opened(action, time.monotonic())
+        elif isinstance(action, SendData):
+            recorder.data_sent(action.conn_id, action.data, time.monotonic())
+        elif isinstance(action, CloseConnection):
+            recorder.connection_closed(action.conn_id, time.monotonic())
+
+
+class Driver(_Recording):
     """Performs core actions on asyncio for one client (see the module docstring).
 
     ``http_client``: a user-supplied ``httpx.AsyncClient`` is used as is (its timeouts and
@@ -360,8 +416,12 @@ class Driver:
         http_client: httpx.AsyncClient | None = None,
         verify: VerifyTypes = True,
         sink: TransportEventSink | None = None,
+        recorder: Recorder | None = None,
     ) -> None:
         self.base_url = base_url
+        #: Observes what crosses the wire (``coder_proto.transcript.Recorder``), or ``None``.
+        self.recorder = recorder
+        self._recording = False
         self._token = token
         self._ssl = ssl_context(verify)
         self.sink = sink if sink is not None else TransportEventSink()
@@ -421,6 +481,8 @@ class Driver:
         if self._closed:
             raise CoderAgentError("this client is closed")
         scope = self._session_entry(session).scope if session is not None else None
+        if self.recorder is not None and session is not None:
+            self._record_start(machine, session)
         entry = _Entry(machine, scope or _Scope(machine=machine), tools=tools)
         run: Run[T] = Run(self, entry)
         entry.run = run
@@ -549,6 +611,12 @@ class Driver:
             if not entry.machine.done:
                 keep.append(entry)
                 continue
+            if self.recorder is not None and isinstance(entry.machine, Turn):
+                machine = entry.machine
+                self.recorder.turn_finished(
+                    machine.error if machine.error is not None else machine.result(),
+                    time.monotonic(),
+                )
             for task in entry.requests.values():
                 task.cancel()
             entry.requests.clear()
@@ -585,7 +653,10 @@ class Driver:
     def _cancel(self, entry: _Entry, reason: BaseException | None) -> None:
         if entry.machine.done:
             return
-        entry.machine.cancel(time.monotonic(), reason)
+        now = time.monotonic()
+        if self.recorder is not None and isinstance(entry.machine, Turn):
+            self.recorder.cancelled(reason, now)
+        entry.machine.cancel(now, reason)
         self._settle()
 
     # -- actions -----------------------------------------------------------------------------
@@ -597,6 +668,8 @@ class Driver:
         return task
 
     def _perform(self, entry: _Entry, action: Action) -> None:
+        if self.recorder is not None and entry.scope.session is not None:
+            self._record_action(action)
         if isinstance(action, SendData):
             conn = self._conns.get((entry.scope, action.conn_id))
             if conn is not None and not conn.closed:
@@ -688,13 +761,19 @@ class Driver:
         except asyncio.CancelledError:
             if observed and not answered:
                 self._http_error(event_id, request, "request cancelled", started)
+            if self.recorder is not None:
+                self.recorder.rest_exchange(request, None, sent=started, now=time.monotonic())
             raise
         except Exception as exc:
             message = self._scrub(_describe(exc))
             if observed and not answered:
                 self._http_error(event_id, request, message, started)
             self._finish_request(entry, request_id)
-            entry.machine.request_failed(request_id, message, time.monotonic())
+            now = time.monotonic()
+            if self.recorder is not None:
+                self._record_begin(entry.scope.session, now)
+                self.recorder.rest_exchange(request, None, sent=started, now=now, error=message)
+            entry.machine.request_failed(request_id, message, now)
             self._settle()
             return
         self._finish_request(entry, request_id)
@@ -704,7 +783,11 @@ class Driver:
             headers=tuple((k.lower(), v) for k, v in response.headers.multi_items()),
             reason=response.reason_phrase,
         )
-        entry.machine.response_received(request_id, answer, time.monotonic())
+        now = time.monotonic()
+        if self.recorder is not None:
+            self._record_begin(entry.scope.session, now)
+            self.recorder.rest_exchange(request, answer, sent=started, now=now)
+        entry.machine.response_received(request_id, answer, now)
         self._settle()
 
     def _finish_request(self, entry: _Entry, request_id: int) -> None:
@@ -783,6 +866,14 @@ class Driver:
             return
         target = conn.scope.target()
         now = time.monotonic()
+        recorder = self.recorder
+        if recorder is not None and conn.scope.session is not None:
+            if kind == "data":
+                recorder.data_received(conn.conn_id, payload, now)
+            elif kind == "lost":
+                recorder.connection_lost(conn.conn_id, now)
+            elif kind == "failed":
+                recorder.connection_failed(conn.conn_id, payload, now)
         if kind == "data":
             target.data_received(conn.conn_id, payload, now)
         elif kind == "made":
@@ -801,6 +892,7 @@ class Driver:
     # -- tools -------------------------------------------------------------------------------
 
     async def _run_tools(self, entry: _Entry, calls: tuple[ToolCall, ...]) -> None:
+        sent = time.monotonic()
         outcomes: Sequence[ToolOutcome] = ()
         if entry.tools is not None:
             try:
@@ -813,5 +905,8 @@ class Driver:
                 outcomes = ()
         if entry.tool_task is asyncio.current_task():
             entry.tool_task = None
-        entry.machine.tool_results(list(outcomes), time.monotonic())
+        now = time.monotonic()
+        if self.recorder is not None:
+            self.recorder.tools_run(calls, list(outcomes), sent=sent, now=now)
+        entry.machine.tool_results(list(outcomes), now)
         self._settle()

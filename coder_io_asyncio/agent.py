@@ -50,6 +50,7 @@ from coder_proto.history import FileUrlResolver, UIMessage, to_ui_messages
 from coder_proto.operations import ChatCost
 from coder_proto.parts import OutputPart, TextDelta, ToolCall
 from coder_proto.tools import Tool
+from coder_proto.transcript import Recorder
 from coder_proto.transport_events import TransportEventSink
 from coder_proto.turn import Turn
 from coder_proto.wire.chats import ChatModelConfig
@@ -114,6 +115,7 @@ class CoderAgent:
         token: str | None = None,
         http_client: httpx.AsyncClient | None = None,
         verify: VerifyTypes = True,
+        recorder: Recorder | None = None,
     ) -> None:
         if client is not None:
             if base_url is not None or token is not None or http_client is not None:
@@ -129,11 +131,15 @@ class CoderAgent:
                 http_client=http_client,
                 verify=verify,
                 on_transport_event=on_transport_event,
+                recorder=recorder,
             )
             self._owns_client = True
             sink = client.sink
         self._client = client
         self._driver: Driver = client.driver
+        if recorder is not None:
+            # Transcripts (docs/transcripts.md): the driver reports what crosses the wire.
+            self._driver.recorder = recorder
         self._core = AgentCore(
             base_url=client.settings.base_url,
             token=client.settings.token,
@@ -197,7 +203,10 @@ class CoderAgent:
 
     def reset_session(self) -> None:
         """Start a fresh chat on the next turn (H.1); a paused stream is closed."""
-        actions = self._core.session.reset_session(_now())
+        now = _now()
+        if self._driver.recorder is not None:
+            self._driver.recorder.session_call("reset_session", now)
+        actions = self._core.session.reset_session(now)
         if actions:
             self._driver.perform(actions, session=self._core.session)
 

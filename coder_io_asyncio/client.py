@@ -37,6 +37,7 @@ from coder_proto.client import (
 from coder_proto.errors import CoderAgentError
 from coder_proto.operations import ArchiveOutcome, ChatCost, ChatFile
 from coder_proto.prefix import PrefixSelector
+from coder_proto.transcript import Recorder
 from coder_proto.uploads import check_attachment_size, parse_upload_chat_file
 from coder_proto.watch import WatchBackoff
 from coder_proto.wire.chats import (
@@ -81,6 +82,7 @@ class CoderChatClient:
         verify: VerifyTypes = True,
         on_transport_event: Callable[[Any], object] | None = None,
         prefix: str | None = None,
+        recorder: Recorder | None = None,
     ) -> None:
         self.settings = ClientSettings.resolve(base_url, token, environ=os.environ)
         #: The client's chat-prefix negotiation state (wire 1.4): one per client.
@@ -92,6 +94,7 @@ class CoderChatClient:
             http_client=http_client,
             verify=verify,
             sink=self.sink,
+            recorder=recorder,
         )
 
     def __repr__(self) -> str:
