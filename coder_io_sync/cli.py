@@ -193,6 +193,12 @@ def _add_run(subparsers: Any) -> None:
         default=None,
         help="request_timeout in seconds for each segment (default: none)",
     )
+    parser.add_argument(
+        "--record",
+        metavar="FILE",
+        default=None,
+        help="record the session to FILE as a transcript (JSON lines; see coder-agent replay)",
+    )
     parser.set_defaults(handler=_run_run)
 
 
@@ -421,6 +427,13 @@ async def _run_turn(args: argparse.Namespace, out: TextIO) -> int:
     from coder_io_asyncio import CoderAgent, CoderChatClient
 
     async with contextlib.AsyncExitStack() as stack:
+        recorder = None
+        if getattr(args, "record", None):
+            from coder_proto.transcript import TranscriptRecorder
+
+            # Opened first, closed last: background cleanup is still recorded.
+            transcript = stack.enter_context(open(args.record, "w", encoding="utf-8"))  # noqa: SIM115
+            recorder = TranscriptRecorder(transcript.write)
         organization_id = args.organization_id
         if args.fake:
             from coder_io_asyncio.fake_server import FakeCoderServer
@@ -440,6 +453,7 @@ async def _run_turn(args: argparse.Namespace, out: TextIO) -> int:
             request_timeout=args.timeout,
             chat_id=args.chat_id,
             last_seen_message_id=args.last_seen_message_id,
+            recorder=recorder,
         )
         if args.json:
             result = await agent.generate(args.prompt)
@@ -462,8 +476,74 @@ async def _run_turn(args: argparse.Namespace, out: TextIO) -> int:
         return 1 if result.finish_reason == "error" else 0
 
 
+def _add_replay(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "replay",
+        help="replay a recorded transcript offline and print the outcome",
+        description=(
+            "Run a transcript recorded with `coder-agent run --record FILE` (or an agent's "
+            "recorder=) through the core offline, without any network, and print each turn's "
+            "outcome: text, reasoning, tool calls, usage, finish reason, error, and whether it "
+            "matches the recorded one. Replay is deterministic."
+        ),
+    )
+    parser.add_argument("file", metavar="FILE", help="the transcript (JSON lines)")
+    parser.add_argument("--parts", action="store_true", help="print every output part")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(handler=_run_replay)
+
+
+def _run_replay(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    from coder_proto.errors import CoderAgentError
+    from coder_proto.replay import replay
+    from coder_proto.transcript import parse_transcript
+
+    out = out or sys.stdout
+    try:
+        with open(args.file, encoding="utf-8") as f:
+            result = replay(parse_transcript(f))
+    except OSError as exc:
+        print(f"coder-agent replay: cannot read {args.file}: {exc.strerror}", file=sys.stderr)
+        return 1
+    except CoderAgentError as exc:
+        print(f"coder-agent replay: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(result.to_json(parts=args.parts), ensure_ascii=False), file=out)
+        return 0
+    for number, turn in enumerate(result.turns, 1):
+        summary = turn.summary()
+        print(f"turn {number} ({turn.mode})", file=out)
+        if args.parts:
+            for part in turn.parts:
+                print("  " + json.dumps(part.to_dict(), ensure_ascii=False, default=repr), file=out)
+        error = summary.get("error")
+        if "text" in summary:
+            print(f"  text: {summary['text']}", file=out)
+            if summary["reasoning"]:
+                print(f"  reasoning: {summary['reasoning']}", file=out)
+            for call in summary["tool_calls"]:
+                print(f"  tool call: {call['tool_name']}({call['input']})", file=out)
+            print(f"  finish reason: {summary['finish_reason']}", file=out)
+            usage = summary.get("usage") or {}
+            print(
+                f"  usage: input {usage.get('input_tokens')}, output {usage.get('output_tokens')},"
+                f" total {usage.get('total_tokens')}",
+                file=out,
+            )
+        if error:
+            print(f"  error: {error['type']}: {error['message']}", file=out)
+        match = {True: "yes", False: "NO", None: "nothing recorded"}[turn.matches_recording]
+        print(f"  matches the recording: {match}", file=out)
+    for divergence in result.divergences:
+        print(f"divergence: {divergence}", file=out)
+    if not result.turns:
+        print("no turns in this transcript", file=out)
+    return 0
+
+
 #: Subcommand registrations, in help order.
-_COMMANDS: list[Callable[[Any], None]] = [_add_fake_server, _add_demo, _add_run]
+_COMMANDS: list[Callable[[Any], None]] = [_add_fake_server, _add_demo, _add_run, _add_replay]
 
 
 def build_parser() -> argparse.ArgumentParser:
