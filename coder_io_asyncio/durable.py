@@ -446,12 +446,14 @@ async def run_turn(
             assert isinstance(effect, RunAgentTurn)
             return await _agent_turn(effect)
 
-        async def _agent_turn(effect: RunAgentTurn) -> TurnReport:
-            agent = CoderAgent(
+        def make_agent(
+            chat_id: str | None, cursor: int | None, binding: DurableBinding
+        ) -> CoderAgent:
+            return CoderAgent(
                 client=chat_client,
-                chat_id=effect.chat_id,
-                last_seen_message_id=effect.last_seen_message_id,
-                tools=bound(effect.binding),
+                chat_id=chat_id,
+                last_seen_message_id=cursor,
+                tools=bound(binding),
                 output_type=output_type,
                 organization_id=organization_id,
                 model=model,
@@ -469,6 +471,9 @@ async def run_turn(
                 # With a supplied client its own hook gets the http/ws events.
                 on_transport_event=on_transport_event if client is not None else None,
             )
+
+        async def _agent_turn(effect: RunAgentTurn) -> TurnReport:
+            agent = make_agent(effect.chat_id, effect.last_seen_message_id, effect.binding)
             result: Any = None
             error: BaseException | None = None
             cancelled = False
@@ -491,6 +496,9 @@ async def run_turn(
             await agent.aclose(archive=False)
             return report
 
+        # Construction does no I/O: bad agent settings fail here, before anything is
+        # journaled or sent.
+        make_agent(None, None, DurableBinding(tenant=tenant))
         result: DurableStepResult = await _run_effects(step_program(plan), perform)
         return result
 

@@ -271,3 +271,15 @@ def test_client_and_connection_arguments_are_exclusive() -> None:
             assert result.chat_id is not None
 
     serve(test)
+
+
+def test_bad_agent_settings_fail_before_anything_is_journaled_or_sent() -> None:
+    async def test(server: FakeCoderServer) -> None:
+        store = MemoryStore()
+        await run_turn("wf-7", "Say hi.", step="one", **options(server, store))
+        with pytest.raises(CoderAgentError, match="max_steps"):
+            await run_turn("wf-7", "Say more.", step="two", max_steps=0, **options(server, store))
+        journal = store.get_journal("default", next(iter(store.checkpointed_chat_ids())))
+        assert journal is None or journal.marker != step_marker("wf-7", "two")
+
+    serve(test)
