@@ -346,6 +346,9 @@ class Turn(CoreMachine[TurnResult]):
         )
         last = self.steps[-1]
         self.steps[-1] = attrs.evolve(last, tool_results=last.tool_results + results)
+        # A stream consumer sees each client tool's outcome right after the calls it answers,
+        # before the next segment's parts (as the AI SDK's tool loop streams them).
+        self._deliver(list(results))
 
     def _stop_paused_chat(self, chat_id: str) -> Wait[None]:
         """D7: close the paused stream and interrupt the chat (with D4's follow-up), bounded at

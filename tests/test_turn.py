@@ -10,7 +10,7 @@ import pytest
 
 from coder_proto.actions import RunTools, ToolOutcome
 from coder_proto.errors import CoderAgentError, CoderApiError, CoderChatError, CoderStreamError
-from coder_proto.parts import Finish, StreamStart, ToolCall, Usage
+from coder_proto.parts import Finish, StreamStart, ToolCall, ToolResult, Usage
 from coder_proto.prompt import (
     AssistantMessage,
     TextContent,
@@ -345,6 +345,23 @@ def test_stream_mode_delivers_parts_live_with_one_start_and_finish_per_segment()
     kinds = [type(p) for p in turn.parts]
     assert kinds.count(StreamStart) == 2 and kinds.count(Finish) == 2
     assert turn.result().text == "It is 21."
+
+
+def test_stream_mode_delivers_client_tool_results_between_segments() -> None:
+    """A stream consumer sees each client tool's outcome after the pause's finish and before
+    the resumed segment (the tool loop's own parts; the translator never emits them, A.7)."""
+    h = tooled()
+    turn = h.stream("weather?")
+    h.send(*pause_frames(3, ("c1", "get_weather")))
+    h.send(*done_frames(5))
+    parts = list(turn.parts)
+    results = [p for p in parts if isinstance(p, ToolResult)]
+    assert [(r.tool_call_id, r.tool_name, r.dynamic) for r in results] == [
+        ("c1", "get_weather", False)
+    ]
+    index = parts.index(results[0])
+    assert isinstance(parts[index - 1], Finish) and isinstance(parts[index + 1], StreamStart)
+    assert turn.result().steps[0].tool_results == (results[0],)
 
 
 def test_stream_mode_reports_a_run_error_in_the_result_instead_of_raising() -> None:
