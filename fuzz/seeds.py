@@ -246,6 +246,31 @@ def write_corpus(directory: pathlib.Path = CORPUS) -> list[pathlib.Path]:
     return out
 
 
+def write_live_corpus(directory: pathlib.Path = CORPUS) -> list[pathlib.Path]:
+    """Record the live scenarios (``fuzz.live``: ``CoderAgent`` against ``FakeCoderServer``
+    over loopback) into ``directory`` as ``live_<name>.jsonl``."""
+    import asyncio
+
+    from .live import SCENARIOS as LIVE
+    from .live import record_live
+
+    directory.mkdir(parents=True, exist_ok=True)
+    out = []
+    for name in LIVE:
+        text, token = asyncio.run(record_live(name))
+        if token in text:  # pragma: no cover - the recorder never writes it
+            raise AssertionError("the session token leaked into a transcript")
+        path = directory / f"live_{name}.jsonl"
+        path.write_text(text, encoding="utf-8")
+        out.append(path)
+    return out
+
+
 if __name__ == "__main__":
-    for path in write_corpus():
+    import sys
+
+    paths = write_corpus()
+    if "--live" in sys.argv[1:]:
+        paths += write_live_corpus()
+    for path in paths:
         print(path)
