@@ -782,3 +782,11 @@ def test_arbitrary_bytes_raise_only_library_errors(data: bytes) -> None:
         parse_frame(data)
     except CoderAgentError:
         pass
+
+
+def test_absurdly_deep_nesting_is_a_protocol_error() -> None:
+    deep = "[" * 200_000 + "]" * 200_000
+    with pytest.raises(CoderProtocolError):
+        parse_frame(deep)
+    with pytest.raises(CoderProtocolError):
+        parse_watch_frame(deep)

@@ -464,7 +464,8 @@ def parse_frame(data: str | bytes) -> list[StreamEvent]:
     """
     try:
         value = loads(data)
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, RecursionError) as exc:
+        # RecursionError: the standard parser's answer to absurdly deep nesting.
         raise CoderProtocolError("failed to parse chat stream frame") from exc
     return events_from_json(value)
 
@@ -473,7 +474,7 @@ def parse_watch_frame(data: str | bytes) -> list[ChatWatchEvent]:
     """Parse one ``/watch`` frame: one event object, or an array of them (wire 6)."""
     try:
         value = loads(data)
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, RecursionError) as exc:
         raise CoderProtocolError("failed to parse chat watch frame") from exc
     if type(value) is dict:
         return [ChatWatchEvent.from_json(value)]
