@@ -31,6 +31,7 @@ through the whole turn machine (``coder_proto.replay``) and checks the same.
 
 from __future__ import annotations
 
+import copy
 import json
 import random
 from collections.abc import Sequence
@@ -331,7 +332,8 @@ def _retype(stream: Stream, rng: random.Random) -> list[list[str]]:
         target = event
         for key in path[:-1]:
             target = target[key]
-        target[path[-1]] = rng.choice(_ODD_VALUES)
+        # A fresh copy: a shared list or dict could end up inside itself.
+        target[path[-1]] = copy.deepcopy(rng.choice(_ODD_VALUES))
     frames = [json.dumps(events[i : i + 4]) + "\n" for i in range(0, len(events), 4)]
     return [frames]
 

@@ -33,3 +33,21 @@ def test_the_seed_corpus_parses_and_holds_frames() -> None:
     assert len(paths) >= 10
     for path in paths:
         assert parse_transcript(path.read_text(encoding="utf-8")).of(WsFrame), path
+
+
+def test_retyped_events_never_contain_themselves() -> None:
+    """Regression (fuzz finding mutate-2f45d9d7d9e0 / -20d7a1cd41be, a harness bug): the
+    ``retype`` mutation once inserted one shared list into itself, and the mutant could not be
+    serialized (RecursionError, circular reference)."""
+    import json
+    import random
+
+    from fuzz.mutate import Stream, mutate
+
+    event = {"type": "message_part", "chat_id": "c", "message_part": {"part": {"type": "text"}}}
+    stream = Stream(batches=((event, event),), chat_id="c", after_id=None, tool_names=())
+    rng = random.Random(0)
+    for _ in range(2000):
+        for frames in mutate(stream, "retype", rng):
+            for frame in frames:
+                json.loads(frame)
