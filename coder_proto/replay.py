@@ -358,7 +358,9 @@ class _Replayer:
             if entry[1].done:
                 self.side.remove(entry)
                 error = entry[1].error
-                self.calls.append((entry[0], str(error) if error is not None else None))
+                index = int(entry[0])
+                name = self.calls[index][0]
+                self.calls[index] = (name, str(error) if error is not None else None)
         return False
 
     # -- control records -----------------------------------------------------------------------
@@ -435,7 +437,9 @@ class _Replayer:
         except CoderAgentError as exc:
             self.calls.append((name, str(exc)))
             return
-        self.side.append((name, machine))
+        # Calls are listed in the order they were made; the outcome is filled in when done.
+        self.calls.append((name, None))
+        self.side.append((str(len(self.calls) - 1), machine))
 
     # -- actions -----------------------------------------------------------------------------
 

@@ -227,3 +227,36 @@ def test_a_frame_that_is_not_unicode_is_refused_by_the_client() -> None:
     request = client.initiate()
     events = client.receive_data(handshake_response(request) + text_frame("\ud800"))
     assert type(events[-1]).__name__ == "WsFailed"
+
+
+def test_interrupt_archive_and_reset_replay_in_order() -> None:
+    """Session calls (H.3-H.5) replay where they were made; a reset makes the next turn create
+    a fresh chat, as it did live."""
+    from coder_proto.fake import Say, Script
+    from coder_proto.transcript import TranscriptRecorder
+    from fuzz.world import ModelWorld
+
+    lines: list[str] = []
+    world = ModelWorld(recorder=TranscriptRecorder(lines.append))
+    world.model.config.scripts.push(Script([Say("one")]))
+    world.model.config.scripts.push(Script([Say("two")]))
+    world.turn("first")
+    world.call("interrupt", wait=True, timeout=2.0)
+    world.call("archive")
+    world.call("reset_session")
+    world.turn("second")
+    world.drain()
+    result = replay(parse_transcript("".join(lines)))
+    assert [name for name, _ in result.calls] == ["interrupt", "archive", "reset_session"]
+    assert [t.matches_recording for t in result.turns] == [True, True]
+    assert result.divergences == ()
+    assert result.chat_id == world.session.chat_id
+
+
+def test_a_prompt_the_session_refuses_is_reported_as_the_turns_error() -> None:
+    from coder_proto.prompt import AssistantMessage
+
+    turn = TurnStarted(t=0, mode="generate", prompt=(AssistantMessage(()),))
+    result = replay(_minimal(turn))
+    assert isinstance(result.turns[0].error, CoderAgentError)
+    assert result.turns[0].matches_recording is None
