@@ -122,7 +122,7 @@ class Settings:
                 e2e_n=5_000,
                 memory_n=10_000,
                 fleet_chats=50,
-                fleet_deltas=200,
+                fleet_deltas=100,
                 e2e_rounds=3,
             )
         if mode == "smoke":
