@@ -54,8 +54,10 @@ def agent_class(runtime: str) -> Any:
     module_name = _MODULES[runtime]
     try:
         module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise BenchSkipped(f"{module_name} cannot be imported ({exc})") from None
+    except Exception as exc:  # a missing or broken adapter is reported, not fatal
+        raise BenchSkipped(
+            f"{module_name} cannot be imported ({type(exc).__name__}: {exc})"
+        ) from None
     cls = getattr(module, "CoderAgent", None)
     if cls is None:
         raise BenchSkipped(f"{module_name}.CoderAgent does not exist yet")
@@ -65,8 +67,10 @@ def agent_class(runtime: str) -> Any:
 def require_fake_server() -> None:
     try:
         importlib.import_module("coder_io_asyncio.fake_server")
-    except ImportError as exc:
-        raise BenchSkipped(f"coder_io_asyncio.fake_server is not available yet ({exc})") from None
+    except Exception as exc:  # a missing or broken fake server is reported, not fatal
+        raise BenchSkipped(
+            f"coder_io_asyncio.fake_server cannot be imported ({type(exc).__name__}: {exc})"
+        ) from None
 
 
 class ServerProcess:

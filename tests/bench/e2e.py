@@ -156,5 +156,8 @@ def run(settings: Settings) -> list[Result]:
             except BenchSkipped as exc:
                 out.append(skipped(name, n, str(exc)))
                 continue
+            except Exception as exc:  # the adapter under test failed: report it, go on
+                out.append(skipped(name, n, f"failed: {type(exc).__name__}: {exc}"))
+                continue
             out.append(_result(name, n, rows, len(text), {"runtime": runtime}))
     return out
