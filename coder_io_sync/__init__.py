@@ -1,1 +1,129 @@
-"""coder_io_sync: the sync adapter of the Coder Agents client."""
+"""coder_io_sync: the blocking adapter of the Coder Agents client.
+
+The same public names as ``coder_io_asyncio``, as plain blocking calls::
+
+    from coder_io_sync import CoderAgent, tool
+
+    @tool
+    def get_weather(city: str) -> dict:
+        \"\"\"Get the weather for a city.\"\"\"
+        return {"city": city, "temp_c": 21}
+
+    with CoderAgent(tools=[get_weather]) as agent:   # CODER_URL / CODER_SESSION_TOKEN
+        result = agent.generate("Weather in Paris?", timeout=300)
+        with agent.stream("Write a haiku.") as stream:
+            for delta in stream.text_stream:
+                print(delta, end="")
+
+No event loop runs anywhere, in the caller's thread or behind it: the calling thread performs
+the I/O (blocking sockets with timeouts, ``httpx.Client``), client tools run in threads of
+their own while the stream keeps being read, and fire-and-forget cleanup (interrupts and
+withdrawals, D22) runs in a worker thread owned by the client, joined when it closes.
+
+Cancellation: ``generate(..., timeout=...)`` / ``stream(..., timeout=...)`` are a caller's
+deadline (the builtin ``TimeoutError``); ``KeyboardInterrupt`` while a call waits cancels the
+turn the same way and propagates; either interrupts the run on the server once, in the
+background. Only ``request_timeout`` raises ``CoderChatError(kind="timeout")``.
+
+Threads (what is and is not thread-safe):
+
+* use one agent per thread: ``generate`` / ``stream`` are single-flight per agent (a second
+  concurrent call raises ``CoderAgentError``); a stream is consumed by one thread;
+* ``agent.interrupt()`` from another thread is the supported way to stop a running
+  ``generate`` or stream (the turn then settles and returns); ``archive()`` and the plain
+  operations may be called from other threads too;
+* a ``CoderChatClient`` may be shared across threads when its ``httpx.Client`` may be (the
+  one it creates is): each thread performs its own requests;
+* transport-event callbacks run with the client's driver locked and must not call back into
+  the same client or agent; ``close()`` must not race other calls on the same object.
+"""
+
+from coder_proto.agent import (
+    AttachedFile,
+    Attachment,
+    GenerateResult,
+    StructuredOutputError,
+    WorkspaceUpload,
+)
+from coder_proto.cleanup import ArchiveResult, InterruptResult
+from coder_proto.client import WorkspacePreview
+from coder_proto.errors import (
+    CoderAgentError,
+    CoderApiError,
+    CoderChatError,
+    CoderNetworkError,
+    CoderProtocolError,
+    CoderStreamError,
+)
+from coder_proto.parts import (
+    ErrorPart,
+    Finish,
+    ReasoningDelta,
+    ReasoningEnd,
+    ReasoningStart,
+    Source,
+    StreamStart,
+    TextDelta,
+    TextEnd,
+    TextStart,
+    ToolCall,
+    ToolInputEnd,
+    ToolInputStart,
+    ToolResult,
+    Usage,
+)
+from coder_proto.prompt import AssistantMessage, SystemMessage, ToolMessage, UserMessage
+from coder_proto.segment import StepResult
+from coder_proto.tools import Tool, ToolContext, ToolInputError, tool
+from coder_proto.watch import WatchBackoff
+
+from .agent import AgentStream, CoderAgent
+from .client import CoderChatClient
+from .watch import ChatWatch, watch_chats
+
+__all__ = [
+    "AgentStream",
+    "ArchiveResult",
+    "AssistantMessage",
+    "AttachedFile",
+    "Attachment",
+    "ChatWatch",
+    "CoderAgent",
+    "CoderAgentError",
+    "CoderApiError",
+    "CoderChatClient",
+    "CoderChatError",
+    "CoderNetworkError",
+    "CoderProtocolError",
+    "CoderStreamError",
+    "ErrorPart",
+    "Finish",
+    "GenerateResult",
+    "InterruptResult",
+    "ReasoningDelta",
+    "ReasoningEnd",
+    "ReasoningStart",
+    "Source",
+    "StepResult",
+    "StreamStart",
+    "StructuredOutputError",
+    "SystemMessage",
+    "TextDelta",
+    "TextEnd",
+    "TextStart",
+    "Tool",
+    "ToolCall",
+    "ToolContext",
+    "ToolInputEnd",
+    "ToolInputError",
+    "ToolInputStart",
+    "ToolMessage",
+    "ToolResult",
+    "Usage",
+    "UserMessage",
+    "WatchBackoff",
+    "WorkspacePreview",
+    "WorkspaceUpload",
+    "tool",
+    "watch_chats",
+]

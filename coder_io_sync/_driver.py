@@ -1,0 +1,1111 @@
+"""The blocking driver: runs core machines by performing their I/O in the calling thread.
+
+One ``Driver`` belongs to one client (``CoderChatClient``, or an agent through its client). The
+bookkeeping (routing, registries, ``http:*`` events, token scrubbing, tool batches,
+transcripts) is ``coder_proto.driving.Drive``; this module performs the I/O it asks for, with
+no event loop anywhere (DESIGN "The adapters"; D12, D21-D24):
+
+* ``StartHttp`` -> a blocking ``httpx.Client`` request (no read timeout on a client created
+  here, 30 s to connect; a user-supplied client keeps its own timeouts, D23), performed by
+  the thread that waits for the machine that sent it;
+* ``OpenSocket`` -> ``socket.create_connection`` within ``CONNECT_TIMEOUT``, then ``ssl`` with
+  the context built from ``verify`` (the same choices httpx offers; verification on by
+  default); the socket is non-blocking from then on;
+* reading: the thread that leads waits on every open socket with ``selectors``, with a
+  timeout equal to the next deadline of any machine (or the caller's deadline), and feeds
+  what it reads; bytes that arrive while a REST request is in flight wait in the kernel
+  buffer. Nothing reads a socket while no thread is waiting on the driver (between calls a
+  paused stream is left unread, which the session allows, H.6);
+* ``WriteSocket`` / ``CloseSocket`` -> non-blocking writes (the rest is flushed when the
+  socket is writable) and closes;
+* ``RunToolBatch`` -> the tool runner in a daemon thread of its own, so the stream keeps being
+  read (and a caller's deadline keeps running) while a tool works;
+* background jobs (interrupts and withdrawals, D22) -> the driver's worker thread, started
+  when one appears and ending when none is left; each request is bounded by the job's own
+  deadline (10 s), and ``close`` waits for the jobs at most ``background_timeout`` seconds
+  and joins the worker.
+
+Threads: every method may be called from any thread. One lock guards the machines; it is
+released around every blocking operation. Each thread performs the requests and connects of
+the calls it waits for; one waiting thread at a time (the *leader*) reads the sockets and
+ticks the deadlines for everyone, the others sleep on a condition until their machine moves
+or the leader leaves. Transport-event callbacks run with the lock held: they must not call
+back into the same client.
+
+Cancellation (D22): a caller's deadline (``Deadline``, the ``timeout=`` of ``generate`` and
+``stream``) and an exception raised while waiting (``KeyboardInterrupt``) cancel the machine
+(``machine.cancel(now, reason)``), perform its cleanup at once (sockets closed, the background
+interrupt handed to the worker) and raise: the builtin ``TimeoutError`` for a deadline, the
+exception itself otherwise, without waiting for the background work. While the main thread
+waits, Ctrl-C is deferred to the next blocking point (never inside a machine's step) when
+the default SIGINT handler is installed; a blocking wait, request or connect is interrupted
+at once.
+
+Interface for the adapter's public classes:
+
+* ``Driver(base_url=..., token=..., http_client=None, verify=True, sink=None, recorder=None)``;
+* ``driver.start(machine, *, session=None, tools=None) -> Run`` and ``driver.run(machine, *,
+  session=None, tools=None, deadline=None)``; ``with driver.locked() as now:`` to create a
+  machine from a session (whose state the running machines share) under the driver's lock;
+* ``run.machine``, ``run.done``, ``run.result(deadline)``, ``run.parts(deadline)`` (an
+  iterator draining ``machine.parts`` live), ``run.wait_until(predicate, deadline)``,
+  ``run.cancel(reason)``;
+* ``driver.perform(actions, session=...)`` (call it inside ``locked()`` when the actions come
+  from a session method), ``driver.attach_session(session)``;
+* ``driver.closed``, ``driver.open_connections``, ``driver.background_jobs``,
+  ``driver.recorder``, ``driver.worker_alive``;
+* ``driver.wait_background(timeout)`` and ``driver.close(background_timeout=...)``;
+* ``transport_sink(on_transport_event)``, ``ssl_context(verify)``, ``Deadline``.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import datetime
+import inspect
+import logging
+import math
+import os
+import selectors
+import signal
+import socket
+import ssl
+import threading
+import time
+import types
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, Generic, TypeAlias, TypeVar
+
+import httpx
+
+from coder_proto.actions import Action, ToolOutcome
+from coder_proto.client import CONNECT_TIMEOUT
+from coder_proto.constants import BACKGROUND_TASK_BOUND
+from coder_proto.driving import (
+    CancelHttp,
+    CancelToolBatch,
+    CloseSocket,
+    Command,
+    Conn,
+    Drive,
+    HttpCall,
+    Job,
+    OpenSocket,
+    Runnable,
+    RunToolBatch,
+    StartHttp,
+    ToolBatch,
+    Wake,
+    WriteSocket,
+)
+from coder_proto.errors import CoderAgentError
+from coder_proto.parts import ToolCall
+from coder_proto.session import Session
+from coder_proto.transcript import Recorder
+from coder_proto.transport_events import TransportEventSink
+
+__all__ = [
+    "Deadline",
+    "Driver",
+    "Run",
+    "Runnable",
+    "ToolRunner",
+    "VerifyTypes",
+    "ssl_context",
+    "transport_sink",
+]
+
+logger = logging.getLogger("coder_io_sync")
+
+T = TypeVar("T")
+
+#: What ``verify`` accepts, as in httpx: on/off, a CA bundle (file or directory), a context.
+VerifyTypes: TypeAlias = bool | str | os.PathLike[str] | ssl.SSLContext
+#: Runs one ``RunTools`` batch (in a thread of its own) and returns one outcome per call (D5;
+#: missing ones become error results in the core).
+ToolRunner: TypeAlias = Callable[[tuple[ToolCall, ...]], Sequence[ToolOutcome]]
+
+_READ_CHUNK = 65_536
+#: Chunks read per readiness before the machines get them (a fast sender cannot starve them).
+_READ_BATCH = 16
+_WOULD_BLOCK = (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
+
+
+def _now() -> float:
+    return time.monotonic()
+
+
+# -- configuration -------------------------------------------------------------------------------
+
+
+def ssl_context(verify: VerifyTypes = True) -> ssl.SSLContext:
+    """The TLS context for ``verify``, with httpx's meaning: ``True`` verifies against
+    ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` when set, else certifi's bundle (the system store when
+    certifi is missing); ``False`` disables verification; a path is a CA bundle file or
+    directory; an ``ssl.SSLContext`` is used as is. Anything else, or an unreadable bundle, is
+    a local configuration error: ``CoderAgentError`` (D12)."""
+    if isinstance(verify, ssl.SSLContext):
+        return verify
+    if verify is True:
+        cafile = os.environ.get("SSL_CERT_FILE")
+        capath = os.environ.get("SSL_CERT_DIR")
+        if cafile:
+            return _load_bundle(cafile, None)
+        if capath:
+            return _load_bundle(None, capath)
+        try:
+            import certifi
+        except ImportError:  # pragma: no cover - httpx depends on certifi
+            return ssl.create_default_context()
+        return _load_bundle(certifi.where(), None)
+    if verify is False:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        return context
+    if isinstance(verify, str | os.PathLike):
+        path = os.fspath(verify)
+        if os.path.isdir(path):
+            return _load_bundle(None, path)
+        return _load_bundle(path, None)
+    raise CoderAgentError(
+        f"verify must be True, False, a CA bundle path or an ssl.SSLContext, got {verify!r}"
+    )
+
+
+def _load_bundle(cafile: str | None, capath: str | None) -> ssl.SSLContext:
+    try:
+        return ssl.create_default_context(cafile=cafile, capath=capath)
+    except (OSError, ssl.SSLError) as exc:
+        raise CoderAgentError(
+            f"cannot load the CA bundle {cafile or capath!r} for TLS verification: {exc}"
+        ) from exc
+
+
+def transport_sink(callback: Callable[[Any], object] | None) -> TransportEventSink:
+    """The sink for a user's ``on_transport_event`` (wire 11, D24): wall-clock timestamps from
+    ``time.time``; what the callback raises is swallowed. The blocking adapter calls plain
+    functions: a coroutine function is refused at once (``CoderAgentError``)."""
+    if callback is None:
+        return TransportEventSink(wall_clock=time.time)
+    if inspect.iscoroutinefunction(callback):
+        raise CoderAgentError(
+            "on_transport_event must be a plain function on the blocking adapter "
+            "(coder_io_sync); got a coroutine function"
+        )
+    if not callable(callback):
+        raise CoderAgentError(f"on_transport_event must be callable, got {callback!r}")
+    return TransportEventSink(callback, wall_clock=time.time)
+
+
+class Deadline:
+    """A caller's deadline: ``seconds`` from its creation (the ``timeout=`` of ``generate``
+    and ``stream``). When it passes, the call is cancelled like any cancellation (D22) and
+    the builtin ``TimeoutError`` raised."""
+
+    __slots__ = ("at", "seconds")
+
+    def __init__(self, seconds: float, *, now: float | None = None) -> None:
+        self.seconds = seconds
+        self.at = (_now() if now is None else now) + seconds
+
+    def __repr__(self) -> str:
+        return f"<Deadline {self.seconds:g} s>"
+
+    @staticmethod
+    def check(seconds: object) -> float | None:
+        """``seconds`` as a timeout: ``None`` (no deadline, as is infinity) or a number of
+        seconds, zero or more. Anything else is ``CoderAgentError``."""
+        if seconds is None:
+            return None
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+            raise CoderAgentError(f"timeout must be a number of seconds, got {seconds!r}")
+        value = float(seconds)
+        if math.isnan(value) or value < 0:
+            raise CoderAgentError(f"timeout must be zero or more seconds, got {seconds!r}")
+        return None if math.isinf(value) else value
+
+    @classmethod
+    def after(cls, seconds: object) -> Deadline | None:
+        """The deadline ``seconds`` from now (``check``), or ``None`` for no deadline."""
+        value = cls.check(seconds)
+        return None if value is None else cls(value)
+
+    def remaining(self) -> float:
+        return max(0.0, self.at - _now())
+
+    def error(self) -> TimeoutError:
+        return TimeoutError(f"the call did not finish within its timeout of {self.seconds:g} s")
+
+
+class _Expired(Exception):
+    """The caller's deadline passed while waiting."""
+
+
+# -- Ctrl-C ----------------------------------------------------------------------------------------
+
+
+class _SigintGuard:
+    """Defers ``KeyboardInterrupt`` to the main thread's blocking points while it drives.
+
+    With the default SIGINT handler installed, a ``KeyboardInterrupt`` could land in the
+    middle of a machine's step and leave it half-updated (no interrupt of the server's run
+    would follow). While the main thread is inside ``active()``, Ctrl-C raises at once only
+    when the thread is blocked (``blocking()``: a socket wait, a request, a connect, a
+    condition wait); otherwise it is remembered and raised at the next blocking point, or on
+    leaving ``active()``. A handler the program installed itself is left alone.
+    """
+
+    def __init__(self) -> None:
+        self._depth = 0
+        self._installed = False
+        self._previous: Any = None
+        self._blocking = False
+        self._pending = False
+
+    @staticmethod
+    def _main() -> bool:
+        return threading.current_thread() is threading.main_thread()
+
+    @contextlib.contextmanager
+    def active(self) -> Iterator[None]:
+        if not self._main():
+            yield
+            return
+        if self._depth == 0:
+            self._pending = False
+            try:
+                if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+                    self._previous = signal.signal(signal.SIGINT, self._handler)
+                    self._installed = True
+            except ValueError:  # pragma: no cover - not the main interpreter
+                pass
+        self._depth += 1
+        try:
+            yield
+        finally:
+            self._depth -= 1
+            if self._depth == 0 and self._installed:
+                self._installed = False
+                signal.signal(signal.SIGINT, self._previous)
+                if self._pending:
+                    self._pending = False
+                    raise KeyboardInterrupt
+
+    @contextlib.contextmanager
+    def blocking(self) -> Iterator[None]:
+        if not self._main() or not self._installed:
+            yield
+            return
+        if self._pending:
+            self._pending = False
+            raise KeyboardInterrupt
+        self._blocking = True
+        try:
+            yield
+        finally:
+            self._blocking = False
+
+    def _handler(self, signum: int, frame: types.FrameType | None) -> None:
+        if self._blocking:
+            # Once only: a second Ctrl-C while the lock is re-acquired must wait its turn.
+            self._blocking = False
+            raise KeyboardInterrupt
+        self._pending = True
+
+
+_SIGINT = _SigintGuard()
+
+
+def sigint_deferred() -> contextlib.AbstractContextManager[None]:
+    """Defer Ctrl-C to the driver's blocking points for the duration of a public call (the
+    agent wraps ``generate`` in it, so a ``KeyboardInterrupt`` never lands between a turn's
+    creation and its driving)."""
+    return _SIGINT.active()
+
+
+# -- sockets ---------------------------------------------------------------------------------------
+
+
+def _selector() -> selectors.BaseSelector:
+    # A fresh selector per wait: poll(2) needs no kernel object, so building one is cheap, and
+    # a socket another thread closes meanwhile is simply not in the next one.
+    if hasattr(selectors, "PollSelector"):
+        return selectors.PollSelector()
+    return selectors.SelectSelector()  # pragma: no cover - Windows
+
+
+def _open_socket(
+    conn: Conn, context: ssl.SSLContext, timeout: float
+) -> socket.socket | ssl.SSLSocket:
+    """Connect (and handshake TLS) within ``timeout`` seconds per step; non-blocking after."""
+    sock: socket.socket = socket.create_connection((conn.host, conn.port), timeout=timeout)
+    try:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if conn.tls:
+            sock = context.wrap_socket(sock, server_hostname=conn.server_hostname)
+        sock.setblocking(False)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+class _Socket:
+    """The I/O side of one open ``Conn``: a non-blocking socket and what is left to write."""
+
+    __slots__ = ("out", "sock")
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.out = bytearray()
+
+    def write(self, data: bytes) -> None:
+        self.out += data
+        self.flush()
+
+    def flush(self) -> None:
+        """Write what the socket takes now (raises ``OSError`` when it failed)."""
+        out = self.out
+        while out:
+            try:
+                sent = self.sock.send(out)
+            except _WOULD_BLOCK:
+                return
+            del out[:sent]
+
+    def read(self) -> tuple[list[bytes], bool, OSError | None]:
+        """Read until the socket would block: the chunks, whether the peer closed, and the
+        error that ended the reading, if any. TLS is read to the end too: decrypted bytes
+        can wait inside the SSL object where ``select`` cannot see them."""
+        chunks: list[bytes] = []
+        sock = self.sock
+        while True:
+            try:
+                data = sock.recv(_READ_CHUNK)
+            except _WOULD_BLOCK:
+                return chunks, False, None
+            except OSError as exc:
+                return chunks, False, exc
+            if not data:
+                return chunks, True, None
+            chunks.append(data)
+            if len(chunks) >= _READ_BATCH and not (
+                isinstance(sock, ssl.SSLSocket) and sock.pending()
+            ):
+                # What is left is in the kernel, where the next select sees it.
+                return chunks, False, None
+
+    def close(self) -> None:
+        """Close after a last attempt to write what is queued (a close frame is a few bytes)."""
+        with contextlib.suppress(OSError):
+            self.flush()
+        with contextlib.suppress(OSError):
+            self.sock.close()
+
+
+def _bounded(timeout: httpx.Timeout, seconds: float) -> httpx.Timeout:
+    def bound(value: float | None) -> float:
+        return seconds if value is None else min(value, seconds)
+
+    return httpx.Timeout(
+        connect=bound(timeout.connect),
+        read=bound(timeout.read),
+        write=bound(timeout.write),
+        pool=bound(timeout.pool),
+    )
+
+
+def _created_at() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+
+
+# -- runs ------------------------------------------------------------------------------------------
+
+
+class Run(Generic[T]):
+    """A machine started with ``Driver.start``: wait for its result, or follow its parts.
+
+    The thread that waits on a run performs its requests and connects; use a run from one
+    thread at a time."""
+
+    def __init__(self, driver: Driver, job: Job) -> None:
+        self._driver = driver
+        self._job = job
+        #: Requests and connects of this run, performed by the thread that waits on it.
+        self._owned: collections.deque[Command] = collections.deque()
+
+    def __repr__(self) -> str:
+        return f"<Run {self._job.machine!r}>"
+
+    @property
+    def machine(self) -> Any:
+        """The machine being run."""
+        return self._job.machine
+
+    @property
+    def done(self) -> bool:
+        return bool(self._job.machine.done)
+
+    def cancel(self, reason: BaseException | None = None) -> None:
+        """Cancel the machine now (D22): ``reason`` is the caller's cancellation, or ``None``
+        for a consumer teardown. Its cleanup is performed at once; background work it starts
+        goes to the worker thread. Does nothing once the machine is done."""
+        self._driver._cancel(self, reason)
+
+    def result(self, deadline: Deadline | None = None) -> T:
+        """Drive until the machine finished and return its result (or raise its error). At
+        ``deadline`` the machine is cancelled and ``TimeoutError`` raised."""
+        self._driver._wait(self, lambda: self.done, deadline)
+        value: T = self._job.machine.result()
+        return value
+
+    def wait_until(self, predicate: Callable[[], bool], deadline: Deadline | None = None) -> None:
+        """Drive until ``predicate()`` (called with the driver's lock held) is true or the
+        machine is done. At ``deadline`` the machine is cancelled and ``TimeoutError``
+        raised."""
+        self._driver._wait(self, lambda: predicate() or self.done, deadline)
+
+    def parts(self, deadline: Deadline | None = None) -> Iterator[Any]:
+        """The machine's ``parts`` deque (a stream-mode ``Turn``), drained live in order until
+        the machine is done; the consumer's code runs between parts with nothing held. The
+        final result or error is ``run.result()``."""
+        machine = self._job.machine
+        parts = machine.parts
+        while True:
+            batch, finished = self._driver._take(parts, machine)
+            yield from batch
+            if finished:
+                return
+            self._driver._wait(self, lambda: bool(parts) or machine.done, deadline)
+
+
+# -- the driver ------------------------------------------------------------------------------------
+
+
+class Driver:
+    """Performs core actions with blocking I/O for one client (see the module docstring).
+
+    ``http_client``: a user-supplied ``httpx.Client`` is used as is (its timeouts, transport
+    and thread-safety, D23) and never closed here; otherwise one is created with no read
+    timeout and a 30 s connect timeout and closed by ``close``. ``verify`` configures TLS for
+    the stream sockets (and for the created HTTP client). ``sink`` receives the ``http:*``
+    events.
+    """
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        token: str | None,
+        http_client: httpx.Client | None = None,
+        verify: VerifyTypes = True,
+        sink: TransportEventSink | None = None,
+        recorder: Recorder | None = None,
+    ) -> None:
+        if http_client is not None and not isinstance(http_client, httpx.Client):
+            raise CoderAgentError(
+                "http_client must be an httpx.Client on the blocking adapter "
+                f"(got {type(http_client).__name__})"
+            )
+        self.base_url = base_url
+        self._ssl = ssl_context(verify)
+        self.sink = sink if sink is not None else TransportEventSink()
+        self._drive = Drive(
+            base_url=base_url,
+            token=token,
+            sink=self.sink,
+            recorder=recorder,
+            created_at=_created_at,
+        )
+        if http_client is None:
+            http_client = httpx.Client(
+                timeout=httpx.Timeout(None, connect=CONNECT_TIMEOUT), verify=self._ssl
+            )
+            # Wire 1.1: the reference sends no Accept header.
+            http_client.headers.pop("Accept", None)
+            self._owns_client = True
+        else:
+            self._owns_client = False
+        self.http_client = http_client
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._leader: int | None = None
+        self._sockets: dict[Conn, _Socket] = {}
+        self._runs: dict[int, Run[Any]] = {}
+        #: Requests and connects no waiting run owns (a session's redial between turns).
+        self._general: collections.deque[Command] = collections.deque()
+        #: Requests of background jobs, for the worker thread.
+        self._background: collections.deque[HttpCall] = collections.deque()
+        self._worker: threading.Thread | None = None
+        self._tool_threads: set[threading.Thread] = set()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return (
+            f"<Driver {self.base_url} connections={self.open_connections} "
+            f"background={self.background_jobs}>"
+        )
+
+    # -- public ------------------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def open_connections(self) -> int:
+        """Sockets currently open or connecting."""
+        return self._drive.open_connections
+
+    @property
+    def background_jobs(self) -> int:
+        """Background jobs (D22) not finished yet."""
+        return self._drive.background_jobs
+
+    @property
+    def worker_alive(self) -> bool:
+        """Whether the worker thread that drives background jobs is running."""
+        worker = self._worker
+        return worker is not None and worker.is_alive()
+
+    @property
+    def recorder(self) -> Recorder | None:
+        """Observes what crosses the wire (``coder_proto.transcript.Recorder``), or ``None``."""
+        return self._drive.recorder
+
+    @recorder.setter
+    def recorder(self, value: Recorder | None) -> None:
+        self._drive.recorder = value
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[float]:
+        """Hold the driver's lock and get ``now``: create machines from a session (or call a
+        session method) while no other thread steps the machines that share its state."""
+        with self._lock:
+            yield _now()
+
+    def start(
+        self,
+        machine: Runnable[T],
+        *,
+        session: Session | None = None,
+        tools: ToolRunner | None = None,
+    ) -> Run[T]:
+        """Start driving ``machine`` (already started by its constructor). With ``session``,
+        its connections are the session's and routed by the routing rule; ``tools`` runs its
+        ``RunTools`` batches (in a thread of its own). Nothing is performed until a thread
+        waits on the run."""
+        with self._lock:
+            if self._closed:
+                raise CoderAgentError("this client is closed")
+            job = self._drive.start(machine, now=_now(), session=session, tools=tools)
+            run: Run[T] = Run(self, job)
+            job.owner = run
+            self._runs[id(machine)] = run
+            self._absorb()
+        return run
+
+    def run(
+        self,
+        machine: Runnable[T],
+        *,
+        session: Session | None = None,
+        tools: ToolRunner | None = None,
+        deadline: Deadline | None = None,
+    ) -> T:
+        """Drive ``machine`` to completion and return its result (or raise its error)."""
+        return self.start(machine, session=session, tools=tools).result(deadline)
+
+    def attach_session(self, session: Session) -> None:
+        """Drive ``session``'s paused stream whenever a thread waits on this driver (H.6).
+        ``start(..., session=session)`` does this implicitly."""
+        with self._lock:
+            self._drive.attach_session(session)
+
+    def perform(
+        self,
+        actions: Iterable[Action] | Callable[[float], Iterable[Action]],
+        *,
+        session: Session,
+    ) -> None:
+        """Perform actions a session method returned (``reset_session``,
+        ``close_retained_stream`` ...) in that session's connection scope. Pass the method
+        itself (called with ``now``) to call it under the driver's lock."""
+        with self._lock:
+            if callable(actions):
+                actions = actions(_now())
+            todo = list(actions)
+            if todo:
+                self._drive.perform(todo, session=session, now=_now())
+                self._absorb()
+                self._wake_leader()
+
+    def wait_background(self, timeout: float = BACKGROUND_TASK_BOUND) -> bool:
+        """Wait until every background job finished (``True``) or ``timeout`` passed
+        (``False``)."""
+        end = _now() + timeout
+        with self._lock:
+            while self._drive.background_jobs:
+                self._ensure_worker()
+                left = end - _now()
+                if left <= 0:
+                    return False
+                with _SIGINT.blocking():
+                    self._cond.wait(left)
+            return True
+
+    def close(self, *, background_timeout: float = BACKGROUND_TASK_BOUND) -> None:
+        """Close the driver (idempotent): wait for the background jobs at most
+        ``background_timeout`` seconds (D22), cancel what is left, close every socket, join
+        the worker thread and close the HTTP client if it was created here."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._drive.close()
+        end = _now() + background_timeout
+        try:
+            self.wait_background(background_timeout)
+        finally:
+            with self._lock:
+                self._drive.shutdown(_now())
+                self._absorb()
+                for sock in self._sockets.values():
+                    sock.close()
+                self._sockets.clear()
+                self._general.clear()
+                self._background.clear()
+                self._runs.clear()
+                self._cond.notify_all()
+                worker = self._worker
+            if worker is not None and worker is not threading.current_thread():
+                worker.join(max(0.0, end - _now()))
+            self._wake_r.close()
+            self._wake_w.close()
+            if self._owns_client:
+                self.http_client.close()
+
+    # -- waiting -----------------------------------------------------------------------------
+
+    def _take(self, parts: collections.deque[Any], machine: Any) -> tuple[list[Any], bool]:
+        with self._lock:
+            finished = bool(machine.done)
+            batch = list(parts)
+            parts.clear()
+            return batch, finished
+
+    def _wait(self, run: Run[Any], stop: Callable[[], bool], deadline: Deadline | None) -> None:
+        """Drive until ``stop()`` holds (checked with the lock held). A deadline or an
+        exception cancels ``run`` (D22) before it propagates."""
+        with self._lock:
+            try:
+                with _SIGINT.active():
+                    self._drive_until(run, stop, deadline)
+            except _Expired:
+                assert deadline is not None
+                error = deadline.error()
+                self._cancel_locked(run, error)
+                raise error from None
+            except BaseException as exc:
+                self._cancel_locked(run, exc)
+                raise
+            finally:
+                if run.done:
+                    self._retire(run)
+
+    def _drive_until(
+        self, run: Run[Any], stop: Callable[[], bool], deadline: Deadline | None
+    ) -> None:
+        me = threading.get_ident()
+        try:
+            while True:
+                if stop():
+                    return
+                if deadline is not None and _now() >= deadline.at:
+                    raise _Expired
+                if run._owned:
+                    self._perform_owned(run._owned.popleft(), run, deadline)
+                    continue
+                if self._leader is None or self._leader == me:
+                    self._leader = me
+                    if self._general:
+                        self._perform_owned(self._general.popleft(), None, None)
+                        continue
+                    self._lead(deadline)
+                else:
+                    with _SIGINT.blocking():
+                        self._cond.wait(None if deadline is None else deadline.remaining())
+        finally:
+            if self._leader == me:
+                self._leader = None
+                self._cond.notify_all()
+
+    def _lead(self, deadline: Deadline | None) -> None:
+        """One round of the leader: tick due machines, or wait on every socket (and the wake
+        socket) until the next deadline and feed what arrived."""
+        now = _now()
+        due = self._drive.next_deadline()
+        if due is not None and due <= now:
+            self._drive.tick(now)
+            self._absorb()
+            return
+        if deadline is not None:
+            due = deadline.at if due is None else min(due, deadline.at)
+        timeout = None if due is None else max(0.0, due - now)
+        selector = _selector()
+        try:
+            selector.register(self._wake_r, selectors.EVENT_READ, None)
+            for conn, sock in self._sockets.items():
+                events = selectors.EVENT_READ | (selectors.EVENT_WRITE if sock.out else 0)
+                selector.register(sock.sock, events, conn)
+            with self._unlocked():
+                ready = selector.select(timeout)
+        finally:
+            selector.close()
+        for key, mask in ready:
+            conn = key.data
+            if conn is None:
+                self._drain_wake()
+                continue
+            sock = self._sockets.get(conn)
+            if sock is None or conn.closed:
+                continue  # closed meanwhile
+            if mask & selectors.EVENT_WRITE:
+                try:
+                    sock.flush()
+                except OSError as exc:
+                    self._socket_failed(conn, exc)
+                    continue
+            if mask & selectors.EVENT_READ:
+                self._read(conn, sock)
+
+    def _read(self, conn: Conn, sock: _Socket) -> None:
+        chunks, eof, error = sock.read()
+        drive = self._drive
+        for chunk in chunks:
+            drive.socket_data(conn, chunk, _now())
+        if error is not None:
+            self._socket_failed(conn, error)
+        elif eof:
+            self._drop(conn)
+            drive.socket_lost(conn, _now())
+        self._absorb()
+
+    @contextlib.contextmanager
+    def _unlocked(self) -> Iterator[None]:
+        """Release the lock around a blocking operation (Ctrl-C may interrupt it)."""
+        self._lock.release()
+        try:
+            with _SIGINT.blocking():
+                yield
+        finally:
+            self._lock.acquire()
+
+    def _wake_leader(self) -> None:
+        if self._leader is not None and self._leader != threading.get_ident():
+            with contextlib.suppress(OSError):
+                self._wake_w.send(b"\0")
+
+    def _drain_wake(self) -> None:
+        with contextlib.suppress(OSError):
+            while self._wake_r.recv(4096):
+                pass
+
+    # -- commands ----------------------------------------------------------------------------
+
+    def _absorb(self) -> None:
+        """Take the drive's commands: non-blocking ones are performed at once, requests and
+        connects go to the thread that owns them (the run waiting for them, the worker for
+        background jobs, else the leader). Lock held."""
+        drive = self._drive
+        while True:
+            commands = drive.commands()
+            if not commands:
+                break
+            for command in commands:
+                self._route(command)
+        if drive.background_jobs:
+            self._ensure_worker()
+
+    def _route(self, command: Command) -> None:
+        if isinstance(command, StartHttp):
+            job = command.call.job
+            if job.background:
+                self._background.append(command.call)
+                self._ensure_worker()
+                self._cond.notify_all()
+                return
+            self._hand_over(command, job.owner)
+        elif isinstance(command, OpenSocket):
+            self._hand_over(command, self._runs.get(id(command.conn.scope.target())))
+        elif isinstance(command, WriteSocket):
+            self._write(command.conn, command.data)
+        elif isinstance(command, CloseSocket):
+            sock = self._sockets.pop(command.conn, None)
+            if sock is not None:
+                sock.close()
+        elif isinstance(command, RunToolBatch):
+            self._start_tools(command.batch)
+        elif isinstance(command, Wake):
+            self._cond.notify_all()
+        elif isinstance(command, CancelHttp | CancelToolBatch):
+            # A blocking request or a tool thread cannot be stopped from here; the drive
+            # ignores what they report later.
+            pass
+        else:  # pragma: no cover - every command is handled above
+            raise CoderAgentError(f"unknown command {command!r}")
+
+    def _hand_over(self, command: Command, owner: Any) -> None:
+        if isinstance(owner, Run) and not owner.done and self._runs.get(id(owner.machine)) is owner:
+            owner._owned.append(command)
+        else:
+            self._general.append(command)
+        self._cond.notify_all()
+        self._wake_leader()
+
+    def _perform_owned(
+        self, command: Command, run: Run[Any] | None, deadline: Deadline | None
+    ) -> None:
+        if isinstance(command, StartHttp):
+            self._http(command.call, run, deadline)
+        elif isinstance(command, OpenSocket):
+            self._connect(command.conn, deadline)
+        else:  # pragma: no cover - only requests and connects are handed over
+            self._route(command)
+
+    # -- REST --------------------------------------------------------------------------------
+
+    def _http(
+        self,
+        call: HttpCall,
+        run: Run[Any] | None,
+        deadline: Deadline | None,
+        *,
+        bound: float | None = None,
+    ) -> None:
+        """Send ``call`` for ``run`` with the lock released. ``deadline`` (the caller's) and
+        ``bound`` (a background job's own deadline) cut it short: the caller's deadline is
+        then handled by its waiter; at ``bound`` the job is ticked, and if it still wants the
+        answer, the request failed."""
+        if call.finished:
+            return
+        limit = bound
+        if deadline is not None:
+            limit = deadline.at if limit is None else min(limit, deadline.at)
+        client = self.http_client
+        try:
+            extra: dict[str, Any] = {}
+            if limit is not None:
+                extra["timeout"] = _bounded(client.timeout, max(0.001, limit - _now()))
+            outgoing = client.build_request(
+                call.method, call.url, headers=call.headers, content=call.body, **extra
+            )
+        except Exception as exc:
+            self._drive.http_failed(call, exc, _now())
+            self._absorb()
+            return
+        status = 0
+        answered = 0.0
+        try:
+            with self._unlocked():
+                response = client.send(outgoing, stream=True)
+                try:
+                    answered = _now()
+                    status = response.status_code
+                    body = response.read()
+                finally:
+                    response.close()
+        except Exception as exc:
+            now = _now()
+            if limit is not None and now >= limit and isinstance(exc, httpx.TimeoutException):
+                if deadline is not None and now >= deadline.at:
+                    return  # the caller's deadline: its waiter cancels the machine
+                self._drive.tick(now)
+                self._absorb()
+                if call.finished:
+                    return  # the job abandoned the request at its deadline
+            self._drive.http_failed(call, exc, now)
+            self._absorb()
+            return
+        except BaseException:
+            # Our own call is released when the run is cancelled; anyone else's must not wait
+            # for an answer that will never be reported.
+            if not call.finished and call.job.owner is not run:
+                self._drive.http_failed(call, "the request was interrupted", _now())
+                self._absorb()
+            raise
+        drive = self._drive
+        drive.http_headers(call, status, answered)
+        drive.http_response(
+            call,
+            status=status,
+            headers=response.headers.multi_items(),
+            body=body,
+            reason=response.reason_phrase,
+            now=_now(),
+        )
+        self._absorb()
+
+    # -- sockets -----------------------------------------------------------------------------
+
+    def _connect(self, conn: Conn, deadline: Deadline | None) -> None:
+        if conn.closed:
+            return
+        timeout = CONNECT_TIMEOUT
+        if deadline is not None:
+            timeout = max(0.001, min(timeout, deadline.remaining()))
+        try:
+            with self._unlocked():
+                sock = _open_socket(conn, self._ssl, timeout)
+        except (OSError, ValueError, UnicodeError) as exc:
+            if deadline is not None and _now() >= deadline.at and isinstance(exc, TimeoutError):
+                return  # the caller's deadline: its waiter cancels the machine
+            self._drive.socket_failed(conn, exc, _now())
+            self._absorb()
+            return
+        if conn.closed:
+            with contextlib.suppress(OSError):
+                sock.close()
+            return
+        self._sockets[conn] = _Socket(sock)
+        self._drive.socket_made(conn, _now())
+        self._absorb()
+        self._wake_leader()
+
+    def _write(self, conn: Conn, data: bytes) -> None:
+        sock = self._sockets.get(conn)
+        if sock is None:
+            return
+        try:
+            sock.write(data)
+        except OSError as exc:
+            self._socket_failed(conn, exc)
+            return
+        if sock.out:
+            self._wake_leader()  # the leader waits for it to be writable
+
+    def _drop(self, conn: Conn) -> None:
+        sock = self._sockets.pop(conn, None)
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.sock.close()
+
+    def _socket_failed(self, conn: Conn, error: BaseException) -> None:
+        self._drop(conn)
+        self._drive.socket_failed(conn, error, _now())
+        self._absorb()
+
+    # -- tools -------------------------------------------------------------------------------
+
+    def _start_tools(self, batch: ToolBatch) -> None:
+        thread = threading.Thread(
+            target=self._tools_main, args=(batch,), name="coder-io-sync-tools", daemon=True
+        )
+        batch.io = thread
+        self._tool_threads.add(thread)
+        thread.start()
+
+    def _tools_main(self, batch: ToolBatch) -> None:
+        error: Exception | None = None
+        outcomes: Sequence[ToolOutcome] = ()
+        try:
+            outcomes = batch.runner(batch.calls)
+        except Exception as exc:
+            error = exc
+        with self._lock:
+            self._tool_threads.discard(threading.current_thread())
+            if error is not None:
+                self._drive.tools_failed(batch, error, _now())
+            else:
+                self._drive.tools_done(batch, outcomes, _now())
+            self._absorb()
+            self._cond.notify_all()
+            self._wake_leader()
+
+    # -- cancellation ------------------------------------------------------------------------
+
+    def _cancel(self, run: Run[Any], reason: BaseException | None) -> None:
+        with self._lock:
+            self._cancel_locked(run, reason)
+
+    def try_cancel(self, run: Run[Any]) -> bool:
+        """Cancel ``run`` (a consumer teardown) if the lock is free now; ``False`` when it is
+        held (a finalizer running inside the driver must not wait for itself)."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            self._cancel_locked(run, None)
+        finally:
+            self._lock.release()
+        return True
+
+    def _cancel_locked(self, run: Run[Any], reason: BaseException | None) -> None:
+        if not run.done:
+            self._drive.cancel(run._job, reason, _now())
+            self._absorb()
+        self._retire(run)
+        self._cond.notify_all()
+        self._wake_leader()
+
+    def _retire(self, run: Run[Any]) -> None:
+        """A finished run's leftovers: its own requests are moot (the drive released them);
+        a connect for the session (a redial) goes to whoever leads next."""
+        if self._runs.get(id(run.machine)) is run:
+            del self._runs[id(run.machine)]
+        while run._owned:
+            command = run._owned.popleft()
+            live = (isinstance(command, OpenSocket) and not command.conn.closed) or (
+                isinstance(command, StartHttp) and not command.call.finished
+            )
+            if live:
+                self._general.append(command)
+
+    # -- the worker (D22) --------------------------------------------------------------------
+
+    def _ensure_worker(self) -> None:
+        if self._worker is None and not self._closed_for_good():
+            worker = threading.Thread(
+                target=self._worker_main, name="coder-io-sync-background", daemon=True
+            )
+            self._worker = worker
+            worker.start()
+
+    def _closed_for_good(self) -> bool:
+        return self._closed and not self._drive.background_jobs and not self._background
+
+    def _worker_main(self) -> None:
+        """Drive the background jobs: their requests (each bounded by the job's deadline)
+        and their deadlines, until none is left."""
+        with self._lock:
+            try:
+                while True:
+                    if self._background:
+                        call = self._background.popleft()
+                        if not call.finished:
+                            self._http(call, None, None, bound=call.job.machine.next_deadline())
+                        continue
+                    now = _now()
+                    due: float | None = None
+                    for job in self._drive.jobs:
+                        if job.background:
+                            deadline = job.machine.next_deadline()
+                            if deadline is not None and (due is None or deadline < due):
+                                due = deadline
+                    if due is not None and due <= now:
+                        self._drive.tick(now)
+                        self._absorb()
+                        continue
+                    if not self._drive.background_jobs:
+                        return
+                    self._cond.wait(None if due is None else due - now)
+            except BaseException:  # pragma: no cover - a bug must not kill silently
+                logger.exception("the background worker failed")
+            finally:
+                self._worker = None
+                self._cond.notify_all()

@@ -1,0 +1,588 @@
+"""``CoderAgent``, blocking: one Coder chat session driven turn by turn (state machines G, H;
+DECISIONS D5, D7, D10, D17, D22; DESIGN "Public API").
+
+The class is a thin shell around ``coder_proto.agent.AgentCore``: the core validates the
+settings, prepares prompts, plans every client-tool batch (D5) and decides the
+structured-output ladder; this module reads the files a prompt names, drives the core's
+machines on the client's ``Driver`` in the calling thread and calls the tool functions.
+
+Tools are plain functions. The calls of one pause run concurrently, each in a thread of its
+own, while the calling thread keeps reading the stream; a coroutine function (or a function
+returning an awaitable) gets an error result (D5), since nothing here runs an event loop.
+
+Threads: use one agent per thread. ``generate`` / ``stream`` are single-flight (a second
+concurrent call raises ``CoderAgentError``). ``interrupt()``, ``archive()`` and the plain
+operations may be called from another thread while a turn runs: ``interrupt()`` from another
+thread is the supported way to stop a running ``generate`` (it returns with the turn's
+result once the run settled). A ``KeyboardInterrupt`` or the ``timeout=`` of ``generate`` /
+``stream`` cancels the turn (the run on the server is interrupted in the background, D22).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import inspect
+import logging
+import os
+import pathlib
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from types import TracebackType
+from typing import Any
+
+import httpx
+
+from coder_proto.actions import ToolOutcome
+from coder_proto.agent import (
+    AgentCore,
+    AttachedFile,
+    GenerateResult,
+    HistoryJob,
+    PromptPlan,
+    ToolInvocation,
+    WorkspaceFiles,
+    WorkspaceUpload,
+    prepare_attachment,
+    prepare_prompt,
+)
+from coder_proto.cleanup import ArchiveResult, InterruptResult
+from coder_proto.client import plan_upload
+from coder_proto.constants import (
+    BACKGROUND_TASK_BOUND,
+    DEFAULT_MAX_STEPS,
+    SETTLE_DEADLINE,
+    SETTLE_RETRY_DELAY,
+)
+from coder_proto.errors import CoderAgentError
+from coder_proto.history import FileUrlResolver, UIMessage, to_ui_messages
+from coder_proto.operations import ChatCost
+from coder_proto.parts import OutputPart, TextDelta, ToolCall
+from coder_proto.tools import Tool
+from coder_proto.transcript import Recorder
+from coder_proto.transport_events import TransportEventSink
+from coder_proto.turn import Turn
+from coder_proto.wire.chats import ChatModelConfig
+
+from ._driver import Deadline, Driver, Run, VerifyTypes, sigint_deferred, transport_sink
+from .client import CoderChatClient, _read_upload
+
+__all__ = ["AgentStream", "CoderAgent"]
+
+logger = logging.getLogger("coder_io_sync")
+
+
+def _now() -> float:
+    return time.monotonic()
+
+
+class CoderAgent:
+    """A Coder Agents chat session, blocking (DESIGN "Public API").
+
+    One agent is one server chat, created by the first turn and reused by the next ones
+    (H.1). Connection: ``client`` (a ``CoderChatClient``, never closed here) or ``base_url`` /
+    ``token`` (defaulting to ``CODER_URL`` / ``CODER_SESSION_TOKEN``) with ``http_client`` (an
+    ``httpx.Client``) and ``verify``. ``organization_id`` defaults to
+    ``CODER_ORGANIZATION_ID``. Durations are seconds: ``request_timeout`` bounds each segment
+    (C.3), ``settle_deadline`` and ``settle_retry_delay`` bound cleanup (H.4, H.5). ``tools``
+    are ``@tool`` functions, ``Tool`` objects (explicit JSON Schema, attrs classes,
+    dataclasses, pydantic models) or plain functions, as a sequence or a name -> tool
+    mapping. ``output_type`` enables the structured-output tool (``result.output``).
+    ``on_transport_event`` (a plain function) receives transport events; with a supplied
+    ``client`` the ``http:*`` and ``ws:*`` events go to that client's hook and this one
+    receives the ``segment:*`` events (all of them go to the client's hook when the agent has
+    none). It runs while the agent's driver is locked: it must not call the agent.
+
+    Construction does no I/O. ``with`` disposes of the agent on exit: interrupt, then archive,
+    bounded by ``settle_deadline`` and never raising (H.5). See the module docstring for
+    threads.
+    """
+
+    def __init__(
+        self,
+        *,
+        organization_id: str | None = None,
+        model: str | None = None,
+        instructions: str | None = None,
+        tools: Iterable[Tool | Callable[..., Any]] | Mapping[str, Any] | None = None,
+        output_type: Any = None,
+        request_timeout: float | None = None,
+        chat_id: str | None = None,
+        last_seen_message_id: int | None = None,
+        workspace_id: str | None = None,
+        workspace_files: WorkspaceFiles | None = None,
+        mcp_server_ids: Sequence[str] = (),
+        reasoning_effort: str | None = None,
+        plan_mode: str | None = None,
+        busy_behavior: str | None = None,
+        max_steps: int = DEFAULT_MAX_STEPS,
+        max_retries: int = 0,
+        settle_deadline: float = SETTLE_DEADLINE,
+        settle_retry_delay: float = SETTLE_RETRY_DELAY,
+        on_transport_event: Callable[[Any], object] | None = None,
+        client: CoderChatClient | None = None,
+        base_url: str | None = None,
+        token: str | None = None,
+        http_client: httpx.Client | None = None,
+        verify: VerifyTypes = True,
+        recorder: Recorder | None = None,
+    ) -> None:
+        if client is not None:
+            if base_url is not None or token is not None or http_client is not None:
+                raise CoderAgentError("pass either client or base_url/token/http_client, not both")
+            if not isinstance(client, CoderChatClient):
+                raise CoderAgentError("client must be a coder_io_sync CoderChatClient")
+            self._owns_client = False
+            sink = _segment_sink(client.sink, on_transport_event)
+        else:
+            client = CoderChatClient(
+                base_url,
+                token,
+                http_client=http_client,
+                verify=verify,
+                on_transport_event=on_transport_event,
+                recorder=recorder,
+            )
+            self._owns_client = True
+            sink = client.sink
+        self._client = client
+        self._driver: Driver = client.driver
+        if recorder is not None:
+            # Transcripts (docs/transcripts.md): the driver reports what crosses the wire.
+            self._driver.recorder = recorder
+        self._core = AgentCore(
+            base_url=client.settings.base_url,
+            token=client.settings.token,
+            organization_id=organization_id,
+            model=model,
+            instructions=instructions,
+            tools=tools,
+            output_type=output_type,
+            request_timeout=request_timeout,
+            chat_id=chat_id,
+            last_seen_message_id=last_seen_message_id,
+            workspace_id=workspace_id,
+            workspace_files=workspace_files,
+            mcp_server_ids=mcp_server_ids,
+            reasoning_effort=reasoning_effort,
+            plan_mode=plan_mode,
+            busy_behavior=busy_behavior,
+            max_steps=max_steps,
+            max_retries=max_retries,
+            settle_deadline=settle_deadline,
+            settle_retry_delay=settle_retry_delay,
+            selector=client.selector,
+            sink=sink,
+            env=os.environ,
+        )
+        # The single-flight check and entry are one step, whichever thread calls (G.2).
+        self._flight = threading.Lock()
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return (
+            f"<CoderAgent chat_id={self.chat_id!r} "
+            f"last_seen_message_id={self.last_seen_message_id!r}>"
+        )
+
+    # -- session state (H.1) ---------------------------------------------------------------
+
+    @property
+    def client(self) -> CoderChatClient:
+        """The raw chat client this agent talks through."""
+        return self._client
+
+    @property
+    def chat_id(self) -> str | None:
+        """The session's chat: ``None`` before the first turn created it, or after a reset or a
+        fresh-chat stream failure (C.5)."""
+        return self._core.session.chat_id
+
+    @property
+    def last_seen_message_id(self) -> int | None:
+        """The resume cursor (D.1): persist it with ``chat_id`` to resume in another process."""
+        return self._core.session.last_seen_message_id
+
+    @property
+    def last_known_chat_id(self) -> str | None:
+        """The last chat a turn ran on; ``interrupt`` and ``archive`` target it after a reset."""
+        return self._core.session.last_known_chat_id
+
+    @property
+    def stranded_chat_ids(self) -> tuple[str, ...]:
+        """Chats failed fresh-chat turns discarded, oldest first; ``archive`` retires them."""
+        return self._core.session.stranded_chat_ids
+
+    def reset_session(self) -> None:
+        """Start a fresh chat on the next turn (H.1); a paused stream is closed."""
+        session = self._core.session
+
+        def reset(now: float) -> list[Any]:
+            recorder = self._driver.recorder
+            if recorder is not None:
+                recorder.session_call("reset_session", now)
+            return session.reset_session(now)
+
+        self._driver.perform(reset, session=session)
+
+    # -- turns -------------------------------------------------------------------------------
+
+    def _begin(self) -> None:
+        with self._flight:
+            self._core.begin()
+
+    def _end(self) -> None:
+        with self._flight:
+            self._core.end()
+
+    def generate(
+        self, prompt: object = None, *, messages: object = None, timeout: float | None = None
+    ) -> GenerateResult:
+        """Run one turn to completion (the whole client-tool loop) and return its result:
+        final text, every step, the whole turn's usage, finish reason, tool calls and results,
+        sources, and ``output`` with ``output_type``. ``prompt`` is a string, content parts
+        (text, ``Attachment``, ``AttachedFile`` ...) or messages; ``messages`` takes messages
+        only. A run that fails raises its typed error. ``timeout`` (seconds) is the caller's
+        deadline for the whole call: when it passes, the run on the server is interrupted and
+        the builtin ``TimeoutError`` raised (D22); a ``KeyboardInterrupt`` while waiting does
+        the same and propagates. The agent stays usable afterwards."""
+        deadline = Deadline.after(timeout)
+        core = self._core
+        driver = self._driver
+        self._begin()
+        try:
+            with sigint_deferred():
+                plan = prepare_prompt(prompt, messages)
+                built = self._build(plan)
+                with driver.locked() as now:
+                    call = core.generate(built, now=now)
+                turn: Turn = call.turn
+                while True:
+                    result = driver.run(
+                        turn, session=core.session, tools=self._run_tools, deadline=deadline
+                    )
+                    with driver.locked() as now:
+                        step = call.advance(result, now=now)
+                    if isinstance(step, GenerateResult):
+                        return step
+                    turn = step
+        finally:
+            self._end()
+
+    def stream(
+        self, prompt: object = None, *, messages: object = None, timeout: float | None = None
+    ) -> AgentStream:
+        """A streaming turn: ``with agent.stream(prompt) as s:`` then ``for part in s``
+        (output parts, live), or ``for delta in s.text_stream``, and
+        ``s.get_final_result()``. A failure of the run is raised by the iteration; leaving the
+        block before the turn finished interrupts the run. ``timeout`` (seconds, from entering
+        the block) is the caller's deadline: when it passes while waiting for parts, the run
+        is interrupted and the builtin ``TimeoutError`` raised (D22)."""
+        return AgentStream(self, prompt, messages, Deadline.check(timeout))
+
+    def _build(self, plan: PromptPlan) -> Sequence[Any]:
+        return plan.build([_read_upload(upload) for upload in plan.reads])
+
+    def _run_tools(self, calls: tuple[ToolCall, ...]) -> list[ToolOutcome]:
+        """One pause's client calls (D5), in the driver's tool thread: the core plans them;
+        each invocation runs in a thread of its own when there are several."""
+        with self._driver.locked():
+            plan = self._core.plan_tools(calls)
+        outcomes = list(plan.outcomes)
+        invocations = plan.invocations
+        if len(invocations) == 1:
+            outcomes.append(_invoke(invocations[0]))
+        elif invocations:
+            with concurrent.futures.ThreadPoolExecutor(
+                max_workers=len(invocations), thread_name_prefix="coder-io-sync-tool"
+            ) as pool:
+                outcomes += list(pool.map(_invoke, invocations))
+        return outcomes
+
+    # -- cleanup (H.3-H.5) -------------------------------------------------------------------
+
+    def interrupt(self, *, wait: bool = False, timeout: float | None = None) -> InterruptResult:
+        """Interrupt the session's chat (or the last known one) (H.3, D4): ``interrupted`` is
+        ``False`` when there is no chat. With ``wait``, poll until the chat settled, at most
+        ``timeout`` seconds (15 by default; builtin ``TimeoutError`` after that, D11). Safe to
+        call from another thread while a turn runs: that turn then settles and returns."""
+        session = self._core.session
+        driver = self._driver
+        with sigint_deferred():
+            with driver.locked() as now:
+                machine = session.interrupt(now=now, wait=wait, timeout=timeout)
+            return driver.run(machine, session=session)
+
+    def archive(self) -> ArchiveResult:
+        """Archive the session's chat and every stranded one (H.4, D10), retrying 409s while
+        the chat winds down, within ``settle_deadline``."""
+        session = self._core.session
+        driver = self._driver
+        with sigint_deferred():
+            with driver.locked() as now:
+                machine = session.archive(now=now)
+            return driver.run(machine, session=session)
+
+    def close(self, *, archive: bool = True) -> None:
+        """Dispose of the agent (H.5): interrupt, then archive, bounded by ``settle_deadline``;
+        wait for the background work (at most 10 s, D22) and join the worker thread; close the
+        client if the agent created it. With ``archive=False`` the chat is left as it is, to be
+        continued later from ``chat_id`` and ``last_seen_message_id``: only the connections
+        are closed. Never raises (except a ``KeyboardInterrupt``). Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        session = self._core.session
+        driver = self._driver
+        try:
+            if archive and not driver.closed:
+                # The dispose machine logs and collects its failures; it never raises.
+                with sigint_deferred():
+                    with driver.locked() as now:
+                        machine = session.dispose(now=now)
+                    driver.run(machine, session=session)
+            elif not driver.closed:
+                driver.perform(session.close_retained_stream, session=session)
+        except Exception:
+            logger.warning("agent disposal failed", exc_info=True)
+        finally:
+            if self._owns_client:
+                self._client.close()
+            elif not driver.closed:
+                driver.wait_background(BACKGROUND_TASK_BOUND)
+
+    def __enter__(self) -> CoderAgent:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- plain operations --------------------------------------------------------------------
+
+    def list_models(self) -> tuple[ChatModelConfig, ...]:
+        """The organization's model configs (wire 8), to pick a ``model`` hint."""
+        return self._client.list_model_configs(self._core.organization_id)
+
+    def get_chat_cost(self, chat_id: str | None = None) -> ChatCost:
+        """The chat's cost (``GET {P}/{chat}/cost``; D17: never called implicitly). Defaults
+        to the session's chat, else the last known one."""
+        return self._client.get_chat_cost(chat_id or self._core.require_chat())
+
+    def attach(
+        self, content: object, *, media_type: str | None = None, filename: str | None = None
+    ) -> AttachedFile:
+        """Upload a file once (wire 7: allowlisted media types, 10 MiB) and return a reference
+        to put in later prompts without re-uploading. ``content`` is bytes, a path or a binary
+        file object; the media type defaults from the file name's extension."""
+        plan = prepare_attachment(content, media_type=media_type, filename=filename)
+        assert plan.media_type is not None
+        file_id = self._client.upload_chat_file(
+            self._core.organization_id, content, media_type=plan.media_type, filename=plan.filename
+        )
+        return AttachedFile(file_id=file_id, media_type=plan.media_type, filename=plan.filename)
+
+    def upload_to_workspace(self, content: object, path: str) -> WorkspaceUpload:
+        """Write ``content`` (bytes, a path or a binary file object) as-is to ``path`` on the
+        agent's workspace through the ``workspace_files`` adapter (seed README "Workspace
+        files"): no allowlist, no size cap, no unpacking. The adapter's ``write_file`` must be
+        a plain method here."""
+        adapter, target = self._core.workspace_upload(path)
+        data = _read_whole(content)
+        written = adapter.write_file(target, data)
+        if inspect.isawaitable(written):
+            _discard(written)
+            raise CoderAgentError(
+                "workspace_files.write_file returned an awaitable; the blocking adapter "
+                "(coder_io_sync) needs a plain method"
+            )
+        return WorkspaceUpload(
+            path=written if isinstance(written, str) and written else target, size=len(data)
+        )
+
+    def history(self, *, file_url: FileUrlResolver | None = None) -> list[UIMessage]:
+        """The chat's whole history as UI messages (state machines I), oldest first."""
+        session = self._core.session
+        driver = self._driver
+        with sigint_deferred():
+            with driver.locked() as now:
+                job = HistoryJob(session.selector, self._core.require_chat(), now=now)
+            messages = driver.run(job)
+        return to_ui_messages(messages, file_url=file_url)
+
+
+class AgentStream:
+    """One streaming turn (``CoderAgent.stream``); use it as a context manager.
+
+    ``for part in stream`` yields the output parts (``TextDelta``, ``ToolCall``, ``Finish``
+    ...) live; ``stream.text_stream`` yields only the text deltas' strings. Each part is
+    delivered once, to whichever lens reads it. ``stream.get_final_result()`` drains what is
+    left and returns the ``GenerateResult`` (an error event of the run is in
+    ``result.error``; a failure of the run itself, such as a lost stream or the
+    ``request_timeout``, is raised). The socket is read while the consumer waits for the next
+    part.
+    """
+
+    def __init__(
+        self, agent: CoderAgent, prompt: object, messages: object, timeout: float | None = None
+    ) -> None:
+        self._agent = agent
+        self._prompt = prompt
+        self._messages = messages
+        self._timeout = timeout
+        self._deadline: Deadline | None = None
+        self._run: Run[Any] | None = None
+        self._final: GenerateResult | None = None
+        self._entered = False
+
+    def __repr__(self) -> str:
+        state = "not started" if self._run is None else ("done" if self._run.done else "live")
+        return f"<AgentStream {state}>"
+
+    def __enter__(self) -> AgentStream:
+        if self._entered:
+            raise CoderAgentError("a stream can be entered only once")
+        self._entered = True
+        deadline = Deadline.after(self._timeout)
+        agent = self._agent
+        core = agent._core
+        driver = agent._driver
+        agent._begin()
+        try:
+            with sigint_deferred():
+                plan = prepare_prompt(self._prompt, self._messages)
+                built = agent._build(plan)
+                with driver.locked() as now:
+                    turn = core.stream(built, now=now)
+                self._run = driver.start(turn, session=core.session, tools=agent._run_tools)
+        except BaseException:
+            agent._end()
+            raise
+        self._deadline = deadline
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            if self._run is not None and not self._run.done:
+                # Leaving the stream early interrupts the run (seed "Timeouts &
+                # cancellation"); with an exception it is the caller's reason (D22).
+                self._run.cancel(exc)
+        finally:
+            self._agent._end()
+
+    def _live(self) -> Run[Any]:
+        if self._run is None:
+            raise CoderAgentError("use the stream inside `with agent.stream(...) as s:`")
+        return self._run
+
+    def __iter__(self) -> Iterator[OutputPart]:
+        return self._parts()
+
+    def _parts(self) -> Iterator[OutputPart]:
+        run = self._live()
+        yield from run.parts(self._deadline)
+        run.result(self._deadline)
+
+    @property
+    def text_stream(self) -> Iterator[str]:
+        """The text deltas of the turn, as strings, live."""
+        return self._text()
+
+    def _text(self) -> Iterator[str]:
+        for part in self._parts():
+            if type(part) is TextDelta:
+                yield part.delta
+
+    def get_final_result(self) -> GenerateResult:
+        """Wait for the turn to finish (draining the parts nobody read) and return its
+        result, with ``output`` when a structured answer was filed validly."""
+        if self._final is None:
+            run = self._live()
+            for _part in run.parts(self._deadline):
+                pass
+            result = run.result(self._deadline)
+            agent = self._agent
+            with agent._driver.locked():
+                self._final = agent._core.stream_result(result)
+        return self._final
+
+
+# -- helpers shared by the methods above ------------------------------------------------------
+
+
+def _discard(value: object) -> None:
+    close = getattr(value, "close", None)
+    if callable(close):
+        close()
+
+
+def _invoke(invocation: ToolInvocation) -> ToolOutcome:
+    """Run one client tool. The blocking adapter runs plain functions: a coroutine function,
+    or a function that returns an awaitable, gets an error result (D5)."""
+    if invocation.is_async:
+        return invocation.failed(
+            CoderAgentError(
+                f"tool {invocation.tool.name!r} is a coroutine function; the blocking adapter "
+                "(coder_io_sync) runs plain functions"
+            )
+        )
+    try:
+        value = invocation.call()
+    except Exception as exc:
+        return invocation.failed(exc)
+    if inspect.isawaitable(value):
+        _discard(value)
+        return invocation.failed(
+            CoderAgentError(
+                f"tool {invocation.tool.name!r} returned an awaitable; the blocking adapter "
+                "(coder_io_sync) runs plain functions"
+            )
+        )
+    return invocation.succeeded(value)
+
+
+def _read_whole(content: object) -> bytes:
+    """Workspace files have no size cap: bytes as given, a path or a file object read whole."""
+    plan = plan_upload(content)
+    if plan.data is not None:
+        return plan.data
+    if plan.path is not None:
+        path = plan.path
+        try:
+            return pathlib.Path(path).read_bytes()
+        except OSError as exc:
+            raise CoderAgentError(f"cannot read {path!r}: {exc}") from exc
+    data = _read_upload(plan)
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise CoderAgentError(
+            f"the file object returned {type(data).__name__}, expected bytes "
+            "(open the file in binary mode)"
+        )
+    return bytes(data)
+
+
+def _segment_sink(
+    client_sink: TransportEventSink, callback: Callable[[Any], object] | None
+) -> TransportEventSink:
+    """The session's sink with a supplied client: ``segment:*`` events to the agent's hook
+    (or the client's when the agent has none), everything else to the client's hook."""
+    if callback is None:
+        return client_sink
+    own = transport_sink(callback)
+
+    def route(event: Any) -> None:
+        if event.type.startswith("segment:"):
+            own.emit(event)
+        else:
+            client_sink.emit(event)
+
+    return TransportEventSink(route, wall_clock=time.time)
