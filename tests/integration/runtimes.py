@@ -14,12 +14,15 @@ never shows up in any of it.
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 import traceback
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 import attrs
 
+import coder_io_sync
 from coder_io_asyncio import CoderAgent, CoderChatClient, TextDelta
 from coder_io_asyncio.fake_server import FakeCoderServer
 
@@ -225,5 +228,191 @@ class AsyncioRuntime:
         return await asyncio.to_thread(server.wait_idle, timeout)
 
 
+def _complete(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine that never suspends (the blocking facade's) to its value."""
+    try:
+        coro.send(None)
+    except StopIteration as stop:
+        value: T = stop.value
+        return value
+    coro.close()
+    raise AssertionError("a scenario on the blocking adapter awaited something that suspends")
+
+
+class SyncRuntime:
+    """The blocking facade (``coder_io_sync``): every ``async`` method calls the blocking API
+    and never suspends, so ``run`` drives the scenario with ``coro.send(None)`` and no event
+    loop exists anywhere. ``concurrently`` runs thunks in threads (one agent per thread, or
+    ``interrupt``/``archive`` from another thread, as the adapter documents). A caller's
+    deadline is ``timeout=`` (the builtin ``TimeoutError``)."""
+
+    name = "sync"
+    #: What a caller's own deadline raises on this runtime (D22).
+    deadline_error: type[BaseException] = TimeoutError
+
+    def __init__(self, recorder: Recorder) -> None:
+        self.recorder = recorder
+
+    def run(self, scenario: Callable[[SyncRuntime], Coroutine[Any, Any, T]]) -> T:
+        return _complete(scenario(self))
+
+    def _observe(self, call: Callable[[], T]) -> T:
+        try:
+            value = call()
+        except BaseException as exc:
+            self.recorder.note(exc)
+            raise
+        self.recorder.note(value)
+        return value
+
+    # -- agents --------------------------------------------------------------------------------
+
+    async def agent(self, server: FakeCoderServer, **kwargs: Any) -> coder_io_sync.CoderAgent:
+        kwargs.setdefault("base_url", server.url)
+        kwargs.setdefault("token", server.token)
+        kwargs.setdefault("organization_id", server.organization_id)
+        kwargs.setdefault("on_transport_event", self.recorder.event)
+        kwargs.setdefault("settle_retry_delay", 0.05)
+        try:
+            agent = coder_io_sync.CoderAgent(**kwargs)
+        except BaseException as exc:
+            self.recorder.note(exc)
+            raise
+        self.recorder.note(agent)
+        return agent
+
+    async def client(self, server: FakeCoderServer, **kwargs: Any) -> coder_io_sync.CoderChatClient:
+        kwargs.setdefault("on_transport_event", self.recorder.event)
+        client = coder_io_sync.CoderChatClient(server.url, server.token, **kwargs)
+        self.recorder.note(client)
+        return client
+
+    async def close_client(self, client: coder_io_sync.CoderChatClient) -> None:
+        client.close()
+
+    async def generate(
+        self, agent: coder_io_sync.CoderAgent, prompt: Any = None, **kwargs: Any
+    ) -> Any:
+        return self._observe(lambda: agent.generate(prompt, **kwargs))
+
+    async def stream(
+        self, agent: coder_io_sync.CoderAgent, prompt: Any = None, **kwargs: Any
+    ) -> Streamed:
+        out = Streamed()
+        try:
+            with agent.stream(prompt, **kwargs) as stream:
+                for part in stream:
+                    self.recorder.note(part)
+                    out.parts.append(part)
+                out.result = self._observe(stream.get_final_result)
+        except Exception as exc:
+            self.recorder.note(exc)
+            out.error = exc
+        return out
+
+    async def stream_text(
+        self, agent: coder_io_sync.CoderAgent, prompt: Any = None
+    ) -> tuple[list[str], Any]:
+        with agent.stream(prompt) as stream:
+            deltas = list(stream.text_stream)
+            return deltas, self._observe(stream.get_final_result)
+
+    async def stream_first(
+        self, agent: coder_io_sync.CoderAgent, prompt: Any, count: int
+    ) -> list[Any]:
+        parts: list[Any] = []
+        with agent.stream(prompt) as stream:
+            for part in stream:
+                parts.append(part)
+                if len(parts) >= count:
+                    break
+        return parts
+
+    async def generate_within(
+        self, agent: coder_io_sync.CoderAgent, prompt: Any, seconds: float
+    ) -> BaseException | None:
+        try:
+            agent.generate(prompt, timeout=seconds)
+        except TimeoutError as exc:
+            self.recorder.note(exc)
+            return exc
+        return None
+
+    async def interrupt(self, agent: coder_io_sync.CoderAgent, **kwargs: Any) -> Any:
+        return self._observe(lambda: agent.interrupt(**kwargs))
+
+    async def archive(self, agent: coder_io_sync.CoderAgent) -> Any:
+        return self._observe(agent.archive)
+
+    async def close(self, agent: coder_io_sync.CoderAgent, **kwargs: Any) -> None:
+        agent.close(**kwargs)
+
+    async def reset_session(self, agent: coder_io_sync.CoderAgent) -> None:
+        agent.reset_session()
+
+    async def attach(self, agent: coder_io_sync.CoderAgent, content: Any, **kwargs: Any) -> Any:
+        return self._observe(lambda: agent.attach(content, **kwargs))
+
+    async def list_models(self, agent: coder_io_sync.CoderAgent) -> Any:
+        return self._observe(agent.list_models)
+
+    async def history(self, agent: coder_io_sync.CoderAgent) -> Any:
+        return self._observe(agent.history)
+
+    async def get_chat_cost(self, agent: coder_io_sync.CoderAgent) -> Any:
+        return self._observe(agent.get_chat_cost)
+
+    async def upload_to_workspace(
+        self, agent: coder_io_sync.CoderAgent, content: Any, path: str
+    ) -> Any:
+        return self._observe(lambda: agent.upload_to_workspace(content, path))
+
+    async def client_call(
+        self, agent: coder_io_sync.CoderAgent, name: str, *args: Any, **kwargs: Any
+    ) -> Any:
+        return self._observe(lambda: getattr(agent.client, name)(*args, **kwargs))
+
+    # -- control -------------------------------------------------------------------------------
+
+    async def concurrently(self, *thunks: Thunk, stagger: float = 0.0) -> list[Any]:
+        """Each thunk in a thread of its own, started ``stagger`` seconds apart; the values or
+        the exceptions, in order."""
+        results: list[Any] = [None] * len(thunks)
+
+        def body(index: int, thunk: Thunk) -> None:
+            try:
+                results[index] = _complete(thunk())  # type: ignore[arg-type]
+            except BaseException as exc:
+                results[index] = exc
+
+        threads: list[threading.Thread] = []
+        for index, thunk in enumerate(thunks):
+            if index and stagger:
+                time.sleep(stagger)
+            thread = threading.Thread(target=body, args=(index, thunk), daemon=True)
+            threads.append(thread)
+            thread.start()
+        for thread in threads:
+            thread.join(60.0)
+            assert not thread.is_alive(), "a concurrent call never finished"
+        return results
+
+    async def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+    async def until(self, predicate: Callable[[], bool], timeout: float = 5.0) -> None:
+        for _ in range(int(timeout / 0.01)):
+            if predicate():
+                return
+            time.sleep(0.01)
+        raise AssertionError(f"condition not reached within {timeout} s")
+
+    async def idle(self, server: FakeCoderServer, timeout: float = 5.0) -> bool:
+        return server.wait_idle(timeout)
+
+
 #: The runtimes the scenarios run on (trio and sync join with their adapters).
-RUNTIMES: dict[str, Callable[[Recorder], Any]] = {"asyncio": AsyncioRuntime}
+RUNTIMES: dict[str, Callable[[Recorder], Any]] = {
+    "asyncio": AsyncioRuntime,
+    "sync": SyncRuntime,
+}
