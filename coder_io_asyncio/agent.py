@@ -20,7 +20,7 @@ import pathlib
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 
@@ -56,7 +56,7 @@ from coder_proto.turn import Turn
 from coder_proto.wire.chats import ChatModelConfig
 
 from ._driver import Driver, Run, VerifyTypes, transport_sink
-from .client import CoderChatClient, _read_upload
+from .client import CoderChatClient, ToThread, _read_upload
 
 __all__ = ["AgentStream", "CoderAgent"]
 
@@ -87,6 +87,11 @@ class CoderAgent:
     archive, bounded by ``settle_deadline`` and never raising (H.5). The agent is
     single-flight: a second concurrent ``generate`` / ``stream`` raises ``CoderAgentError``.
     """
+
+    # The runtime seam: the trio adapter's agent is this class with its own client class,
+    # stream class and tool concurrency (the async method bodies are runtime-neutral).
+    _client_class: ClassVar[type[CoderChatClient]] = CoderChatClient
+    _stream_class: ClassVar[type[AgentStream]]
 
     def __init__(
         self,
@@ -120,12 +125,12 @@ class CoderAgent:
         if client is not None:
             if base_url is not None or token is not None or http_client is not None:
                 raise CoderAgentError("pass either client or base_url/token/http_client, not both")
-            if not isinstance(client, CoderChatClient):
+            if not isinstance(client, self._client_class):
                 raise CoderAgentError("client must be a CoderChatClient")
             self._owns_client = False
-            sink = _segment_sink(client.sink, on_transport_event)
+            sink = _segment_sink(client.sink, on_transport_event, client._make_sink)
         else:
-            client = CoderChatClient(
+            client = self._client_class(
                 base_url,
                 token,
                 http_client=http_client,
@@ -239,17 +244,22 @@ class CoderAgent:
         s`` (output parts, live), or ``async for delta in s.text_stream``, and ``await
         s.get_final_result()``. A failure of the run is raised by the iteration; leaving the
         block before the turn finished interrupts the run."""
-        return AgentStream(self, prompt, messages)
+        return self._stream_class(self, prompt, messages)
 
     async def _build(self, plan: PromptPlan) -> Sequence[Any]:
-        return plan.build([await _read_upload(upload) for upload in plan.reads])
+        to_thread = self._client._to_thread
+        return plan.build([await _read_upload(upload, to_thread) for upload in plan.reads])
 
     async def _run_tools(self, calls: tuple[ToolCall, ...]) -> list[ToolOutcome]:
         plan = self._core.plan_tools(calls)
         outcomes = list(plan.outcomes)
         if plan.invocations:
-            outcomes += await asyncio.gather(*(_invoke(i) for i in plan.invocations))
+            outcomes += await self._invoke_all(plan.invocations)
         return outcomes
+
+    async def _invoke_all(self, invocations: Sequence[ToolInvocation]) -> list[ToolOutcome]:
+        """Run the calls of one pause concurrently; one outcome per call, in order."""
+        return list(await asyncio.gather(*(_invoke(i) for i in invocations)))
 
     # -- cleanup (H.3-H.5) -------------------------------------------------------------------
 
@@ -335,7 +345,7 @@ class CoderAgent:
         agent's workspace through the ``workspace_files`` adapter (seed README "Workspace
         files"): no allowlist, no size cap, no unpacking."""
         adapter, target = self._core.workspace_upload(path)
-        data = await _read_whole(content)
+        data = await _read_whole(content, self._client._to_thread)
         written = adapter.write_file(target, data)
         if inspect.isawaitable(written):
             written = await written
@@ -439,6 +449,9 @@ class AgentStream:
         return self._final
 
 
+CoderAgent._stream_class = AgentStream
+
+
 # -- helpers shared by the methods above ------------------------------------------------------
 
 
@@ -456,7 +469,7 @@ async def _invoke(invocation: ToolInvocation) -> ToolOutcome:
     return invocation.succeeded(value)
 
 
-async def _read_whole(content: object) -> bytes:
+async def _read_whole(content: object, to_thread: ToThread = asyncio.to_thread) -> bytes:
     """Workspace files have no size cap: bytes as given, a path or a file object read whole
     (in a worker thread unless ``read`` is a coroutine function)."""
     plan = plan_upload(content)
@@ -465,10 +478,10 @@ async def _read_whole(content: object) -> bytes:
     if plan.path is not None:
         path = plan.path
         try:
-            return await asyncio.to_thread(pathlib.Path(path).read_bytes)
+            return bytes(await to_thread(pathlib.Path(path).read_bytes))
         except OSError as exc:
             raise CoderAgentError(f"cannot read {path!r}: {exc}") from exc
-    data = await _read_upload(plan)
+    data = await _read_upload(plan, to_thread)
     if not isinstance(data, bytes | bytearray | memoryview):
         raise CoderAgentError(
             f"the file object returned {type(data).__name__}, expected bytes "
@@ -478,13 +491,15 @@ async def _read_whole(content: object) -> bytes:
 
 
 def _segment_sink(
-    client_sink: TransportEventSink, callback: Callable[[Any], object] | None
+    client_sink: TransportEventSink,
+    callback: Callable[[Any], object] | None,
+    make_sink: Callable[[Callable[[Any], object] | None], TransportEventSink] = transport_sink,
 ) -> TransportEventSink:
     """The session's sink with a supplied client: ``segment:*`` events to the agent's hook
     (or the client's when the agent has none), everything else to the client's hook."""
     if callback is None:
         return client_sink
-    own = transport_sink(callback)
+    own = make_sink(callback)
 
     def route(event: Any) -> None:
         if event.type.startswith("segment:"):

@@ -13,9 +13,9 @@ import asyncio
 import inspect
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeAlias, TypeVar
 
 import httpx
 
@@ -38,6 +38,7 @@ from coder_proto.errors import CoderAgentError
 from coder_proto.operations import ArchiveOutcome, ChatCost, ChatFile
 from coder_proto.prefix import PrefixSelector
 from coder_proto.transcript import Recorder
+from coder_proto.transport_events import TransportEventSink
 from coder_proto.uploads import check_attachment_size, parse_upload_chat_file
 from coder_proto.watch import WatchBackoff
 from coder_proto.wire.chats import (
@@ -57,6 +58,9 @@ __all__ = ["CoderChatClient"]
 
 T = TypeVar("T")
 
+#: Runs a blocking function in a worker thread (``asyncio.to_thread``, or the trio adapter's).
+ToThread: TypeAlias = Callable[..., Awaitable[Any]]
+
 
 class CoderChatClient:
     """The raw Coder chat API on asyncio.
@@ -73,6 +77,19 @@ class CoderChatClient:
     error, a log record or an event.
     """
 
+    # The runtime seam: the trio adapter's client is this class with its own driver, event
+    # sink, worker threads and watch (the async method bodies are runtime-neutral).
+    _driver_class: ClassVar[Any] = Driver
+    _watch_class: ClassVar[Any] = ChatWatch
+
+    @staticmethod
+    def _make_sink(callback: Callable[[Any], object] | None) -> TransportEventSink:
+        return transport_sink(callback)
+
+    @staticmethod
+    async def _to_thread(fn: Callable[..., Any], /, *args: Any) -> Any:
+        return await asyncio.to_thread(fn, *args)
+
     def __init__(
         self,
         base_url: str | None = None,
@@ -87,8 +104,8 @@ class CoderChatClient:
         self.settings = ClientSettings.resolve(base_url, token, environ=os.environ)
         #: The client's chat-prefix negotiation state (wire 1.4): one per client.
         self.selector = PrefixSelector(prefix)
-        self.sink = transport_sink(on_transport_event)
-        self.driver = Driver(
+        self.sink = self._make_sink(on_transport_event)
+        self.driver: Driver = self._driver_class(
             base_url=self.settings.base_url,
             token=self.settings.token,
             http_client=http_client,
@@ -347,7 +364,7 @@ class CoderChatClient:
         plan = plan_upload(content, media_type=media_type, filename=filename)
         data: object = plan.data
         if data is None:
-            data = await _read_upload(plan)
+            data = await _read_upload(plan, self._to_thread)
         request = plan.request(organization_id, data)
         result: str = await self._run(
             RestJob(self.selector, request, parse_upload_chat_file, now=self._now())
@@ -434,19 +451,21 @@ class CoderChatClient:
         ``async with client.watch_chats() as watch: async for event in watch``."""
         if self.driver.closed:
             raise CoderAgentError("this client is closed")
-        return ChatWatch(self, backoff=backoff)
+        watch: ChatWatch = self._watch_class(self, backoff=backoff)
+        return watch
 
 
-async def _read_upload(plan: UploadPlan) -> object:
-    """The bytes of a path or file-object upload. A path over 10 MiB is refused before it is
-    read (wire 7); read errors are ``CoderAgentError``."""
+async def _read_upload(plan: UploadPlan, to_thread: ToThread = asyncio.to_thread) -> object:
+    """The bytes of a path or file-object upload, read in a worker thread (``to_thread``). A
+    path over 10 MiB is refused before it is read (wire 7); read errors are
+    ``CoderAgentError``."""
     if plan.path is not None:
-        return await asyncio.to_thread(_read_path, plan.path)
+        return await to_thread(_read_path, plan.path)
     read = plan.stream.read
     try:
         if inspect.iscoroutinefunction(read):
             return await read()
-        data = await asyncio.to_thread(read)
+        data = await to_thread(read)
         if inspect.isawaitable(data):
             return await data
         return data

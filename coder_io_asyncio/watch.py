@@ -67,7 +67,7 @@ class ChatWatch:
                 now=time.monotonic(),
                 backoff=self._backoff,
             )
-            self._loop = asyncio.get_running_loop()
+            self._bind()
             self._run = client.driver.start(machine)
         machine = self._run.machine
         assert isinstance(machine, WatchMachine)
@@ -119,21 +119,31 @@ class ChatWatch:
         if self._run is not None:
             self._run.cancel(None)
 
+    def _bind(self) -> None:
+        """Remember the loop that runs this watch (``__del__`` cancels on it)."""
+        self._loop = asyncio.get_running_loop()
+
     def __del__(self) -> None:
         # Dropping an unfinished iterator (``break`` out of ``async for``) must not leave the
         # socket open: cancel on the loop that runs it.
-        run, loop = self._run, self._loop
-        if run is None or run.done or loop is None or loop.is_closed():
+        run = self._run
+        if run is None or run.done:
             return
         with contextlib.suppress(Exception):
-            try:
-                running = asyncio.get_running_loop()
-            except RuntimeError:
-                running = None
-            if running is loop:
-                run.cancel(None)
-            else:
-                loop.call_soon_threadsafe(run.cancel, None)
+            self._cancel_soon(run)
+
+    def _cancel_soon(self, run: Run[None]) -> None:
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            run.cancel(None)
+        else:
+            loop.call_soon_threadsafe(run.cancel, None)
 
 
 def watch_chats(

@@ -21,8 +21,10 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 import attrs
+import trio
 
 import coder_io_sync
+import coder_io_trio
 from coder_io_asyncio import CoderAgent, CoderChatClient, TextDelta
 from coder_io_asyncio.fake_server import FakeCoderServer
 
@@ -76,6 +78,8 @@ class AsyncioRuntime:
     name = "asyncio"
     #: What a caller's own deadline raises on this runtime (D22).
     deadline_error: type[BaseException] = TimeoutError
+    agent_class: Any = CoderAgent
+    client_class: Any = CoderChatClient
 
     def __init__(self, recorder: Recorder) -> None:
         self.recorder = recorder
@@ -103,7 +107,7 @@ class AsyncioRuntime:
         kwargs.setdefault("on_transport_event", self.recorder.event)
         kwargs.setdefault("settle_retry_delay", 0.05)
         try:
-            agent = CoderAgent(**kwargs)
+            agent = self.agent_class(**kwargs)
         except BaseException as exc:
             self.recorder.note(exc)
             raise
@@ -114,7 +118,7 @@ class AsyncioRuntime:
         """A ``CoderChatClient`` on ``server`` (to share between agents, or to pass as
         ``client=``)."""
         kwargs.setdefault("on_transport_event", self.recorder.event)
-        client = CoderChatClient(server.url, server.token, **kwargs)
+        client = self.client_class(server.url, server.token, **kwargs)
         self.recorder.note(client)
         return client
 
@@ -163,6 +167,20 @@ class AsyncioRuntime:
         try:
             async with asyncio.timeout(seconds):
                 await agent.generate(prompt)
+        except TimeoutError as exc:
+            self.recorder.note(exc)
+            return exc
+        return None
+
+    async def within(
+        self, seconds: float, method: str, *args: Any, **kwargs: Any
+    ) -> BaseException | None:
+        """``await self.<method>(*args, **kwargs)`` under a caller deadline of ``seconds``
+        (the runtime's own cancellation): the exception the runtime raised for it, ``None``
+        when the call finished first. A blocking facade passes ``timeout=seconds`` instead."""
+        try:
+            async with asyncio.timeout(seconds):
+                await getattr(self, method)(*args, **kwargs)
         except TimeoutError as exc:
             self.recorder.note(exc)
             return exc
@@ -237,6 +255,66 @@ def _complete(coro: Coroutine[Any, Any, T]) -> T:
         return value
     coro.close()
     raise AssertionError("a scenario on the blocking adapter awaited something that suspends")
+
+
+class TrioRuntime(AsyncioRuntime):
+    """The trio facade (``coder_io_trio``): the asyncio facade's methods (the adapters share
+    their API) with trio's control: scenarios run under ``trio.run``, a caller's deadline is
+    ``trio.fail_after`` (``trio.TooSlowError``), concurrency is a nursery."""
+
+    name = "trio"
+    deadline_error: type[BaseException] = trio.TooSlowError
+    agent_class: Any = coder_io_trio.CoderAgent
+    client_class: Any = coder_io_trio.CoderChatClient
+
+    def run(self, scenario: Callable[[Any], Coroutine[Any, Any, T]]) -> T:
+        return trio.run(scenario, self)
+
+    async def generate_within(
+        self, agent: Any, prompt: Any, seconds: float
+    ) -> BaseException | None:
+        return await self.within(seconds, "generate", agent, prompt)
+
+    async def within(
+        self, seconds: float, method: str, *args: Any, **kwargs: Any
+    ) -> BaseException | None:
+        try:
+            with trio.fail_after(seconds):
+                await getattr(self, method)(*args, **kwargs)
+        except trio.TooSlowError as exc:
+            self.recorder.note(exc)
+            return exc
+        return None
+
+    async def concurrently(self, *thunks: Thunk, stagger: float = 0.0) -> list[Any]:
+        results: list[Any] = [None] * len(thunks)
+
+        async def one(index: int, thunk: Thunk) -> None:
+            try:
+                results[index] = await thunk()
+            except Exception as exc:
+                results[index] = exc
+
+        async with trio.open_nursery() as nursery:
+            for index, thunk in enumerate(thunks):
+                if index and stagger:
+                    await trio.sleep(stagger)
+                nursery.start_soon(one, index, thunk)
+                await trio.sleep(0)
+        return results
+
+    async def sleep(self, seconds: float) -> None:
+        await trio.sleep(seconds)
+
+    async def until(self, predicate: Callable[[], bool], timeout: float = 5.0) -> None:
+        for _ in range(int(timeout / 0.01)):
+            if predicate():
+                return
+            await trio.sleep(0.01)
+        raise AssertionError(f"condition not reached within {timeout} s")
+
+    async def idle(self, server: FakeCoderServer, timeout: float = 5.0) -> bool:
+        return await trio.to_thread.run_sync(server.wait_idle, timeout)
 
 
 class SyncRuntime:
@@ -415,4 +493,5 @@ class SyncRuntime:
 RUNTIMES: dict[str, Callable[[Recorder], Any]] = {
     "asyncio": AsyncioRuntime,
     "sync": SyncRuntime,
+    "trio": TrioRuntime,
 }
