@@ -79,6 +79,14 @@ from coder_proto.watch import WatchBackoff
 
 from .agent import AgentStream, CoderAgent
 from .client import CoderChatClient
+from .durable import (
+    DurableToolContext,
+    archive_workflow,
+    bind_tools,
+    crash_safe,
+    run_turn,
+    sweep_orphans,
+)
 from .watch import ChatWatch, watch_chats
 
 __all__ = [
@@ -96,6 +104,7 @@ __all__ = [
     "CoderNetworkError",
     "CoderProtocolError",
     "CoderStreamError",
+    "DurableToolContext",
     "ErrorPart",
     "Finish",
     "GenerateResult",
@@ -124,6 +133,11 @@ __all__ = [
     "WatchBackoff",
     "WorkspacePreview",
     "WorkspaceUpload",
+    "archive_workflow",
+    "bind_tools",
+    "crash_safe",
+    "run_turn",
+    "sweep_orphans",
     "tool",
     "watch_chats",
 ]

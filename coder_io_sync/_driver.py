@@ -325,6 +325,13 @@ def sigint_deferred() -> contextlib.AbstractContextManager[None]:
     return _SIGINT.active()
 
 
+def blocking_sleep(seconds: float) -> None:
+    """``time.sleep`` that a deferred Ctrl-C interrupts at once (a blocking point)."""
+    if seconds > 0:
+        with _SIGINT.blocking():
+            time.sleep(seconds)
+
+
 # -- sockets ---------------------------------------------------------------------------------------
 
 
