@@ -31,9 +31,11 @@ Interface for the adapter's public classes: the names of ``coder_io_asyncio._dri
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 import math
+import socket
 import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
@@ -89,6 +91,17 @@ ToolRunner: TypeAlias = Callable[[tuple[ToolCall, ...]], Awaitable[Sequence[Tool
 _READ_CHUNK = 65_536
 #: How long ``aclose`` waits for its cancelled tasks to finish closing their sockets.
 _TASKS_GRACE = 1.0
+#: How long a closing socket waits for the peer's end before it is closed anyway.
+_CLOSE_GRACE = 1.0
+
+
+def _shutdown_write(stream: trio.abc.Stream) -> None:
+    """Send the end of our side of the TCP connection (after what is queued)."""
+    transport = stream.transport_stream if isinstance(stream, trio.SSLStream) else stream
+    raw = getattr(transport, "socket", None)
+    if raw is not None:
+        with contextlib.suppress(OSError):
+            raw.shutdown(socket.SHUT_WR)
 
 
 def transport_sink(callback: Callable[[Any], object] | None) -> TransportEventSink:
@@ -122,11 +135,13 @@ def cancelled_now() -> bool:
 class _Task:
     """A cancel scope for one driver task (the trio side of a handle's ``io`` slot)."""
 
-    __slots__ = ("name", "scope")
+    __slots__ = ("name", "scope", "sock")
 
-    def __init__(self, name: str = "") -> None:
+    def __init__(self, name: str = "", sock: _Socket | None = None) -> None:
         self.scope = trio.CancelScope()
         self.name = name
+        #: For a writer task: its socket.
+        self.sock = sock
 
     def __repr__(self) -> str:
         return f"<task {self.name}>"
@@ -150,6 +165,12 @@ class _Socket(_Task):
 
     def kick(self) -> None:
         self.wake.set()
+
+
+def _closing(task: _Task) -> bool:
+    """A socket closing gracefully, or its writer."""
+    sock = task if isinstance(task, _Socket) else task.sock
+    return sock is not None and sock.closing
 
 
 class Run(Generic[T]):
@@ -357,14 +378,19 @@ class Driver:
             self._pump()
             if self._timer is not None:
                 self._timer.cancel()
+            # Sockets being closed finish their close (what was written goes out); every
+            # other task is cancelled now, the rest after the grace period.
             for task in list(self._tasks):
-                task.cancel()
+                if not _closing(task):
+                    task.cancel()
             with trio.CancelScope(shield=True) as closing:
-                closing.deadline = trio.current_time() + 2 * _TASKS_GRACE
+                closing.deadline = trio.current_time() + 3 * _TASKS_GRACE
                 if self._tasks:
                     done = self._tasks_done = trio.Event()
-                    with trio.move_on_after(_TASKS_GRACE):
+                    with trio.move_on_after(_CLOSE_GRACE + _TASKS_GRACE):
                         await done.wait()
+                for task in list(self._tasks):
+                    task.cancel()
                 if self._owns_client:
                     await self.http_client.aclose()
 
@@ -541,7 +567,7 @@ class Driver:
         try:
             if conn.closed:
                 return
-            sock.writer = self._spawn(self._write, conn, sock)
+            sock.writer = self._spawn(self._write, conn, sock, task=_Task("_write", sock))
             drive.socket_made(conn, time.monotonic())
             self._pump()
             # After CloseSocket the writer flushes what came before it, then cancels this
@@ -586,6 +612,12 @@ class Driver:
             # The reader sees the same failure and reports it.
             pass
         if sock.closing:
+            # A graceful close: the end of our side goes out after the last bytes, and the
+            # reader drains what the peer still sends until its end (a socket closed with
+            # unread bytes is reset, losing what we wrote last), bounded by a grace period.
+            _shutdown_write(stream)
+            with trio.move_on_after(_CLOSE_GRACE):
+                await trio.sleep_forever()
             sock.cancel()
 
     # -- tools -------------------------------------------------------------------------------
