@@ -1,0 +1,31 @@
+"""The trio adapter offers the asyncio adapter's public names (issue 5: the same API on every
+runtime), its own classes where the runtime matters, and the core's objects elsewhere."""
+
+from __future__ import annotations
+
+import coder_io_asyncio
+import coder_io_trio
+
+
+def test_trio_exports_exactly_the_asyncio_names() -> None:
+    assert sorted(coder_io_trio.__all__) == sorted(coder_io_asyncio.__all__)
+    for name in coder_io_trio.__all__:
+        assert hasattr(coder_io_trio, name), name
+
+
+def test_runtime_classes_are_trio_ones_and_the_rest_is_shared() -> None:
+    runtime_bound = {
+        "CoderAgent",
+        "AgentStream",
+        "CoderChatClient",
+        "ChatWatch",
+        "watch_chats",
+        "run_turn",
+        "archive_workflow",
+        "sweep_orphans",
+        "bind_tools",
+    }
+    for name in runtime_bound:
+        assert getattr(coder_io_trio, name) is not getattr(coder_io_asyncio, name), name
+    for name in set(coder_io_trio.__all__) - runtime_bound:
+        assert getattr(coder_io_trio, name) is getattr(coder_io_asyncio, name), name
