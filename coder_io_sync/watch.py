@@ -27,8 +27,9 @@ class ChatWatch:
             for event in watch:
                 print(event.kind, event.chat.id, event.chat.status)
 
-    The subscription starts at the first ``next()`` (or on entering the ``with``): the prefix
-    preflight runs then, and its error propagates. Dropped connections are redialed forever
+    Entering the ``with`` subscribes: the prefix preflight runs and the socket is opened
+    before it returns, and a terminal error propagates from it (without a ``with``, the first
+    ``next()`` subscribes). Dropped connections are redialed forever
     with backoff (1 s doubling to 30 s, reset once an event is delivered); a 4xx upgrade
     rejection raises a terminal ``CoderApiError``. Leaving the ``with``, ``close()``, a
     ``KeyboardInterrupt`` while waiting for an event, or dropping the iterator (``break`` out
@@ -98,8 +99,24 @@ class ChatWatch:
         return self._buffer.popleft()
 
     def __enter__(self) -> ChatWatch:
-        self._start()
+        try:
+            self._subscribe()
+        except BaseException:
+            self.close()
+            raise
         return self
+
+    def _subscribe(self) -> None:
+        """Drive the subscription until its first connection is open (events from then on
+        are kept by the socket until ``next()`` reads them), ended, or the watch finished; a
+        terminal error (the preflight's, a 4xx rejection) is raised here."""
+        machine = self._start()
+        run = self._run
+        assert run is not None
+        run.wait_until(lambda: _opened(machine) or bool(machine.events) or machine.attempt > 1)
+        if machine.done and not machine.cancelled:
+            self._closed = True
+            run.result()
 
     def __exit__(
         self,
@@ -132,6 +149,12 @@ class ChatWatch:
                 return
             if self._owns_client:
                 self._client.close()
+
+
+def _opened(machine: WatchMachine) -> bool:
+    # The machine's connection phase has no public accessor; "open" means the upgrade was
+    # accepted (wire 6).
+    return getattr(machine, "_phase", None) == "open"
 
 
 def watch_chats(
