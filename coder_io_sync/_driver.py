@@ -768,9 +768,9 @@ class Driver:
         selector = _selector()
         try:
             selector.register(self._wake_r, selectors.EVENT_READ, None)
-            for conn, sock in self._sockets.items():
-                events = selectors.EVENT_READ | (selectors.EVENT_WRITE if sock.out else 0)
-                selector.register(sock.sock, events, conn)
+            for watched, io in self._sockets.items():
+                events = selectors.EVENT_READ | (selectors.EVENT_WRITE if io.out else 0)
+                selector.register(io.sock, events, watched)
             with self._unlocked():
                 ready = selector.select(timeout)
         finally:
