@@ -48,6 +48,18 @@ def raise_fd_limit() -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
+def _cpu_verdict(ratio: float | None, streamed: int, chats: int) -> dict[str, Any]:
+    """The verdict of a fleet CPU line. It needs nine chats in ten to have streamed deltas:
+    the fake relays a run's deltas only while its episode is open, so a chat whose run it
+    could not pace arrives as its snapshot alone and costs almost nothing."""
+    note = "a lone chat gets about one delta per socket read, a busy fleet more"
+    if streamed < 0.9 * chats:
+        return {
+            "note": f"only {streamed} of {chats} chats streamed deltas: not comparable",
+        }
+    return {"meets_target": ratio is not None and ratio <= CPU_TARGET, "note": note}
+
+
 # -- the core alone ---------------------------------------------------------------------------
 
 
@@ -259,9 +271,8 @@ def _core_asyncio(settings: Settings, chats: int, deltas: int, text_chars: int) 
                 "reads_per_chat": measured["reads"],
                 "single_reads": single_reads,
                 "target": f"<= {CPU_TARGET}x one chat",
-                "meets_target": ratio is not None and ratio <= CPU_TARGET,
+                **_cpu_verdict(ratio, measured["streamed"], chats),
                 "via": via,
-                "note": "a lone chat gets about one delta per socket read, a busy fleet more",
             },
         ),
     ]
@@ -445,7 +456,7 @@ def run(settings: Settings) -> list[Result]:
                 "text_chars_ok": measured["chars"] == chats * len(text),
                 "streamed_chats": measured["streamed"],
                 "target": f"<= {CPU_TARGET}x one chat",
-                "meets_target": ratio is not None and ratio <= CPU_TARGET,
+                **_cpu_verdict(ratio, measured["streamed"], chats),
                 "via": shared + "; CPU from every stream open to the end",
             },
         )
