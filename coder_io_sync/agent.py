@@ -313,15 +313,18 @@ class CoderAgent:
                 machine = session.interrupt(now=now, wait=wait, timeout=timeout)
             return driver.run(machine, session=session)
 
-    def archive(self) -> ArchiveResult:
+    def archive(self, *, timeout: float | None = None) -> ArchiveResult:
         """Archive the session's chat and every stranded one (H.4, D10), retrying 409s while
-        the chat winds down, within ``settle_deadline``."""
+        the chat winds down, within ``settle_deadline``. ``timeout`` (seconds) is the caller's
+        deadline: when it passes, the archive stops and the builtin ``TimeoutError`` is raised
+        (D22); the chat is left as it was, to archive later."""
+        deadline = Deadline.after(timeout)
         session = self._core.session
         driver = self._driver
         with sigint_deferred():
             with driver.locked() as now:
                 machine = session.archive(now=now)
-            return driver.run(machine, session=session)
+            return driver.run(machine, session=session, deadline=deadline)
 
     def close(self, *, archive: bool = True) -> None:
         """Dispose of the agent (H.5): interrupt, then archive, bounded by ``settle_deadline``;

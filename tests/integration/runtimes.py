@@ -383,6 +383,10 @@ class SyncRuntime:
                     self.recorder.note(part)
                     out.parts.append(part)
                 out.result = self._observe(stream.get_final_result)
+        except TimeoutError as exc:
+            # The caller's own deadline (``timeout=``) is raised, as the runtimes' are.
+            self.recorder.note(exc)
+            raise
         except Exception as exc:
             self.recorder.note(exc)
             out.error = exc
@@ -416,11 +420,23 @@ class SyncRuntime:
             return exc
         return None
 
+    async def within(
+        self, seconds: float, method: str, *args: Any, **kwargs: Any
+    ) -> BaseException | None:
+        """``self.<method>(*args, **kwargs)`` with the caller's deadline ``timeout=seconds``:
+        the ``TimeoutError`` it raised, ``None`` when the call finished first."""
+        try:
+            await getattr(self, method)(*args, timeout=seconds, **kwargs)
+        except TimeoutError as exc:
+            self.recorder.note(exc)
+            return exc
+        return None
+
     async def interrupt(self, agent: coder_io_sync.CoderAgent, **kwargs: Any) -> Any:
         return self._observe(lambda: agent.interrupt(**kwargs))
 
-    async def archive(self, agent: coder_io_sync.CoderAgent) -> Any:
-        return self._observe(agent.archive)
+    async def archive(self, agent: coder_io_sync.CoderAgent, **kwargs: Any) -> Any:
+        return self._observe(lambda: agent.archive(**kwargs))
 
     async def close(self, agent: coder_io_sync.CoderAgent, **kwargs: Any) -> None:
         agent.close(**kwargs)
