@@ -481,9 +481,14 @@ class Run(Generic[T]):
         final result or error is ``run.result()``."""
         machine = self._job.machine
         parts = machine.parts
+        take = self._driver._take
         while True:
-            batch, finished = self._driver._take(parts, machine)
-            yield from batch
+            # One part at a time: a part this iterator has not yielded stays in the deque for
+            # whichever lens reads next.
+            part, finished = take(parts, machine)
+            if part is not None:
+                yield part
+                continue
             if finished:
                 return
             self._driver._wait(self, lambda: bool(parts) or machine.done, deadline)
@@ -700,12 +705,12 @@ class Driver:
 
     # -- waiting -----------------------------------------------------------------------------
 
-    def _take(self, parts: collections.deque[Any], machine: Any) -> tuple[list[Any], bool]:
+    def _take(self, parts: collections.deque[Any], machine: Any) -> tuple[Any, bool]:
+        """The next part (``None`` when there is none yet) and whether the machine is done."""
         with self._lock:
-            finished = bool(machine.done)
-            batch = list(parts)
-            parts.clear()
-            return batch, finished
+            if parts:
+                return parts.popleft(), False
+            return None, bool(machine.done)
 
     def _wait(self, run: Run[Any], stop: Callable[[], bool], deadline: Deadline | None) -> None:
         """Drive until ``stop()`` holds (checked with the lock held). A deadline or an
