@@ -1024,11 +1024,13 @@ class Driver:
         thread.start()
 
     def _tools_main(self, batch: ToolBatch) -> None:
-        error: Exception | None = None
+        error: BaseException | None = None
         outcomes: Sequence[ToolOutcome] = ()
         try:
             outcomes = batch.runner(batch.calls)
-        except Exception as exc:
+        except BaseException as exc:
+            # Even a ``SystemExit`` in a tool ends only this thread: the turn still gets an
+            # answer for every call (D5) instead of waiting forever.
             error = exc
         with self._lock:
             self._tool_threads.discard(threading.current_thread())

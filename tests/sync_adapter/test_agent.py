@@ -223,3 +223,20 @@ def test_a_blocking_session_records_a_transcript_that_replays_to_the_same_outcom
     assert [turn.matches_recording for turn in result.turns] == [True, True]
     assert first.text == 'Paris: {"city":"Paris","temp_c":21}.'
     assert streamed == "Streamed through a drop."
+
+
+def test_a_tool_that_exits_its_thread_still_answers_every_call_d5(
+    server: FakeCoderServer,
+) -> None:
+    server.config.scripts.add(
+        "quit", Script((CallClientTool(name="quit_now", args={}), Say("{tool_result}")))
+    )
+
+    def quit_now() -> str:
+        raise SystemExit(3)
+
+    with agent_for(server, tools=[quit_now]) as agent:
+        result = agent.generate("quit please")
+    (outcome,) = result.steps[0].tool_results
+    assert outcome.is_error
+    assert server.counters.requests["submit_tool_results"] == 1

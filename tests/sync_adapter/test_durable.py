@@ -272,3 +272,33 @@ def test_bad_agent_settings_fail_before_anything_is_journaled_or_sent(
         run_turn("wf-7", "Say more.", step="two", max_steps=0, **options(server, store))
     journal = store.get_journal("default", next(iter(store.checkpointed_chat_ids())))
     assert journal is None or journal.marker != step_marker("wf-7", "two")
+
+
+def test_sweep_orphans_interrupts_and_archives_what_no_checkpoint_names() -> None:
+    """The sweep's store lookups, interrupts and 409-retried archives (D10), with the retry
+    sleeps on the calling thread."""
+    with FakeCoderServer(chunk_delay=0.0005, interrupt_delay=0.3) as server:
+        server.config.scripts.add(r"Stall", Script((Say("thinking"), Wait(30.0))))
+        store = MemoryStore()
+        with CoderChatClient(server.url, server.token) as client:
+            kept = run_turn(
+                "wf-8",
+                "Say hi.",
+                client=client,
+                store=store,
+                organization_id=server.organization_id,
+            )
+            busy = client.create_chat(organization_id=server.organization_id, content="Stall")
+            idle = client.create_chat(organization_id=server.organization_id, content="hi")
+            swept = sweep_orphans(
+                store=store, client=client, settle_retry_delay=0.05, interrupt_timeout=5.0
+            )
+            assert set(swept.archived_chat_ids) == {busy.id, idle.id}
+            assert kept.chat_id not in swept.archived_chat_ids
+            assert (
+                client.get_chat(busy.id).archived
+                and not client.get_chat(kept.chat_id or "").archived
+            )
+        statuses = [r.status for r in server.counters.request_log if r.op == "update_chat"]
+        assert server.counters.requests["interrupt_chat"] >= 1 and statuses[-1] < 300
+        assert server.wait_idle(5.0)
