@@ -302,3 +302,37 @@ def test_sweep_orphans_interrupts_and_archives_what_no_checkpoint_names() -> Non
         statuses = [r.status for r in server.counters.request_log if r.op == "update_chat"]
         assert server.counters.requests["interrupt_chat"] >= 1 and statuses[-1] < 300
         assert server.wait_idle(5.0)
+
+
+class Crash(BaseException):
+    """The process dies here (a BaseException: nothing catches it on the way out)."""
+
+
+class CrashingStore(MemoryStore):
+    """Dies right after the first write-ahead journal entry is stored."""
+
+    armed = True
+
+    def put_journal(self, *args: Any) -> Any:
+        result = super().put_journal(*args)
+        if self.armed:
+            self.armed = False
+            raise Crash
+        return result
+
+
+def test_a_step_that_died_after_its_write_ahead_is_recovered_and_sent_once(
+    server: FakeCoderServer,
+) -> None:
+    store = CrashingStore()
+    # A send journaled but never seen may still land within the commit window: keep it short.
+    opts = options(server, store, commit_window=0.5)
+    first = run_turn("wf-9", "Say hi.", step="one", **opts)
+    with pytest.raises(Crash):
+        run_turn("wf-9", "Say more.", step="two", **opts)
+    # A new attempt (another process would do the same): recovery settles the chat, sees
+    # that the journaled send never landed, and sends it once.
+    again = run_turn("wf-9", "Say more.", step="two", **opts)
+    assert not again.recovered and again.chat_id == first.chat_id
+    prompts = user_prompts(server, first.chat_id or "")
+    assert sum("/two]" in p for p in prompts) == 1
