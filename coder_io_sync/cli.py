@@ -10,7 +10,8 @@ Subcommands:
   ``coder_io_asyncio.fake_server``) and print its base URL, session token and organization id.
 * ``demo``: one agent turn that streams text live, calls a client tool and heals an injected
   stream drop, then a summary of segments, redials and usage from the transport events. It
-  starts the fake server in-process unless ``CODER_URL`` is set.
+  starts the fake server in-process unless ``CODER_URL`` is set. ``demo`` and ``run`` use the
+  blocking adapter (``coder_io_sync``): no event loop, and Ctrl-C interrupts the run.
 * ``run PROMPT``: one streaming turn against ``CODER_URL`` (or ``--fake``), printing the text
   as it arrives and then the chat id and cursor to continue with; ``--json`` prints one JSON
   object instead.
@@ -297,14 +298,13 @@ def _usage_line(usage: Any) -> str:
 
 
 def _run_demo(args: argparse.Namespace, out: TextIO | None = None) -> int:
-    import asyncio
     import os
 
     from coder_proto.errors import CoderAgentError
 
     fake = args.fake or not os.environ.get("CODER_URL")
     try:
-        return asyncio.run(_demo(args, out or sys.stdout, fake=fake))
+        return _demo(args, out or sys.stdout, fake=fake)
     except KeyboardInterrupt:
         return 130
     except CoderAgentError as exc:
@@ -312,17 +312,17 @@ def _run_demo(args: argparse.Namespace, out: TextIO | None = None) -> int:
         return 1
 
 
-async def _demo(args: argparse.Namespace, out: TextIO, *, fake: bool) -> int:
+def _demo(args: argparse.Namespace, out: TextIO, *, fake: bool) -> int:
     import contextlib
     import time
 
-    from coder_io_asyncio import CoderAgent
+    from coder_io_sync import CoderAgent
 
     events = _Events()
-    async with contextlib.AsyncExitStack() as stack:
+    with contextlib.ExitStack() as stack:
         settings: dict[str, Any] = {"organization_id": args.organization_id, "model": args.model}
         if fake:
-            server = await stack.enter_async_context(_demo_server())
+            server = stack.enter_context(_demo_server())
             settings.update(
                 base_url=server.url, token=server.token, organization_id=server.organization_id
             )
@@ -331,7 +331,7 @@ async def _demo(args: argparse.Namespace, out: TextIO, *, fake: bool) -> int:
             )
         else:
             print("Using the Coder deployment at $CODER_URL", file=out)
-        agent = await stack.enter_async_context(
+        agent = stack.enter_context(
             CoderAgent(
                 **settings,
                 instructions="You are a helpful assistant. Use the tools you are given.",
@@ -343,10 +343,10 @@ async def _demo(args: argparse.Namespace, out: TextIO, *, fake: bool) -> int:
         print(f"> {_DEMO_PROMPT}\n", file=out)
         started = time.monotonic()
         printer = _Printer(out)
-        async with agent.stream(_DEMO_PROMPT) as stream:
-            async for part in stream:
+        with agent.stream(_DEMO_PROMPT) as stream:
+            for part in stream:
                 printer.part(part)
-            result = await stream.get_final_result()
+            result = stream.get_final_result()
         printer.finish()
         elapsed = time.monotonic() - started
         steps = ", ".join(
@@ -367,12 +367,10 @@ async def _demo(args: argparse.Namespace, out: TextIO, *, fake: bool) -> int:
 
 
 def _run_run(args: argparse.Namespace, out: TextIO | None = None) -> int:
-    import asyncio
-
     from coder_proto.errors import CoderAgentError
 
     try:
-        return asyncio.run(_run_turn(args, out or sys.stdout))
+        return _run_turn(args, out or sys.stdout)
     except KeyboardInterrupt:
         return 130
     except CoderAgentError as exc:
@@ -421,30 +419,30 @@ def _result_json(result: Any) -> dict[str, Any]:
     }
 
 
-async def _run_turn(args: argparse.Namespace, out: TextIO) -> int:
+def _run_turn(args: argparse.Namespace, out: TextIO) -> int:
     import contextlib
 
-    from coder_io_asyncio import CoderAgent, CoderChatClient
+    from coder_io_sync import CoderAgent, CoderChatClient
 
-    async with contextlib.AsyncExitStack() as stack:
+    with contextlib.ExitStack() as stack:
         recorder = None
         if getattr(args, "record", None):
             from coder_proto.transcript import TranscriptRecorder
 
             # Opened first, closed last: background cleanup is still recorded.
-            transcript = stack.enter_context(open(args.record, "w", encoding="utf-8"))  # noqa: SIM115
+            transcript = stack.enter_context(open(args.record, "w", encoding="utf-8"))
             recorder = TranscriptRecorder(transcript.write)
         organization_id = args.organization_id
         if args.fake:
             from coder_io_asyncio.fake_server import FakeCoderServer
 
-            server = await stack.enter_async_context(FakeCoderServer(chunk_delay=0.01))
+            server = stack.enter_context(FakeCoderServer(chunk_delay=0.01))
             client = CoderChatClient(server.url, server.token)
             organization_id = organization_id or server.organization_id
         else:
             client = CoderChatClient()
         # The client (not the agent) is closed at the end: the chat is kept for a resume.
-        await stack.enter_async_context(client)
+        stack.enter_context(client)
         agent = CoderAgent(
             client=client,
             organization_id=organization_id,
@@ -456,14 +454,14 @@ async def _run_turn(args: argparse.Namespace, out: TextIO) -> int:
             recorder=recorder,
         )
         if args.json:
-            result = await agent.generate(args.prompt)
+            result = agent.generate(args.prompt)
             print(json.dumps(_result_json(result), ensure_ascii=False), file=out)
         else:
             printer = _Printer(out, aside=sys.stderr)
-            async with agent.stream(args.prompt) as stream:
-                async for part in stream:
+            with agent.stream(args.prompt) as stream:
+                for part in stream:
                     printer.part(part)
-                result = await stream.get_final_result()
+                result = stream.get_final_result()
             printer.finish()
             if result.error is not None:
                 print(f"coder-agent run: the run failed: {result.error}", file=sys.stderr)
