@@ -425,6 +425,15 @@ def _bounded(timeout: httpx.Timeout, seconds: float) -> httpx.Timeout:
     )
 
 
+def _abort_deadline(machine: Any) -> float | None:
+    """The deadline at which ``machine`` abandons whatever it waits for: a turn's
+    ``request_timeout`` (C.3). A blocking request must not outlive it (on an event loop the
+    deadline would fire while the request is in flight). The core exposes it only as the
+    ``CoreMachine`` attribute its timers use."""
+    value = getattr(machine, "_abort_deadline", None)
+    return value if isinstance(value, float | int) else None
+
+
 def _created_at() -> str:
     return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
 
@@ -885,7 +894,8 @@ class Driver:
         self, command: Command, run: Run[Any] | None, deadline: Deadline | None
     ) -> None:
         if isinstance(command, StartHttp):
-            self._http(command.call, run, deadline)
+            call = command.call
+            self._http(call, run, deadline, bound=_abort_deadline(call.job.machine))
         elif isinstance(command, OpenSocket):
             self._connect(command.conn, deadline)
         else:  # pragma: no cover - only requests and connects are handed over

@@ -6,6 +6,7 @@ transcripts recorded by the blocking driver that replay offline to the same outc
 from __future__ import annotations
 
 import io
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -240,3 +241,17 @@ def test_a_tool_that_exits_its_thread_still_answers_every_call_d5(
     (outcome,) = result.steps[0].tool_results
     assert outcome.is_error
     assert server.counters.requests["submit_tool_results"] == 1
+
+
+def test_request_timeout_bounds_a_request_that_hangs_c3(server: FakeCoderServer) -> None:
+    """C.3: the segment's ``request_timeout`` ends the turn even while a blocking REST request
+    is in flight (the request is cut at the deadline, as an event loop would abandon it)."""
+    with agent_for(server, request_timeout=0.4) as agent:
+        agent.generate("first turn")
+        server.faults.delay_requests("create_chat_message", 3.0, times=1)
+        started = time.monotonic()
+        with pytest.raises(CoderAgentError) as info:
+            agent.generate("this one hangs")
+        elapsed = time.monotonic() - started
+    assert getattr(info.value, "kind", None) == "timeout" and info.value.retryable
+    assert elapsed < 2.5
