@@ -7,7 +7,9 @@ no event loop anywhere (DESIGN "The adapters"; D12, D21-D24):
 
 * ``StartHttp`` -> a blocking ``httpx.Client`` request (no read timeout on a client created
   here, 30 s to connect; a user-supplied client keeps its own timeouts, D23), performed by
-  the thread that waits for the machine that sent it;
+  the thread that waits for the machine that sent it. A request in flight is cut at the
+  caller's deadline and at the turn's ``request_timeout`` (C.3), the two deadlines that
+  abandon it anyway;
 * ``OpenSocket`` -> ``socket.create_connection`` within ``CONNECT_TIMEOUT``, then ``ssl`` with
   the context built from ``verify`` (the same choices httpx offers; verification on by
   default); the socket is non-blocking from then on;
@@ -406,9 +408,13 @@ class _Socket:
                 return chunks, False, None
 
     def close(self) -> None:
-        """Close after a last attempt to write what is queued (a close frame is a few bytes)."""
+        """Close after a last attempt to write what is queued (a close frame is a few bytes).
+        What the peer sent and nobody read is drained first: a socket closed with unread
+        bytes is reset, and the reset can discard the close frame just written."""
         with contextlib.suppress(OSError):
             self.flush()
+        with contextlib.suppress(OSError):
+            self.read()
         with contextlib.suppress(OSError):
             self.sock.close()
 
