@@ -179,6 +179,14 @@ class CoreMachine(Generic[T]):
         """The error the machine finished with, if any."""
         return self._error
 
+    @property
+    def abort_deadline(self) -> float | None:
+        """The monotonic time at which the machine abandons whatever it waits for and fails
+        with its timeout (a turn segment's ``request_timeout``, state machines C.3), or
+        ``None`` when no such deadline is armed (or the machine is done). A blocking adapter
+        bounds the request it performs by it, as an event loop's timer would cut it."""
+        return self._abort_deadline
+
     # -- for subclasses ----------------------------------------------------------------------
 
     def _run(self) -> Generator[None, None, T]:  # pragma: no cover - abstract

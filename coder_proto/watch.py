@@ -121,6 +121,13 @@ class WatchMachine(CoreMachine[None]):
     def __repr__(self) -> str:
         return f"<WatchMachine attempt={self.attempt} done={self.done}>"
 
+    @property
+    def open(self) -> bool:
+        """The watch socket is open: the upgrade of the current connection was accepted and
+        it has not ended (wire 6). False while connecting, during the handshake, between a
+        drop and the redial, and once the machine is done."""
+        return self._phase == _OPEN
+
     # -- the consumer's side ------------------------------------------------------------------
 
     def take(self) -> list[ChatWatchEvent]:

@@ -191,3 +191,27 @@ def test_requests_still_outstanding_when_a_machine_ends_are_cancelled() -> None:
     assert isinstance(send, SendRequest)
     assert cancel == CancelRequest(request_id=send.request_id)
     assert machine.result() is None and machine.error is None
+
+
+def test_the_abort_deadline_is_public_while_armed_and_none_once_it_fired() -> None:
+    """C.3: ``abort_deadline`` is the time the machine gives up (what a blocking adapter
+    bounds its request by); it reads ``None`` once the deadline fired or the machine ended."""
+    machine = Sleeper()
+    assert machine.abort_deadline == 10.0
+    machine.tick(3.0)
+    assert machine.abort_deadline == 10.0
+    machine.tick(10.0)
+    assert machine.done and machine.abort_deadline is None
+
+
+def test_a_cancelled_machine_has_no_abort_deadline_d22() -> None:
+    machine = Sleeper()
+    machine.cancel(1.0)
+    assert machine.done and machine.cancelled
+    assert machine.abort_deadline is None and machine.next_deadline() is None
+
+
+def test_a_machine_that_never_armed_one_has_no_abort_deadline() -> None:
+    machine = GetChat(PrefixSelector(), deadline=5.0)
+    assert machine.abort_deadline is None  # a request's own deadline is not the abort one
+    assert machine.next_deadline() == 5.0

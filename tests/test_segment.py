@@ -901,6 +901,21 @@ def test_the_timeout_covers_rest_calls_and_redials_without_resetting() -> None:
     assert interrupts(h) == 0 and h.driver.sent[0].cancelled
 
 
+def test_the_turns_abort_deadline_is_the_segments_request_timeout_c3() -> None:
+    """``Turn.abort_deadline`` is what a blocking adapter cuts a request at: the segment's
+    start plus ``request_timeout``, unchanged while it runs, gone once the segment ended."""
+    h = Harness(request_timeout=6)
+    start = h.now
+    turn = h.segment("hi")
+    assert turn.abort_deadline == start + 6
+    h.send(status("running"), delta("slow", 1))
+    h.advance(2.0)
+    assert turn.abort_deadline == start + 6
+    h.send(status("waiting"))
+    assert turn.done and turn.error is None
+    assert turn.abort_deadline is None
+
+
 def test_redials_do_not_reset_the_timeout() -> None:
     h = Harness(request_timeout=6)
     start = h.now

@@ -445,3 +445,35 @@ def test_a_repeated_connection_made_sends_the_upgrade_once() -> None:
     sent = watch.actions()
     assert len(sent) == 1 and sent[0].data.startswith(b"GET /api/v2/chats/watch HTTP/1.1")
     assert "attempt=1" in repr(watch) and TOKEN not in repr(watch)
+
+
+# -- the open accessor -------------------------------------------------------------------------
+
+
+def test_open_is_true_only_while_an_accepted_connection_lasts_wire_6() -> None:
+    """``open``: the upgrade was accepted and the connection has not ended. Not during the
+    preflight, the handshake, a backoff sleep or after the consumer stopped."""
+    w = World(prefix=None, rest={f"GET {V2}": Hang()})
+    assert not w.watch.open  # the preflight is in flight
+    w = World(auto_accept=False)
+    assert w.dials == 1 and w.socket.request is not None
+    assert not w.watch.open  # upgrade sent, not answered
+    w.socket.accept()
+    w.driver.settle()
+    assert w.watch.open
+    w.socket.drop()
+    w.driver.settle()
+    assert not w.watch.open  # sleeping before the redial
+    w.driver.auto_accept = True
+    w.advance(1.0)
+    assert w.dials == 2 and w.watch.open
+    w.watch.cancel(w.driver.now)
+    w.driver.settle()
+    assert w.watch.done and not w.watch.open
+
+
+def test_open_is_false_after_a_terminal_rejection() -> None:
+    w = World(prefix=LEGACY, auto_accept=False)
+    w.socket.reject(403, b'{"message": "Forbidden"}')
+    w.driver.settle()
+    assert w.watch.done and not w.watch.open
