@@ -80,7 +80,7 @@ from .prompt import (
     input_parts,
     system_prompt,
 )
-from .translator import TurnTranslator
+from .translator import PENDING_RUN, TurnTranslator
 from .transport_events import SegmentSettleEvent, SegmentStartEvent
 from .uploads import build_upload_chat_file, parse_upload_chat_file
 from .wire._fields import MISSING
@@ -93,7 +93,14 @@ from .wire.chats import (
     FileInput,
     ToolResultInput,
 )
-from .wire.events import ActionRequiredEvent, ErrorEvent, MessageEvent, StatusEvent, StreamEvent
+from .wire.events import (
+    ActionRequiredEvent,
+    ErrorEvent,
+    MessageEvent,
+    MessagePartEvent,
+    StatusEvent,
+    StreamEvent,
+)
 from .wire.messages import ChatMessage, ChatQueuedMessage
 from .wire.parts import ToolCallPart, ToolResultPart
 
@@ -209,35 +216,71 @@ class StepResult:
 
 
 class _StepBuilder:
-    """Accumulates one segment's parts into a ``StepResult`` (G.6 generate buffering)."""
+    """Accumulates one segment's parts into a ``StepResult`` (G.6 generate buffering).
 
-    __slots__ = ("errors", "finish", "reasoning", "sources", "text", "tool_calls", "tool_results")
+    Text and reasoning deltas are kept as the translator keeps its pending ones: the latest
+    as received, the earlier ones joined into runs of ``PENDING_RUN``, so a long segment costs
+    about one byte per character rather than one string object per delta. The joined result
+    is the same string either way."""
+
+    __slots__ = (
+        "errors",
+        "finish",
+        "reasoning",
+        "reasoning_runs",
+        "sources",
+        "text",
+        "text_runs",
+        "tool_calls",
+        "tool_results",
+    )
 
     def __init__(self) -> None:
         self.text: list[str] = []
+        self.text_runs: list[str] = []
         self.reasoning: list[str] = []
+        self.reasoning_runs: list[str] = []
         self.tool_calls: list[ToolCall] = []
         self.tool_results: list[ToolResult] = []
         self.sources: list[Source] = []
         self.errors: list[ErrorPart] = []
         self.finish: Finish | None = None
 
-    def add(self, part: OutputPart) -> None:
-        kind = type(part)
-        if kind is TextDelta:
-            self.text.append(part.delta)  # type: ignore[union-attr]
-        elif kind is ReasoningDelta:
-            self.reasoning.append(part.delta)  # type: ignore[union-attr]
-        elif kind is ToolCall:
-            self.tool_calls.append(part)  # type: ignore[arg-type]
-        elif kind is ToolResult:
-            self.tool_results.append(part)  # type: ignore[arg-type]
-        elif kind is Source:
-            self.sources.append(part)  # type: ignore[arg-type]
-        elif kind is ErrorPart:
-            self.errors.append(part)  # type: ignore[arg-type]
-        elif kind is Finish:
-            self.finish = part  # type: ignore[assignment]
+    def add_all(self, parts: list[OutputPart], *, stop_at_error: bool) -> ErrorPart | None:
+        """Record ``parts`` in order; return the first error part among them (``None`` when
+        there is none). With ``stop_at_error`` the parts after it are not recorded (generate
+        mode raises it, G.6)."""
+        first_error: ErrorPart | None = None
+        text = self.text
+        reasoning = self.reasoning
+        run = PENDING_RUN
+        for part in parts:
+            kind = type(part)
+            if kind is TextDelta:
+                text.append(part.delta)  # type: ignore[union-attr]
+                if len(text) >= run:
+                    self.text_runs.append("".join(text))
+                    text.clear()
+            elif kind is ReasoningDelta:
+                reasoning.append(part.delta)  # type: ignore[union-attr]
+                if len(reasoning) >= run:
+                    self.reasoning_runs.append("".join(reasoning))
+                    reasoning.clear()
+            elif kind is ToolCall:
+                self.tool_calls.append(part)  # type: ignore[arg-type]
+            elif kind is ToolResult:
+                self.tool_results.append(part)  # type: ignore[arg-type]
+            elif kind is Source:
+                self.sources.append(part)  # type: ignore[arg-type]
+            elif kind is ErrorPart:
+                self.errors.append(part)  # type: ignore[arg-type]
+                if first_error is None:
+                    first_error = part  # type: ignore[assignment]
+                    if stop_at_error:
+                        return first_error
+            elif kind is Finish:
+                self.finish = part  # type: ignore[assignment]
+        return first_error
 
     def build(self, chat_id: str | None) -> StepResult:
         finish = self.finish
@@ -250,8 +293,8 @@ class _StepBuilder:
             raw_finish_reason=finish.raw_finish_reason,
             usage=finish.usage,
             provider_metadata=finish.provider_metadata,
-            text="".join(self.text),
-            reasoning="".join(self.reasoning),
+            text="".join(self.text_runs) + "".join(self.text),
+            reasoning="".join(self.reasoning_runs) + "".join(self.reasoning),
             tool_calls=tuple(self.tool_calls),
             tool_results=tuple(self.tool_results),
             sources=tuple(self.sources),
@@ -646,6 +689,7 @@ class Segment:
     def _read_loop(self, translator: TurnTranslator, stream: SessionStream) -> Wait[None]:
         turn = self.turn
         events = stream.events
+        ingest = translator.ingest
         since_requires_action = 0
         grace_at: float | None = None
         recovery: _Call | None = None
@@ -670,6 +714,19 @@ class Segment:
                     turn._set_timer(_GRACE_TIMER, grace_at)
                 if events:
                     event = events.popleft()
+                    if (
+                        type(event) is MessagePartEvent
+                        and translator.terminal_status is None
+                        and not translator.gated
+                    ):
+                        # The hot path: a run of live deltas. A message part cannot settle,
+                        # pause, fail or gate a live segment (A.3-A.8), so the run is
+                        # translated in one go and delivered at once.
+                        parts = ingest(event)
+                        while events and type(events[0]) is MessagePartEvent:
+                            parts += ingest(events.popleft())
+                        self._deliver(parts)
+                        continue
                 elif stream.ended:
                     failure = stream.failure
                     if failure is not None:
@@ -767,14 +824,12 @@ class Segment:
         error part in generate mode (G.6)."""
         if not parts:
             return
-        builder = self.builder
-        for part in parts:
-            builder.add(part)
-            if type(part) is ErrorPart:
-                if self.generate:
-                    raise part.exception()
-                if self.settle_error is None:
-                    self.settle_error = part.exception()
+        error = self.builder.add_all(parts, stop_at_error=self.generate)
+        if error is not None:
+            if self.generate:
+                raise error.exception()
+            if self.settle_error is None:
+                self.settle_error = error.exception()
         self.turn._deliver(parts)
 
     # -- errors and teardown -----------------------------------------------------------------

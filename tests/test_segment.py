@@ -12,6 +12,8 @@ import logging
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from coder_proto.errors import (
     CoderAgentError,
@@ -19,7 +21,16 @@ from coder_proto.errors import (
     CoderChatError,
     CoderStreamError,
 )
-from coder_proto.parts import ErrorPart, Finish, StreamStart, TextDelta, ToolCall
+from coder_proto.parts import (
+    ErrorPart,
+    Finish,
+    ReasoningDelta,
+    Source,
+    StreamStart,
+    TextDelta,
+    ToolCall,
+    ToolResult,
+)
 from coder_proto.prompt import (
     AssistantMessage,
     FileContent,
@@ -1253,3 +1264,69 @@ def test_a_withdrawal_after_a_dead_end_is_not_cut_by_the_segments_timeout() -> N
     error = turn.error
     assert isinstance(error, CoderChatError) and error.kind == "queued_submission_lost"
     assert error.withdrawn is True
+
+
+# -- the step's text, kept in runs (G.6) -------------------------------------------------------------
+
+
+def test_a_long_segments_step_text_is_every_delta_in_order() -> None:
+    """G.6: the step's ``text`` and ``reasoning`` are the segment's deltas joined in order,
+    however many there are (the builder joins them in runs to save memory)."""
+    h = Harness()
+    turn = h.segment("hi")
+    h.send(status("running"))
+    words = [f"w{i} " for i in range(1000)]
+    thoughts = [f"t{i}." for i in range(600)]
+    for start in range(0, 600, 50):
+        h.send(*(delta(t, kind="reasoning") for t in thoughts[start : start + 50]))
+    for start in range(0, 1000, 50):
+        h.send(*(delta(w) for w in words[start : start + 50]))
+    h.send(status("waiting"))
+    (step,) = result_of(turn).steps
+    assert step.text == "".join(words)
+    assert step.reasoning == "".join(thoughts)
+
+
+_STEP_PARTS = st.one_of(
+    st.builds(TextDelta, st.just("t"), st.text(max_size=4)),
+    st.builds(ReasoningDelta, st.just("r"), st.text(max_size=4)),
+    st.builds(
+        ToolCall,
+        tool_call_id=st.sampled_from(["a", "b"]),
+        tool_name=st.just("x"),
+        input=st.just("{}"),
+    ),
+    st.builds(ToolResult, tool_call_id=st.just("a"), tool_name=st.just("x"), result=st.integers()),
+    st.builds(Source, id=st.sampled_from(["s1", "s2"]), url=st.just("https://example.test")),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    parts=st.lists(_STEP_PARTS, max_size=120),
+    run=st.integers(min_value=1, max_value=8),
+    batch=st.integers(min_value=1, max_value=40),
+)
+def test_joining_deltas_in_runs_never_changes_the_step(
+    parts: list[Any], run: int, batch: int
+) -> None:
+    """G.6: a step built with deltas joined in runs of any length, delivered in batches of
+    any size, equals the step built with every delta kept apart and delivered one by one
+    (text, reasoning, calls, results and sources, in order)."""
+    from coder_proto import segment as module
+
+    finish = Finish(finish_reason="stop", raw_finish_reason="waiting")
+
+    def build(length: int, size: int) -> Any:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(module, "PENDING_RUN", length)
+            builder = module._StepBuilder()
+            every = [*parts, finish]
+            for start in range(0, len(every), size):
+                assert builder.add_all(every[start : start + size], stop_at_error=False) is None
+            return builder.build(CHAT)
+
+    joined, apart = build(run, batch), build(10**9, 1)
+    assert joined == apart
+    assert joined.text == "".join(p.delta for p in parts if type(p) is TextDelta)
+    assert joined.reasoning == "".join(p.delta for p in parts if type(p) is ReasoningDelta)
