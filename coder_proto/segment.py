@@ -722,10 +722,10 @@ class Segment:
                         # The hot path: a run of live deltas. A message part cannot settle,
                         # pause, fail or gate a live segment (A.3-A.8), so the run is
                         # translated in one go and delivered at once.
-                        parts = ingest(event)
+                        batch = ingest(event)
                         while events and type(events[0]) is MessagePartEvent:
-                            parts += ingest(events.popleft())
-                        self._deliver(parts)
+                            batch += ingest(events.popleft())
+                        self._deliver(batch)
                         continue
                 elif stream.ended:
                     failure = stream.failure
