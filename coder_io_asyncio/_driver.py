@@ -6,7 +6,9 @@ the session, the connection and request registries, background jobs, ``http:*`` 
 scrubbing, tool batches, transcripts) is ``coder_proto.driving.Drive``'s; this module is the
 asyncio I/O glue that performs the drive's commands (DESIGN "The adapters"; D12, D21-D24):
 
-* ``StartHttp`` -> an ``httpx.AsyncClient`` request in a task; ``CancelHttp`` cancels it;
+* ``StartHttp`` -> an ``httpx.AsyncClient`` request in a task; ``CancelHttp`` cancels it. On
+  a client the driver created, at most ``HTTP_CONCURRENCY`` (its pool size) are in flight at
+  once; the others wait their turn here rather than in httpx's pool;
 * ``OpenSocket`` -> ``asyncio.open_connection`` (TLS with the context built from ``verify``,
   the same choices httpx offers) bounded by ``CONNECT_TIMEOUT``, then one task reads the
   socket; ``WriteSocket`` / ``CloseSocket`` write / close it;
@@ -103,6 +105,12 @@ VerifyTypes: TypeAlias = bool | str | os.PathLike[str] | ssl.SSLContext
 ToolRunner: TypeAlias = Callable[[tuple[ToolCall, ...]], Awaitable[Sequence[ToolOutcome]]]
 
 _READ_CHUNK = 65_536
+#: Requests in flight at once on an HTTP client the driver created: the size of its
+#: connection pool. More would only wait in httpx's pool, whose bookkeeping rescans every
+#: waiting request and connection whenever one is added or finishes (a fleet of agents
+#: opening at once would cost time quadratic in their number); they wait here instead, in
+#: order, at no cost.
+HTTP_CONCURRENCY = 100
 
 
 def created_at() -> str:
@@ -277,13 +285,17 @@ class Driver:
             recorder=recorder,
             created_at=created_at,
         )
+        self._http_gate: asyncio.Semaphore | None = None
         if http_client is None:
             http_client = httpx.AsyncClient(
-                timeout=httpx.Timeout(None, connect=CONNECT_TIMEOUT), verify=self._ssl
+                timeout=httpx.Timeout(None, connect=CONNECT_TIMEOUT),
+                verify=self._ssl,
+                limits=httpx.Limits(max_connections=HTTP_CONCURRENCY, max_keepalive_connections=20),
             )
             # Wire 1.1: the reference sends no Accept header.
             http_client.headers.pop("Accept", None)
             self._owns_client = True
+            self._http_gate = asyncio.Semaphore(HTTP_CONCURRENCY)
         else:
             self._owns_client = False
         self.http_client = http_client
@@ -470,6 +482,14 @@ class Driver:
     # -- REST --------------------------------------------------------------------------------
 
     async def _http(self, call: HttpCall) -> None:
+        gate = self._http_gate
+        if gate is None:
+            await self._exchange(call)
+        else:
+            async with gate:
+                await self._exchange(call)
+
+    async def _exchange(self, call: HttpCall) -> None:
         drive = self.drive
         try:
             client = self.http_client

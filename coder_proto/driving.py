@@ -12,8 +12,11 @@ drivers differ only in how they perform I/O (DESIGN "The adapters"; D12, D21-D24
   of the connections it opened;
 * **registries**: the connections per routing scope, the requests and the tool batch of each
   machine, the background jobs (``RunInBackground``, D22) and the standing sessions;
-* **settling**: every pending action of every active machine is turned into an I/O request
-  for the adapter (a ``Command``), every due deadline ticked, until nothing moves;
+* **settling**: every pending action of an active machine that may have moved is turned into
+  an I/O request for the adapter (a ``Command``), every due deadline ticked, until nothing
+  moves. Only the routing scopes an input reached (and those whose deadline fell due) are
+  visited, and deadlines wait in a heap, so one input costs the same whether the client
+  drives one chat or a thousand;
 * **REST bookkeeping**: the request to send (URL, headers with the session token), the
   ``http:request`` / ``http:response`` / ``http:error`` transport events with per-client ids,
   the request's ``op`` and durations in seconds (wire 11, D24; not for the requests
@@ -49,6 +52,10 @@ The adapter's side of the contract (what a driver must do):
    - ``Wake(job)``: wake whoever waits on ``job`` (its machine moved or finished);
 3. re-arm one timer at ``next_deadline()`` and call ``tick(now)`` when it fires.
 
+A machine is visited when an input reaches its routing scope or its deadline falls due, so a
+machine changes only through the drive: actions a session method returns go through
+``perform``, never straight to a machine the drive runs.
+
 Every handle (``Job``, ``Conn``, ``HttpCall``, ``ToolBatch``) has an ``io`` slot (and ``Job``
 an ``owner`` slot) for the adapter's own objects: a task, a socket, a cancel scope. Inputs
 for a handle that is finished or closed are ignored, so a late outcome never reaches a
@@ -58,6 +65,7 @@ decide.
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import logging
 from collections.abc import Callable, Iterable, Sequence
@@ -169,13 +177,27 @@ def scrub_token(message: str, token: str | None) -> str:
 
 
 class _Scope:
-    """Where the inputs of a group of connections go (the routing rule)."""
+    """Where the inputs of a group of connections go (the routing rule), and the jobs that
+    share them: a machine with its own connections, or a session with its turns, cleanup
+    machines and their background jobs. An input to one of them can move any of them (they
+    share the session's state), so a scope is the unit a settle visits."""
 
-    __slots__ = ("machine", "session")
+    __slots__ = ("jobs", "machine", "session", "standing")
 
     def __init__(self, *, session: Session | None = None, machine: Any = None) -> None:
         self.session = session
         self.machine = machine
+        #: The scope's running jobs (not the standing session's), oldest first.
+        self.jobs: dict[Job, None] = {}
+        #: The session's standing job (``Drive.attach_session``), if any.
+        self.standing: Job | None = None
+
+    def members(self) -> list[Job]:
+        """The scope's jobs, oldest first, the standing session last."""
+        standing = self.standing
+        if standing is None:
+            return list(self.jobs)
+        return [*self.jobs, standing]
 
     def target(self) -> Any:
         session = self.session
@@ -193,9 +215,11 @@ class Job:
 
     __slots__ = (
         "background",
+        "deadline",
         "machine",
         "owner",
         "requests",
+        "retired",
         "scope",
         "standing",
         "tool_batch",
@@ -220,6 +244,10 @@ class Job:
         self.requests: dict[int, HttpCall] = {}
         self.tool_batch: ToolBatch | None = None
         self.owner: Any = None
+        #: The deadline the drive's heap holds for this job (``None``: none armed, inactive).
+        self.deadline: float | None = None
+        #: The drive no longer drives this job (finished and released, or shut down).
+        self.retired = False
 
     def __repr__(self) -> str:
         return f"<Job {self.machine!r}>"
@@ -449,10 +477,17 @@ class Drive:
         self._recording = False
         self._token = token
         self._http_ids = itertools.count(1)
-        self._jobs: list[Job] = []
+        #: Every job being driven except the standing sessions, oldest first.
+        self._jobs: dict[Job, None] = {}
+        self._background = 0
         self._sessions: dict[int, Job] = {}
         self._conns: dict[tuple[_Scope, int], Conn] = {}
         self._out: list[Command] = []
+        #: The scopes the next settle visits (an input reached them, or a deadline fell due).
+        self._touched: dict[_Scope, None] = {}
+        #: ``(deadline, seq, job)``; an entry whose job now holds another deadline is stale.
+        self._heap: list[tuple[float, int, Job]] = []
+        self._heap_seq = itertools.count()
         self._dirty = False
         self._closed = False
 
@@ -474,7 +509,7 @@ class Drive:
     @property
     def background_jobs(self) -> int:
         """Background jobs (D22) not finished yet."""
-        return sum(1 for job in self._jobs if job.background)
+        return self._background
 
     @property
     def jobs(self) -> tuple[Job, ...]:
@@ -490,12 +525,13 @@ class Drive:
     def next_deadline(self) -> float | None:
         """When the adapter must call ``tick`` (the earliest deadline of an active machine),
         or ``None``."""
-        due: float | None = None
-        for job in self._active():
-            deadline = job.machine.next_deadline()
-            if deadline is not None and (due is None or deadline < due):
-                due = deadline
-        return due
+        heap = self._heap
+        while heap:
+            deadline, _, job = heap[0]
+            if job.deadline == deadline:
+                return deadline
+            heapq.heappop(heap)
+        return None
 
     def scrub(self, message: str) -> str:
         """``message`` without the session token."""
@@ -520,20 +556,23 @@ class Drive:
         scope = self._session_job(session).scope if session is not None else None
         if self.recorder is not None and session is not None:
             self._record_start(machine, session, now)
-        job = Job(machine, scope or _Scope(machine=machine), tools=tools)
-        self._jobs.append(job)
+        job = self._add(Job(machine, scope or _Scope(machine=machine), tools=tools))
         self._settle(now)
         return job
 
     def attach_session(self, session: Session) -> Job:
         """Keep driving ``session`` between turns (its paused stream keeps reading, H.6).
-        ``start(..., session=session)`` does this implicitly."""
-        return self._session_job(session)
+        ``start(..., session=session)`` does this implicitly. The next settle visits it."""
+        job = self._session_job(session)
+        self._touched[job.scope] = None
+        self._file_deadline(job)
+        return job
 
     def perform(self, actions: Iterable[Action], *, session: Session, now: float) -> None:
         """Take on actions a session method returned (``reset_session``,
         ``close_retained_stream`` ...) in that session's connection scope."""
         job = self._session_job(session)
+        self._touched[job.scope] = None
         for action in actions:
             self._perform(job, action, now)
         self._settle(now)
@@ -547,6 +586,7 @@ class Drive:
             return
         if self.recorder is not None and isinstance(machine, Turn):
             self.recorder.cancelled(reason, now)
+        self._touched[job.scope] = None
         machine.cancel(now, reason)
         self._settle(now)
 
@@ -565,10 +605,13 @@ class Drive:
         taken on, then every socket, request and tool run still open is closed or
         cancelled. The drive is closed afterwards."""
         self._closed = True
+        touched = self._touched
         for job in list(self._jobs):
+            touched[job.scope] = None
             if not job.machine.done:
                 job.machine.cancel(now, None)
         for standing in list(self._sessions.values()):
+            touched[standing.scope] = None
             for action in standing.machine.close_retained_stream(now):
                 self._perform(standing, action, now)
         self._settle(now)
@@ -576,8 +619,17 @@ class Drive:
             self._close_conn(conn)
         for job in self._jobs:
             self._release(job, now)
+            job.retired = True
+            job.deadline = None
+            job.scope.jobs.pop(job, None)
+        for standing in self._sessions.values():
+            standing.retired = True
+            standing.deadline = None
         self._jobs.clear()
+        self._background = 0
         self._sessions.clear()
+        self._heap.clear()
+        touched.clear()
 
     # -- socket inputs -----------------------------------------------------------------------
 
@@ -590,6 +642,7 @@ class Drive:
         for data in conn.pending:
             self._out.append(WriteSocket(conn, data))
         conn.pending.clear()
+        self._touched[conn.scope] = None
         conn.scope.target().connection_made(conn.conn_id, now)
         self._settle(now)
 
@@ -599,6 +652,7 @@ class Drive:
             return
         if self.recorder is not None and conn.scope.session is not None:
             self.recorder.data_received(conn.conn_id, data, now)
+        self._touched[conn.scope] = None
         conn.scope.target().data_received(conn.conn_id, data, now)
         self._settle(now)
 
@@ -610,6 +664,7 @@ class Drive:
         self._forget(conn)
         if self.recorder is not None and conn.scope.session is not None:
             self.recorder.connection_lost(conn.conn_id, now)
+        self._touched[conn.scope] = None
         conn.scope.target().connection_lost(conn.conn_id, now)
         self._settle(now)
 
@@ -621,6 +676,7 @@ class Drive:
         message = self.scrub(describe_error(error))
         if self.recorder is not None and conn.scope.session is not None:
             self.recorder.connection_failed(conn.conn_id, message, now)
+        self._touched[conn.scope] = None
         conn.scope.target().connection_failed(conn.conn_id, message, now)
         self._settle(now)
 
@@ -673,6 +729,7 @@ class Drive:
         if self.recorder is not None:
             self._record_begin(job.scope.session, now)
             self.recorder.rest_exchange(call.request, answer, sent=call.started, now=now)
+        self._touched[job.scope] = None
         job.machine.response_received(call.request_id, answer, now)
         self._settle(now)
 
@@ -691,6 +748,7 @@ class Drive:
             self.recorder.rest_exchange(
                 call.request, None, sent=call.started, now=now, error=message
             )
+        self._touched[job.scope] = None
         job.machine.request_failed(call.request_id, message, now)
         self._settle(now)
 
@@ -705,6 +763,7 @@ class Drive:
         job = batch.job
         if job.tool_batch is batch:
             job.tool_batch = None
+        self._touched[job.scope] = None
         self._feed_tools(job, batch.calls, list(outcomes), batch.sent, now)
         self._settle(now)
 
@@ -723,50 +782,101 @@ class Drive:
     def _session_job(self, session: Session) -> Job:
         job = self._sessions.get(id(session))
         if job is None or job.machine is not session:
-            job = Job(session, _Scope(session=session), standing=True)
+            if job is not None:  # a session that was garbage-collected left its id behind
+                job.retired = True
+                job.deadline = None
+            scope = _Scope(session=session)
+            job = Job(session, scope, standing=True)
+            scope.standing = job
             self._sessions[id(session)] = job
         return job
 
-    def _active(self) -> list[Job]:
-        jobs = [job for job in self._jobs if job.active()]
-        jobs.extend(job for job in self._sessions.values() if job.active())
-        return jobs
+    def _add(self, job: Job) -> Job:
+        """Drive ``job`` from now on; the next settle visits its scope."""
+        self._jobs[job] = None
+        job.scope.jobs[job] = None
+        if job.background:
+            self._background += 1
+        self._touched[job.scope] = None
+        return job
+
+    def _retire(self, job: Job) -> None:
+        del self._jobs[job]
+        job.scope.jobs.pop(job, None)
+        if job.background:
+            self._background -= 1
+        job.retired = True
+        job.deadline = None
 
     def _settle(self, now: float) -> None:
-        """Take on every pending action and tick every due machine until nothing moves
-        (at most ``MAX_ROUNDS`` rounds), then retire finished jobs and wake the waiters."""
+        """Take on every pending action and tick every due machine of the scopes that may
+        have moved (the ones inputs reached, the ones whose deadline fell due) until nothing
+        moves (at most ``MAX_ROUNDS`` rounds), then retire their finished jobs, wake their
+        waiters and file their next deadlines."""
+        touched = self._touched
+        heap = self._heap
+        while heap and heap[0][0] <= now:
+            deadline, _, job = heapq.heappop(heap)
+            if job.deadline == deadline:
+                # Filed again after the settle if it is still armed.
+                job.deadline = None
+                touched[job.scope] = None
         for _ in range(MAX_ROUNDS):
             self._dirty = False
             busy = False
-            for job in self._active():
-                machine = job.machine
-                for action in machine.actions():
-                    busy = True
-                    self._perform(job, action, now)
-                deadline = machine.next_deadline()
-                if deadline is not None and deadline <= now:
-                    busy = True
-                    machine.tick(now)
+            for scope in list(touched):
+                for job in scope.members():
+                    if not job.active():
+                        continue
+                    machine = job.machine
+                    for action in machine.actions():
+                        busy = True
+                        self._perform(job, action, now)
+                    deadline = machine.next_deadline()
+                    if deadline is not None and deadline <= now:
+                        busy = True
+                        machine.tick(now)
             if not busy and not self._dirty:
                 break
         self._reap(now)
 
     def _reap(self, now: float) -> None:
-        keep: list[Job] = []
         out = self._out
-        for job in self._jobs:
-            if job.owner is not None:
-                out.append(Wake(job))
-            if not job.machine.done:
-                keep.append(job)
-                continue
-            if self.recorder is not None and isinstance(job.machine, Turn):
-                machine = job.machine
-                self.recorder.turn_finished(
-                    machine.error if machine.error is not None else machine.result(), now
-                )
-            self._release(job, now)
-        self._jobs = keep
+        touched = self._touched
+        for scope in touched:
+            for job in list(scope.jobs):
+                if job.owner is not None:
+                    out.append(Wake(job))
+                if not job.machine.done:
+                    continue
+                if self.recorder is not None and isinstance(job.machine, Turn):
+                    machine = job.machine
+                    self.recorder.turn_finished(
+                        machine.error if machine.error is not None else machine.result(), now
+                    )
+                self._release(job, now)
+                self._retire(job)
+            for job in scope.members():
+                self._file_deadline(job)
+        touched.clear()
+
+    def _file_deadline(self, job: Job) -> None:
+        """Record ``job``'s next deadline in the heap (none while it is inactive)."""
+        deadline = job.machine.next_deadline() if job.active() else None
+        if deadline == job.deadline:
+            return
+        job.deadline = deadline
+        if deadline is None:
+            return
+        heap = self._heap
+        heapq.heappush(heap, (deadline, next(self._heap_seq), job))
+        if len(heap) > 64 + 4 * (len(self._jobs) + len(self._sessions)):
+            # Stale entries pile up when deadlines move often: rebuild from the live ones.
+            live = [*self._jobs, *self._sessions.values()]
+            self._heap = [
+                (j.deadline, next(self._heap_seq), j) for j in live if j.deadline is not None
+            ]
+            heapq.heapify(self._heap)
 
     def _release(self, job: Job, now: float) -> None:
         """Cancel what a finished (or abandoned) job still has in flight."""
@@ -815,7 +925,7 @@ class Drive:
         elif isinstance(action, RunInBackground):
             parent = job.scope
             scope = parent if parent.session is not None else _Scope(machine=action.job)
-            self._jobs.append(Job(action.job, scope, background=True))
+            self._add(Job(action.job, scope, background=True))
             self._dirty = True
         else:  # pragma: no cover - every action is handled above
             raise CoderAgentError(f"unknown action {action!r}")
@@ -868,8 +978,7 @@ class Drive:
             del requests[call.request_id]
 
     def _cancel_call(self, call: HttpCall, now: float) -> None:
-        if call.finished:
-            return
+        """Abandon ``call``, still in flight (its job's registry held it until now)."""
         if call.observed and not call.answered:
             self._http_error(call, CANCELLED_MESSAGE, now)
         self._finish_call(call)

@@ -562,3 +562,89 @@ async def test_tls_without_verification_and_with_a_context(
             driver = Driver(base_url=proxy.url, token=server.token, verify=verify)
             assert await driver.run(rest_job(PrefixSelector(), "list_chats", now=0.0)) == ()
             await driver.aclose()
+
+
+# -- how many requests an owned client has in flight ------------------------------------------------
+
+
+class HoldingServer:
+    """A loopback HTTP server that holds every request until ``release`` is set, counting
+    how many it holds at once (one request per connection)."""
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.in_flight = 0
+        self.most = 0
+        self.total = 0
+        self._server: asyncio.Server | None = None
+        self.url = ""
+
+    async def __aenter__(self) -> HoldingServer:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.url = f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._server is not None
+        self._server.close()
+        self.release.set()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await reader.readuntil(b"\r\n\r\n")
+            self.total += 1
+            self.in_flight += 1
+            self.most = max(self.most, self.in_flight)
+            await self.release.wait()
+            self.in_flight -= 1
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n[]")
+            await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+
+
+def list_job() -> RestJob[Any]:
+    return RestJob(
+        PrefixSelector("/api/v2/chats"), build_list_chats(), parse_list_chats, now=time.monotonic()
+    )
+
+
+@arun
+async def test_an_owned_client_keeps_at_most_its_pool_size_in_flight(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A fleet of machines on one client: the requests beyond the pool size wait their turn
+    in the driver (in order, each answered), never more than the pool size at the server."""
+    import coder_io_asyncio._driver as module
+
+    monkeypatch.setattr(module, "HTTP_CONCURRENCY", 3)
+    async with HoldingServer() as held:
+        driver = Driver(base_url=held.url, token="t")
+        runs = [driver.start(list_job()) for _ in range(8)]
+        await wait_for(lambda: held.in_flight == 3)
+        await asyncio.sleep(0.05)
+        assert (held.in_flight, held.total) == (3, 3)
+        # A request cancelled while it waits its turn never reaches the server.
+        runs[-1].cancel()
+        held.release.set()
+        assert [await r.result() for r in runs[:-1]] == [()] * 7
+        assert (held.most, held.total) == (3, 7)
+        await driver.aclose()
+
+
+@arun
+async def test_a_user_client_is_not_throttled_by_the_driver_d23(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import coder_io_asyncio._driver as module
+
+    monkeypatch.setattr(module, "HTTP_CONCURRENCY", 3)
+    async with HoldingServer() as held, httpx.AsyncClient() as client:
+        driver = Driver(base_url=held.url, token="t", http_client=client)
+        runs = [driver.start(list_job()) for _ in range(8)]
+        await wait_for(lambda: held.in_flight == 8)
+        held.release.set()
+        assert [await r.result() for r in runs] == [()] * 8
+        await driver.aclose()
