@@ -46,10 +46,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime
 import inspect
 import logging
-import os
 import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
@@ -57,6 +55,8 @@ from typing import Any, Generic, TypeAlias, TypeVar
 
 import httpx
 
+from coder_io_common.tls import VerifyTypes, ssl_context
+from coder_io_common.wallclock import created_at
 from coder_proto.actions import Action, ToolOutcome
 from coder_proto.client import CONNECT_TIMEOUT
 from coder_proto.constants import BACKGROUND_TASK_BOUND
@@ -98,8 +98,6 @@ logger = logging.getLogger("coder_io_asyncio")
 
 T = TypeVar("T")
 
-#: What ``verify`` accepts, as in httpx: on/off, a CA bundle (file or directory), a context.
-VerifyTypes: TypeAlias = bool | str | os.PathLike[str] | ssl.SSLContext
 #: Runs one ``RunTools`` batch and returns one outcome per call (D5; missing ones become error
 #: results in the core).
 ToolRunner: TypeAlias = Callable[[tuple[ToolCall, ...]], Awaitable[Sequence[ToolOutcome]]]
@@ -111,55 +109,6 @@ _READ_CHUNK = 65_536
 #: opening at once would cost time quadratic in their number); they wait here instead, in
 #: order, at no cost.
 HTTP_CONCURRENCY = 100
-
-
-def created_at() -> str:
-    """The wall-clock timestamp of a transcript header (UTC, ISO 8601, seconds)."""
-    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-
-
-def ssl_context(verify: VerifyTypes = True) -> ssl.SSLContext:
-    """The TLS context for ``verify``, with httpx's meaning: ``True`` verifies against
-    ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` when set, else certifi's bundle (the system store when
-    certifi is missing); ``False`` disables verification; a path is a CA bundle file or
-    directory; an ``ssl.SSLContext`` is used as is. Anything else, or an unreadable bundle, is
-    a local configuration error: ``CoderAgentError`` (D12)."""
-    if isinstance(verify, ssl.SSLContext):
-        return verify
-    if verify is True:
-        cafile = os.environ.get("SSL_CERT_FILE")
-        capath = os.environ.get("SSL_CERT_DIR")
-        if cafile:
-            return _load_bundle(cafile, None)
-        if capath:
-            return _load_bundle(None, capath)
-        try:
-            import certifi
-        except ImportError:  # pragma: no cover - httpx depends on certifi
-            return ssl.create_default_context()
-        return _load_bundle(certifi.where(), None)
-    if verify is False:
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-        return context
-    if isinstance(verify, str | os.PathLike) and not isinstance(verify, bool):
-        path = os.fspath(verify)
-        if os.path.isdir(path):
-            return _load_bundle(None, path)
-        return _load_bundle(path, None)
-    raise CoderAgentError(
-        f"verify must be True, False, a CA bundle path or an ssl.SSLContext, got {verify!r}"
-    )
-
-
-def _load_bundle(cafile: str | None, capath: str | None) -> ssl.SSLContext:
-    try:
-        return ssl.create_default_context(cafile=cafile, capath=capath)
-    except (OSError, ssl.SSLError) as exc:
-        raise CoderAgentError(
-            f"cannot load the CA bundle {cafile or capath!r} for TLS verification: {exc}"
-        ) from exc
 
 
 def transport_sink(callback: Callable[[Any], object] | None) -> TransportEventSink:

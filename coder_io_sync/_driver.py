@@ -64,11 +64,9 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import datetime
 import inspect
 import logging
 import math
-import os
 import selectors
 import signal
 import socket
@@ -81,6 +79,8 @@ from typing import Any, Generic, TypeAlias, TypeVar
 
 import httpx
 
+from coder_io_common.tls import VerifyTypes, ssl_context
+from coder_io_common.wallclock import created_at, event_sink
 from coder_proto.actions import Action, ToolOutcome
 from coder_proto.client import CONNECT_TIMEOUT
 from coder_proto.constants import BACKGROUND_TASK_BOUND
@@ -122,8 +122,6 @@ logger = logging.getLogger("coder_io_sync")
 
 T = TypeVar("T")
 
-#: What ``verify`` accepts, as in httpx: on/off, a CA bundle (file or directory), a context.
-VerifyTypes: TypeAlias = bool | str | os.PathLike[str] | ssl.SSLContext
 #: Runs one ``RunTools`` batch (in a thread of its own) and returns one outcome per call (D5;
 #: missing ones become error results in the core).
 ToolRunner: TypeAlias = Callable[[tuple[ToolCall, ...]], Sequence[ToolOutcome]]
@@ -141,56 +139,12 @@ def _now() -> float:
 # -- configuration -------------------------------------------------------------------------------
 
 
-def ssl_context(verify: VerifyTypes = True) -> ssl.SSLContext:
-    """The TLS context for ``verify``, with httpx's meaning: ``True`` verifies against
-    ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` when set, else certifi's bundle (the system store when
-    certifi is missing); ``False`` disables verification; a path is a CA bundle file or
-    directory; an ``ssl.SSLContext`` is used as is. Anything else, or an unreadable bundle, is
-    a local configuration error: ``CoderAgentError`` (D12)."""
-    if isinstance(verify, ssl.SSLContext):
-        return verify
-    if verify is True:
-        cafile = os.environ.get("SSL_CERT_FILE")
-        capath = os.environ.get("SSL_CERT_DIR")
-        if cafile:
-            return _load_bundle(cafile, None)
-        if capath:
-            return _load_bundle(None, capath)
-        try:
-            import certifi
-        except ImportError:  # pragma: no cover - httpx depends on certifi
-            return ssl.create_default_context()
-        return _load_bundle(certifi.where(), None)
-    if verify is False:
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-        return context
-    if isinstance(verify, str | os.PathLike):
-        path = os.fspath(verify)
-        if os.path.isdir(path):
-            return _load_bundle(None, path)
-        return _load_bundle(path, None)
-    raise CoderAgentError(
-        f"verify must be True, False, a CA bundle path or an ssl.SSLContext, got {verify!r}"
-    )
-
-
-def _load_bundle(cafile: str | None, capath: str | None) -> ssl.SSLContext:
-    try:
-        return ssl.create_default_context(cafile=cafile, capath=capath)
-    except (OSError, ssl.SSLError) as exc:
-        raise CoderAgentError(
-            f"cannot load the CA bundle {cafile or capath!r} for TLS verification: {exc}"
-        ) from exc
-
-
 def transport_sink(callback: Callable[[Any], object] | None) -> TransportEventSink:
     """The sink for a user's ``on_transport_event`` (wire 11, D24): wall-clock timestamps from
     ``time.time``; what the callback raises is swallowed. The blocking adapter calls plain
     functions: a coroutine function is refused at once (``CoderAgentError``)."""
     if callback is None:
-        return TransportEventSink(wall_clock=time.time)
+        return event_sink()
     if inspect.iscoroutinefunction(callback):
         raise CoderAgentError(
             "on_transport_event must be a plain function on the blocking adapter "
@@ -198,7 +152,7 @@ def transport_sink(callback: Callable[[Any], object] | None) -> TransportEventSi
         )
     if not callable(callback):
         raise CoderAgentError(f"on_transport_event must be callable, got {callback!r}")
-    return TransportEventSink(callback, wall_clock=time.time)
+    return event_sink(callback)
 
 
 class Deadline:
@@ -433,15 +387,11 @@ def _bounded(timeout: httpx.Timeout, seconds: float) -> httpx.Timeout:
 
 def _abort_deadline(machine: Any) -> float | None:
     """The deadline at which ``machine`` abandons whatever it waits for: a turn's
-    ``request_timeout`` (C.3). A blocking request must not outlive it (on an event loop the
-    deadline would fire while the request is in flight). The core exposes it only as the
-    ``CoreMachine`` attribute its timers use."""
-    value = getattr(machine, "_abort_deadline", None)
+    ``request_timeout`` (C.3, ``CoreMachine.abort_deadline``). A blocking request must not
+    outlive it (on an event loop the deadline would fire while the request is in flight).
+    Machines that are not ``CoreMachine`` (a relayed request) have none."""
+    value = getattr(machine, "abort_deadline", None)
     return value if isinstance(value, float | int) else None
-
-
-def _created_at() -> str:
-    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
 
 
 # -- runs ------------------------------------------------------------------------------------------
@@ -545,7 +495,7 @@ class Driver:
             token=token,
             sink=self.sink,
             recorder=recorder,
-            created_at=_created_at,
+            created_at=created_at,
         )
         if http_client is None:
             http_client = httpx.Client(

@@ -44,7 +44,8 @@ from typing import Any, Generic, TypeAlias, TypeVar
 import httpx
 import trio
 
-from coder_io_asyncio._driver import VerifyTypes, created_at, ssl_context
+from coder_io_common.tls import VerifyTypes, ssl_context
+from coder_io_common.wallclock import created_at, event_sink
 from coder_proto.actions import Action, ToolOutcome
 from coder_proto.client import CONNECT_TIMEOUT
 from coder_proto.constants import BACKGROUND_TASK_BOUND
@@ -109,14 +110,14 @@ def transport_sink(callback: Callable[[Any], object] | None) -> TransportEventSi
     ``time.time``; a callback that is a coroutine function has its awaitable run as a trio
     system task, and what it raises is swallowed like a plain callback's exceptions."""
     if callback is None:
-        return TransportEventSink(wall_clock=time.time)
+        return event_sink()
 
     def deliver(event: Any) -> None:
         result = callback(event)
         if inspect.isawaitable(result):
             trio.lowlevel.spawn_system_task(_await_callback, result)
 
-    return TransportEventSink(deliver, wall_clock=time.time)
+    return event_sink(deliver)
 
 
 async def _await_callback(awaitable: Awaitable[Any]) -> None:

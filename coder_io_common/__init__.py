@@ -1,0 +1,12 @@
+"""coder_io_common: what the three adapters (``coder_io_asyncio``, ``coder_io_trio``,
+``coder_io_sync``) share and the core may not hold because it touches the outside world.
+
+* ``tls``: the TLS context of the stream sockets, from the ``verify`` choices httpx offers
+  (the core must not import ``ssl``);
+* ``files``: reading a path whole or under the upload cap (blocking file I/O, run in a worker
+  thread by the event-loop adapters);
+* ``wallclock``: the wall-clock stamps the core takes as inputs (transcript headers,
+  transport-event timestamps).
+
+Everything else runtime-independent lives in ``coder_proto``.
+"""
