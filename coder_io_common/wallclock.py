@@ -18,7 +18,7 @@ def created_at() -> str:
     return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
 
 
-def event_sink(deliver: Callable[[Any], None] | None = None) -> TransportEventSink:
+def event_sink(deliver: Callable[[Any], object] | None = None) -> TransportEventSink:
     """A transport-event sink stamping events with ``time.time`` (D24), delivering to
     ``deliver`` (none: events are not built at all)."""
     if deliver is None:
