@@ -33,6 +33,11 @@ The adapter contains no policy: routes, status codes, frames, drops and timings 
 the model. It only moves bytes, sends WebSocket pings (every ``ping_interval`` seconds; a pong
 missing for ``ping_timeout`` closes with 1001 "Ping failed"), closes a connection whose client
 sends a data frame (1008: the server never reads), and counts open connections.
+
+Clients leave as they like: a close frame is answered, a connection that simply ends (a crash,
+a SIGKILL) is over at once, and nothing is sent after either (frames the model produces for a
+departed client are dropped, as a real server drops them). Stopping closes every connection
+with 1001 and never waits more than ``CLOSE_TIMEOUT`` for a client that stopped reading.
 """
 
 from __future__ import annotations
@@ -81,6 +86,7 @@ MAX_BODY_BYTES = 11 * 1024 * 1024
 READ_CHUNK = 65_536
 #: How long a closing handshake may take before the socket is dropped.
 CLOSE_TIMEOUT = 1.0
+OPEN = ConnectionState.OPEN
 
 
 class _Locked:
@@ -183,6 +189,8 @@ class FakeCoderServer:
         self._ticker: asyncio.Task[None] | None = None
         self._thread: threading.Thread | None = None
         self._stop_event: asyncio.Event | None = None
+        #: ``stop_async`` began: every loop of the server ends at its next wake-up.
+        self._stopping = False
         self._started = threading.Event()
         self._start_error: BaseException | None = None
 
@@ -267,6 +275,7 @@ class FakeCoderServer:
         """Start serving in the running event loop."""
         self._loop = asyncio.get_running_loop()
         self._loop_thread_id = threading.get_ident()
+        self._stopping = False
         self._tick_wake = asyncio.Event()
         self._stop_event = asyncio.Event()
         self._server = await asyncio.start_server(
@@ -282,6 +291,11 @@ class FakeCoderServer:
             return
         server, self._server = self._server, None
         server.close()
+        # Besides the cancellation: a loop that was being woken at this very moment must not
+        # carry on (a cancellation racing a wake-up used to be lost, and the connection then
+        # lasted until its next ping timed out).
+        self._stopping = True
+        self._wake_all()
         tasks = list(self._tasks)
         for task in tasks:
             task.cancel()
@@ -395,12 +409,11 @@ class FakeCoderServer:
         step."""
         wake = self._tick_wake
         assert wake is not None
-        while True:
+        while not self._stopping:
             with self._lock:
                 deadline = self._model.next_deadline()
             timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(wake.wait(), timeout)
+            await _wait(wake, timeout)
             wake.clear()
             with self._lock:
                 self._model.tick(time.monotonic())
@@ -434,8 +447,12 @@ class FakeCoderServer:
         finally:
             self._tasks.discard(task)
             writer.close()
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(writer.wait_closed(), CLOSE_TIMEOUT)
+            try:
+                async with asyncio.timeout(CLOSE_TIMEOUT):
+                    await writer.wait_closed()
+            except (Exception, asyncio.CancelledError):
+                # A client that reads nothing keeps our buffered bytes: drop them.
+                writer.transport.abort()
             self._count("open_connections", -1)
 
     async def _next_event(self, conn: h11.Connection, reader: asyncio.StreamReader) -> Any:
@@ -577,12 +594,17 @@ class FakeCoderServer:
         try:
             next_ping = time.monotonic() + self.ping_interval
             ping_sent: float | None = None
-            while True:
+            while not self._stopping:
                 now = time.monotonic()
                 with self._lock:
                     frames = sub.pull(now)
                     closed = sub.closed
                     frame_deadline = sub.next_deadline()
+                if state.client_closed or state.client_gone or ws.state is not OPEN:
+                    # The client left: what the model produced for it is dropped.
+                    close_code = None if state.client_gone else 1000
+                    close_reason = ""
+                    return
                 for frame in frames:
                     writer.write(ws.send(TextMessage(data=frame.decode("utf-8"))))
                 if frames:
@@ -593,10 +615,6 @@ class FakeCoderServer:
                 if state.violation:
                     close_code, close_reason = 1008, "unexpected data message"
                     return
-                if state.client_closed or state.client_gone:
-                    close_code = None if state.client_gone else 1000
-                    close_reason = ""
-                    return
                 # Heartbeat (server-behaviour 3.1): one ping at a time; an unanswered ping
                 # older than ping_timeout ends the connection.
                 if ping_sent is not None and state.last_pong >= ping_sent:
@@ -604,7 +622,7 @@ class FakeCoderServer:
                 if ping_sent is not None and now - ping_sent >= self.ping_timeout:
                     close_code, close_reason = 1001, "Ping failed"
                     return
-                if ping_sent is None and now >= next_ping:
+                if ping_sent is None and now >= next_ping and ws.state is OPEN:
                     writer.write(ws.send(Ping(payload=secrets.token_bytes(4))))
                     await writer.drain()
                     ping_sent = now
@@ -612,9 +630,7 @@ class FakeCoderServer:
                 wait_until = next_ping if ping_sent is None else ping_sent + self.ping_timeout
                 if frame_deadline is not None:
                     wait_until = min(wait_until, frame_deadline)
-                timeout = max(0.0, wait_until - time.monotonic())
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(state.wake.wait(), timeout)
+                await _wait(state.wake, max(0.0, wait_until - time.monotonic()))
                 state.wake.clear()
         finally:
             self._wakers.pop(state.wake, None)
@@ -633,21 +649,19 @@ class FakeCoderServer:
         reason: str,
     ) -> None:
         try:
-            if code is not None and ws.state in (
-                ConnectionState.OPEN,
-                ConnectionState.REMOTE_CLOSING,
-            ):
-                if ws.state is ConnectionState.OPEN:
+            if code is not None and ws.state in (OPEN, ConnectionState.REMOTE_CLOSING):
+                if ws.state is OPEN:
                     writer.write(ws.send(CloseConnection(code=code, reason=reason)))
                 else:
                     writer.write(ws.send(CloseConnection(code=code)))
-                await writer.drain()
-                # On shutdown the close frame is sent but the reply is not awaited, so that
-                # stopping a server stays fast.
-                if not reader_task.done() and self._server is not None:
-                    with contextlib.suppress(TimeoutError, asyncio.CancelledError):
-                        await asyncio.wait_for(asyncio.shield(reader_task), CLOSE_TIMEOUT)
-        except (ConnectionError, LocalProtocolError):
+                # A client that reads nothing gets CLOSE_TIMEOUT; on shutdown the close frame
+                # is queued but neither flushed nor answered here, so stopping stays fast.
+                if not self._stopping:
+                    async with asyncio.timeout(CLOSE_TIMEOUT):
+                        await writer.drain()
+                        if not reader_task.done():
+                            await asyncio.shield(reader_task)
+        except (ConnectionError, LocalProtocolError, TimeoutError):
             pass
         finally:
             reader_task.cancel()
@@ -672,15 +686,18 @@ class FakeCoderServer:
                 else:
                     data = await reader.read(READ_CHUNK)
                     if not data:
+                        # The connection ended without a close frame (wsproto now reads it
+                        # as closed with 1006): the client is gone.
                         ws.receive_data(None)
-                        state.client_gone = ws.state is not ConnectionState.CLOSED
+                        state.client_gone = True
                         state.wake.set()
                         return
                     continue
                 data = b""
                 for event in ws.events():
                     if isinstance(event, Ping):
-                        writer.write(ws.send(event.response()))
+                        if ws.state is OPEN:
+                            writer.write(ws.send(event.response()))
                     elif isinstance(event, Pong):
                         state.last_pong = time.monotonic()
                         state.wake.set()
@@ -697,6 +714,14 @@ class FakeCoderServer:
         except (RemoteProtocolError, LocalProtocolError, ConnectionError):
             state.client_gone = True
             state.wake.set()
+
+
+async def _wait(event: asyncio.Event, timeout: float | None) -> None:
+    """Wait until ``event`` is set or ``timeout`` seconds passed. Unlike ``wait_for`` on
+    Python 3.11, a cancellation that arrives as the event is set is never lost."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(timeout):
+            await event.wait()
 
 
 def _wants_websocket(headers: Iterable[tuple[str, str]]) -> bool:

@@ -165,15 +165,40 @@ def compile_step(
 
 @attrs.define
 class StepAccumulator:
-    """The content of the step in progress, as it will be committed."""
+    """The content of the step in progress, as it will be committed.
 
-    content: list[dict[str, Any]] = attrs.Factory(list)
+    Consecutive text (or reasoning) deltas merge into one committed part. Their pieces are
+    kept apart and joined when ``content`` is read, so a long block costs linear time (adding
+    each delta to the part's string would copy the whole text every time)."""
+
+    _content: list[dict[str, Any]] = attrs.Factory(list)
     results: list[dict[str, Any]] = attrs.Factory(list)
     client_calls: list[dict[str, Any]] = attrs.Factory(list)
     usage: dict[str, int] | None = None
     output_chars: int = 0
     reasoning_chars: int = 0
     _merging: str | None = None
+    #: The text of the block being merged (the last part of ``content``), not yet joined.
+    _pieces: list[str] = attrs.Factory(list)
+
+    @property
+    def content(self) -> list[dict[str, Any]]:
+        """The committed parts so far, in order."""
+        self._join()
+        return self._content
+
+    def _join(self) -> None:
+        """Write the merging block's pieces into its part (leaving one joined piece)."""
+        pieces = self._pieces
+        if len(pieces) > 1:
+            joined = "".join(pieces)
+            self._pieces = [joined]
+            self._content[-1]["text"] = joined
+
+    def _end_block(self) -> None:
+        self._join()
+        self._pieces = []
+        self._merging = None
 
     def add(self, op: PartOp, created_at: str) -> dict[str, Any]:
         """Record ``op`` and return the part to stream (``created_at`` stamped where the
@@ -185,15 +210,17 @@ class StepAccumulator:
             if op.kind == "reasoning":
                 self.reasoning_chars += len(text)
             if self._merging == op.kind:
-                self.content[-1]["text"] += text
+                self._pieces.append(text)
             else:
+                self._end_block()
                 committed = {"type": op.kind, "text": text}
                 if op.kind == "reasoning":
                     committed["created_at"] = created_at
-                self.content.append(committed)
+                self._content.append(committed)
+                self._pieces = [text]
                 self._merging = op.kind
             return part
-        self._merging = None
+        self._end_block()
         if op.kind == "delta":
             self.output_chars += len(part.get("args_delta", ""))
             return part
