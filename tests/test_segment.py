@@ -1232,6 +1232,20 @@ def test_the_first_streamed_error_part_is_the_settles_error() -> None:
     assert settle.error == {"name": "CoderChatError", "message": "first"}
 
 
+def test_the_first_error_stays_the_settles_error_across_frames() -> None:
+    """wire 11: ``segment:settle`` reports the first error part the consumer saw, also when
+    a later frame brings another."""
+    h = Harness()
+    turn = h.segment("hi", mode="stream")
+    h.send(error_event("first"))
+    h.send(delta("x"))
+    h.send(error_event("second"))
+    h.send(status("error"))
+    assert str(result_of(turn).error) == "second"
+    (settle,) = settles(h)
+    assert settle.error == {"name": "CoderChatError", "message": "first"}
+
+
 def test_a_stream_error_without_a_chat_id_is_stamped_with_the_turns() -> None:
     """C.5 step 1."""
     failure = CoderStreamError("gone", url="wss://coder.test/x", chat_id=None)
