@@ -1,13 +1,14 @@
 """``CoderAgent`` on asyncio: one Coder chat session driven turn by turn (state machines G, H;
 DECISIONS D5, D7, D10, D17, D22; DESIGN "Public API").
 
-The class is a thin shell around ``coder_proto.agent.AgentCore``: the core validates the
-settings, prepares prompts, plans every client-tool batch (D5) and decides the
-structured-output ladder; this module only reads the files a prompt names, drives the core's
-machines on the client's ``Driver`` and awaits the tool callables. Plain (sync) tool
-functions run in a worker thread (``asyncio.to_thread``), so a slow tool never stalls the
-stream's reading and pings; coroutine functions are awaited on the loop. The calls of one
-pause run concurrently.
+The class is a thin shell around the core: ``coder_proto.agent.AgentShell`` holds the
+constructor, its checks and the session state, ``AgentCore`` validates the settings,
+prepares prompts, plans every client-tool batch (D5) and decides the structured-output
+ladder, and ``AgentCalls`` defines the plain operations. This module only reads the files a
+prompt names, drives the core's machines on the client's ``Driver`` and awaits the tool
+callables. Plain (sync) tool functions run in a worker thread (``asyncio.to_thread``), so a
+slow tool never stalls the stream's reading and pings; coroutine functions are awaited on
+the loop. The calls of one pause run concurrently.
 """
 
 from __future__ import annotations
@@ -15,73 +16,70 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-import os
-import pathlib
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from types import TracebackType
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Concatenate, ParamSpec, TypeVar
 
 import httpx
 
+from coder_io_common.closing import AsyncClosing
+from coder_io_common.files import read_path
 from coder_proto.actions import ToolOutcome
 from coder_proto.agent import (
-    AgentCore,
-    AttachedFile,
+    AgentCalls,
+    AgentShell,
     GenerateResult,
-    HistoryJob,
     PromptPlan,
     ToolInvocation,
-    WorkspaceFiles,
     WorkspaceUpload,
-    prepare_attachment,
+    WorkspaceWrite,
     prepare_prompt,
 )
-from coder_proto.cleanup import ArchiveResult, InterruptResult
-from coder_proto.client import plan_upload
-from coder_proto.constants import (
-    BACKGROUND_TASK_BOUND,
-    DEFAULT_MAX_STEPS,
-    SETTLE_DEADLINE,
-    SETTLE_RETRY_DELAY,
-)
+from coder_proto.calls import Call
+from coder_proto.cleanup import ArchiveResult
+from coder_proto.constants import BACKGROUND_TASK_BOUND
 from coder_proto.errors import CoderAgentError
-from coder_proto.history import FileUrlResolver, UIMessage, to_ui_messages
-from coder_proto.operations import ChatCost
 from coder_proto.parts import OutputPart, TextDelta, ToolCall
-from coder_proto.tools import Tool
-from coder_proto.transcript import Recorder
-from coder_proto.transport_events import TransportEventSink
 from coder_proto.turn import Turn
-from coder_proto.wire.chats import ChatModelConfig
 
-from ._driver import Driver, Run, VerifyTypes, transport_sink
-from .client import CoderChatClient, ToThread, _read_upload
+from ._driver import Driver, Run
+from .client import CoderChatClient, ToThread, _read_upload, operation
 
 __all__ = ["AgentStream", "CoderAgent"]
 
 logger = logging.getLogger("coder_io_asyncio")
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
 def _now() -> float:
     return time.monotonic()
 
 
-class CoderAgent:
+def _op(
+    spec: Callable[Concatenate[AgentCalls, P], Call[T]],
+) -> Callable[Concatenate[Any, P], Coroutine[Any, Any, T]]:
+    return operation(spec, owner="CoderAgent")
+
+
+class CoderAgent(AgentShell[CoderChatClient, httpx.AsyncClient], AsyncClosing):
     """A Coder Agents chat session on asyncio (DESIGN "Public API").
 
     One agent is one server chat, created by the first turn and reused by the next ones
     (H.1). Connection: ``client`` (a ``CoderChatClient``, never closed here) or ``base_url`` /
-    ``token`` (defaulting to ``CODER_URL`` / ``CODER_SESSION_TOKEN``) with ``http_client`` and
-    ``verify``. ``organization_id`` defaults to ``CODER_ORGANIZATION_ID``. Durations are
-    seconds: ``request_timeout`` bounds each segment (C.3), ``settle_deadline`` and
-    ``settle_retry_delay`` bound cleanup (H.4, H.5). ``tools`` are ``@tool`` functions,
-    ``Tool`` objects (explicit JSON Schema, attrs classes, dataclasses, pydantic models) or
-    plain functions, as a sequence or a name -> tool mapping. ``output_type`` enables the
-    structured-output tool (``result.output``). ``on_transport_event`` receives transport
-    events (sync or async callable); with a supplied ``client`` the ``http:*`` and ``ws:*``
-    events go to that client's hook and this one receives the ``segment:*`` events (all of
-    them go to the client's hook when the agent has none).
+    ``token`` (defaulting to ``CODER_URL`` / ``CODER_SESSION_TOKEN``) with ``http_client`` (an
+    ``httpx.AsyncClient``) and ``verify``. ``organization_id`` defaults to
+    ``CODER_ORGANIZATION_ID``. Durations are seconds: ``request_timeout`` bounds each segment
+    (C.3), ``settle_deadline`` and ``settle_retry_delay`` bound cleanup (H.4, H.5). ``tools``
+    are ``@tool`` functions, ``Tool`` objects (explicit JSON Schema, attrs classes,
+    dataclasses, pydantic models) or plain functions, as a sequence or a name -> tool mapping.
+    ``output_type`` enables the structured-output tool (``result.output``).
+    ``on_transport_event`` receives transport events (sync or async callable); with a supplied
+    ``client`` the ``http:*`` and ``ws:*`` events go to that client's hook and this one
+    receives the ``segment:*`` events (all of them go to the client's hook when the agent has
+    none). ``recorder`` records a transcript (``docs/transcripts.md``).
 
     Construction does no I/O. ``async with`` disposes of the agent on exit: interrupt, then
     archive, bounded by ``settle_deadline`` and never raising (H.5). The agent is
@@ -90,121 +88,9 @@ class CoderAgent:
 
     # The runtime seam: the trio adapter's agent is this class with its own client class,
     # stream class and tool concurrency (the async method bodies are runtime-neutral).
-    _client_class: ClassVar[type[CoderChatClient]] = CoderChatClient
+    _client_class: ClassVar[type[Any]] = CoderChatClient
     _stream_class: ClassVar[type[AgentStream]]
-
-    def __init__(
-        self,
-        *,
-        organization_id: str | None = None,
-        model: str | None = None,
-        instructions: str | None = None,
-        tools: Iterable[Tool | Callable[..., Any]] | Mapping[str, Any] | None = None,
-        output_type: Any = None,
-        request_timeout: float | None = None,
-        chat_id: str | None = None,
-        last_seen_message_id: int | None = None,
-        workspace_id: str | None = None,
-        workspace_files: WorkspaceFiles | None = None,
-        mcp_server_ids: Sequence[str] = (),
-        reasoning_effort: str | None = None,
-        plan_mode: str | None = None,
-        busy_behavior: str | None = None,
-        max_steps: int = DEFAULT_MAX_STEPS,
-        max_retries: int = 0,
-        settle_deadline: float = SETTLE_DEADLINE,
-        settle_retry_delay: float = SETTLE_RETRY_DELAY,
-        on_transport_event: Callable[[Any], object] | None = None,
-        client: CoderChatClient | None = None,
-        base_url: str | None = None,
-        token: str | None = None,
-        http_client: httpx.AsyncClient | None = None,
-        verify: VerifyTypes = True,
-        recorder: Recorder | None = None,
-    ) -> None:
-        if client is not None:
-            if base_url is not None or token is not None or http_client is not None:
-                raise CoderAgentError("pass either client or base_url/token/http_client, not both")
-            if not isinstance(client, self._client_class):
-                raise CoderAgentError("client must be a CoderChatClient")
-            self._owns_client = False
-            sink = _segment_sink(client.sink, on_transport_event, client._make_sink)
-        else:
-            client = self._client_class(
-                base_url,
-                token,
-                http_client=http_client,
-                verify=verify,
-                on_transport_event=on_transport_event,
-                recorder=recorder,
-            )
-            self._owns_client = True
-            sink = client.sink
-        self._client = client
-        self._driver: Driver = client.driver
-        if recorder is not None:
-            # Transcripts (docs/transcripts.md): the driver reports what crosses the wire.
-            self._driver.recorder = recorder
-        self._core = AgentCore(
-            base_url=client.settings.base_url,
-            token=client.settings.token,
-            organization_id=organization_id,
-            model=model,
-            instructions=instructions,
-            tools=tools,
-            output_type=output_type,
-            request_timeout=request_timeout,
-            chat_id=chat_id,
-            last_seen_message_id=last_seen_message_id,
-            workspace_id=workspace_id,
-            workspace_files=workspace_files,
-            mcp_server_ids=mcp_server_ids,
-            reasoning_effort=reasoning_effort,
-            plan_mode=plan_mode,
-            busy_behavior=busy_behavior,
-            max_steps=max_steps,
-            max_retries=max_retries,
-            settle_deadline=settle_deadline,
-            settle_retry_delay=settle_retry_delay,
-            selector=client.selector,
-            sink=sink,
-            env=os.environ,
-        )
-        self._closed = False
-
-    def __repr__(self) -> str:
-        return (
-            f"<CoderAgent chat_id={self.chat_id!r} "
-            f"last_seen_message_id={self.last_seen_message_id!r}>"
-        )
-
-    # -- session state (H.1) ---------------------------------------------------------------
-
-    @property
-    def client(self) -> CoderChatClient:
-        """The raw chat client this agent talks through."""
-        return self._client
-
-    @property
-    def chat_id(self) -> str | None:
-        """The session's chat: ``None`` before the first turn created it, or after a reset or a
-        fresh-chat stream failure (C.5)."""
-        return self._core.session.chat_id
-
-    @property
-    def last_seen_message_id(self) -> int | None:
-        """The resume cursor (D.1): persist it with ``chat_id`` to resume in another process."""
-        return self._core.session.last_seen_message_id
-
-    @property
-    def last_known_chat_id(self) -> str | None:
-        """The last chat a turn ran on; ``interrupt`` and ``archive`` target it after a reset."""
-        return self._core.session.last_known_chat_id
-
-    @property
-    def stranded_chat_ids(self) -> tuple[str, ...]:
-        """Chats failed fresh-chat turns discarded, oldest first; ``archive`` retires them."""
-        return self._core.session.stranded_chat_ids
+    _driver: Driver
 
     def reset_session(self) -> None:
         """Start a fresh chat on the next turn (H.1); a paused stream is closed."""
@@ -263,15 +149,7 @@ class CoderAgent:
 
     # -- cleanup (H.3-H.5) -------------------------------------------------------------------
 
-    async def interrupt(
-        self, *, wait: bool = False, timeout: float | None = None
-    ) -> InterruptResult:
-        """Interrupt the session's chat (or the last known one) (H.3, D4): ``interrupted`` is
-        ``False`` when there is no chat. With ``wait``, poll until the chat settled, at most
-        ``timeout`` seconds (15 by default; builtin ``TimeoutError`` after that, D11)."""
-        session = self._core.session
-        machine = session.interrupt(now=_now(), wait=wait, timeout=timeout)
-        return await self._driver.run(machine, session=session)
+    interrupt = _op(AgentCalls.interrupt)
 
     async def archive(self) -> ArchiveResult:
         """Archive the session's chat and every stranded one (H.4, D10), retrying 409s while
@@ -305,60 +183,27 @@ class CoderAgent:
             elif not self._driver.closed:
                 await self._driver.wait_background(BACKGROUND_TASK_BOUND)
 
-    async def __aenter__(self) -> CoderAgent:
-        return self
+    # -- plain operations (coder_proto.agent.AgentCalls) ---------------------------------------
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
+    async def _perform(self, call: Call[T]) -> T:
+        return await self._client._perform(call)
 
-    # -- plain operations --------------------------------------------------------------------
-
-    async def list_models(self) -> tuple[ChatModelConfig, ...]:
-        """The organization's model configs (wire 8), to pick a ``model`` hint."""
-        return await self._client.list_model_configs(self._core.organization_id)
-
-    async def get_chat_cost(self, chat_id: str | None = None) -> ChatCost:
-        """The chat's cost (``GET {P}/{chat}/cost``; D17: never called implicitly). Defaults
-        to the session's chat, else the last known one."""
-        return await self._client.get_chat_cost(chat_id or self._core.require_chat())
-
-    async def attach(
-        self, content: object, *, media_type: str | None = None, filename: str | None = None
-    ) -> AttachedFile:
-        """Upload a file once (wire 7: allowlisted media types, 10 MiB) and return a reference
-        to put in later prompts without re-uploading. ``content`` is bytes, a path or a binary
-        file object; the media type defaults from the file name's extension."""
-        plan = prepare_attachment(content, media_type=media_type, filename=filename)
-        assert plan.media_type is not None
-        file_id = await self._client.upload_chat_file(
-            self._core.organization_id, content, media_type=plan.media_type, filename=plan.filename
-        )
-        return AttachedFile(file_id=file_id, media_type=plan.media_type, filename=plan.filename)
+    list_models = _op(AgentCalls.list_models)
+    get_chat_cost = _op(AgentCalls.get_chat_cost)
+    attach = _op(AgentCalls.attach)
+    history = _op(AgentCalls.history)
 
     async def upload_to_workspace(self, content: object, path: str) -> WorkspaceUpload:
         """Write ``content`` (bytes, a path or a binary file object) as-is to ``path`` on the
         agent's workspace through the ``workspace_files`` adapter (seed README "Workspace
-        files"): no allowlist, no size cap, no unpacking."""
-        adapter, target = self._core.workspace_upload(path)
-        data = await _read_whole(content, self._client._to_thread)
-        written = adapter.write_file(target, data)
+        files"): no allowlist, no size cap, no unpacking. ``write_file`` may be a coroutine
+        function."""
+        write = self._core.workspace_write(content, path)
+        data = await _read_whole(write, self._client._to_thread)
+        written = write.adapter.write_file(write.target, data)
         if inspect.isawaitable(written):
             written = await written
-        return WorkspaceUpload(
-            path=written if isinstance(written, str) and written else target, size=len(data)
-        )
-
-    async def history(self, *, file_url: FileUrlResolver | None = None) -> list[UIMessage]:
-        """The chat's whole history as UI messages (state machines I), oldest first."""
-        session = self._core.session
-        job = HistoryJob(session.selector, self._core.require_chat(), now=_now())
-        messages = await self._driver.run(job)
-        return to_ui_messages(messages, file_url=file_url)
+        return write.result(written, data)
 
 
 class AgentStream:
@@ -469,42 +314,12 @@ async def _invoke(invocation: ToolInvocation) -> ToolOutcome:
     return invocation.succeeded(value)
 
 
-async def _read_whole(content: object, to_thread: ToThread = asyncio.to_thread) -> bytes:
+async def _read_whole(write: WorkspaceWrite, to_thread: ToThread = asyncio.to_thread) -> bytes:
     """Workspace files have no size cap: bytes as given, a path or a file object read whole
     (in a worker thread unless ``read`` is a coroutine function)."""
-    plan = plan_upload(content)
+    plan = write.plan
     if plan.data is not None:
-        return plan.data
+        return bytes(plan.data)
     if plan.path is not None:
-        path = plan.path
-        try:
-            return bytes(await to_thread(pathlib.Path(path).read_bytes))
-        except OSError as exc:
-            raise CoderAgentError(f"cannot read {path!r}: {exc}") from exc
-    data = await _read_upload(plan, to_thread)
-    if not isinstance(data, bytes | bytearray | memoryview):
-        raise CoderAgentError(
-            f"the file object returned {type(data).__name__}, expected bytes "
-            "(open the file in binary mode)"
-        )
-    return bytes(data)
-
-
-def _segment_sink(
-    client_sink: TransportEventSink,
-    callback: Callable[[Any], object] | None,
-    make_sink: Callable[[Callable[[Any], object] | None], TransportEventSink] = transport_sink,
-) -> TransportEventSink:
-    """The session's sink with a supplied client: ``segment:*`` events to the agent's hook
-    (or the client's when the agent has none), everything else to the client's hook."""
-    if callback is None:
-        return client_sink
-    own = make_sink(callback)
-
-    def route(event: Any) -> None:
-        if event.type.startswith("segment:"):
-            own.emit(event)
-        else:
-            client_sink.emit(event)
-
-    return TransportEventSink(route, wall_clock=time.time)
+        return bytes(await to_thread(read_path, plan.path))
+    return write.data(await _read_upload(plan, to_thread))

@@ -1,27 +1,26 @@
 """``CoderChatClient.watch_chats()`` on asyncio: the ``/watch`` subscription as an async
-iterator and async context manager (wire 6; the machine is ``coder_proto.watch``)."""
+iterator and async context manager (wire 6; the machine is ``coder_proto.watch``, the
+consumer's rules ``coder_proto.watch_feed``)."""
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import time
-from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from coder_proto.errors import CoderAgentError
-from coder_proto.watch import WatchBackoff, WatchMachine
+from coder_io_common.closing import AsyncClosing
+from coder_proto.watch_feed import WatchShell
 from coder_proto.wire.chats import ChatWatchEvent
 
 if TYPE_CHECKING:
-    from ._driver import Run, VerifyTypes
+    from ._driver import Run
     from .client import CoderChatClient
 
-__all__ = ["ChatWatch", "watch_chats"]
+__all__ = ["ChatWatch"]
 
 
-class ChatWatch:
+class ChatWatch(WatchShell[Any], AsyncClosing):
     """Chat lifecycle events for every chat the user can see (wire 6)::
 
         async with client.watch_chats() as watch:
@@ -36,75 +35,42 @@ class ChatWatch:
     down at once, even while a read is pending. Nothing here emits ``ws:*`` events.
     """
 
-    def __init__(
-        self,
-        client: CoderChatClient,
-        *,
-        backoff: WatchBackoff | None = None,
-        owns_client: bool = False,
-    ) -> None:
-        self._client = client
-        self._backoff = backoff
-        self._owns_client = owns_client
-        self._run: Run[None] | None = None
-        self._buffer: collections.deque[ChatWatchEvent] = collections.deque()
-        self._closed = False
-        self._loop: asyncio.AbstractEventLoop | None = None
+    _client: CoderChatClient
+    _run: Run[None] | None
+    #: The loop that runs the watch (``__del__`` cancels on it).
+    _loop: asyncio.AbstractEventLoop | None = None
 
-    def __repr__(self) -> str:
-        state = "closed" if self._closed else "open" if self._run is not None else "new"
-        return f"<ChatWatch {state}>"
-
-    def _start(self) -> WatchMachine:
-        if self._run is None:
-            if self._closed:
-                raise CoderAgentError("this chat watch is closed")
-            client = self._client
-            machine = WatchMachine(
-                client.selector,
-                base_url=client.base_url,
-                token=client.settings.token,
-                now=time.monotonic(),
-                backoff=self._backoff,
-            )
+    def _start(self) -> Run[None]:
+        client = self._client
+        machine = self._feed.start(
+            client.selector,
+            base_url=client.base_url,
+            token=client.settings.token,
+            now=time.monotonic(),
+        )
+        if machine is not None:
             self._bind()
             self._run = client.driver.start(machine)
-        machine = self._run.machine
-        assert isinstance(machine, WatchMachine)
-        return machine
+        assert self._run is not None
+        return self._run
 
     def __aiter__(self) -> ChatWatch:
         return self
 
     async def __anext__(self) -> ChatWatchEvent:
-        if self._closed and not self._buffer:
+        feed = self._feed
+        if feed.exhausted:
             raise StopAsyncIteration
-        machine = self._start()
-        run = self._run
-        assert run is not None
-        while not self._buffer:
-            self._buffer.extend(machine.take())
-            if self._buffer:
-                break
-            if machine.done:
-                self._closed = True
-                if not machine.cancelled:
-                    await run.result()  # raises the terminal error
+        run = self._start()
+        while (event := feed.next_event()) is None:
+            if feed.exhausted:
                 raise StopAsyncIteration
             await run.wait_changed()
-        return self._buffer.popleft()
+        return event
 
     async def __aenter__(self) -> ChatWatch:
         self._start()
         return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     async def aclose(self) -> None:
         """Stop watching: the socket is closed (close 1000) at once. Idempotent."""
@@ -114,8 +80,7 @@ class ChatWatch:
 
     def close(self) -> None:
         """``aclose`` without awaiting (the teardown is synchronous)."""
-        self._closed = True
-        self._buffer.clear()
+        self._feed.close()
         if self._run is not None:
             self._run.cancel(None)
 
@@ -144,22 +109,3 @@ class ChatWatch:
             run.cancel(None)
         else:
             loop.call_soon_threadsafe(run.cancel, None)
-
-
-def watch_chats(
-    base_url: str | None = None,
-    token: str | None = None,
-    *,
-    verify: VerifyTypes = True,
-    backoff: WatchBackoff | None = None,
-) -> ChatWatch:
-    """The standalone watch (the reference's ``watchChatEvents``, wire 1.5, 6): no client of
-    your own and no preflight; it dials ``/api/v2/chats/watch`` directly. ``base_url`` and
-    ``token`` default to ``CODER_URL`` / ``CODER_SESSION_TOKEN``. Use
-    ``CoderChatClient.watch_chats()`` for prefix selection on older servers."""
-    from coder_proto.constants import V2_PREFIX
-
-    from .client import CoderChatClient
-
-    client = CoderChatClient(base_url, token, verify=verify, prefix=V2_PREFIX)
-    return ChatWatch(client, backoff=backoff, owns_client=True)

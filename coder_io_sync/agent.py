@@ -23,60 +23,49 @@ from __future__ import annotations
 import concurrent.futures
 import inspect
 import logging
-import os
-import pathlib
 import threading
-import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, ClassVar, Concatenate, ParamSpec, TypeVar
 
 import httpx
 
+from coder_io_common.closing import Closing
+from coder_io_common.files import read_path
 from coder_proto.actions import ToolOutcome
 from coder_proto.agent import (
-    AgentCore,
-    AttachedFile,
+    AgentCalls,
+    AgentShell,
     GenerateResult,
-    HistoryJob,
     PromptPlan,
     ToolInvocation,
-    WorkspaceFiles,
     WorkspaceUpload,
-    prepare_attachment,
+    WorkspaceWrite,
     prepare_prompt,
 )
-from coder_proto.cleanup import ArchiveResult, InterruptResult
-from coder_proto.client import plan_upload
-from coder_proto.constants import (
-    BACKGROUND_TASK_BOUND,
-    DEFAULT_MAX_STEPS,
-    SETTLE_DEADLINE,
-    SETTLE_RETRY_DELAY,
-)
+from coder_proto.calls import Call
+from coder_proto.cleanup import ArchiveResult
+from coder_proto.constants import BACKGROUND_TASK_BOUND
 from coder_proto.errors import CoderAgentError
-from coder_proto.history import FileUrlResolver, UIMessage, to_ui_messages
-from coder_proto.operations import ChatCost
 from coder_proto.parts import OutputPart, TextDelta, ToolCall
-from coder_proto.tools import Tool
-from coder_proto.transcript import Recorder
-from coder_proto.transport_events import TransportEventSink
 from coder_proto.turn import Turn
-from coder_proto.wire.chats import ChatModelConfig
 
-from ._driver import Deadline, Driver, Run, VerifyTypes, sigint_deferred, transport_sink
-from .client import CoderChatClient, _read_upload
+from ._driver import Deadline, Driver, Run, sigint_deferred
+from .client import CoderChatClient, _read_upload, operation
 
 __all__ = ["AgentStream", "CoderAgent"]
 
 logger = logging.getLogger("coder_io_sync")
 
+P = ParamSpec("P")
+T = TypeVar("T")
 
-def _now() -> float:
-    return time.monotonic()
+
+def _op(spec: Callable[Concatenate[AgentCalls, P], Call[T]]) -> Callable[Concatenate[Any, P], T]:
+    return operation(spec, owner="CoderAgent")
 
 
-class CoderAgent:
+class CoderAgent(AgentShell[CoderChatClient, httpx.Client], Closing):
     """A Coder Agents chat session, blocking (DESIGN "Public API").
 
     One agent is one server chat, created by the first turn and reused by the next ones
@@ -92,126 +81,19 @@ class CoderAgent:
     ``client`` the ``http:*`` and ``ws:*`` events go to that client's hook and this one
     receives the ``segment:*`` events (all of them go to the client's hook when the agent has
     none). It runs while the agent's driver is locked: it must not call the agent.
+    ``recorder`` records a transcript (``docs/transcripts.md``).
 
     Construction does no I/O. ``with`` disposes of the agent on exit: interrupt, then archive,
     bounded by ``settle_deadline`` and never raising (H.5). See the module docstring for
     threads.
     """
 
-    def __init__(
-        self,
-        *,
-        organization_id: str | None = None,
-        model: str | None = None,
-        instructions: str | None = None,
-        tools: Iterable[Tool | Callable[..., Any]] | Mapping[str, Any] | None = None,
-        output_type: Any = None,
-        request_timeout: float | None = None,
-        chat_id: str | None = None,
-        last_seen_message_id: int | None = None,
-        workspace_id: str | None = None,
-        workspace_files: WorkspaceFiles | None = None,
-        mcp_server_ids: Sequence[str] = (),
-        reasoning_effort: str | None = None,
-        plan_mode: str | None = None,
-        busy_behavior: str | None = None,
-        max_steps: int = DEFAULT_MAX_STEPS,
-        max_retries: int = 0,
-        settle_deadline: float = SETTLE_DEADLINE,
-        settle_retry_delay: float = SETTLE_RETRY_DELAY,
-        on_transport_event: Callable[[Any], object] | None = None,
-        client: CoderChatClient | None = None,
-        base_url: str | None = None,
-        token: str | None = None,
-        http_client: httpx.Client | None = None,
-        verify: VerifyTypes = True,
-        recorder: Recorder | None = None,
-    ) -> None:
-        if client is not None:
-            if base_url is not None or token is not None or http_client is not None:
-                raise CoderAgentError("pass either client or base_url/token/http_client, not both")
-            if not isinstance(client, CoderChatClient):
-                raise CoderAgentError("client must be a coder_io_sync CoderChatClient")
-            self._owns_client = False
-            sink = _segment_sink(client.sink, on_transport_event)
-        else:
-            client = CoderChatClient(
-                base_url,
-                token,
-                http_client=http_client,
-                verify=verify,
-                on_transport_event=on_transport_event,
-                recorder=recorder,
-            )
-            self._owns_client = True
-            sink = client.sink
-        self._client = client
-        self._driver: Driver = client.driver
-        if recorder is not None:
-            # Transcripts (docs/transcripts.md): the driver reports what crosses the wire.
-            self._driver.recorder = recorder
-        self._core = AgentCore(
-            base_url=client.settings.base_url,
-            token=client.settings.token,
-            organization_id=organization_id,
-            model=model,
-            instructions=instructions,
-            tools=tools,
-            output_type=output_type,
-            request_timeout=request_timeout,
-            chat_id=chat_id,
-            last_seen_message_id=last_seen_message_id,
-            workspace_id=workspace_id,
-            workspace_files=workspace_files,
-            mcp_server_ids=mcp_server_ids,
-            reasoning_effort=reasoning_effort,
-            plan_mode=plan_mode,
-            busy_behavior=busy_behavior,
-            max_steps=max_steps,
-            max_retries=max_retries,
-            settle_deadline=settle_deadline,
-            settle_retry_delay=settle_retry_delay,
-            selector=client.selector,
-            sink=sink,
-            env=os.environ,
-        )
+    _client_class: ClassVar[type[Any]] = CoderChatClient
+    _driver: Driver
+
+    def _setup(self) -> None:
         # The single-flight check and entry are one step, whichever thread calls (G.2).
         self._flight = threading.Lock()
-        self._closed = False
-
-    def __repr__(self) -> str:
-        return (
-            f"<CoderAgent chat_id={self.chat_id!r} "
-            f"last_seen_message_id={self.last_seen_message_id!r}>"
-        )
-
-    # -- session state (H.1) ---------------------------------------------------------------
-
-    @property
-    def client(self) -> CoderChatClient:
-        """The raw chat client this agent talks through."""
-        return self._client
-
-    @property
-    def chat_id(self) -> str | None:
-        """The session's chat: ``None`` before the first turn created it, or after a reset or a
-        fresh-chat stream failure (C.5)."""
-        return self._core.session.chat_id
-
-    @property
-    def last_seen_message_id(self) -> int | None:
-        """The resume cursor (D.1): persist it with ``chat_id`` to resume in another process."""
-        return self._core.session.last_seen_message_id
-
-    @property
-    def last_known_chat_id(self) -> str | None:
-        """The last chat a turn ran on; ``interrupt`` and ``archive`` target it after a reset."""
-        return self._core.session.last_known_chat_id
-
-    @property
-    def stranded_chat_ids(self) -> tuple[str, ...]:
-        """Chats failed fresh-chat turns discarded, oldest first; ``archive`` retires them."""
-        return self._core.session.stranded_chat_ids
 
     def reset_session(self) -> None:
         """Start a fresh chat on the next turn (H.1); a paused stream is closed."""
@@ -301,17 +183,7 @@ class CoderAgent:
 
     # -- cleanup (H.3-H.5) -------------------------------------------------------------------
 
-    def interrupt(self, *, wait: bool = False, timeout: float | None = None) -> InterruptResult:
-        """Interrupt the session's chat (or the last known one) (H.3, D4): ``interrupted`` is
-        ``False`` when there is no chat. With ``wait``, poll until the chat settled, at most
-        ``timeout`` seconds (15 by default; builtin ``TimeoutError`` after that, D11). Safe to
-        call from another thread while a turn runs: that turn then settles and returns."""
-        session = self._core.session
-        driver = self._driver
-        with sigint_deferred():
-            with driver.locked() as now:
-                machine = session.interrupt(now=now, wait=wait, timeout=timeout)
-            return driver.run(machine, session=session)
+    interrupt = _op(AgentCalls.interrupt)
 
     def archive(self, *, timeout: float | None = None) -> ArchiveResult:
         """Archive the session's chat and every stranded one (H.4, D10), retrying 409s while
@@ -354,68 +226,31 @@ class CoderAgent:
             elif not driver.closed:
                 driver.wait_background(BACKGROUND_TASK_BOUND)
 
-    def __enter__(self) -> CoderAgent:
-        return self
+    # -- plain operations (coder_proto.agent.AgentCalls) ---------------------------------------
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
+    def _perform(self, call: Call[T]) -> T:
+        return self._client._perform(call)
 
-    # -- plain operations --------------------------------------------------------------------
-
-    def list_models(self) -> tuple[ChatModelConfig, ...]:
-        """The organization's model configs (wire 8), to pick a ``model`` hint."""
-        return self._client.list_model_configs(self._core.organization_id)
-
-    def get_chat_cost(self, chat_id: str | None = None) -> ChatCost:
-        """The chat's cost (``GET {P}/{chat}/cost``; D17: never called implicitly). Defaults
-        to the session's chat, else the last known one."""
-        return self._client.get_chat_cost(chat_id or self._core.require_chat())
-
-    def attach(
-        self, content: object, *, media_type: str | None = None, filename: str | None = None
-    ) -> AttachedFile:
-        """Upload a file once (wire 7: allowlisted media types, 10 MiB) and return a reference
-        to put in later prompts without re-uploading. ``content`` is bytes, a path or a binary
-        file object; the media type defaults from the file name's extension."""
-        plan = prepare_attachment(content, media_type=media_type, filename=filename)
-        assert plan.media_type is not None
-        file_id = self._client.upload_chat_file(
-            self._core.organization_id, content, media_type=plan.media_type, filename=plan.filename
-        )
-        return AttachedFile(file_id=file_id, media_type=plan.media_type, filename=plan.filename)
+    list_models = _op(AgentCalls.list_models)
+    get_chat_cost = _op(AgentCalls.get_chat_cost)
+    attach = _op(AgentCalls.attach)
+    history = _op(AgentCalls.history)
 
     def upload_to_workspace(self, content: object, path: str) -> WorkspaceUpload:
         """Write ``content`` (bytes, a path or a binary file object) as-is to ``path`` on the
         agent's workspace through the ``workspace_files`` adapter (seed README "Workspace
         files"): no allowlist, no size cap, no unpacking. The adapter's ``write_file`` must be
         a plain method here."""
-        adapter, target = self._core.workspace_upload(path)
-        data = _read_whole(content)
-        written = adapter.write_file(target, data)
+        write = self._core.workspace_write(content, path)
+        data = _read_whole(write)
+        written = write.adapter.write_file(write.target, data)
         if inspect.isawaitable(written):
             _discard(written)
             raise CoderAgentError(
                 "workspace_files.write_file returned an awaitable; the blocking adapter "
                 "(coder_io_sync) needs a plain method"
             )
-        return WorkspaceUpload(
-            path=written if isinstance(written, str) and written else target, size=len(data)
-        )
-
-    def history(self, *, file_url: FileUrlResolver | None = None) -> list[UIMessage]:
-        """The chat's whole history as UI messages (state machines I), oldest first."""
-        session = self._core.session
-        driver = self._driver
-        with sigint_deferred():
-            with driver.locked() as now:
-                job = HistoryJob(session.selector, self._core.require_chat(), now=now)
-            messages = driver.run(job)
-        return to_ui_messages(messages, file_url=file_url)
+        return write.result(written, data)
 
 
 class AgentStream:
@@ -553,39 +388,11 @@ def _invoke(invocation: ToolInvocation) -> ToolOutcome:
     return invocation.succeeded(value)
 
 
-def _read_whole(content: object) -> bytes:
+def _read_whole(write: WorkspaceWrite) -> bytes:
     """Workspace files have no size cap: bytes as given, a path or a file object read whole."""
-    plan = plan_upload(content)
+    plan = write.plan
     if plan.data is not None:
-        return plan.data
+        return bytes(plan.data)
     if plan.path is not None:
-        path = plan.path
-        try:
-            return pathlib.Path(path).read_bytes()
-        except OSError as exc:
-            raise CoderAgentError(f"cannot read {path!r}: {exc}") from exc
-    data = _read_upload(plan)
-    if not isinstance(data, bytes | bytearray | memoryview):
-        raise CoderAgentError(
-            f"the file object returned {type(data).__name__}, expected bytes "
-            "(open the file in binary mode)"
-        )
-    return bytes(data)
-
-
-def _segment_sink(
-    client_sink: TransportEventSink, callback: Callable[[Any], object] | None
-) -> TransportEventSink:
-    """The session's sink with a supplied client: ``segment:*`` events to the agent's hook
-    (or the client's when the agent has none), everything else to the client's hook."""
-    if callback is None:
-        return client_sink
-    own = transport_sink(callback)
-
-    def route(event: Any) -> None:
-        if event.type.startswith("segment:"):
-            own.emit(event)
-        else:
-            client_sink.emit(event)
-
-    return TransportEventSink(route, wall_clock=time.time)
+        return read_path(plan.path)
+    return write.data(_read_upload(plan))

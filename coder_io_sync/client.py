@@ -1,10 +1,12 @@
 """``CoderChatClient``, blocking: every raw chat operation as a plain method (wire 2, 6, 7, 8,
 9; D4, D10, D11, D16, D17, D20-D24).
 
-The class is a thin shell: each method builds a machine of ``coder_proto.client`` (arguments
-are validated there, before any request) and runs it on the client's ``Driver`` in the
-calling thread. The client holds the state wire 1 gives a client: one ``PrefixSelector`` (the
-negotiated chat prefix) and one ``http:*`` event counter.
+The operations are defined once in the core (``coder_proto.calls.ChatCalls``: signatures,
+docstrings, argument checks, the machine each one runs); this module turns each into a
+blocking method that performs it in the calling thread: the file of an upload is read, the
+machine is built under the driver's lock and run on the client's ``Driver``. The client
+holds the state wire 1 gives a client: one ``PrefixSelector`` (the negotiated chat prefix)
+and one ``http:*`` event counter.
 
 Threads: a client may be shared between threads when its ``httpx.Client`` may be (the one it
 creates is): each thread performs its own requests, and the machines (with the prefix
@@ -14,416 +16,108 @@ negotiation they share) are stepped under the driver's lock.
 from __future__ import annotations
 
 import inspect
-import os
-from collections.abc import Callable, Mapping, Sequence
-from types import TracebackType
-from typing import Any, TypeVar
+from collections.abc import Callable
+from typing import Any, ClassVar, Concatenate, ParamSpec, TypeVar
 
 import httpx
 
-from coder_proto.client import (
-    ClientSettings,
-    ModelConfigsJob,
-    PreviewJob,
-    ResolveModelJob,
-    RestJob,
-    UploadPlan,
-    WorkspacePreview,
-    create_chat_message_request,
-    create_chat_request,
-    interrupt_job,
-    plan_upload,
-    rest_job,
-    tool_result_inputs,
-)
+from coder_io_common.closing import Closing
+from coder_io_common.files import read_upload_path
+from coder_proto.calls import Call, ChatCalls, ClientShell, public_method
+from coder_proto.client import UploadPlan
 from coder_proto.errors import CoderAgentError
-from coder_proto.operations import ArchiveOutcome, ChatCost, ChatFile
-from coder_proto.prefix import PrefixSelector
-from coder_proto.transcript import Recorder
-from coder_proto.uploads import check_attachment_size, parse_upload_chat_file
+from coder_proto.transport_events import TransportEventSink
 from coder_proto.watch import WatchBackoff
-from coder_proto.wire.chats import (
-    Chat,
-    ChatMessagesResponse,
-    ChatModelConfig,
-    CreateChatMessageRequest,
-    CreateChatMessageResponse,
-    CreateChatRequest,
-    DynamicTool,
-)
+from coder_proto.watch_feed import standalone_watch
 
-from ._driver import Driver, Runnable, VerifyTypes, transport_sink
+from ._driver import Driver, sigint_deferred, transport_sink
 from .watch import ChatWatch
 
-__all__ = ["CoderChatClient"]
+__all__ = ["CoderChatClient", "watch_chats"]
 
+P = ParamSpec("P")
 T = TypeVar("T")
 
 
-class CoderChatClient:
+def operation(
+    spec: Callable[Concatenate[Any, P], Call[T]], *, owner: str
+) -> Callable[Concatenate[Any, P], T]:
+    """The blocking method of ``owner`` (``CoderChatClient`` or ``CoderAgent``) for a core
+    operation: it builds the ``Call`` from the object's ``_calls`` and returns
+    ``_perform(call)``. Name, docstring and signature are the operation's."""
+
+    def method(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        result: T = self._perform(spec(self._calls, *args, **kwargs))
+        return result
+
+    return public_method(method, spec, owner=owner)
+
+
+def _op(spec: Callable[Concatenate[ChatCalls, P], Call[T]]) -> Callable[Concatenate[Any, P], T]:
+    return operation(spec, owner="CoderChatClient")
+
+
+class CoderChatClient(ClientShell[httpx.Client], Closing):
     """The raw Coder chat API, blocking.
 
     ``base_url`` and ``token`` default to ``CODER_URL`` / ``CODER_SESSION_TOKEN`` (explicit
     values win; a missing one raises ``CoderAgentError``); one trailing ``/`` is removed.
-    ``http_client`` is used as given (its transport, headers and timeouts; D23) and never
-    closed by this client; otherwise one is created (no read timeout, 30 s connect timeout)
-    and closed by ``close()`` / ``with``. ``verify`` is the TLS setting of the stream
-    sockets and of the created HTTP client (``True``, ``False``, a CA bundle path or an
-    ``ssl.SSLContext``). ``on_transport_event`` receives the ``http:*`` events (wire 11,
-    D24); it must be a plain function. ``prefix`` pins the chat prefix (otherwise it is
-    negotiated, wire 1.4). Construction does no I/O. The token never appears in a repr, an
-    error, a log record or an event.
+    ``http_client`` (an ``httpx.Client``) is used as given (its transport, headers and
+    timeouts; D23) and never closed by this client; otherwise one is created (no read timeout,
+    30 s connect timeout) and closed by ``close()`` / ``with``. ``verify`` is the TLS setting
+    of the stream sockets and of the created HTTP client (``True``, ``False``, a CA bundle
+    path or an ``ssl.SSLContext``). ``on_transport_event`` receives the ``http:*`` events
+    (wire 11, D24); it must be a plain function. ``prefix`` pins the chat prefix (otherwise it
+    is negotiated, wire 1.4). ``recorder`` (a ``coder_proto.transcript.Recorder``) is told
+    what crosses the wire (``docs/transcripts.md``). Construction does no I/O. The token never
+    appears in a repr, an error, a log record or an event.
     """
 
-    def __init__(
-        self,
-        base_url: str | None = None,
-        token: str | None = None,
-        *,
-        http_client: httpx.Client | None = None,
-        verify: VerifyTypes = True,
-        on_transport_event: Callable[[Any], object] | None = None,
-        prefix: str | None = None,
-        recorder: Recorder | None = None,
-    ) -> None:
-        self.settings = ClientSettings.resolve(base_url, token, environ=os.environ)
-        #: The client's chat-prefix negotiation state (wire 1.4): one per client.
-        self.selector = PrefixSelector(prefix)
-        self.sink = transport_sink(on_transport_event)
-        self.driver = Driver(
-            base_url=self.settings.base_url,
-            token=self.settings.token,
-            http_client=http_client,
-            verify=verify,
-            sink=self.sink,
-            recorder=recorder,
-        )
+    _driver_class: ClassVar[Any] = Driver
+    driver: Driver
 
-    def __repr__(self) -> str:
-        return f"<CoderChatClient {self.settings.base_url} prefix={self.selector.prefix!r}>"
-
-    @property
-    def base_url(self) -> str:
-        """The deployment URL (one trailing ``/`` removed)."""
-        return self.settings.base_url
-
-    @property
-    def prefix(self) -> str | None:
-        """The negotiated chat prefix, ``None`` until the first conclusive answer."""
-        return self.selector.prefix
+    @staticmethod
+    def _make_sink(callback: Callable[[Any], object] | None) -> TransportEventSink:
+        return transport_sink(callback)
 
     # -- life cycle ---------------------------------------------------------------------------
-
-    def __enter__(self) -> CoderChatClient:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def close(self) -> None:
         """Close what this client created: background jobs are waited for (at most 10 s,
         D22), sockets closed, and the HTTP client closed unless it was supplied. Idempotent."""
         self.driver.close()
 
-    def _run(self, build: Callable[[float], Runnable[T]]) -> T:
-        """Build a machine with ``now`` under the driver's lock (the prefix selector is shared
-        with the machines other threads run) and run it to its result."""
+    def _perform(self, call: Call[T]) -> T:
+        """Perform one operation in the calling thread: read its file, build its machine
+        under the driver's lock (the prefix selector is shared with the machines other
+        threads run), run it (in its session's scope, if any). Ctrl-C waits for a blocking
+        point."""
         driver = self.driver
-        with driver.locked() as now:
-            machine = build(now)
-        return driver.run(machine)
+        with sigint_deferred():
+            data = None if call.read is None else _read_upload(call.read)
+            with driver.locked() as now:
+                machine = call.machine(now, data)
+            return call.finish(driver.run(machine, session=call.session))
 
-    # -- chats --------------------------------------------------------------------------------
+    # -- the operations (coder_proto.calls.ChatCalls) ------------------------------------------
 
-    def create_chat(
-        self,
-        request: CreateChatRequest | None = None,
-        *,
-        organization_id: str | None = None,
-        content: object = None,
-        system_prompt: str | None = None,
-        tools: Sequence[DynamicTool] = (),
-        model_config_id: str | None = None,
-        reasoning_effort: str | None = None,
-        workspace_id: str | None = None,
-        mcp_server_ids: Sequence[str] = (),
-        plan_mode: str | None = None,
-        labels: Mapping[str, str] | None = None,
-    ) -> Chat:
-        """``POST {P}`` (wire 2.1): a ``CreateChatRequest``, or the same fields as keywords
-        (``content`` is a string or input parts). Returns the created ``Chat``."""
-        body = create_chat_request(
-            request,
-            organization_id=organization_id,
-            content=content,
-            system_prompt=system_prompt,
-            tools=tools,
-            model_config_id=model_config_id,
-            reasoning_effort=reasoning_effort,
-            workspace_id=workspace_id,
-            mcp_server_ids=mcp_server_ids,
-            plan_mode=plan_mode,
-            labels=labels,
-        )
-        result: Chat = self._run(lambda now: rest_job(self.selector, "create_chat", body, now=now))
-        return result
-
-    def get_chat(self, chat_id: str) -> Chat:
-        """``GET {P}/{chat_id}``."""
-        result: Chat = self._run(lambda now: rest_job(self.selector, "get_chat", chat_id, now=now))
-        return result
-
-    def list_chats(
-        self,
-        *,
-        q: str | None = None,
-        labels: Mapping[str, str] | None = None,
-        limit: int | None = None,
-        offset: int | None = None,
-    ) -> tuple[Chat, ...]:
-        """``GET {P}``: the chats visible to the user (search ``q``, ``labels`` filters,
-        pagination)."""
-        result: tuple[Chat, ...] = self._run(
-            lambda now: rest_job(
-                self.selector,
-                "list_chats",
-                q=q,
-                labels=labels,
-                limit=limit,
-                offset=offset,
-                now=now,
-            )
-        )
-        return result
-
-    def update_chat(
-        self, chat_id: str, *, title: str | None = None, archived: bool | None = None
-    ) -> None:
-        """``PATCH {P}/{chat_id}`` with only the given fields."""
-        self._run(
-            lambda now: rest_job(
-                self.selector,
-                "update_chat",
-                chat_id,
-                title=title,
-                archived=archived,
-                now=now,
-            )
-        )
-
-    def archive_chat(self, chat_id: str) -> ArchiveOutcome:
-        """``PATCH {P}/{chat_id}`` ``{"archived": true}`` (op ``archive_chat``). Returns
-        ``"archived"``, or ``"already_archived"`` for the server's 400 "Chat is already
-        archived." (D10). One request: a 409 (the chat is still active) is raised, not
-        retried."""
-        result: ArchiveOutcome = self._run(
-            lambda now: rest_job(self.selector, "archive_chat", chat_id, now=now)
-        )
-        return result
-
-    def interrupt_chat(
-        self,
-        chat_id: str,
-        *,
-        wait: bool = False,
-        timeout: float | None = None,
-        last_status: str | None = None,
-    ) -> Chat:
-        """``POST {P}/{chat_id}/interrupt`` (D4, D11). With ``wait``, sends ``?wait=true`` and
-        polls the chat every second until it is settled, raising the builtin ``TimeoutError``
-        after ``timeout`` seconds (15 s by default). ``last_status="requires_action"``
-        sends D4's follow-up when the answer says ``running``."""
-        return self._run(
-            lambda now: interrupt_job(
-                self.selector,
-                chat_id,
-                now=now,
-                wait=wait,
-                timeout=timeout,
-                last_status=last_status,
-            )
-        )
-
-    def get_chat_cost(self, chat_id: str) -> ChatCost:
-        """``GET {P}/{chat_id}/cost``: the chat tree's cost (D17; never called implicitly)."""
-        result: ChatCost = self._run(
-            lambda now: rest_job(self.selector, "get_chat_cost", chat_id, now=now)
-        )
-        return result
-
-    # -- messages -----------------------------------------------------------------------------
-
-    def create_chat_message(
-        self,
-        chat_id: str,
-        request: CreateChatMessageRequest | None = None,
-        *,
-        content: object = None,
-        model_config_id: str | None = None,
-        reasoning_effort: str | None = None,
-        busy_behavior: str | None = None,
-        mcp_server_ids: Sequence[str] | None = None,
-        plan_mode: str | None = None,
-    ) -> CreateChatMessageResponse:
-        """``POST {P}/{chat_id}/messages`` (wire 2.2): the message was committed
-        (``response.message``) or queued (``response.queued``)."""
-        body = create_chat_message_request(
-            request,
-            content=content,
-            model_config_id=model_config_id,
-            reasoning_effort=reasoning_effort,
-            busy_behavior=busy_behavior,
-            mcp_server_ids=mcp_server_ids,
-            plan_mode=plan_mode,
-        )
-        result: CreateChatMessageResponse = self._run(
-            lambda now: rest_job(self.selector, "create_chat_message", chat_id, body, now=now)
-        )
-        return result
-
-    def get_messages(
-        self,
-        chat_id: str,
-        *,
-        before_id: int | None = None,
-        after_id: int | None = None,
-        limit: int | None = None,
-    ) -> ChatMessagesResponse:
-        """``GET {P}/{chat_id}/messages``: newest first without cursors, ascending with only
-        ``after_id`` (server order, wire 2)."""
-        result: ChatMessagesResponse = self._run(
-            lambda now: rest_job(
-                self.selector,
-                "get_messages",
-                chat_id,
-                before_id=before_id,
-                after_id=after_id,
-                limit=limit,
-                now=now,
-            )
-        )
-        return result
-
-    def submit_tool_results(self, chat_id: str, results: Sequence[Any]) -> None:
-        """``POST {P}/{chat_id}/tool-results`` with exactly the results given
-        (``ToolResultInput`` or ``ToolOutcome`` values; D5)."""
-        self._run(
-            lambda now: rest_job(
-                self.selector,
-                "submit_tool_results",
-                chat_id,
-                tool_result_inputs(results),
-                now=now,
-            )
-        )
-
-    def delete_queued_message(self, chat_id: str, queued_message_id: int) -> None:
-        """``DELETE {P}/{chat_id}/queue/{queued_message_id}`` (a queue-entry id). 404/409
-        mean it was already promoted or deleted (D9)."""
-        self._run(
-            lambda now: rest_job(
-                self.selector, "delete_queued_message", chat_id, queued_message_id, now=now
-            )
-        )
-
-    # -- files --------------------------------------------------------------------------------
-
-    def upload_chat_file(
-        self,
-        organization_id: str,
-        content: object,
-        *,
-        media_type: str | None = None,
-        filename: str | None = None,
-    ) -> str:
-        """``POST {P}/files?organization=...`` with the raw bytes (wire 7, D20); returns the
-        file id. ``content`` is bytes, a path or a binary file object; the media type defaults
-        from the file name's extension. Allowlist and 10 MiB checks run before any request."""
-        plan = plan_upload(content, media_type=media_type, filename=filename)
-        data: object = plan.data
-        if data is None:
-            data = _read_upload(plan)
-        request = plan.request(organization_id, data)
-        result: str = self._run(
-            lambda now: RestJob(self.selector, request, parse_upload_chat_file, now=now)
-        )
-        return result
-
-    def get_chat_file(self, file_id: str) -> ChatFile:
-        """``GET {P}/files/{file_id}``: the bytes and media type."""
-        result: ChatFile = self._run(
-            lambda now: rest_job(self.selector, "get_chat_file", file_id, now=now)
-        )
-        return result
-
-    # -- models -------------------------------------------------------------------------------
-
-    def list_model_configs(self, organization_id: str) -> tuple[ChatModelConfig, ...]:
-        """The organization's model configs (wire 8, D16): the org route, falling back once to
-        the legacy route on 404. Never touches the chat prefix."""
-        result: tuple[ChatModelConfig, ...] = self._run(
-            lambda now: ModelConfigsJob(self.selector, organization_id, now=now)
-        )
-        return result
-
-    def resolve_model_config_id(self, hint: str, organization_id: str) -> str | None:
-        """The config id a model hint designates (wire 8 order), or ``None`` when nothing
-        matches. A UUID hint is returned as is, with no request."""
-        return self._run(lambda now: ResolveModelJob(self.selector, hint, organization_id, now=now))
-
-    # -- workspaces (wire 9) ------------------------------------------------------------------
-
-    def preview_url(
-        self,
-        workspace_id: str,
-        port: int,
-        *,
-        agent_name: str | None = None,
-        protocol: str = "http",
-    ) -> WorkspacePreview:
-        """The browser URL of ``port`` on the workspace (wire 9). The port keeps its current
-        share level (private to the owner unless shared). No transport events."""
-        return self._run(
-            lambda now: PreviewJob(
-                self.selector,
-                base_url=self.base_url,
-                workspace_id=workspace_id,
-                port=port,
-                agent_name=agent_name,
-                protocol=protocol,
-                now=now,
-            )
-        )
-
-    def share_port(
-        self,
-        workspace_id: str,
-        port: int,
-        *,
-        share_level: str = "authenticated",
-        agent_name: str | None = None,
-        protocol: str = "http",
-    ) -> WorkspacePreview:
-        """Upsert the port's share level (``authenticated``, ``organization`` or ``public``)
-        and return its URL with the level in effect (wire 9). A 404 means the workspace was
-        not found or the server predates port sharing."""
-        return self._run(
-            lambda now: PreviewJob(
-                self.selector,
-                base_url=self.base_url,
-                workspace_id=workspace_id,
-                port=port,
-                agent_name=agent_name,
-                protocol=protocol,
-                share_level=share_level,
-                now=now,
-            )
-        )
+    create_chat = _op(ChatCalls.create_chat)
+    get_chat = _op(ChatCalls.get_chat)
+    list_chats = _op(ChatCalls.list_chats)
+    update_chat = _op(ChatCalls.update_chat)
+    archive_chat = _op(ChatCalls.archive_chat)
+    interrupt_chat = _op(ChatCalls.interrupt_chat)
+    get_chat_cost = _op(ChatCalls.get_chat_cost)
+    create_chat_message = _op(ChatCalls.create_chat_message)
+    get_messages = _op(ChatCalls.get_messages)
+    submit_tool_results = _op(ChatCalls.submit_tool_results)
+    delete_queued_message = _op(ChatCalls.delete_queued_message)
+    upload_chat_file = _op(ChatCalls.upload_chat_file)
+    get_chat_file = _op(ChatCalls.get_chat_file)
+    list_model_configs = _op(ChatCalls.list_model_configs)
+    resolve_model_config_id = _op(ChatCalls.resolve_model_config_id)
+    preview_url = _op(ChatCalls.preview_url)
+    share_port = _op(ChatCalls.share_port)
 
     # -- watch (wire 6) -----------------------------------------------------------------------
 
@@ -435,12 +129,16 @@ class CoderChatClient:
         return ChatWatch(self, backoff=backoff)
 
 
+#: The standalone watch (wire 1.5, 6): a ``ChatWatch`` over a client of its own.
+watch_chats = standalone_watch(CoderChatClient, ChatWatch)
+
+
 def _read_upload(plan: UploadPlan) -> object:
     """The bytes of a path or file-object upload. A path over 10 MiB is refused before it is
     read (wire 7); read errors are ``CoderAgentError``; a file object whose ``read`` is a
     coroutine function is refused (the blocking adapter reads plain files)."""
     if plan.path is not None:
-        return _read_path(plan.path)
+        return read_upload_path(plan.path)
     read = plan.stream.read
     if inspect.iscoroutinefunction(read):
         raise CoderAgentError(
@@ -451,12 +149,3 @@ def _read_upload(plan: UploadPlan) -> object:
         return read()
     except OSError as exc:
         raise CoderAgentError(f"cannot read the file to upload: {exc}") from exc
-
-
-def _read_path(path: str) -> bytes:
-    try:
-        check_attachment_size(os.path.getsize(path))
-        with open(path, "rb") as handle:
-            return handle.read()
-    except OSError as exc:
-        raise CoderAgentError(f"cannot read the file to upload {path!r}: {exc}") from exc

@@ -23,16 +23,15 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import logging
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-import attrs
 import httpx
 
-from coder_proto.actions import CancelRequest, RunTools, SendRequest, ToolOutcome
-from coder_proto.agent import StructuredOutput, ToolInvocation, plan_tool_calls
+from coder_io_common.tls import VerifyTypes
+from coder_proto.actions import ToolOutcome
+from coder_proto.agent import check_connection, plan_tool_calls
 from coder_proto.constants import (
     DEFAULT_MAX_STEPS,
     INTERRUPT_POLL_INTERVAL,
@@ -41,7 +40,6 @@ from coder_proto.constants import (
     SETTLE_RETRY_DELAY,
 )
 from coder_proto.durable import (
-    DEFAULT_COMMIT_WINDOW,
     DEFAULT_SETTLE_TIMEOUT,
     DEFAULT_TENANT,
     ArchiveWorkflow,
@@ -51,99 +49,89 @@ from coder_proto.durable import (
     DurableBinding,
     DurableMachine,
     DurableStepResult,
-    DurableToolContext,
     Invoke,
-    MemoryStore,
     OrphanSweep,
     RelayedRequest,
     RunAgentTurn,
-    StepPlan,
-    StoreCall,
     StoreOp,
     SweepResult,
     TurnReport,
     WallClock,
     check_store,
-    crash_safe,
-    step_program,
+)
+from coder_proto.durable.runtime import (
+    AgentOptions,
+    ApplyStore,
+    DurableDrive,
+    DurableStep,
+    EffectStep,
+    Relay,
+    RunCalls,
+    ToolsArg,
+    tool_binder,
+    turn_report,
 )
 from coder_proto.errors import CoderAgentError
 from coder_proto.parts import ToolCall
-from coder_proto.rest import HttpResponse
-from coder_proto.tools import Tool, tools_by_name
 
-from ._driver import Deadline, VerifyTypes, blocking_sleep, sigint_deferred
-from .agent import CoderAgent, _invoke
+from ._driver import Deadline, blocking_sleep, sigint_deferred
+from .agent import CoderAgent, _discard, _invoke
 from .client import CoderChatClient
 
-__all__ = [
-    "DurableStepResult",
-    "DurableToolContext",
-    "MemoryStore",
-    "archive_workflow",
-    "bind_tools",
-    "crash_safe",
-    "run_turn",
-    "sweep_orphans",
-]
+__all__ = ["archive_workflow", "bind_tools", "run_turn", "sweep_orphans"]
 
-logger = logging.getLogger("coder_io_sync")
-
-ToolsArg = Iterable[Tool | Callable[..., Any]] | Mapping[str, Any] | None
+ToolRunner = Callable[[tuple[ToolCall, ...]], Sequence[ToolOutcome]]
 
 
 def _now() -> float:
     return time.monotonic()
 
 
-# -- the store ------------------------------------------------------------------------------------
+# -- performing effects ---------------------------------------------------------------------------
 
 
-def _apply(store: Any, op: StoreOp) -> Any:
-    """Perform one store call. Coroutine methods are refused: the blocking adapter takes a
-    ``DurableStore`` with plain methods."""
-    method = getattr(store, op.method, None)
-    if method is None:
-        raise CoderAgentError(f"{type(store).__name__} has no store method {op.method}")
-    if inspect.iscoroutinefunction(method):
+def _plain(fn: Callable[..., Any], what: str, /, *args: Any, **kwargs: Any) -> Any:
+    """Call a store method or a tool function. Nothing here runs an event loop: a coroutine
+    function, or an awaitable result, is refused (``CoderAgentError``)."""
+    if inspect.iscoroutinefunction(fn):
         raise CoderAgentError(
-            f"{type(store).__name__}.{op.method} is a coroutine function; the blocking adapter "
-            "(coder_io_sync) needs a DurableStore with plain methods"
+            f"{what} is a coroutine function; the blocking adapter (coder_io_sync) needs "
+            "plain functions"
         )
-    value = method(*op.args)
+    value = fn(*args, **kwargs)
     if inspect.isawaitable(value):
-        close = getattr(value, "close", None)
-        if callable(close):
-            close()
+        _discard(value)
         raise CoderAgentError(
-            f"{type(store).__name__}.{op.method} returned an awaitable; the blocking adapter "
-            "(coder_io_sync) needs a DurableStore with plain methods"
+            f"{what} returned an awaitable; the blocking adapter (coder_io_sync) needs plain "
+            "functions"
         )
     return value
 
 
+def _apply(store: Any, op: StoreOp) -> Any:
+    """Perform one store call on a ``DurableStore`` (plain methods)."""
+    method = getattr(store, op.method, None)
+    if method is None:
+        raise CoderAgentError(f"{type(store).__name__} has no store method {op.method}")
+    return _plain(method, f"{type(store).__name__}.{op.method}", *op.args)
+
+
 def _run_effects(program: Any, perform: Callable[[Any], Any]) -> Any:
-    """Trampoline a core effect program: each effect's value is sent back, an exception it
-    raised thrown back in. An interruption (``KeyboardInterrupt``) closes the program and
-    propagates."""
-    value: Any = None
-    error: BaseException | None = None
-    while True:
+    """Run an effect program in the calling thread: each effect's value is sent back, an
+    exception it raised thrown back in. An interruption (``KeyboardInterrupt``) closes the
+    program and propagates."""
+    step = EffectStep(program)
+    while not step.done:
         try:
-            effect = program.throw(error) if error is not None else program.send(value)
-        except StopIteration as stop:
-            return stop.value
-        value, error = None, None
-        try:
-            value = perform(effect)
+            value = perform(step.effect)
         except Exception as exc:
-            error = exc
+            step.throw(exc)
         except BaseException:
-            program.close()
+            step.close()
             raise
-
-
-# -- crash-safe tools -----------------------------------------------------------------------------
+        else:
+            step.send(value)
+    return step.value
 
 
 class _BoundCrashSafe:
@@ -168,57 +156,17 @@ class _BoundCrashSafe:
         if isinstance(effect, WallClock):
             return time.time()
         assert isinstance(effect, Invoke)
-        inner = self._tool.inner
-        if inspect.iscoroutinefunction(inner):
-            raise CoderAgentError(
-                f"tool {self._tool.name!r} is a coroutine function; the blocking adapter "
-                "(coder_io_sync) runs plain functions"
-            )
-        value = inner(*effect.args, **effect.kwargs)
-        if inspect.isawaitable(value):
-            close = getattr(value, "close", None)
-            if callable(close):
-                close()
-            raise CoderAgentError(
-                f"tool {self._tool.name!r} returned an awaitable; the blocking adapter "
-                "(coder_io_sync) runs plain functions"
-            )
-        return value
+        return _plain(self._tool.inner, f"tool {self._tool.name!r}", *effect.args, **effect.kwargs)
 
 
-def bind_tools(
-    tools: ToolsArg,
-    *,
-    store: Any,
-    tenant: str = DEFAULT_TENANT,
-    workflow_id: str | None = None,
-    step: str | None = None,
-) -> dict[str, Tool]:
-    """The tools with every ``crash_safe`` tool bound to ``store`` and ``tenant`` (others pass
-    through), as a name -> tool mapping for ``CoderAgent(tools=...)``. With ``workflow_id``
-    (and the step's marker as ``step``), a crash-safe tool running on a chat no checkpoint
-    names claims it for the workflow before its effect. ``run_turn`` binds its tools itself."""
-    check_store(store)
-    binding = DurableBinding(tenant=tenant, workflow_id=workflow_id, marker=step)
-    out: dict[str, Tool] = {}
-    for name, item in tools_by_name(tools).items():
-        if isinstance(item, CrashSafeTool):
-            out[name] = attrs.evolve(item, func=_BoundCrashSafe(item, binding, store))
-        else:
-            out[name] = item
-    return out
+#: ``bind_tools``, blocking (``coder_proto.durable.runtime.tool_binder``).
+bind_tools = tool_binder(_BoundCrashSafe)
 
 
-def _tool_runner(
-    tools: Mapping[str, Tool], chat_id: str | None
-) -> Callable[[tuple[ToolCall, ...]], list[ToolOutcome]]:
+def _tool_runner(tools: dict[str, Any], chat_id: str | None) -> ToolRunner:
     def run(calls: tuple[ToolCall, ...]) -> list[ToolOutcome]:
         plan = plan_tool_calls(calls, tools, chat_id=chat_id)
-        outcomes = list(plan.outcomes)
-        invocation: ToolInvocation
-        for invocation in plan.invocations:
-            outcomes.append(_invoke(invocation))
-        return outcomes
+        return [*plan.outcomes, *(_invoke(invocation) for invocation in plan.invocations)]
 
     return run
 
@@ -230,82 +178,64 @@ def _drive(
     machine: DurableMachine[Any],
     client: CoderChatClient,
     store: Any,
-    tools: Callable[[tuple[ToolCall, ...]], Sequence[ToolOutcome]] | None = None,
+    tools: ToolRunner | None = None,
 ) -> Any:
     """Drive a durable machine to its result (or raise its error) in the calling thread:
-    requests through the client's driver, store calls on ``store``, ``RunTools`` with
-    ``tools``, ``tick`` at its deadline. The machine is stepped under the driver's lock (it
-    shares the prefix selector with the driver's machines). An interruption cancels it (D22)
-    and propagates."""
+    requests through the client's driver, store calls on ``store``, tool runs with ``tools``,
+    ticks at its deadline. The machine is stepped under the driver's lock (it shares the
+    prefix selector with the driver's machines). An interruption cancels it (D22) and
+    propagates."""
     driver = client.driver
-    # Outcomes of one batch of actions are fed after the whole batch was performed, so a
-    # ``CancelRequest`` the first outcome provokes still reaches the second request.
-    inbox: list[tuple[str, int, Any]] = []
+    drive = DurableDrive(machine)
 
-    def perform(action: Any) -> None:
-        if isinstance(action, SendRequest):
-            outcome = driver.run(RelayedRequest(action.request))
-            inbox.append(("request", action.request_id, outcome))
-        elif isinstance(action, CancelRequest):
-            inbox[:] = [i for i in inbox if i[:2] != ("request", action.request_id)]
-        elif isinstance(action, StoreCall):
+    def perform(command: Any) -> None:
+        if isinstance(command, Relay):
+            # An earlier outcome of the same batch may have made the machine abandon it.
+            if drive.wanted(command.request_id):
+                outcome = driver.run(RelayedRequest(command.request))
+                with driver.locked() as now:
+                    drive.relayed(command.request_id, outcome, now)
+        elif isinstance(command, ApplyStore):
             try:
-                inbox.append(("store", action.call_id, _apply(store, action.op)))
+                value = _apply(store, command.op)
             except Exception as exc:
-                inbox.append(("store-failed", action.call_id, exc))
-        elif isinstance(action, RunTools):
-            outcomes: Sequence[ToolOutcome] = ()
-            if tools is not None:
-                try:
-                    outcomes = tools(action.calls)
-                except Exception:
-                    logger.warning(
-                        "the tool runner raised; the calls get error results", exc_info=True
-                    )
-            inbox.append(("tools", 0, list(outcomes)))
-        else:  # pragma: no cover - the durable machines emit nothing else
-            raise CoderAgentError(f"unknown action {action!r}")
-
-    def feed(kind: str, key: int, value: Any, now: float) -> None:
-        if kind == "request":
-            if isinstance(value, HttpResponse):
-                machine.response_received(key, value, now)
+                with driver.locked() as now:
+                    drive.store_raised(command.call_id, exc, now)
             else:
-                machine.request_failed(key, value, now)
-        elif kind == "store":
-            machine.store_result(key, value, now)
-        elif kind == "store-failed":
-            machine.store_failed(key, value, now)
-        else:
-            machine.tool_results(value, now)
+                with driver.locked() as now:
+                    drive.stored(command.call_id, value, now)
+        elif isinstance(command, RunCalls):
+            try:
+                outcomes = () if tools is None else tools(command.calls)
+            except Exception as exc:
+                with driver.locked() as now:
+                    drive.tools_raised(exc, now)
+            else:
+                with driver.locked() as now:
+                    drive.tools_returned(outcomes, now)
+        # Abandon: a blocking request is never in flight while its machine is stepped.
 
     try:
         with sigint_deferred():
             while True:
-                with driver.locked():
-                    actions = machine.actions()
-                for action in actions:
-                    perform(action)
                 with driver.locked() as now:
-                    while inbox:
-                        feed(*inbox.pop(0), now)
-                    if machine.done:
+                    commands = drive.commands(now)
+                for command in commands:
+                    perform(command)
+                with driver.locked() as now:
+                    if drive.done:
                         break
-                    if actions:
+                    if commands:
                         continue
-                    deadline = machine.next_deadline()
-                    if deadline is None:  # pragma: no cover - a machine waiting for nothing
-                        raise CoderAgentError(f"{machine!r} waits for nothing")
-                    if deadline <= now:
-                        machine.tick(now)
-                        continue
-                blocking_sleep(deadline - _now())
+                    delay = drive.delay(now)
+                if delay is None:  # pragma: no cover - a machine waiting for nothing
+                    raise CoderAgentError(f"{machine!r} waits for nothing")
+                blocking_sleep(delay)
     except BaseException as exc:
         with driver.locked() as now:
-            machine.cancel(now, exc)
-            machine.actions()
+            drive.cancel(exc, now)
         raise
-    return machine.result()
+    return drive.result()
 
 
 # -- clients --------------------------------------------------------------------------------------
@@ -320,9 +250,8 @@ def _client_for(
     verify: VerifyTypes,
     on_transport_event: Callable[[Any], object] | None,
 ) -> Iterator[CoderChatClient]:
+    check_connection(client, base_url=base_url, token=token, http_client=http_client)
     if client is not None:
-        if base_url is not None or token is not None or http_client is not None:
-            raise CoderAgentError("pass either client or base_url/token/http_client, not both")
         yield client
         return
     created = CoderChatClient(
@@ -400,40 +329,40 @@ def run_turn(
     ``base_url`` / ``token`` (``CODER_URL`` / ``CODER_SESSION_TOKEN``) with ``http_client`` and
     ``verify``; ``on_transport_event`` receives every transport event.
     """
-    check_store(store)
     Deadline.check(timeout)
-    tool_map = tools_by_name(tools)
-    structured = StructuredOutput(output_type) if output_type is not None else None
-    if commit_window is None:
-        commit_window = (
-            float(request_timeout)
-            if request_timeout is not None and request_timeout > 0
-            else DEFAULT_COMMIT_WINDOW
-        )
-    plan = StepPlan(
-        workflow_id=workflow_id,
-        prompt=prompt,
+    durable = DurableStep(
+        workflow_id,
+        prompt,
+        store=store,
         step=step,
         tenant=tenant,
-        client_tools=frozenset(tool_map.keys()),
-        structured=structured,
+        tools=tools,
         commit_window=commit_window,
         settle_timeout=settle_timeout,
         interrupt_timeout=interrupt_timeout,
         poll_interval=poll_interval,
+        supplied_client=client is not None,
+        agent=AgentOptions(
+            output_type=output_type,
+            organization_id=organization_id,
+            model=model,
+            instructions=instructions,
+            request_timeout=request_timeout,
+            workspace_id=workspace_id,
+            mcp_server_ids=mcp_server_ids,
+            reasoning_effort=reasoning_effort,
+            plan_mode=plan_mode,
+            busy_behavior=busy_behavior,
+            max_steps=max_steps,
+            max_retries=max_retries,
+            settle_deadline=settle_deadline,
+            settle_retry_delay=settle_retry_delay,
+            on_transport_event=on_transport_event,
+        ),
     )
     with _client_for(
         client, base_url, token, http_client, verify, on_transport_event
     ) as chat_client:
-
-        def bound(binding: DurableBinding) -> dict[str, Tool]:
-            return bind_tools(
-                tool_map,
-                store=store,
-                tenant=binding.tenant,
-                workflow_id=binding.workflow_id,
-                step=binding.marker,
-            )
 
         def perform(effect: Any) -> Any:
             if isinstance(effect, StoreOp):
@@ -443,57 +372,25 @@ def run_turn(
             if isinstance(effect, Drive):
                 with chat_client.driver.locked() as now:
                     machine = effect.build(chat_client.selector, now, time.time())
-                binding = DurableBinding(tenant=tenant, workflow_id=workflow_id, marker=plan.marker)
-                runner = _tool_runner(bound(binding), getattr(machine, "chat_id", None))
+                bound = durable.bound_tools(durable.binding, bind_tools)
+                runner = _tool_runner(bound, getattr(machine, "chat_id", None))
                 return _drive(machine, chat_client, store, runner)
             assert isinstance(effect, RunAgentTurn)
             return agent_turn(effect)
 
-        def make_agent(
-            chat_id: str | None, cursor: int | None, binding: DurableBinding
-        ) -> CoderAgent:
-            return CoderAgent(
-                client=chat_client,
-                chat_id=chat_id,
-                last_seen_message_id=cursor,
-                tools=bound(binding),
-                output_type=output_type,
-                organization_id=organization_id,
-                model=model,
-                instructions=instructions,
-                request_timeout=request_timeout,
-                workspace_id=workspace_id,
-                mcp_server_ids=mcp_server_ids,
-                reasoning_effort=reasoning_effort,
-                plan_mode=plan_mode,
-                busy_behavior=busy_behavior,
-                max_steps=max_steps,
-                max_retries=max_retries,
-                settle_deadline=settle_deadline,
-                settle_retry_delay=settle_retry_delay,
-                # With a supplied client its own hook gets the http/ws events.
-                on_transport_event=on_transport_event if client is not None else None,
-            )
-
         def agent_turn(effect: RunAgentTurn) -> TurnReport:
-            agent = make_agent(effect.chat_id, effect.last_seen_message_id, effect.binding)
-            result: Any = None
-            error: BaseException | None = None
-            cancelled = False
-            try:
-                result = agent.generate(effect.prompt, timeout=timeout)
-            except KeyboardInterrupt as exc:
-                error, cancelled = exc, True
-            except Exception as exc:
-                error = exc
-            report = TurnReport(
-                result=result,
-                error=error,
-                cancelled=cancelled,
-                chat_id=agent.chat_id,
-                last_seen_message_id=agent.last_seen_message_id,
-                stranded_chat_ids=agent.stranded_chat_ids,
+            agent = CoderAgent(
+                client=chat_client,
+                **durable.agent_kwargs(
+                    effect.chat_id, effect.last_seen_message_id, effect.binding, bind_tools
+                ),
             )
+            try:
+                report = turn_report(agent, result=agent.generate(effect.prompt, timeout=timeout))
+            except KeyboardInterrupt as exc:
+                report = turn_report(agent, error=exc, cancelled=True)
+            except Exception as exc:
+                report = turn_report(agent, error=exc)
             # Never archive: archiving ends resumability. Closing waits (bounded) for the
             # interrupt a timeout or cancellation fired, before the checkpoint is written.
             agent.close(archive=False)
@@ -501,8 +398,8 @@ def run_turn(
 
         # Construction does no I/O: bad agent settings fail here, before anything is
         # journaled or sent.
-        make_agent(None, None, DurableBinding(tenant=tenant))
-        result: DurableStepResult = _run_effects(step_program(plan), perform)
+        CoderAgent(client=chat_client, **durable.dry_kwargs(bind_tools))
+        result: DurableStepResult = _run_effects(durable.program(), perform)
         return result
 
 

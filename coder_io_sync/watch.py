@@ -1,26 +1,24 @@
 """``CoderChatClient.watch_chats()``, blocking: the ``/watch`` subscription as an iterator and
-a context manager (wire 6; the machine is ``coder_proto.watch``)."""
+a context manager (wire 6; the machine is ``coder_proto.watch``, the consumer's rules
+``coder_proto.watch_feed``)."""
 
 from __future__ import annotations
 
-import collections
 import contextlib
-import time
-from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from coder_proto.errors import CoderAgentError
-from coder_proto.watch import WatchBackoff, WatchMachine
+from coder_io_common.closing import Closing
+from coder_proto.watch_feed import WatchShell
 from coder_proto.wire.chats import ChatWatchEvent
 
 if TYPE_CHECKING:
-    from ._driver import Run, VerifyTypes
+    from ._driver import Run
     from .client import CoderChatClient
 
-__all__ = ["ChatWatch", "watch_chats"]
+__all__ = ["ChatWatch"]
 
 
-class ChatWatch:
+class ChatWatch(WatchShell[Any], Closing):
     """Chat lifecycle events for every chat the user can see (wire 6)::
 
         with client.watch_chats() as watch:
@@ -37,66 +35,40 @@ class ChatWatch:
     read only while the consumer waits in ``next()``. Nothing here emits ``ws:*`` events.
     """
 
-    def __init__(
-        self,
-        client: CoderChatClient,
-        *,
-        backoff: WatchBackoff | None = None,
-        owns_client: bool = False,
-    ) -> None:
-        self._client = client
-        self._backoff = backoff
-        self._owns_client = owns_client
-        self._run: Run[None] | None = None
-        self._buffer: collections.deque[ChatWatchEvent] = collections.deque()
-        self._closed = False
+    _client: CoderChatClient
+    _run: Run[None] | None
 
-    def __repr__(self) -> str:
-        state = "closed" if self._closed else "open" if self._run is not None else "new"
-        return f"<ChatWatch {state}>"
-
-    def _start(self) -> WatchMachine:
-        if self._run is None:
-            if self._closed:
-                raise CoderAgentError("this chat watch is closed")
-            client = self._client
-            driver = client.driver
-            with driver.locked():
-                machine = WatchMachine(
-                    client.selector,
-                    base_url=client.base_url,
-                    token=client.settings.token,
-                    now=time.monotonic(),
-                    backoff=self._backoff,
-                )
+    def _start(self) -> Run[None]:
+        client = self._client
+        driver = client.driver
+        with driver.locked() as now:
+            machine = self._feed.start(
+                client.selector, base_url=client.base_url, token=client.settings.token, now=now
+            )
+        if machine is not None:
             self._run = driver.start(machine)
-        machine = self._run.machine
-        assert isinstance(machine, WatchMachine)
-        return machine
+        assert self._run is not None
+        return self._run
 
     def __iter__(self) -> ChatWatch:
         return self
 
     def __next__(self) -> ChatWatchEvent:
-        if self._closed and not self._buffer:
+        feed = self._feed
+        if feed.exhausted:
             raise StopIteration
-        machine = self._start()
-        run = self._run
-        assert run is not None
+        run = self._start()
+        machine = feed.machine
+        assert machine is not None
         driver = self._client.driver
-        while not self._buffer:
+        while True:
             with driver.locked():
-                self._buffer.extend(machine.take())
-                done = machine.done
-            if self._buffer:
-                break
-            if done:
-                self._closed = True
-                if not machine.cancelled:
-                    run.result()  # raises the terminal error
+                event = feed.next_event()
+            if event is not None:
+                return event
+            if feed.exhausted:
                 raise StopIteration
             run.wait_until(lambda: bool(machine.events))
-        return self._buffer.popleft()
 
     def __enter__(self) -> ChatWatch:
         try:
@@ -110,27 +82,18 @@ class ChatWatch:
         """Drive the subscription until its first connection is open (events from then on
         are kept by the socket until ``next()`` reads them), ended, or the watch finished; a
         terminal error (the preflight's, a 4xx rejection) is raised here."""
-        machine = self._start()
-        run = self._run
-        assert run is not None
-        run.wait_until(lambda: _opened(machine) or bool(machine.events) or machine.attempt > 1)
+        run = self._start()
+        machine = self._feed.machine
+        assert machine is not None
+        run.wait_until(lambda: machine.open or bool(machine.events) or machine.attempt > 1)
         if machine.done and not machine.cancelled:
-            self._closed = True
+            self._feed.close()
             run.result()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def close(self) -> None:
         """Stop watching: the socket is closed (close 1000) at once, and the client closed
         when the watch created it (``watch_chats``). Idempotent."""
-        self._closed = True
-        self._buffer.clear()
+        self._feed.close()
         if self._run is not None:
             self._run.cancel(None)
         if self._owns_client:
@@ -141,7 +104,7 @@ class ChatWatch:
         # open. The driver's lock is taken only if it is free: a collection that happens
         # inside the driver must not wait for itself.
         run = self._run
-        if run is None or self._closed:
+        if run is None or self._feed.closed:
             return
         with contextlib.suppress(Exception):
             driver = self._client.driver
@@ -149,28 +112,3 @@ class ChatWatch:
                 return
             if self._owns_client:
                 self._client.close()
-
-
-def _opened(machine: WatchMachine) -> bool:
-    # The machine's connection phase has no public accessor; "open" means the upgrade was
-    # accepted (wire 6).
-    return getattr(machine, "_phase", None) == "open"
-
-
-def watch_chats(
-    base_url: str | None = None,
-    token: str | None = None,
-    *,
-    verify: VerifyTypes = True,
-    backoff: WatchBackoff | None = None,
-) -> ChatWatch:
-    """The standalone watch (the reference's ``watchChatEvents``, wire 1.5, 6): no client of
-    your own and no preflight; it dials ``/api/v2/chats/watch`` directly. ``base_url`` and
-    ``token`` default to ``CODER_URL`` / ``CODER_SESSION_TOKEN``. Use
-    ``CoderChatClient.watch_chats()`` for prefix selection on older servers."""
-    from coder_proto.constants import V2_PREFIX
-
-    from .client import CoderChatClient
-
-    client = CoderChatClient(base_url, token, verify=verify, prefix=V2_PREFIX)
-    return ChatWatch(client, backoff=backoff, owns_client=True)

@@ -3,109 +3,22 @@
 The same public names and behaviour as ``coder_io_asyncio`` (everything in its ``__all__``),
 on trio: run it inside ``trio.run``. Cancellation is trio's (``move_on_after``,
 ``fail_after``, cancelled nurseries): a cancelled turn is interrupted on the server and
-``trio.Cancelled`` propagates unwrapped (D22).
+``trio.Cancelled`` propagates unwrapped (D22). The runtime-independent names are the core's
+(``coder_proto.public``).
 """
 
-from coder_proto.agent import (
-    AttachedFile,
-    Attachment,
-    GenerateResult,
-    StructuredOutputError,
-    WorkspaceUpload,
-)
-from coder_proto.cleanup import ArchiveResult, InterruptResult
-from coder_proto.client import WorkspacePreview
-from coder_proto.errors import (
-    CoderAgentError,
-    CoderApiError,
-    CoderChatError,
-    CoderNetworkError,
-    CoderProtocolError,
-    CoderStreamError,
-)
-from coder_proto.parts import (
-    ErrorPart,
-    Finish,
-    ReasoningDelta,
-    ReasoningEnd,
-    ReasoningStart,
-    Source,
-    StreamStart,
-    TextDelta,
-    TextEnd,
-    TextStart,
-    ToolCall,
-    ToolInputEnd,
-    ToolInputStart,
-    ToolResult,
-    Usage,
-)
-from coder_proto.prompt import AssistantMessage, SystemMessage, ToolMessage, UserMessage
-from coder_proto.segment import StepResult
-from coder_proto.tools import Tool, ToolContext, ToolInputError, tool
-from coder_proto.watch import WatchBackoff
+from coder_proto.public import *  # noqa: F403
+from coder_proto.public import RUNTIME_NAMES
+from coder_proto.public import __all__ as _shared
 
-from .agent import AgentStream, CoderAgent
-from .client import CoderChatClient
-from .durable import (
-    DurableToolContext,
-    archive_workflow,
-    bind_tools,
-    crash_safe,
-    run_turn,
-    sweep_orphans,
-)
-from .watch import ChatWatch, watch_chats
+from .agent import AgentStream as AgentStream
+from .agent import CoderAgent as CoderAgent
+from .client import CoderChatClient as CoderChatClient
+from .client import watch_chats as watch_chats
+from .durable import archive_workflow as archive_workflow
+from .durable import bind_tools as bind_tools
+from .durable import run_turn as run_turn
+from .durable import sweep_orphans as sweep_orphans
+from .watch import ChatWatch as ChatWatch
 
-__all__ = [
-    "AgentStream",
-    "ArchiveResult",
-    "AssistantMessage",
-    "AttachedFile",
-    "Attachment",
-    "ChatWatch",
-    "CoderAgent",
-    "CoderAgentError",
-    "CoderApiError",
-    "CoderChatClient",
-    "CoderChatError",
-    "CoderNetworkError",
-    "CoderProtocolError",
-    "CoderStreamError",
-    "DurableToolContext",
-    "ErrorPart",
-    "Finish",
-    "GenerateResult",
-    "InterruptResult",
-    "ReasoningDelta",
-    "ReasoningEnd",
-    "ReasoningStart",
-    "Source",
-    "StepResult",
-    "StreamStart",
-    "StructuredOutputError",
-    "SystemMessage",
-    "TextDelta",
-    "TextEnd",
-    "TextStart",
-    "Tool",
-    "ToolCall",
-    "ToolContext",
-    "ToolInputEnd",
-    "ToolInputError",
-    "ToolInputStart",
-    "ToolMessage",
-    "ToolResult",
-    "Usage",
-    "UserMessage",
-    "WatchBackoff",
-    "WorkspacePreview",
-    "WorkspaceUpload",
-    "archive_workflow",
-    "bind_tools",
-    "crash_safe",
-    "run_turn",
-    "sweep_orphans",
-    "tool",
-    "watch_chats",
-]
+__all__ = [*_shared, *RUNTIME_NAMES]

@@ -1,585 +1,111 @@
 """Durable workflows on trio: ``run_turn``, ``archive_workflow``, ``sweep_orphans`` and
 ``bind_tools`` (seed durable-workflows; ``coder_proto.durable``).
 
-Every decision lives in the core (``coder_proto.durable``): the step program, the recovery
-and cleanup machines, the crash-safe tool programs. This module only performs their effects:
-
-* store calls on the durable store: a ``DurableStore`` (``SQLiteStore``, ``MemoryStore``) is
-  called in a worker thread (``trio.to_thread.run_sync``: a write may wait on another
-  process's lock, which must never stall the trio loop); an ``AsyncDurableStore``'s
-  coroutines are awaited;
-* the durable machines' requests, sent through the client's driver (its HTTP client, session
-  token, ``http:*`` events and prefix selector), their deadlines, and their tool runs;
-* agent turns: a ``CoderAgent`` on the client, with the step's tools bound to the store. The
-  agent is never disposed (disposal archives the chat, and archiving ends resumability);
-  the client created for a call is closed at its end.
-
-Run steps of one workflow strictly one after another (sessions are single-flight across the
-whole system). Archive at the end of the workflow only.
+The functions are ``coder_io_asyncio.durable``'s (``DurableFunctions``, runtime-neutral) on a
+trio ``DurableRuntime``: a ``DurableStore``'s plain methods and plain tool functions run in
+worker threads (``trio.to_thread.run_sync``: a write may wait on another process's lock,
+which must never stall the trio loop), an ``AsyncDurableStore``'s coroutines are awaited,
+the calls of one pause run in a nursery, and a durable machine's concurrent work runs in a
+nursery of its own. Cancellation is trio's: a cancelled scope around ``run_turn`` interrupts
+the turn (D22); the checkpoint is still written, shielded and bounded, before
+``trio.Cancelled`` propagates.
 """
 
 from __future__ import annotations
 
 import contextlib
-import inspect
-import logging
 import math
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any, ClassVar
 
-import attrs
-import httpx
 import trio
 
-from coder_proto.actions import (
-    CancelRequest,
-    RunTools,
-    SendRequest,
-    ToolOutcome,
-)
-from coder_proto.agent import StructuredOutput, plan_tool_calls
-from coder_proto.constants import (
-    DEFAULT_MAX_STEPS,
-    INTERRUPT_POLL_INTERVAL,
-    INTERRUPT_WAIT_TIMEOUT,
-    SETTLE_DEADLINE,
-    SETTLE_RETRY_DELAY,
-)
-from coder_proto.durable import (
-    DEFAULT_COMMIT_WINDOW,
-    DEFAULT_SETTLE_TIMEOUT,
-    DEFAULT_TENANT,
-    ArchiveWorkflow,
-    ArchiveWorkflowResult,
-    CrashSafeTool,
-    Drive,
-    DurableBinding,
-    DurableMachine,
-    DurableStepResult,
-    DurableToolContext,
-    Invoke,
-    MemoryStore,
-    OrphanSweep,
-    RelayedRequest,
-    RunAgentTurn,
-    StepPlan,
-    StoreCall,
-    StoreOp,
-    SweepResult,
-    TurnReport,
-    WallClock,
-    check_store,
-    crash_safe,
-    step_program,
-)
-from coder_proto.errors import CoderAgentError
-from coder_proto.parts import ToolCall
-from coder_proto.rest import HttpResponse
-from coder_proto.tools import Tool, tools_by_name
+from coder_io_asyncio import durable as _asyncio_durable
+from coder_proto.actions import ToolOutcome
+from coder_proto.agent import ToolInvocation
+from coder_proto.durable.runtime import tool_binder
 
-from ._driver import VerifyTypes
 from .agent import CoderAgent, invoke_all
 from .client import CoderChatClient
 
-__all__ = [
-    "DurableStepResult",
-    "DurableToolContext",
-    "MemoryStore",
-    "archive_workflow",
-    "bind_tools",
-    "crash_safe",
-    "run_turn",
-    "sweep_orphans",
-]
-
-logger = logging.getLogger("coder_io_trio")
-
-ToolsArg = Iterable[Tool | Callable[..., Any]] | Mapping[str, Any] | None
-
+__all__ = ["archive_workflow", "bind_tools", "run_turn", "sweep_orphans"]
 
 #: How long the checkpoint writes after a cancelled turn may take (they run shielded).
 _AFTER_CANCEL_BOUND = 30.0
 
 
-def _now() -> float:
-    return time.monotonic()
+class _Tasks:
+    """The concurrent work of one durable machine's drive: a nursery of keyed tasks, each in
+    its own cancel scope, each waking the drive when it ends."""
 
+    def __init__(self, nursery: trio.Nursery) -> None:
+        self._scopes: dict[tuple[str, int], trio.CancelScope] = {}
+        self._wake = trio.Event()
+        self._nursery = nursery
 
-# -- the store ------------------------------------------------------------------------------------
+    def spawn(self, key: tuple[str, int], work: Awaitable[None]) -> None:
+        scope = self._scopes[key] = trio.CancelScope()
+        self._nursery.start_soon(self._task, key, scope, work)
 
-
-async def _apply(store: Any, op: StoreOp) -> Any:
-    """Perform one store call: coroutine methods are awaited, plain ones run in a worker
-    thread."""
-    method = getattr(store, op.method, None)
-    if method is None:
-        raise CoderAgentError(f"{type(store).__name__} has no store method {op.method}")
-    if inspect.iscoroutinefunction(method):
-        return await method(*op.args)
-    value = await trio.to_thread.run_sync(lambda: method(*op.args))
-    if inspect.isawaitable(value):
-        value = await value
-    return value
-
-
-async def _run_effects(program: Any, perform: Callable[[Any], Awaitable[Any]]) -> Any:
-    """Trampoline a core effect program: each effect's value is sent back, an exception it
-    raised thrown back in. The caller's cancellation closes the program and propagates."""
-    value: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            effect = program.throw(error) if error is not None else program.send(value)
-        except StopIteration as stop:
-            return stop.value
-        value, error = None, None
-        try:
-            value = await perform(effect)
-        except trio.Cancelled:
-            program.close()
-            raise
-        except Exception as exc:
-            error = exc
-
-
-# -- crash-safe tools -----------------------------------------------------------------------------
-
-
-class _BoundCrashSafe:
-    """The function of a bound crash-safe tool: runs ``CrashSafeTool.program`` with the store.
-    Plain functions run in a worker thread, as the agent runs plain tools."""
-
-    def __init__(self, tool: CrashSafeTool, binding: DurableBinding, store: Any) -> None:
-        self._tool = tool
-        self._binding = binding
-        self._store = store
-
-    def __repr__(self) -> str:
-        return f"<crash-safe {self._tool.name} tenant={self._binding.tenant!r}>"
-
-    async def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        program = self._tool.program(self._binding, args, kwargs)
-        return await _run_effects(program, self._perform)
-
-    async def _perform(self, effect: Any) -> Any:
-        if isinstance(effect, StoreOp):
-            return await _apply(self._store, effect)
-        if isinstance(effect, WallClock):
-            return time.time()
-        assert isinstance(effect, Invoke)
-        inner = self._tool.inner
-        if inspect.iscoroutinefunction(inner):
-            return await inner(*effect.args, **effect.kwargs)
-        value = await trio.to_thread.run_sync(lambda: inner(*effect.args, **effect.kwargs))
-        if inspect.isawaitable(value):
-            value = await value
-        return value
-
-
-def bind_tools(
-    tools: ToolsArg,
-    *,
-    store: Any,
-    tenant: str = DEFAULT_TENANT,
-    workflow_id: str | None = None,
-    step: str | None = None,
-) -> dict[str, Tool]:
-    """The tools with every ``crash_safe`` tool bound to ``store`` and ``tenant`` (others pass
-    through), as a name -> tool mapping for ``CoderAgent(tools=...)``. With ``workflow_id``
-    (and the step's marker as ``step``), a crash-safe tool running on a chat no checkpoint
-    names claims it for the workflow before its effect. ``run_turn`` binds its tools itself."""
-    check_store(store)
-    binding = DurableBinding(tenant=tenant, workflow_id=workflow_id, marker=step)
-    out: dict[str, Tool] = {}
-    for name, item in tools_by_name(tools).items():
-        if isinstance(item, CrashSafeTool):
-            out[name] = attrs.evolve(item, func=_BoundCrashSafe(item, binding, store))
-        else:
-            out[name] = item
-    return out
-
-
-def _tool_runner(
-    tools: Mapping[str, Tool], chat_id: str | None
-) -> Callable[[tuple[ToolCall, ...]], Awaitable[list[ToolOutcome]]]:
-    async def run(calls: tuple[ToolCall, ...]) -> list[ToolOutcome]:
-        plan = plan_tool_calls(calls, tools, chat_id=chat_id)
-        outcomes = list(plan.outcomes)
-        if plan.invocations:
-            outcomes += await invoke_all(plan.invocations)
-        return outcomes
-
-    return run
-
-
-# -- driving durable machines ---------------------------------------------------------------------
-
-
-async def _drive(
-    machine: DurableMachine[Any],
-    client: CoderChatClient,
-    store: Any,
-    tools: Callable[[tuple[ToolCall, ...]], Awaitable[Sequence[ToolOutcome]]] | None = None,
-) -> Any:
-    """Drive a durable machine to its result (or raise its error): requests through the
-    client's driver, store calls on ``store``, ``RunTools`` with ``tools``, ``tick`` at its
-    deadline. On cancellation the machine is cancelled (D22) and ``trio.Cancelled``
-    propagates."""
-    state = {"wake": trio.Event()}
-    scopes: dict[tuple[str, int], trio.CancelScope] = {}
-
-    def wake() -> None:
-        state["wake"].set()
-
-    async def send(action: SendRequest) -> None:
-        outcome = await client.driver.run(RelayedRequest(action.request))
-        if isinstance(outcome, HttpResponse):
-            machine.response_received(action.request_id, outcome, _now())
-        else:
-            machine.request_failed(action.request_id, outcome, _now())
-
-    async def call_store(action: StoreCall) -> None:
-        try:
-            value = await _apply(store, action.op)
-        except Exception as exc:
-            machine.store_failed(action.call_id, exc, _now())
-        else:
-            machine.store_result(action.call_id, value, _now())
-
-    async def run_tools(action: RunTools) -> None:
-        outcomes: Sequence[ToolOutcome] = ()
-        if tools is not None:
-            try:
-                outcomes = await tools(action.calls)
-            except Exception:
-                logger.warning("the tool runner raised; the calls get error results", exc_info=True)
-        machine.tool_results(list(outcomes), _now())
-
-    async def task(key: tuple[str, int], scope: trio.CancelScope, work: Awaitable[None]) -> None:
+    async def _task(self, key: tuple[str, int], scope: trio.CancelScope, work: Any) -> None:
         try:
             with scope:
                 await work
         finally:
-            scopes.pop(key, None)
-            wake()
+            if self._scopes.get(key) is scope:
+                del self._scopes[key]
+            self._wake.set()
 
-    def perform(nursery: trio.Nursery, action: Any) -> None:
-        if isinstance(action, SendRequest):
-            key, work = ("request", action.request_id), send(action)
-        elif isinstance(action, CancelRequest):
-            scope = scopes.pop(("request", action.request_id), None)
-            if scope is not None:
-                scope.cancel()
-            return
-        elif isinstance(action, StoreCall):
-            key, work = ("store", action.call_id), call_store(action)
-        elif isinstance(action, RunTools):
-            key, work = ("tools", id(action)), run_tools(action)
-        else:  # pragma: no cover - the durable machines emit nothing else
-            raise CoderAgentError(f"unknown action {action!r}")
-        scope = scopes[key] = trio.CancelScope()
-        nursery.start_soon(task, key, scope, work)
+    def cancel(self, key: tuple[str, int]) -> None:
+        scope = self._scopes.pop(key, None)
+        if scope is not None:
+            scope.cancel()
 
-    async with trio.open_nursery() as nursery:
-        try:
-            while True:
-                for action in machine.actions():
-                    perform(nursery, action)
-                if machine.done:
-                    break
-                deadline = machine.next_deadline()
-                now = _now()
-                if deadline is not None and deadline <= now:
-                    machine.tick(now)
-                    continue
-                state["wake"] = trio.Event()
-                timeout = math.inf if deadline is None else deadline - now
-                with trio.move_on_after(timeout):
-                    await state["wake"].wait()
-        except trio.Cancelled as exc:
-            machine.cancel(_now(), exc)
-            for action in machine.actions():
-                if isinstance(action, CancelRequest):
-                    perform(nursery, action)
-            raise
-        finally:
-            nursery.cancel_scope.cancel()
-    return machine.result()
+    async def wait(self, timeout: float | None) -> None:
+        """Until a task ended, at most ``timeout`` seconds."""
+        self._wake = trio.Event()
+        with trio.move_on_after(math.inf if timeout is None else timeout):
+            await self._wake.wait()
 
 
-# -- clients --------------------------------------------------------------------------------------
+class _TrioRuntime(_asyncio_durable.DurableRuntime):
+    """Durable effects on trio (see the module docstring)."""
 
+    cancelled: ClassVar[type[BaseException]] = trio.Cancelled
 
-@contextlib.asynccontextmanager
-async def _client_for(
-    client: CoderChatClient | None,
-    base_url: str | None,
-    token: str | None,
-    http_client: httpx.AsyncClient | None,
-    verify: VerifyTypes,
-    on_transport_event: Callable[[Any], object] | None,
-) -> AsyncIterator[CoderChatClient]:
-    if client is not None:
-        if base_url is not None or token is not None or http_client is not None:
-            raise CoderAgentError("pass either client or base_url/token/http_client, not both")
-        yield client
-        return
-    created = CoderChatClient(
-        base_url,
-        token,
-        http_client=http_client,
-        verify=verify,
-        on_transport_event=on_transport_event,
-    )
-    try:
-        yield created
-    finally:
-        await created.aclose()
+    async def to_thread(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        return await trio.to_thread.run_sync(lambda: fn(*args, **kwargs))
 
+    async def invoke_all(self, invocations: Sequence[ToolInvocation]) -> list[ToolOutcome]:
+        return await invoke_all(invocations)
 
-# -- the public functions -------------------------------------------------------------------------
-
-
-async def run_turn(
-    workflow_id: str,
-    prompt: str,
-    *,
-    store: Any,
-    step: str | None = None,
-    tenant: str = DEFAULT_TENANT,
-    tools: ToolsArg = None,
-    output_type: Any = None,
-    organization_id: str | None = None,
-    model: str | None = None,
-    instructions: str | None = None,
-    request_timeout: float | None = None,
-    workspace_id: str | None = None,
-    mcp_server_ids: Sequence[str] = (),
-    reasoning_effort: str | None = None,
-    plan_mode: str | None = None,
-    busy_behavior: str | None = None,
-    max_steps: int = DEFAULT_MAX_STEPS,
-    max_retries: int = 0,
-    settle_deadline: float = SETTLE_DEADLINE,
-    settle_retry_delay: float = SETTLE_RETRY_DELAY,
-    commit_window: float | None = None,
-    settle_timeout: float = DEFAULT_SETTLE_TIMEOUT,
-    interrupt_timeout: float = INTERRUPT_WAIT_TIMEOUT,
-    poll_interval: float = INTERRUPT_POLL_INTERVAL,
-    on_transport_event: Callable[[Any], object] | None = None,
-    client: CoderChatClient | None = None,
-    base_url: str | None = None,
-    token: str | None = None,
-    http_client: httpx.AsyncClient | None = None,
-    verify: VerifyTypes = True,
-) -> DurableStepResult:
-    """Run one durable workflow step: one agent turn, resumable in any process (seed
-    durable-workflows; ``coder_proto.durable.step``).
-
-    The workflow's checkpoint (its chat and resume cursor) is read from ``store``; without one
-    the turn creates the chat. Before resubmitting on a checkpointed chat, recovery settles
-    the chat and reconciles crash-safe tools; when an earlier attempt of this step already
-    finished, its result is returned (``recovered``) without resubmitting. The step marker
-    ``[workflow_id/step]`` is embedded in the prompt and the send is journaled write-ahead.
-    The checkpoint is written whatever the turn's outcome (the guide's ``finally``); chats a
-    failed fresh-chat turn discarded are recorded as stranded. The turn's error is raised
-    after that.
-
-    ``step`` names the step (default: a digest of the prompt; pass distinct names to steps
-    that send the same prompt). ``tools`` are the step's client tools (``crash_safe`` ones are
-    bound to ``store`` and ``tenant``); ``output_type`` enables structured output
-    (``result.output``). The agent options are ``CoderAgent``'s. ``commit_window`` is how long
-    a crashed attempt's send may still land (default ``request_timeout``, else 300 s);
-    ``settle_timeout`` bounds recovery's settle poll (turn scale), ``interrupt_timeout`` its
-    probe and interrupt, ``poll_interval`` the poll period. Connection: ``client`` or
-    ``base_url`` / ``token`` (``CODER_URL`` / ``CODER_SESSION_TOKEN``) with ``http_client`` and
-    ``verify``; ``on_transport_event`` receives every transport event.
-    """
-    check_store(store)
-    tool_map = tools_by_name(tools)
-    structured = StructuredOutput(output_type) if output_type is not None else None
-    if commit_window is None:
-        commit_window = (
-            float(request_timeout)
-            if request_timeout is not None and request_timeout > 0
-            else DEFAULT_COMMIT_WINDOW
-        )
-    plan = StepPlan(
-        workflow_id=workflow_id,
-        prompt=prompt,
-        step=step,
-        tenant=tenant,
-        client_tools=frozenset(tool_map.keys()),
-        structured=structured,
-        commit_window=commit_window,
-        settle_timeout=settle_timeout,
-        interrupt_timeout=interrupt_timeout,
-        poll_interval=poll_interval,
-    )
-    async with _client_for(
-        client, base_url, token, http_client, verify, on_transport_event
-    ) as chat_client:
-
-        def bound(binding: DurableBinding) -> dict[str, Tool]:
-            return bind_tools(
-                tool_map,
-                store=store,
-                tenant=binding.tenant,
-                workflow_id=binding.workflow_id,
-                step=binding.marker,
-            )
-
-        cancelled_turn = False
-
-        async def perform(effect: Any) -> Any:
-            if cancelled_turn:
-                # The turn was cancelled: the checkpoint is still written (bounded), then the
-                # program re-raises the cancellation.
-                with trio.CancelScope(shield=True) as scope:
-                    scope.deadline = trio.current_time() + _AFTER_CANCEL_BOUND
-                    return await perform_now(effect)
-            return await perform_now(effect)
-
-        async def perform_now(effect: Any) -> Any:
-            if isinstance(effect, StoreOp):
-                return await _apply(store, effect)
-            if isinstance(effect, WallClock):
-                return time.time()
-            if isinstance(effect, Drive):
-                machine = effect.build(chat_client.selector, _now(), time.time())
-                binding = DurableBinding(tenant=tenant, workflow_id=workflow_id, marker=plan.marker)
-                runner = _tool_runner(bound(binding), getattr(machine, "chat_id", None))
-                return await _drive(machine, chat_client, store, runner)
-            assert isinstance(effect, RunAgentTurn)
-            return await _agent_turn(effect)
-
-        def make_agent(
-            chat_id: str | None, cursor: int | None, binding: DurableBinding
-        ) -> CoderAgent:
-            return CoderAgent(
-                client=chat_client,
-                chat_id=chat_id,
-                last_seen_message_id=cursor,
-                tools=bound(binding),
-                output_type=output_type,
-                organization_id=organization_id,
-                model=model,
-                instructions=instructions,
-                request_timeout=request_timeout,
-                workspace_id=workspace_id,
-                mcp_server_ids=mcp_server_ids,
-                reasoning_effort=reasoning_effort,
-                plan_mode=plan_mode,
-                busy_behavior=busy_behavior,
-                max_steps=max_steps,
-                max_retries=max_retries,
-                settle_deadline=settle_deadline,
-                settle_retry_delay=settle_retry_delay,
-                # With a supplied client its own hook gets the http/ws events.
-                on_transport_event=on_transport_event if client is not None else None,
-            )
-
-        async def _agent_turn(effect: RunAgentTurn) -> TurnReport:
-            nonlocal cancelled_turn
-            agent = make_agent(effect.chat_id, effect.last_seen_message_id, effect.binding)
-            result: Any = None
-            error: BaseException | None = None
-            cancelled = False
+    @contextlib.asynccontextmanager
+    async def tasks(self) -> AsyncIterator[Any]:
+        async with trio.open_nursery() as nursery:
             try:
-                result = await agent.generate(effect.prompt)
-            except trio.Cancelled as exc:
-                error, cancelled = exc, True
-                cancelled_turn = True
-            except Exception as exc:
-                error = exc
-            report = TurnReport(
-                result=result,
-                error=error,
-                cancelled=cancelled,
-                chat_id=agent.chat_id,
-                last_seen_message_id=agent.last_seen_message_id,
-                stranded_chat_ids=agent.stranded_chat_ids,
-            )
-            # Never archive: archiving ends resumability. Closing waits (bounded) for the
-            # interrupt a timeout or cancellation fired, before the checkpoint is written.
-            await agent.aclose(archive=False)
-            return report
+                yield _Tasks(nursery)
+            finally:
+                nursery.cancel_scope.cancel()
 
-        # Construction does no I/O: bad agent settings fail here, before anything is
-        # journaled or sent.
-        make_agent(None, None, DurableBinding(tenant=tenant))
-        result: DurableStepResult = await _run_effects(step_program(plan), perform)
-        return result
+    async def after_cancel(self, work: Awaitable[Any]) -> Any:
+        # The cancelled scope is still cancelled: shield the remaining writes, bounded.
+        with trio.CancelScope(shield=True) as scope:
+            scope.deadline = trio.current_time() + _AFTER_CANCEL_BOUND
+            return await work
 
 
-async def archive_workflow(
-    workflow_id: str,
-    *,
-    store: Any,
-    tenant: str = DEFAULT_TENANT,
-    settle_deadline: float = SETTLE_DEADLINE,
-    settle_retry_delay: float = SETTLE_RETRY_DELAY,
-    interrupt_timeout: float = INTERRUPT_WAIT_TIMEOUT,
-    on_transport_event: Callable[[Any], object] | None = None,
-    client: CoderChatClient | None = None,
-    base_url: str | None = None,
-    token: str | None = None,
-    http_client: httpx.AsyncClient | None = None,
-    verify: VerifyTypes = True,
-) -> ArchiveWorkflowResult:
-    """Retire a workflow at its end (or in its failure handler), never per step: stop a live
-    run, archive the checkpointed chat and every stranded chat recorded for the workflow
-    (409s retried within ``settle_deadline``, D10), then forget them in the store
-    (``coder_proto.durable.ArchiveWorkflow``). ``archived`` is ``False`` when the workflow
-    never created a chat."""
-    check_store(store)
-    async with _client_for(
-        client, base_url, token, http_client, verify, on_transport_event
-    ) as chat_client:
-        machine = ArchiveWorkflow(
-            chat_client.selector,
-            tenant=tenant,
-            workflow_id=workflow_id,
-            now=_now(),
-            settle_deadline=settle_deadline,
-            retry_delay=settle_retry_delay,
-            interrupt_timeout=interrupt_timeout,
-        )
-        result: ArchiveWorkflowResult = await _drive(machine, chat_client, store)
-        return result
+class _BoundCrashSafe(_asyncio_durable._BoundCrashSafe):
+    """A bound crash-safe tool's function on trio."""
+
+    runtime: ClassVar[_asyncio_durable.DurableRuntime] = _TrioRuntime()
 
 
-async def sweep_orphans(
-    *,
-    store: Any,
-    min_age: float = 0.0,
-    settle_deadline: float = SETTLE_DEADLINE,
-    settle_retry_delay: float = SETTLE_RETRY_DELAY,
-    interrupt_timeout: float = INTERRUPT_WAIT_TIMEOUT,
-    on_transport_event: Callable[[Any], object] | None = None,
-    client: CoderChatClient | None = None,
-    base_url: str | None = None,
-    token: str | None = None,
-    http_client: httpx.AsyncClient | None = None,
-    verify: VerifyTypes = True,
-) -> SweepResult:
-    """Interrupt and archive every chat the token can see that no checkpoint in ``store``
-    accounts for, whatever its status (``coder_proto.durable.OrphanSweep``). Run it where the
-    token is dedicated to the workflows using ``store``; with workers inside a first turn at
-    the same time, pass ``min_age`` (seconds) longer than a first turn can take."""
-    check_store(store)
-    async with _client_for(
-        client, base_url, token, http_client, verify, on_transport_event
-    ) as chat_client:
-        machine = OrphanSweep(
-            chat_client.selector,
-            now=_now(),
-            wall=time.time(),
-            min_age=min_age,
-            settle_deadline=settle_deadline,
-            retry_delay=settle_retry_delay,
-            interrupt_timeout=interrupt_timeout,
-        )
-        result: SweepResult = await _drive(machine, chat_client, store)
-        return result
+#: ``bind_tools`` on trio (``coder_proto.durable.runtime.tool_binder``).
+bind_tools = tool_binder(_BoundCrashSafe)
+
+_functions = _asyncio_durable.DurableFunctions(
+    _TrioRuntime(), CoderChatClient, CoderAgent, bind_tools
+)
+run_turn = _functions.run_turn
+archive_workflow = _functions.archive_workflow
+sweep_orphans = _functions.sweep_orphans

@@ -27,21 +27,25 @@ reports outcomes. ``max_retries`` (C.5) is the turn's own bookkeeping (``Turn``)
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
-from typing import Any, Final, Protocol
+from typing import Any, ClassVar, Final, Generic, Protocol, TypeVar
 
 import attrs
 
 from .actions import ToolOutcome
-from .client import UploadPlan, plan_upload
+from .calls import Call, ChatCalls
+from .cleanup import InterruptResult
+from .client import ClientSettings, UploadPlan, plan_upload
 from .constants import (
     DEFAULT_MAX_STEPS,
     SETTLE_DEADLINE,
     SETTLE_RETRY_DELAY,
 )
 from .errors import CoderAgentError
+from .history import FileUrlResolver, UIMessage, to_ui_messages
 from .machine import CoreMachine
-from .operations import build_get_messages, check_chat_id, parse_get_messages
+from .operations import ChatCost, build_get_messages, check_chat_id, parse_get_messages
 from .parts import ToolCall
 from .prefix import PrefixSelector
 from .prompt import (
@@ -65,11 +69,12 @@ from .tools import (
     encode_output,
     tools_by_name,
 )
+from .transcript import Recorder
 from .transport_events import TransportEventSink
 from .turn import Turn, TurnResult
 from .uploads import check_attachment_size, check_media_type
 from .usage import sum_usage
-from .wire.chats import FileReferenceInput
+from .wire.chats import ChatModelConfig, FileReferenceInput
 from .wire.messages import ChatMessage
 
 __all__ = [
@@ -77,7 +82,10 @@ __all__ = [
     "NUDGE_PROMPT",
     "STRUCTURED_OUTPUT_ACK",
     "STRUCTURED_OUTPUT_TOOL",
+    "AgentCalls",
+    "AgentClient",
     "AgentCore",
+    "AgentShell",
     "AttachedFile",
     "Attachment",
     "GenerateCall",
@@ -90,8 +98,11 @@ __all__ = [
     "ToolPlan",
     "WorkspaceFiles",
     "WorkspaceUpload",
+    "WorkspaceWrite",
+    "check_connection",
     "prepare_attachment",
     "prepare_prompt",
+    "segment_sink",
 ]
 
 logger = logging.getLogger("coder_proto")
@@ -895,9 +906,303 @@ class AgentCore:
             )
         return self.workspace_files, _check_workspace_path(path)
 
+    def workspace_write(self, content: object, path: object) -> WorkspaceWrite:
+        """``upload_to_workspace()``'s plan: the checks of ``workspace_upload`` and what to
+        read (bytes, a path or a binary file object)."""
+        adapter, target = self.workspace_upload(path)
+        return WorkspaceWrite(adapter=adapter, target=target, plan=plan_upload(content))
+
     def require_chat(self) -> str:
         """The session's chat (or the last known one) for chat-level operations."""
         chat_id = self.session.chat_id or self.session.last_known_chat_id
         if chat_id is None:
             raise CoderAgentError("the agent has no chat yet: run a turn first")
         return chat_id
+
+
+# -- the adapters' shared shell ---------------------------------------------------------------
+
+
+def segment_sink(
+    client_sink: TransportEventSink, own_sink: TransportEventSink | None
+) -> TransportEventSink:
+    """The session's sink when the agent runs on a supplied client (wire 11, D24): the
+    ``segment:*`` events go to the agent's own sink, everything else (``http:*``, ``ws:*``) to
+    the client's. Without an agent hook every event goes to the client's sink."""
+    if own_sink is None:
+        return client_sink
+    own = own_sink
+
+    def route(event: Any) -> None:
+        if event.type.startswith("segment:"):
+            own.emit(event)
+        else:
+            client_sink.emit(event)
+
+    return TransportEventSink(route, wall_clock=client_sink.wall_clock)
+
+
+@attrs.frozen(kw_only=True)
+class WorkspaceWrite:
+    """One ``upload_to_workspace()`` call, checked before any I/O (seed README "Workspace
+    files"): the adapter reads ``plan`` whole (no allowlist, no size cap; ``plan.data`` is
+    already there for bytes), checks what it read with ``data``, calls
+    ``adapter.write_file(target, data)`` and reports ``result(written, data)``."""
+
+    adapter: WorkspaceFiles
+    target: str
+    plan: UploadPlan
+
+    @staticmethod
+    def data(read: object) -> bytes:
+        """The bytes a file object returned (``CoderAgentError`` for anything else)."""
+        if not isinstance(read, bytes | bytearray | memoryview):
+            raise CoderAgentError(
+                f"the file object returned {type(read).__name__}, expected bytes "
+                "(open the file in binary mode)"
+            )
+        return bytes(read)
+
+    def result(self, written: object, data: bytes) -> WorkspaceUpload:
+        """The path the adapter reported (when a non-empty string), else the target."""
+        path = written if isinstance(written, str) and written else self.target
+        return WorkspaceUpload(path=path, size=len(data))
+
+
+class AgentCalls:
+    """The agent's plain operations (wire 2, 7, 8, H.3; D11, D17), defined once for every
+    adapter: each returns a ``coder_proto.calls.Call`` that the adapter's ``CoderAgent`` method
+    of the same name and signature performs (``coder_proto.calls.public_method``)."""
+
+    def __init__(self, core: AgentCore) -> None:
+        self._core = core
+
+    def __repr__(self) -> str:
+        return f"AgentCalls({self._core!r})"
+
+    def _chat_calls(self) -> ChatCalls:
+        session = self._core.session
+        return ChatCalls(session.selector, session.config.base_url)
+
+    def interrupt(
+        self, *, wait: bool = False, timeout: float | None = None
+    ) -> Call[InterruptResult]:
+        """Interrupt the session's chat (or the last known one) (H.3, D4): ``interrupted`` is
+        ``False`` when there is no chat. With ``wait``, poll until the chat settled, at most
+        ``timeout`` seconds (15 by default; builtin ``TimeoutError`` after that, D11). On the
+        blocking adapter it may be called from another thread while a turn runs: that turn
+        then settles and returns."""
+        session = self._core.session
+        return Call(
+            machine=lambda now, _data: session.interrupt(now=now, wait=wait, timeout=timeout),
+            session=session,
+        )
+
+    def list_models(self) -> Call[tuple[ChatModelConfig, ...]]:
+        """The organization's model configs (wire 8), to pick a ``model`` hint."""
+        return self._chat_calls().list_model_configs(self._core.organization_id)
+
+    def get_chat_cost(self, chat_id: str | None = None) -> Call[ChatCost]:
+        """The chat's cost (``GET {P}/{chat}/cost``; D17: never called implicitly). Defaults
+        to the session's chat, else the last known one."""
+        return self._chat_calls().get_chat_cost(chat_id or self._core.require_chat())
+
+    def attach(
+        self, content: object, *, media_type: str | None = None, filename: str | None = None
+    ) -> Call[AttachedFile]:
+        """Upload a file once (wire 7: allowlisted media types, 10 MiB) and return a reference
+        to put in later prompts without re-uploading. ``content`` is bytes, a path or a binary
+        file object; the media type defaults from the file name's extension."""
+        plan = prepare_attachment(content, media_type=media_type, filename=filename)
+        kind = plan.media_type
+        assert kind is not None
+        name = plan.filename
+        upload = self._chat_calls().upload_chat_file(
+            self._core.organization_id, content, media_type=kind, filename=name
+        )
+        return Call(
+            machine=upload.machine,
+            read=upload.read,
+            finish=lambda file_id: AttachedFile(file_id=file_id, media_type=kind, filename=name),
+        )
+
+    def history(self, *, file_url: FileUrlResolver | None = None) -> Call[list[UIMessage]]:
+        """The chat's whole history as UI messages (state machines I), oldest first."""
+        core = self._core
+        chat_id = core.require_chat()
+        selector = core.session.selector
+        return Call(
+            machine=lambda now, _data: HistoryJob(selector, chat_id, now=now),
+            finish=lambda messages: to_ui_messages(messages, file_url=file_url),
+        )
+
+
+class AgentClient(Protocol):
+    """What ``AgentShell`` needs of an adapter's ``CoderChatClient``."""
+
+    settings: ClientSettings
+    selector: PrefixSelector
+    sink: TransportEventSink
+    driver: Any
+
+    def _make_sink(self, callback: Callable[[Any], object] | None) -> TransportEventSink: ...
+
+
+ClientT = TypeVar("ClientT", bound=AgentClient)
+HttpClientT = TypeVar("HttpClientT")
+
+
+class AgentShell(Generic[ClientT, HttpClientT]):
+    """The runtime-independent half of every adapter's ``CoderAgent`` (DESIGN "Public API";
+    H.1, H.2): the constructor and its checks, the client it talks through and the event
+    routing, the session-state properties. An adapter subclasses it with its client class
+    (``_client_class``) and adds the methods that perform I/O.
+
+    One agent is one server chat, created by the first turn and reused by the next ones
+    (H.1). Connection: ``client`` (a ``CoderChatClient`` of the same runtime, never closed
+    here) or ``base_url`` / ``token`` (defaulting to ``CODER_URL`` / ``CODER_SESSION_TOKEN``)
+    with ``http_client`` (the runtime's httpx client) and ``verify``. ``organization_id``
+    defaults to ``CODER_ORGANIZATION_ID``. Durations are seconds: ``request_timeout`` bounds
+    each segment (C.3), ``settle_deadline`` and ``settle_retry_delay`` bound cleanup (H.4,
+    H.5). ``tools`` are ``@tool`` functions, ``Tool`` objects (explicit JSON Schema, attrs
+    classes, dataclasses, pydantic models) or plain functions, as a sequence or a name -> tool
+    mapping. ``output_type`` enables the structured-output tool (``result.output``).
+    ``on_transport_event`` receives transport events; with a supplied ``client`` the
+    ``http:*`` and ``ws:*`` events go to that client's hook and this one receives the
+    ``segment:*`` events (all of them go to the client's hook when the agent has none).
+    ``recorder`` (a ``coder_proto.transcript.Recorder``) is told what crosses the wire
+    (``docs/transcripts.md``). Construction does no I/O.
+    """
+
+    #: The adapter's ``CoderChatClient`` class: a supplied client must be one.
+    _client_class: ClassVar[type[Any]]
+
+    def __init__(
+        self,
+        *,
+        organization_id: str | None = None,
+        model: str | None = None,
+        instructions: str | None = None,
+        tools: Iterable[Tool | Callable[..., Any]] | Mapping[str, Any] | None = None,
+        output_type: Any = None,
+        request_timeout: float | None = None,
+        chat_id: str | None = None,
+        last_seen_message_id: int | None = None,
+        workspace_id: str | None = None,
+        workspace_files: WorkspaceFiles | None = None,
+        mcp_server_ids: Sequence[str] = (),
+        reasoning_effort: str | None = None,
+        plan_mode: str | None = None,
+        busy_behavior: str | None = None,
+        max_steps: int = DEFAULT_MAX_STEPS,
+        max_retries: int = 0,
+        settle_deadline: float = SETTLE_DEADLINE,
+        settle_retry_delay: float = SETTLE_RETRY_DELAY,
+        on_transport_event: Callable[[Any], object] | None = None,
+        client: ClientT | None = None,
+        base_url: str | None = None,
+        token: str | None = None,
+        http_client: HttpClientT | None = None,
+        verify: Any = True,
+        recorder: Recorder | None = None,
+    ) -> None:
+        client_class = self._client_class
+        if client is not None:
+            check_connection(client, base_url=base_url, token=token, http_client=http_client)
+            if not isinstance(client, client_class):
+                runtime = client_class.__module__.partition(".")[0]
+                raise CoderAgentError(f"client must be a {runtime} CoderChatClient")
+            self._owns_client = False
+            own = client._make_sink(on_transport_event) if on_transport_event else None
+            sink = segment_sink(client.sink, own)
+        else:
+            client = client_class(
+                base_url,
+                token,
+                http_client=http_client,
+                verify=verify,
+                on_transport_event=on_transport_event,
+                recorder=recorder,
+            )
+            assert client is not None
+            self._owns_client = True
+            sink = client.sink
+        self._client: ClientT = client
+        self._driver: Any = client.driver
+        if recorder is not None:
+            # Transcripts (docs/transcripts.md): the driver reports what crosses the wire.
+            self._driver.recorder = recorder
+        self._core = AgentCore(
+            base_url=client.settings.base_url,
+            token=client.settings.token,
+            organization_id=organization_id,
+            model=model,
+            instructions=instructions,
+            tools=tools,
+            output_type=output_type,
+            request_timeout=request_timeout,
+            chat_id=chat_id,
+            last_seen_message_id=last_seen_message_id,
+            workspace_id=workspace_id,
+            workspace_files=workspace_files,
+            mcp_server_ids=mcp_server_ids,
+            reasoning_effort=reasoning_effort,
+            plan_mode=plan_mode,
+            busy_behavior=busy_behavior,
+            max_steps=max_steps,
+            max_retries=max_retries,
+            settle_deadline=settle_deadline,
+            settle_retry_delay=settle_retry_delay,
+            selector=client.selector,
+            sink=sink,
+            env=os.environ,
+        )
+        self._calls = AgentCalls(self._core)
+        self._closed = False
+        self._setup()
+
+    def _setup(self) -> None:
+        """For the adapter: state of its own, set up at the end of construction."""
+
+    def __repr__(self) -> str:
+        return (
+            f"<CoderAgent chat_id={self.chat_id!r} "
+            f"last_seen_message_id={self.last_seen_message_id!r}>"
+        )
+
+    @property
+    def client(self) -> ClientT:
+        """The raw chat client this agent talks through."""
+        return self._client
+
+    @property
+    def chat_id(self) -> str | None:
+        """The session's chat: ``None`` before the first turn created it, or after a reset or a
+        fresh-chat stream failure (C.5)."""
+        return self._core.session.chat_id
+
+    @property
+    def last_seen_message_id(self) -> int | None:
+        """The resume cursor (D.1): persist it with ``chat_id`` to resume in another process."""
+        return self._core.session.last_seen_message_id
+
+    @property
+    def last_known_chat_id(self) -> str | None:
+        """The last chat a turn ran on; ``interrupt`` and ``archive`` target it after a reset."""
+        return self._core.session.last_known_chat_id
+
+    @property
+    def stranded_chat_ids(self) -> tuple[str, ...]:
+        """Chats failed fresh-chat turns discarded, oldest first; ``archive`` retires them."""
+        return self._core.session.stranded_chat_ids
+
+
+def check_connection(
+    client: object, *, base_url: object, token: object, http_client: object
+) -> None:
+    """A supplied ``client`` excludes the connection settings that would build one
+    (``CoderAgentError`` otherwise)."""
+    if client is not None and (
+        base_url is not None or token is not None or http_client is not None
+    ):
+        raise CoderAgentError("pass either client or base_url/token/http_client, not both")

@@ -12,8 +12,9 @@ from typing import Any
 import attrs
 import pytest
 
-from coder_io_asyncio import CoderAgent, CoderChatClient
-from coder_io_asyncio.durable import (
+from coder_io_asyncio import (
+    CoderAgent,
+    CoderChatClient,
     DurableToolContext,
     archive_workflow,
     bind_tools,
