@@ -264,12 +264,19 @@ class ChatCalls:
         from the file name's extension. Allowlist and 10 MiB checks run before any request."""
         plan = plan_upload(content, media_type=media_type, filename=filename)
         selector = self.selector
+        if plan.data is not None:
+            request = plan.request(organization_id, plan.data)
+            return Call(
+                machine=lambda now, _data: RestJob(
+                    selector, request, parse_upload_chat_file, now=now
+                )
+            )
 
         def machine(now: float, data: Any) -> RestJob[str]:
-            request = plan.request(organization_id, plan.data if data is None else data)
-            return RestJob(selector, request, parse_upload_chat_file, now=now)
+            read = plan.request(organization_id, data)
+            return RestJob(selector, read, parse_upload_chat_file, now=now)
 
-        return Call(machine=machine, read=plan if plan.data is None else None)
+        return Call(machine=machine, read=plan)
 
     def get_chat_file(self, file_id: str) -> Call[ChatFile]:
         """``GET {P}/files/{file_id}``: the bytes and media type."""

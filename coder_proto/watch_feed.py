@@ -68,11 +68,13 @@ class WatchFeed:
         unless ``exhausted``). When the machine has finished, the watch closes: a consumer's
         stop ends it quietly, a terminal error is raised here (wire 6)."""
         machine = self.machine
-        if not self.buffer and machine is not None:
+        if machine is None or self.closed:
+            return None
+        if not self.buffer:
             self.buffer.extend(machine.take())
         if self.buffer:
             return self.buffer.popleft()
-        if machine is not None and machine.done:
+        if machine.done:
             self.closed = True
             if not machine.cancelled:
                 machine.result()  # raises the terminal error

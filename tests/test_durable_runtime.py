@@ -1,0 +1,370 @@
+"""What every adapter's durable functions share (``coder_proto.durable.runtime``; seed
+durable-workflows; D5, D22, D26): the step's setup and its agents' settings, the turn report,
+stepping effect programs, binding crash-safe tools, and the loop of driving a durable machine
+(its commands, outcomes fed back in any order, deadlines, cancellation).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+
+from coder_proto.actions import ToolOutcome
+from coder_proto.durable import (
+    DEFAULT_COMMIT_WINDOW,
+    CrashSafeTool,
+    DurableBinding,
+    DurableMachine,
+    DurableStoreError,
+    DurableToolContext,
+    MemoryStore,
+    StoreOp,
+    crash_safe,
+    step_marker,
+)
+from coder_proto.durable.runtime import (
+    Abandon,
+    AgentOptions,
+    ApplyStore,
+    DurableDrive,
+    DurableStep,
+    EffectStep,
+    Relay,
+    RunCalls,
+    commit_window_for,
+    tool_binder,
+    turn_report,
+)
+from coder_proto.errors import CoderAgentError, CoderNetworkError
+from coder_proto.operations import build_get_chat, parse_get_chat
+from coder_proto.parts import ToolCall
+from coder_proto.prefix import PrefixSelector
+from coder_proto.rest import HttpResponse
+from coder_proto.tools import Tool, tool
+from tests.core_driver import chat_stub
+
+V2 = "/api/v2/chats"
+CALL = ToolCall(tool_call_id="t1", tool_name="lookup", input="{}")
+
+
+# -- the step's setup -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("commit_window", "request_timeout", "expected"),
+    [
+        (None, None, DEFAULT_COMMIT_WINDOW),
+        (None, 0.0, DEFAULT_COMMIT_WINDOW),
+        (None, 42, 42.0),
+        (7, 42.0, 7.0),
+    ],
+)
+def test_the_commit_window_defaults_to_the_request_timeout_c3(
+    commit_window: float | None, request_timeout: float | None, expected: float
+) -> None:
+    assert commit_window_for(commit_window, request_timeout) == expected
+
+
+def test_the_agents_hook_is_passed_only_with_a_supplied_client() -> None:
+    def hook(event: Any) -> None:
+        return None
+
+    options = AgentOptions(model="gpt-5", max_steps=3, on_transport_event=hook)
+    supplied = options.agent_kwargs(supplied_client=True)
+    assert supplied["on_transport_event"] is hook
+    assert (supplied["model"], supplied["max_steps"]) == ("gpt-5", 3)
+    # A client created for the call has the hook already: every event would arrive twice.
+    assert options.agent_kwargs(supplied_client=False)["on_transport_event"] is None
+
+
+@crash_safe
+def charge(amount: int, ctx: DurableToolContext) -> str:
+    """Charge an amount."""
+    return f"charged {amount} as {ctx.idempotency_key}"
+
+
+@tool
+def lookup(city: str) -> str:
+    """Look a city up."""
+    return city
+
+
+class Bound:
+    """A stand-in for an adapter's crash-safe function."""
+
+    def __init__(self, item: CrashSafeTool, binding: DurableBinding, store: Any) -> None:
+        self.item, self.binding, self.store = item, binding, store
+
+
+bind_tools = tool_binder(Bound)
+
+
+def step(**kwargs: Any) -> DurableStep:
+    kwargs.setdefault("store", MemoryStore())
+    kwargs.setdefault("step", "s1")
+    kwargs.setdefault("tenant", "acme")
+    kwargs.setdefault("tools", [charge, lookup])
+    kwargs.setdefault("agent", AgentOptions(request_timeout=30.0))
+    return DurableStep("wf-1", "do it", **kwargs)
+
+
+def test_a_step_is_planned_from_run_turns_arguments() -> None:
+    durable = step(settle_timeout=9.0, interrupt_timeout=3.0, poll_interval=0.5)
+    plan = durable.plan
+    assert (
+        plan.marker == step_marker("wf-1", "s1")
+        and repr(durable) == f"DurableStep({plan.marker!r})"
+    )
+    assert plan.client_tools == frozenset({"charge", "lookup"}) and plan.structured is None
+    assert (plan.commit_window, plan.settle_timeout) == (30.0, 9.0)
+    assert (plan.interrupt_timeout, plan.poll_interval) == (3.0, 0.5)
+    assert durable.binding == DurableBinding(tenant="acme", workflow_id="wf-1", marker=plan.marker)
+    structured = step(agent=AgentOptions(output_type=int))
+    assert structured.plan.structured is not None
+
+
+def test_a_bad_store_or_plan_fails_before_anything_runs() -> None:
+    with pytest.raises(CoderAgentError, match="not a durable store"):
+        step(store=object())
+    with pytest.raises(CoderAgentError, match="non-empty"):
+        DurableStep(
+            "wf-1",
+            " ",
+            store=MemoryStore(),
+            step=None,
+            tenant="t",
+            tools=None,
+            agent=AgentOptions(),
+        )
+
+
+def test_the_steps_agents_get_its_settings_its_chat_and_its_bound_tools() -> None:
+    store = MemoryStore()
+    durable = step(store=store, supplied_client=True, agent=AgentOptions(model="m"))
+    binding = DurableBinding(tenant="acme", workflow_id="wf-1", marker="[wf-1/s1]", attempt=2)
+    kwargs = durable.agent_kwargs("c1", 7, binding, bind_tools)
+    assert (kwargs["chat_id"], kwargs["last_seen_message_id"], kwargs["model"]) == ("c1", 7, "m")
+    bound = kwargs["tools"]["charge"].func
+    assert isinstance(bound, Bound) and bound.store is store
+    assert bound.binding == DurableBinding(tenant="acme", workflow_id="wf-1", marker="[wf-1/s1]")
+    assert kwargs["tools"]["lookup"] is durable.tools["lookup"]  # not crash-safe: as is
+    dry = durable.dry_kwargs(bind_tools)
+    assert dry["chat_id"] is None and dry["last_seen_message_id"] is None
+    assert dry["tools"]["charge"].func.binding == DurableBinding(tenant="acme")
+    program = durable.program()
+    assert next(program) == StoreOp("get_checkpoint", ("acme", "wf-1"))
+    program.close()
+
+
+def test_a_turn_report_reads_the_agent_after_its_turn() -> None:
+    class Agent:
+        chat_id = "c1"
+        last_seen_message_id = 9
+        stranded_chat_ids = ("s1",)
+
+    report = turn_report(Agent(), result="r")
+    assert (report.result, report.error, report.cancelled) == ("r", None, False)
+    assert (report.chat_id, report.last_seen_message_id, report.stranded_chat_ids) == (
+        "c1",
+        9,
+        ("s1",),
+    )
+    error = TimeoutError()
+    assert turn_report(Agent(), error=error, cancelled=True).cancelled
+
+
+def test_bind_tools_binds_crash_safe_tools_only_and_checks_the_store() -> None:
+    store = MemoryStore()
+    tools = bind_tools(
+        {"charge": charge, "lookup": lookup}, store=store, workflow_id="wf", step="m"
+    )
+    assert isinstance(tools["charge"].func, Bound) and isinstance(tools["charge"], CrashSafeTool)
+    assert tools["charge"].func.binding == DurableBinding(
+        tenant="default", workflow_id="wf", marker="m"
+    )
+    assert tools["lookup"] is lookup and isinstance(tools["lookup"], Tool)
+    assert bind_tools.__module__ == __name__
+    with pytest.raises(CoderAgentError, match="not a durable store"):
+        bind_tools([charge], store=None)
+
+
+# -- effect programs ---------------------------------------------------------------------------------
+
+
+def program(log: list[Any]) -> Generator[str, Any, str]:
+    value = yield "first"
+    log.append(value)
+    try:
+        yield "second"
+    except ValueError as exc:
+        log.append(str(exc))
+    try:
+        yield "third"
+    finally:
+        log.append("closed")
+    return "end"
+
+
+def test_an_effect_program_gets_values_and_errors_back_in_order() -> None:
+    log: list[Any] = []
+    run = EffectStep(program(log))
+    assert run.effect == "first" and not run.done
+    run.send(1)
+    assert run.effect == "second"
+    run.throw(ValueError("boom"))
+    assert run.effect == "third"
+    run.send(None)
+    assert run.done and run.value == "end" and run.effect is None
+    assert log == [1, "boom", "closed"]
+    assert "done=True" in repr(run)
+
+
+def test_an_abandoned_program_runs_its_finally_blocks() -> None:
+    log: list[Any] = []
+    run = EffectStep(program(log))
+    run.send(1)
+    run.send(None)
+    run.close()
+    assert run.done and log == [1, "closed"]
+
+
+def test_an_error_the_program_does_not_catch_is_raised() -> None:
+    run = EffectStep(program([]))
+    with pytest.raises(KeyError):
+        run.throw(KeyError("x"))
+
+
+# -- driving durable machines --------------------------------------------------------------------------
+
+
+class Probe(DurableMachine[Any]):
+    """A store call, a tool run, a request, then a one-second wait."""
+
+    def __init__(self, now: float = 0.0) -> None:
+        super().__init__(PrefixSelector(V2))
+        self._start(now)
+
+    def _run(self) -> Generator[None, None, Any]:
+        checkpoint = yield from self._store("get_checkpoint", "t", "w")
+        outcomes = yield from self._run_tools((CALL,))
+        chat = yield from self._rest(build_get_chat("c1"), parse_get_chat)
+        yield from self._sleep_until(self.now + 1.0)
+        return checkpoint, outcomes, chat.id
+
+
+def ok_chat() -> HttpResponse:
+    return HttpResponse(status=200, body=json.dumps(chat_stub("c1")).encode(), headers=())
+
+
+def test_a_machine_is_driven_command_by_command_to_its_result() -> None:
+    drive = DurableDrive(Probe())
+    assert "Probe" in repr(drive) or "DurableDrive" in repr(drive)
+    (store,) = drive.commands(0.0)
+    assert isinstance(store, ApplyStore) and store.op == StoreOp("get_checkpoint", ("t", "w"))
+    assert drive.delay(0.0) is None  # nothing to wait for but the store
+    drive.stored(store.call_id, None, 0.1)
+    (calls,) = drive.commands(0.1)
+    assert calls == RunCalls((CALL,))
+    drive.tools_returned([ToolOutcome(tool_call_id="t1", output="ok")], 0.2)
+    (relay,) = drive.commands(0.2)
+    assert isinstance(relay, Relay) and relay.request.path == f"{V2}/c1"
+    assert drive.wanted(relay.request_id)
+    drive.relayed(relay.request_id, ok_chat(), 0.3)
+    assert not drive.wanted(relay.request_id)
+    assert drive.commands(0.3) == [] and drive.delay(0.3) == pytest.approx(1.0)
+    assert drive.delay(5.0) == 0.0  # overdue: the next commands() ticks
+    assert drive.commands(1.3) == [] and drive.done
+    checkpoint, outcomes, chat_id = drive.result()
+    assert checkpoint is None and chat_id == "c1"
+    assert [o.output for o in outcomes] == ["ok"]
+
+
+def test_a_late_outcome_for_an_abandoned_request_is_ignored_d22() -> None:
+    drive = DurableDrive(Probe())
+    (store,) = drive.commands(0.0)
+    drive.stored(store.call_id, None, 0.0)
+    drive.commands(0.0)
+    drive.tools_returned([], 0.0)
+    (relay,) = drive.commands(0.0)
+    reason = KeyboardInterrupt()
+    assert drive.cancel(reason, 0.5) == [Abandon(relay.request_id)]
+    assert drive.done and not drive.wanted(relay.request_id)
+    drive.relayed(relay.request_id, ok_chat(), 0.6)  # no effect on the finished machine
+    with pytest.raises(CoderAgentError, match="cancelled"):
+        drive.result()
+
+
+def test_a_network_failure_is_the_machines_error() -> None:
+    drive = DurableDrive(Probe())
+    (store,) = drive.commands(0.0)
+    drive.stored(store.call_id, None, 0.0)
+    drive.commands(0.0)
+    drive.tools_returned([], 0.0)
+    (relay,) = drive.commands(0.0)
+    drive.relayed(relay.request_id, "ConnectError: refused", 0.1)
+    drive.commands(0.1)
+    with pytest.raises(CoderNetworkError):
+        drive.result()
+
+
+def test_a_store_failure_fails_the_machine_with_its_cause() -> None:
+    drive = DurableDrive(Probe())
+    (store,) = drive.commands(0.0)
+    drive.store_raised(store.call_id, OSError("disk full"), 0.0)
+    with pytest.raises(DurableStoreError, match="disk full"):
+        drive.result()
+
+
+def test_a_tool_runner_that_raises_still_answers_every_call_d5(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    drive = DurableDrive(Probe())
+    (store,) = drive.commands(0.0)
+    drive.stored(store.call_id, None, 0.0)
+    drive.commands(0.0)
+    with caplog.at_level(logging.WARNING, logger="coder_proto"):
+        drive.tools_raised(RuntimeError("runner broke"), 0.0)
+    assert "tool runner raised" in caplog.text
+    (relay,) = drive.commands(0.0)
+    drive.relayed(relay.request_id, ok_chat(), 0.0)
+    drive.commands(2.0)
+    _, outcomes, _ = drive.result()
+    assert [o.is_error for o in outcomes] == [True]
+
+
+def test_a_cancel_request_of_the_machine_becomes_an_abandon() -> None:
+    class Impatient(DurableMachine[Any]):
+        def __init__(self) -> None:
+            super().__init__(PrefixSelector(V2))
+            self._start(0.0)
+
+        def _run(self) -> Generator[None, None, Any]:
+            try:
+                yield from self._rest(build_get_chat("c1"), parse_get_chat, deadline=1.0)
+            except TimeoutError:
+                return "gave up"
+
+    drive = DurableDrive(Impatient())
+    (relay,) = drive.commands(0.0)
+    assert drive.delay(0.0) == 1.0
+    assert drive.commands(1.0) == [Abandon(relay.request_id)]
+    assert not drive.wanted(relay.request_id) and drive.result() == "gave up"
+
+
+def test_an_unknown_action_is_a_clear_error() -> None:
+    class Odd(Probe):
+        def actions(self) -> list[Any]:
+            return [object()]
+
+    with pytest.raises(CoderAgentError, match="unknown action"):
+        DurableDrive(Odd()).commands(0.0)
+
+
+def test_a_cancellation_before_anything_was_performed_abandons_nothing_d22() -> None:
+    drive = DurableDrive(Probe())
+    assert drive.cancel(None, 0.0) == []  # its pending store call is never performed
+    assert drive.done
