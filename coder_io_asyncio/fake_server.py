@@ -86,7 +86,7 @@ MAX_BODY_BYTES = 11 * 1024 * 1024
 READ_CHUNK = 65_536
 #: How long a closing handshake may take before the socket is dropped.
 CLOSE_TIMEOUT = 1.0
-OPEN = ConnectionState.OPEN
+_OPEN = ConnectionState.OPEN
 
 
 class _Locked:
@@ -600,7 +600,7 @@ class FakeCoderServer:
                     frames = sub.pull(now)
                     closed = sub.closed
                     frame_deadline = sub.next_deadline()
-                if state.client_closed or state.client_gone or ws.state is not OPEN:
+                if state.client_closed or state.client_gone or ws.state is not _OPEN:
                     # The client left: what the model produced for it is dropped.
                     close_code = None if state.client_gone else 1000
                     close_reason = ""
@@ -622,7 +622,7 @@ class FakeCoderServer:
                 if ping_sent is not None and now - ping_sent >= self.ping_timeout:
                     close_code, close_reason = 1001, "Ping failed"
                     return
-                if ping_sent is None and now >= next_ping and ws.state is OPEN:
+                if ping_sent is None and now >= next_ping and ws.state is _OPEN:
                     writer.write(ws.send(Ping(payload=secrets.token_bytes(4))))
                     await writer.drain()
                     ping_sent = now
@@ -649,8 +649,8 @@ class FakeCoderServer:
         reason: str,
     ) -> None:
         try:
-            if code is not None and ws.state in (OPEN, ConnectionState.REMOTE_CLOSING):
-                if ws.state is OPEN:
+            if code is not None and ws.state in (_OPEN, ConnectionState.REMOTE_CLOSING):
+                if ws.state is _OPEN:
                     writer.write(ws.send(CloseConnection(code=code, reason=reason)))
                 else:
                     writer.write(ws.send(CloseConnection(code=code)))
@@ -696,7 +696,7 @@ class FakeCoderServer:
                 data = b""
                 for event in ws.events():
                     if isinstance(event, Ping):
-                        if ws.state is OPEN:
+                        if ws.state is _OPEN:
                             writer.write(ws.send(event.response()))
                     elif isinstance(event, Pong):
                         state.last_pong = time.monotonic()
