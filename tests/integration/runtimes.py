@@ -14,6 +14,7 @@ never shows up in any of it.
 from __future__ import annotations
 
 import asyncio
+import signal
 import threading
 import time
 import traceback
@@ -21,8 +22,10 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 import attrs
+import httpx
 import trio
 
+import coder_io_asyncio
 import coder_io_sync
 import coder_io_trio
 from coder_io_asyncio import CoderAgent, CoderChatClient, TextDelta
@@ -76,6 +79,8 @@ class AsyncioRuntime:
     """The asyncio facade (``coder_io_asyncio``)."""
 
     name = "asyncio"
+    #: The adapter package (its public names).
+    adapter: Any = coder_io_asyncio
     #: What a caller's own deadline raises on this runtime (D22).
     deadline_error: type[BaseException] = TimeoutError
     agent_class: Any = CoderAgent
@@ -217,6 +222,88 @@ class AsyncioRuntime:
         """A raw ``CoderChatClient`` operation through ``agent.client``."""
         return await self._observe(getattr(agent.client, name)(*args, **kwargs))
 
+    # -- raw clients and watches -------------------------------------------------------------
+
+    async def call(self, client: Any, name: str, *args: Any, **kwargs: Any) -> Any:
+        """``await client.<name>(*args, **kwargs)``, observed."""
+        return await self._observe(getattr(client, name)(*args, **kwargs))
+
+    def http_client(
+        self, *, on_request: Callable[[httpx.Request], None] | None = None, **kwargs: Any
+    ) -> Any:
+        """The runtime's httpx client (``httpx.AsyncClient`` here); ``on_request`` is a plain
+        function called with every request it sends."""
+        if on_request is not None:
+            hook = on_request
+
+            async def call_hook(request: httpx.Request) -> None:
+                hook(request)
+
+            kwargs["event_hooks"] = {"request": [call_hook]}
+        return httpx.AsyncClient(**kwargs)
+
+    async def close_http(self, http: Any) -> None:
+        await http.aclose()
+
+    async def enter(self, watch: Any) -> Any:
+        """Enter ``watch`` (``async with``) and return it."""
+        return await watch.__aenter__()
+
+    async def leave(self, watch: Any) -> None:
+        """Leave ``watch``'s ``async with`` block."""
+        await watch.__aexit__(None, None, None)
+
+    async def events_until(self, watch: Any, done: Callable[[list[Any]], bool]) -> list[Any]:
+        """Iterate ``watch`` until ``done(events so far)``; the watch ending first fails."""
+        got: list[Any] = []
+        async for event in watch:
+            got.append(event)
+            if done(got):
+                return got
+        raise AssertionError("the watch ended")
+
+    async def drain(self, watch: Any) -> list[Any]:
+        """Iterate ``watch`` to its end: the events, or what the iteration raised."""
+        return [event async for event in watch]
+
+    async def next_event(self, watch: Any) -> Any:
+        """One more event (``StopAsyncIteration`` at the end, on every runtime)."""
+        return await watch.__anext__()
+
+    async def first_event(self, watch: Any) -> Any:
+        """Iterate a watch that was never entered and ``break`` after its first event."""
+        async for event in watch:
+            return event
+        raise AssertionError("the watch ended")
+
+    async def cancel_consumer(self, watch: Any, when: Callable[[], bool]) -> bool:
+        """Consume ``watch`` and cancel the consumer with the runtime's own cancellation once
+        ``when()`` holds: whether that cancellation reached the canceller unwrapped (D22)."""
+
+        async def consume() -> None:
+            async for _ in watch:
+                pass
+
+        task = asyncio.ensure_future(consume())
+        await self.until(when)
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            return True
+        return False
+
+    async def watch_within(self, seconds: float, watch: Any) -> BaseException | None:
+        """Consume ``watch`` in its ``async with`` under a caller deadline of ``seconds``:
+        the exception the runtime raised for it."""
+        try:
+            async with asyncio.timeout(seconds), watch:
+                async for _ in watch:
+                    pass
+        except TimeoutError as exc:
+            return exc
+        return None
+
     # -- control -------------------------------------------------------------------------------
 
     async def concurrently(self, *thunks: Thunk, stagger: float = 0.0) -> list[Any]:
@@ -263,6 +350,7 @@ class TrioRuntime(AsyncioRuntime):
     ``trio.fail_after`` (``trio.TooSlowError``), concurrency is a nursery."""
 
     name = "trio"
+    adapter: Any = coder_io_trio
     deadline_error: type[BaseException] = trio.TooSlowError
     agent_class: Any = coder_io_trio.CoderAgent
     client_class: Any = coder_io_trio.CoderChatClient
@@ -283,6 +371,34 @@ class TrioRuntime(AsyncioRuntime):
                 await getattr(self, method)(*args, **kwargs)
         except trio.TooSlowError as exc:
             self.recorder.note(exc)
+            return exc
+        return None
+
+    async def cancel_consumer(self, watch: Any, when: Callable[[], bool]) -> bool:
+        cancelled = False
+
+        async def consume() -> None:
+            nonlocal cancelled
+            try:
+                async for _ in watch:
+                    pass
+            except trio.Cancelled:
+                cancelled = True
+                raise
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(consume)
+            await self.until(when)
+            nursery.cancel_scope.cancel()
+        return cancelled and nursery.cancel_scope.cancelled_caught
+
+    async def watch_within(self, seconds: float, watch: Any) -> BaseException | None:
+        try:
+            with trio.fail_after(seconds):
+                async with watch:
+                    async for _ in watch:
+                        pass
+        except trio.TooSlowError as exc:
             return exc
         return None
 
@@ -325,8 +441,11 @@ class SyncRuntime:
     deadline is ``timeout=`` (the builtin ``TimeoutError``)."""
 
     name = "sync"
+    adapter: Any = coder_io_sync
     #: What a caller's own deadline raises on this runtime (D22).
     deadline_error: type[BaseException] = TimeoutError
+    agent_class: Any = coder_io_sync.CoderAgent
+    client_class: Any = coder_io_sync.CoderChatClient
 
     def __init__(self, recorder: Recorder) -> None:
         self.recorder = recorder
@@ -465,6 +584,81 @@ class SyncRuntime:
         self, agent: coder_io_sync.CoderAgent, name: str, *args: Any, **kwargs: Any
     ) -> Any:
         return self._observe(lambda: getattr(agent.client, name)(*args, **kwargs))
+
+    # -- raw clients and watches -------------------------------------------------------------
+
+    async def call(self, client: Any, name: str, *args: Any, **kwargs: Any) -> Any:
+        return self._observe(lambda: getattr(client, name)(*args, **kwargs))
+
+    def http_client(
+        self, *, on_request: Callable[[httpx.Request], None] | None = None, **kwargs: Any
+    ) -> Any:
+        if on_request is not None:
+            kwargs["event_hooks"] = {"request": [on_request]}
+        return httpx.Client(**kwargs)
+
+    async def close_http(self, http: Any) -> None:
+        http.close()
+
+    async def enter(self, watch: Any) -> Any:
+        return watch.__enter__()
+
+    async def leave(self, watch: Any) -> None:
+        watch.__exit__(None, None, None)
+
+    async def events_until(self, watch: Any, done: Callable[[list[Any]], bool]) -> list[Any]:
+        got: list[Any] = []
+        for event in watch:
+            got.append(event)
+            if done(got):
+                return got
+        raise AssertionError("the watch ended")
+
+    async def drain(self, watch: Any) -> list[Any]:
+        return list(watch)
+
+    async def next_event(self, watch: Any) -> Any:
+        # A StopIteration cannot leave a coroutine (PEP 479): the end is StopAsyncIteration here.
+        try:
+            return next(watch)
+        except StopIteration:
+            raise StopAsyncIteration from None
+
+    async def first_event(self, watch: Any) -> Any:
+        for event in watch:
+            return event
+        raise AssertionError("the watch ended")
+
+    async def cancel_consumer(self, watch: Any, when: Callable[[], bool]) -> bool:
+        """The blocking adapter's own cancellation is Ctrl-C: SIGINT to the main thread (the
+        consumer) once ``when()`` holds; whether the ``KeyboardInterrupt`` propagated."""
+        main = threading.main_thread()
+        assert threading.current_thread() is main, "Ctrl-C reaches the main thread only"
+        ident = main.ident
+        assert ident is not None
+        stop = threading.Event()
+
+        def interrupt() -> None:
+            while not stop.is_set():
+                if when():
+                    signal.pthread_kill(ident, signal.SIGINT)
+                    return
+                time.sleep(0.01)
+
+        killer = threading.Thread(target=interrupt, daemon=True)
+        killer.start()
+        try:
+            for _ in watch:
+                pass
+        except KeyboardInterrupt:
+            return True
+        finally:
+            stop.set()
+            killer.join()
+        return False
+
+    async def watch_within(self, seconds: float, watch: Any) -> BaseException | None:
+        raise NotImplementedError("the blocking watch has no caller deadline: Ctrl-C stops it")
 
     # -- control -------------------------------------------------------------------------------
 
