@@ -67,6 +67,7 @@ from coder_proto.durable.runtime import (
     Abandon,
     AgentOptions,
     ApplyStore,
+    BoundFunction,
     DurableCommand,
     DurableDrive,
     DurableStep,
@@ -77,7 +78,6 @@ from coder_proto.durable.runtime import (
     tool_binder,
     turn_report,
 )
-from coder_proto.errors import CoderAgentError
 from coder_proto.parts import ToolCall
 
 from .agent import CoderAgent, _invoke
@@ -201,11 +201,8 @@ async def _run_effects(
 
 
 async def _apply(runtime: DurableRuntime, store: Any, op: StoreOp) -> Any:
-    """Perform one store call (``CoderAgentError`` when the store lacks the method)."""
-    method = getattr(store, op.method, None)
-    if method is None:
-        raise CoderAgentError(f"{type(store).__name__} has no store method {op.method}")
-    return await runtime.call(method, *op.args)
+    """Perform one store call (``check_store`` made sure the method exists)."""
+    return await runtime.call(getattr(store, op.method), *op.args)
 
 
 class _BoundCrashSafe:
@@ -245,19 +242,19 @@ bind_tools = tool_binder(_BoundCrashSafe)
 class DurableFunctions:
     """``run_turn``, ``archive_workflow`` and ``sweep_orphans`` for one event-loop runtime:
     ``runtime`` performs the effects, ``client_class`` / ``agent_class`` are the runtime's
-    ``CoderChatClient`` / ``CoderAgent``, ``bind_tools`` its tool binder."""
+    ``CoderChatClient`` / ``CoderAgent``, ``bound_function`` its crash-safe function class."""
 
     def __init__(
         self,
         runtime: DurableRuntime,
         client_class: type[CoderChatClient],
         agent_class: type[CoderAgent],
-        bind_tools: Any,
+        bound_function: BoundFunction,
     ) -> None:
         self._runtime = runtime
         self._client_class = client_class
         self._agent_class = agent_class
-        self._bind_tools = bind_tools
+        self._bound = bound_function
 
     def __repr__(self) -> str:
         return f"<DurableFunctions {type(self._runtime).__name__}>"
@@ -457,7 +454,7 @@ class DurableFunctions:
         ) as chat_client:
             # Construction does no I/O: bad agent settings fail here, before anything is
             # journaled or sent.
-            self._agent_class(client=chat_client, **durable.dry_kwargs(self._bind_tools))
+            self._agent_class(client=chat_client, **durable.dry_kwargs(self._bound))
             result: DurableStepResult = await _run_effects(
                 self._runtime, durable.program(), self._step_performer(durable, chat_client)
             )
@@ -485,7 +482,7 @@ class DurableFunctions:
                 return time.time()
             if isinstance(effect, Drive):
                 machine = effect.build(chat_client.selector, _now(), time.time())
-                bound = durable.bound_tools(durable.binding, self._bind_tools)
+                bound = durable.bound_tools(durable.binding, self._bound)
                 runner = self._tool_runner(bound, getattr(machine, "chat_id", None))
                 return await self._drive(machine, chat_client, store, runner)
             assert isinstance(effect, RunAgentTurn)
@@ -496,7 +493,7 @@ class DurableFunctions:
             agent = self._agent_class(
                 client=chat_client,
                 **durable.agent_kwargs(
-                    effect.chat_id, effect.last_seen_message_id, effect.binding, self._bind_tools
+                    effect.chat_id, effect.last_seen_message_id, effect.binding, self._bound
                 ),
             )
             try:
@@ -587,7 +584,7 @@ class DurableFunctions:
             return result
 
 
-_functions = DurableFunctions(DurableRuntime(), CoderChatClient, CoderAgent, bind_tools)
+_functions = DurableFunctions(DurableRuntime(), CoderChatClient, CoderAgent, _BoundCrashSafe)
 run_turn = _functions.run_turn
 archive_workflow = _functions.archive_workflow
 sweep_orphans = _functions.sweep_orphans

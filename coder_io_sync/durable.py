@@ -83,10 +83,6 @@ __all__ = ["archive_workflow", "bind_tools", "run_turn", "sweep_orphans"]
 ToolRunner = Callable[[tuple[ToolCall, ...]], Sequence[ToolOutcome]]
 
 
-def _now() -> float:
-    return time.monotonic()
-
-
 # -- performing effects ---------------------------------------------------------------------------
 
 
@@ -109,10 +105,9 @@ def _plain(fn: Callable[..., Any], what: str, /, *args: Any, **kwargs: Any) -> A
 
 
 def _apply(store: Any, op: StoreOp) -> Any:
-    """Perform one store call on a ``DurableStore`` (plain methods)."""
-    method = getattr(store, op.method, None)
-    if method is None:
-        raise CoderAgentError(f"{type(store).__name__} has no store method {op.method}")
+    """Perform one store call on a ``DurableStore`` (plain methods; ``check_store`` made sure
+    they exist)."""
+    method = getattr(store, op.method)
     return _plain(method, f"{type(store).__name__}.{op.method}", *op.args)
 
 
@@ -372,7 +367,7 @@ def run_turn(
             if isinstance(effect, Drive):
                 with chat_client.driver.locked() as now:
                     machine = effect.build(chat_client.selector, now, time.time())
-                bound = durable.bound_tools(durable.binding, bind_tools)
+                bound = durable.bound_tools(durable.binding, _BoundCrashSafe)
                 runner = _tool_runner(bound, getattr(machine, "chat_id", None))
                 return _drive(machine, chat_client, store, runner)
             assert isinstance(effect, RunAgentTurn)
@@ -382,7 +377,7 @@ def run_turn(
             agent = CoderAgent(
                 client=chat_client,
                 **durable.agent_kwargs(
-                    effect.chat_id, effect.last_seen_message_id, effect.binding, bind_tools
+                    effect.chat_id, effect.last_seen_message_id, effect.binding, _BoundCrashSafe
                 ),
             )
             try:
@@ -398,7 +393,7 @@ def run_turn(
 
         # Construction does no I/O: bad agent settings fail here, before anything is
         # journaled or sent.
-        CoderAgent(client=chat_client, **durable.dry_kwargs(bind_tools))
+        CoderAgent(client=chat_client, **durable.dry_kwargs(_BoundCrashSafe))
         result: DurableStepResult = _run_effects(durable.program(), perform)
         return result
 

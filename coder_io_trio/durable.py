@@ -81,11 +81,18 @@ class _TrioRuntime(_asyncio_durable.DurableRuntime):
 
     @contextlib.asynccontextmanager
     async def tasks(self) -> AsyncIterator[Any]:
-        async with trio.open_nursery() as nursery:
-            try:
-                yield _Tasks(nursery)
-            finally:
-                nursery.cancel_scope.cancel()
+        try:
+            async with trio.open_nursery() as nursery:
+                try:
+                    yield _Tasks(nursery)
+                finally:
+                    nursery.cancel_scope.cancel()
+        except BaseExceptionGroup as group:
+            # The tasks report their outcomes and never raise, so the group holds what the
+            # drive itself raised: the caller's trio.Cancelled, unwrapped (D22).
+            if len(group.exceptions) == 1:
+                raise group.exceptions[0] from None
+            raise  # pragma: no cover - only one drive raises into one nursery
 
     async def after_cancel(self, work: Awaitable[Any]) -> Any:
         # The cancelled scope is still cancelled: shield the remaining writes, bounded.
@@ -104,7 +111,7 @@ class _BoundCrashSafe(_asyncio_durable._BoundCrashSafe):
 bind_tools = tool_binder(_BoundCrashSafe)
 
 _functions = _asyncio_durable.DurableFunctions(
-    _TrioRuntime(), CoderChatClient, CoderAgent, bind_tools
+    _TrioRuntime(), CoderChatClient, CoderAgent, _BoundCrashSafe
 )
 run_turn = _functions.run_turn
 archive_workflow = _functions.archive_workflow

@@ -146,13 +146,13 @@ def test_the_steps_agents_get_its_settings_its_chat_and_its_bound_tools() -> Non
     store = MemoryStore()
     durable = step(store=store, supplied_client=True, agent=AgentOptions(model="m"))
     binding = DurableBinding(tenant="acme", workflow_id="wf-1", marker="[wf-1/s1]", attempt=2)
-    kwargs = durable.agent_kwargs("c1", 7, binding, bind_tools)
+    kwargs = durable.agent_kwargs("c1", 7, binding, Bound)
     assert (kwargs["chat_id"], kwargs["last_seen_message_id"], kwargs["model"]) == ("c1", 7, "m")
     bound = kwargs["tools"]["charge"].func
     assert isinstance(bound, Bound) and bound.store is store
-    assert bound.binding == DurableBinding(tenant="acme", workflow_id="wf-1", marker="[wf-1/s1]")
+    assert bound.binding == binding  # the attempt included
     assert kwargs["tools"]["lookup"] is durable.tools["lookup"]  # not crash-safe: as is
-    dry = durable.dry_kwargs(bind_tools)
+    dry = durable.dry_kwargs(Bound)
     assert dry["chat_id"] is None and dry["last_seen_message_id"] is None
     assert dry["tools"]["charge"].func.binding == DurableBinding(tenant="acme")
     program = durable.program()

@@ -51,6 +51,7 @@ __all__ = [
     "AgentOptions",
     "ApplyStore",
     "BindTools",
+    "BoundFunction",
     "DurableCommand",
     "DurableDrive",
     "DurableStep",
@@ -58,6 +59,7 @@ __all__ = [
     "Relay",
     "RunCalls",
     "ToolsArg",
+    "bind_crash_safe",
     "commit_window_for",
     "tool_binder",
     "turn_report",
@@ -67,6 +69,10 @@ logger = logging.getLogger("coder_proto")
 
 #: What ``tools=`` accepts (``coder_proto.tools.tools_by_name``).
 ToolsArg: TypeAlias = Iterable[Tool | Callable[..., Any]] | Mapping[str, Any] | None
+
+#: An adapter's crash-safe function: ``(tool, binding, store)`` -> the callable that runs the
+#: tool's program with the store on that runtime.
+BoundFunction: TypeAlias = Callable[[CrashSafeTool, DurableBinding, Any], Any]
 
 
 def commit_window_for(commit_window: float | None, request_timeout: float | None) -> float:
@@ -183,22 +189,20 @@ class DurableStep:
         plan = self.plan
         return DurableBinding(tenant=plan.tenant, workflow_id=plan.workflow_id, marker=plan.marker)
 
-    def bound_tools(self, binding: DurableBinding, bind_tools: BindTools) -> dict[str, Tool]:
-        """The step's tools with the crash-safe ones bound to the store with ``binding``."""
-        return bind_tools(
-            self.tools,
-            store=self.store,
-            tenant=binding.tenant,
-            workflow_id=binding.workflow_id,
-            step=binding.marker,
-        )
+    def bound_tools(
+        self, binding: DurableBinding, bound_function: BoundFunction
+    ) -> dict[str, Tool]:
+        """The step's tools with the crash-safe ones bound to the store with ``binding`` (its
+        attempt included: the live loop journals ``resumed`` once a crash-safe tool of the
+        attempt committed)."""
+        return bind_crash_safe(self.tools, binding, self.store, bound_function)
 
     def agent_kwargs(
         self,
         chat_id: str | None,
         last_seen_message_id: int | None,
         binding: DurableBinding,
-        bind_tools: BindTools,
+        bound_function: BoundFunction,
     ) -> dict[str, Any]:
         """``CoderAgent``'s keyword arguments (without ``client``) for a turn on ``chat_id``
         (``None``: a fresh chat) from ``last_seen_message_id``, the tools bound with
@@ -207,14 +211,15 @@ class DurableStep:
         kwargs.update(
             chat_id=chat_id,
             last_seen_message_id=last_seen_message_id,
-            tools=self.bound_tools(binding, bind_tools),
+            tools=self.bound_tools(binding, bound_function),
         )
         return kwargs
 
-    def dry_kwargs(self, bind_tools: BindTools) -> dict[str, Any]:
+    def dry_kwargs(self, bound_function: BoundFunction) -> dict[str, Any]:
         """The arguments of an agent built only to check the settings before anything is
         journaled or sent (construction does no I/O)."""
-        return self.agent_kwargs(None, None, DurableBinding(tenant=self.plan.tenant), bind_tools)
+        binding = DurableBinding(tenant=self.plan.tenant)
+        return self.agent_kwargs(None, None, binding, bound_function)
 
 
 def turn_report(
@@ -235,9 +240,22 @@ def turn_report(
 # -- crash-safe tools ------------------------------------------------------------------------------
 
 
-def tool_binder(bound_function: Callable[[CrashSafeTool, DurableBinding, Any], Any]) -> BindTools:
-    """An adapter's ``bind_tools``: ``bound_function(tool, binding, store)`` is the callable
-    that runs a crash-safe tool's program with the store on that runtime."""
+def bind_crash_safe(
+    tools: ToolsArg, binding: DurableBinding, store: Any, bound_function: BoundFunction
+) -> dict[str, Tool]:
+    """``tools`` as a name -> tool mapping, every ``crash_safe`` one bound to ``store`` with
+    ``binding`` (others pass through)."""
+    out: dict[str, Tool] = {}
+    for name, item in tools_by_name(tools).items():
+        if isinstance(item, CrashSafeTool):
+            out[name] = attrs.evolve(item, func=bound_function(item, binding, store))
+        else:
+            out[name] = item
+    return out
+
+
+def tool_binder(bound_function: BoundFunction) -> BindTools:
+    """An adapter's ``bind_tools`` for its crash-safe function class (``BoundFunction``)."""
 
     def bind_tools(
         tools: ToolsArg,
@@ -254,13 +272,7 @@ def tool_binder(bound_function: Callable[[CrashSafeTool, DurableBinding, Any], A
         binds its tools itself."""
         check_store(store)
         binding = DurableBinding(tenant=tenant, workflow_id=workflow_id, marker=step)
-        out: dict[str, Tool] = {}
-        for name, item in tools_by_name(tools).items():
-            if isinstance(item, CrashSafeTool):
-                out[name] = attrs.evolve(item, func=bound_function(item, binding, store))
-            else:
-                out[name] = item
-        return out
+        return bind_crash_safe(tools, binding, store, bound_function)
 
     bind_tools.__module__ = getattr(bound_function, "__module__", __name__)
     return bind_tools

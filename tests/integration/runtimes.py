@@ -293,6 +293,24 @@ class AsyncioRuntime:
             return True
         return False
 
+    async def durable(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        """``await <adapter>.<name>(...)``: ``run_turn``, ``archive_workflow`` or
+        ``sweep_orphans``, observed."""
+        return await self._observe(getattr(self.adapter, name)(*args, **kwargs))
+
+    async def cancelled_after(self, seconds: float, method: str, *args: Any, **kwargs: Any) -> bool:
+        """``await self.<method>(...)``, cancelled with the runtime's own cancellation after
+        ``seconds`` (a task's ``cancel()`` here): whether the cancellation propagated
+        unwrapped (D22) rather than the call finishing or failing otherwise."""
+        task = asyncio.ensure_future(getattr(self, method)(*args, **kwargs))
+        await asyncio.sleep(seconds)
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            return True
+        return False
+
     async def watch_within(self, seconds: float, watch: Any) -> BaseException | None:
         """Consume ``watch`` in its ``async with`` under a caller deadline of ``seconds``:
         the exception the runtime raised for it."""
@@ -391,6 +409,21 @@ class TrioRuntime(AsyncioRuntime):
             await self.until(when)
             nursery.cancel_scope.cancel()
         return cancelled and nursery.cancel_scope.cancelled_caught
+
+    async def cancelled_after(self, seconds: float, method: str, *args: Any, **kwargs: Any) -> bool:
+        cancelled = False
+
+        async def call() -> None:
+            nonlocal cancelled
+            try:
+                await getattr(self, method)(*args, **kwargs)
+            except trio.Cancelled:
+                cancelled = True
+                raise
+
+        with trio.move_on_after(seconds) as scope:
+            await call()
+        return cancelled and scope.cancelled_caught
 
     async def watch_within(self, seconds: float, watch: Any) -> BaseException | None:
         try:
@@ -654,6 +687,27 @@ class SyncRuntime:
             return True
         finally:
             stop.set()
+            killer.join()
+        return False
+
+    async def durable(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        return self._observe(lambda: getattr(self.adapter, name)(*args, **kwargs))
+
+    async def cancelled_after(self, seconds: float, method: str, *args: Any, **kwargs: Any) -> bool:
+        """The blocking adapter's own cancellation is Ctrl-C: SIGINT to the main thread
+        after ``seconds``; whether the ``KeyboardInterrupt`` propagated."""
+        main = threading.main_thread()
+        assert threading.current_thread() is main, "Ctrl-C reaches the main thread only"
+        ident = main.ident
+        assert ident is not None
+        killer = threading.Timer(seconds, lambda: signal.pthread_kill(ident, signal.SIGINT))
+        killer.start()
+        try:
+            _complete(getattr(self, method)(*args, **kwargs))
+        except KeyboardInterrupt:
+            return True
+        finally:
+            killer.cancel()
             killer.join()
         return False
 
