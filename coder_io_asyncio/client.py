@@ -11,6 +11,8 @@ client: one ``PrefixSelector`` (the negotiated chat prefix) and one ``http:*`` e
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import importlib
 import inspect
 import time
 from collections.abc import Awaitable, Callable, Coroutine
@@ -89,6 +91,9 @@ class CoderChatClient(ClientShell[httpx.AsyncClient], AsyncClosing):
     async def _to_thread(fn: Callable[..., Any], /, *args: Any) -> Any:
         return await asyncio.to_thread(fn, *args)
 
+    def _setup(self) -> None:
+        _load_http_backend()
+
     # -- life cycle ---------------------------------------------------------------------------
 
     async def aclose(self) -> None:
@@ -132,6 +137,14 @@ class CoderChatClient(ClientShell[httpx.AsyncClient], AsyncClosing):
             raise CoderAgentError("this client is closed")
         watch: ChatWatch = self._watch_class(self, backoff=backoff)
         return watch
+
+
+def _load_http_backend() -> None:
+    """Import what httpx's first request on asyncio would import lazily: anyio's asyncio
+    backend (about 0.1-0.2 s, seconds on a loaded machine). Done when a client is created,
+    so the first call's deadline is the caller's to spend (D22), not an import's."""
+    with contextlib.suppress(ImportError):
+        importlib.import_module("anyio._backends._asyncio")
 
 
 #: The standalone watch (wire 1.5, 6): a ``ChatWatch`` over a client of its own.

@@ -49,6 +49,9 @@ class CoderChatClient(_asyncio_client.CoderChatClient):
     async def _to_thread(fn: Callable[..., Any], /, *args: Any) -> Any:
         return await trio.to_thread.run_sync(fn, *args)
 
+    def _setup(self) -> None:
+        """httpx runs on trio without anyio's asyncio backend: nothing to load."""
+
 
 #: The standalone watch (wire 1.5, 6): a trio ``ChatWatch`` over a client of its own.
 watch_chats = standalone_watch(CoderChatClient, ChatWatch)

@@ -400,6 +400,10 @@ class ClientShell(Generic[HttpClientT]):
             recorder=recorder,
         )
         self._calls = ChatCalls(self.selector, self.settings.base_url)
+        self._setup()
+
+    def _setup(self) -> None:
+        """For the adapter: work of its own at the end of construction (no I/O)."""
 
     def __repr__(self) -> str:
         return f"<CoderChatClient {self.settings.base_url} prefix={self.selector.prefix!r}>"

@@ -83,6 +83,8 @@ class AsyncioRuntime:
     adapter: Any = coder_io_asyncio
     #: What a caller's own deadline raises on this runtime (D22).
     deadline_error: type[BaseException] = TimeoutError
+    #: The runtime's own cancellation, as the canceller sees it (D22).
+    cancel_error: type[BaseException] = asyncio.CancelledError
     agent_class: Any = CoderAgent
     client_class: Any = CoderChatClient
 
@@ -298,6 +300,23 @@ class AsyncioRuntime:
         ``sweep_orphans``, observed."""
         return await self._observe(getattr(self.adapter, name)(*args, **kwargs))
 
+    async def cancel_when(
+        self, when: Callable[[], bool], method: str, *args: Any, **kwargs: Any
+    ) -> BaseException | None:
+        """``await self.<method>(...)``, cancelled with the runtime's own cancellation (a
+        task's ``cancel()`` here) as soon as ``when()`` holds: the cancellation exception that
+        reached the canceller unwrapped (D22), ``None`` when the call finished first."""
+        task = asyncio.ensure_future(getattr(self, method)(*args, **kwargs))
+        while not task.done() and not when():
+            await asyncio.sleep(0.005)
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError as exc:
+            self.recorder.note(exc)
+            return exc
+        return None
+
     async def cancelled_after(self, seconds: float, method: str, *args: Any, **kwargs: Any) -> bool:
         """``await self.<method>(...)``, cancelled with the runtime's own cancellation after
         ``seconds`` (a task's ``cancel()`` here): whether the cancellation propagated
@@ -370,6 +389,7 @@ class TrioRuntime(AsyncioRuntime):
     name = "trio"
     adapter: Any = coder_io_trio
     deadline_error: type[BaseException] = trio.TooSlowError
+    cancel_error: type[BaseException] = trio.Cancelled
     agent_class: Any = coder_io_trio.CoderAgent
     client_class: Any = coder_io_trio.CoderChatClient
 
@@ -409,6 +429,27 @@ class TrioRuntime(AsyncioRuntime):
             await self.until(when)
             nursery.cancel_scope.cancel()
         return cancelled and nursery.cancel_scope.cancelled_caught
+
+    async def cancel_when(
+        self, when: Callable[[], bool], method: str, *args: Any, **kwargs: Any
+    ) -> BaseException | None:
+        caught: list[BaseException] = []
+
+        async def call() -> None:
+            try:
+                await getattr(self, method)(*args, **kwargs)
+            except trio.Cancelled as exc:
+                caught.append(exc)
+                raise
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(call)
+            while not when() and nursery.child_tasks:
+                await trio.sleep(0.005)
+            nursery.cancel_scope.cancel()
+        for exc in caught:
+            self.recorder.note(exc)
+        return caught[0] if caught and nursery.cancel_scope.cancelled_caught else None
 
     async def cancelled_after(self, seconds: float, method: str, *args: Any, **kwargs: Any) -> bool:
         cancelled = False
@@ -477,6 +518,8 @@ class SyncRuntime:
     adapter: Any = coder_io_sync
     #: What a caller's own deadline raises on this runtime (D22).
     deadline_error: type[BaseException] = TimeoutError
+    #: The blocking adapter's own cancellation: Ctrl-C (D22).
+    cancel_error: type[BaseException] = KeyboardInterrupt
     agent_class: Any = coder_io_sync.CoderAgent
     client_class: Any = coder_io_sync.CoderChatClient
 
@@ -692,6 +735,37 @@ class SyncRuntime:
 
     async def durable(self, name: str, *args: Any, **kwargs: Any) -> Any:
         return self._observe(lambda: getattr(self.adapter, name)(*args, **kwargs))
+
+    async def cancel_when(
+        self, when: Callable[[], bool], method: str, *args: Any, **kwargs: Any
+    ) -> BaseException | None:
+        """Ctrl-C (SIGINT to the main thread, which makes the call) as soon as ``when()``
+        holds: the ``KeyboardInterrupt`` that propagated, ``None`` when the call finished
+        first."""
+        main = threading.main_thread()
+        assert threading.current_thread() is main, "Ctrl-C reaches the main thread only"
+        ident = main.ident
+        assert ident is not None
+        stop = threading.Event()
+
+        def interrupt() -> None:
+            while not stop.is_set():
+                if when():
+                    signal.pthread_kill(ident, signal.SIGINT)
+                    return
+                time.sleep(0.005)
+
+        killer = threading.Thread(target=interrupt, daemon=True)
+        killer.start()
+        try:
+            _complete(getattr(self, method)(*args, **kwargs))
+        except KeyboardInterrupt as exc:
+            self.recorder.note(exc)
+            return exc
+        finally:
+            stop.set()
+            killer.join()
+        return None
 
     async def cancelled_after(self, seconds: float, method: str, *args: Any, **kwargs: Any) -> bool:
         """The blocking adapter's own cancellation is Ctrl-C: SIGINT to the main thread

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -50,11 +52,12 @@ async def follow_up_and_close(rt: Any, server: FakeCoderServer, agent: Any) -> A
     return after, await rt.idle(server)
 
 
-def check(runtime: Any, outcome: Any, *, posts: int = 1) -> None:
+def check(runtime: Any, outcome: Any, *, posts: int = 1, cancelled: bool = False) -> None:
     """``posts`` interrupt requests stop the run once: one, or two when the chat was paused
-    in ``requires_action`` (D4's follow-up)."""
+    in ``requires_action`` (D4's follow-up). The caller saw its runtime's deadline error, or
+    with ``cancelled`` its runtime's own cancellation, unwrapped (D22)."""
     error, interrupts, after, idle = outcome
-    assert isinstance(error, runtime.deadline_error)
+    assert isinstance(error, runtime.cancel_error if cancelled else runtime.deadline_error)
     assert interrupts == posts
     assert isinstance(after, GenerateResult) and after.text == "You said: are you there?"
     assert idle
@@ -193,13 +196,16 @@ def test_d22_cancelled_mid_stream(runtime: Any, server: FakeCoderServer) -> None
 
 
 def test_d22_cancelled_while_a_client_tool_runs(runtime: Any, server: FakeCoderServer) -> None:
-    needs_within(runtime)
+    """The cancellation lands while the tool runs (it is fired once the tool started, not at
+    a guessed moment: a fixed deadline can expire before the pause on a slow first call, in
+    the fresh chat's REST phase, where no chat is known to interrupt, G.6). The paused chat
+    is interrupted with D4's follow-up, and no result is submitted for the abandoned call."""
     release = threading.Event()
     calls: list[str] = []
 
     def slow_lookup(city: str) -> str:
         calls.append(city)
-        release.wait(2.0)
+        release.wait(10.0)
         return "sunny"
 
     server.config.scripts.add(
@@ -209,15 +215,48 @@ def test_d22_cancelled_while_a_client_tool_runs(runtime: Any, server: FakeCoderS
 
     async def scenario(rt: Any) -> Any:
         agent = await rt.agent(server, tools=[slow_lookup])
-        error = await rt.within(0.5, "generate", agent, "weather please")
+        error = await rt.cancel_when(lambda: bool(calls), "generate", agent, "weather please")
         interrupts = await settled(rt, server)
         release.set()
         return (error, interrupts, *await follow_up_and_close(rt, server, agent))
 
     outcome = runtime.run(scenario)
-    check(runtime, outcome, posts=2)
+    check(runtime, outcome, posts=2, cancelled=True)
     # D5/D22: the cancelled pause never submits results for the abandoned calls.
     assert calls == ["Oslo"] and ops(server, "submit_tool_results") == 0
+
+
+def test_d22_a_deadline_while_a_client_tool_runs_interrupts_the_paused_chat(
+    runtime: Any, server: FakeCoderServer
+) -> None:
+    """The caller's deadline in the same phase: the chat exists already (a first turn ran),
+    so however slowly the second turn reaches its pause, the tool is running when the
+    generous deadline expires; the interrupt carries D4's follow-up."""
+    needs_within(runtime)
+    release = threading.Event()
+    calls: list[str] = []
+
+    def slow_lookup(city: str) -> str:
+        calls.append(city)
+        release.wait(10.0)
+        return "sunny"
+
+    server.config.scripts.add(
+        "weather",
+        Script((CallClientTool(name="slow_lookup", args={"city": "Oslo"}), Say("{tool_result}"))),
+    )
+
+    async def scenario(rt: Any) -> Any:
+        agent = await rt.agent(server, tools=[slow_lookup])
+        await rt.generate(agent, "hello")
+        error = await rt.within(1.5, "generate", agent, "weather please")
+        assert calls == ["Oslo"], "the deadline expired before the tool ran"
+        interrupts = await settled(rt, server)
+        release.set()
+        return (error, interrupts, *await follow_up_and_close(rt, server, agent))
+
+    check(runtime, runtime.run(scenario), posts=2)
+    assert ops(server, "submit_tool_results") == 0
 
 
 def test_d22_h4_cancelled_during_archive(runtime: Any, make_server: MakeServer) -> None:
@@ -247,3 +286,20 @@ def test_d22_h4_cancelled_during_archive(runtime: Any, make_server: MakeServer) 
     check(runtime, (error, interrupts, after, idle))
     # The archive was refused while the chat wound down (D10: 409 retried) when cancelled.
     assert len(statuses) >= 2 and set(statuses) == {409}
+
+
+def test_d22_the_first_asyncio_call_spends_none_of_its_deadline_on_imports() -> None:
+    """httpx's first request on asyncio imports its anyio backend (about 0.1-0.2 s here,
+    seconds on a loaded machine, which pushed a 0.5 s deadline meant for the tool phase back
+    into the fresh chat's REST phase). A client does that import when it is created, so the
+    first call's deadline (D22) is the caller's to spend. Checked in a fresh interpreter."""
+    code = (
+        "import sys\n"
+        "from coder_io_asyncio import CoderChatClient\n"
+        "backends = ('httpcore._backends.anyio', 'anyio._backends._asyncio')\n"
+        "before = [m for m in backends if m in sys.modules]\n"
+        "CoderChatClient('http://127.0.0.1:9', 'tok')\n"
+        "print(before, [m for m in backends if m in sys.modules])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[] ['httpcore._backends.anyio', 'anyio._backends._asyncio']"
