@@ -394,6 +394,11 @@ def _archive_oracle(
                 outcomes[target] = "archived"
             elif kind == "409" and now + retry <= local:
                 now += retry
+                if now >= local:
+                    # The retry lands exactly on the deadline: the attempt has no budget left
+                    # and times out at once (the reference's timeout signal fires first).
+                    outcomes[target] = "failed"
+                    break
                 continue
             elif kind == "hang":
                 now = local
