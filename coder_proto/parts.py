@@ -80,6 +80,15 @@ class TextDelta:
 
 _text_delta_id = slot_setter(TextDelta, "id")
 _text_delta_delta = slot_setter(TextDelta, "delta")
+_new = object.__new__
+
+
+def make_text_delta(id: str, delta: str) -> TextDelta:
+    """``TextDelta(id, delta)`` without the ``__init__`` frame (the translator's hot path)."""
+    part: TextDelta = _new(TextDelta)
+    _text_delta_id(part, id)
+    _text_delta_delta(part, delta)
+    return part
 
 
 @attrs.frozen
@@ -123,6 +132,14 @@ class ReasoningDelta:
 
 _reasoning_delta_id = slot_setter(ReasoningDelta, "id")
 _reasoning_delta_delta = slot_setter(ReasoningDelta, "delta")
+
+
+def make_reasoning_delta(id: str, delta: str) -> ReasoningDelta:
+    """``ReasoningDelta(id, delta)`` without the ``__init__`` frame."""
+    part: ReasoningDelta = _new(ReasoningDelta)
+    _reasoning_delta_id(part, id)
+    _reasoning_delta_delta(part, delta)
+    return part
 
 
 @attrs.frozen

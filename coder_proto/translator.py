@@ -37,6 +37,8 @@ from .parts import (
     ToolInputEnd,
     ToolInputStart,
     ToolResult,
+    make_reasoning_delta,
+    make_text_delta,
 )
 from .promotion import GateAnchored, GateDeadEnd, QueuedGate, QueuedSubmission
 from .usage import UsageAccumulator
@@ -349,7 +351,7 @@ class TurnTranslator:
                             if len(pending) >= PENDING_RUN:
                                 self._text_chunks.append("".join(pending))
                                 pending.clear()
-                            return [TextDelta(block, text)]
+                            return [make_text_delta(block, text)]
                         return []
                 elif type(part) is ReasoningPart:
                     self._deltas_since_snapshot = True
@@ -362,7 +364,7 @@ class TurnTranslator:
                             if len(pending) >= PENDING_RUN:
                                 self._reasoning_chunks.append("".join(pending))
                                 pending.clear()
-                            return [ReasoningDelta(block, text)]
+                            return [make_reasoning_delta(block, text)]
                         return []
             out: list[OutputPart] = []
             self._delta(event, out)

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from coder_proto.errors import CoderProtocolError
-from coder_proto.parts import ReasoningDelta, TextDelta
+from coder_proto.parts import ReasoningDelta, TextDelta, make_reasoning_delta, make_text_delta
 from coder_proto.wire.events import MessagePartEvent, events_from_json, parse_frame
 from coder_proto.wire.parts import ReasoningPart, TextPart, parse_part
 
@@ -77,6 +77,21 @@ def test_defaults_and_wire_type_are_set() -> None:
     assert event.type == "message_part" and event.coordinates is None
     assert TextDelta("text-1", "x").type == "text-delta"
     assert ReasoningDelta("reasoning-1", "x").type == "reasoning-delta"
+
+
+def test_the_translators_constructors_build_the_same_frozen_values() -> None:
+    """``make_text_delta``/``make_reasoning_delta`` skip the ``__init__`` frame and nothing
+    else: equal, hashed alike, frozen, every slot filled."""
+    for make, cls in ((make_text_delta, TextDelta), (make_reasoning_delta, ReasoningDelta)):
+        built = make("block-1", "chunk")
+        assert type(built) is cls
+        assert built == cls("block-1", "chunk") and hash(built) == hash(cls("block-1", "chunk"))
+        assert (built.id, built.delta) == ("block-1", "chunk")
+        with pytest.raises(attrs.exceptions.FrozenInstanceError):
+            built.delta = "other"  # type: ignore[misc]
+    # The wire type is a class constant on the per-delta classes, not a field.
+    for wire_cls in (TextPart, ReasoningPart, MessagePartEvent):
+        assert "type" not in {f.name for f in attrs.fields(wire_cls)}
 
 
 # -- the message_part shortcut against the general part parser ---------------------------------

@@ -12,7 +12,7 @@ work as the JSON already done allows.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeAlias
+from typing import Any, ClassVar, TypeAlias
 
 import attrs
 
@@ -30,7 +30,7 @@ from ._fields import (
 )
 from .chats import ActionToolCall, ChatWatchEvent
 from .messages import ChatError, ChatMessage, ChatQueuedMessage, parse_queue
-from .parts import ChatMessagePart, ReasoningPart, TextPart, parse_part
+from .parts import ChatMessagePart, ReasoningPart, TextPart, parse_part, set_text_part_text
 
 __all__ = [
     "ActionRequiredEvent",
@@ -66,7 +66,8 @@ class MessagePartEvent:
     generation_attempt: Any = None
     seq: Any = None
     chat_id: str = ""
-    type: str = attrs.field(default="message_part", init=False, repr=False)
+    #: The wire type, a class constant (one fewer slot to fill per streamed delta).
+    type: ClassVar[str] = "message_part"
 
     def __init__(
         self,
@@ -84,7 +85,6 @@ class MessagePartEvent:
         _set_mp_generation_attempt(self, generation_attempt)
         _set_mp_seq(self, seq)
         _set_mp_chat_id(self, chat_id)
-        _set_mp_type(self, "message_part")
 
     @property
     def coordinates(self) -> tuple[int, int, int] | None:
@@ -109,7 +109,7 @@ _set_mp_history_version = slot_setter(MessagePartEvent, "history_version")
 _set_mp_generation_attempt = slot_setter(MessagePartEvent, "generation_attempt")
 _set_mp_seq = slot_setter(MessagePartEvent, "seq")
 _set_mp_chat_id = slot_setter(MessagePartEvent, "chat_id")
-_set_mp_type = slot_setter(MessagePartEvent, "type")
+_new = object.__new__
 
 
 @attrs.frozen
@@ -307,7 +307,9 @@ def _message_part(obj: dict[str, Any]) -> MessagePartEvent:
     if type(text) is not str:
         part = parse_part(raw_part)
     elif kind == "text":
-        part = TextPart(text)
+        # TextPart(text) without the __init__ frame: the commonest object of a turn.
+        part = _new(TextPart)
+        set_text_part_text(part, text)
     elif (
         kind == "reasoning"
         and raw_part.get("signature") is None
@@ -319,14 +321,15 @@ def _message_part(obj: dict[str, Any]) -> MessagePartEvent:
         part = parse_part(raw_part)
     role = payload.get("role")
     chat_id = obj.get("chat_id")
-    return MessagePartEvent(
-        role if type(role) is str else None,
-        part,
-        payload.get("history_version"),
-        payload.get("generation_attempt"),
-        payload.get("seq"),
-        chat_id if type(chat_id) is str else "",
-    )
+    # MessagePartEvent(...) without the __init__ frame (the same slots, filled directly).
+    event = _new(MessagePartEvent)
+    _set_mp_role(event, role if type(role) is str else None)
+    _set_mp_part(event, part)
+    _set_mp_history_version(event, payload.get("history_version"))
+    _set_mp_generation_attempt(event, payload.get("generation_attempt"))
+    _set_mp_seq(event, payload.get("seq"))
+    _set_mp_chat_id(event, chat_id if type(chat_id) is str else "")
+    return event
 
 
 def _message(obj: dict[str, Any]) -> MessageEvent:

@@ -11,7 +11,7 @@ Fields whose absence differs from ``null`` (a tool call's ``args``, a tool resul
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeAlias
+from typing import Any, ClassVar, TypeAlias
 
 import attrs
 
@@ -50,18 +50,19 @@ class TextPart:
     """``{"type": "text", "text": ...}``; in a ``message_part`` event the text is a delta."""
 
     text: str = ""
-    type: str = attrs.field(default="text", init=False, repr=False)
+    #: The wire type, a class constant (one fewer slot to fill per streamed delta).
+    type: ClassVar[str] = "text"
 
     def __init__(self, text: str = "") -> None:
         _set_text_text(self, text)
-        _set_text_type(self, "text")
 
     def to_json(self) -> dict[str, Any]:
         return {"type": "text", "text": self.text}
 
 
 _set_text_text = slot_setter(TextPart, "text")
-_set_text_type = slot_setter(TextPart, "type")
+#: Fills a ``TextPart`` made with ``object.__new__`` (the stream parser's shortcut).
+set_text_part_text = _set_text_text
 
 
 @attrs.frozen(init=False)
@@ -72,7 +73,7 @@ class ReasoningPart:
     signature: str | None = None
     created_at: str | None = None
     completed_at: str | None = None
-    type: str = attrs.field(default="reasoning", init=False, repr=False)
+    type: ClassVar[str] = "reasoning"
 
     def __init__(
         self,
@@ -85,7 +86,6 @@ class ReasoningPart:
         _set_reasoning_signature(self, signature)
         _set_reasoning_created_at(self, created_at)
         _set_reasoning_completed_at(self, completed_at)
-        _set_reasoning_type(self, "reasoning")
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"type": "reasoning", "text": self.text}
@@ -99,7 +99,6 @@ _set_reasoning_text = slot_setter(ReasoningPart, "text")
 _set_reasoning_signature = slot_setter(ReasoningPart, "signature")
 _set_reasoning_created_at = slot_setter(ReasoningPart, "created_at")
 _set_reasoning_completed_at = slot_setter(ReasoningPart, "completed_at")
-_set_reasoning_type = slot_setter(ReasoningPart, "type")
 
 
 @attrs.frozen(kw_only=True)
