@@ -20,6 +20,7 @@ Subcommands:
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import sys
 from collections.abc import Callable, Sequence
@@ -555,6 +556,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``coder-agent`` script; returns the exit status."""
+    for stream in (sys.stdout, sys.stderr):
+        # Streamed text can hold a lone surrogate (a JSON "\ud800" from the server): print it
+        # as that escape rather than fail mid-turn.
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
     parser = build_parser()
     args = parser.parse_args(argv)
     handler = getattr(args, "handler", None)

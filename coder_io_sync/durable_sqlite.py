@@ -59,7 +59,15 @@ _SCHEMA: Final = (
 
 
 def _text(record: Any) -> str:
-    return json.dumps(record.to_json(), ensure_ascii=False, separators=(",", ":"))
+    text = json.dumps(record.to_json(), ensure_ascii=False, separators=(",", ":"))
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            # A lone surrogate cannot be stored as SQLite text; the ASCII form escapes it
+            # (and reads back the same).
+            text = json.dumps(record.to_json(), separators=(",", ":"))
+    return text
 
 
 def _load(text: str) -> Any:

@@ -59,8 +59,16 @@ _encode_str = json.JSONEncoder(ensure_ascii=False).encode
 
 
 def dumps(value: Any) -> bytes:
-    """Compact UTF-8 JSON for request bodies (keys in insertion order)."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+    r"""Compact UTF-8 JSON for request bodies (keys in insertion order).
+
+    A lone surrogate (the server may send ``"\ud800"`` in an id or in text, and a body can
+    echo it back) cannot be UTF-8 encoded; it is written as the JSON escape it came as. The
+    only characters UTF-8 refuses are surrogates, and ``json.dumps`` leaves them inside
+    strings, where ``backslashreplace``'s ``\udXXXX`` is exactly that escape.
+    """
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode(
+        "utf-8", "backslashreplace"
+    )
 
 
 def js_number(value: float) -> str:

@@ -56,6 +56,7 @@ __all__ = [
     "build_upload_chat_file",
     "check_chat_id",
     "check_positive_id",
+    "check_unicode",
     "ensure_ok",
     "is_already_archived",
     "parse_archive_chat",
@@ -89,7 +90,20 @@ def check_chat_id(chat_id: object, name: str = "chat_id") -> str:
     naming the argument."""
     if type(chat_id) is not str or not chat_id.strip():
         raise CoderAgentError(f"{name} must be a non-empty string, got {chat_id!r}")
+    if not chat_id.isascii():
+        check_unicode(chat_id, name)
     return chat_id
+
+
+def check_unicode(value: str, name: str) -> str:
+    """Return ``value`` when it is valid Unicode text; a lone surrogate (which JSON can carry
+    as ``\\udXXXX`` but neither a URL nor UTF-8 can) raises ``CoderAgentError`` naming the
+    argument."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise CoderAgentError(f"{name} must be valid Unicode text, got {value!r}") from None
+    return value
 
 
 def check_positive_id(value: object, name: str) -> int:

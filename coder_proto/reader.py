@@ -50,6 +50,7 @@ from .errors import (
     CoderProtocolError,
     CoderStreamError,
 )
+from .operations import check_unicode
 from .rest import HttpRequest, HttpResponse, api_error_from_response, build_path
 from .transport_events import (
     TransportEventSink,
@@ -208,7 +209,8 @@ class StreamReader:
         self.reader_id = reader_id
         self.after_id = after_id
         self.policy = policy
-        stream_path = f"{prefix}/{quote(chat_id, safe='')}/stream"
+        segment = chat_id if chat_id.isascii() else check_unicode(chat_id, "chat_id")
+        stream_path = f"{prefix}/{quote(segment, safe='')}/stream"
         query = {"after_id": after_id}
         self._dial_url = websocket_url(base_url, stream_path, query)
         #: The dial URL (B.3): fixed, reused on every redial; never with credentials.

@@ -61,8 +61,13 @@ class Report:
         self.findings.append(f"{harness}: {first} ({base.with_suffix('.input')})")
 
 
+def _corpus_files() -> list[tuple[str, str]]:
+    """``(file name, text)`` of every seed transcript."""
+    return [(p.name, p.read_text(encoding="utf-8")) for p in sorted(CORPUS.glob("*.jsonl"))]
+
+
 def _corpus_texts() -> list[str]:
-    return [p.read_text(encoding="utf-8") for p in sorted(CORPUS.glob("*.jsonl"))]
+    return [text for _, text in _corpus_files()]
 
 
 def _streams() -> list[Any]:
@@ -213,7 +218,7 @@ def _run_atheris(seconds: float, seeds: list[bytes], report: Report) -> None:  #
 
 def run_mutate(seconds: float, rng: random.Random, report: Report) -> None:
     streams = [(s, baseline(s)) for s in _streams()]
-    texts = _corpus_texts()
+    files = _corpus_files()
     names = list(MUTATIONS)
     deadline = time.monotonic() + seconds
     count = 0
@@ -222,23 +227,24 @@ def run_mutate(seconds: float, rng: random.Random, report: Report) -> None:
             stream, base = rng.choice(streams)
             name = rng.choice(names)
             seed = rng.randrange(2**32)
+            replayed: str | None = None
             try:
                 if rng.random() < 0.1:
-                    text = rng.choice(texts)
+                    replayed, text = rng.choice(files)
                     check_replay(text, name, random.Random(seed))
                 else:
                     check_mutant(stream, name, random.Random(seed), base)
             except Exception as exc:
-                data = json.dumps(
-                    {
-                        "mutation": name,
-                        "seed": seed,
-                        "batches": [list(b) for b in stream.batches],
-                        "after_id": stream.after_id,
-                        "tool_names": list(stream.tool_names),
-                    }
-                ).encode()
-                report.finding("mutate", data, exc)
+                # Enough to reproduce it: check_replay(corpus file, mutation, Random(seed)),
+                # or check_mutant(the stream, mutation, Random(seed), baseline(stream)).
+                found: dict[str, Any] = {"mutation": name, "seed": seed}
+                if replayed is not None:
+                    found["replay_of"] = f"fuzz/corpus/{replayed}"
+                else:
+                    found["batches"] = [list(b) for b in stream.batches]
+                    found["after_id"] = stream.after_id
+                    found["tool_names"] = list(stream.tool_names)
+                report.finding("mutate", json.dumps(found).encode(), exc)
             count += 1
     report.executions["mutate"] = count
 

@@ -123,6 +123,9 @@ def test_idempotency_keys_fold_in_tenant_chat_and_call_unambiguously() -> None:
     assert idempotency_key("t", "chat 1", "x") == "t/chat%201/x"
     with pytest.raises(CoderAgentError, match="tool_call_id"):
         idempotency_key("t", "c", "")
+    # A server-assigned call id that is not valid Unicode cannot be stored or keyed.
+    with pytest.raises(CoderAgentError, match="tool_call_id must be valid Unicode text"):
+        idempotency_key("t", "c", "call-\ud800")
 
 
 text = st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=1)
@@ -189,6 +192,14 @@ def store(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> Iterator[An
     else:
         with SQLiteStore(tmp_path / "durable.sqlite3") as sqlite_store:
             yield sqlite_store
+
+
+def test_outputs_that_are_not_valid_unicode_are_stored_and_read_back(store: Any) -> None:
+    """A tool's output can hold a lone surrogate (a model's arguments echoed back, bytes read
+    with ``surrogateescape``): the store keeps it exactly, never a ``UnicodeEncodeError``."""
+    output = {"text": "half a pair: \ud800", "ok": "é✓"}
+    store.put_ledger("t", "c", "call-1", LedgerEntry.done(output))
+    assert store.get_ledger("t", "c", "call-1") == LedgerEntry.done(output)
 
 
 def test_store_protocol(store: Any) -> None:

@@ -92,3 +92,33 @@ def test_js_stringify_round_trips_through_json(value: object) -> None:
 @given(st.floats(allow_nan=False, allow_infinity=False))
 def test_js_number_round_trips(value: float) -> None:
     assert float(js_number(value)) == value
+
+
+# -- request bodies with text that is not valid Unicode -----------------------------------------
+
+# Lone surrogates come from the server as JSON escapes ("\ud800") in ids, arguments and text;
+# a body that echoes them back (a tool result for that tool call id) must still be valid UTF-8.
+surrogate_text = st.text(st.characters(min_codepoint=0xD700, max_codepoint=0xE0FF), max_size=6)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.text(max_size=3), st.one_of(surrogate_text, st.integers()), max_size=3))
+def test_dumps_writes_lone_surrogates_as_escapes_that_decode_to_the_same_value(
+    value: dict[str, object],
+) -> None:
+    body = dumps({"results": [value]})
+    text = body.decode("utf-8")  # valid UTF-8, whatever the strings held
+    assert loads(text) == {"results": [{k: _as_json_reads_it(v) for k, v in value.items()}]}
+
+
+def _as_json_reads_it(value: object) -> object:
+    """A high surrogate followed by a low one is one character once written as JSON escapes
+    (as any JSON decoder, the server's included, reads it); a lone one stays itself."""
+    if not isinstance(value, str):
+        return value
+    return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+
+
+def test_dumps_keeps_valid_text_unescaped() -> None:
+    assert dumps({"text": "héllo ✓ 😀"}) == '{"text":"héllo ✓ 😀"}'.encode()
+    assert dumps({"id": "\ud800x"}) == b'{"id":"\\ud800x"}'

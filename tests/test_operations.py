@@ -124,6 +124,18 @@ def test_chat_ids_must_be_non_empty_strings(bad: Any) -> None:
             build(bad)
 
 
+def test_ids_that_are_not_valid_unicode_are_refused_with_a_library_error() -> None:
+    """A lone surrogate cannot go into a URL: a typed error naming the argument, never a
+    ``UnicodeEncodeError`` out of the route builder."""
+    for build in (ops.build_get_chat, lambda c: ops.build_interrupt_chat(c)):
+        with pytest.raises(CoderAgentError, match="chat_id must be valid Unicode text"):
+            build("chat-\ud800")
+    with pytest.raises(CoderAgentError, match="file_id must be valid Unicode text"):
+        ops.build_get_chat_file("\udfff")
+    # Surrogate pairs written as one character are ordinary text.
+    assert ops.build_get_chat("c\U0001f600").path == "/api/v2/chats/c%F0%9F%98%80"
+
+
 def test_wire_10_errors_on_chat_routes_name_the_chat_even_after_a_legacy_rewrite() -> None:
     selector = PrefixSelector("/api/experimental/chats")
     request = selector.begin(ops.build_get_chat("c 1")).request

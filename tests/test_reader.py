@@ -253,6 +253,19 @@ def test_chat_id_is_quoted_into_the_path() -> None:
     assert reader.url == "wss://h/p/a%2Fb%3Fc/stream"
 
 
+def test_a_chat_id_that_is_not_valid_unicode_is_a_library_error() -> None:
+    """A lone surrogate (a server can send ``"\\ud800"`` as a chat id) has no URL form."""
+    with pytest.raises(CoderAgentError, match="chat_id must be valid Unicode text"):
+        StreamReader(
+            chat_id="c\ud800",
+            base_url="https://h",
+            prefix="/p",
+            after_id=None,
+            token=None,
+            reader_id=1,
+        )
+
+
 def test_start_opens_connection_one_and_sends_the_upgrade_with_token() -> None:
     reader = make_reader(after_id=5)
     net = Net(reader).start()

@@ -5,6 +5,8 @@ hang or a stray exception (DESIGN rule 2)."""
 from __future__ import annotations
 
 import json
+import pathlib
+import random
 
 import attrs
 import pytest
@@ -260,3 +262,14 @@ def test_a_prompt_the_session_refuses_is_reported_as_the_turns_error() -> None:
     result = replay(_minimal(turn))
     assert isinstance(result.turns[0].error, CoderAgentError)
     assert result.turns[0].matches_recording is None
+
+
+def test_a_tool_call_id_that_is_not_unicode_is_answered_not_an_internal_error() -> None:
+    """Fuzz finding (mutate, retype): a replayed tool call whose id is a lone surrogate
+    (``"\\ud800"`` in the frame) made the tool-results body unencodable, and the turn ended
+    with an internal error. The results are now submitted with the id escaped as it came."""
+    from fuzz.mutate import check_replay
+
+    corpus = pathlib.Path(__file__).resolve().parents[1] / "fuzz" / "corpus"
+    text = (corpus / "live_client_tool_loop.jsonl").read_text(encoding="utf-8")
+    check_replay(text, "retype", random.Random(4025014981))

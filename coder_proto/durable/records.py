@@ -27,6 +27,7 @@ import attrs
 
 from .._json import dumps
 from ..errors import CoderAgentError
+from ..operations import check_unicode
 from .errors import DurableStoreError
 
 __all__ = [
@@ -99,6 +100,8 @@ def check_key_part(value: object, name: str) -> str:
         raise CoderAgentError(f"{name} must be a non-empty string, got {value!r}")
     if any(ord(c) < 32 or ord(c) == 127 for c in value):
         raise CoderAgentError(f"{name} must not contain control characters, got {value!r}")
+    if not value.isascii():
+        check_unicode(value, name)
     return value
 
 

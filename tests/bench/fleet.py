@@ -239,9 +239,7 @@ def _core_asyncio(settings: Settings, chats: int, deltas: int, text_chars: int) 
     with ServerProcess(deltas, chunk_delay=pace) as server:
         single, single_reads = _core_asyncio_single(server.info, max(settings.e2e_rounds, 1))
     # Every chat is created (one request at a time) and open before the first run starts.
-    with ServerProcess(
-        deltas, start_delay=1.0 + 0.02 * chats, chunk_delay=pace
-    ) as server:
+    with ServerProcess(deltas, start_delay=1.0 + 0.02 * chats, chunk_delay=pace) as server:
         measured = _core_asyncio_fleet(server.info, chats, timeout=900.0)
     # RSS can hide allocations that reuse freed memory; the traced Python heap cannot (but
     # misses socket buffers): the larger of the two.
@@ -420,9 +418,7 @@ def run(settings: Settings) -> list[Result]:
             single = _agent_single_cpu(cls, server.info, max(settings.e2e_rounds, 1))
         # Every stream should be open before the first run starts (the report's open time
         # shows the margin: about 5 s for 1,000 agents sharing one client).
-        with ServerProcess(
-            deltas, start_delay=2.0 + 0.02 * chats, chunk_delay=pace
-        ) as server:
+        with ServerProcess(deltas, start_delay=2.0 + 0.02 * chats, chunk_delay=pace) as server:
             measured = _agent_fleet(cls, server.info, chats, timeout=900.0)
     except Exception as exc:  # the adapter under test failed: report it, go on
         reason = (

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import pathlib
 import subprocess
 import sys
 from typing import Any
@@ -76,3 +78,27 @@ def test_coder_agent_run_records_and_replay_prints_the_outcome(tmp_path: Any) ->
     assert parts.returncode == 0, parts.stderr
     assert "text-delta" in parts.stdout
     assert "finish" in parts.stdout
+
+
+@pytest.mark.parametrize("flags", [[], ["--parts"]])
+def test_replay_prints_text_that_is_not_valid_unicode_as_escapes(
+    tmp_path: Any, flags: list[str]
+) -> None:
+    """A streamed delta can carry a lone surrogate (``"\\ud800"`` in the frame); printing it
+    must not end the command with a ``UnicodeEncodeError``."""
+    corpus = pathlib.Path(__file__).resolve().parents[2] / "fuzz" / "corpus"
+    text = (corpus / "plain_text.jsonl").read_text(encoding="utf-8")
+    marker = '\\"text\\":\\"Hello'
+    assert marker in text
+    path = tmp_path / "surrogate.jsonl"
+    path.write_text(text.replace(marker, marker + "\\\\ud800", 1), encoding="utf-8")
+    shown = subprocess.run(
+        [sys.executable, "-m", "coder_io_sync.cli", "replay", str(path), *flags],
+        capture_output=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "PYTHONIOENCODING": "utf-8"},
+    )
+    assert shown.returncode == 0, shown.stderr.decode("utf-8", "replace")
+    assert b"\\ud800" in shown.stdout
+    shown.stdout.decode("utf-8")  # what was printed is valid UTF-8
