@@ -27,6 +27,7 @@ import threading
 from types import TracebackType
 from typing import Any, Final
 
+from coder_proto._json import dumps
 from coder_proto.durable.records import (
     Checkpoint,
     JournalEntry,
@@ -59,15 +60,9 @@ _SCHEMA: Final = (
 
 
 def _text(record: Any) -> str:
-    text = json.dumps(record.to_json(), ensure_ascii=False, separators=(",", ":"))
-    if not text.isascii():
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:
-            # A lone surrogate cannot be stored as SQLite text; the ASCII form escapes it
-            # (and reads back the same).
-            text = json.dumps(record.to_json(), separators=(",", ":"))
-    return text
+    # The core's request-body JSON: a lone surrogate, which SQLite text cannot hold, is
+    # written as its escape and reads back the same.
+    return dumps(record.to_json()).decode("utf-8")
 
 
 def _load(text: str) -> Any:

@@ -30,7 +30,8 @@ drivers differ only in how they perform I/O (DESIGN "The adapters"; D12, D21-D24
 The adapter's side of the contract (what a driver must do):
 
 1. call an input method (``start``, ``cancel``, ``perform``, ``tick``, ``socket_*``,
-   ``http_*``, ``tools_*``, ``shutdown``) with ``now`` = ``time.monotonic()``;
+   ``http_*``, ``tools_*``, ``shutdown``) with ``now`` read from the adapter's monotonic clock
+   (seconds);
 2. drain ``commands()`` and perform each, in order:
 
    - ``OpenSocket(conn)``: connect to ``conn.host:conn.port`` (TLS when ``conn.tls``, checking

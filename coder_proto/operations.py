@@ -90,15 +90,15 @@ def check_chat_id(chat_id: object, name: str = "chat_id") -> str:
     naming the argument."""
     if type(chat_id) is not str or not chat_id.strip():
         raise CoderAgentError(f"{name} must be a non-empty string, got {chat_id!r}")
-    if not chat_id.isascii():
-        check_unicode(chat_id, name)
-    return chat_id
+    return check_unicode(chat_id, name)
 
 
 def check_unicode(value: str, name: str) -> str:
     """Return ``value`` when it is valid Unicode text; a lone surrogate (which JSON can carry
     as ``\\udXXXX`` but neither a URL nor UTF-8 can) raises ``CoderAgentError`` naming the
-    argument."""
+    argument. ASCII, nearly every id, is checked without encoding."""
+    if value.isascii():
+        return value
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:

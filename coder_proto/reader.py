@@ -209,8 +209,7 @@ class StreamReader:
         self.reader_id = reader_id
         self.after_id = after_id
         self.policy = policy
-        segment = chat_id if chat_id.isascii() else check_unicode(chat_id, "chat_id")
-        stream_path = f"{prefix}/{quote(segment, safe='')}/stream"
+        stream_path = f"{prefix}/{quote(check_unicode(chat_id, 'chat_id'), safe='')}/stream"
         query = {"after_id": after_id}
         self._dial_url = websocket_url(base_url, stream_path, query)
         #: The dial URL (B.3): fixed, reused on every redial; never with credentials.

@@ -203,7 +203,7 @@ def _no_clock() -> float:
 class TransportEventSink:
     """Delivers transport events to one optional callback.
 
-    ``wall_clock`` is supplied by the adapter (``time.time``); the core never reads a clock.
+    ``wall_clock`` is supplied by the adapter (a wall-clock function); the core never reads a clock.
     Producers guard construction with ``if sink.enabled:``.
     """
 

@@ -100,9 +100,7 @@ def check_key_part(value: object, name: str) -> str:
         raise CoderAgentError(f"{name} must be a non-empty string, got {value!r}")
     if any(ord(c) < 32 or ord(c) == 127 for c in value):
         raise CoderAgentError(f"{name} must not contain control characters, got {value!r}")
-    if not value.isascii():
-        check_unicode(value, name)
-    return value
+    return check_unicode(value, name)
 
 
 def idempotency_key(tenant: str, chat_id: str, tool_call_id: str) -> str:
