@@ -3,7 +3,7 @@
 One ``Driver`` belongs to one client (``CoderChatClient``, or the agent through its client).
 Every runtime-independent decision of driving (routing socket inputs to the running turn or
 the session, the connection and request registries, background jobs, ``http:*`` events, token
-scrubbing, tool batches, transcripts) is ``coder_proto.driving.Drive``'s; this module is the
+scrubbing, tool batches, transcripts) is ``coder_proto._connection.Drive``'s; this module is the
 asyncio I/O glue that performs the drive's commands (DESIGN "The adapters"; D12, D21-D24):
 
 * ``StartHttp`` -> an ``httpx.AsyncClient`` request in a task; ``CancelHttp`` cancels it. On
@@ -37,7 +37,7 @@ same names):
 * ``await driver.wait_background(timeout)`` and ``await driver.aclose()``;
 * ``transport_sink(on_transport_event)``: the ``TransportEventSink`` for a user callback
   (sync or async), with ``time.time`` timestamps;
-* ``driver.recorder`` (a ``coder_proto.transcript.Recorder`` or ``None``, settable): told
+* ``driver.recorder`` (a ``coder_proto.transcript._records.Recorder`` or ``None``, settable): told
   about every turn, REST exchange, chunk read from a session's stream socket, tool run,
   cancellation and session call (``docs/transcripts.md``).
 """
@@ -57,10 +57,9 @@ import httpx
 
 from coder_io_common.tls import VerifyTypes, ssl_context
 from coder_io_common.wallclock import created_at
-from coder_proto.actions import Action, ToolOutcome
-from coder_proto.client import CONNECT_TIMEOUT
-from coder_proto.constants import BACKGROUND_TASK_BOUND
-from coder_proto.driving import (
+from coder_proto._actions import Action, ToolOutcome
+from coder_proto._agent.session import Session
+from coder_proto._connection import (
     CancelHttp,
     CancelToolBatch,
     CloseSocket,
@@ -77,11 +76,12 @@ from coder_proto.driving import (
     Wake,
     WriteSocket,
 )
-from coder_proto.errors import CoderAgentError
-from coder_proto.parts import ToolCall
-from coder_proto.session import Session
-from coder_proto.transcript import Recorder
-from coder_proto.transport_events import TransportEventSink
+from coder_proto._constants import BACKGROUND_TASK_BOUND
+from coder_proto._errors import CoderAgentError
+from coder_proto._outputs import ToolCall
+from coder_proto._rest.jobs import CONNECT_TIMEOUT
+from coder_proto._transport_events import TransportEventSink
+from coder_proto.transcript._records import Recorder
 
 __all__ = [
     "Driver",
@@ -264,7 +264,7 @@ class Driver:
 
     @property
     def recorder(self) -> Recorder | None:
-        """Observes what crosses the wire (``coder_proto.transcript.Recorder``), or ``None``."""
+        """Observes what crosses the wire (``coder_proto.transcript._records.Recorder``), or ``None``."""
         return self.drive.recorder
 
     @recorder.setter

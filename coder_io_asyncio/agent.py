@@ -1,7 +1,7 @@
 """``CoderAgent`` on asyncio: one Coder chat session driven turn by turn (state machines G, H;
 DECISIONS D5, D7, D10, D17, D22; DESIGN "Public API").
 
-The class is a thin shell around the core: ``coder_proto.agent.AgentShell`` holds the
+The class is a thin shell around the core: ``coder_proto._agent.agent_core.AgentShell`` holds the
 constructor, its checks and the session state, ``AgentCore`` validates the settings,
 prepares prompts, plans every client-tool batch (D5) and decides the structured-output
 ladder, and ``AgentCalls`` defines the plain operations. This module only reads the files a
@@ -25,8 +25,8 @@ import httpx
 
 from coder_io_common.closing import AsyncClosing
 from coder_io_common.files import read_path
-from coder_proto.actions import ToolOutcome
-from coder_proto.agent import (
+from coder_proto._actions import ToolOutcome
+from coder_proto._agent.agent_core import (
     AgentCalls,
     AgentShell,
     GenerateResult,
@@ -36,12 +36,12 @@ from coder_proto.agent import (
     WorkspaceWrite,
     prepare_prompt,
 )
-from coder_proto.calls import Call
-from coder_proto.cleanup import ArchiveResult
-from coder_proto.constants import BACKGROUND_TASK_BOUND
-from coder_proto.errors import CoderAgentError
-from coder_proto.parts import OutputPart, TextDelta, ToolCall
-from coder_proto.turn import Turn
+from coder_proto._agent.turn import Turn
+from coder_proto._constants import BACKGROUND_TASK_BOUND
+from coder_proto._errors import CoderAgentError
+from coder_proto._outputs import OutputPart, TextDelta, ToolCall
+from coder_proto._rest.stopping import ArchiveResult
+from coder_proto._shells.client_calls import Call
 
 from ._driver import Driver, Run
 from .client import CoderChatClient, ToThread, _read_upload, operation
@@ -183,7 +183,7 @@ class CoderAgent(AgentShell[CoderChatClient, httpx.AsyncClient], AsyncClosing):
             elif not self._driver.closed:
                 await self._driver.wait_background(BACKGROUND_TASK_BOUND)
 
-    # -- plain operations (coder_proto.agent.AgentCalls) ---------------------------------------
+    # -- plain operations (coder_proto._agent.agent_core.AgentCalls) ---------------------------------------
 
     async def _perform(self, call: Call[T]) -> T:
         return await self._client._perform(call)

@@ -2,7 +2,7 @@
 
 One ``Driver`` belongs to one client (``CoderChatClient``, or an agent through its client). The
 bookkeeping (routing, registries, ``http:*`` events, token scrubbing, tool batches,
-transcripts) is ``coder_proto.driving.Drive``; this module performs the I/O it asks for, with
+transcripts) is ``coder_proto._connection.Drive``; this module performs the I/O it asks for, with
 no event loop anywhere (DESIGN "The adapters"; D12, D21-D24):
 
 * ``StartHttp`` -> a blocking ``httpx.Client`` request (no read timeout on a client created
@@ -81,10 +81,9 @@ import httpx
 
 from coder_io_common.tls import VerifyTypes, ssl_context
 from coder_io_common.wallclock import created_at, event_sink
-from coder_proto.actions import Action, ToolOutcome
-from coder_proto.client import CONNECT_TIMEOUT
-from coder_proto.constants import BACKGROUND_TASK_BOUND
-from coder_proto.driving import (
+from coder_proto._actions import Action, ToolOutcome
+from coder_proto._agent.session import Session
+from coder_proto._connection import (
     CancelHttp,
     CancelToolBatch,
     CloseSocket,
@@ -101,11 +100,12 @@ from coder_proto.driving import (
     Wake,
     WriteSocket,
 )
-from coder_proto.errors import CoderAgentError
-from coder_proto.parts import ToolCall
-from coder_proto.session import Session
-from coder_proto.transcript import Recorder
-from coder_proto.transport_events import TransportEventSink
+from coder_proto._constants import BACKGROUND_TASK_BOUND
+from coder_proto._errors import CoderAgentError
+from coder_proto._outputs import ToolCall
+from coder_proto._rest.jobs import CONNECT_TIMEOUT
+from coder_proto._transport_events import TransportEventSink
+from coder_proto.transcript._records import Recorder
 
 __all__ = [
     "Deadline",
@@ -553,7 +553,7 @@ class Driver:
 
     @property
     def recorder(self) -> Recorder | None:
-        """Observes what crosses the wire (``coder_proto.transcript.Recorder``), or ``None``."""
+        """Observes what crosses the wire (``coder_proto.transcript._records.Recorder``), or ``None``."""
         return self._drive.recorder
 
     @recorder.setter

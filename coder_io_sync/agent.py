@@ -1,7 +1,7 @@
 """``CoderAgent``, blocking: one Coder chat session driven turn by turn (state machines G, H;
 DECISIONS D5, D7, D10, D17, D22; DESIGN "Public API").
 
-The class is a thin shell around ``coder_proto.agent.AgentCore``: the core validates the
+The class is a thin shell around ``coder_proto._agent.agent_core.AgentCore``: the core validates the
 settings, prepares prompts, plans every client-tool batch (D5) and decides the
 structured-output ladder; this module reads the files a prompt names, drives the core's
 machines on the client's ``Driver`` in the calling thread and calls the tool functions.
@@ -32,8 +32,8 @@ import httpx
 
 from coder_io_common.closing import Closing
 from coder_io_common.files import read_path
-from coder_proto.actions import ToolOutcome
-from coder_proto.agent import (
+from coder_proto._actions import ToolOutcome
+from coder_proto._agent.agent_core import (
     AgentCalls,
     AgentShell,
     GenerateResult,
@@ -43,12 +43,12 @@ from coder_proto.agent import (
     WorkspaceWrite,
     prepare_prompt,
 )
-from coder_proto.calls import Call
-from coder_proto.cleanup import ArchiveResult
-from coder_proto.constants import BACKGROUND_TASK_BOUND
-from coder_proto.errors import CoderAgentError
-from coder_proto.parts import OutputPart, TextDelta, ToolCall
-from coder_proto.turn import Turn
+from coder_proto._agent.turn import Turn
+from coder_proto._constants import BACKGROUND_TASK_BOUND
+from coder_proto._errors import CoderAgentError
+from coder_proto._outputs import OutputPart, TextDelta, ToolCall
+from coder_proto._rest.stopping import ArchiveResult
+from coder_proto._shells.client_calls import Call
 
 from ._driver import Deadline, Driver, Run, sigint_deferred
 from .client import CoderChatClient, _read_upload, operation
@@ -226,7 +226,7 @@ class CoderAgent(AgentShell[CoderChatClient, httpx.Client], Closing):
             elif not driver.closed:
                 driver.wait_background(BACKGROUND_TASK_BOUND)
 
-    # -- plain operations (coder_proto.agent.AgentCalls) ---------------------------------------
+    # -- plain operations (coder_proto._agent.agent_core.AgentCalls) ---------------------------------------
 
     def _perform(self, call: Call[T]) -> T:
         return self._client._perform(call)

@@ -30,15 +30,17 @@ from typing import Any
 import httpx
 
 from coder_io_common.tls import VerifyTypes
-from coder_proto.actions import ToolOutcome
-from coder_proto.agent import check_connection, plan_tool_calls
-from coder_proto.constants import (
+from coder_proto._actions import ToolOutcome
+from coder_proto._agent.agent_core import check_connection, plan_tool_calls
+from coder_proto._constants import (
     DEFAULT_MAX_STEPS,
     INTERRUPT_POLL_INTERVAL,
     INTERRUPT_WAIT_TIMEOUT,
     SETTLE_DEADLINE,
     SETTLE_RETRY_DELAY,
 )
+from coder_proto._errors import CoderAgentError
+from coder_proto._outputs import ToolCall
 from coder_proto.durable import (
     DEFAULT_SETTLE_TIMEOUT,
     DEFAULT_TENANT,
@@ -59,7 +61,7 @@ from coder_proto.durable import (
     WallClock,
     check_store,
 )
-from coder_proto.durable.runtime import (
+from coder_proto.durable._runtime import (
     AgentOptions,
     ApplyStore,
     DurableDrive,
@@ -71,8 +73,6 @@ from coder_proto.durable.runtime import (
     tool_binder,
     turn_report,
 )
-from coder_proto.errors import CoderAgentError
-from coder_proto.parts import ToolCall
 
 from ._driver import Deadline, blocking_sleep, sigint_deferred
 from .agent import CoderAgent, _discard, _invoke
@@ -154,7 +154,7 @@ class _BoundCrashSafe:
         return _plain(self._tool.inner, f"tool {self._tool.name!r}", *effect.args, **effect.kwargs)
 
 
-#: ``bind_tools``, blocking (``coder_proto.durable.runtime.tool_binder``).
+#: ``bind_tools``, blocking (``coder_proto.durable._runtime.tool_binder``).
 bind_tools = tool_binder(_BoundCrashSafe)
 
 
@@ -300,7 +300,7 @@ def run_turn(
     verify: VerifyTypes = True,
 ) -> DurableStepResult:
     """Run one durable workflow step: one agent turn, resumable in any process (seed
-    durable-workflows; ``coder_proto.durable.step``).
+    durable-workflows; ``coder_proto.durable._step``).
 
     The workflow's checkpoint (its chat and resume cursor) is read from ``store``; without one
     the turn creates the chat. Before resubmitting on a checkpointed chat, recovery settles

@@ -1,5 +1,5 @@
 """The default durable store: one SQLite file in WAL mode, safe across processes (seed
-durable-workflows; ``coder_proto.durable.store``).
+durable-workflows; ``coder_proto.durable._store``).
 
 ``SQLiteStore(path)`` implements ``coder_proto.durable.DurableStore``. Every write is one
 ``BEGIN IMMEDIATE`` transaction (the write lock is taken up front, so two processes never
@@ -27,15 +27,15 @@ import threading
 from types import TracebackType
 from typing import Any, Final
 
+from coder_proto._errors import CoderAgentError
 from coder_proto._json import dumps
-from coder_proto.durable.records import (
+from coder_proto.durable._records import (
     Checkpoint,
     JournalEntry,
     LedgerEntry,
     StrandedChat,
     check_key_part,
 )
-from coder_proto.errors import CoderAgentError
 
 __all__ = ["SQLiteStore"]
 

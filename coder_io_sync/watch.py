@@ -1,6 +1,6 @@
 """``CoderChatClient.watch_chats()``, blocking: the ``/watch`` subscription as an iterator and
-a context manager (wire 6; the machine is ``coder_proto.watch``, the consumer's rules
-``coder_proto.watch_feed``)."""
+a context manager (wire 6; the machine is ``coder_proto._stream.watch``, the consumer's rules
+``coder_proto._shells.watch_feed``)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import contextlib
 from typing import TYPE_CHECKING, Any
 
 from coder_io_common.closing import Closing
-from coder_proto.watch_feed import WatchShell
-from coder_proto.wire.chats import ChatWatchEvent
+from coder_proto._shells.watch_feed import WatchShell
+from coder_proto._wire.chats import ChatWatchEvent
 
 if TYPE_CHECKING:
     from ._driver import Run

@@ -1,7 +1,7 @@
 """The trio driver: runs any core machine to completion by performing its actions.
 
 One ``Driver`` belongs to one client (``CoderChatClient``, or the agent through its client).
-Every runtime-independent decision of driving is ``coder_proto.driving.Drive``'s; this module
+Every runtime-independent decision of driving is ``coder_proto._connection.Drive``'s; this module
 is the trio I/O glue that performs the drive's commands (DESIGN "The adapters"; D12, D21-D24):
 
 * ``StartHttp`` -> an ``httpx.AsyncClient`` request (httpx runs on trio) in a task;
@@ -46,10 +46,9 @@ import trio
 
 from coder_io_common.tls import VerifyTypes, ssl_context
 from coder_io_common.wallclock import created_at, event_sink
-from coder_proto.actions import Action, ToolOutcome
-from coder_proto.client import CONNECT_TIMEOUT
-from coder_proto.constants import BACKGROUND_TASK_BOUND
-from coder_proto.driving import (
+from coder_proto._actions import Action, ToolOutcome
+from coder_proto._agent.session import Session
+from coder_proto._connection import (
     CancelHttp,
     CancelToolBatch,
     CloseSocket,
@@ -66,11 +65,12 @@ from coder_proto.driving import (
     Wake,
     WriteSocket,
 )
-from coder_proto.errors import CoderAgentError
-from coder_proto.parts import ToolCall
-from coder_proto.session import Session
-from coder_proto.transcript import Recorder
-from coder_proto.transport_events import TransportEventSink
+from coder_proto._constants import BACKGROUND_TASK_BOUND
+from coder_proto._errors import CoderAgentError
+from coder_proto._outputs import ToolCall
+from coder_proto._rest.jobs import CONNECT_TIMEOUT
+from coder_proto._transport_events import TransportEventSink
+from coder_proto.transcript._records import Recorder
 
 __all__ = [
     "Driver",
@@ -294,7 +294,7 @@ class Driver:
 
     @property
     def recorder(self) -> Recorder | None:
-        """Observes what crosses the wire (``coder_proto.transcript.Recorder``), or ``None``."""
+        """Observes what crosses the wire (``coder_proto.transcript._records.Recorder``), or ``None``."""
         return self.drive.recorder
 
     @recorder.setter

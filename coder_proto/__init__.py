@@ -6,7 +6,7 @@ no clock: any runtime can drive it (``coder_io_asyncio``, ``coder_io_trio``, ``c
 or your own loop).
 """
 
-from .errors import (
+from ._errors import (
     CoderAgentError,
     CoderApiError,
     CoderChatError,
@@ -14,8 +14,7 @@ from .errors import (
     CoderProtocolError,
     CoderStreamError,
 )
-
-__version__ = "0.1.0"
+from ._version import __version__
 
 __all__ = [
     "CoderAgentError",

@@ -14,17 +14,17 @@ functions (``CoderAgent``, ``AgentStream``, ``CoderChatClient``, ``ChatWatch``,
     __all__ = [*_shared, *RUNTIME_NAMES]
 """
 
-from .agent import (
+from ._agent.agent_core import (
     AttachedFile,
     Attachment,
     GenerateResult,
     StructuredOutputError,
     WorkspaceUpload,
 )
-from .cleanup import ArchiveResult, InterruptResult
-from .client import WorkspacePreview
-from .durable import DurableToolContext, crash_safe
-from .errors import (
+from ._agent.prompt import AssistantMessage, SystemMessage, ToolMessage, UserMessage
+from ._agent.segment import StepResult
+from ._agent.tools import Tool, ToolContext, ToolInputError, tool
+from ._errors import (
     CoderAgentError,
     CoderApiError,
     CoderChatError,
@@ -32,7 +32,7 @@ from .errors import (
     CoderProtocolError,
     CoderStreamError,
 )
-from .parts import (
+from ._outputs import (
     ErrorPart,
     Finish,
     ReasoningDelta,
@@ -49,10 +49,10 @@ from .parts import (
     ToolResult,
     Usage,
 )
-from .prompt import AssistantMessage, SystemMessage, ToolMessage, UserMessage
-from .segment import StepResult
-from .tools import Tool, ToolContext, ToolInputError, tool
-from .watch import WatchBackoff
+from ._rest.jobs import WorkspacePreview
+from ._rest.stopping import ArchiveResult, InterruptResult
+from ._stream.watch import WatchBackoff
+from .durable import DurableToolContext, crash_safe
 
 __all__ = [
     "ArchiveResult",

@@ -13,6 +13,7 @@ import pathlib
 from collections.abc import Callable
 from typing import Any
 
+from coder_proto._wire.chats import DynamicTool
 from coder_proto.fake import (
     CallClientTool,
     CallServerTool,
@@ -25,8 +26,7 @@ from coder_proto.fake import (
     Think,
     Wait,
 )
-from coder_proto.transcript import TranscriptRecorder
-from coder_proto.wire.chats import DynamicTool
+from coder_proto.transcript._records import TranscriptRecorder
 
 from .world import ModelWorld
 

@@ -29,7 +29,7 @@ from wsproto.events import (
 from wsproto.events import CloseConnection as WsCloseConnection
 from wsproto.utilities import LocalProtocolError, RemoteProtocolError
 
-from coder_proto.actions import (
+from coder_proto._actions import (
     CancelRequest,
     CloseConnection,
     OpenConnection,
@@ -39,12 +39,12 @@ from coder_proto.actions import (
     SendRequest,
     ToolOutcome,
 )
+from coder_proto._agent.session import Session, SessionConfig
+from coder_proto._agent.turn import Turn
+from coder_proto._outputs import ToolCall
+from coder_proto._rest.http import HttpRequest, HttpResponse
 from coder_proto.fake import FakeCoderModel, FakeConfig, FakeHttpResponse, StreamSubscription
-from coder_proto.parts import ToolCall
-from coder_proto.rest import HttpRequest, HttpResponse
-from coder_proto.session import Session, SessionConfig
-from coder_proto.transcript import Recorder
-from coder_proto.turn import Turn
+from coder_proto.transcript._records import Recorder
 
 __all__ = ["BASE_URL", "ModelWorld", "ToolFn"]
 

@@ -1,4 +1,4 @@
-"""The agent core (``coder_proto.agent``): settings (H.1, H.2), prompt inputs (appendix P,
+"""The agent core (``coder_proto._agent.agent_core``): settings (H.1, H.2), prompt inputs (appendix P,
 wire 7), the client-tool dispatch plan (D5), the structured-output ladder (seed README
 "Structured output" rules 1-4, D7), single flight (G.2), history pages and workspace files,
 driven through the in-memory driver where a turn runs."""
@@ -18,8 +18,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coder_proto.actions import ToolOutcome
-from coder_proto.agent import (
+from coder_proto._actions import ToolOutcome
+from coder_proto._agent.agent_core import (
     ENV_ORGANIZATION_ID,
     NUDGE_PROMPT,
     STRUCTURED_OUTPUT_ACK,
@@ -35,11 +35,7 @@ from coder_proto.agent import (
     prepare_attachment,
     prepare_prompt,
 )
-from coder_proto.constants import MAX_ATTACHMENT_BYTES
-from coder_proto.errors import CoderAgentError
-from coder_proto.parts import ToolCall, Usage
-from coder_proto.prefix import PrefixSelector
-from coder_proto.prompt import (
+from coder_proto._agent.prompt import (
     AssistantMessage,
     FileContent,
     SystemMessage,
@@ -48,11 +44,15 @@ from coder_proto.prompt import (
     ToolResultContent,
     UserMessage,
 )
-from coder_proto.segment import StepResult
-from coder_proto.tools import Tool, ToolContext, tool
-from coder_proto.transport_events import TransportEventSink
-from coder_proto.turn import TurnResult
-from coder_proto.wire.chats import FileReferenceInput
+from coder_proto._agent.segment import StepResult
+from coder_proto._agent.tools import Tool, ToolContext, tool
+from coder_proto._agent.turn import TurnResult
+from coder_proto._constants import MAX_ATTACHMENT_BYTES
+from coder_proto._errors import CoderAgentError
+from coder_proto._outputs import ToolCall, Usage
+from coder_proto._rest.prefix import PrefixSelector
+from coder_proto._transport_events import TransportEventSink
+from coder_proto._wire.chats import FileReferenceInput
 from tests.core_driver import (
     CHAT,
     CaseEnv,

@@ -1,4 +1,4 @@
-"""The runtime-independent half of every adapter's ``CoderAgent`` (``coder_proto.agent``:
+"""The runtime-independent half of every adapter's ``CoderAgent`` (``coder_proto._agent.agent_core``:
 ``AgentShell``, ``AgentCalls``, ``segment_sink``, ``WorkspaceWrite``; H.1-H.3, wire 2, 7, 8,
 11; D11, D17, D24; DESIGN "Public API" and rule 6).
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from coder_proto.agent import (
+from coder_proto._agent.agent_core import (
     AgentCalls,
     AgentCore,
     AgentShell,
@@ -23,18 +23,14 @@ from coder_proto.agent import (
     check_connection,
     segment_sink,
 )
-from coder_proto.cleanup import SessionInterrupt
-from coder_proto.client import ClientSettings
-from coder_proto.errors import CoderAgentError
-from coder_proto.prefix import PrefixSelector
-from coder_proto.rest import HttpRequest
-from coder_proto.session import Session, SessionConfig
-from coder_proto.transcript import Recorder, TranscriptRecorder
-from coder_proto.transport_events import (
-    HttpRequestEvent,
-    SegmentStartEvent,
-    TransportEventSink,
-)
+from coder_proto._agent.session import Session, SessionConfig
+from coder_proto._errors import CoderAgentError
+from coder_proto._rest.http import HttpRequest
+from coder_proto._rest.jobs import ClientSettings
+from coder_proto._rest.prefix import PrefixSelector
+from coder_proto._rest.stopping import SessionInterrupt
+from coder_proto._transport_events import HttpRequestEvent, SegmentStartEvent, TransportEventSink
+from coder_proto.transcript._records import Recorder, TranscriptRecorder
 from tests.core_driver import Driver, Respond, chat_stub, empty_page
 
 BASE = "https://coder.test"

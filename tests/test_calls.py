@@ -1,4 +1,4 @@
-"""The raw client's operations, defined once for every adapter (``coder_proto.calls``; wire
+"""The raw client's operations, defined once for every adapter (``coder_proto._shells.client_calls``; wire
 2, 7, 8, 9; D4, D10, D11, D16, D17, D20; DESIGN "Public API": the same methods with the same
 parameters on every runtime).
 
@@ -15,15 +15,15 @@ from typing import Any
 
 import pytest
 
-from coder_proto.actions import ToolOutcome
-from coder_proto.calls import Call, ChatCalls, ClientShell, public_method
-from coder_proto.client import ClientSettings
-from coder_proto.errors import CoderAgentError, CoderApiError
-from coder_proto.prefix import PrefixSelector
-from coder_proto.rest import HttpRequest
-from coder_proto.session import Session, SessionConfig
-from coder_proto.transport_events import TransportEventSink
-from coder_proto.wire.chats import CreateChatRequest, TextInput
+from coder_proto._actions import ToolOutcome
+from coder_proto._agent.session import Session, SessionConfig
+from coder_proto._errors import CoderAgentError, CoderApiError
+from coder_proto._rest.http import HttpRequest
+from coder_proto._rest.jobs import ClientSettings
+from coder_proto._rest.prefix import PrefixSelector
+from coder_proto._shells.client_calls import Call, ChatCalls, ClientShell, public_method
+from coder_proto._transport_events import TransportEventSink
+from coder_proto._wire.chats import CreateChatRequest, TextInput
 from tests.core_driver import Driver, Respond, chat_stub
 
 V2 = "/api/v2/chats"

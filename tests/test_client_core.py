@@ -15,8 +15,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coder_proto.actions import ToolOutcome
-from coder_proto.client import (
+from coder_proto._actions import ToolOutcome
+from coder_proto._agent.session import Session, SessionConfig
+from coder_proto._errors import CoderAgentError, CoderApiError, CoderNetworkError
+from coder_proto._rest.http import HttpRequest, HttpResponse
+from coder_proto._rest.jobs import (
     CONNECT_TIMEOUT,
     ClientSettings,
     ModelConfigsJob,
@@ -35,12 +38,9 @@ from coder_proto.client import (
     tool_result_inputs,
     upload_result,
 )
-from coder_proto.errors import CoderAgentError, CoderApiError, CoderNetworkError
-from coder_proto.operations import build_get_chat, parse_get_chat
-from coder_proto.prefix import PrefixSelector
-from coder_proto.rest import HttpRequest, HttpResponse
-from coder_proto.session import Session, SessionConfig
-from coder_proto.wire.chats import (
+from coder_proto._rest.prefix import PrefixSelector
+from coder_proto._rest.routes import build_get_chat, parse_get_chat
+from coder_proto._wire.chats import (
     CreateChatMessageRequest,
     CreateChatRequest,
     DynamicTool,

@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 
-from coder_proto.actions import ToolOutcome
+from coder_proto._actions import ToolOutcome
+from coder_proto._errors import CoderAgentError
+from coder_proto._outputs import ToolCall
 from coder_proto.durable import (
     CUT_SHORT,
     NOT_EXECUTED_MESSAGE,
@@ -22,9 +24,7 @@ from coder_proto.durable import (
     RecoveryOutcome,
     step_marker,
 )
-from coder_proto.errors import CoderAgentError
 from coder_proto.fake import CallClientTool, CallServerTool, Fail, Say, Script, Wait
-from coder_proto.parts import ToolCall
 from tests.durable.harness import World
 
 TENANT = "acme"

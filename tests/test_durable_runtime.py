@@ -1,4 +1,4 @@
-"""What every adapter's durable functions share (``coder_proto.durable.runtime``; seed
+"""What every adapter's durable functions share (``coder_proto.durable._runtime``; seed
 durable-workflows; D5, D22, D26): the step's setup and its agents' settings, the turn report,
 stepping effect programs, binding crash-safe tools, and the loop of driving a durable machine
 (its commands, outcomes fed back in any order, deadlines, cancellation).
@@ -13,7 +13,13 @@ from typing import Any
 
 import pytest
 
-from coder_proto.actions import ToolOutcome
+from coder_proto._actions import ToolOutcome
+from coder_proto._agent.tools import Tool, tool
+from coder_proto._errors import CoderAgentError, CoderNetworkError
+from coder_proto._outputs import ToolCall
+from coder_proto._rest.http import HttpResponse
+from coder_proto._rest.prefix import PrefixSelector
+from coder_proto._rest.routes import build_get_chat, parse_get_chat
 from coder_proto.durable import (
     DEFAULT_COMMIT_WINDOW,
     CrashSafeTool,
@@ -26,7 +32,7 @@ from coder_proto.durable import (
     crash_safe,
     step_marker,
 )
-from coder_proto.durable.runtime import (
+from coder_proto.durable._runtime import (
     Abandon,
     AgentOptions,
     ApplyStore,
@@ -39,12 +45,6 @@ from coder_proto.durable.runtime import (
     tool_binder,
     turn_report,
 )
-from coder_proto.errors import CoderAgentError, CoderNetworkError
-from coder_proto.operations import build_get_chat, parse_get_chat
-from coder_proto.parts import ToolCall
-from coder_proto.prefix import PrefixSelector
-from coder_proto.rest import HttpResponse
-from coder_proto.tools import Tool, tool
 from tests.core_driver import chat_stub
 
 V2 = "/api/v2/chats"

@@ -11,6 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from coder_proto._errors import CoderAgentError
+from coder_proto._outputs import ToolCall
+from coder_proto._wire.chats import ChatMessagesResponse
+from coder_proto._wire.messages import ChatMessage
 from coder_proto.durable import (
     HistoryScan,
     default_step,
@@ -20,10 +24,6 @@ from coder_proto.durable import (
     recover_text,
     step_marker,
 )
-from coder_proto.errors import CoderAgentError
-from coder_proto.parts import ToolCall
-from coder_proto.wire.chats import ChatMessagesResponse
-from coder_proto.wire.messages import ChatMessage
 
 M = "[wf/s2]"
 

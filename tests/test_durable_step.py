@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from coder_proto._errors import CoderAgentError, CoderApiError, CoderChatError
 from coder_proto.durable import (
     OUTCOME_ABORTED,
     OUTCOME_FAILED,
@@ -29,7 +30,6 @@ from coder_proto.durable import (
     step_program,
     turn_outcome,
 )
-from coder_proto.errors import CoderAgentError, CoderApiError, CoderChatError
 from coder_proto.fake import Fail, Say, Script
 from tests.durable.harness import World
 

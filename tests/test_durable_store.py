@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from coder_io_sync.durable_sqlite import SQLiteStore
+from coder_proto._errors import CoderAgentError
 from coder_proto.durable import (
     COMMITTING,
     DONE,
@@ -29,8 +30,7 @@ from coder_proto.durable import (
     StrandedChat,
     idempotency_key,
 )
-from coder_proto.durable.store import DurableStore
-from coder_proto.errors import CoderAgentError
+from coder_proto.durable._store import DurableStore
 
 # -- records ------------------------------------------------------------------------------------
 
@@ -363,9 +363,9 @@ def test_check_store_names_what_is_missing() -> None:
 
 def test_a_relayed_request_reports_its_response_failure_or_cancellation() -> None:
     """The adapter hands a durable machine's routed request to its driver as is."""
-    from coder_proto.actions import CancelRequest, SendRequest
+    from coder_proto._actions import CancelRequest, SendRequest
+    from coder_proto._rest.http import HttpRequest, HttpResponse
     from coder_proto.durable import RelayedRequest
-    from coder_proto.rest import HttpRequest, HttpResponse
 
     request = HttpRequest.build("get_chat", "GET", "/api/v2/chats/c")
     relay = RelayedRequest(request)

@@ -9,7 +9,10 @@ from typing import Any
 import attrs
 import pytest
 
-from coder_proto.agent import plan_tool_calls
+from coder_proto._agent.agent_core import plan_tool_calls
+from coder_proto._agent.tools import ToolContext
+from coder_proto._errors import CoderAgentError
+from coder_proto._outputs import ToolCall
 from coder_proto.durable import (
     OUTCOME_IN_FLIGHT,
     RESUMED,
@@ -25,9 +28,6 @@ from coder_proto.durable import (
     crash_safe,
     run_program,
 )
-from coder_proto.errors import CoderAgentError
-from coder_proto.parts import ToolCall
-from coder_proto.tools import ToolContext
 
 TENANT = "acme"
 

@@ -6,7 +6,7 @@ import pickle
 
 import pytest
 
-from coder_proto.errors import (
+from coder_proto._errors import (
     CoderAgentError,
     CoderApiError,
     CoderChatError,

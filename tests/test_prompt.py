@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from coder_proto.errors import CoderAgentError
-from coder_proto.prompt import (
+from coder_proto._agent.prompt import (
     AssistantMessage,
     FileContent,
     NewTurn,
@@ -23,7 +22,8 @@ from coder_proto.prompt import (
     system_prompt,
     tool_output_to_wire,
 )
-from coder_proto.wire.chats import FileInput, FileReferenceInput, TextInput, ToolResultInput
+from coder_proto._errors import CoderAgentError
+from coder_proto._wire.chats import FileInput, FileReferenceInput, TextInput, ToolResultInput
 
 
 def result(call_id: str, output: object = "ok", is_error: bool = False) -> ToolResultContent:

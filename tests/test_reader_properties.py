@@ -34,16 +34,11 @@ from hypothesis.stateful import (
     rule,
 )
 
-from coder_proto.actions import CloseConnection, OpenConnection, SendData
-from coder_proto.errors import (
-    CoderAgentError,
-    CoderApiError,
-    CoderProtocolError,
-    CoderStreamError,
-)
-from coder_proto.reader import BackoffPolicy, StreamReader
-from coder_proto.transport_events import TransportEventSink, WsEventEvent
-from coder_proto.wire import MessageEvent, MessagePartEvent
+from coder_proto._actions import CloseConnection, OpenConnection, SendData
+from coder_proto._errors import CoderAgentError, CoderApiError, CoderProtocolError, CoderStreamError
+from coder_proto._stream.reader import BackoffPolicy, StreamReader
+from coder_proto._transport_events import TransportEventSink, WsEventEvent
+from coder_proto._wire import MessageEvent, MessagePartEvent
 from tests.test_reader import CHAT, Net, delta, snapshot, status
 from tests.test_websocket import ServerSide
 

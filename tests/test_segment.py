@@ -15,13 +15,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coder_proto.errors import (
-    CoderAgentError,
-    CoderApiError,
-    CoderChatError,
-    CoderStreamError,
+from coder_proto._agent.prompt import (
+    AssistantMessage,
+    FileContent,
+    TextContent,
+    ToolMessage,
+    ToolResultContent,
+    UserMessage,
 )
-from coder_proto.parts import (
+from coder_proto._agent.segment import STREAM_CLOSED_MESSAGE, recover_pending_calls, timeout_message
+from coder_proto._errors import CoderAgentError, CoderApiError, CoderChatError, CoderStreamError
+from coder_proto._outputs import (
     ErrorPart,
     Finish,
     ReasoningDelta,
@@ -31,16 +35,7 @@ from coder_proto.parts import (
     ToolCall,
     ToolResult,
 )
-from coder_proto.prompt import (
-    AssistantMessage,
-    FileContent,
-    TextContent,
-    ToolMessage,
-    ToolResultContent,
-    UserMessage,
-)
-from coder_proto.segment import STREAM_CLOSED_MESSAGE, recover_pending_calls, timeout_message
-from coder_proto.wire import ActionRequiredEvent, ChatMessage, MessageEvent
+from coder_proto._wire import ActionRequiredEvent, ChatMessage, MessageEvent
 from tests.core_driver import (
     CHAT,
     Hang,
@@ -1327,7 +1322,7 @@ def test_joining_deltas_in_runs_never_changes_the_step(
     """G.6: a step built with deltas joined in runs of any length, delivered in batches of
     any size, equals the step built with every delta kept apart and delivered one by one
     (text, reasoning, calls, results and sources, in order)."""
-    from coder_proto import segment as module
+    from coder_proto._agent import segment as module
 
     finish = Finish(finish_reason="stop", raw_finish_reason="waiting")
 

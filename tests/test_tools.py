@@ -11,8 +11,7 @@ import attrs
 import pydantic
 import pytest
 
-from coder_proto.errors import CoderAgentError
-from coder_proto.tools import (
+from coder_proto._agent.tools import (
     Tool,
     ToolContext,
     ToolInputError,
@@ -22,6 +21,7 @@ from coder_proto.tools import (
     tools_by_name,
     validate_json_schema,
 )
+from coder_proto._errors import CoderAgentError
 
 
 class Unit(enum.Enum):

@@ -22,10 +22,8 @@ from wsproto.events import (
 )
 from wsproto.events import CloseConnection as WsCloseConnection
 
-from coder_proto.actions import OpenConnection, ToolOutcome
-from coder_proto.errors import CoderAgentError, CoderApiError, CoderChatError, CoderStreamError
-from coder_proto.parts import ToolCall
-from coder_proto.prompt import (
+from coder_proto._actions import OpenConnection, ToolOutcome
+from coder_proto._agent.prompt import (
     AssistantMessage,
     FileContent,
     SystemMessage,
@@ -34,9 +32,13 @@ from coder_proto.prompt import (
     ToolResultContent,
     UserMessage,
 )
-from coder_proto.rest import HttpRequest, HttpResponse
-from coder_proto.session import SessionConfig
-from coder_proto.transcript import (
+from coder_proto._agent.session import SessionConfig
+from coder_proto._errors import CoderAgentError, CoderApiError, CoderChatError, CoderStreamError
+from coder_proto._outputs import ToolCall
+from coder_proto._rest.http import HttpRequest, HttpResponse
+from coder_proto._stream.websocket import WebSocketClient
+from coder_proto._wire.chats import DynamicTool, FileReferenceInput
+from coder_proto.transcript._records import (
     FORMAT_NAME,
     FORMAT_VERSION,
     Cancel,
@@ -64,8 +66,6 @@ from coder_proto.transcript import (
     prompt_to_json,
     redact_url,
 )
-from coder_proto.websocket import WebSocketClient
-from coder_proto.wire.chats import DynamicTool, FileReferenceInput
 from fuzz.seeds import SCENARIOS, record
 
 TOKEN = "tok-SECRET-123"

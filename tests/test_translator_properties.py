@@ -12,10 +12,10 @@ import attrs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from coder_proto._constants import TERMINAL_STATUSES
+from coder_proto._errors import CoderAgentError
 from coder_proto._json import canonical_json
-from coder_proto.constants import TERMINAL_STATUSES
-from coder_proto.errors import CoderAgentError
-from coder_proto.parts import (
+from coder_proto._outputs import (
     Finish,
     OutputPart,
     ReasoningDelta,
@@ -30,10 +30,10 @@ from coder_proto.parts import (
     ToolInputStart,
     ToolResult,
 )
-from coder_proto.promotion import QueuedSubmission
-from coder_proto.translator import TurnTranslator, finish_reason
-from coder_proto.usage import UsageAccumulator
-from coder_proto.wire import (
+from coder_proto._stream.promotion import QueuedSubmission
+from coder_proto._stream.translator import TurnTranslator, finish_reason
+from coder_proto._stream.usage import UsageAccumulator
+from coder_proto._wire import (
     ChatMessageUsage,
     MessageEvent,
     MessagePartEvent,

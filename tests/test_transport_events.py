@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from coder_proto.transport_events import SegmentStartEvent, TransportEventSink, WsDialEvent
+from coder_proto._transport_events import SegmentStartEvent, TransportEventSink, WsDialEvent
 
 
 def test_no_callback_means_disabled_and_emit_is_a_no_op() -> None:

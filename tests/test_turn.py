@@ -8,17 +8,17 @@ from typing import Any
 
 import pytest
 
-from coder_proto.actions import RunTools, ToolOutcome
-from coder_proto.errors import CoderAgentError, CoderApiError, CoderChatError, CoderStreamError
-from coder_proto.parts import Finish, StreamStart, ToolCall, ToolResult, Usage
-from coder_proto.prompt import (
+from coder_proto._actions import RunTools, ToolOutcome
+from coder_proto._agent.prompt import (
     AssistantMessage,
     TextContent,
     ToolMessage,
     ToolResultContent,
     UserMessage,
 )
-from coder_proto.turn import MISSING_RESULT_MESSAGE, Turn, normalize_outcomes
+from coder_proto._agent.turn import MISSING_RESULT_MESSAGE, Turn, normalize_outcomes
+from coder_proto._errors import CoderAgentError, CoderApiError, CoderChatError, CoderStreamError
+from coder_proto._outputs import Finish, StreamStart, ToolCall, ToolResult, Usage
 from tests.core_driver import (
     CHAT,
     Harness,

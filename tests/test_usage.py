@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from coder_proto.parts import Usage
-from coder_proto.usage import UsageAccumulator, provider_metadata_from_raw, sum_usage
-from coder_proto.wire import ChatMessageUsage
+from coder_proto._outputs import Usage
+from coder_proto._stream.usage import UsageAccumulator, provider_metadata_from_raw, sum_usage
+from coder_proto._wire import ChatMessageUsage
 
 
 def wire(**fields: Any) -> ChatMessageUsage:

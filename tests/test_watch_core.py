@@ -16,11 +16,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coder_proto.actions import CloseConnection, OpenConnection
-from coder_proto.errors import CoderAgentError, CoderApiError, CoderNetworkError
-from coder_proto.prefix import PrefixSelector
-from coder_proto.session import Session, SessionConfig
-from coder_proto.watch import WatchBackoff, WatchMachine
+from coder_proto._actions import CloseConnection, OpenConnection
+from coder_proto._agent.session import Session, SessionConfig
+from coder_proto._errors import CoderAgentError, CoderApiError, CoderNetworkError
+from coder_proto._rest.prefix import PrefixSelector
+from coder_proto._stream.watch import WatchBackoff, WatchMachine
 from tests.core_driver import Driver, Hang, NetworkError, Respond, chat_stub
 
 TOKEN = "watch-secret-token"

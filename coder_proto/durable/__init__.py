@@ -8,17 +8,16 @@ The adapters' ``run_turn``, ``archive_workflow``, ``sweep_orphans`` and ``bind_t
 them; the SQLite store lives in ``coder_io_sync.durable_sqlite``.
 """
 
-from .cleanup import (
+from ._archiving import (
     ArchiveWorkflow,
     ArchiveWorkflowResult,
     OrphanSweep,
     SweepResult,
     parse_timestamp,
 )
-from .effects import Invoke, WallClock
-from .errors import DurableStoreError, RecoveryError
-from .machine import DurableMachine, RelayedRequest
-from .records import (
+from ._effects import Invoke, WallClock
+from ._errors import DurableStoreError, RecoveryError
+from ._records import (
     COMMITTING,
     CUT_SHORT,
     DEFAULT_TENANT,
@@ -35,7 +34,7 @@ from .records import (
     StrandedChat,
     idempotency_key,
 )
-from .recovery import (
+from ._recovery import (
     DEFAULT_COMMIT_WINDOW,
     DEFAULT_SETTLE_TIMEOUT,
     NOT_EXECUTED_MESSAGE,
@@ -44,7 +43,7 @@ from .recovery import (
     RecoveryOutcome,
     StructuredAnswer,
 )
-from .scan import (
+from ._scan import (
     HistoryScan,
     default_step,
     marked_prompt,
@@ -53,7 +52,7 @@ from .scan import (
     recover_text,
     step_marker,
 )
-from .step import (
+from ._step import (
     Drive,
     DurableStepResult,
     RunAgentTurn,
@@ -64,7 +63,7 @@ from .step import (
     step_program,
     turn_outcome,
 )
-from .store import (
+from ._store import (
     AsyncDurableStore,
     DurableStore,
     MemoryStore,
@@ -73,13 +72,8 @@ from .store import (
     check_store,
     store_call,
 )
-from .tools import (
-    CrashSafeTool,
-    DurableBinding,
-    DurableToolContext,
-    crash_safe,
-    run_program,
-)
+from ._store_engine import DurableMachine, RelayedRequest
+from ._tools import CrashSafeTool, DurableBinding, DurableToolContext, crash_safe, run_program
 
 __all__ = [
     "COMMITTING",

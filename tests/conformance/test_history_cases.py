@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from coder_proto.history import (
+from coder_proto._agent.history import (
     UIDynamicToolPart,
     UIFilePart,
     UIMessage,
@@ -22,7 +22,7 @@ from coder_proto.history import (
     UITextPart,
     to_ui_messages,
 )
-from coder_proto.wire import ChatMessage, FilePart
+from coder_proto._wire import ChatMessage, FilePart
 from tests.conformance.cases import cases, load
 
 

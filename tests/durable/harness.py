@@ -17,7 +17,10 @@ from typing import Any
 
 import attrs
 
-from coder_proto.actions import CancelRequest, RunTools, SendRequest, ToolOutcome
+from coder_proto._actions import CancelRequest, RunTools, SendRequest, ToolOutcome
+from coder_proto._outputs import ToolCall
+from coder_proto._rest.http import HttpRequest, HttpResponse
+from coder_proto._rest.prefix import PrefixSelector
 from coder_proto.durable import (
     Drive,
     DurableMachine,
@@ -29,9 +32,6 @@ from coder_proto.durable import (
     WallClock,
 )
 from coder_proto.fake import FakeCoderModel, FakeConfig, Script
-from coder_proto.parts import ToolCall
-from coder_proto.prefix import PrefixSelector
-from coder_proto.rest import HttpRequest, HttpResponse
 
 V2 = "/api/v2/chats"
 WALL_OFFSET = 1_800_000_000.0

@@ -17,6 +17,7 @@ import pytest
 
 from coder_io_asyncio.fake_server import FakeCoderServer
 from coder_io_sync.durable_sqlite import SQLiteStore
+from coder_proto._errors import CoderAgentError, CoderChatError
 from coder_proto.durable import (
     CUT_SHORT,
     OUTCOME_ABORTED,
@@ -33,7 +34,6 @@ from coder_proto.durable import (
     marked_prompt,
     step_marker,
 )
-from coder_proto.errors import CoderAgentError, CoderChatError
 from coder_proto.fake import CallClientTool, Fail, Say, Script, Wait
 
 CHARGES: dict[str, int] = {}

@@ -62,7 +62,7 @@ from urllib.parse import SplitResult, urlsplit
 import attrs
 import h11
 
-from coder_proto.actions import (
+from coder_proto._actions import (
     Action,
     CancelRequest,
     CloseConnection,
@@ -74,16 +74,16 @@ from coder_proto.actions import (
     SendRequest,
     ToolOutcome,
 )
-from coder_proto.constants import SESSION_TOKEN_HEADER
-from coder_proto.errors import CoderAgentError
-from coder_proto.machine import CoreMachine
-from coder_proto.parts import OutputPart, TextDelta, ToolCall
-from coder_proto.rest import HttpResponse
-from coder_proto.session import Session, SessionConfig
-from coder_proto.tools import Tool, ToolContext, encode_output, tool, tools_by_name
-from coder_proto.transport_events import TransportEventSink
-from coder_proto.turn import Turn, TurnResult
-from coder_proto.wire.chats import DynamicTool
+from coder_proto._agent.session import Session, SessionConfig
+from coder_proto._agent.tools import Tool, ToolContext, encode_output, tool, tools_by_name
+from coder_proto._agent.turn import Turn, TurnResult
+from coder_proto._constants import SESSION_TOKEN_HEADER
+from coder_proto._engine import CoreMachine
+from coder_proto._errors import CoderAgentError
+from coder_proto._outputs import OutputPart, TextDelta, ToolCall
+from coder_proto._rest.http import HttpResponse
+from coder_proto._transport_events import TransportEventSink
+from coder_proto._wire.chats import DynamicTool
 
 __all__ = ["Channel", "HttpExchange", "SelectorsLoop", "get_weather", "main"]
 

@@ -17,10 +17,10 @@ import httpx
 import pytest
 
 from coder_io_asyncio.fake_server import FakeCoderServer
-from coder_proto.actions import ToolOutcome
-from coder_proto.errors import CoderAgentError, CoderApiError
+from coder_proto._actions import ToolOutcome
+from coder_proto._errors import CoderAgentError, CoderApiError
+from coder_proto._wire.chats import CreateChatRequest, DynamicTool, FileInput, TextInput
 from coder_proto.fake import CallClientTool, Say, Script, Wait
-from coder_proto.wire.chats import CreateChatRequest, DynamicTool, FileInput, TextInput
 
 from .conftest import MakeServer
 
