@@ -79,7 +79,7 @@ from coder_proto._connection import (
 from coder_proto._constants import BACKGROUND_TASK_BOUND
 from coder_proto._errors import CoderAgentError
 from coder_proto._outputs import ToolCall
-from coder_proto._rest.jobs import CONNECT_TIMEOUT
+from coder_proto._rest.settings import CONNECT_TIMEOUT
 from coder_proto._transport_events import TransportEventSink
 from coder_proto.transcript._records import Recorder
 

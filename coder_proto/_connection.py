@@ -91,7 +91,7 @@ from ._constants import SESSION_TOKEN_HEADER
 from ._errors import CoderAgentError
 from ._outputs import ToolCall
 from ._rest.http import HttpRequest, HttpResponse
-from ._rest.jobs import emits_transport_events
+from ._rest.settings import emits_transport_events
 from ._rest.stopping import SessionArchive, SessionDispose, SessionInterrupt
 from ._transport_events import (
     HttpErrorEvent,

@@ -26,8 +26,8 @@ from coder_proto._agent.agent_core import (
 from coder_proto._agent.session import Session, SessionConfig
 from coder_proto._errors import CoderAgentError
 from coder_proto._rest.http import HttpRequest
-from coder_proto._rest.jobs import ClientSettings
 from coder_proto._rest.prefix import PrefixSelector
+from coder_proto._rest.settings import ClientSettings
 from coder_proto._rest.stopping import SessionInterrupt
 from coder_proto._transport_events import HttpRequestEvent, SegmentStartEvent, TransportEventSink
 from coder_proto.transcript._records import Recorder, TranscriptRecorder

@@ -19,8 +19,8 @@ from coder_proto._actions import ToolOutcome
 from coder_proto._agent.session import Session, SessionConfig
 from coder_proto._errors import CoderAgentError, CoderApiError
 from coder_proto._rest.http import HttpRequest
-from coder_proto._rest.jobs import ClientSettings
 from coder_proto._rest.prefix import PrefixSelector
+from coder_proto._rest.settings import ClientSettings
 from coder_proto._shells.client_calls import Call, ChatCalls, ClientShell, public_method
 from coder_proto._transport_events import TransportEventSink
 from coder_proto._wire.chats import CreateChatRequest, TextInput

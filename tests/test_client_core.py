@@ -20,26 +20,23 @@ from coder_proto._agent.session import Session, SessionConfig
 from coder_proto._errors import CoderAgentError, CoderApiError, CoderNetworkError
 from coder_proto._rest.http import HttpRequest, HttpResponse
 from coder_proto._rest.jobs import (
-    CONNECT_TIMEOUT,
-    ClientSettings,
     ModelConfigsJob,
     PreviewJob,
     ResolveModelJob,
     RestJob,
-    UploadPlan,
-    chat_input_parts,
-    create_chat_message_request,
-    create_chat_request,
-    emits_transport_events,
-    guess_media_type,
     interrupt_job,
-    plan_upload,
     rest_job,
-    tool_result_inputs,
-    upload_result,
 )
 from coder_proto._rest.prefix import PrefixSelector
 from coder_proto._rest.routes import build_get_chat, parse_get_chat
+from coder_proto._rest.settings import CONNECT_TIMEOUT, ClientSettings, emits_transport_events
+from coder_proto._rest.uploads import UploadPlan, guess_media_type, plan_upload, upload_result
+from coder_proto._shells.client_arguments import (
+    chat_input_parts,
+    create_chat_message_request,
+    create_chat_request,
+    tool_result_inputs,
+)
 from coder_proto._wire.chats import (
     CreateChatMessageRequest,
     CreateChatRequest,

@@ -38,11 +38,11 @@ from .._constants import DEFAULT_MAX_STEPS, SETTLE_DEADLINE, SETTLE_RETRY_DELAY
 from .._engine import CoreMachine
 from .._errors import CoderAgentError
 from .._outputs import ToolCall
-from .._rest.jobs import ClientSettings, UploadPlan, plan_upload
 from .._rest.prefix import PrefixSelector
 from .._rest.routes import ChatCost, build_get_messages, check_chat_id, parse_get_messages
+from .._rest.settings import ClientSettings
 from .._rest.stopping import InterruptResult
-from .._rest.uploads import check_attachment_size, check_media_type
+from .._rest.uploads import UploadPlan, check_attachment_size, check_media_type, plan_upload
 from .._shells.client_calls import Call, ChatCalls
 from .._stream.usage import sum_usage
 from .._transport_events import TransportEventSink

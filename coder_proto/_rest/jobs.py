@@ -1,49 +1,29 @@
-"""The pure side of the raw chat client: settings, one small machine per REST operation, and
-the facts every adapter's driver needs (wire 1, 2, 7, 8, 9; D16, D17, D20, D23, D24).
+"""The raw client's operations as machines (wire 1.4, 2, 8, 9; D4, D10, D11, D16, D17).
 
-An adapter's ``CoderChatClient`` stays a thin shell: each ``async``/blocking method builds one
-of the machines below and hands it to its driver, which sends the requests and feeds the
-answers back. Everything a method would otherwise decide lives here:
+An adapter's ``CoderChatClient`` method builds one of these and hands it to its driver, which
+sends the requests and feeds the answers back:
 
-* ``ClientSettings.resolve`` applies the ``CODER_URL`` / ``CODER_SESSION_TOKEN`` defaults
-  (explicit values win) and removes one trailing ``/`` (wire 1.1);
 * ``RestJob`` runs one REST call through the client's ``PrefixSelector`` (wire 1.4) and
-  classifies the answer with the operation's ``parse_*`` function (wire 2, 10);
+  classifies the answer with the operation's ``parse_*`` function (wire 2, 10); ``rest_job``
+  builds it for a raw operation by name;
+* ``interrupt_job`` is the raw ``interrupt_chat``, with D4's follow-up and D11's wait;
 * ``ModelConfigsJob`` / ``ResolveModelJob`` list model configs and resolve a hint with the
   org route and its legacy fallback (wire 8, D16);
-* ``PreviewUrlJob`` / ``SharePortJob`` are the workspace helpers (wire 9: no prefix, no
-  transport events);
-* ``plan_upload`` turns bytes, a path or a file object into what the adapter must read and
-  the media type and name the upload carries (wire 7, D20).
-
-``emits_transport_events`` says which requests a driver reports as ``http:*`` events (wire 9,
-11), and ``CONNECT_TIMEOUT`` is the connect bound of D23, so no driver carries policy of its own.
+* ``PreviewJob`` is the workspace helpers' ``preview_url`` / ``share_port`` (wire 9: no
+  prefix, no transport events), answering a ``WorkspacePreview``.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping
 from typing import Any, Final, Generic, TypeVar
-from urllib.parse import urlsplit
 
 import attrs
 
-from .._actions import ToolOutcome
-from .._constants import INTERRUPT_WAIT_TIMEOUT, MEDIA_TYPE_EXTENSIONS
+from .._constants import INTERRUPT_WAIT_TIMEOUT
 from .._engine import CoreMachine, Wait
 from .._errors import CoderAgentError
-from .._wire.chats import (
-    ChatInputPart,
-    ChatModelConfig,
-    CreateChatMessageRequest,
-    CreateChatRequest,
-    DynamicTool,
-    FileInput,
-    FileReferenceInput,
-    TextInput,
-    ToolResultInput,
-)
+from .._wire.chats import ChatModelConfig
 from .http import HttpRequest, HttpResponse
 from .model_hints import (
     ModelConfigs,
@@ -78,7 +58,6 @@ from .routes import (
     parse_update_chat,
 )
 from .stopping import ChatInterrupt
-from .uploads import build_upload_chat_file, parse_upload_chat_file
 from .workspaces import (
     PortShare,
     WorkspaceInfo,
@@ -95,101 +74,19 @@ from .workspaces import (
 )
 
 __all__ = [
-    "CONNECT_TIMEOUT",
-    "ENV_TOKEN",
-    "ENV_URL",
-    "UNOBSERVED_OPS",
-    "ClientSettings",
     "ModelConfigsJob",
     "PreviewJob",
     "ResolveModelJob",
     "RestJob",
-    "UploadPlan",
     "WorkspacePreview",
-    "chat_input_parts",
-    "create_chat_message_request",
-    "create_chat_request",
-    "emits_transport_events",
-    "guess_media_type",
     "interrupt_job",
-    "plan_upload",
     "rest_job",
-    "tool_result_inputs",
 ]
 
 R = TypeVar("R")
 
-#: D23: the connect timeout of the HTTP clients an adapter creates (no read timeout: the
-#: core's deadlines bound every wait) and of the stream sockets it opens.
-CONNECT_TIMEOUT: Final = 30.0
-
-#: Operations that emit no ``http:*`` events: the workspace helpers (wire 9, 11).
-UNOBSERVED_OPS: Final = frozenset({"get_workspace", "get_app_host", "share_port"})
-
-#: The environment variables the client defaults from (wire 1.1; DECISIONS "anchors").
-ENV_URL: Final = "CODER_URL"
-ENV_TOKEN: Final = "CODER_SESSION_TOKEN"
-
-
-def emits_transport_events(request: HttpRequest) -> bool:
-    """True when a driver reports ``request`` as ``http:request`` / ``http:response`` /
-    ``http:error`` events (wire 11, D24): every REST call except the workspace helpers
-    (wire 9)."""
-    return request.op not in UNOBSERVED_OPS
-
 
 # -- settings (wire 1.1) -----------------------------------------------------------------------
-
-
-@attrs.frozen(kw_only=True)
-class ClientSettings:
-    """Where a client talks to and with which credential. The token is never shown."""
-
-    base_url: str
-    token: str = attrs.field(repr=False)
-
-    @classmethod
-    def resolve(
-        cls,
-        base_url: str | None = None,
-        token: str | None = None,
-        *,
-        environ: Mapping[str, str] | None = None,
-    ) -> ClientSettings:
-        """Explicit values win over ``CODER_URL`` / ``CODER_SESSION_TOKEN`` (from ``environ``,
-        which the adapter passes as ``os.environ``); one trailing ``/`` of the URL is removed
-        (wire 1.1). A missing URL or token, a URL that is not ``http(s)://host...``, or a
-        value of the wrong type raises ``CoderAgentError`` saying how to fix it."""
-        env = environ if environ is not None else {}
-        url = base_url if base_url is not None else env.get(ENV_URL) or None
-        secret = token if token is not None else env.get(ENV_TOKEN) or None
-        if url is None:
-            raise CoderAgentError(
-                f"no Coder deployment URL: pass base_url=... or set {ENV_URL} "
-                "(for example https://coder.example.com)"
-            )
-        if type(url) is not str:
-            raise CoderAgentError(f"base_url must be a string, got {type(url).__name__}")
-        if secret is None or secret == "":
-            raise CoderAgentError(f"no Coder session token: pass token=... or set {ENV_TOKEN}")
-        if type(secret) is not str:
-            raise CoderAgentError(f"token must be a string, got {type(secret).__name__}")
-        if any(c in secret for c in "\r\n\x00"):
-            raise CoderAgentError("token must not contain line breaks or NUL characters")
-        url = url.strip()
-        if url.endswith("/"):
-            url = url[:-1]
-        try:
-            parts = urlsplit(url)
-        except ValueError:
-            parts = None
-        if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
-            raise CoderAgentError(
-                f"base_url must be an http:// or https:// URL with a host, got {url!r}"
-            )
-        if parts.query or parts.fragment:
-            raise CoderAgentError(f"base_url must not carry a query or fragment, got {url!r}")
-        return cls(base_url=url, token=secret)
 
 
 # -- REST machines -----------------------------------------------------------------------------
@@ -282,171 +179,6 @@ def interrupt_job(
 
 
 # -- request bodies from Python arguments ------------------------------------------------------
-
-
-def chat_input_parts(content: object) -> tuple[ChatInputPart, ...]:
-    """Message content as input parts (wire 3.1): a string is one text part; otherwise a
-    non-empty sequence of ``TextInput`` / ``FileInput`` / ``FileReferenceInput`` (strings in
-    it become text parts)."""
-    if isinstance(content, str):
-        return (TextInput(content),)
-    if isinstance(content, TextInput | FileInput | FileReferenceInput):
-        return (content,)
-    if not isinstance(content, Sequence) or isinstance(content, bytes | bytearray):
-        raise CoderAgentError(
-            "content must be a string or a sequence of TextInput / FileInput / "
-            f"FileReferenceInput parts, got {type(content).__name__}"
-        )
-    parts: list[ChatInputPart] = []
-    for item in content:
-        if isinstance(item, str):
-            parts.append(TextInput(item))
-        elif isinstance(item, TextInput | FileInput | FileReferenceInput):
-            parts.append(item)
-        else:
-            raise CoderAgentError(
-                f"content parts must be TextInput, FileInput or FileReferenceInput, got {item!r}"
-            )
-    if not parts:
-        raise CoderAgentError("content must not be empty")
-    return tuple(parts)
-
-
-def _opt_text(value: object, name: str) -> str | None:
-    if value is None:
-        return None
-    if type(value) is not str:
-        raise CoderAgentError(f"{name} must be a string, got {value!r}")
-    return value
-
-
-def _ids(value: object, name: str) -> tuple[str, ...]:
-    if isinstance(value, str) or not isinstance(value, Sequence):
-        raise CoderAgentError(f"{name} must be a sequence of strings, got {value!r}")
-    out = tuple(value)
-    if not all(type(v) is str and v for v in out):
-        raise CoderAgentError(f"{name} must be non-empty strings")
-    return out
-
-
-def create_chat_request(
-    request: CreateChatRequest | None = None,
-    *,
-    organization_id: str | None = None,
-    content: object = None,
-    system_prompt: str | None = None,
-    tools: Sequence[DynamicTool] = (),
-    model_config_id: str | None = None,
-    reasoning_effort: str | None = None,
-    workspace_id: str | None = None,
-    mcp_server_ids: Sequence[str] = (),
-    plan_mode: str | None = None,
-    labels: Mapping[str, str] | None = None,
-) -> CreateChatRequest:
-    """The ``CreateChatRequest`` of ``create_chat`` (wire 2.1): ``request`` as given, or one
-    built from the keyword fields (``organization_id`` and ``content`` required). Giving both
-    is an error."""
-    fields = (
-        organization_id,
-        content,
-        system_prompt,
-        model_config_id,
-        reasoning_effort,
-        workspace_id,
-        plan_mode,
-        labels,
-    )
-    if request is not None:
-        if not isinstance(request, CreateChatRequest):
-            raise CoderAgentError("create_chat needs a CreateChatRequest or keyword fields")
-        if any(f is not None for f in fields) or tools or mcp_server_ids:
-            raise CoderAgentError("pass either a CreateChatRequest or keyword fields, not both")
-        return request
-    if organization_id is None:
-        raise CoderAgentError("create_chat needs organization_id")
-    if content is None:
-        raise CoderAgentError("create_chat needs content")
-    if not all(isinstance(t, DynamicTool) for t in tools):
-        raise CoderAgentError("tools must be DynamicTool values")
-    if labels is not None and (
-        not isinstance(labels, Mapping)
-        or not all(type(k) is str and type(v) is str for k, v in labels.items())
-    ):
-        raise CoderAgentError("labels must map strings to strings")
-    return CreateChatRequest(
-        organization_id=check_chat_id(organization_id, "organization_id"),
-        content=chat_input_parts(content),
-        system_prompt=_opt_text(system_prompt, "system_prompt"),
-        unsafe_dynamic_tools=tuple(tools),
-        model_config_id=_opt_text(model_config_id, "model_config_id"),
-        reasoning_effort=_opt_text(reasoning_effort, "reasoning_effort"),
-        workspace_id=_opt_text(workspace_id, "workspace_id"),
-        mcp_server_ids=_ids(mcp_server_ids, "mcp_server_ids"),
-        plan_mode=_opt_text(plan_mode, "plan_mode"),
-        labels=dict(labels) if labels is not None else None,
-    )
-
-
-def create_chat_message_request(
-    request: CreateChatMessageRequest | None = None,
-    *,
-    content: object = None,
-    model_config_id: str | None = None,
-    reasoning_effort: str | None = None,
-    busy_behavior: str | None = None,
-    mcp_server_ids: Sequence[str] | None = None,
-    plan_mode: str | None = None,
-) -> CreateChatMessageRequest:
-    """The ``CreateChatMessageRequest`` of ``create_chat_message`` (wire 2.2): ``request`` as
-    given, or one built from the keyword fields (``content`` required; ``busy_behavior`` is
-    ``"queue"`` or ``"interrupt"``)."""
-    fields = (content, model_config_id, reasoning_effort, busy_behavior, mcp_server_ids, plan_mode)
-    if request is not None:
-        if not isinstance(request, CreateChatMessageRequest):
-            raise CoderAgentError(
-                "create_chat_message needs a CreateChatMessageRequest or keyword fields"
-            )
-        if any(f is not None for f in fields):
-            raise CoderAgentError(
-                "pass either a CreateChatMessageRequest or keyword fields, not both"
-            )
-        return request
-    if content is None:
-        raise CoderAgentError("create_chat_message needs content")
-    if busy_behavior not in (None, "queue", "interrupt"):
-        raise CoderAgentError(
-            f'busy_behavior must be "queue" or "interrupt", got {busy_behavior!r}'
-        )
-    return CreateChatMessageRequest(
-        content=chat_input_parts(content),
-        model_config_id=_opt_text(model_config_id, "model_config_id"),
-        reasoning_effort=_opt_text(reasoning_effort, "reasoning_effort"),
-        busy_behavior=busy_behavior,
-        mcp_server_ids=None if mcp_server_ids is None else _ids(mcp_server_ids, "mcp_server_ids"),
-        plan_mode=_opt_text(plan_mode, "plan_mode"),
-    )
-
-
-def tool_result_inputs(results: object) -> tuple[ToolResultInput, ...]:
-    """The results of ``submit_tool_results`` exactly as given (D5: the raw method passes
-    whatever it is given), accepting ``ToolResultInput`` and ``ToolOutcome`` values."""
-    if isinstance(results, ToolResultInput | ToolOutcome):
-        results = (results,)
-    if isinstance(results, str) or not isinstance(results, Sequence):
-        raise CoderAgentError("results must be a sequence of ToolResultInput values")
-    out: list[ToolResultInput] = []
-    for item in results:
-        if isinstance(item, ToolResultInput):
-            out.append(item)
-        elif isinstance(item, ToolOutcome):
-            out.append(
-                ToolResultInput(
-                    tool_call_id=item.tool_call_id, output=item.output, is_error=item.is_error
-                )
-            )
-        else:
-            raise CoderAgentError(f"results must be ToolResultInput values, got {item!r}")
-    return tuple(out)
 
 
 # -- model configs (wire 8, D16) ---------------------------------------------------------------
@@ -606,97 +338,3 @@ class PreviewJob(CoreMachine[WorkspacePreview]):
 
 
 # -- uploads (wire 7, D20) ---------------------------------------------------------------------
-
-#: Extensions the allowlist's media types are known by (wire 7); anything else needs an
-#: explicit ``media_type``.
-_EXTENSION_TYPES: Final = {
-    **{ext: media for media, ext in MEDIA_TYPE_EXTENSIONS.items()},
-    "jpeg": "image/jpeg",
-    "markdown": "text/markdown",
-    "text": "text/plain",
-}
-
-
-def guess_media_type(filename: str | None) -> str | None:
-    """The allowlisted media type a file name's extension stands for (``report.pdf`` ->
-    ``application/pdf``), or ``None``. Deterministic: no system MIME database is read."""
-    if not filename or type(filename) is not str:
-        return None
-    base = filename.replace("\\", "/").rsplit("/", 1)[-1]
-    if "." not in base:
-        return None
-    return _EXTENSION_TYPES.get(base.rsplit(".", 1)[1].lower())
-
-
-@attrs.frozen(kw_only=True)
-class UploadPlan:
-    """What an adapter must do to upload one file (wire 7): read ``path`` or ``stream`` (a
-    binary file object) unless ``data`` is already there, then ``request(organization_id,
-    data)``. ``media_type`` and ``filename`` are the caller's, or derived from the name."""
-
-    data: bytes | None = attrs.field(default=None, repr=False)
-    path: str | None = None
-    stream: Any = attrs.field(default=None, repr=False)
-    media_type: str | None = None
-    filename: str | None = None
-
-    def request(self, organization_id: str, data: object) -> HttpRequest:
-        """The upload request for ``data`` (the bytes read): checks the content type, the
-        media type against the allowlist and the 10 MiB cap first (wire 7)."""
-        if not isinstance(data, bytes | bytearray | memoryview):
-            raise CoderAgentError(
-                "Unsupported file content: the file object returned "
-                f"{type(data).__name__}, expected bytes (open the file in binary mode)."
-            )
-        return build_upload_chat_file(
-            organization_id, data, media_type=self.media_type or "", filename=self.filename
-        )
-
-
-def plan_upload(
-    content: object, *, media_type: str | None = None, filename: str | None = None
-) -> UploadPlan:
-    """Classify upload ``content`` (wire 7): ``bytes`` / ``bytearray`` / ``memoryview``; a
-    path (``str`` or ``os.PathLike``; its base name is the default file name); or a binary file
-    object with ``read()`` (its ``name`` attribute, when a string, is the default file name).
-    Without ``media_type`` it is guessed from the file name's extension; a missing media type
-    fails with wire 7's message when the request is built."""
-    if media_type is not None and type(media_type) is not str:
-        raise CoderAgentError(f"media_type must be a string, got {media_type!r}")
-    if filename is not None and type(filename) is not str:
-        raise CoderAgentError(f"filename must be a string, got {filename!r}")
-    data: bytes | None = None
-    path: str | None = None
-    stream: Any = None
-    name = filename
-    if isinstance(content, bytes | bytearray | memoryview):
-        data = bytes(content)
-    elif isinstance(content, str | os.PathLike):
-        path = os.fspath(content)
-        if not isinstance(path, str) or not path:
-            raise CoderAgentError(f"a file path must be a non-empty string, got {content!r}")
-        if name is None:
-            name = path.replace("\\", "/").rsplit("/", 1)[-1] or None
-    elif callable(getattr(content, "read", None)):
-        stream = content
-        if name is None:
-            own = getattr(content, "name", None)
-            if type(own) is str and own:
-                name = own.replace("\\", "/").rsplit("/", 1)[-1] or None
-    else:
-        raise CoderAgentError(
-            "Unsupported file content: expected bytes, a path or a binary file object, "
-            f"got {type(content).__name__}."
-        )
-    return UploadPlan(
-        data=data,
-        path=path,
-        stream=stream,
-        media_type=media_type if media_type is not None else guess_media_type(name),
-        filename=name,
-    )
-
-
-def upload_result(request: HttpRequest, response: HttpResponse) -> str:
-    """The uploaded file's id (wire 2): ``parse_upload_chat_file``."""
-    return parse_upload_chat_file(request, response)

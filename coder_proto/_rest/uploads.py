@@ -1,16 +1,21 @@
-"""Chat attachments: media-type and size checks, ``Content-Disposition``, and the upload
-request and its answer (wire 7, D20).
+"""Chat attachments: media-type and size checks, ``Content-Disposition``, the upload
+request and its answer, and the upload plan of bytes, a path or a file object (wire 7, D20).
 
 Uploads are raw bytes (not multipart) posted to ``{P}/files?organization=<org>`` with the
 normalised media type as ``Content-Type``. Every check runs before a request exists, so a file
-the server would refuse never leaves the process.
+the server would refuse never leaves the process. ``plan_upload`` turns what a caller passes
+into an ``UploadPlan``: the bytes, or the path or file object the adapter must read first, and
+the media type and name the upload carries.
 """
 
 from __future__ import annotations
 
+import os
 import re
-from typing import Final
+from typing import Any, Final
 from urllib.parse import quote
+
+import attrs
 
 from .._constants import ALLOWED_MEDIA_TYPES, MAX_ATTACHMENT_BYTES, MEDIA_TYPE_EXTENSIONS, V2_PREFIX
 from .._errors import CoderAgentError, CoderApiError
@@ -18,12 +23,16 @@ from .http import HttpRequest, HttpResponse, api_error_from_response
 
 __all__ = [
     "NO_FILE_ID_MESSAGE",
+    "UploadPlan",
     "build_upload_chat_file",
     "check_attachment_size",
     "check_media_type",
     "content_disposition",
+    "guess_media_type",
     "normalize_media_type",
     "parse_upload_chat_file",
+    "plan_upload",
+    "upload_result",
 ]
 
 #: The message of the ``CoderApiError`` raised for a 2xx upload answer without an id (wire 2).
@@ -146,3 +155,100 @@ def parse_upload_chat_file(request: HttpRequest, response: HttpResponse) -> str:
         path=request.path.partition("?")[0],
         server_message=NO_FILE_ID_MESSAGE,
     )
+
+
+# -- upload plans (wire 7, D20) ----------------------------------------------------------------
+
+#: Extensions the allowlist's media types are known by (wire 7); anything else needs an
+#: explicit ``media_type``.
+_EXTENSION_TYPES: Final = {
+    **{ext: media for media, ext in MEDIA_TYPE_EXTENSIONS.items()},
+    "jpeg": "image/jpeg",
+    "markdown": "text/markdown",
+    "text": "text/plain",
+}
+
+
+def guess_media_type(filename: str | None) -> str | None:
+    """The allowlisted media type a file name's extension stands for (``report.pdf`` ->
+    ``application/pdf``), or ``None``. Deterministic: no system MIME database is read."""
+    if not filename or type(filename) is not str:
+        return None
+    base = filename.replace("\\", "/").rsplit("/", 1)[-1]
+    if "." not in base:
+        return None
+    return _EXTENSION_TYPES.get(base.rsplit(".", 1)[1].lower())
+
+
+@attrs.frozen(kw_only=True)
+class UploadPlan:
+    """What an adapter must do to upload one file (wire 7): read ``path`` or ``stream`` (a
+    binary file object) unless ``data`` is already there, then ``request(organization_id,
+    data)``. ``media_type`` and ``filename`` are the caller's, or derived from the name."""
+
+    data: bytes | None = attrs.field(default=None, repr=False)
+    path: str | None = None
+    stream: Any = attrs.field(default=None, repr=False)
+    media_type: str | None = None
+    filename: str | None = None
+
+    def request(self, organization_id: str, data: object) -> HttpRequest:
+        """The upload request for ``data`` (the bytes read): checks the content type, the
+        media type against the allowlist and the 10 MiB cap first (wire 7)."""
+        if not isinstance(data, bytes | bytearray | memoryview):
+            raise CoderAgentError(
+                "Unsupported file content: the file object returned "
+                f"{type(data).__name__}, expected bytes (open the file in binary mode)."
+            )
+        return build_upload_chat_file(
+            organization_id, data, media_type=self.media_type or "", filename=self.filename
+        )
+
+
+def plan_upload(
+    content: object, *, media_type: str | None = None, filename: str | None = None
+) -> UploadPlan:
+    """Classify upload ``content`` (wire 7): ``bytes`` / ``bytearray`` / ``memoryview``; a
+    path (``str`` or ``os.PathLike``; its base name is the default file name); or a binary file
+    object with ``read()`` (its ``name`` attribute, when a string, is the default file name).
+    Without ``media_type`` it is guessed from the file name's extension; a missing media type
+    fails with wire 7's message when the request is built."""
+    if media_type is not None and type(media_type) is not str:
+        raise CoderAgentError(f"media_type must be a string, got {media_type!r}")
+    if filename is not None and type(filename) is not str:
+        raise CoderAgentError(f"filename must be a string, got {filename!r}")
+    data: bytes | None = None
+    path: str | None = None
+    stream: Any = None
+    name = filename
+    if isinstance(content, bytes | bytearray | memoryview):
+        data = bytes(content)
+    elif isinstance(content, str | os.PathLike):
+        path = os.fspath(content)
+        if not isinstance(path, str) or not path:
+            raise CoderAgentError(f"a file path must be a non-empty string, got {content!r}")
+        if name is None:
+            name = path.replace("\\", "/").rsplit("/", 1)[-1] or None
+    elif callable(getattr(content, "read", None)):
+        stream = content
+        if name is None:
+            own = getattr(content, "name", None)
+            if type(own) is str and own:
+                name = own.replace("\\", "/").rsplit("/", 1)[-1] or None
+    else:
+        raise CoderAgentError(
+            "Unsupported file content: expected bytes, a path or a binary file object, "
+            f"got {type(content).__name__}."
+        )
+    return UploadPlan(
+        data=data,
+        path=path,
+        stream=stream,
+        media_type=media_type if media_type is not None else guess_media_type(name),
+        filename=name,
+    )
+
+
+def upload_result(request: HttpRequest, response: HttpResponse) -> str:
+    """The uploaded file's id (wire 2): ``parse_upload_chat_file``."""
+    return parse_upload_chat_file(request, response)

@@ -22,23 +22,18 @@ import attrs
 
 from .._agent.session import Session
 from .._rest.jobs import (
-    ClientSettings,
     ModelConfigsJob,
     PreviewJob,
     ResolveModelJob,
     RestJob,
-    UploadPlan,
     WorkspacePreview,
-    create_chat_message_request,
-    create_chat_request,
     interrupt_job,
-    plan_upload,
     rest_job,
-    tool_result_inputs,
 )
 from .._rest.prefix import PrefixSelector
 from .._rest.routes import ArchiveOutcome, ChatCost, ChatFile
-from .._rest.uploads import parse_upload_chat_file
+from .._rest.settings import ClientSettings
+from .._rest.uploads import UploadPlan, parse_upload_chat_file, plan_upload
 from .._transport_events import TransportEventSink
 from .._wire.chats import (
     Chat,
@@ -50,6 +45,7 @@ from .._wire.chats import (
     DynamicTool,
 )
 from ..transcript._records import Recorder
+from .client_arguments import create_chat_message_request, create_chat_request, tool_result_inputs
 
 __all__ = ["Call", "ChatCalls", "ClientShell", "public_method"]
 
