@@ -36,11 +36,11 @@ from coder_proto._agent.agent_core import (
     WorkspaceWrite,
     prepare_prompt,
 )
+from coder_proto._agent.session_calls import ArchiveResult
 from coder_proto._agent.turn import Turn
 from coder_proto._constants import BACKGROUND_TASK_BOUND
 from coder_proto._errors import CoderAgentError
 from coder_proto._outputs import OutputPart, TextDelta, ToolCall
-from coder_proto._rest.stopping import ArchiveResult
 from coder_proto._shells.client_calls import Call
 
 from ._driver import Driver, Run

@@ -86,13 +86,13 @@ from ._actions import (
     ToolOutcome,
 )
 from ._agent.session import Session
+from ._agent.session_calls import SessionArchive, SessionDispose, SessionInterrupt
 from ._agent.turn import Turn
 from ._constants import SESSION_TOKEN_HEADER
 from ._errors import CoderAgentError
 from ._outputs import ToolCall
 from ._rest.http import HttpRequest, HttpResponse
 from ._rest.settings import emits_transport_events
-from ._rest.stopping import SessionArchive, SessionDispose, SessionInterrupt
 from ._transport_events import (
     HttpErrorEvent,
     HttpRequestEvent,

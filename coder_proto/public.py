@@ -23,6 +23,7 @@ from ._agent.agent_core import (
 )
 from ._agent.prompt import AssistantMessage, SystemMessage, ToolMessage, UserMessage
 from ._agent.segment import StepResult
+from ._agent.session_calls import ArchiveResult, InterruptResult
 from ._agent.tools import Tool, ToolContext, ToolInputError, tool
 from ._errors import (
     CoderAgentError,
@@ -50,7 +51,6 @@ from ._outputs import (
     Usage,
 )
 from ._rest.jobs import WorkspacePreview
-from ._rest.stopping import ArchiveResult, InterruptResult
 from ._stream.watch import WatchBackoff
 from .durable import DurableToolContext, crash_safe
 

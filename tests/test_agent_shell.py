@@ -24,11 +24,11 @@ from coder_proto._agent.agent_core import (
     segment_sink,
 )
 from coder_proto._agent.session import Session, SessionConfig
+from coder_proto._agent.session_calls import SessionInterrupt
 from coder_proto._errors import CoderAgentError
 from coder_proto._rest.http import HttpRequest
 from coder_proto._rest.prefix import PrefixSelector
 from coder_proto._rest.settings import ClientSettings
-from coder_proto._rest.stopping import SessionInterrupt
 from coder_proto._transport_events import HttpRequestEvent, SegmentStartEvent, TransportEventSink
 from coder_proto.transcript._records import Recorder, TranscriptRecorder
 from tests.core_driver import Driver, Respond, chat_stub, empty_page

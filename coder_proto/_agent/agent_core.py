@@ -41,7 +41,6 @@ from .._outputs import ToolCall
 from .._rest.prefix import PrefixSelector
 from .._rest.routes import ChatCost, build_get_messages, check_chat_id, parse_get_messages
 from .._rest.settings import ClientSettings
-from .._rest.stopping import InterruptResult
 from .._rest.uploads import UploadPlan, check_attachment_size, check_media_type, plan_upload
 from .._shells.client_calls import Call, ChatCalls
 from .._stream.usage import sum_usage
@@ -63,6 +62,7 @@ from .prompt import (
     normalize_prompt,
 )
 from .session import ReaderFactory, Session, SessionConfig
+from .session_calls import InterruptResult
 from .tools import Tool, ToolContext, ToolInputError, _is_model_type, encode_output, tools_by_name
 from .turn import Turn, TurnResult
 

@@ -42,7 +42,7 @@ from .._transport_events import TransportEventSink
 from .._wire.chats import DynamicTool
 
 if TYPE_CHECKING:
-    from .._rest.stopping import SessionArchive, SessionDispose, SessionInterrupt
+    from .session_calls import SessionArchive, SessionDispose, SessionInterrupt
     from .turn import Turn
 
 __all__ = ["ReaderFactory", "Session", "SessionConfig", "sanitize_duration"]
@@ -391,19 +391,19 @@ class Session:
         self, *, now: float, wait: bool = False, timeout: float | None = None
     ) -> SessionInterrupt:
         """``interrupt()`` (H.3, D4, D11)."""
-        from .._rest.stopping import SessionInterrupt
+        from .session_calls import SessionInterrupt
 
         return SessionInterrupt(self, now=now, wait=wait, timeout=timeout)
 
     def archive(self, *, now: float) -> SessionArchive:
         """``archive()`` (H.4, D10)."""
-        from .._rest.stopping import SessionArchive
+        from .session_calls import SessionArchive
 
         return SessionArchive(self, now=now)
 
     def dispose(self, *, now: float) -> SessionDispose:
         """Disposal (H.5): interrupt then archive, bounded, never raising."""
-        from .._rest.stopping import SessionDispose
+        from .session_calls import SessionDispose
 
         return SessionDispose(self, now=now)
 
