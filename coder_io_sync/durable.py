@@ -31,7 +31,7 @@ import httpx
 
 from coder_io_common.tls import VerifyTypes
 from coder_proto._actions import ToolOutcome
-from coder_proto._agent.agent_core import check_connection, plan_tool_calls
+from coder_proto._agent.tool_calls import plan_tool_calls
 from coder_proto._constants import (
     DEFAULT_MAX_STEPS,
     INTERRUPT_POLL_INTERVAL,
@@ -41,6 +41,7 @@ from coder_proto._constants import (
 )
 from coder_proto._errors import CoderAgentError
 from coder_proto._outputs import ToolCall
+from coder_proto._shells.agent_shell import check_connection
 from coder_proto.durable import (
     DEFAULT_SETTLE_TIMEOUT,
     DEFAULT_TENANT,

@@ -28,7 +28,7 @@ import trio
 from coder_io_asyncio import agent as _asyncio_agent
 from coder_io_asyncio.client import CoderChatClient as _AsyncioClient
 from coder_proto._actions import ToolOutcome
-from coder_proto._agent.agent_core import ToolInvocation
+from coder_proto._agent.tool_calls import ToolInvocation
 from coder_proto._constants import BACKGROUND_TASK_BOUND
 
 from ._driver import cancelled_now

@@ -22,7 +22,7 @@ import trio
 
 from coder_io_asyncio import durable as _asyncio_durable
 from coder_proto._actions import ToolOutcome
-from coder_proto._agent.agent_core import ToolInvocation
+from coder_proto._agent.tool_calls import ToolInvocation
 from coder_proto.durable._runtime import tool_binder
 
 from .agent import CoderAgent, invoke_all

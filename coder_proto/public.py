@@ -14,17 +14,14 @@ functions (``CoderAgent``, ``AgentStream``, ``CoderChatClient``, ``ChatWatch``,
     __all__ = [*_shared, *RUNTIME_NAMES]
 """
 
-from ._agent.agent_core import (
-    AttachedFile,
-    Attachment,
-    GenerateResult,
-    StructuredOutputError,
-    WorkspaceUpload,
-)
+from ._agent.agent_core import GenerateResult
 from ._agent.prompt import AssistantMessage, SystemMessage, ToolMessage, UserMessage
+from ._agent.prompt_plan import AttachedFile, Attachment
 from ._agent.segment import StepResult
 from ._agent.session_calls import ArchiveResult, InterruptResult
+from ._agent.structured_output import StructuredOutputError
 from ._agent.tools import Tool, ToolContext, ToolInputError, tool
+from ._agent.workspace_files import WorkspaceUpload
 from ._errors import (
     CoderAgentError,
     CoderApiError,

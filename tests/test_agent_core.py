@@ -19,22 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from coder_proto._actions import ToolOutcome
-from coder_proto._agent.agent_core import (
-    ENV_ORGANIZATION_ID,
-    NUDGE_PROMPT,
-    STRUCTURED_OUTPUT_ACK,
-    AgentCore,
-    AttachedFile,
-    Attachment,
-    GenerateResult,
-    HistoryJob,
-    StructuredOutput,
-    StructuredOutputError,
-    ToolInvocation,
-    plan_tool_calls,
-    prepare_attachment,
-    prepare_prompt,
-)
+from coder_proto._agent.agent_core import ENV_ORGANIZATION_ID, AgentCore, GenerateResult
+from coder_proto._agent.history import HistoryJob
 from coder_proto._agent.prompt import (
     AssistantMessage,
     FileContent,
@@ -44,7 +30,20 @@ from coder_proto._agent.prompt import (
     ToolResultContent,
     UserMessage,
 )
+from coder_proto._agent.prompt_plan import (
+    AttachedFile,
+    Attachment,
+    prepare_attachment,
+    prepare_prompt,
+)
 from coder_proto._agent.segment import StepResult
+from coder_proto._agent.structured_output import (
+    NUDGE_PROMPT,
+    STRUCTURED_OUTPUT_ACK,
+    StructuredOutput,
+    StructuredOutputError,
+)
+from coder_proto._agent.tool_calls import ToolInvocation, plan_tool_calls
 from coder_proto._agent.tools import Tool, ToolContext, tool
 from coder_proto._agent.turn import TurnResult
 from coder_proto._constants import MAX_ATTACHMENT_BYTES

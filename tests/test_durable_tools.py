@@ -9,7 +9,7 @@ from typing import Any
 import attrs
 import pytest
 
-from coder_proto._agent.agent_core import plan_tool_calls
+from coder_proto._agent.tool_calls import plan_tool_calls
 from coder_proto._agent.tools import ToolContext
 from coder_proto._errors import CoderAgentError
 from coder_proto._outputs import ToolCall

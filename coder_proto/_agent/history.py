@@ -4,16 +4,20 @@
 ``UIMessage`` shape, for rendering a transcript or seeding a chat UI: one UI message per
 non-tool message, tool results folded into the parts of their calls. Each UI part is a small
 frozen class; ``to_json()`` gives the AI SDK's JSON (camelCase keys) for a JavaScript front end.
+``HistoryJob`` fetches every message of a chat, walking the newest-first pages back.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Generator, Iterable
 from typing import Any, ClassVar, Literal, TypeAlias
 
 import attrs
 
+from .._engine import CoreMachine
 from .._json import js_stringify
+from .._rest.prefix import PrefixSelector
+from .._rest.routes import build_get_messages, check_chat_id, parse_get_messages
 from .._wire.fields import MISSING
 from .._wire.message_parts import (
     FilePart,
@@ -28,6 +32,7 @@ from .._wire.messages import ChatMessage
 __all__ = [
     "DynamicToolState",
     "FileUrlResolver",
+    "HistoryJob",
     "UIDynamicToolPart",
     "UIFilePart",
     "UIMessage",
@@ -256,3 +261,35 @@ def to_ui_messages(
                     parts.append(file_part)
         out.append(UIMessage(id=str(message.id), role=message.role, parts=tuple(parts)))
     return out
+
+
+# -- fetching -----------------------------------------------------------------------------------
+
+
+class HistoryJob(CoreMachine[tuple[ChatMessage, ...]]):
+    """Every message of a chat, oldest first: newest-first pages of ``page_size`` walked back
+    with ``before_id`` until the server says there is no more (wire 2)."""
+
+    def __init__(
+        self, selector: PrefixSelector, chat_id: str, *, now: float, page_size: int = 200
+    ) -> None:
+        super().__init__(selector)
+        self.chat_id = check_chat_id(chat_id)
+        self.page_size = page_size
+        self._start(now)
+
+    def _run(self) -> Generator[None, None, tuple[ChatMessage, ...]]:
+        by_id: dict[int, ChatMessage] = {}
+        before: int | None = None
+        while True:
+            page = yield from self._rest(
+                build_get_messages(self.chat_id, before_id=before, limit=self.page_size),
+                parse_get_messages,
+            )
+            fresh = [m for m in page.messages if m.id not in by_id]
+            for message in fresh:
+                by_id[message.id] = message
+            if not page.has_more or not fresh:
+                break
+            before = min(m.id for m in fresh)
+        return tuple(by_id[k] for k in sorted(by_id))

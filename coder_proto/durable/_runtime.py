@@ -27,7 +27,7 @@ from typing import Any, Protocol, TypeAlias
 import attrs
 
 from .._actions import CancelRequest, RunTools, SendRequest, ToolOutcome
-from .._agent.agent_core import StructuredOutput
+from .._agent.structured_output import StructuredOutput
 from .._agent.tools import Tool, tools_by_name
 from .._constants import (
     DEFAULT_MAX_STEPS,
