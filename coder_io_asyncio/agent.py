@@ -1,7 +1,7 @@
 """``CoderAgent`` on asyncio: one Coder chat session driven turn by turn (state machines G, H;
 DECISIONS D5, D7, D10, D17, D22; DESIGN "Public API").
 
-The class is a thin shell around the core: ``coder_proto._agent.agent_core.AgentShell`` holds the
+The class is a thin shell around the core: ``coder_proto._shells.agent_shell.AgentShell`` holds the
 constructor, its checks and the session state, ``AgentCore`` validates the settings,
 prepares prompts, plans every client-tool batch (D5) and decides the structured-output
 ladder, and ``AgentCalls`` defines the plain operations. This module only reads the files a
@@ -179,7 +179,7 @@ class CoderAgent(AgentShell[CoderChatClient, httpx.AsyncClient], AsyncClosing):
             elif not self._driver.closed:
                 await self._driver.wait_background(BACKGROUND_TASK_BOUND)
 
-    # -- plain operations (coder_proto._agent.agent_core.AgentCalls) ---------------------------------------
+    # -- plain operations (coder_proto._shells.agent_calls.AgentCalls) ---------------------------------------
 
     async def _perform(self, call: Call[T]) -> T:
         return await self._client._perform(call)

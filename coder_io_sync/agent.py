@@ -222,7 +222,7 @@ class CoderAgent(AgentShell[CoderChatClient, httpx.Client], Closing):
             elif not driver.closed:
                 driver.wait_background(BACKGROUND_TASK_BOUND)
 
-    # -- plain operations (coder_proto._agent.agent_core.AgentCalls) ---------------------------------------
+    # -- plain operations (coder_proto._shells.agent_calls.AgentCalls) ---------------------------------------
 
     def _perform(self, call: Call[T]) -> T:
         return self._client._perform(call)

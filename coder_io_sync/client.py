@@ -25,7 +25,8 @@ from coder_io_common.closing import Closing
 from coder_io_common.files import read_upload_path
 from coder_proto._errors import CoderAgentError
 from coder_proto._rest.uploads import UploadPlan
-from coder_proto._shells.client_calls import Call, ChatCalls, ClientShell, public_method
+from coder_proto._shells.client_calls import Call, ChatCalls, public_method
+from coder_proto._shells.client_shell import ClientShell
 from coder_proto._shells.watch_feed import standalone_watch
 from coder_proto._stream.watch import WatchBackoff
 from coder_proto._transport_events import TransportEventSink

@@ -20,7 +20,7 @@ drivers differ only in how they perform I/O (DESIGN "The adapters"; D12, D21-D24
 * **REST bookkeeping**: the request to send (URL, headers with the session token), the
   ``http:request`` / ``http:response`` / ``http:error`` transport events with per-client ids,
   the request's ``op`` and durations in seconds (wire 11, D24; not for the requests
-  ``coder_proto._rest.jobs.emits_transport_events`` excludes, wire 9), the outcome turned into
+  ``coder_proto._rest.settings.emits_transport_events`` excludes, wire 9), the outcome turned into
   ``response_received`` / ``request_failed``, error messages scrubbed of the token;
 * **tools**: ``RunTools`` becomes a ``RunToolBatch`` for the machine's tool runner (a machine
   started without one gets an empty outcome list at once, so the core reports every call as

@@ -59,12 +59,7 @@ from .workspace_files import (
     check_workspace_path,
 )
 
-__all__ = [
-    "ENV_ORGANIZATION_ID",
-    "AgentCore",
-    "GenerateCall",
-    "GenerateResult",
-]
+__all__ = ["ENV_ORGANIZATION_ID", "AgentCore", "GenerateCall", "GenerateResult"]
 
 logger = logging.getLogger("coder_proto")
 

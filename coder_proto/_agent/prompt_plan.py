@@ -31,13 +31,7 @@ from .prompt import (
 )
 from .tools import encode_output
 
-__all__ = [
-    "AttachedFile",
-    "Attachment",
-    "PromptPlan",
-    "prepare_attachment",
-    "prepare_prompt",
-]
+__all__ = ["AttachedFile", "Attachment", "PromptPlan", "prepare_attachment", "prepare_prompt"]
 
 
 def _is_bytes(value: object) -> bool:
@@ -51,7 +45,7 @@ class Attachment:
 
     ``content`` is bytes, a path (``str`` or ``os.PathLike``; text must be encoded first) or a
     binary file object. ``media_type`` defaults from the file name's extension, ``filename``
-    from the path or the file object's name (``coder_proto._rest.jobs.plan_upload``). The content
+    from the path or the file object's name (``coder_proto._rest.uploads.plan_upload``). The content
     kind and the media-type allowlist are checked at construction, the 10 MiB cap as soon as
     the bytes are known: before anything is sent (wire 7).
     """

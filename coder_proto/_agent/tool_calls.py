@@ -20,11 +20,7 @@ from .._outputs import ToolCall
 from .structured_output import StructuredOutput
 from .tools import Tool, ToolContext, ToolInputError, encode_output
 
-__all__ = [
-    "ToolInvocation",
-    "ToolPlan",
-    "plan_tool_calls",
-]
+__all__ = ["ToolInvocation", "ToolPlan", "plan_tool_calls"]
 
 logger = logging.getLogger("coder_proto")
 

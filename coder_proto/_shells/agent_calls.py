@@ -13,9 +13,7 @@ from .._rest.routes import ChatCost
 from .._wire.chats import ChatModelConfig
 from .client_calls import Call, ChatCalls
 
-__all__ = [
-    "AgentCalls",
-]
+__all__ = ["AgentCalls"]
 
 
 class AgentCalls:

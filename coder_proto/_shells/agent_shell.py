@@ -21,12 +21,7 @@ from .._transport_events import TransportEventSink
 from ..transcript._records import Recorder
 from .agent_calls import AgentCalls
 
-__all__ = [
-    "AgentClient",
-    "AgentShell",
-    "check_connection",
-    "segment_sink",
-]
+__all__ = ["AgentClient", "AgentShell", "check_connection", "segment_sink"]
 
 
 def segment_sink(

@@ -99,7 +99,7 @@ DEFAULT_SETTLE_TIMEOUT: Final = 600.0
 
 
 class StructuredAnswer(Protocol):
-    """The structured-output helper as recovery uses it (``coder_proto._agent.agent_core.StructuredOutput``
+    """The structured-output helper as recovery uses it (``coder_proto._agent.structured_output.StructuredOutput``
     satisfies it): its tool ``name``, ``parse`` (the validated answer of a filing, raising a
     ``CoderAgentError`` when invalid) and ``answer`` (the tool loop's result for a filing)."""
 
