@@ -37,7 +37,7 @@ same names):
 * ``await driver.wait_background(timeout)`` and ``await driver.aclose()``;
 * ``transport_sink(on_transport_event)``: the ``TransportEventSink`` for a user callback
   (sync or async), with ``time.time`` timestamps;
-* ``driver.recorder`` (a ``coder_proto.transcript._records.Recorder`` or ``None``, settable): told
+* ``driver.recorder`` (a ``coder_proto.transcript._recorder.Recorder`` or ``None``, settable): told
   about every turn, REST exchange, chunk read from a session's stream socket, tool run,
   cancellation and session call (``docs/transcripts.md``).
 """
@@ -81,7 +81,7 @@ from coder_proto._errors import CoderAgentError
 from coder_proto._outputs import ToolCall
 from coder_proto._rest.settings import CONNECT_TIMEOUT
 from coder_proto._transport_events import TransportEventSink
-from coder_proto.transcript._records import Recorder
+from coder_proto.transcript._recorder import Recorder
 
 __all__ = [
     "Driver",
@@ -264,7 +264,7 @@ class Driver:
 
     @property
     def recorder(self) -> Recorder | None:
-        """Observes what crosses the wire (``coder_proto.transcript._records.Recorder``), or ``None``."""
+        """Observes what crosses the wire (``coder_proto.transcript._recorder.Recorder``), or ``None``."""
         return self.drive.recorder
 
     @recorder.setter

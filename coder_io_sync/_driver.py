@@ -105,7 +105,7 @@ from coder_proto._errors import CoderAgentError
 from coder_proto._outputs import ToolCall
 from coder_proto._rest.settings import CONNECT_TIMEOUT
 from coder_proto._transport_events import TransportEventSink
-from coder_proto.transcript._records import Recorder
+from coder_proto.transcript._recorder import Recorder
 
 __all__ = [
     "Deadline",
@@ -553,7 +553,7 @@ class Driver:
 
     @property
     def recorder(self) -> Recorder | None:
-        """Observes what crosses the wire (``coder_proto.transcript._records.Recorder``), or ``None``."""
+        """Observes what crosses the wire (``coder_proto.transcript._recorder.Recorder``), or ``None``."""
         return self._drive.recorder
 
     @recorder.setter

@@ -428,7 +428,7 @@ def _run_turn(args: argparse.Namespace, out: TextIO) -> int:
     with contextlib.ExitStack() as stack:
         recorder = None
         if getattr(args, "record", None):
-            from coder_proto.transcript._records import TranscriptRecorder
+            from coder_proto.transcript._recorder import TranscriptRecorder
 
             # Opened first, closed last: background cleanup is still recorded.
             transcript = stack.enter_context(open(args.record, "w", encoding="utf-8"))
@@ -494,7 +494,7 @@ def _add_replay(subparsers: Any) -> None:
 
 def _run_replay(args: argparse.Namespace, out: TextIO | None = None) -> int:
     from coder_proto._errors import CoderAgentError
-    from coder_proto.transcript._records import parse_transcript
+    from coder_proto.transcript._format import parse_transcript
     from coder_proto.transcript._replay import replay
 
     out = out or sys.stdout

@@ -69,7 +69,7 @@ class CoderChatClient(ClientShell[httpx.Client], Closing):
     of the stream sockets and of the created HTTP client (``True``, ``False``, a CA bundle
     path or an ``ssl.SSLContext``). ``on_transport_event`` receives the ``http:*`` events
     (wire 11, D24); it must be a plain function. ``prefix`` pins the chat prefix (otherwise it
-    is negotiated, wire 1.4). ``recorder`` (a ``coder_proto.transcript._records.Recorder``) is told
+    is negotiated, wire 1.4). ``recorder`` (a ``coder_proto.transcript._recorder.Recorder``) is told
     what crosses the wire (``docs/transcripts.md``). Construction does no I/O. The token never
     appears in a repr, an error, a log record or an event.
     """

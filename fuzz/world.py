@@ -19,13 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from wsproto import ConnectionType, WSConnection
-from wsproto.events import (
-    AcceptConnection,
-    Message,
-    RejectConnection,
-    RejectData,
-    Request,
-)
+from wsproto.events import AcceptConnection, Message, RejectConnection, RejectData, Request
 from wsproto.events import CloseConnection as WsCloseConnection
 from wsproto.utilities import LocalProtocolError, RemoteProtocolError
 
@@ -44,7 +38,7 @@ from coder_proto._agent.turn import Turn
 from coder_proto._outputs import ToolCall
 from coder_proto._rest.http import HttpRequest, HttpResponse
 from coder_proto.fake import FakeCoderModel, FakeConfig, FakeHttpResponse, StreamSubscription
-from coder_proto.transcript._records import Recorder
+from coder_proto.transcript._recorder import Recorder
 
 __all__ = ["BASE_URL", "ModelWorld", "ToolFn"]
 

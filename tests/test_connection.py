@@ -929,7 +929,7 @@ def test_waiters_are_woken_when_their_machine_moves_or_finishes() -> None:
 
 
 class Recording:
-    """A ``coder_proto.transcript._records.Recorder`` that keeps every call."""
+    """A ``coder_proto.transcript._recorder.Recorder`` that keeps every call."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, Any]] = []

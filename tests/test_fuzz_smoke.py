@@ -27,7 +27,8 @@ def test_a_short_fuzz_run_executes_every_harness_without_findings() -> None:
 
 
 def test_the_seed_corpus_parses_and_holds_frames() -> None:
-    from coder_proto.transcript._records import WsFrame, parse_transcript
+    from coder_proto.transcript._format import parse_transcript
+    from coder_proto.transcript._records import WsFrame
 
     paths = sorted((ROOT / "fuzz" / "corpus").glob("*.jsonl"))
     assert len(paths) >= 10

@@ -38,6 +38,11 @@ from coder_proto._outputs import ToolCall
 from coder_proto._rest.http import HttpRequest, HttpResponse
 from coder_proto._stream.websocket import WebSocketClient
 from coder_proto._wire.chats import DynamicTool, FileReferenceInput
+from coder_proto.transcript._encoding import prompt_from_json, prompt_to_json, redact_url
+from coder_proto.transcript._fields import TranscriptError, TranscriptVersionError
+from coder_proto.transcript._format import Transcript, parse_transcript
+from coder_proto.transcript._outcomes import outcome_summary
+from coder_proto.transcript._recorder import TranscriptRecorder
 from coder_proto.transcript._records import (
     FORMAT_NAME,
     FORMAT_VERSION,
@@ -46,11 +51,7 @@ from coder_proto.transcript._records import (
     RestExchange,
     SessionCall,
     ToolRun,
-    Transcript,
-    TranscriptError,
-    TranscriptRecorder,
     TranscriptSettings,
-    TranscriptVersionError,
     TurnEnd,
     TurnStarted,
     WsAccept,
@@ -60,11 +61,6 @@ from coder_proto.transcript._records import (
     WsFrame,
     WsOpenRecord,
     WsReject,
-    outcome_summary,
-    parse_transcript,
-    prompt_from_json,
-    prompt_to_json,
-    redact_url,
 )
 from fuzz.seeds import SCENARIOS, record
 

@@ -53,13 +53,14 @@ from .._agent.turn import Turn, TurnResult
 from .._errors import CoderAgentError
 from .._outputs import OutputPart, ToolCall
 from .._transport_events import TransportEventSink
+from ._fields import TranscriptError
+from ._format import Transcript
+from ._outcomes import outcome_summary
 from ._records import (
     Cancel,
     RestExchange,
     SessionCall,
     ToolRun,
-    Transcript,
-    TranscriptError,
     TurnEnd,
     TurnStarted,
     WsAccept,
@@ -69,7 +70,6 @@ from ._records import (
     WsFrame,
     WsOpenRecord,
     WsReject,
-    outcome_summary,
 )
 
 __all__ = [
