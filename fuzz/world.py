@@ -33,7 +33,8 @@ from coder_proto._actions import (
     SendRequest,
     ToolOutcome,
 )
-from coder_proto._agent.session import Session, SessionConfig
+from coder_proto._agent.session import Session
+from coder_proto._agent.session_state import SessionConfig
 from coder_proto._agent.turn import Turn
 from coder_proto._outputs import ToolCall
 from coder_proto._rest.http import HttpRequest, HttpResponse

@@ -823,7 +823,7 @@ class Harness:
         stream_then: Any = None,
         **config: Any,
     ) -> None:
-        from coder_proto._agent.session import SessionConfig
+        from coder_proto._agent.session_state import SessionConfig
         from coder_proto._transport_events import TransportEventSink
 
         config.setdefault("base_url", "https://coder.test")

@@ -16,8 +16,9 @@ import pytest
 
 from coder_proto._agent.agent_core import AgentCore
 from coder_proto._agent.prompt_plan import AttachedFile
-from coder_proto._agent.session import Session, SessionConfig
+from coder_proto._agent.session import Session
 from coder_proto._agent.session_calls import SessionInterrupt
+from coder_proto._agent.session_state import SessionConfig
 from coder_proto._agent.workspace_files import WorkspaceWrite
 from coder_proto._errors import CoderAgentError
 from coder_proto._rest.http import HttpRequest

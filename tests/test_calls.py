@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from coder_proto._actions import ToolOutcome
-from coder_proto._agent.session import Session, SessionConfig
+from coder_proto._agent.session import Session
+from coder_proto._agent.session_state import SessionConfig
 from coder_proto._errors import CoderAgentError, CoderApiError
 from coder_proto._rest.http import HttpRequest
 from coder_proto._rest.prefix import PrefixSelector

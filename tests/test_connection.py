@@ -31,7 +31,8 @@ from coder_proto._actions import (
     SendRequest,
     ToolOutcome,
 )
-from coder_proto._agent.session import Session, SessionConfig
+from coder_proto._agent.session import Session
+from coder_proto._agent.session_state import SessionConfig
 from coder_proto._connection import (
     MAX_ROUNDS,
     CancelHttp,

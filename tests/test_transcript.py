@@ -32,7 +32,7 @@ from coder_proto._agent.prompt import (
     ToolResultContent,
     UserMessage,
 )
-from coder_proto._agent.session import SessionConfig
+from coder_proto._agent.session_state import SessionConfig
 from coder_proto._errors import CoderAgentError, CoderApiError, CoderChatError, CoderStreamError
 from coder_proto._outputs import ToolCall
 from coder_proto._rest.http import HttpRequest, HttpResponse

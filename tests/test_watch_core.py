@@ -17,7 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from coder_proto._actions import CloseConnection, OpenConnection
-from coder_proto._agent.session import Session, SessionConfig
+from coder_proto._agent.session import Session
+from coder_proto._agent.session_state import SessionConfig
 from coder_proto._errors import CoderAgentError, CoderApiError, CoderNetworkError
 from coder_proto._rest.prefix import PrefixSelector
 from coder_proto._stream.watch import WatchBackoff, WatchMachine

@@ -41,7 +41,8 @@ from .._rest.uploads import plan_upload
 from .._stream.usage import sum_usage
 from .._transport_events import TransportEventSink
 from .prompt import Message
-from .session import ReaderFactory, Session, SessionConfig
+from .session import Session
+from .session_state import ReaderFactory, SessionConfig
 from .structured_output import (
     NUDGE_PROMPT,
     STRUCTURED_OUTPUT_INSTRUCTIONS,

@@ -21,12 +21,13 @@ The read loop races the stream against the segment's ``request_timeout`` (checke
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
+from .._actions import RunInBackground
 from .._constants import (
     ACTION_REQUIRED_GRACE,
     BACKGROUND_TASK_BOUND,
@@ -35,7 +36,7 @@ from .._constants import (
     STATUS_ERROR,
     STATUS_REQUIRES_ACTION,
 )
-from .._engine import Cancelled, TimedOut, Wait, _Call
+from .._engine import Cancelled, CoreMachine, TimedOut, Wait, _Call
 from .._errors import CoderAgentError, CoderApiError, CoderChatError, CoderStreamError
 from .._json import js_stringify
 from .._outputs import (
@@ -66,6 +67,7 @@ from .._rest.routes import (
     parse_get_messages,
     parse_submit_tool_results,
 )
+from .._rest.stopping import InterruptJob, WithdrawJob, withdraw_queued
 from .._rest.uploads import build_upload_chat_file, parse_upload_chat_file
 from .._stream.promotion import QueuedSubmission, teardown_action
 from .._stream.translator import PENDING_RUN, TurnTranslator
@@ -94,8 +96,7 @@ from .prompt import Message, NewTurn, PendingUpload, Resume, input_parts, system
 
 if TYPE_CHECKING:
     from .._stream.session_stream import SessionStream
-    from .session import Session
-    from .turn import Turn
+    from .session_state import SessionState
 
 __all__ = [
     "STREAM_CLOSED_MESSAGE",
@@ -305,25 +306,31 @@ class SegmentOutcome:
 
 
 class Segment:
-    """One segment run by ``turn`` (see the module docstring)."""
+    """One segment run by ``turn``, the machine it runs in (see the module docstring): it
+    works on ``session`` in ``mode`` (``"generate"`` or ``"stream"``) and hands its output
+    parts to ``deliver``."""
 
     def __init__(
         self,
-        turn: Turn,
+        turn: CoreMachine[Any],
         action: NewTurn | Resume,
         *,
+        session: SessionState,
+        mode: str,
+        deliver: Callable[[list[OutputPart]], None],
         messages: Sequence[Message] = (),
         tools: Sequence[DynamicTool] = (),
         warnings: Sequence[str] = (),
     ) -> None:
         self.turn = turn
-        self.session: Session = turn.session
+        self.session = session
+        self._hand_on = deliver
         self.action = action
         self.messages = tuple(messages)
         self.tools = tuple(tools)
         self.dynamic_tool_names = frozenset(t.name for t in self.tools)
         self.warnings = tuple(warnings)
-        self.generate = turn.mode == "generate"
+        self.generate = mode == "generate"
         self.translator: TurnTranslator | None = None
         self.stream: SessionStream | None = None
         self.chat_id: str | None = None
@@ -818,7 +825,7 @@ class Segment:
                 raise error.exception()
             if self.settle_error is None:
                 self.settle_error = error.exception()
-        self.turn._deliver(parts)
+        self._hand_on(parts)
 
     # -- errors and teardown -----------------------------------------------------------------
 
@@ -894,8 +901,6 @@ class Segment:
         if plan == "interrupt":
             self._fire_interrupt(target)
             return
-        from .._rest.stopping import withdraw_queued
-
         assert self.queued_entry is not None
         turn = self.turn
         self.withdrawn = yield from withdraw_queued(
@@ -912,17 +917,11 @@ class Segment:
         if plan == "interrupt":
             self._fire_interrupt(target)
             return
-        from .._actions import RunInBackground
-        from .._rest.stopping import WithdrawJob
-
         assert self.queued_entry is not None
         job = WithdrawJob(self.session.selector, target, self.queued_entry.id, now=self.turn.now)
         self.turn._emit(RunInBackground(job=job))
 
     def _fire_interrupt(self, target: str) -> None:
-        from .._actions import RunInBackground
-        from .._rest.stopping import InterruptJob
-
         job = InterruptJob(
             self.session.selector, target, now=self.turn.now, last_status=self.session.last_status
         )

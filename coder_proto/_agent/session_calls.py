@@ -29,7 +29,7 @@ from .._rest.stopping import (
 from .._wire.chats import Chat
 
 if TYPE_CHECKING:
-    from .session import Session
+    from .session_state import SessionState
 
 __all__ = [
     "ArchiveResult",
@@ -74,7 +74,7 @@ class DisposeResult:
     errors: tuple[BaseException, ...] = attrs.field(default=(), eq=False)
 
 
-def _target(session: Session) -> str | None:
+def _target(session: SessionState) -> str | None:
     return session.chat_id or session.last_known_chat_id
 
 
@@ -86,7 +86,7 @@ class SessionInterrupt(CoreMachine[InterruptResult]):
 
     def __init__(
         self,
-        session: Session,
+        session: SessionState,
         *,
         now: float,
         wait: bool = False,
@@ -128,7 +128,7 @@ class SessionArchive(CoreMachine[ArchiveResult]):
     cleanup ledger; a stranded target that answers 404 is dropped with a warning. The first
     failure is raised at the end, with the others attached as notes."""
 
-    def __init__(self, session: Session, *, now: float) -> None:
+    def __init__(self, session: SessionState, *, now: float) -> None:
         super().__init__(session.selector)
         self._session = session
         self._start(now)
@@ -142,7 +142,7 @@ class SessionArchive(CoreMachine[ArchiveResult]):
 
 
 def archive_session(
-    host: CoreMachine[Any], session: Session, deadline: float
+    host: CoreMachine[Any], session: SessionState, deadline: float
 ) -> Wait[ArchiveResult]:
     """The body of ``SessionArchive`` (shared with disposal)."""
     primary = _target(session)
@@ -183,7 +183,7 @@ class SessionDispose(CoreMachine[DisposeResult]):
     then archive, all under one deadline of ``settle_deadline`` seconds. Never raises: failures
     are collected in the result and logged."""
 
-    def __init__(self, session: Session, *, now: float) -> None:
+    def __init__(self, session: SessionState, *, now: float) -> None:
         super().__init__(session.selector)
         self._session = session
         self._start(now)

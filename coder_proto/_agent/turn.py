@@ -41,13 +41,14 @@ from .._engine import Cancelled, CoreMachine, Wait
 from .._errors import CoderAgentError, CoderChatError, CoderStreamError
 from .._json import dumps
 from .._outputs import OutputPart, Source, ToolCall, ToolResult, Usage
+from .._rest.stopping import InterruptJob, interrupt_chat
 from .._stream.usage import sum_usage
 from .._wire.chats import DynamicTool, ToolResultInput
 from .prompt import Message, Noop, Resume, classify_prompt, normalize_prompt
 from .segment import NOOP_PROMPT, Segment, StepResult
 
 if TYPE_CHECKING:
-    from .session import Session
+    from .session_state import SessionState
 
 __all__ = ["MISSING_RESULT_MESSAGE", "StepResult", "Turn", "TurnResult", "normalize_outcomes"]
 
@@ -137,7 +138,7 @@ class Turn(CoreMachine[TurnResult]):
 
     def __init__(
         self,
-        session: Session,
+        session: SessionState,
         prompt: object,
         *,
         now: float,
@@ -267,6 +268,9 @@ class Turn(CoreMachine[TurnResult]):
             segment = Segment(
                 self,
                 action,
+                session=self.session,
+                mode=self.mode,
+                deliver=self._deliver,
                 messages=self._messages,
                 tools=self.tools,
                 warnings=self.warnings if first else (),
@@ -353,8 +357,6 @@ class Turn(CoreMachine[TurnResult]):
     def _stop_paused_chat(self, chat_id: str) -> Wait[None]:
         """D7: close the paused stream and interrupt the chat (with D4's follow-up), bounded at
         10 s; a failure is logged, never raised (the turn still returns its result)."""
-        from .._rest.stopping import interrupt_chat
-
         session = self.session
         retained = session.retained_stream
         if retained is not None and not retained.attached:
@@ -377,8 +379,6 @@ class Turn(CoreMachine[TurnResult]):
     def _abandon_pause(self, chat_id: str) -> None:
         """Cancelled while client tools ran: close the paused stream and interrupt the chat in
         the background (D4's follow-up included), never waiting (D22)."""
-        from .._rest.stopping import InterruptJob
-
         session = self.session
         retained = session.retained_stream
         if retained is not None and not retained.attached:

@@ -48,7 +48,8 @@ from .._actions import (
     SendRequest,
     ToolOutcome,
 )
-from .._agent.session import Session, SessionConfig
+from .._agent.session import Session
+from .._agent.session_state import SessionConfig
 from .._agent.turn import Turn, TurnResult
 from .._errors import CoderAgentError
 from .._outputs import OutputPart, ToolCall

@@ -26,7 +26,8 @@ import pytest
 from coder_io_asyncio._driver import Driver, ssl_context, transport_sink
 from coder_io_asyncio.fake_server import FakeCoderServer
 from coder_proto._actions import ToolOutcome
-from coder_proto._agent.session import Session, SessionConfig
+from coder_proto._agent.session import Session
+from coder_proto._agent.session_state import SessionConfig
 from coder_proto._errors import CoderAgentError, CoderNetworkError
 from coder_proto._outputs import TextDelta
 from coder_proto._rest.jobs import RestJob, rest_job

@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from coder_proto._agent.session import Session, SessionConfig
+from coder_proto._agent.session import Session
+from coder_proto._agent.session_state import SessionConfig
 from coder_proto._agent.turn import Turn
 from coder_proto._outputs import StreamStart
 from tests.core_driver import CaseEnv, Driver, ai_sdk_prompt, rewrite

@@ -74,7 +74,8 @@ from coder_proto._actions import (
     SendRequest,
     ToolOutcome,
 )
-from coder_proto._agent.session import Session, SessionConfig
+from coder_proto._agent.session import Session
+from coder_proto._agent.session_state import SessionConfig
 from coder_proto._agent.tools import Tool, ToolContext, encode_output, tool, tools_by_name
 from coder_proto._agent.turn import Turn, TurnResult
 from coder_proto._constants import SESSION_TOKEN_HEADER

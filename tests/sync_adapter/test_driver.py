@@ -24,7 +24,8 @@ import pytest
 from coder_io_asyncio.fake_server import FakeCoderServer
 from coder_io_sync._driver import Deadline, Driver, ssl_context, transport_sink
 from coder_proto._actions import RunInBackground, ToolOutcome
-from coder_proto._agent.session import Session, SessionConfig
+from coder_proto._agent.session import Session
+from coder_proto._agent.session_state import SessionConfig
 from coder_proto._engine import CoreMachine
 from coder_proto._errors import CoderAgentError, CoderNetworkError
 from coder_proto._outputs import TextDelta
