@@ -37,7 +37,7 @@ same names):
 * ``await driver.wait_background(timeout)`` and ``await driver.aclose()``;
 * ``transport_sink(on_transport_event)``: the ``TransportEventSink`` for a user callback
   (sync or async), with ``time.time`` timestamps;
-* ``driver.recorder`` (a ``coder_proto.transcript._recorder.Recorder`` or ``None``, settable): told
+* ``driver.recorder`` (a ``coder_proto.transcript.Recorder`` or ``None``, settable): told
   about every turn, REST exchange, chunk read from a session's stream socket, tool run,
   cancellation and session call (``docs/transcripts.md``).
 """
@@ -57,6 +57,7 @@ import httpx
 
 from coder_io_common.tls import VerifyTypes, ssl_context
 from coder_io_common.wallclock import created_at
+from coder_proto import CoderAgentError, ToolCall
 from coder_proto._actions import Action, ToolOutcome
 from coder_proto._agent.session import Session
 from coder_proto._connection import (
@@ -77,11 +78,9 @@ from coder_proto._connection import (
     WriteSocket,
 )
 from coder_proto._constants import BACKGROUND_TASK_BOUND
-from coder_proto._errors import CoderAgentError
-from coder_proto._outputs import ToolCall
 from coder_proto._rest.settings import CONNECT_TIMEOUT
 from coder_proto._transport_events import TransportEventSink
-from coder_proto.transcript._recorder import Recorder
+from coder_proto.transcript import Recorder
 
 __all__ = [
     "Driver",
@@ -264,7 +263,7 @@ class Driver:
 
     @property
     def recorder(self) -> Recorder | None:
-        """Observes what crosses the wire (``coder_proto.transcript._recorder.Recorder``), or ``None``."""
+        """Observes what crosses the wire (``coder_proto.transcript.Recorder``), or ``None``."""
         return self.drive.recorder
 
     @recorder.setter

@@ -34,6 +34,7 @@ from typing import Any, ClassVar
 import httpx
 
 from coder_io_common.tls import VerifyTypes
+from coder_proto import ToolCall
 from coder_proto._actions import ToolOutcome
 from coder_proto._agent.tool_calls import ToolInvocation, plan_tool_calls
 from coder_proto._constants import (
@@ -43,28 +44,18 @@ from coder_proto._constants import (
     SETTLE_DEADLINE,
     SETTLE_RETRY_DELAY,
 )
-from coder_proto._outputs import ToolCall
 from coder_proto._shells.agent_shell import check_connection
 from coder_proto.durable import (
     DEFAULT_SETTLE_TIMEOUT,
     DEFAULT_TENANT,
-    ArchiveWorkflow,
     ArchiveWorkflowResult,
     CrashSafeTool,
-    Drive,
-    DurableBinding,
-    DurableMachine,
     DurableStepResult,
-    Invoke,
-    OrphanSweep,
-    RelayedRequest,
-    RunAgentTurn,
-    StoreOp,
     SweepResult,
-    TurnReport,
-    WallClock,
     check_store,
 )
+from coder_proto.durable._archiving import ArchiveWorkflow, OrphanSweep
+from coder_proto.durable._effects import Invoke, WallClock
 from coder_proto.durable._runtime import (
     Abandon,
     AgentOptions,
@@ -80,6 +71,10 @@ from coder_proto.durable._runtime import (
     tool_binder,
     turn_report,
 )
+from coder_proto.durable._step import Drive, RunAgentTurn, TurnReport
+from coder_proto.durable._store import StoreOp
+from coder_proto.durable._store_engine import DurableMachine, RelayedRequest
+from coder_proto.durable._tools import DurableBinding
 
 from .agent import CoderAgent, _invoke
 from .client import CoderChatClient

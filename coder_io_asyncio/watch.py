@@ -10,8 +10,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from coder_io_common.closing import AsyncClosing
+from coder_proto import ChatWatchEvent
 from coder_proto._shells.watch_feed import WatchShell
-from coder_proto._wire.chats import ChatWatchEvent
 
 if TYPE_CHECKING:
     from ._driver import Run

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import pathlib
 
-from coder_proto._errors import CoderAgentError
+from coder_proto import CoderAgentError
 from coder_proto._rest.uploads import check_attachment_size
 
 __all__ = ["read_path", "read_upload_path"]

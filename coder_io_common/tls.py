@@ -8,7 +8,7 @@ import os
 import ssl
 from typing import TypeAlias
 
-from coder_proto._errors import CoderAgentError
+from coder_proto import CoderAgentError
 
 __all__ = ["VerifyTypes", "ssl_context"]
 

@@ -268,7 +268,7 @@ class _Printer:
         self._last[id(stream)] = kind
 
     def part(self, part: Any) -> None:
-        from coder_proto._outputs import ReasoningDelta, TextDelta, ToolCall
+        from coder_proto import ReasoningDelta, TextDelta, ToolCall
 
         kind = type(part)
         if kind is TextDelta:
@@ -301,7 +301,7 @@ def _usage_line(usage: Any) -> str:
 def _run_demo(args: argparse.Namespace, out: TextIO | None = None) -> int:
     import os
 
-    from coder_proto._errors import CoderAgentError
+    from coder_proto import CoderAgentError
 
     fake = args.fake or not os.environ.get("CODER_URL")
     try:
@@ -368,7 +368,7 @@ def _demo(args: argparse.Namespace, out: TextIO, *, fake: bool) -> int:
 
 
 def _run_run(args: argparse.Namespace, out: TextIO | None = None) -> int:
-    from coder_proto._errors import CoderAgentError
+    from coder_proto import CoderAgentError
 
     try:
         return _run_turn(args, out or sys.stdout)
@@ -428,7 +428,7 @@ def _run_turn(args: argparse.Namespace, out: TextIO) -> int:
     with contextlib.ExitStack() as stack:
         recorder = None
         if getattr(args, "record", None):
-            from coder_proto.transcript._recorder import TranscriptRecorder
+            from coder_proto.transcript import TranscriptRecorder
 
             # Opened first, closed last: background cleanup is still recorded.
             transcript = stack.enter_context(open(args.record, "w", encoding="utf-8"))
@@ -493,9 +493,8 @@ def _add_replay(subparsers: Any) -> None:
 
 
 def _run_replay(args: argparse.Namespace, out: TextIO | None = None) -> int:
-    from coder_proto._errors import CoderAgentError
-    from coder_proto.transcript._format import parse_transcript
-    from coder_proto.transcript._replay import replay
+    from coder_proto import CoderAgentError
+    from coder_proto.transcript import parse_transcript, replay
 
     out = out or sys.stdout
     try:

@@ -23,12 +23,11 @@ import httpx
 
 from coder_io_common.closing import Closing
 from coder_io_common.files import read_upload_path
-from coder_proto._errors import CoderAgentError
+from coder_proto import CoderAgentError, WatchBackoff
 from coder_proto._rest.uploads import UploadPlan
 from coder_proto._shells.client_calls import Call, ChatCalls, public_method
 from coder_proto._shells.client_shell import ClientShell
 from coder_proto._shells.watch_feed import standalone_watch
-from coder_proto._stream.watch import WatchBackoff
 from coder_proto._transport_events import TransportEventSink
 
 from ._driver import Driver, sigint_deferred, transport_sink
@@ -69,7 +68,7 @@ class CoderChatClient(ClientShell[httpx.Client], Closing):
     of the stream sockets and of the created HTTP client (``True``, ``False``, a CA bundle
     path or an ``ssl.SSLContext``). ``on_transport_event`` receives the ``http:*`` events
     (wire 11, D24); it must be a plain function. ``prefix`` pins the chat prefix (otherwise it
-    is negotiated, wire 1.4). ``recorder`` (a ``coder_proto.transcript._recorder.Recorder``) is told
+    is negotiated, wire 1.4). ``recorder`` (a ``coder_proto.transcript.Recorder``) is told
     what crosses the wire (``docs/transcripts.md``). Construction does no I/O. The token never
     appears in a repr, an error, a log record or an event.
     """

@@ -27,15 +27,10 @@ import threading
 from types import TracebackType
 from typing import Any, Final
 
-from coder_proto._errors import CoderAgentError
+from coder_proto import CoderAgentError
 from coder_proto._json import dumps
-from coder_proto.durable._records import (
-    Checkpoint,
-    JournalEntry,
-    LedgerEntry,
-    StrandedChat,
-    check_key_part,
-)
+from coder_proto.durable import Checkpoint, JournalEntry, LedgerEntry, StrandedChat
+from coder_proto.durable._records import check_key_part
 
 __all__ = ["SQLiteStore"]
 

@@ -46,6 +46,7 @@ import trio
 
 from coder_io_common.tls import VerifyTypes, ssl_context
 from coder_io_common.wallclock import created_at, event_sink
+from coder_proto import CoderAgentError, ToolCall
 from coder_proto._actions import Action, ToolOutcome
 from coder_proto._agent.session import Session
 from coder_proto._connection import (
@@ -66,11 +67,9 @@ from coder_proto._connection import (
     WriteSocket,
 )
 from coder_proto._constants import BACKGROUND_TASK_BOUND
-from coder_proto._errors import CoderAgentError
-from coder_proto._outputs import ToolCall
 from coder_proto._rest.settings import CONNECT_TIMEOUT
 from coder_proto._transport_events import TransportEventSink
-from coder_proto.transcript._recorder import Recorder
+from coder_proto.transcript import Recorder
 
 __all__ = [
     "Driver",
@@ -294,7 +293,7 @@ class Driver:
 
     @property
     def recorder(self) -> Recorder | None:
-        """Observes what crosses the wire (``coder_proto.transcript._recorder.Recorder``), or ``None``."""
+        """Observes what crosses the wire (``coder_proto.transcript.Recorder``), or ``None``."""
         return self.drive.recorder
 
     @recorder.setter

@@ -25,7 +25,7 @@ drivers differ only in how they perform I/O (DESIGN "The adapters"; D12, D21-D24
 * **tools**: ``RunTools`` becomes a ``RunToolBatch`` for the machine's tool runner (a machine
   started without one gets an empty outcome list at once, so the core reports every call as
   failed, D5); a runner that raised is logged and answered the same way;
-* **transcripts**: every observation reported to a ``coder_proto.transcript._recorder.Recorder``.
+* **transcripts**: every observation reported to a ``coder_proto.transcript.Recorder``.
 
 The adapter's side of the contract (what a driver must do):
 
@@ -472,7 +472,7 @@ class Drive:
     ) -> None:
         self.base_url = base_url
         self.sink = sink if sink is not None else TransportEventSink()
-        #: Observes what crosses the wire (``coder_proto.transcript._recorder.Recorder``), or ``None``.
+        #: Observes what crosses the wire (``coder_proto.transcript.Recorder``), or ``None``.
         self.recorder = recorder
         self._created_at = created_at
         self._recording = False

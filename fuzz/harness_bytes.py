@@ -20,7 +20,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable
 
-from coder_proto._errors import CoderAgentError
+from coder_proto import CoderAgentError
 from coder_proto._stream.translator import TurnTranslator
 from coder_proto._stream.websocket import WebSocketClient
 from coder_proto._wire.events import parse_frame

@@ -17,10 +17,9 @@ from typing import Any
 
 import attrs
 
+from coder_proto import CoderAgentError, ErrorPart, Finish, ReasoningDelta, TextDelta, ToolCall
 from coder_proto._actions import CloseConnection, OpenConnection, SendData
 from coder_proto._constants import TERMINAL_STATUSES
-from coder_proto._errors import CoderAgentError
-from coder_proto._outputs import ErrorPart, Finish, ReasoningDelta, TextDelta, ToolCall
 from coder_proto._stream.reader import StreamReader
 from coder_proto._stream.translator import TurnTranslator
 from coder_proto._wire.events import StatusEvent

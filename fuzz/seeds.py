@@ -13,7 +13,7 @@ import pathlib
 from collections.abc import Callable
 from typing import Any
 
-from coder_proto._wire.chats import DynamicTool
+from coder_proto import DynamicTool
 from coder_proto.fake import (
     CallClientTool,
     CallServerTool,
@@ -26,7 +26,7 @@ from coder_proto.fake import (
     Think,
     Wait,
 )
-from coder_proto.transcript._recorder import TranscriptRecorder
+from coder_proto.transcript import TranscriptRecorder
 
 from .world import ModelWorld
 

@@ -19,10 +19,9 @@ from typing import ClassVar
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from coder_proto import CoderAgentError, Finish, ReasoningDelta, TextDelta, ToolCall
 from coder_proto._actions import CloseConnection, OpenConnection, SendData
 from coder_proto._constants import TERMINAL_STATUSES
-from coder_proto._errors import CoderAgentError
-from coder_proto._outputs import Finish, ReasoningDelta, TextDelta, ToolCall
 from coder_proto._stream.reader import StreamReader
 from coder_proto._stream.translator import TurnTranslator
 from coder_proto._wire.events import StatusEvent

@@ -23,6 +23,7 @@ from wsproto.events import AcceptConnection, Message, RejectConnection, RejectDa
 from wsproto.events import CloseConnection as WsCloseConnection
 from wsproto.utilities import LocalProtocolError, RemoteProtocolError
 
+from coder_proto import ToolCall
 from coder_proto._actions import (
     CancelRequest,
     CloseConnection,
@@ -36,10 +37,9 @@ from coder_proto._actions import (
 from coder_proto._agent.session import Session
 from coder_proto._agent.session_state import SessionConfig
 from coder_proto._agent.turn import Turn
-from coder_proto._outputs import ToolCall
 from coder_proto._rest.http import HttpRequest, HttpResponse
 from coder_proto.fake import FakeCoderModel, FakeConfig, FakeHttpResponse, StreamSubscription
-from coder_proto.transcript._recorder import Recorder
+from coder_proto.transcript import Recorder
 
 __all__ = ["BASE_URL", "ModelWorld", "ToolFn"]
 

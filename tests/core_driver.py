@@ -29,18 +29,10 @@ from typing import Any
 
 import attrs
 from wsproto import ConnectionType, WSConnection
-from wsproto.events import (
-    AcceptConnection,
-    Message,
-    Ping,
-    RejectConnection,
-    RejectData,
-    Request,
-)
-from wsproto.events import (
-    CloseConnection as WsCloseConnection,
-)
+from wsproto.events import AcceptConnection, Message, Ping, RejectConnection, RejectData, Request
+from wsproto.events import CloseConnection as WsCloseConnection
 
+from coder_proto import CoderAgentError, ToolCall
 from coder_proto._actions import (
     CancelRequest,
     CloseConnection,
@@ -53,8 +45,6 @@ from coder_proto._actions import (
 )
 from coder_proto._agent.session import Session
 from coder_proto._agent.turn import Turn
-from coder_proto._errors import CoderAgentError
-from coder_proto._outputs import ToolCall
 from coder_proto._rest.http import HttpRequest, HttpResponse
 from coder_proto._wire import events_from_json
 
@@ -666,7 +656,7 @@ def ai_sdk_prompt(prompt: Any) -> Any:
     """An AI SDK prompt (FORMAT 4.7 ``calls[].prompt``) as our prompt messages."""
     import base64
 
-    from coder_proto._agent.prompt import (
+    from coder_proto import (
         AssistantMessage,
         FileContent,
         SystemMessage,
@@ -674,8 +664,8 @@ def ai_sdk_prompt(prompt: Any) -> Any:
         ToolMessage,
         ToolResultContent,
         UserMessage,
-        tool_output_to_wire,
     )
+    from coder_proto._agent.prompt import tool_output_to_wire
 
     if isinstance(prompt, str):
         return prompt
@@ -798,7 +788,7 @@ def queue_update(*entries: dict[str, Any]) -> dict[str, Any]:
 
 
 def weather_tool(name: str = "get_weather") -> Any:
-    from coder_proto._wire.chats import DynamicTool
+    from coder_proto import DynamicTool
 
     return DynamicTool(
         name=name,

@@ -18,40 +18,41 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coder_proto._actions import ToolOutcome
-from coder_proto._agent.agent_core import ENV_ORGANIZATION_ID, AgentCore, GenerateResult
-from coder_proto._agent.history import HistoryJob
-from coder_proto._agent.prompt import (
+from coder_proto import (
     AssistantMessage,
-    FileContent,
-    SystemMessage,
-    TextContent,
-    ToolMessage,
-    ToolResultContent,
-    UserMessage,
-)
-from coder_proto._agent.prompt_plan import (
     AttachedFile,
     Attachment,
-    prepare_attachment,
-    prepare_prompt,
+    CoderAgentError,
+    FileContent,
+    FileReferenceInput,
+    GenerateResult,
+    StepResult,
+    StructuredOutputError,
+    SystemMessage,
+    TextContent,
+    Tool,
+    ToolCall,
+    ToolContext,
+    ToolMessage,
+    ToolResultContent,
+    TurnResult,
+    Usage,
+    UserMessage,
+    tool,
 )
-from coder_proto._agent.segment import StepResult
+from coder_proto._actions import ToolOutcome
+from coder_proto._agent.agent_core import ENV_ORGANIZATION_ID, AgentCore
+from coder_proto._agent.history import HistoryJob
+from coder_proto._agent.prompt_plan import prepare_attachment, prepare_prompt
 from coder_proto._agent.structured_output import (
     NUDGE_PROMPT,
     STRUCTURED_OUTPUT_ACK,
     StructuredOutput,
-    StructuredOutputError,
 )
 from coder_proto._agent.tool_calls import ToolInvocation, plan_tool_calls
-from coder_proto._agent.tools import Tool, ToolContext, tool
-from coder_proto._agent.turn import TurnResult
 from coder_proto._constants import MAX_ATTACHMENT_BYTES
-from coder_proto._errors import CoderAgentError
-from coder_proto._outputs import ToolCall, Usage
 from coder_proto._rest.prefix import PrefixSelector
 from coder_proto._transport_events import TransportEventSink
-from coder_proto._wire.chats import FileReferenceInput
 from tests.core_driver import (
     CHAT,
     CaseEnv,

@@ -14,20 +14,19 @@ from typing import Any
 
 import pytest
 
+from coder_proto import AttachedFile, CoderAgentError, HttpRequestEvent, SegmentStartEvent
 from coder_proto._agent.agent_core import AgentCore
-from coder_proto._agent.prompt_plan import AttachedFile
 from coder_proto._agent.session import Session
 from coder_proto._agent.session_calls import SessionInterrupt
 from coder_proto._agent.session_state import SessionConfig
 from coder_proto._agent.workspace_files import WorkspaceWrite
-from coder_proto._errors import CoderAgentError
 from coder_proto._rest.http import HttpRequest
 from coder_proto._rest.prefix import PrefixSelector
 from coder_proto._rest.settings import ClientSettings
 from coder_proto._shells.agent_calls import AgentCalls
 from coder_proto._shells.agent_shell import AgentShell, check_connection, segment_sink
-from coder_proto._transport_events import HttpRequestEvent, SegmentStartEvent, TransportEventSink
-from coder_proto.transcript._recorder import Recorder, TranscriptRecorder
+from coder_proto._transport_events import TransportEventSink
+from coder_proto.transcript import Recorder, TranscriptRecorder
 from tests.core_driver import Driver, Respond, chat_stub, empty_page
 
 BASE = "https://coder.test"

@@ -15,17 +15,16 @@ from typing import Any
 
 import pytest
 
+from coder_proto import CoderAgentError, CoderApiError, CreateChatRequest, TextInput
 from coder_proto._actions import ToolOutcome
 from coder_proto._agent.session import Session
 from coder_proto._agent.session_state import SessionConfig
-from coder_proto._errors import CoderAgentError, CoderApiError
 from coder_proto._rest.http import HttpRequest
 from coder_proto._rest.prefix import PrefixSelector
 from coder_proto._rest.settings import ClientSettings
 from coder_proto._shells.client_calls import Call, ChatCalls, public_method
 from coder_proto._shells.client_shell import ClientShell
 from coder_proto._transport_events import TransportEventSink
-from coder_proto._wire.chats import CreateChatRequest, TextInput
 from tests.core_driver import Driver, Respond, chat_stub
 
 V2 = "/api/v2/chats"

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from coder_proto import CoderApiError, CoderNetworkError
 from coder_proto._constants import ALREADY_ARCHIVED_MESSAGE
-from coder_proto._errors import CoderApiError, CoderNetworkError
 from coder_proto._rest.prefix import PrefixSelector
 from coder_proto._rest.stopping import InterruptJob, WithdrawJob
 from tests.core_driver import (

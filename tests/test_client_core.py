@@ -15,10 +15,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from coder_proto import (
+    CoderAgentError,
+    CoderApiError,
+    CoderNetworkError,
+    CreateChatMessageRequest,
+    CreateChatRequest,
+    DynamicTool,
+    FileInput,
+    FileReferenceInput,
+    TextInput,
+    ToolResultInput,
+)
 from coder_proto._actions import ToolOutcome
 from coder_proto._agent.session import Session
 from coder_proto._agent.session_state import SessionConfig
-from coder_proto._errors import CoderAgentError, CoderApiError, CoderNetworkError
 from coder_proto._rest.http import HttpRequest, HttpResponse
 from coder_proto._rest.jobs import (
     ModelConfigsJob,
@@ -37,15 +48,6 @@ from coder_proto._shells.client_arguments import (
     create_chat_message_request,
     create_chat_request,
     tool_result_inputs,
-)
-from coder_proto._wire.chats import (
-    CreateChatMessageRequest,
-    CreateChatRequest,
-    DynamicTool,
-    FileInput,
-    FileReferenceInput,
-    TextInput,
-    ToolResultInput,
 )
 from tests.core_driver import Driver, Hang, NetworkError, Respond, chat_stub
 

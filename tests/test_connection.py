@@ -21,6 +21,15 @@ from typing import Any
 
 import pytest
 
+from coder_proto import (
+    CoderAgentError,
+    CoderNetworkError,
+    HttpErrorEvent,
+    HttpRequestEvent,
+    HttpResponseEvent,
+    TextDelta,
+    ToolCall,
+)
 from coder_proto._actions import (
     CancelRequest,
     CloseConnection,
@@ -52,16 +61,9 @@ from coder_proto._connection import (
     scrub_token,
 )
 from coder_proto._constants import SESSION_TOKEN_HEADER
-from coder_proto._errors import CoderAgentError, CoderNetworkError
-from coder_proto._outputs import TextDelta, ToolCall
 from coder_proto._rest.http import HttpRequest, HttpResponse
 from coder_proto._rest.routes import build_get_chat
-from coder_proto._transport_events import (
-    HttpErrorEvent,
-    HttpRequestEvent,
-    HttpResponseEvent,
-    TransportEventSink,
-)
+from coder_proto._transport_events import TransportEventSink
 from tests.core_driver import (
     CaseEnv,
     FakeSocket,
@@ -930,7 +932,7 @@ def test_waiters_are_woken_when_their_machine_moves_or_finishes() -> None:
 
 
 class Recording:
-    """A ``coder_proto.transcript._recorder.Recorder`` that keeps every call."""
+    """A ``coder_proto.transcript.Recorder`` that keeps every call."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, Any]] = []

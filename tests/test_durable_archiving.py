@@ -6,17 +6,15 @@ from __future__ import annotations
 
 import pytest
 
-from coder_proto._errors import CoderApiError
+from coder_proto import CoderApiError
 from coder_proto.durable import (
-    ArchiveWorkflow,
     ArchiveWorkflowResult,
     Checkpoint,
     JournalEntry,
     LedgerEntry,
-    OrphanSweep,
     SweepResult,
-    parse_timestamp,
 )
+from coder_proto.durable._archiving import ArchiveWorkflow, OrphanSweep, parse_timestamp
 from coder_proto.fake import CallClientTool, Say, Script, Wait
 from tests.durable.harness import WALL_OFFSET, World
 

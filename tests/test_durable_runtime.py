@@ -13,24 +13,18 @@ from typing import Any
 
 import pytest
 
+from coder_proto import CoderAgentError, CoderNetworkError, Tool, ToolCall, tool
 from coder_proto._actions import ToolOutcome
-from coder_proto._agent.tools import Tool, tool
-from coder_proto._errors import CoderAgentError, CoderNetworkError
-from coder_proto._outputs import ToolCall
 from coder_proto._rest.http import HttpResponse
 from coder_proto._rest.prefix import PrefixSelector
 from coder_proto._rest.routes import build_get_chat, parse_get_chat
 from coder_proto.durable import (
     DEFAULT_COMMIT_WINDOW,
     CrashSafeTool,
-    DurableBinding,
-    DurableMachine,
     DurableStoreError,
     DurableToolContext,
     MemoryStore,
-    StoreOp,
     crash_safe,
-    step_marker,
 )
 from coder_proto.durable._runtime import (
     Abandon,
@@ -45,6 +39,10 @@ from coder_proto.durable._runtime import (
     tool_binder,
     turn_report,
 )
+from coder_proto.durable._scan import step_marker
+from coder_proto.durable._store import StoreOp
+from coder_proto.durable._store_engine import DurableMachine
+from coder_proto.durable._tools import DurableBinding
 from tests.core_driver import chat_stub
 
 V2 = "/api/v2/chats"

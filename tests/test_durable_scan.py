@@ -11,11 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coder_proto._errors import CoderAgentError
-from coder_proto._outputs import ToolCall
-from coder_proto._wire.chats import ChatMessagesResponse
-from coder_proto._wire.messages import ChatMessage
-from coder_proto.durable import (
+from coder_proto import ChatMessage, ChatMessagesResponse, CoderAgentError, ToolCall
+from coder_proto.durable._scan import (
     HistoryScan,
     default_step,
     marked_prompt,

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from coder_proto._errors import CoderAgentError, CoderApiError, CoderChatError
+from coder_proto import CoderAgentError, CoderApiError, CoderChatError
 from coder_proto.durable import (
     OUTCOME_ABORTED,
     OUTCOME_FAILED,
@@ -21,12 +21,14 @@ from coder_proto.durable import (
     DurableStepResult,
     JournalEntry,
     RecoveryError,
+)
+from coder_proto.durable._scan import step_marker
+from coder_proto.durable._step import (
     RunAgentTurn,
     StepPlan,
     TurnReport,
     latest_step,
     needs_recovery,
-    step_marker,
     step_program,
     turn_outcome,
 )

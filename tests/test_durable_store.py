@@ -15,22 +15,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from coder_io_sync.durable_sqlite import SQLiteStore
-from coder_proto._errors import CoderAgentError
+from coder_proto import CoderAgentError
 from coder_proto.durable import (
     COMMITTING,
     DONE,
     OUTCOME_ABORTED,
     Checkpoint,
+    DurableStore,
     DurableStoreError,
     JournalEntry,
     LedgerEntry,
     MemoryStore,
-    StoreCall,
-    StoreOp,
     StrandedChat,
     idempotency_key,
 )
-from coder_proto.durable._store import DurableStore
+from coder_proto.durable._store import StoreCall, StoreOp
 
 # -- records ------------------------------------------------------------------------------------
 
@@ -365,7 +364,7 @@ def test_a_relayed_request_reports_its_response_failure_or_cancellation() -> Non
     """The adapter hands a durable machine's routed request to its driver as is."""
     from coder_proto._actions import CancelRequest, SendRequest
     from coder_proto._rest.http import HttpRequest, HttpResponse
-    from coder_proto.durable import RelayedRequest
+    from coder_proto.durable._store_engine import RelayedRequest
 
     request = HttpRequest.build("get_chat", "GET", "/api/v2/chats/c")
     relay = RelayedRequest(request)

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from coder_proto import CoderAgentError, CoderApiError, CoderNetworkError
 from coder_proto._actions import CancelRequest, SendRequest
 from coder_proto._engine import CoreMachine, TimedOut
-from coder_proto._errors import CoderAgentError, CoderApiError, CoderNetworkError
 from coder_proto._rest.http import HttpResponse
 from coder_proto._rest.prefix import PrefixSelector
 from coder_proto._rest.routes import build_get_chat, parse_get_chat

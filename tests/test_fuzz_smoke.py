@@ -27,8 +27,7 @@ def test_a_short_fuzz_run_executes_every_harness_without_findings() -> None:
 
 
 def test_the_seed_corpus_parses_and_holds_frames() -> None:
-    from coder_proto.transcript._format import parse_transcript
-    from coder_proto.transcript._records import WsFrame
+    from coder_proto.transcript import WsFrame, parse_transcript
 
     paths = sorted((ROOT / "fuzz" / "corpus").glob("*.jsonl"))
     assert len(paths) >= 10

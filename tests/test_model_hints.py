@@ -9,12 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coder_proto._errors import (
-    CoderAgentError,
-    CoderApiError,
-    CoderNetworkError,
-    CoderProtocolError,
-)
+from coder_proto import CoderAgentError, CoderApiError, CoderNetworkError, CoderProtocolError
 from coder_proto._rest.http import HttpResponse
 from coder_proto._rest.model_hints import (
     LEGACY_MODEL_CONFIGS_PATH,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from coder_proto._outputs import (
+from coder_proto import (
     ErrorPart,
     Finish,
     ReasoningDelta,
@@ -18,8 +18,8 @@ from coder_proto._outputs import (
     ToolInputStart,
     ToolResult,
     Usage,
-    part_to_dict,
 )
+from coder_proto._outputs import part_to_dict
 from coder_proto._wire import ChatError
 
 

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from coder_proto import CoderAgentError, CoderApiError, CoderNetworkError
 from coder_proto._constants import LEGACY_PREFIX, V2_PREFIX
-from coder_proto._errors import CoderAgentError, CoderApiError, CoderNetworkError
 from coder_proto._rest.http import HttpRequest, HttpResponse
 from coder_proto._rest.prefix import (
     PREFLIGHT_OPS,

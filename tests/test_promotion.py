@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from coder_proto._errors import CoderChatError, CoderProtocolError
+from coder_proto import CoderChatError, CoderProtocolError
 from coder_proto._stream.promotion import (
     QUEUED_SUBMISSION_LOST,
     GateAnchored,

@@ -12,14 +12,20 @@ from typing import Any
 
 import pytest
 
-from coder_proto._actions import Action, CloseConnection, OpenConnection, SendData
-from coder_proto._errors import (
+from coder_proto import (
     CoderAgentError,
     CoderApiError,
     CoderNetworkError,
     CoderProtocolError,
     CoderStreamError,
+    WsCloseEvent,
+    WsDialEvent,
+    WsErrorEvent,
+    WsEventEvent,
+    WsOpenEvent,
+    WsRedialEvent,
 )
+from coder_proto._actions import Action, CloseConnection, OpenConnection, SendData
 from coder_proto._stream import reader as reader_module
 from coder_proto._stream.reader import (
     PARSE_FAILURE_MESSAGE,
@@ -28,15 +34,7 @@ from coder_proto._stream.reader import (
     StreamReader,
     budget_exhausted_message,
 )
-from coder_proto._transport_events import (
-    TransportEventSink,
-    WsCloseEvent,
-    WsDialEvent,
-    WsErrorEvent,
-    WsEventEvent,
-    WsOpenEvent,
-    WsRedialEvent,
-)
+from coder_proto._transport_events import TransportEventSink
 from coder_proto._wire import (
     ErrorEvent,
     HistoryResetEvent,

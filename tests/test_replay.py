@@ -11,15 +11,15 @@ import random
 import attrs
 import pytest
 
-from coder_proto._errors import CoderAgentError
-from coder_proto._outputs import Finish, StreamStart, TextDelta
+from coder_proto import CoderAgentError, Finish, StreamStart, TextDelta
 from coder_proto._stream.websocket import WebSocketClient, WsText
-from coder_proto.transcript._fields import TranscriptError
-from coder_proto.transcript._format import Transcript, parse_transcript
-from coder_proto.transcript._records import (
+from coder_proto.transcript import (
+    NOT_RECORDED,
     Header,
     RestExchange,
     ToolRun,
+    Transcript,
+    TranscriptError,
     TranscriptSettings,
     TurnEnd,
     TurnStarted,
@@ -27,8 +27,10 @@ from coder_proto.transcript._records import (
     WsError,
     WsFrame,
     WsReject,
+    parse_transcript,
+    replay,
 )
-from coder_proto.transcript._replay import NOT_RECORDED, replay, text_frame
+from coder_proto.transcript._replay import text_frame
 from fuzz.pipeline import handshake_response
 from fuzz.seeds import SCENARIOS, record
 
@@ -234,7 +236,7 @@ def test_interrupt_archive_and_reset_replay_in_order() -> None:
     """Session calls (H.3-H.5) replay where they were made; a reset makes the next turn create
     a fresh chat, as it did live."""
     from coder_proto.fake import Say, Script
-    from coder_proto.transcript._recorder import TranscriptRecorder
+    from coder_proto.transcript import TranscriptRecorder
     from fuzz.world import ModelWorld
 
     lines: list[str] = []
@@ -255,7 +257,7 @@ def test_interrupt_archive_and_reset_replay_in_order() -> None:
 
 
 def test_a_prompt_the_session_refuses_is_reported_as_the_turns_error() -> None:
-    from coder_proto._agent.prompt import AssistantMessage
+    from coder_proto import AssistantMessage
 
     turn = TurnStarted(t=0, mode="generate", prompt=(AssistantMessage(()),))
     result = replay(_minimal(turn))

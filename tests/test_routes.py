@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coder_proto._errors import CoderAgentError, CoderApiError, CoderProtocolError
+from coder_proto import CoderAgentError, CoderApiError, CoderProtocolError
 from coder_proto._rest import routes as ops
 from coder_proto._rest.http import HttpRequest, HttpResponse
 from coder_proto._rest.prefix import PrefixSelector

@@ -15,26 +15,27 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coder_proto._agent.prompt import (
+from coder_proto import (
     AssistantMessage,
-    FileContent,
-    TextContent,
-    ToolMessage,
-    ToolResultContent,
-    UserMessage,
-)
-from coder_proto._agent.segment import STREAM_CLOSED_MESSAGE, recover_pending_calls, timeout_message
-from coder_proto._errors import CoderAgentError, CoderApiError, CoderChatError, CoderStreamError
-from coder_proto._outputs import (
+    CoderAgentError,
+    CoderApiError,
+    CoderChatError,
+    CoderStreamError,
     ErrorPart,
+    FileContent,
     Finish,
     ReasoningDelta,
     Source,
     StreamStart,
+    TextContent,
     TextDelta,
     ToolCall,
+    ToolMessage,
     ToolResult,
+    ToolResultContent,
+    UserMessage,
 )
+from coder_proto._agent.segment import STREAM_CLOSED_MESSAGE, recover_pending_calls, timeout_message
 from coder_proto._wire import ActionRequiredEvent, ChatMessage, MessageEvent
 from tests.core_driver import (
     CHAT,

@@ -9,10 +9,9 @@ from typing import Any
 
 import pytest
 
+from coder_proto import CoderAgentError, DynamicTool
 from coder_proto._agent.session import Session
 from coder_proto._agent.session_state import MAX_TIMER, SessionConfig, sanitize_duration
-from coder_proto._errors import CoderAgentError
-from coder_proto._wire.chats import DynamicTool
 from tests.core_driver import Harness, action_required, message, status, weather_tool
 
 BASE = "https://coder.test"

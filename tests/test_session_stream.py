@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from coder_proto import CoderAgentError
 from coder_proto._actions import CloseConnection, OpenConnection, SendData
-from coder_proto._errors import CoderAgentError
 from coder_proto._stream.session_stream import SessionStream, new_reader_id
 
 

@@ -11,17 +11,13 @@ import attrs
 import pydantic
 import pytest
 
+from coder_proto import CoderAgentError, Tool, ToolContext, ToolInputError, tool
 from coder_proto._agent.tools import (
-    Tool,
-    ToolContext,
-    ToolInputError,
     encode_output,
     json_schema_for,
-    tool,
     tools_by_name,
     validate_json_schema,
 )
-from coder_proto._errors import CoderAgentError
 
 
 class Unit(enum.Enum):

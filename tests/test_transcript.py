@@ -22,28 +22,27 @@ from wsproto.events import (
 )
 from wsproto.events import CloseConnection as WsCloseConnection
 
-from coder_proto._actions import OpenConnection, ToolOutcome
-from coder_proto._agent.prompt import (
+from coder_proto import (
     AssistantMessage,
+    CoderAgentError,
+    CoderApiError,
+    CoderChatError,
+    CoderStreamError,
+    DynamicTool,
     FileContent,
+    FileReferenceInput,
     SystemMessage,
     TextContent,
+    ToolCall,
     ToolMessage,
     ToolResultContent,
     UserMessage,
 )
+from coder_proto._actions import OpenConnection, ToolOutcome
 from coder_proto._agent.session_state import SessionConfig
-from coder_proto._errors import CoderAgentError, CoderApiError, CoderChatError, CoderStreamError
-from coder_proto._outputs import ToolCall
 from coder_proto._rest.http import HttpRequest, HttpResponse
 from coder_proto._stream.websocket import WebSocketClient
-from coder_proto._wire.chats import DynamicTool, FileReferenceInput
-from coder_proto.transcript._encoding import prompt_from_json, prompt_to_json, redact_url
-from coder_proto.transcript._fields import TranscriptError, TranscriptVersionError
-from coder_proto.transcript._format import Transcript, parse_transcript
-from coder_proto.transcript._outcomes import outcome_summary
-from coder_proto.transcript._recorder import TranscriptRecorder
-from coder_proto.transcript._records import (
+from coder_proto.transcript import (
     FORMAT_NAME,
     FORMAT_VERSION,
     Cancel,
@@ -51,7 +50,11 @@ from coder_proto.transcript._records import (
     RestExchange,
     SessionCall,
     ToolRun,
+    Transcript,
+    TranscriptError,
+    TranscriptRecorder,
     TranscriptSettings,
+    TranscriptVersionError,
     TurnEnd,
     TurnStarted,
     WsAccept,
@@ -61,7 +64,10 @@ from coder_proto.transcript._records import (
     WsFrame,
     WsOpenRecord,
     WsReject,
+    outcome_summary,
+    parse_transcript,
 )
+from coder_proto.transcript._encoding import prompt_from_json, prompt_to_json, redact_url
 from fuzz.seeds import SCENARIOS, record
 
 TOKEN = "tok-SECRET-123"

@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from coder_proto._errors import CoderChatError, CoderProtocolError
-from coder_proto._outputs import (
+from coder_proto import (
+    CoderChatError,
+    CoderProtocolError,
     ErrorPart,
     Finish,
     OutputPart,

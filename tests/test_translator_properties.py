@@ -12,10 +12,8 @@ import attrs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coder_proto._constants import TERMINAL_STATUSES
-from coder_proto._errors import CoderAgentError
-from coder_proto._json import canonical_json
-from coder_proto._outputs import (
+from coder_proto import (
+    CoderAgentError,
     Finish,
     OutputPart,
     ReasoningDelta,
@@ -30,6 +28,8 @@ from coder_proto._outputs import (
     ToolInputStart,
     ToolResult,
 )
+from coder_proto._constants import TERMINAL_STATUSES
+from coder_proto._json import canonical_json
 from coder_proto._stream.promotion import QueuedSubmission
 from coder_proto._stream.translator import TurnTranslator, finish_reason
 from coder_proto._stream.usage import UsageAccumulator

@@ -8,17 +8,24 @@ from typing import Any
 
 import pytest
 
-from coder_proto._actions import RunTools, ToolOutcome
-from coder_proto._agent.prompt import (
+from coder_proto import (
     AssistantMessage,
+    CoderAgentError,
+    CoderApiError,
+    CoderChatError,
+    CoderStreamError,
+    Finish,
+    StreamStart,
     TextContent,
+    ToolCall,
     ToolMessage,
+    ToolResult,
     ToolResultContent,
+    Usage,
     UserMessage,
 )
+from coder_proto._actions import RunTools, ToolOutcome
 from coder_proto._agent.turn import MISSING_RESULT_MESSAGE, Turn, normalize_outcomes
-from coder_proto._errors import CoderAgentError, CoderApiError, CoderChatError, CoderStreamError
-from coder_proto._outputs import Finish, StreamStart, ToolCall, ToolResult, Usage
 from tests.core_driver import (
     CHAT,
     Harness,

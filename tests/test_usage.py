@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from coder_proto._outputs import Usage
+from coder_proto import Usage
 from coder_proto._stream.usage import UsageAccumulator, provider_metadata_from_raw, sum_usage
 from coder_proto._wire import ChatMessageUsage
 

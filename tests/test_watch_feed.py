@@ -9,14 +9,12 @@ from typing import Any
 
 import pytest
 
+from coder_proto import ChatWatchEvent, CoderAgentError, CoderApiError, WatchBackoff
 from coder_proto._actions import SendRequest
 from coder_proto._constants import V2_PREFIX
-from coder_proto._errors import CoderAgentError, CoderApiError
 from coder_proto._rest.http import HttpResponse
 from coder_proto._rest.prefix import PrefixSelector
 from coder_proto._shells.watch_feed import WatchFeed, WatchShell, standalone_watch
-from coder_proto._stream.watch import WatchBackoff
-from coder_proto._wire.chats import ChatWatchEvent
 from tests.core_driver import chat_stub
 
 BASE = "https://coder.test"

@@ -27,7 +27,7 @@ from wsproto.events import (
     Request,
 )
 
-from coder_proto._errors import CoderAgentError
+from coder_proto import CoderAgentError
 from coder_proto._stream.websocket import (
     MAX_REJECTION_BODY,
     WebSocketClient,

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coder_proto._errors import CoderAgentError, CoderChatError, CoderProtocolError
+from coder_proto import CoderAgentError, CoderChatError, CoderProtocolError
 from coder_proto._wire import (
     MISSING,
     ActionRequiredEvent,

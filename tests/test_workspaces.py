@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coder_proto._errors import CoderAgentError, CoderApiError, CoderProtocolError
+from coder_proto import CoderAgentError, CoderApiError, CoderProtocolError
 from coder_proto._rest.http import HttpResponse
 from coder_proto._rest.prefix import PrefixSelector
 from coder_proto._rest.workspaces import (

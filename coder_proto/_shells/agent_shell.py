@@ -76,7 +76,7 @@ class AgentShell(Generic[ClientT, HttpClientT]):
     ``on_transport_event`` receives transport events; with a supplied ``client`` the
     ``http:*`` and ``ws:*`` events go to that client's hook and this one receives the
     ``segment:*`` events (all of them go to the client's hook when the agent has none).
-    ``recorder`` (a ``coder_proto.transcript._recorder.Recorder``) is told what crosses the wire
+    ``recorder`` (a ``coder_proto.transcript.Recorder``) is told what crosses the wire
     (``docs/transcripts.md``). Construction does no I/O.
     """
 

@@ -37,7 +37,7 @@ class ClientShell(Generic[HttpClientT]):
     HTTP client (``True``, ``False``, a CA bundle path or an ``ssl.SSLContext``).
     ``on_transport_event`` receives the ``http:*`` events (wire 11, D24). ``prefix`` pins the
     chat prefix (otherwise it is negotiated, wire 1.4). ``recorder`` (a
-    ``coder_proto.transcript._recorder.Recorder``) is told what crosses the wire. Construction does no
+    ``coder_proto.transcript.Recorder``) is told what crosses the wire. Construction does no
     I/O. The token never appears in a repr, an error, a log record or an event.
     """
 

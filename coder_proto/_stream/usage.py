@@ -4,7 +4,7 @@
 The server stamps usage on every assistant message it commits, one per internal model step,
 and re-sends the full snapshot on every replay and revision. ``UsageAccumulator`` keys usage by
 message id so that any number of replays counts once, sums the counters, and normalises the
-result to :class:`~coder_proto._outputs.Usage` (cache tokens added back into the input total).
+result to :class:`~coder_proto.Usage` (cache tokens added back into the input total).
 ``sum_usage`` adds the steps of a whole turn (client-tool segments) field by field.
 
 Which messages count (assistant only, id above the effective cursor) is the translator's

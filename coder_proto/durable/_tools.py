@@ -291,7 +291,7 @@ def crash_safe(
     schema: Mapping[str, Any] | None = None,
 ) -> CrashSafeTool | Callable[[Callable[..., Any]], CrashSafeTool]:
     """Declare a crash-safe client tool: ``@crash_safe`` or ``@crash_safe(name=...,
-    description=..., schema=...)``, like ``coder_proto._agent.tools.tool``. A parameter annotated
+    description=..., schema=...)``, like ``coder_proto.tool``. A parameter annotated
     ``DurableToolContext`` (or ``ToolContext``) receives the call's context and is left out of
     the schema. The result must be bound before an agent can run it."""
 

@@ -39,7 +39,6 @@ is the strict reader (``TranscriptError`` with the line number for anything malf
 offline.
 """
 
-from ._encoding import prompt_from_json, prompt_to_json, redact_url
 from ._fields import TranscriptError, TranscriptVersionError
 from ._format import Transcript, TranscriptWriter, parse_transcript
 from ._outcomes import outcome_summary
@@ -64,7 +63,7 @@ from ._records import (
     WsOpenRecord,
     WsReject,
 )
-from ._replay import NOT_RECORDED, ReplayResult, ReplayTurn, replay, text_frame
+from ._replay import NOT_RECORDED, ReplayResult, ReplayTurn, replay
 
 __all__ = [
     "FORMAT_NAME",
@@ -96,9 +95,5 @@ __all__ = [
     "WsReject",
     "outcome_summary",
     "parse_transcript",
-    "prompt_from_json",
-    "prompt_to_json",
-    "redact_url",
     "replay",
-    "text_frame",
 ]

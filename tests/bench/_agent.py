@@ -327,9 +327,9 @@ async def core_turn_asyncio(
     ``marks["reads"]`` the number of socket reads."""
     import asyncio
 
+    from coder_proto import TextDelta
     from coder_proto._actions import CloseConnection as CloseAction
     from coder_proto._actions import OpenConnection, SendData
-    from coder_proto._outputs import TextDelta
     from coder_proto._stream.reader import StreamReader
     from coder_proto._stream.translator import TurnTranslator
     from coder_proto._wire.events import MessagePartEvent

@@ -13,9 +13,9 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from coder_proto import Finish, ReasoningDelta, TextDelta
 from coder_proto._actions import SendData
 from coder_proto._json import std_loads
-from coder_proto._outputs import Finish, ReasoningDelta, TextDelta
 from coder_proto._stream.reader import StreamReader
 from coder_proto._stream.translator import TurnTranslator
 from coder_proto._wire import events as wire_events

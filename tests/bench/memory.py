@@ -62,7 +62,7 @@ def _peak() -> int:
 
 
 def _core_child(n: int, mode: str) -> dict[str, Any]:
-    from coder_proto._outputs import TextDelta
+    from coder_proto import TextDelta
 
     from ._data import one_event_frames, transcript_lines
     from ._pipelines import ws_bytes

@@ -21,9 +21,10 @@ from typing import Any
 
 import pytest
 
+from coder_proto import WsEventEvent, WsRedialEvent
 from coder_proto._actions import SendRequest
 from coder_proto._stream.reader import StreamReader
-from coder_proto._transport_events import TransportEventSink, WsEventEvent, WsRedialEvent
+from coder_proto._transport_events import TransportEventSink
 from coder_proto._wire import MessageEvent, MessagePartEvent, StreamEvent
 from tests.test_reader import Net
 

@@ -12,16 +12,15 @@ from typing import Any
 
 import pytest
 
-from coder_proto._agent.history import (
+from coder_proto import (
     UIDynamicToolPart,
     UIFilePart,
     UIMessage,
-    UIPart,
     UIReasoningPart,
     UISourceUrlPart,
     UITextPart,
-    to_ui_messages,
 )
+from coder_proto._agent.history import UIPart, to_ui_messages
 from coder_proto._wire import ChatMessage, FilePart
 from tests.conformance.cases import cases, load
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from coder_proto._errors import CoderAgentError, CoderApiError, CoderNetworkError
+from coder_proto import CoderAgentError, CoderApiError, CoderNetworkError
 from coder_proto._rest.http import HttpRequest, HttpResponse
 from coder_proto._rest.prefix import Completed, Failed, PrefixSelector, Retry
 from coder_proto._rest.routes import build_get_chat, parse_get_chat

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from coder_proto._outputs import OutputPart
+from coder_proto import OutputPart
 from coder_proto._stream.translator import TurnTranslator
 
 from .cases import cases, load

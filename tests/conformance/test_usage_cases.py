@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from coder_proto._outputs import OutputPart
+from coder_proto import OutputPart
 from coder_proto._stream.translator import TurnTranslator
 from coder_proto._stream.usage import sum_usage
 

@@ -17,7 +17,7 @@ import pytest
 
 from coder_io_asyncio.fake_server import FakeCoderServer
 from coder_io_sync.durable_sqlite import SQLiteStore
-from coder_proto._errors import CoderAgentError, CoderChatError
+from coder_proto import CoderAgentError, CoderChatError
 from coder_proto.durable import (
     CUT_SHORT,
     OUTCOME_ABORTED,
@@ -31,9 +31,8 @@ from coder_proto.durable import (
     MemoryStore,
     crash_safe,
     idempotency_key,
-    marked_prompt,
-    step_marker,
 )
+from coder_proto.durable._scan import marked_prompt, step_marker
 from coder_proto.fake import CallClientTool, Fail, Say, Script, Wait
 
 CHARGES: dict[str, int] = {}

@@ -62,6 +62,17 @@ from urllib.parse import SplitResult, urlsplit
 import attrs
 import h11
 
+from coder_proto import (
+    CoderAgentError,
+    DynamicTool,
+    OutputPart,
+    TextDelta,
+    Tool,
+    ToolCall,
+    ToolContext,
+    TurnResult,
+    tool,
+)
 from coder_proto._actions import (
     Action,
     CancelRequest,
@@ -76,15 +87,12 @@ from coder_proto._actions import (
 )
 from coder_proto._agent.session import Session
 from coder_proto._agent.session_state import SessionConfig
-from coder_proto._agent.tools import Tool, ToolContext, encode_output, tool, tools_by_name
-from coder_proto._agent.turn import Turn, TurnResult
+from coder_proto._agent.tools import encode_output, tools_by_name
+from coder_proto._agent.turn import Turn
 from coder_proto._constants import SESSION_TOKEN_HEADER
 from coder_proto._engine import CoreMachine
-from coder_proto._errors import CoderAgentError
-from coder_proto._outputs import OutputPart, TextDelta, ToolCall
 from coder_proto._rest.http import HttpResponse
 from coder_proto._transport_events import TransportEventSink
-from coder_proto._wire.chats import DynamicTool
 
 __all__ = ["Channel", "HttpExchange", "SelectorsLoop", "get_weather", "main"]
 

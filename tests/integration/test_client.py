@@ -17,9 +17,15 @@ import httpx
 import pytest
 
 from coder_io_asyncio.fake_server import FakeCoderServer
+from coder_proto import (
+    CoderAgentError,
+    CoderApiError,
+    CreateChatRequest,
+    DynamicTool,
+    FileInput,
+    TextInput,
+)
 from coder_proto._actions import ToolOutcome
-from coder_proto._errors import CoderAgentError, CoderApiError
-from coder_proto._wire.chats import CreateChatRequest, DynamicTool, FileInput, TextInput
 from coder_proto.fake import CallClientTool, Say, Script, Wait
 
 from .conftest import MakeServer

@@ -1,6 +1,6 @@
 """Recording on every runtime (docs/transcripts.md): ``recorder=`` on ``CoderAgent`` and on
 ``CoderChatClient`` records what crosses the wire on asyncio, trio and blocking alike, and the
-transcript replays offline through the core (``coder_proto.transcript._replay.replay``) to the outcome the
+transcript replays offline through the core (``coder_proto.transcript.replay``) to the outcome the
 user saw live, turn by turn, deterministically and without the session token (DESIGN rule 6).
 """
 
@@ -12,12 +12,15 @@ from typing import Any
 import pytest
 
 from coder_io_asyncio.fake_server import FakeCoderServer
-from coder_proto._errors import CoderAgentError
+from coder_proto import CoderAgentError
 from coder_proto.fake import CallClientTool, Fail, Say, Script, Think, Wait
-from coder_proto.transcript._format import parse_transcript
-from coder_proto.transcript._recorder import TranscriptRecorder
-from coder_proto.transcript._records import SessionCall, WsFrame
-from coder_proto.transcript._replay import replay
+from coder_proto.transcript import (
+    SessionCall,
+    TranscriptRecorder,
+    WsFrame,
+    parse_transcript,
+    replay,
+)
 
 
 def get_weather(city: str) -> dict[str, Any]:

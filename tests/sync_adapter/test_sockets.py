@@ -18,11 +18,11 @@ import pytest
 
 from coder_io_asyncio.fake_server import FakeCoderServer
 from coder_io_sync._driver import Deadline, Driver
+from coder_proto import CoderAgentError
 from coder_proto._actions import Action, CloseConnection, OpenConnection, RunInBackground, SendData
 from coder_proto._agent.session import Session
 from coder_proto._agent.session_state import SessionConfig
 from coder_proto._engine import CoreMachine
-from coder_proto._errors import CoderAgentError
 from coder_proto._rest.http import HttpResponse
 from coder_proto._rest.prefix import PrefixSelector
 from coder_proto._rest.routes import build_get_chat
