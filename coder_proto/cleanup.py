@@ -1,5 +1,5 @@
 """Stopping and retiring chats: interrupt, withdrawal, archive, disposal (state machines
-E.5, H.3-H.5; DECISIONS D4, D9, D10, D11, D22).
+E.5, H.3-H.5; D4, D9, D10, D11, D22).
 
 The procedures are generator coroutines run by any ``CoreMachine`` host, so the same code runs
 inline in a turn (a foreground withdrawal after a timeout), as a fire-and-forget background job
@@ -404,7 +404,7 @@ def archive_session(
             yield from archive_when_settled(host, target, budget=budget, retry_delay=retry_delay)
         except CoderApiError as exc:
             if exc.status == 404 and target != primary:
-                logger.warning("stranded chat %s no longer exists; dropping it (D10)", target)
+                logger.warning("stranded chat %s no longer exists; no longer archiving it", target)
                 session.note_chat_cleaned_up(target)
                 continue
             failures.append(exc)

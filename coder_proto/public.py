@@ -1,4 +1,4 @@
-"""The runtime-independent half of every adapter's public API (DESIGN "Public API": the same
+"""The runtime-independent half of every adapter's public API (docs/architecture.md "Public API": the same
 names in ``coder_io_asyncio``, ``coder_io_trio`` and ``coder_io_sync``; switching runtime is an
 import change).
 
