@@ -4,7 +4,7 @@ One ``Driver`` belongs to one client (``CoderChatClient``, or the agent through 
 Every runtime-independent decision of driving (routing socket inputs to the running turn or
 the session, the connection and request registries, background jobs, ``http:*`` events, token
 scrubbing, tool batches, transcripts) is ``coder_proto._connection.Drive``'s; this module is the
-asyncio I/O glue that performs the drive's commands (DESIGN "The adapters"; D12, D21-D24):
+asyncio I/O glue that performs the drive's commands (docs/architecture.md "The adapters"; D12, D21-D24):
 
 * ``StartHttp`` -> an ``httpx.AsyncClient`` request in a task; ``CancelHttp`` cancels it. On
   a client the driver created, at most ``HTTP_CONCURRENCY`` (its pool size) are in flight at

@@ -1,5 +1,5 @@
 """``CoderAgent`` on asyncio: one Coder chat session driven turn by turn (state machines G, H;
-DECISIONS D5, D7, D10, D17, D22; DESIGN "Public API").
+D5, D7, D10, D17, D22; docs/architecture.md "Public API").
 
 The class is a thin shell around the core: ``coder_proto._shells.agent_shell.AgentShell`` holds the
 constructor, its checks and the session state, ``AgentCore`` validates the settings,
@@ -66,7 +66,7 @@ def _op(
 
 
 class CoderAgent(AgentShell[CoderChatClient, httpx.AsyncClient], AsyncClosing):
-    """A Coder Agents chat session on asyncio (DESIGN "Public API").
+    """A Coder Agents chat session on asyncio (docs/architecture.md "Public API").
 
     One agent is one server chat, created by the first turn and reused by the next ones
     (H.1). Connection: ``client`` (a ``CoderChatClient``, never closed here) or ``base_url`` /
@@ -196,7 +196,7 @@ class CoderAgent(AgentShell[CoderChatClient, httpx.AsyncClient], AsyncClosing):
 
     async def upload_to_workspace(self, content: object, path: str) -> WorkspaceUpload:
         """Write ``content`` (bytes, a path or a binary file object) as-is to ``path`` on the
-        agent's workspace through the ``workspace_files`` adapter (seed README "Workspace
+        agent's workspace through the ``workspace_files`` adapter (docs/agents.md "Workspace
         files"): no allowlist, no size cap, no unpacking. ``write_file`` may be a coroutine
         function."""
         write = self._core.workspace_write(content, path)

@@ -1,5 +1,5 @@
-"""Blocking file reads every adapter performs for uploads (wire 7) and workspace files (seed
-README "Workspace files"). The event-loop adapters run them in a worker thread; the blocking
+"""Blocking file reads every adapter performs for uploads (wire 7) and workspace files
+(docs/agents.md "Workspace files"). The event-loop adapters run them in a worker thread; the blocking
 adapter calls them directly. Read errors are ``CoderAgentError``."""
 
 from __future__ import annotations

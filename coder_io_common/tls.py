@@ -1,4 +1,4 @@
-"""The TLS context of the WebSocket stream sockets, for every adapter (DESIGN "The adapters":
+"""The TLS context of the WebSocket stream sockets, for every adapter (docs/architecture.md "The adapters":
 TLS verification on by default, with the same ``verify`` choices httpx offers; D12: a bad
 setting is a local configuration error, raised at once)."""
 

@@ -3,7 +3,7 @@
 One ``Driver`` belongs to one client (``CoderChatClient``, or an agent through its client). The
 bookkeeping (routing, registries, ``http:*`` events, token scrubbing, tool batches,
 transcripts) is ``coder_proto._connection.Drive``; this module performs the I/O it asks for, with
-no event loop anywhere (DESIGN "The adapters"; D12, D21-D24):
+no event loop anywhere (docs/architecture.md "The adapters"; D12, D21-D24):
 
 * ``StartHttp`` -> a blocking ``httpx.Client`` request (no read timeout on a client created
   here, 30 s to connect; a user-supplied client keeps its own timeouts, D23), performed by

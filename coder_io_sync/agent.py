@@ -1,5 +1,5 @@
 """``CoderAgent``, blocking: one Coder chat session driven turn by turn (state machines G, H;
-DECISIONS D5, D7, D10, D17, D22; DESIGN "Public API").
+D5, D7, D10, D17, D22; docs/architecture.md "Public API").
 
 The class is a thin shell around ``coder_proto._agent.agent_core.AgentCore``: the core validates the
 settings, prepares prompts, plans every client-tool batch (D5) and decides the
@@ -67,7 +67,7 @@ def _op(spec: Callable[Concatenate[AgentCalls, P], Call[T]]) -> Callable[Concate
 
 
 class CoderAgent(AgentShell[CoderChatClient, httpx.Client], Closing):
-    """A Coder Agents chat session, blocking (DESIGN "Public API").
+    """A Coder Agents chat session, blocking (docs/architecture.md "Public API").
 
     One agent is one server chat, created by the first turn and reused by the next ones
     (H.1). Connection: ``client`` (a ``CoderChatClient``, never closed here) or ``base_url`` /
@@ -239,7 +239,7 @@ class CoderAgent(AgentShell[CoderChatClient, httpx.Client], Closing):
 
     def upload_to_workspace(self, content: object, path: str) -> WorkspaceUpload:
         """Write ``content`` (bytes, a path or a binary file object) as-is to ``path`` on the
-        agent's workspace through the ``workspace_files`` adapter (seed README "Workspace
+        agent's workspace through the ``workspace_files`` adapter (docs/agents.md "Workspace
         files"): no allowlist, no size cap, no unpacking. The adapter's ``write_file`` must be
         a plain method here."""
         write = self._core.workspace_write(content, path)
@@ -312,7 +312,7 @@ class AgentStream:
     ) -> None:
         try:
             if self._run is not None and not self._run.done:
-                # Leaving the stream early interrupts the run (seed "Timeouts &
+                # Leaving the stream early interrupts the run (docs/agents.md "Timeouts and
                 # cancellation"); with an exception it is the caller's reason (D22).
                 self._run.cancel(exc)
         finally:

@@ -1,5 +1,5 @@
 """Durable workflows, blocking: ``run_turn``, ``archive_workflow``, ``sweep_orphans`` and
-``bind_tools`` (seed durable-workflows; ``coder_proto.durable``).
+``bind_tools`` (docs/durable-workflows.md; ``coder_proto.durable``).
 
 Every decision lives in the core (``coder_proto.durable``): the step program, the recovery
 and cleanup machines, the crash-safe tool programs. This module only performs their effects,
@@ -294,8 +294,8 @@ def run_turn(
     http_client: httpx.Client | None = None,
     verify: VerifyTypes = True,
 ) -> DurableStepResult:
-    """Run one durable workflow step: one agent turn, resumable in any process (seed
-    durable-workflows; ``coder_proto.durable._step``).
+    """Run one durable workflow step: one agent turn, resumable in any process
+    (docs/durable-workflows.md; ``coder_proto.durable._step``).
 
     The workflow's checkpoint (its chat and resume cursor) is read from ``store``; without one
     the turn creates the chat. Before resubmitting on a checkpointed chat, recovery settles

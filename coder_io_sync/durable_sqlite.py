@@ -1,5 +1,5 @@
-"""The default durable store: one SQLite file in WAL mode, safe across processes (seed
-durable-workflows; ``coder_proto.durable._store``).
+"""The default durable store: one SQLite file in WAL mode, safe across processes
+(docs/durable-workflows.md; ``coder_proto.durable._store``).
 
 ``SQLiteStore(path)`` implements ``coder_proto.durable.DurableStore``. Every write is one
 ``BEGIN IMMEDIATE`` transaction (the write lock is taken up front, so two processes never

@@ -2,7 +2,7 @@
 
 One ``Driver`` belongs to one client (``CoderChatClient``, or the agent through its client).
 Every runtime-independent decision of driving is ``coder_proto._connection.Drive``'s; this module
-is the trio I/O glue that performs the drive's commands (DESIGN "The adapters"; D12, D21-D24):
+is the trio I/O glue that performs the drive's commands (docs/architecture.md "The adapters"; D12, D21-D24):
 
 * ``StartHttp`` -> an ``httpx.AsyncClient`` request (httpx runs on trio) in a task;
   ``CancelHttp`` cancels that task's cancel scope;

@@ -1,5 +1,5 @@
 """``CoderAgent`` on trio: one Coder chat session driven turn by turn (state machines G, H;
-DECISIONS D5, D7, D10, D17, D22; DESIGN "Public API").
+D5, D7, D10, D17, D22; docs/architecture.md "Public API").
 
 The agent's method bodies are runtime-neutral (``coder_io_asyncio.agent`` drives
 ``coder_proto._agent.agent_core.AgentCore``'s machines on the client's driver), so this class is that one

@@ -1,5 +1,5 @@
 """Durable workflows on trio: ``run_turn``, ``archive_workflow``, ``sweep_orphans`` and
-``bind_tools`` (seed durable-workflows; ``coder_proto.durable``).
+``bind_tools`` (docs/durable-workflows.md; ``coder_proto.durable``).
 
 The functions are ``coder_io_asyncio.durable``'s (``DurableFunctions``, runtime-neutral) on a
 trio ``DurableRuntime``: a ``DurableStore``'s plain methods and plain tool functions run in

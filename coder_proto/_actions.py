@@ -20,7 +20,7 @@ loop per runtime serves all of them.
 
 An adapter performs each action, feeds the outcome back as an input, and calls ``tick`` when
 the deadline passes. It never decides anything itself: retries, status checks and cursors are
-the core's business (DESIGN rule 1).
+the core's business (docs/architecture.md rule 1).
 """
 
 from __future__ import annotations

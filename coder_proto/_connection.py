@@ -3,7 +3,7 @@
 An adapter's driver (asyncio, trio, blocking, or a loop of your own) runs core machines by
 performing their actions and feeding the outcomes back (``coder_proto._actions``). Everything
 in that job that does not touch a socket, a task or a clock lives here, in ``Drive``, so the
-drivers differ only in how they perform I/O (DESIGN "The adapters"; D12, D21-D24):
+drivers differ only in how they perform I/O (docs/architecture.md "The adapters"; D12, D21-D24):
 
 * **routing** (the reference driver ``tests/core_driver.py``): a machine started with
   ``session=`` shares the session's connections; their inputs go to the session's running
@@ -168,7 +168,7 @@ def describe_error(error: BaseException | str) -> str:
 
 def scrub_token(message: str, token: str | None) -> str:
     """``message`` with every occurrence of the session token replaced by ``<redacted>``
-    (DESIGN rule 6: a token never appears in an error, event or log)."""
+    (docs/architecture.md rule 6: a token never appears in an error, event or log)."""
     if token and token in message:
         return message.replace(token, "<redacted>")
     return message

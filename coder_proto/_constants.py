@@ -1,6 +1,6 @@
 """Protocol constants, in seconds, as data beside the machines that use them.
 
-Sources: wire sections 1, 5, 7, 8; state machines C.1, E, H; DECISIONS D1, D6, D11.
+Sources: wire sections 1, 5, 7, 8; state machines C.1, E, H; D1, D6, D11.
 """
 
 from __future__ import annotations

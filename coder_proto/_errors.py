@@ -1,4 +1,4 @@
-"""The library's error hierarchy (wire section 10; spec/DECISIONS.md D21-D22).
+"""The library's error hierarchy (wire section 10; D21-D22).
 
 Every failure the core recognises becomes one of these classes; adapters only raise what the
 core built. ``CoderAgentError`` is the base of all of them, ``CoderStreamError`` included (D21).

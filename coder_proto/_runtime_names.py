@@ -1,6 +1,6 @@
 """The names every adapter package (``coder_io_asyncio``, ``coder_io_trio``,
 ``coder_io_sync``) defines for its runtime, beside the shared vocabulary it re-exports from
-``coder_proto`` (DESIGN "Public API": the same names on every runtime; switching runtime is
+``coder_proto`` (docs/architecture.md "Public API": the same names on every runtime; switching runtime is
 an import change)::
 
     from coder_proto import *  # noqa: F403

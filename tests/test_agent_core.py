@@ -1,6 +1,5 @@
 """The agent core (``coder_proto._agent.agent_core``): settings (H.1, H.2), prompt inputs (appendix P,
-wire 7), the client-tool dispatch plan (D5), the structured-output ladder (seed README
-"Structured output" rules 1-4, D7), single flight (G.2), history pages and workspace files,
+wire 7), the client-tool dispatch plan (D5), the structured-output ladder (docs/agents.md "Structured output" rules 1-4, D7), single flight (G.2), history pages and workspace files,
 driven through the in-memory driver where a turn runs."""
 
 from __future__ import annotations
@@ -529,7 +528,7 @@ def test_encoded_outputs_of_models() -> None:
     assert inv.succeeded(Out(3)).output == {"value": 3}
 
 
-# -- structured output (seed README rules 1-4) -------------------------------------------------
+# -- structured output (docs/agents.md "Structured output" rules 1-4) --------------------------
 
 
 @attrs.frozen
@@ -889,7 +888,7 @@ def test_history_needs_a_chat_id() -> None:
         HistoryJob(PrefixSelector(), "", now=0.0)
 
 
-# -- bad input never escapes as a bare exception (DESIGN rule 4) -------------------------------
+# -- bad input never escapes as a bare exception (docs/architecture.md rule 4) -----------------
 
 _scalars = st.one_of(
     st.none(),

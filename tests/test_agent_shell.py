@@ -1,6 +1,6 @@
 """The runtime-independent half of every adapter's ``CoderAgent`` (``coder_proto._agent.agent_core``:
 ``AgentShell``, ``AgentCalls``, ``segment_sink``, ``WorkspaceWrite``; H.1-H.3, wire 2, 7, 8,
-11; D11, D17, D24; DESIGN "Public API" and rule 6).
+11; D11, D17, D24; docs/architecture.md "Public API" and rule 6).
 
 The shell is exercised with a stand-in client class (what an adapter's ``CoderChatClient``
 offers the agent), the plain operations on the reference driver with scripted answers.
@@ -225,7 +225,7 @@ def test_history_walks_the_pages_and_converts_to_ui_messages_i() -> None:
         World().calls.history()
 
 
-# -- workspace files (seed README "Workspace files") ------------------------------------------------
+# -- workspace files (docs/agents.md "Workspace files") ---------------------------------------------
 
 
 class Files:

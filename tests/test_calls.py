@@ -1,5 +1,5 @@
 """The raw client's operations, defined once for every adapter (``coder_proto._shells.client_calls``; wire
-2, 7, 8, 9; D4, D10, D11, D16, D17, D20; DESIGN "Public API": the same methods with the same
+2, 7, 8, 9; D4, D10, D11, D16, D17, D20; docs/architecture.md "Public API": the same methods with the same
 parameters on every runtime).
 
 Each operation validates its arguments when called (before any request), names the file an
@@ -183,7 +183,7 @@ def test_preview_and_share_build_workspace_machines_wire_9() -> None:
     assert "coder.test" in repr(world.calls)
 
 
-# -- presenting an operation as an adapter's method (DESIGN "Public API") ---------------------------
+# -- presenting an operation as an adapter's method (docs/architecture.md "Public API") -------------
 
 
 def test_a_public_method_has_the_operations_name_docstring_and_signature() -> None:

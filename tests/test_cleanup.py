@@ -1,4 +1,4 @@
-"""Stopping and retiring chats (state machines E.5, H.3-H.5; DECISIONS D4, D9, D10, D11,
+"""Stopping and retiring chats (state machines E.5, H.3-H.5; D4, D9, D10, D11,
 D22): the session's ``interrupt()``, ``archive()`` and disposal, and the background interrupt
 and withdrawal jobs."""
 

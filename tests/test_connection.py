@@ -1,7 +1,7 @@
 """The runtime-independent half of every driver (``coder_proto._connection.Drive``): the routing
 rule of ``tests/core_driver.py`` (state machines H.6), the connection, request, tool and
 background registries (D5, D22), the ``http:*`` transport events (wire 9, 11; D24), token
-scrubbing (DESIGN rule 6), transcripts (``docs/transcripts.md``) and settling (only the scopes
+scrubbing (docs/architecture.md rule 6), transcripts (``docs/transcripts.md``) and settling (only the scopes
 an input reached are visited; deadlines wait in a heap).
 
 Two kinds of machines are driven here. ``Probe`` is a machine that does what the test tells it
@@ -319,7 +319,7 @@ def test_a_request_goes_out_with_the_base_url_and_the_session_token() -> None:
     call = only(d, StartHttp).call
     assert (call.method, call.url, call.body) == ("GET", f"{BASE}/api/v2/chats/chat-1", None)
     assert (SESSION_TOKEN_HEADER, TOKEN) in call.headers
-    # The token never shows in a repr (DESIGN rule 6).
+    # The token never shows in a repr (docs/architecture.md rule 6).
     assert TOKEN not in repr(call) and "get_chat GET /api/v2/chats/chat-1" in repr(call)
 
 

@@ -1,5 +1,5 @@
-"""The workflow's end of life: archive at the end only, and the orphan sweep (seed
-durable-workflows: "Archive at the end — and only at the end", "Recover after a crash";
+"""The workflow's end of life: archive at the end only, and the orphan sweep
+(docs/durable-workflows.md: "Archive at the end — and only at the end", "Recover after a crash";
 D4, D10)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Recovery before resubmitting, branch by branch (seed durable-workflows: "Recover after a
+"""Recovery before resubmitting, branch by branch (docs/durable-workflows.md: "Recover after a
 crash", "Make client tools crash-safe", "Recover the result before resubmitting"; D1, D4,
 D26), driven in memory against the pure fake server model."""
 

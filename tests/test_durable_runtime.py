@@ -1,5 +1,5 @@
-"""What every adapter's durable functions share (``coder_proto.durable._runtime``; seed
-durable-workflows; D5, D22, D26): the step's setup and its agents' settings, the turn report,
+"""What every adapter's durable functions share (``coder_proto.durable._runtime``;
+docs/durable-workflows.md; D5, D22, D26): the step's setup and its agents' settings, the turn report,
 stepping effect programs, binding crash-safe tools, and the loop of driving a durable machine
 (its commands, outcomes fed back in any order, deadlines, cancellation).
 """

@@ -1,5 +1,5 @@
 """Reading a step out of history: markers, attempts newest-first, pending client calls (G.5),
-and what ``generate()`` would have returned (seed durable-workflows: "Recover the result
+and what ``generate()`` would have returned (docs/durable-workflows.md: "Recover the result
 before resubmitting")."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One durable step, decision by decision (seed durable-workflows: "Shape each step", "Recover
+"""One durable step, decision by decision (docs/durable-workflows.md: "Shape each step", "Recover
 after a crash", "Recover the result before resubmitting"). The step program runs against the
 pure fake server model; agent turns are played by the test (a turn posts the prompt and lets
 the server answer, or fails as told)."""

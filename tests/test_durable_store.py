@@ -1,5 +1,5 @@
 """The durable records and stores: validation, JSON round trips, the store protocol on the
-in-memory and SQLite stores alike, and SQLite across processes (seed durable-workflows:
+in-memory and SQLite stores alike, and SQLite across processes (docs/durable-workflows.md:
 "Shape each step", "Make client tools crash-safe", the send journal)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Crash-safe client tools: the ledger around an external effect (seed durable-workflows:
+"""Crash-safe client tools: the ledger around an external effect (docs/durable-workflows.md:
 "Make client tools crash-safe"). The tool's run is a program of effects; these tests perform
 them on a ``MemoryStore`` and record what happened in which order."""
 

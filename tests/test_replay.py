@@ -1,6 +1,6 @@
 """Offline replay through the core (``coder_proto.transcript._replay``): a recorded session replays to the
 same outcome, deterministically, and anything the transcript lacks is a divergence, never a
-hang or a stray exception (DESIGN rule 2)."""
+hang or a stray exception (docs/architecture.md rule 2)."""
 
 from __future__ import annotations
 

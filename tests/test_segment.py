@@ -1,5 +1,5 @@
 """One model round trip: the segment driver (state machines C.3-C.5, D, E.5, G.2-G.7; wire
-2.3, 5, 10, 11; DECISIONS D2-D4, D9, D12, D21, D22, D24).
+2.3, 5, 10, 11; D2-D4, D9, D12, D21, D22, D24).
 
 Every test drives the real session, turn, segment, translator and stream reader through the
 in-memory driver of ``tests/core_driver.py``: REST answers come from a scripted server (D25

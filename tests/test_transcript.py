@@ -1,5 +1,5 @@
 """The transcript format: records, the strict reader, the recorder, and secrets staying out
-(DESIGN rule 6; docs/transcripts.md)."""
+(docs/architecture.md rule 6; docs/transcripts.md)."""
 
 from __future__ import annotations
 
@@ -310,7 +310,7 @@ def test_urls_are_recorded_without_credentials(url: str, expected: str) -> None:
 
 
 def test_no_record_type_has_a_field_that_could_hold_headers_or_a_token() -> None:
-    """DESIGN rule 6: the record types cannot carry the token."""
+    """docs/architecture.md rule 6: the record types cannot carry the token."""
     types = [Header, TranscriptSettings, *{type(r) for r in _every_record()}]
     for cls in types:
         for field in attrs.fields(cls):
@@ -618,7 +618,7 @@ def test_received_text_frames_are_recorded_verbatim(
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_transcripts_of_full_fake_sessions_never_contain_the_token(name: str) -> None:
-    """DESIGN rule 6: scan every recorded transcript of a full fake-model session."""
+    """docs/architecture.md rule 6: scan every recorded transcript of a full fake-model session."""
     text, world = record(name)
     assert world.token and world.token not in text
     assert parse_transcript(text).records

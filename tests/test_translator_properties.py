@@ -854,7 +854,7 @@ def test_arbitrary_json_events_raise_only_library_errors(
     frames: list[Any], queued: QueuedSubmission | None, cursor: int
 ) -> None:
     """A frame is decoded JSON: parsing may reject it with ``CoderProtocolError``; whatever
-    parses is ingested, and nothing but the library's errors escapes (DESIGN "Errors")."""
+    parses is ingested, and nothing but the library's errors escapes (docs/architecture.md rule 4)."""
     tr = TurnTranslator(dynamic_tool_names={CLIENT}, queued_submission=queued, turn_cursor=cursor)
     parts: list[OutputPart] = []
     for frame in frames:

@@ -1,4 +1,4 @@
-"""A whole turn: the client-tool loop over segments (state machines F.5, G; DECISIONS D4-D7,
+"""A whole turn: the client-tool loop over segments (state machines F.5, G; D4-D7,
 D17, D22; C.5 retries), driven through the in-memory driver."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Usage summation (state machines F.1-F.5; DECISIONS D17)."""
+"""Usage summation (state machines F.1-F.5; D17)."""
 
 from __future__ import annotations
 

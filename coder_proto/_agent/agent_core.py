@@ -1,5 +1,5 @@
 """The agent core: everything ``CoderAgent`` does that is not I/O (state machines H.1, H.2,
-P; DECISIONS D5, D7, D17; the seed README's "Custom tools", "Files", "Workspace files" and
+P; D5, D7, D17; docs/agents.md "Custom tools", "Files", "Workspace files" and
 "Structured output").
 
 Every adapter's ``CoderAgent`` is a thin shell (``coder_proto._shells.agent_shell``) around
@@ -124,7 +124,7 @@ def _env_str(env: Mapping[str, str] | None, name: str) -> str | None:
 
 class GenerateCall:
     """One ``generate()`` call: its first ``turn``, then ``advance`` with each turn's result
-    until a ``GenerateResult`` comes back (seed README "Structured output", rule 3)."""
+    until a ``GenerateResult`` comes back (docs/agents.md "Structured output", rule 3)."""
 
     def __init__(self, core: AgentCore, messages: Sequence[Message], *, now: float) -> None:
         self._core = core

@@ -1,5 +1,4 @@
-"""What a caller passes to ``generate`` / ``stream`` as prompt messages (appendix P; seed README
-"Files"): a string, content parts, messages as classes or role dicts, ``Attachment`` files
+"""What a caller passes to ``generate`` / ``stream`` as prompt messages (appendix P; docs/agents.md "Files"): a string, content parts, messages as classes or role dicts, ``Attachment`` files
 given as bytes, a path or a file object, and ``AttachedFile`` references.
 
 ``prepare_prompt`` returns a ``PromptPlan``: the files the adapter must read, then the
@@ -40,7 +39,7 @@ def _is_bytes(value: object) -> bool:
 
 @attrs.frozen(kw_only=True)
 class Attachment:
-    """A file to attach to a user message (seed README "Files"): uploaded by the turn that
+    """A file to attach to a user message (docs/agents.md "Files"): uploaded by the turn that
     sends it (which makes that turn effectful for retries, C.5).
 
     ``content`` is bytes, a path (``str`` or ``os.PathLike``; text must be encoded first) or a

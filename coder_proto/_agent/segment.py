@@ -1,5 +1,5 @@
 """One model round trip: the segment driver (state machines C.3-C.5, D, E.5, G.2-G.7;
-wire 2.3, 5; DECISIONS D2-D7, D9, D12, D21, D22, D24).
+wire 2.3, 5; D2-D7, D9, D12, D21, D22, D24).
 
 A segment submits something (a new user message, or client tool results), reads the chat
 stream until the run settles or pauses for client tools, and ends with a ``Finish`` part or a
@@ -118,7 +118,7 @@ STREAM_FAILED_PREFIX: Final = "Coder chat stream failed mid-turn: "
 #: G.2, wire 10.
 NO_CHAT_FOR_RESUME: Final = "cannot submit tool results before a chat exists"
 NOOP_PROMPT: Final = "CoderAgent received a prompt with no user message or tool results to act on."
-EMPTY_CONTENT: Final = "the prompt has no content to send (empty text is dropped, P.3)"
+EMPTY_CONTENT: Final = "the prompt has no content to send: give it some text or a file"
 _EFFECTFUL_REASON: Final = (
     "the turn has server-side effects a replay would repeat (a workspace, MCP servers or "
     "uploaded attachments)"

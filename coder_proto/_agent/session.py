@@ -1,5 +1,5 @@
 """The agent session: one chat, its resume cursor and its cleanup ledger (state machines D.1,
-H.1-H.6; DECISIONS D4, D10, D12, D22).
+H.1-H.6; D4, D10, D12, D22).
 
 A ``Session`` is the state one agent keeps between turns (``SessionState``). Construction does
 no I/O. Everything that talks to the server is a machine the session creates and an adapter

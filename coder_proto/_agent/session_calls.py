@@ -1,4 +1,4 @@
-"""A session's cleanup calls (state machines H.3-H.5; DECISIONS D4, D10, D11, D22):
+"""A session's cleanup calls (state machines H.3-H.5; D4, D10, D11, D22):
 ``interrupt()``, ``archive()`` and disposal, as machines the session starts and an adapter
 drives, with the results they return.
 
@@ -160,7 +160,7 @@ def archive_session(
             yield from archive_when_settled(host, target, budget=budget, retry_delay=retry_delay)
         except CoderApiError as exc:
             if exc.status == 404 and target != primary:
-                logger.warning("stranded chat %s no longer exists; dropping it (D10)", target)
+                logger.warning("stranded chat %s no longer exists; no longer archiving it", target)
                 session.note_chat_cleaned_up(target)
                 continue
             failures.append(exc)

@@ -1,5 +1,5 @@
 """An agent session's state: one chat, its resume cursor, its cleanup ledger and the streams it
-keeps (state machines D.1, H.1, H.2, H.6; DECISIONS D12).
+keeps (state machines D.1, H.1, H.2, H.6; D12).
 
 ``SessionConfig`` is an agent's settings, validated at construction (H.2). ``SessionState``
 is what one agent keeps between turns; construction does no I/O and only validates what it

@@ -1,4 +1,4 @@
-"""The ``structured_output`` tool pattern (seed README "Structured output"): the tool whose
+"""The ``structured_output`` tool pattern (docs/agents.md "Structured output"): the tool whose
 input schema is the answer's schema, the acknowledgement of a valid filing, the validation
 error an invalid one gets (so the model retries in the loop, rule 2), the search for the
 newest valid filing across a turn's steps, and the one nudge an idle chat gets (rule 3).
@@ -25,7 +25,7 @@ __all__ = [
 ]
 
 
-#: The structured-output tool's name (seed README "Structured output").
+#: The structured-output tool's name (docs/agents.md "Structured output").
 STRUCTURED_OUTPUT_TOOL: Final = "structured_output"
 _STRUCTURED_OUTPUT_DESCRIPTION: Final = (
     "Submit your final structured answer as JSON. Call this exactly once, when your work is "
@@ -51,7 +51,7 @@ _WRAPPED_VALUE: Final = "value"
 
 class StructuredOutputError(CoderAgentError):
     """The turn ended without a valid ``structured_output`` filing, after the one nudge an idle
-    chat gets (seed README "Structured output", rules 2 and 3). ``problems`` are the
+    chat gets (docs/agents.md "Structured output", rules 2 and 3). ``problems`` are the
     validation problems of the newest invalid filing (empty when the model filed nothing);
     ``result`` is the call's result, for inspection."""
 
@@ -72,7 +72,7 @@ class StructuredOutputError(CoderAgentError):
 
 
 class StructuredOutput:
-    """The ``structured_output`` tool pattern (seed README "Structured output"), as data and
+    """The ``structured_output`` tool pattern (docs/agents.md "Structured output"), as data and
     decisions:
 
     * ``tool`` is the client tool whose input schema is the answer's schema: an attrs class,

@@ -1,4 +1,4 @@
-"""A whole agent turn: segments and the client-tool loop (state machines F.5, G; DECISIONS
+"""A whole agent turn: segments and the client-tool loop (state machines F.5, G;
 D5, D6, D7, D17, D22; wire 5 "stream lifetime").
 
 A ``Turn`` is the machine an adapter drives for one ``generate()`` or ``stream()`` call. It
@@ -325,7 +325,7 @@ class Turn(CoreMachine[TurnResult]):
                     self._set_timer(_TOOL_WARN_TIMER, None)
                     logger.warning(
                         "client tools have run for more than %.0f s: the server cancels pending "
-                        "tool calls after that, and the late results will be refused (D6)",
+                        "tool calls after that, and the late results will be refused",
                         REQUIRES_ACTION_DEADLINE,
                     )
                 yield from self._wait()

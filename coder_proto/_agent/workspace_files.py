@@ -1,4 +1,4 @@
-"""Writing files into the agent's workspace (seed README "Workspace files"): the adapter that
+"""Writing files into the agent's workspace (docs/agents.md "Workspace files"): the adapter that
 holds a connection to the workspace (``WorkspaceFiles``), the checks of
 ``upload_to_workspace()`` before any I/O (``WorkspaceWrite``) and what it returns
 (``WorkspaceUpload``).
@@ -23,7 +23,7 @@ __all__ = [
 
 
 class WorkspaceFiles(Protocol):
-    """A workspace-files adapter (seed README "Workspace files"): whoever holds a connection
+    """A workspace-files adapter (docs/agents.md "Workspace files"): whoever holds a connection
     to the workspace supplies it. ``workspace_id`` must equal the agent's (H.2.3).
     ``write_file(path, data)`` writes the bytes as-is (sync or async, as the runtime's
     adapter expects) and may return the path it wrote."""
@@ -52,7 +52,7 @@ def check_workspace_files(adapter: object, workspace_id: str | None) -> None:
     if adapter_id != workspace_id:
         raise CoderAgentError(
             f"the workspace_files adapter is for workspace {adapter_id!r} but the agent's "
-            f"workspace_id is {workspace_id!r} (H.2)"
+            f"workspace_id is {workspace_id!r}: pass the adapter of the agent's own workspace"
         )
 
 
@@ -64,7 +64,7 @@ def check_workspace_path(path: object) -> str:
 
 @attrs.frozen(kw_only=True)
 class WorkspaceWrite:
-    """One ``upload_to_workspace()`` call, checked before any I/O (seed README "Workspace
+    """One ``upload_to_workspace()`` call, checked before any I/O (docs/agents.md "Workspace
     files"): the adapter reads ``plan`` whole (no allowlist, no size cap; ``plan.data`` is
     already there for bytes), checks what it read with ``data``, calls
     ``adapter.write_file(target, data)`` and reports ``result(written, data)``."""

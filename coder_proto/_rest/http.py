@@ -1,5 +1,5 @@
 """REST requests as values: the core builds them, an adapter sends them, the core classifies
-the response (DESIGN rule 3; wire section 2).
+the response (docs/architecture.md rule 3; wire section 2).
 
 ``HttpRequest.path`` is relative to the deployment's base URL and includes the query string,
 exactly as transport events and errors report it. Headers never include the session token:

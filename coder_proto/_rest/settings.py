@@ -30,7 +30,7 @@ __all__ = [
 CONNECT_TIMEOUT: Final = 30.0
 #: Operations that emit no ``http:*`` events: the workspace helpers (wire 9, 11).
 UNOBSERVED_OPS: Final = frozenset({"get_workspace", "get_app_host", "share_port"})
-#: The environment variables the client defaults from (wire 1.1; DECISIONS "anchors").
+#: The environment variables the client defaults from (wire 1.1; docs/decisions.md "Environment and defaults").
 ENV_URL: Final = "CODER_URL"
 ENV_TOKEN: Final = "CODER_SESSION_TOKEN"
 

@@ -1,5 +1,5 @@
 """Stopping and retiring chats over REST: interrupt, withdrawal, archive (state machines
-E.5, H.3-H.5; DECISIONS D4, D9, D10, D11, D22).
+E.5, H.3-H.5; D4, D9, D10, D11, D22).
 
 The procedures are generator coroutines run by any ``CoreMachine`` host, so the same code runs
 inline in a turn (a foreground withdrawal after a timeout), as a fire-and-forget background job

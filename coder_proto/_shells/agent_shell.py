@@ -1,4 +1,4 @@
-"""The runtime-independent half of every adapter's ``CoderAgent`` (DESIGN "Public API"; H.1,
+"""The runtime-independent half of every adapter's ``CoderAgent`` (docs/architecture.md "Public API"; H.1,
 H.2): the constructor and its checks, the client it talks through and the routing of its
 transport events, and the session-state properties. An adapter subclasses ``AgentShell``
 with its client class and adds the methods that perform I/O.
@@ -59,7 +59,7 @@ HttpClientT = TypeVar("HttpClientT")
 
 
 class AgentShell(Generic[ClientT, HttpClientT]):
-    """The runtime-independent half of every adapter's ``CoderAgent`` (DESIGN "Public API";
+    """The runtime-independent half of every adapter's ``CoderAgent`` (docs/architecture.md "Public API";
     H.1, H.2): the constructor and its checks, the client it talks through and the event
     routing, the session-state properties. An adapter subclasses it with its client class
     (``_client_class``) and adds the methods that perform I/O.

@@ -1,5 +1,5 @@
 """Every raw ``CoderChatClient`` operation, defined once for the three adapters (wire 2, 6-9;
-D4, D10, D11, D16, D17, D20; DESIGN "Public API": the same methods with the same parameters
+D4, D10, D11, D16, D17, D20; docs/architecture.md "Public API": the same methods with the same parameters
 on every runtime).
 
 ``ChatCalls`` holds each operation's public signature and docstring; calling one validates

@@ -1,4 +1,4 @@
-"""The runtime-independent half of every adapter's ``CoderChatClient`` (DESIGN "Public API";
+"""The runtime-independent half of every adapter's ``CoderChatClient`` (docs/architecture.md "Public API";
 wire 1.1, 1.4, 11): the constructor (settings, the prefix state, the ``http:*`` event sink,
 the driver) and the read-only facts. An adapter subclasses ``ClientShell`` with its driver
 class and event-sink factory and turns each ``ChatCalls`` operation into a method that

@@ -1,5 +1,5 @@
 """Queued-prompt tracking: the gate of a queued turn and the teardown decision
-(state machines E.1-E.5; DECISIONS D3, D8, D9).
+(state machines E.1-E.5; D3, D8, D9).
 
 A send to a busy chat is queued (E.1): the turn dials from the pre-turn cursor and must not
 attribute anything of the concurrent run to itself until its own prompt materialises as a user

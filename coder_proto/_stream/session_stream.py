@@ -231,14 +231,14 @@ class SessionStream:
             return
         if len(self.reader.events) > self._max_buffered:
             logger.warning(
-                "closing the paused stream of chat %s: more than %d events buffered (D6)",
+                "closing the paused stream of chat %s: more than %d events buffered; the resumed turn reconnects",
                 self.chat_id,
                 self._max_buffered,
             )
             self.close(now)
         elif now >= self.paused_at + self._pause_limit:
             logger.warning(
-                "closing the paused stream of chat %s: paused longer than %.0f s (D6)",
+                "closing the paused stream of chat %s: paused longer than %.0f s; the resumed turn reconnects",
                 self.chat_id,
                 self._pause_limit,
             )

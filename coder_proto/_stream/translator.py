@@ -1,5 +1,5 @@
 """The turn translator: chat stream events into output parts, exactly once
-(state machines A.1-A.12, D.3, E, F, G.1; DECISIONS D2, D3, D8, D15, D18, D19).
+(state machines A.1-A.12, D.3, E, F, G.1; D2, D3, D8, D15, D18, D19).
 
 One ``TurnTranslator`` serves one segment. It reconciles three views of the same output:
 streamed deltas (``message_part``, no message id), committed snapshots (``message``, re-sent

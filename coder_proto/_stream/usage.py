@@ -1,5 +1,5 @@
 """Usage summation: per-message wire usage into one segment's usage, and steps into a turn's
-(state machines F.1-F.5; DECISIONS D17).
+(state machines F.1-F.5; D17).
 
 The server stamps usage on every assistant message it commits, one per internal model step,
 and re-sends the full snapshot on every replay and revision. ``UsageAccumulator`` keys usage by

@@ -1,4 +1,4 @@
-"""Durable workflows as a library (seed durable-workflows; D26): checkpoints, the crash-safe
+"""Durable workflows as a library (docs/durable-workflows.md; D26): checkpoints, the crash-safe
 tool ledger, the send journal, recovery before resubmitting, archive at the end and the orphan
 sweep.
 

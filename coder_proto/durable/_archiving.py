@@ -1,5 +1,5 @@
-"""The workflow's end of life: archive at the end, and the orphan sweep (seed
-durable-workflows: "Archive at the end — and only at the end", "Recover after a crash";
+"""The workflow's end of life: archive at the end, and the orphan sweep
+(docs/durable-workflows.md: "Archive at the end — and only at the end", "Recover after a crash";
 D4, D10).
 
 * ``ArchiveWorkflow`` retires a finished (or abandoned) workflow: its checkpointed chat and
@@ -196,7 +196,7 @@ class ArchiveWorkflow(DurableMachine[ArchiveWorkflowResult]):
                 )
             except CoderApiError as exc:
                 if exc.status == 404 and not is_primary:
-                    logger.warning("stranded chat %s no longer exists; dropping it (D10)", target)
+                    logger.warning("stranded chat %s no longer exists; no longer archiving it", target)
                     yield from self._store("remove_stranded", self.tenant, target)
                     continue
                 failures.append(exc)

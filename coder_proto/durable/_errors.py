@@ -1,4 +1,4 @@
-"""Errors of the durable-workflow layer (seed durable-workflows; D26).
+"""Errors of the durable-workflow layer (docs/durable-workflows.md; D26).
 
 Both are ``CoderAgentError`` subclasses, so a step's ``except CoderAgentError`` sees them, and
 both pickle like every library error (they cross process boundaries in workers and engines).

@@ -1,6 +1,6 @@
 """The durable records: checkpoint, tool ledger entry, send journal entry, stranded chat
-(seed durable-workflows: "Shape each step", "Make client tools crash-safe", "Recover the
-result"; D26).
+(docs/durable-workflows.md: "Shape each step", "Make client tools crash-safe", "Recover the
+result before resubmitting"; D26).
 
 Every record is a small frozen class that validates itself on construction and converts to
 and from plain JSON (``to_json`` / ``from_json``), so any database can hold it: the SQLite

@@ -1,5 +1,5 @@
 """Recovery before resubmitting: the settle-wait, ledger reconciliation and result recovery
-(seed durable-workflows: "Recover after a crash", "Make client tools crash-safe", "Recover the
+(docs/durable-workflows.md: "Recover after a crash", "Make client tools crash-safe", "Recover the
 result before resubmitting"; D1, D4, D26).
 
 ``Recovery`` runs on a checkpointed chat before a step sends its prompt, and answers one

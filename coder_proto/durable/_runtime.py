@@ -1,4 +1,4 @@
-"""What every adapter's durable functions share (seed durable-workflows; D5, D22, D26): the
+"""What every adapter's durable functions share (docs/durable-workflows.md; D5, D22, D26): the
 step's setup, the agent it runs, the bookkeeping of driving a durable machine, stepping an
 effect program, and the crash-safe tool binding.
 

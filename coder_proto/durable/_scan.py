@@ -1,4 +1,4 @@
-"""Reading a step's attempts and result out of chat history (seed durable-workflows: "Recover
+"""Reading a step's attempts and result out of chat history (docs/durable-workflows.md: "Recover
 the result before resubmitting", "Make client tools crash-safe").
 
 * ``step_marker`` / ``marked_prompt``: the server stores the prompt verbatim, so a step-scoped

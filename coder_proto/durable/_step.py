@@ -1,5 +1,5 @@
-"""One durable workflow step: every decision of ``run_turn``, as a program of effects (seed
-durable-workflows: "Shape each step", "Recover after a crash", "Recover the result before
+"""One durable workflow step: every decision of ``run_turn``, as a program of effects
+(docs/durable-workflows.md: "Shape each step", "Recover after a crash", "Recover the result before
 resubmitting").
 
 ``step_program`` is a generator that yields effects and receives their values; an adapter's

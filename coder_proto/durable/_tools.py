@@ -1,5 +1,5 @@
-"""Crash-safe client tools: the tool-invocation ledger around an external effect (seed
-durable-workflows: "Make client tools crash-safe").
+"""Crash-safe client tools: the tool-invocation ledger around an external effect
+(docs/durable-workflows.md: "Make client tools crash-safe").
 
 ``crash_safe`` declares a client tool whose effect must happen exactly once, however often the
 process dies. Its function receives a ``DurableToolContext`` (annotate a parameter with it;

@@ -1,6 +1,6 @@
 """Small pure helpers for the fake server: timestamps, ids and JSON text.
 
-The core may not read a clock or import ``datetime`` (DESIGN rule 2), so RFC 3339 text is
+The core may not read a clock or import ``datetime`` (docs/architecture.md rule 2), so RFC 3339 text is
 computed from epoch seconds by hand, and UUIDs come from a seeded ``random.Random``.
 """
 

@@ -1,5 +1,5 @@
 """Transcripts: what crossed the wire in one agent session, as versioned JSON lines
-(DESIGN "Beyond the reference"; rule 6: secrets stay out).
+(docs/architecture.md "Beyond the reference"; rule 6: secrets stay out).
 
 A transcript is UTF-8 text, one JSON object per line. The first line is the header
 (``kind: "header"``: format name, format version, library version, creation time supplied by

@@ -1,5 +1,5 @@
 """Offline replay: run a transcript through the core's machines with no sockets and no clock
-(DESIGN rule 2: the same inputs always give the same outputs).
+(docs/architecture.md rule 2: the same inputs always give the same outputs).
 
 ``replay(transcript)`` builds a ``Session`` from the header's settings and drives it the way
 ``tests/core_driver.py`` and the adapters do (connection inputs go to the running ``Turn``,

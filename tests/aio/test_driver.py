@@ -1,4 +1,4 @@
-"""The asyncio driver over loopback (DESIGN "The adapters"; wire 1.1, 11; D12, D22-D24):
+"""The asyncio driver over loopback (docs/architecture.md "The adapters"; wire 1.1, 11; D12, D22-D24):
 REST through httpx with ``http:*`` events, stream sockets, client tools, the session's
 between-turn reading, background interrupts, cancellation that leaves no socket or task, and
 TLS verification against a self-signed loopback server.

@@ -1,5 +1,5 @@
 """Durable workflows on every runtime against the fake server over loopback (the same test
-bodies on asyncio, trio and blocking; seed durable-workflows; D5, D22, D26): ``run_turn`` (one
+bodies on asyncio, trio and blocking; docs/durable-workflows.md; D5, D22, D26): ``run_turn`` (one
 turn per step, recovery before resubmitting, the checkpoint in ``finally``), crash-safe tools
 re-driven by recovery after a crash, ``archive_workflow``, ``sweep_orphans`` and
 ``bind_tools``.

@@ -28,7 +28,7 @@ the turn starts a background interrupt of the server's run, which the loop finis
 before the program exits with status 130.
 
 The loop decides nothing: redials after a dropped stream, retries, status checks and timeouts
-are the core's (DESIGN "The adapters"). Its simplifications, each a place to do better in a
+are the core's (docs/architecture.md "The adapters"). Its simplifications, each a place to do better in a
 production loop:
 
 * DNS resolution (``getaddrinfo``) blocks; it is instant for IP literals and ``localhost``.

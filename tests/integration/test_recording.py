@@ -1,7 +1,7 @@
 """Recording on every runtime (docs/transcripts.md): ``recorder=`` on ``CoderAgent`` and on
 ``CoderChatClient`` records what crosses the wire on asyncio, trio and blocking alike, and the
 transcript replays offline through the core (``coder_proto.transcript.replay``) to the outcome the
-user saw live, turn by turn, deterministically and without the session token (DESIGN rule 6).
+user saw live, turn by turn, deterministically and without the session token (docs/architecture.md rule 6).
 """
 
 from __future__ import annotations

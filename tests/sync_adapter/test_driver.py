@@ -1,4 +1,4 @@
-"""The blocking driver over loopback (DESIGN "The adapters"; wire 1.1, 11; D12, D22-D24):
+"""The blocking driver over loopback (docs/architecture.md "The adapters"; wire 1.1, 11; D12, D22-D24):
 REST through ``httpx.Client`` with ``http:*`` events, stream sockets, client tools in threads
 while the stream is read, background interrupts on the worker thread and its bound, caller
 deadlines that leave no socket or thread behind, and TLS verification against a self-signed

@@ -1,5 +1,5 @@
-"""The trio adapter offers the asyncio adapter's public names (issue 5: the same API on every
-runtime), its own classes where the runtime matters, and the core's objects elsewhere."""
+"""The trio adapter offers the asyncio adapter's public names (docs/architecture.md "Public API": the same API on
+every runtime), its own classes where the runtime matters, and the core's objects elsewhere."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def test_runtime_classes_are_trio_ones_and_the_rest_is_shared() -> None:
 
 
 def test_every_adapter_exports_the_cores_public_names_and_its_own_runtime_names() -> None:
-    """DESIGN "Public API": the same names on every runtime; the runtime-independent ones are
+    """docs/architecture.md "Public API": the same names on every runtime; the runtime-independent ones are
     the core's own objects (``coder_proto.__all__``), so one ``except`` works everywhere."""
     import coder_io_sync
     import coder_proto
