@@ -18,7 +18,7 @@ from coder_proto.fake import (
     Think,
     Wait,
 )
-from coder_proto.fake.state import ZERO_VALUE_KEYS
+from coder_proto.fake._rows import ZERO_VALUE_KEYS
 from coder_proto.wire import parse_frame
 
 from .support import (
