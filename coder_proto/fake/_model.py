@@ -367,7 +367,7 @@ class FakeCoderModel:
             if op in UPGRADE_OPS:
                 self._check_upgrade(route, query)
                 raise FakeApiError(426, "WebSocket upgrade required.")
-            if len(body) > self.body_limit(op):
+            if len(body) > _BODY_LIMITS.get(op, MAX_REQUEST_BODY_BYTES):
                 raise file_too_large() if op == "upload_chat_file" else _body_too_large()
             response = self._handlers[op](_Request(route, query, hdrs, body, now))
         except FakeApiError as exc:
@@ -379,27 +379,25 @@ class FakeCoderModel:
 
     # -- request bodies -------------------------------------------------------------------------
 
-    @staticmethod
-    def body_limit(op: str) -> int:
-        """The largest request body operation ``op`` reads, in bytes."""
-        return _BODY_LIMITS.get(op, MAX_REQUEST_BODY_BYTES)
-
-    def refuse_body(
-        self, method: str, target: str, size: int, now: float
-    ) -> FakeHttpResponse | None:
-        """The answer to a request whose body is at least ``size`` bytes when that is more
-        than its route reads: a 413, counted like any answer, for the adapter to send before
-        reading (more of) the body. ``None`` while the body may still be read."""
+    def _route_op(self, method: str, target: str) -> str:
         path, _query = parse_target(target)
-        method = method.upper()
-        route = match_route(method, path, legacy_only=self.config.legacy_only)
-        op = route.op if isinstance(route, RouteMatch) else "unknown"
-        if size <= self.body_limit(op):
-            return None
+        route = match_route(method.upper(), path, legacy_only=self.config.legacy_only)
+        return route.op if isinstance(route, RouteMatch) else "unknown"
+
+    def body_limit(self, method: str, target: str) -> int:
+        """The largest request body the route of ``method target`` reads, in bytes: 10 MiB
+        for uploads, 256 KiB for creating a chat and submitting tool results
+        (server-behaviour 1.2, 1.3), ``MAX_REQUEST_BODY_BYTES`` for any other request."""
+        return _BODY_LIMITS.get(self._route_op(method, target), MAX_REQUEST_BODY_BYTES)
+
+    def refuse_body(self, method: str, target: str, now: float) -> FakeHttpResponse:
+        """The 413 for a request whose body is over ``body_limit``, counted like any answer;
+        an adapter sends it as soon as it knows, without reading (the rest of) the body."""
         self.tick(now)
+        op = self._route_op(method, target)
         error = file_too_large() if op == "upload_chat_file" else _body_too_large()
         response = error_response(error)
-        self.counters.record(method, redact_target(target), op, response.status)
+        self.counters.record(method.upper(), redact_target(target), op, response.status)
         return response
 
     # -- WebSocket upgrades -----------------------------------------------------------------------

@@ -24,7 +24,7 @@ import httpx
 import pytest
 
 from coder_io_asyncio._driver import Driver, ssl_context, transport_sink
-from coder_io_asyncio.fake_server import FakeCoderServer
+from coder_io_common.fake_server import FakeCoderServer
 from coder_proto.actions import ToolOutcome
 from coder_proto.client import RestJob, rest_job
 from coder_proto.errors import CoderAgentError, CoderNetworkError

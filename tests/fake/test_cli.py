@@ -26,7 +26,7 @@ def start(*args: str) -> tuple[subprocess.Popen[str], dict[str, str]]:
     banner = proc.stdout.readline()
     assert banner.startswith("Fake Coder server listening on http://127.0.0.1:"), banner
     values = {}
-    for _ in range(3):
+    for _ in range(4):
         key, _, value = proc.stdout.readline().strip().partition("=")
         values[key] = value
     return proc, values
@@ -46,7 +46,13 @@ def test_fake_server_command_prints_what_a_client_needs_and_serves(tmp_path: pat
         "--token", "cli-token", "--seed", "3", "--chunk-delay", "0", "--scripts", str(scripts)
     )
     try:
-        assert set(values) == {"CODER_URL", "CODER_SESSION_TOKEN", "CODER_ORGANIZATION_ID"}
+        assert set(values) == {
+            "CODER_URL",
+            "CODER_SESSION_TOKEN",
+            "CODER_ORGANIZATION_ID",
+            "CODER_ORG_ID",
+        }
+        assert values["CODER_ORG_ID"] == values["CODER_ORGANIZATION_ID"]
         assert values["CODER_SESSION_TOKEN"] == "cli-token"
         url = values["CODER_URL"]
         with httpx.Client(

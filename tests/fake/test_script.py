@@ -29,10 +29,10 @@ from coder_proto.fake import (
     Wait,
     default_script,
 )
-from coder_proto.fake._util import UUID_RE, encode_json, new_uuid, rfc3339
-from coder_proto.fake._run import chunks
 from coder_proto.fake._context import ScriptContext as _Ctx
+from coder_proto.fake._run import chunks
 from coder_proto.fake._template import Bindings
+from coder_proto.fake._util import UUID_RE, encode_json, new_uuid, rfc3339
 
 from .support import WEATHER_TOOL, Api, text_of
 

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from coder_io_asyncio.fake_server import FakeCoderServer
+from coder_io_common.fake_server import FakeCoderServer
 from coder_proto.actions import ToolOutcome
 from coder_proto.errors import CoderAgentError, CoderApiError
 from coder_proto.fake import CallClientTool, Say, Script, Wait

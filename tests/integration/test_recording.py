@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from coder_io_asyncio.fake_server import FakeCoderServer
+from coder_io_common.fake_server import FakeCoderServer
 from coder_proto.errors import CoderAgentError
 from coder_proto.fake import CallClientTool, Fail, Say, Script, Think, Wait
 from coder_proto.replay import replay

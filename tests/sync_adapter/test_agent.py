@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import coder_io_asyncio
-from coder_io_asyncio.fake_server import FakeCoderServer
+from coder_io_common.fake_server import FakeCoderServer
 from coder_io_sync import CoderAgent, CoderAgentError, CoderChatClient, TextDelta, tool
 from coder_proto.fake import CallClientTool, Fail, Say, Script, Think, Wait
 from coder_proto.replay import replay
