@@ -13,6 +13,7 @@ import json
 import math
 import re
 from collections.abc import Callable
+from contextlib import ExitStack
 from typing import Any, Final, TextIO
 
 from coder_proto.fake import (
@@ -26,7 +27,7 @@ from coder_proto.fake import (
 
 from ._server import FakeCoderServer
 
-__all__ = ["add_arguments", "run"]
+__all__ = ["add_arguments", "run", "server_from_args"]
 
 #: Stream event types a drop can come just before (``terminal``: a terminal status).
 _DROP_EVENTS: Final = (
@@ -44,10 +45,6 @@ _DROP_EVENTS: Final = (
 _UUID: Final = re.compile(r"^[0-9a-fA-F]{8}-([0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}$")
 
 
-class _BadFlag(Exception):
-    """A flag's value is unusable: the message names the flag and what it takes."""
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the command's flags on ``parser``."""
     serve = parser.add_argument_group("serving")
@@ -57,7 +54,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     serve.add_argument(
         "--organization-id", default=None, metavar="UUID", help="organization id (default: random)"
     )
-    serve.add_argument("--username", default="fake-user", help="the user's name (default fake-user)")
+    serve.add_argument(
+        "--username", default="fake-user", help="the user's name (default fake-user)"
+    )
     serve.add_argument("--seed", default="0", help="seed for ids and random faults (default 0)")
     serve.add_argument(
         "--trace",
@@ -108,7 +107,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     model.add_argument(
         "--retry-max-delay", default="0.5", metavar="SECONDS", help="longest provider retry (0.5)"
     )
-    model.add_argument("--max-queue", default="20", metavar="N", help="queued messages per chat (20)")
+    model.add_argument(
+        "--max-queue", default="20", metavar="N", help="queued messages per chat (20)"
+    )
     model.add_argument(
         "--part-buffer-bytes",
         default="1000000",
@@ -159,8 +160,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
     faults = parser.add_argument_group(
-        "faults", "TIMES is how many requests or connections a fault applies to: a number "
-        "(default 1) or 'all'. Each flag may be given more than once."
+        "faults",
+        "TIMES is how many requests or connections a fault applies to: a number "
+        "(default 1) or 'all'. Each flag may be given more than once.",
     )
     faults.add_argument(
         "--drop-after-frames",
@@ -257,14 +259,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _int(flag: str, text: str, low: int, high: int | None = None, what: str = "") -> int:
-    what = what or (f"a whole number from {low} to {high}" if high is not None else
-                    f"a whole number of at least {low}")
+    what = what or (
+        f"a whole number from {low} to {high}"
+        if high is not None
+        else f"a whole number of at least {low}"
+    )
     try:
         value = int(text.strip())
     except ValueError:
-        raise _BadFlag(f"{flag} takes {what}, got {text!r}") from None
+        raise FakeConfigError(f"{flag} takes {what}, got {text!r}") from None
     if value < low or (high is not None and value > high):
-        raise _BadFlag(f"{flag} takes {what}, got {text!r}")
+        raise FakeConfigError(f"{flag} takes {what}, got {text!r}")
     return value
 
 
@@ -274,7 +279,7 @@ def _seconds(flag: str, text: str) -> float:
     except ValueError:
         value = math.nan
     if not math.isfinite(value) or value < 0:
-        raise _BadFlag(f"{flag} takes a number of seconds, 0 or more, got {text!r}")
+        raise FakeConfigError(f"{flag} takes a number of seconds, 0 or more, got {text!r}")
     return value
 
 
@@ -293,7 +298,7 @@ def _status(flag: str, text: str) -> int:
 def _fields(flag: str, text: str, shape: str, least: int, most: int) -> list[str]:
     parts = text.split(":")
     if not least <= len(parts) <= most or any(p.strip() == "" for p in parts[:least]):
-        raise _BadFlag(f"{flag} takes {shape}, got {text!r}")
+        raise FakeConfigError(f"{flag} takes {shape}, got {text!r}")
     return parts + [""] * (most - len(parts))
 
 
@@ -302,7 +307,7 @@ def _op(flag: str, text: str) -> str:
     if op == "all":
         return "*"
     if op not in OPERATIONS:
-        raise _BadFlag(
+        raise FakeConfigError(
             f"{flag}: unknown operation {op!r} (one of {', '.join(sorted(OPERATIONS))}, or all)"
         )
     return op
@@ -314,7 +319,7 @@ def _load_json(flag: str, path: str) -> Any:
             return json.load(handle)
     except (OSError, ValueError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise _BadFlag(f"{flag}: cannot load {path}: {reason}") from None
+        raise FakeConfigError(f"{flag}: cannot load {path}: {reason}") from None
 
 
 # -- building the server ----------------------------------------------------------------------
@@ -327,9 +332,7 @@ def _config(args: argparse.Namespace) -> FakeConfig:
         chunk_delay=_seconds("--chunk-delay", args.chunk_delay),
         run_start_delay=_seconds("--run-start-delay", args.run_start_delay),
         interrupt_delay=_seconds("--interrupt-delay", args.interrupt_delay),
-        requires_action_timeout=_seconds(
-            "--requires-action-timeout", args.requires_action_timeout
-        ),
+        requires_action_timeout=_seconds("--requires-action-timeout", args.requires_action_timeout),
         retry_base_delay=_seconds("--retry-base-delay", args.retry_base_delay),
         retry_max_delay=_seconds("--retry-max-delay", args.retry_max_delay),
         max_queue=_int("--max-queue", args.max_queue, 1, what="a count of at least 1"),
@@ -347,21 +350,21 @@ def _config(args: argparse.Namespace) -> FakeConfig:
         require_upload_filename=not args.allow_unnamed_uploads,
     )
     if not args.username.strip():
-        raise _BadFlag("--username must not be empty")
+        raise FakeConfigError("--username must not be empty")
     if args.organization_id is not None:
         if _UUID.match(args.organization_id) is None:
-            raise _BadFlag(f"--organization-id takes a UUID, got {args.organization_id!r}")
+            raise FakeConfigError(f"--organization-id takes a UUID, got {args.organization_id!r}")
         config.organization_id = args.organization_id.lower()
     if args.scripts:
         try:
             config.scripts = ScriptBook.from_json(_load_json("--scripts", args.scripts))
         except FakeConfigError as exc:
-            raise _BadFlag(f"--scripts: cannot load {args.scripts}: {exc}") from None
+            raise FakeConfigError(f"--scripts: cannot load {args.scripts}: {exc}") from None
     if args.models:
         try:
             config.models = models_from_json(_load_json("--models", args.models))
         except FakeConfigError as exc:
-            raise _BadFlag(f"--models: cannot load {args.models}: {exc}") from None
+            raise FakeConfigError(f"--models: cannot load {args.models}: {exc}") from None
     return config
 
 
@@ -369,8 +372,13 @@ def _faults(args: argparse.Namespace, seed: int) -> Faults:
     faults = Faults(seed=seed)
     close_code = None
     if args.drop_close_code is not None:
-        close_code = _int("--drop-close-code", args.drop_close_code, 1000, 4999,
-                          "a WebSocket close code from 1000 to 4999")
+        close_code = _int(
+            "--drop-close-code",
+            args.drop_close_code,
+            1000,
+            4999,
+            "a WebSocket close code from 1000 to 4999",
+        )
     for text in args.drop_after_frames:
         frames, times = _fields("--drop-after-frames", text, "N[:TIMES]", 1, 2)
         faults.drop_stream_after_frames(
@@ -381,7 +389,9 @@ def _faults(args: argparse.Namespace, seed: int) -> Faults:
     for text in args.drop_before:
         event, times = _fields("--drop-before", text, "EVENT[:TIMES]", 1, 2)
         if event not in _DROP_EVENTS:
-            raise _BadFlag(f"--drop-before: unknown event {event!r} (one of {', '.join(_DROP_EVENTS)})")
+            raise FakeConfigError(
+                f"--drop-before: unknown event {event!r} (one of {', '.join(_DROP_EVENTS)})"
+            )
         count = _times("--drop-before", times)
         if event == "terminal":
             faults.close_before_terminal_status(count, close_code=close_code)
@@ -436,38 +446,33 @@ def _float_between(flag: str, text: str) -> float:
     except ValueError:
         value = math.nan
     if not 0.0 <= value <= 1.0:
-        raise _BadFlag(f"{flag} takes a probability from 0 to 1, got {text!r}")
+        raise FakeConfigError(f"{flag} takes a probability from 0 to 1, got {text!r}")
     return value
 
 
-def _trace_sink(path: str | None, err: TextIO) -> tuple[Callable[[str], None] | None, Any]:
+def _trace_sink(path: str | None, err: TextIO, stack: ExitStack) -> Callable[[str], None] | None:
     if path is None:
-        return None, None
+        return None
     if path == "-":
-        return lambda line: print(line, file=err, flush=True), None
+        return lambda line: print(line, file=err, flush=True)
     try:
-        handle = open(path, "a", encoding="utf-8", buffering=1)  # noqa: SIM115
+        handle = stack.enter_context(open(path, "a", encoding="utf-8", buffering=1))  # noqa: SIM115
     except OSError as exc:
-        raise _BadFlag(f"--trace: cannot write {path}: {exc.strerror or exc}") from None
-    return lambda line: print(line, file=handle), handle
+        raise FakeConfigError(f"--trace: cannot write {path}: {exc.strerror or exc}") from None
+    return lambda line: print(line, file=handle)
 
 
-def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    """Serve until interrupted; the exit status (2: a bad flag, 1: cannot listen)."""
-    handle = None
-    try:
-        config = _config(args)
-        faults = _faults(args, config.seed)
-        port = _int("--port", args.port, 0, 65535, "a port from 0 to 65535")
-        ping_interval = _seconds("--ping-interval", args.ping_interval)
-        ping_timeout = _seconds("--ping-timeout", args.ping_timeout)
-        if ping_interval <= 0 or ping_timeout <= 0:
-            raise _BadFlag("--ping-interval and --ping-timeout take a number of seconds above 0")
-        trace, handle = _trace_sink(args.trace, err)
-    except _BadFlag as exc:
-        print(f"coder-agent fake-server: {exc}", file=err)
-        return 2
-    server = FakeCoderServer(
+def server_from_args(args: argparse.Namespace, err: TextIO, stack: ExitStack) -> FakeCoderServer:
+    """The server the flags describe (not started). A trace file is opened on ``stack``;
+    ``FakeConfigError`` names the first flag whose value is unusable."""
+    config = _config(args)
+    faults = _faults(args, config.seed)
+    port = _int("--port", args.port, 0, 65535, "a port from 0 to 65535")
+    ping_interval = _seconds("--ping-interval", args.ping_interval)
+    ping_timeout = _seconds("--ping-timeout", args.ping_timeout)
+    if ping_interval <= 0 or ping_timeout <= 0:
+        raise FakeConfigError("--ping-interval and --ping-timeout take a number of seconds above 0")
+    return FakeCoderServer(
         host=args.host,
         port=port,
         token=args.token,
@@ -475,8 +480,12 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         faults=faults,
         ping_interval=ping_interval,
         ping_timeout=ping_timeout,
-        trace=trace,
+        trace=_trace_sink(args.trace, err, stack),
     )
+
+
+def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Serve until interrupted; the exit status (2: a bad flag, 1: cannot listen)."""
 
     def ready(srv: FakeCoderServer) -> None:
         print(f"Fake Coder server listening on {srv.url} (Ctrl-C to stop)", file=out)
@@ -486,14 +495,21 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(f"CODER_ORG_ID={srv.organization_id}", file=out)
         out.flush()
 
-    try:
-        asyncio.run(server.serve_forever(ready))
-    except KeyboardInterrupt:
-        pass
-    except OSError as exc:
-        print(f"coder-agent fake-server: cannot listen on {args.host}:{port}: {exc.strerror or exc}", file=err)
-        return 1
-    finally:
-        if handle is not None:
-            handle.close()
+    with ExitStack() as stack:
+        try:
+            server = server_from_args(args, err, stack)
+        except FakeConfigError as exc:
+            print(f"coder-agent fake-server: {exc}", file=err)
+            return 2
+        try:
+            asyncio.run(server.serve_forever(ready))
+        except KeyboardInterrupt:
+            pass
+        except OSError as exc:
+            where = f"{args.host}:{args.port}"
+            print(
+                f"coder-agent fake-server: cannot listen on {where}: {exc.strerror or exc}",
+                file=err,
+            )
+            return 1
     return 0
