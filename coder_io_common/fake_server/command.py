@@ -67,9 +67,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="write a line per request, upgrade, frame and close to FILE (appended), or to "
         "stderr when no FILE is given; never the token",
     )
-    serve.add_argument("--ping-interval", default="15", metavar="SECONDS", help="WebSocket pings")
     serve.add_argument(
-        "--ping-timeout", default="15", metavar="SECONDS", help="close when a pong is this late"
+        "--ping-interval", default="15", metavar="SECONDS", help="between WebSocket pings (15)"
+    )
+    serve.add_argument(
+        "--ping-timeout",
+        default="15",
+        metavar="SECONDS",
+        help="close a WebSocket whose pong is this late (15)",
     )
 
     model = parser.add_argument_group("the model")
