@@ -6,7 +6,9 @@
 * ``files``: reading a path whole or under the upload cap (blocking file I/O, run in a worker
   thread by the event-loop adapters);
 * ``wallclock``: the wall-clock stamps the core takes as inputs (transcript headers,
-  transport-event timestamps).
+  transport-event timestamps);
+* ``fake_server``: the fake Coder server's serving loop (``FakeCoderServer``), which serves
+  ``coder_proto.fake`` on loopback for every runtime's tests.
 
 Everything else runtime-independent lives in ``coder_proto``.
 """

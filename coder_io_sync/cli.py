@@ -7,7 +7,8 @@ command by writing such a function and listing it in ``_COMMANDS``.
 Subcommands:
 
 * ``fake-server``: serve a fake Coder deployment on loopback (``coder_proto.fake`` served by
-  ``coder_io_asyncio.fake_server``) and print its base URL, session token and organization id.
+  ``coder_io_common.fake_server``) and print its base URL, session token and organization id
+  (as both ``CODER_ORGANIZATION_ID`` and ``CODER_ORG_ID``).
 * ``demo``: one agent turn that streams text live, calls a client tool and heals an injected
   stream drop, then a summary of segments, redials and usage from the transport events. It
   starts the fake server in-process unless ``CODER_URL`` is set. ``demo`` and ``run`` use the
@@ -30,102 +31,28 @@ __all__ = ["build_parser", "main"]
 
 
 def _add_fake_server(subparsers: Any) -> None:
+    from coder_io_common.fake_server import command
+
     parser = subparsers.add_parser(
         "fake-server",
         help="serve a fake Coder deployment on loopback for tests and demos",
         description=(
             "Serve a fake Coder chat server (REST and WebSocket) until interrupted. It prints "
-            "CODER_URL, CODER_SESSION_TOKEN and CODER_ORGANIZATION_ID lines you can export."
+            "CODER_URL, CODER_SESSION_TOKEN, CODER_ORGANIZATION_ID and CODER_ORG_ID lines you "
+            "can export. Flags set its timings, profile, model catalog, scripted answers and "
+            "injected faults; the fake-server page of the documentation describes them."
         ),
     )
-    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=0, help="port (default: any free port)")
-    parser.add_argument("--token", default=None, help="session token (default: random)")
-    parser.add_argument("--seed", type=int, default=0, help="seed for ids and random faults")
-    parser.add_argument(
-        "--chunk-delay",
-        type=float,
-        default=0.03,
-        help="seconds between streamed parts (default 0.03)",
-    )
-    parser.add_argument(
-        "--interrupt-delay", type=float, default=0.2, help="interrupt wind-down in seconds"
-    )
-    parser.add_argument(
-        "--requires-action-timeout",
-        type=float,
-        default=300.0,
-        help="seconds before pending client tool calls are cancelled (default 300)",
-    )
-    parser.add_argument(
-        "--legacy-only",
-        action="store_true",
-        help="serve only /api/experimental (an older server); /api/v2 answers 404",
-    )
-    parser.add_argument(
-        "--no-promotion-stamps",
-        action="store_true",
-        help="do not stamp queued_message_id on promoted messages (older servers)",
-    )
-    parser.add_argument(
-        "--no-coordinates",
-        action="store_true",
-        help="send message_part deltas without history_version/generation_attempt/seq",
-    )
-    parser.add_argument(
-        "--legacy-envelopes",
-        action="store_true",
-        help='wrap stream frames as {"type": "data", "data": [...]} with JSON pings (very old servers)',
-    )
-    parser.add_argument(
-        "--scripts",
-        metavar="FILE",
-        default=None,
-        help='JSON script book: {"rules": [{"match": regex, "script": [...]}], "default": [...]}',
-    )
+    command.add_arguments(parser)
     parser.set_defaults(handler=_run_fake_server)
 
 
-def _run_fake_server(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
-    import asyncio
+def _run_fake_server(
+    args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None
+) -> int:
+    from coder_io_common.fake_server import command
 
-    from coder_io_asyncio.fake_server import FakeCoderServer
-    from coder_proto.fake import FakeConfig, ScriptBook, ScriptError
-
-    config = FakeConfig(
-        seed=args.seed,
-        chunk_delay=args.chunk_delay,
-        interrupt_delay=args.interrupt_delay,
-        requires_action_timeout=args.requires_action_timeout,
-        legacy_only=args.legacy_only,
-        stamp_promotions=not args.no_promotion_stamps,
-        coordinates=not args.no_coordinates,
-        legacy_envelopes=args.legacy_envelopes,
-    )
-    if args.scripts:
-        try:
-            with open(args.scripts, encoding="utf-8") as handle:
-                config.scripts = ScriptBook.from_json(json.load(handle))
-        except (OSError, ValueError, ScriptError) as exc:
-            print(f"coder-agent fake-server: cannot load {args.scripts}: {exc}", file=sys.stderr)
-            return 2
-    server = FakeCoderServer(host=args.host, port=args.port, token=args.token, config=config)
-
-    def ready(srv: FakeCoderServer) -> None:
-        print(f"Fake Coder server listening on {srv.url} (Ctrl-C to stop)", file=out)
-        print(f"CODER_URL={srv.url}", file=out)
-        print(f"CODER_SESSION_TOKEN={srv.token}", file=out)
-        print(f"CODER_ORGANIZATION_ID={srv.organization_id}", file=out)
-        out.flush()
-
-    try:
-        asyncio.run(server.serve_forever(ready))
-    except KeyboardInterrupt:
-        pass
-    except OSError as exc:
-        print(f"coder-agent fake-server: {exc}", file=sys.stderr)
-        return 1
-    return 0
+    return command.run(args, out or sys.stdout, err or sys.stderr)
 
 
 # -- demo and run: one agent turn ----------------------------------------------------------------
@@ -210,7 +137,7 @@ def _weather(city: str) -> dict[str, Any]:
 
 
 def _demo_server() -> Any:
-    from coder_io_asyncio.fake_server import FakeCoderServer
+    from coder_io_common.fake_server import FakeCoderServer
     from coder_proto.fake import CallClientTool, Say, Script, Think
 
     server = FakeCoderServer(chunk_delay=0.03, interrupt_delay=0.2)
@@ -428,14 +355,14 @@ def _run_turn(args: argparse.Namespace, out: TextIO) -> int:
     with contextlib.ExitStack() as stack:
         recorder = None
         if getattr(args, "record", None):
-            from coder_proto.transcript import TranscriptRecorder
+            from coder_proto.transcript._recorder import TranscriptRecorder
 
             # Opened first, closed last: background cleanup is still recorded.
             transcript = stack.enter_context(open(args.record, "w", encoding="utf-8"))
             recorder = TranscriptRecorder(transcript.write)
         organization_id = args.organization_id
         if args.fake:
-            from coder_io_asyncio.fake_server import FakeCoderServer
+            from coder_io_common.fake_server import FakeCoderServer
 
             server = stack.enter_context(FakeCoderServer(chunk_delay=0.01))
             client = CoderChatClient(server.url, server.token)
@@ -494,7 +421,8 @@ def _add_replay(subparsers: Any) -> None:
 
 def _run_replay(args: argparse.Namespace, out: TextIO | None = None) -> int:
     from coder_proto import CoderAgentError
-    from coder_proto.transcript import parse_transcript, replay
+    from coder_proto.transcript._format import parse_transcript
+    from coder_proto.transcript._replay import replay
 
     out = out or sys.stdout
     try:

@@ -69,7 +69,7 @@ from coder_proto._connection import (
 from coder_proto._constants import BACKGROUND_TASK_BOUND
 from coder_proto._rest.settings import CONNECT_TIMEOUT
 from coder_proto._transport_events import TransportEventSink
-from coder_proto.transcript import Recorder
+from coder_proto.transcript._recorder import Recorder
 
 __all__ = [
     "Driver",

@@ -1,7 +1,7 @@
 """An in-memory world: the core's ``Session`` driven against the pure fake server model
 (``coder_proto.fake.FakeCoderModel``) with a virtual clock and no sockets.
 
-``ModelWorld`` is what ``coder_io_asyncio.fake_server.FakeCoderServer`` plus an adapter do,
+``ModelWorld`` is what ``coder_io_common.fake_server.FakeCoderServer`` plus an adapter do,
 collapsed into one deterministic loop: REST requests go to ``model.handle_http``, stream
 connections to ``model.handle_upgrade`` (framed server side with wsproto), client tools are
 plain functions. It reports every observation to a ``Recorder`` exactly where an adapter
@@ -39,7 +39,7 @@ from coder_proto._agent.session_state import SessionConfig
 from coder_proto._agent.turn import Turn
 from coder_proto._rest.http import HttpRequest, HttpResponse
 from coder_proto.fake import FakeCoderModel, FakeConfig, FakeHttpResponse, StreamSubscription
-from coder_proto.transcript import Recorder
+from coder_proto.transcript._recorder import Recorder
 
 __all__ = ["BASE_URL", "ModelWorld", "ToolFn"]
 

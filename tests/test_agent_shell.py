@@ -26,7 +26,7 @@ from coder_proto._rest.settings import ClientSettings
 from coder_proto._shells.agent_calls import AgentCalls
 from coder_proto._shells.agent_shell import AgentShell, check_connection, segment_sink
 from coder_proto._transport_events import TransportEventSink
-from coder_proto.transcript import Recorder, TranscriptRecorder
+from coder_proto.transcript._recorder import Recorder, TranscriptRecorder
 from tests.core_driver import Driver, Respond, chat_stub, empty_page
 
 BASE = "https://coder.test"

@@ -55,7 +55,6 @@ DECISIONS = "docs/decisions.md"
 #: labelled messages do not fail the checks below. Remove an entry once its file is clean or
 #: gone (``test_the_pending_lists_are_still_needed`` fails until then).
 PENDING_SPLIT: tuple[str, ...] = (
-    "coder_proto/fake/model.py",
     "coder_io_asyncio/",
 )
 #: The conformance runner and the benchmarks still read the corpus and the transcript

@@ -13,13 +13,12 @@ import pytest
 
 from coder_proto import CoderAgentError, Finish, StreamStart, TextDelta
 from coder_proto._stream.websocket import WebSocketClient, WsText
-from coder_proto.transcript import (
-    NOT_RECORDED,
+from coder_proto.transcript._fields import TranscriptError
+from coder_proto.transcript._format import Transcript, parse_transcript
+from coder_proto.transcript._records import (
     Header,
     RestExchange,
     ToolRun,
-    Transcript,
-    TranscriptError,
     TranscriptSettings,
     TurnEnd,
     TurnStarted,
@@ -27,10 +26,8 @@ from coder_proto.transcript import (
     WsError,
     WsFrame,
     WsReject,
-    parse_transcript,
-    replay,
 )
-from coder_proto.transcript._replay import text_frame
+from coder_proto.transcript._replay import NOT_RECORDED, replay, text_frame
 from fuzz.pipeline import handshake_response
 from fuzz.seeds import SCENARIOS, record
 
@@ -236,7 +233,7 @@ def test_interrupt_archive_and_reset_replay_in_order() -> None:
     """Session calls (H.3-H.5) replay where they were made; a reset makes the next turn create
     a fresh chat, as it did live."""
     from coder_proto.fake import Say, Script
-    from coder_proto.transcript import TranscriptRecorder
+    from coder_proto.transcript._recorder import TranscriptRecorder
     from fuzz.world import ModelWorld
 
     lines: list[str] = []

@@ -42,7 +42,12 @@ from coder_proto._actions import OpenConnection, ToolOutcome
 from coder_proto._agent.session_state import SessionConfig
 from coder_proto._rest.http import HttpRequest, HttpResponse
 from coder_proto._stream.websocket import WebSocketClient
-from coder_proto.transcript import (
+from coder_proto.transcript._encoding import prompt_from_json, prompt_to_json, redact_url
+from coder_proto.transcript._fields import TranscriptError, TranscriptVersionError
+from coder_proto.transcript._format import Transcript, parse_transcript
+from coder_proto.transcript._outcomes import outcome_summary
+from coder_proto.transcript._recorder import TranscriptRecorder
+from coder_proto.transcript._records import (
     FORMAT_NAME,
     FORMAT_VERSION,
     Cancel,
@@ -50,11 +55,7 @@ from coder_proto.transcript import (
     RestExchange,
     SessionCall,
     ToolRun,
-    Transcript,
-    TranscriptError,
-    TranscriptRecorder,
     TranscriptSettings,
-    TranscriptVersionError,
     TurnEnd,
     TurnStarted,
     WsAccept,
@@ -64,10 +65,7 @@ from coder_proto.transcript import (
     WsFrame,
     WsOpenRecord,
     WsReject,
-    outcome_summary,
-    parse_transcript,
 )
-from coder_proto.transcript._encoding import prompt_from_json, prompt_to_json, redact_url
 from fuzz.seeds import SCENARIOS, record
 
 TOKEN = "tok-SECRET-123"

@@ -1,10 +1,11 @@
 """A faithful fake of Coder's chat server ("chatd"), as a pure model.
 
 ``FakeCoderModel`` reproduces the server's REST surface, lifecycle state machine and stream
-semantics (server-behaviour 1-8) without any I/O: an adapter
-(``coder_io_asyncio.fake_server.FakeCoderServer``) serves it over loopback HTTP and
-WebSocket. Scripts (``Script``, ``Say``, ``CallClientTool`` ...) decide what the simulated
-model does with each prompt; ``Faults`` injects failures deterministically.
+semantics (server-behaviour sections 1-8) without any I/O; ``FakeCoderServer``
+(``coder_io_common.fake_server``) serves it over loopback HTTP and WebSocket. Scripts
+(``Script``, ``Say``, ``CallClientTool`` ...) chosen by a ``ScriptBook`` decide what the
+simulated model does with each prompt; ``Faults`` injects failures deterministically;
+``FakeCounters`` records what the server saw.
 
 Driving the pure model directly (time is an argument; nothing runs by itself)::
 
@@ -16,19 +17,33 @@ Driving the pure model directly (time is an argument; nothing runs by itself)::
     sub = model.handle_upgrade(f"/api/v2/chats/{chat['id']}/stream", headers, now=0.0)
     frames = sub.pull(now=0.5)          # JSON arrays of events, each ending in a newline
     model.next_deadline()               # when the next worker or timer event is due
+
+Everything a user needs is exported here; the underscore modules are the implementation.
 """
 
-from .config import DEFAULT_MODELS, FakeConfig, FakeCounters, Faults, RequestRecord
-from .http import FakeApiError, FakeHttpResponse
-from .model import (
-    CANCEL_BY_EDIT,
-    CANCEL_BY_PROMOTION,
-    CANCEL_BY_TIMEOUT,
-    CANCEL_BY_USER,
-    CANCEL_BY_USER_MESSAGE,
-    FakeCoderModel,
+from ._book import ScriptBook, ScriptRule
+from ._catalog import models_from_json
+from ._config import DEFAULT_MODELS, FakeConfig
+from ._context import PromptFile, ScriptContext, ScriptFactory
+from ._counters import FakeCounters, RequestRecord
+from ._default_script import default_script
+from ._errors import FakeApiError, FakeConfigError, ScriptError
+from ._faults import (
+    Faults,
+    FrameDelay,
+    FrameStall,
+    RequestDelay,
+    RequestFailure,
+    RunStall,
+    SnapshotFailure,
+    StreamDrop,
+    UpgradeRejection,
 )
-from .script import (
+from ._http import FakeHttpResponse
+from ._model import MAX_REQUEST_BODY_BYTES, FakeCoderModel
+from ._routes import OPERATIONS
+from ._rows import FakeChat, FakeFile, FakeMessage, FakeModelSpec, FakeQueuedMessage
+from ._script import (
     CallClientTool,
     CallServerTool,
     Cite,
@@ -36,17 +51,20 @@ from .script import (
     Retry,
     Say,
     Script,
-    ScriptBook,
-    ScriptContext,
-    ScriptError,
-    ScriptRule,
+    ScriptItem,
     Think,
     Usage,
     Wait,
-    default_script,
 )
-from .state import FakeChat, FakeFile, FakeMessage, FakeModelSpec, FakeQueuedMessage
-from .stream import StreamSubscription, WatchSubscription
+from ._store import (
+    CANCEL_BY_EDIT,
+    CANCEL_BY_PROMOTION,
+    CANCEL_BY_TIMEOUT,
+    CANCEL_BY_USER,
+    CANCEL_BY_USER_MESSAGE,
+)
+from ._stream import StreamSubscription
+from ._watch import WatchSubscription
 
 __all__ = [
     "CANCEL_BY_EDIT",
@@ -55,6 +73,8 @@ __all__ = [
     "CANCEL_BY_USER",
     "CANCEL_BY_USER_MESSAGE",
     "DEFAULT_MODELS",
+    "MAX_REQUEST_BODY_BYTES",
+    "OPERATIONS",
     "CallClientTool",
     "CallServerTool",
     "Cite",
@@ -63,6 +83,7 @@ __all__ = [
     "FakeChat",
     "FakeCoderModel",
     "FakeConfig",
+    "FakeConfigError",
     "FakeCounters",
     "FakeFile",
     "FakeHttpResponse",
@@ -70,18 +91,30 @@ __all__ = [
     "FakeModelSpec",
     "FakeQueuedMessage",
     "Faults",
+    "FrameDelay",
+    "FrameStall",
+    "PromptFile",
+    "RequestDelay",
+    "RequestFailure",
     "RequestRecord",
     "Retry",
+    "RunStall",
     "Say",
     "Script",
     "ScriptBook",
     "ScriptContext",
     "ScriptError",
+    "ScriptFactory",
+    "ScriptItem",
     "ScriptRule",
+    "SnapshotFailure",
+    "StreamDrop",
     "StreamSubscription",
     "Think",
+    "UpgradeRejection",
     "Usage",
     "Wait",
     "WatchSubscription",
     "default_script",
+    "models_from_json",
 ]

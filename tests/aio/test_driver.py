@@ -24,7 +24,7 @@ import httpx
 import pytest
 
 from coder_io_asyncio._driver import Driver, ssl_context, transport_sink
-from coder_io_asyncio.fake_server import FakeCoderServer
+from coder_io_common.fake_server import FakeCoderServer
 from coder_proto import CoderAgentError, CoderNetworkError, DynamicTool, TextDelta, WatchBackoff
 from coder_proto._actions import ToolOutcome
 from coder_proto._agent.session import Session

@@ -36,9 +36,8 @@ def transcript_texts(n: int) -> tuple[str, str]:
 
 
 def _server(args: argparse.Namespace) -> Any:
-    from coder_io_asyncio.fake_server import FakeCoderServer
-    from coder_proto.fake.config import FakeConfig
-    from coder_proto.fake.script import Say, Script, ScriptBook, Think
+    from coder_io_common.fake_server import FakeCoderServer
+    from coder_proto.fake import FakeConfig, Say, Script, ScriptBook, Think
 
     reasoning, text = transcript_texts(args.deltas)
     items: list[Any] = [Think(reasoning, chunk=4)] if reasoning else []

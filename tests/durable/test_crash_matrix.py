@@ -36,7 +36,7 @@ from typing import Any
 import attrs
 import pytest
 
-from coder_io_asyncio.fake_server import FakeCoderServer
+from coder_io_common.fake_server import FakeCoderServer
 from coder_proto.fake import CallClientTool, Say, Script
 
 from . import payments

@@ -1,4 +1,4 @@
-"""The committed content of a fake step (``coder_proto.fake.run.StepAccumulator``): consecutive
+"""The committed content of a fake step (``coder_proto.fake._run.StepAccumulator``): consecutive
 text or reasoning deltas merge into one part (server-behaviour 8.5: the committed message
 holds whole parts), whatever interleaves with them, at a cost linear in the deltas."""
 
@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coder_proto.fake.run import PartOp, StepAccumulator
+from coder_proto.fake._run import PartOp, StepAccumulator
 
 STAMP = "2026-01-01T00:00:00Z"
 

@@ -107,7 +107,8 @@ def test_model_routes() -> None:
 
 def test_unknown_routes_and_methods() -> None:
     api = Api()
-    assert api.request("GET", "/api/v2/users/me", absolute=True).status == 404
+    assert api.request("GET", "/api/v2/workspaces", absolute=True).status == 404
+    assert api.request("GET", "/api/v2/users/me/keys", absolute=True).status == 404
     assert api.request("GET", f"{V2}/a/b/c/d", absolute=True).status == 404
     assert api.request("DELETE", "").status == 405
     assert api.request("GET", "/").status == 200, "a trailing slash lists chats"

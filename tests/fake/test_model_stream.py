@@ -19,7 +19,7 @@ from coder_proto.fake import (
     Think,
     Wait,
 )
-from coder_proto.fake.state import ZERO_VALUE_KEYS
+from coder_proto.fake._rows import ZERO_VALUE_KEYS
 
 from .support import (
     WEATHER_TOOL,

@@ -29,9 +29,10 @@ from coder_proto.fake import (
     Wait,
     default_script,
 )
+from coder_proto.fake._context import ScriptContext as _Ctx
+from coder_proto.fake._run import chunks
+from coder_proto.fake._template import Bindings
 from coder_proto.fake._util import UUID_RE, encode_json, new_uuid, rfc3339
-from coder_proto.fake.run import chunks
-from coder_proto.fake.script import render
 
 from .support import WEATHER_TOOL, Api, text_of
 
@@ -142,7 +143,7 @@ def test_script_book_selection_order() -> None:
     book.default = lambda c: "oops"  # type: ignore[assignment,return-value]
     with pytest.raises(ScriptError):
         book.select(ctx("other"))
-    with pytest.raises(re.error):
+    with pytest.raises(ScriptError, match="invalid regular expression"):
         book.add("(", Script(()))
 
 
@@ -224,6 +225,10 @@ def test_default_script_demo_turn_end_to_end() -> None:
     api.results(chat_id, [{"tool_call_id": call["tool_call_id"], "output": {"temp_c": 21}}])
     api.run_until(chat_id, {"waiting"})
     assert text_of(api.messages(chat_id)["messages"][0]) == 'get_weather returned {"temp_c":21}.'
+
+
+def render(text: str, prompt: str, results: list[object]) -> str:
+    return Bindings.for_step(_Ctx(chat_id="c", prompt=prompt), results).text(text)
 
 
 def test_render_placeholders() -> None:

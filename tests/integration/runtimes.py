@@ -29,7 +29,7 @@ import coder_io_asyncio
 import coder_io_sync
 import coder_io_trio
 from coder_io_asyncio import CoderAgent, CoderChatClient, TextDelta
-from coder_io_asyncio.fake_server import FakeCoderServer
+from coder_io_common.fake_server import FakeCoderServer
 
 T = TypeVar("T")
 

@@ -23,7 +23,7 @@ from coder_io_asyncio import (
     StructuredOutputError,
     tool,
 )
-from coder_io_asyncio.fake_server import FakeCoderServer
+from coder_io_common.fake_server import FakeCoderServer
 from coder_proto.fake import CallClientTool, Fail, Say, Script, ScriptBook, Wait
 
 from .conftest import MakeServer

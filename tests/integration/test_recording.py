@@ -11,16 +11,13 @@ from typing import Any
 
 import pytest
 
-from coder_io_asyncio.fake_server import FakeCoderServer
+from coder_io_common.fake_server import FakeCoderServer
 from coder_proto import CoderAgentError
 from coder_proto.fake import CallClientTool, Fail, Say, Script, Think, Wait
-from coder_proto.transcript import (
-    SessionCall,
-    TranscriptRecorder,
-    WsFrame,
-    parse_transcript,
-    replay,
-)
+from coder_proto.transcript._format import parse_transcript
+from coder_proto.transcript._recorder import TranscriptRecorder
+from coder_proto.transcript._records import SessionCall, WsFrame
+from coder_proto.transcript._replay import replay
 
 
 def get_weather(city: str) -> dict[str, Any]:

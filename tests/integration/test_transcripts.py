@@ -14,7 +14,9 @@ from typing import Any
 
 import pytest
 
-from coder_proto.transcript import WsFrame, parse_transcript, replay
+from coder_proto.transcript._format import parse_transcript
+from coder_proto.transcript._records import WsFrame
+from coder_proto.transcript._replay import replay
 from fuzz.live import SCENARIOS, record_live
 
 

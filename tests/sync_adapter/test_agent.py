@@ -14,10 +14,13 @@ from typing import Any
 import pytest
 
 import coder_io_asyncio
-from coder_io_asyncio.fake_server import FakeCoderServer
+from coder_io_common.fake_server import FakeCoderServer
 from coder_io_sync import CoderAgent, CoderAgentError, CoderChatClient, TextDelta, tool
 from coder_proto.fake import CallClientTool, Fail, Say, Script, Think, Wait
-from coder_proto.transcript import TranscriptRecorder, WsFrame, parse_transcript, replay
+from coder_proto.transcript._format import parse_transcript
+from coder_proto.transcript._recorder import TranscriptRecorder
+from coder_proto.transcript._records import WsFrame
+from coder_proto.transcript._replay import replay
 
 
 @pytest.fixture

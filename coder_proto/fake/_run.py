@@ -15,7 +15,9 @@ from typing import Any, TypeAlias
 import attrs
 
 from .._json import js_stringify
-from .script import (
+from ._context import ScriptContext
+from ._rows import Episode
+from ._script import (
     CallClientTool,
     CallServerTool,
     Cite,
@@ -23,13 +25,11 @@ from .script import (
     Retry,
     Say,
     Script,
-    ScriptContext,
     ScriptItem,
     Think,
     Wait,
-    render,
 )
-from .state import Episode
+from ._template import Bindings
 
 __all__ = [
     "Op",
@@ -105,20 +105,22 @@ def _tool_call_part(call_id: str, name: str, provider_executed: bool) -> dict[st
 def compile_step(
     items: list[ScriptItem],
     *,
-    prompt: str,
+    ctx: ScriptContext,
     tool_results: list[Any],
     new_call_id: Callable[[], str],
     first_index: int,
 ) -> list[Op]:
-    """The operations of one step. Server tool results are published after all the step's
-    calls, in call order (server-behaviour 3.5); provider-executed results follow their
-    call inline. ``first_index`` numbers retry operations uniquely within the run."""
+    """The operations of one step, its placeholders filled in from ``ctx`` and the latest
+    ``tool_results``. Server tool results are published after all the step's calls, in call
+    order (server-behaviour 3.5); provider-executed results follow their call inline.
+    ``first_index`` numbers retry operations uniquely within the run."""
+    bindings = Bindings.for_step(ctx, tool_results)
     ops: list[Op] = []
     local_results: list[PartOp] = []
     for n, item in enumerate(items):
         if isinstance(item, Say | Think):
             kind = "text" if isinstance(item, Say) else "reasoning"
-            for chunk in chunks(render(item.text, prompt, tool_results), item.chunk):
+            for chunk in chunks(bindings.text(item.text), item.chunk):
                 ops.append(PartOp("assistant", {"type": kind, "text": chunk}, kind))
         elif isinstance(item, Cite):
             part: dict[str, Any] = {"type": "source", "url": item.url}
@@ -130,19 +132,21 @@ def compile_step(
         elif isinstance(item, CallServerTool | CallClientTool):
             provider = isinstance(item, CallServerTool) and item.provider_executed
             call_id = item.tool_call_id or new_call_id()
-            for chunk in chunks(js_stringify(item.args), ARGS_CHUNK):
+            tool = ctx.tool(item.name) if isinstance(item, CallClientTool) else None
+            args = bindings.value(item.args, tool.get("input_schema") if tool else None)
+            for chunk in chunks(js_stringify(args), ARGS_CHUNK):
                 delta = _tool_call_part(call_id, item.name, provider)
                 delta["args_delta"] = chunk
                 ops.append(PartOp("assistant", delta, "delta"))
             full = _tool_call_part(call_id, item.name, provider)
-            full["args"] = item.args
+            full["args"] = args
             ops.append(PartOp("assistant", full, "call", client=isinstance(item, CallClientTool)))
             if isinstance(item, CallServerTool):
                 result: dict[str, Any] = {
                     "type": "tool-result",
                     "tool_call_id": call_id,
                     "tool_name": item.name,
-                    "result": item.result,
+                    "result": bindings.value(item.result),
                 }
                 if item.is_error:
                     result["is_error"] = True

@@ -1,11 +1,12 @@
 """The fake server's rows: chats, messages, queued messages, files and model configs, and
 their JSON as the real server writes it (server-behaviour 0, 4; wire 3).
 
-Rows are mutable records owned by ``FakeCoderModel``; read them freely in tests, change them
-only through the model. Each chat carries the version counters the real ``chats`` row has
-(server-behaviour 0): ``snapshot_version`` (+1 per transition), ``history_version`` (set to
-the snapshot version when history changes), ``queue_version``, ``retry_state_version`` and
-``generation_attempt`` (reset to 0 when history changes, +1 before each model call).
+Rows are mutable records kept by the model's ``ChatStore``; read them freely in tests, change
+them only through requests to the model. Each chat carries the version counters the real
+``chats`` row has (server-behaviour 0): ``snapshot_version`` (+1 per transition),
+``history_version`` (set to the snapshot version when history changes), ``queue_version``,
+``retry_state_version`` and ``generation_attempt`` (reset to 0 when history changes, +1 before
+each model call).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 import attrs
+
+from .._json import js_stringify
 
 __all__ = [
     "PART_KEY_ORDER",
@@ -257,6 +260,17 @@ class FakeChat:
                 elif part.get("type") == "tool-call" and not part.get("provider_executed"):
                     calls.append(part)
         return [c for c in calls if str(c.get("tool_call_id")) not in answered]
+
+    def action_calls(self) -> list[dict[str, str]]:
+        """The pending calls as ``action_required`` lists them, ``args`` as JSON text."""
+        return [
+            {
+                "tool_call_id": str(c.get("tool_call_id", "")),
+                "tool_name": str(c.get("tool_name", "")),
+                "args": js_stringify(c.get("args", {})),
+            }
+            for c in self.pending_tool_calls()
+        ]
 
     def to_json(
         self, *, files: list[FakeFile] | None = None, light: bool = False

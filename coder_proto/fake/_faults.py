@@ -1,126 +1,30 @@
-"""Knobs, fault injection and counters of the fake Coder server.
+"""Fault injection for the fake Coder server: ``Faults``, a declarative set of failures.
 
-``FakeConfig`` holds the server's profile (timings in seconds, legacy behaviours, the
-scripted model). The model reads it on every use, so changing a field takes effect at once.
-
-``Faults`` is a declarative set of injected failures. Each rule applies to the next
-``times`` matching requests or connections (``None``: all of them), optionally only for one
-chat; random faults draw from the ``Faults``' own seeded generator, so a run is repeatable.
-
-``FakeCounters`` records what the server saw: requests per operation, stream dials per chat,
-open streams and (filled in by the adapter) open connections, so tests can prove nothing
-leaked.
+Each rule applies to the next ``times`` matching requests or connections (``None``: all of
+them), optionally only for one chat; random faults draw from the ``Faults``' own seeded
+generator, so a run is repeatable. The model claims rules as requests and connections arrive
+(the ``claim_*`` methods); tests and the command line add them (the other methods).
 """
 
 from __future__ import annotations
 
 import random
-from collections import Counter
 from typing import Any, Final
 
 import attrs
 
-from .._constants import MAX_QUEUE_SIZE
-from .script import ScriptBook
-from .state import FakeModelSpec
-
 __all__ = [
-    "DEFAULT_MODELS",
-    "FakeConfig",
-    "FakeCounters",
     "Faults",
     "FrameDelay",
     "FrameStall",
     "RequestDelay",
     "RequestFailure",
-    "RequestRecord",
     "RunStall",
     "SnapshotFailure",
     "StreamDrop",
     "UpgradeRejection",
+    "drop_matches_event",
 ]
-
-DEFAULT_MODELS: Final = (
-    FakeModelSpec(
-        model="claude-sonnet-4-6",
-        display_name="Claude Sonnet 4.6",
-        provider="anthropic",
-        is_default=True,
-    ),
-    FakeModelSpec(
-        model="gpt-5",
-        display_name="GPT-5",
-        provider="openai",
-        context_limit=400_000,
-        reasoning_efforts=("minimal", "low", "medium", "high"),
-    ),
-    FakeModelSpec(
-        model="claude-opus-legacy",
-        display_name="Claude Opus (disabled)",
-        provider="anthropic",
-        enabled=False,
-    ),
-)
-
-#: 2026-01-01T00:00:00Z: the wall clock of a pure model at monotonic time 0.
-DEFAULT_WALL_CLOCK_OFFSET: Final = 1_767_225_600.0
-
-
-@attrs.define(kw_only=True)
-class FakeConfig:
-    """The fake server's profile. Durations are seconds; tests scale them far below a
-    millisecond where they like.
-
-    * ``chunk_delay``: between two streamed parts of a model step (a ``Script`` may override).
-    * ``run_start_delay``: from a run becoming ``running`` to its first model call.
-    * ``interrupt_delay``: the interrupt wind-down (server-behaviour 8.7; real servers:
-      usually under a second).
-    * ``requires_action_timeout``: the requires_action deadline (5 minutes on real servers).
-    * ``retry_base_delay`` / ``retry_max_delay``: the provider retry backoff (1 s doubling to
-      60 s on real servers).
-    * ``legacy_only``: serve only ``/api/experimental`` (``/api/v2`` answers 404), with the
-      legacy model-config route and no organization model route (D16).
-    * ``stamp_promotions``: stamp ``queued_message_id`` on promoted user messages (D8);
-      ``False`` is the older servers' behaviour.
-    * ``coordinates``: stamp ``message_part`` events with ``history_version``,
-      ``generation_attempt`` and ``seq`` (D14); ``False`` is the legacy profile.
-    * ``zero_value_keys``: serialise ``"text": ""``, ``"url": ""`` ... on every part, as Go
-      does (wire 3.5).
-    * ``html_escape``: escape ``<``, ``>`` and ``&`` in JSON strings as Go's encoder does.
-    * ``message_id_gaps``: advance the global message id by 1-3 per row, as other chats'
-      rows would, so ids are never contiguous (server-behaviour 8.12).
-    * ``legacy_envelopes``: wrap stream frames as ``{"type": "data", "data": [...]}`` and send
-      ``{"type": "ping", "data": null}`` frames every ``envelope_ping_interval``, as very old
-      experimental servers did (server-behaviour 9.5; the client unwraps them: D13).
-    """
-
-    seed: int = 0
-    token: str = attrs.field(default="fake-coder-session-token", repr=False)
-    organization_id: str | None = None
-    username: str = "fake-user"
-    wall_clock_offset: float = DEFAULT_WALL_CLOCK_OFFSET
-    chunk_delay: float = 0.002
-    run_start_delay: float = 0.0
-    interrupt_delay: float = 0.02
-    requires_action_timeout: float = 300.0
-    retry_base_delay: float = 0.01
-    retry_max_delay: float = 0.5
-    legacy_only: bool = False
-    stamp_promotions: bool = True
-    coordinates: bool = True
-    zero_value_keys: bool = True
-    html_escape: bool = True
-    message_id_gaps: bool = True
-    legacy_envelopes: bool = False
-    envelope_ping_interval: float = 15.0
-    require_upload_filename: bool = True
-    max_queue: int = MAX_QUEUE_SIZE
-    part_buffer_bytes: int = 1_000_000
-    models: tuple[FakeModelSpec, ...] = DEFAULT_MODELS
-    scripts: ScriptBook = attrs.Factory(ScriptBook)
-
-
-# -- fault rules --------------------------------------------------------------------------------
 
 
 @attrs.define(kw_only=True)
@@ -214,6 +118,7 @@ class RunStall(_Rule):
     seconds: float
 
 
+#: The statuses ``close_before_terminal_status`` stops before.
 _TERMINAL_STATUSES: Final = ("waiting", "error", "requires_action")
 
 
@@ -497,39 +402,3 @@ def drop_matches_event(rule: StreamDrop, event: dict[str, Any]) -> bool:
     if rule.status == "*terminal*":
         return value in _TERMINAL_STATUSES
     return bool(value == rule.status)
-
-
-# -- counters -----------------------------------------------------------------------------------
-
-
-@attrs.frozen(kw_only=True)
-class RequestRecord:
-    """One request as the server answered it (the token is never recorded)."""
-
-    method: str
-    path: str
-    op: str
-    status: int
-
-
-@attrs.define
-class FakeCounters:
-    """What the server saw. The adapter keeps the connection counts."""
-
-    requests: Counter[str] = attrs.Factory(Counter)
-    request_log: list[RequestRecord] = attrs.Factory(list)
-    stream_dials: Counter[str] = attrs.Factory(Counter)
-    streams_accepted: Counter[str] = attrs.Factory(Counter)
-    watch_dials: int = 0
-    open_streams: int = 0
-    open_watches: int = 0
-    open_connections: int = 0
-    open_websockets: int = 0
-    total_connections: int = 0
-    max_request_log: int = 10_000
-
-    def record(self, method: str, path: str, op: str, status: int) -> None:
-        self.requests[op] += 1
-        if len(self.request_log) >= self.max_request_log:
-            del self.request_log[: self.max_request_log // 2]
-        self.request_log.append(RequestRecord(method=method, path=path, op=op, status=status))

@@ -1,4 +1,4 @@
-"""Scripted model behaviour for the fake server: what the "LLM" does with a prompt.
+"""The items of a scripted model turn, and their JSON form.
 
 A ``Script`` is a list of items the fake's worker plays back as model steps
 (server-behaviour 3.4, 3.5, 5):
@@ -14,27 +14,21 @@ A ``Script`` is a list of items the fake's worker plays back as model steps
 * ``Usage`` overrides the usage stamped on the step's assistant message.
 
 Consecutive tool calls form one step (parallel calls); any other item after a tool call starts
-the next model step. Text in ``Say``/``Think`` may use the placeholders ``{prompt}`` (the
-user's prompt), ``{tool_result}`` (JSON text of the latest tool result) and
-``{tool_results}`` (JSON text of all results of the latest pause, as an array).
+the next model step. Texts, tool arguments and server tool results may hold placeholders
+(``{prompt}``, ``{tool_result.city}``, a group the rule captured ...), filled in when the step
+runs (``_template``).
 
-Scripts are plain Python objects and load from JSON (``Script.from_json``,
-``ScriptBook.from_json``). ``ScriptBook`` selects a script per prompt: one-shot scripts pushed
-with ``push`` first, then the first rule whose regular expression matches the prompt, then
-the default (``default_script`` unless replaced).
+Scripts are plain Python objects and load from JSON (``Script.from_json``).
 """
 
 from __future__ import annotations
 
-import re
-from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any, TypeAlias
 
 import attrs
 
-from .._errors import CoderAgentError
-from .._json import js_stringify
+from ._errors import ScriptError
 
 __all__ = [
     "CallClientTool",
@@ -44,22 +38,11 @@ __all__ = [
     "Retry",
     "Say",
     "Script",
-    "ScriptBook",
-    "ScriptContext",
-    "ScriptError",
-    "ScriptFactory",
     "ScriptItem",
-    "ScriptRule",
     "Think",
     "Usage",
     "Wait",
-    "default_script",
-    "render",
 ]
-
-
-class ScriptError(CoderAgentError):
-    """A script (or its JSON form) is malformed."""
 
 
 # -- items ------------------------------------------------------------------------------------
@@ -322,198 +305,3 @@ def _item_from_json(obj: Any, index: int) -> ScriptItem:
     if isinstance(item, Wait) and item.seconds < 0:
         raise ScriptError(f"{where}: seconds must be non-negative")
     return item
-
-
-# -- selection --------------------------------------------------------------------------------
-
-
-@attrs.frozen(kw_only=True)
-class ScriptContext:
-    """What a script factory knows about the turn it scripts."""
-
-    chat_id: str
-    prompt: str
-    #: The chat's dynamic tools as registered (``name``, ``description``, ``input_schema``).
-    tools: tuple[Mapping[str, Any], ...] = ()
-    #: 1 for the chat's first turn, then counting.
-    turn: int = 1
-
-
-ScriptFactory: TypeAlias = Callable[[ScriptContext], Script]
-
-
-@attrs.frozen
-class ScriptRule:
-    """Use ``script`` when ``pattern`` (a regular expression, searched case-insensitively)
-    matches the prompt."""
-
-    pattern: str
-    script: Script | ScriptFactory
-
-    def matches(self, prompt: str) -> bool:
-        return re.search(self.pattern, prompt, re.IGNORECASE | re.DOTALL) is not None
-
-
-def _resolve(script: Script | ScriptFactory, ctx: ScriptContext) -> Script:
-    if isinstance(script, Script):
-        return script
-    result = script(ctx)
-    if not isinstance(result, Script):
-        raise ScriptError(f"script factory returned {type(result).__name__}, not a Script")
-    return result
-
-
-@attrs.define
-class ScriptBook:
-    """Chooses the script for each turn: pushed one-shot scripts (FIFO), then the first
-    matching rule, then ``default`` (``default_script`` when ``None``)."""
-
-    rules: list[ScriptRule] = attrs.Factory(list)
-    default: Script | ScriptFactory | None = None
-    _pending: deque[Script] = attrs.field(factory=deque, alias="pending")
-
-    def push(self, script: Script) -> None:
-        """Use ``script`` for the next turn that starts on any chat (once)."""
-        self._pending.append(script)
-
-    def add(self, pattern: str, script: Script | ScriptFactory) -> None:
-        """Append a rule (rules are tried in order)."""
-        re.compile(pattern)
-        self.rules.append(ScriptRule(pattern, script))
-
-    def select(self, ctx: ScriptContext) -> Script:
-        if self._pending:
-            return self._pending.popleft()
-        for rule in self.rules:
-            if rule.matches(ctx.prompt):
-                return _resolve(rule.script, ctx)
-        return _resolve(self.default if self.default is not None else default_script, ctx)
-
-    @classmethod
-    def from_json(cls, value: Any) -> ScriptBook:
-        """``{"rules": [{"match": regex, "script": <script>}], "default": <script>}``."""
-        if not isinstance(value, Mapping):
-            raise ScriptError("a script book is an object with 'rules' and/or 'default'")
-        unknown = set(value) - {"rules", "default"}
-        if unknown:
-            raise ScriptError(f"unknown script book keys: {sorted(unknown)}")
-        rules_json = value.get("rules", [])
-        if not isinstance(rules_json, list):
-            raise ScriptError("'rules' must be a list")
-        book = cls()
-        for n, rule in enumerate(rules_json):
-            if not isinstance(rule, Mapping) or not isinstance(rule.get("match"), str):
-                raise ScriptError(f"rule {n}: expected an object with a 'match' string")
-            try:
-                book.add(rule["match"], Script.from_json(rule.get("script")))
-            except re.error as exc:
-                raise ScriptError(f"rule {n}: invalid regular expression: {exc}") from None
-        if value.get("default") is not None:
-            book.default = Script.from_json(value["default"])
-        return book
-
-
-# -- rendering --------------------------------------------------------------------------------
-
-
-def render(text: str, prompt: str, tool_results: Sequence[Any]) -> str:
-    """Fill the placeholders of a ``Say``/``Think`` text (see the module docstring)."""
-    if "{" not in text:
-        return text
-    last = js_stringify(tool_results[-1]) if tool_results else "null"
-    return (
-        text.replace("{prompt}", prompt)
-        .replace("{tool_results}", js_stringify(list(tool_results)))
-        .replace("{tool_result}", last)
-    )
-
-
-# -- the default script -----------------------------------------------------------------------
-
-_GREETING = re.compile(r"^\s*(hi|hello|hey|howdy|good (morning|afternoon|evening))\b", re.I)
-_GENERIC_TOKENS = frozenset({"get", "set", "run", "do", "fetch", "tool", "call", "the", "a"})
-_CAPITALISED = re.compile(r"\b(?:in|for|at|of|near)\s+([A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)*)")
-_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
-
-
-def _tool_tokens(name: str) -> list[str]:
-    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", name)
-    tokens = [t.lower() for t in re.split(r"[\s_\-.]+", spaced) if t]
-    return [t for t in tokens if t not in _GENERIC_TOKENS] or [name.lower()]
-
-
-def _mentions(prompt: str, name: str) -> bool:
-    low = prompt.lower()
-    if name.lower() in low:
-        return True
-    return all(token in low for token in _tool_tokens(name))
-
-
-def _guess_value(key: str, schema: Any, prompt: str) -> Any:
-    kind = schema.get("type") if isinstance(schema, Mapping) else None
-    if isinstance(schema, Mapping) and isinstance(schema.get("enum"), list) and schema["enum"]:
-        return schema["enum"][0]
-    if kind in ("integer", "number"):
-        found = _NUMBER.search(prompt)
-        if found is None:
-            return 1
-        number = float(found.group())
-        return int(number) if kind == "integer" or number.is_integer() else number
-    if kind == "boolean":
-        return True
-    if kind == "array":
-        return []
-    if kind == "object":
-        return {}
-    place = _CAPITALISED.search(prompt)
-    if place is not None and key.lower() in ("city", "location", "place", "country", "where"):
-        return place.group(1).rstrip("?.!,")
-    return place.group(1).rstrip("?.!,") if place is not None else prompt.strip()
-
-
-def _guess_args(tool: Mapping[str, Any], prompt: str) -> dict[str, Any]:
-    schema = tool.get("input_schema")
-    props = schema.get("properties") if isinstance(schema, Mapping) else None
-    if not isinstance(props, Mapping):
-        return {}
-    required = schema.get("required") if isinstance(schema, Mapping) else None
-    keys = [k for k in required if k in props] if isinstance(required, list) else list(props)
-    return {str(k): _guess_value(str(k), props[k], prompt) for k in keys}
-
-
-def default_script(ctx: ScriptContext) -> Script:
-    """The built-in demo model: calls a registered client tool the prompt names (for
-    ``get_weather`` a prompt mentioning "weather"), greets a greeting, runs a server tool
-    when asked to "search", and otherwise thinks briefly and echoes the prompt."""
-    prompt = ctx.prompt.strip()
-    for tool in ctx.tools:
-        name = tool.get("name")
-        if isinstance(name, str) and name and _mentions(prompt, name):
-            return Script(
-                (
-                    Think(f"The user wants me to use {name}."),
-                    CallClientTool(name=name, args=_guess_args(tool, prompt)),
-                    Say(f"{name} returned {{tool_result}}."),
-                )
-            )
-    if _GREETING.search(prompt):
-        return Script(
-            (Say("Hello! I am the fake Coder agent. Ask me anything and I will echo it back."),)
-        )
-    if re.search(r"\bsearch\b", prompt, re.I):
-        return Script(
-            (
-                Think("I should search for that."),
-                CallServerTool(
-                    name="web_search",
-                    args={"query": prompt},
-                    result={"results": [{"title": "Example", "url": "https://example.com/"}]},
-                    provider_executed=True,
-                ),
-                Cite(url="https://example.com/", title="Example"),
-                Say("I found one result: https://example.com/"),
-            )
-        )
-    if not prompt:
-        return Script((Say("I received an empty prompt."),))
-    return Script((Think("The user said something; I will echo it."), Say(f"You said: {prompt}")))

@@ -1,0 +1,206 @@
+"""The chat routes of the fake server: create, update (title, archive, pin, labels, plan mode),
+list and cost (server-behaviour 1.2, 1.3, 1.5, 2.4)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from .._constants import (
+    MAX_TITLE_LENGTH,
+    STATUS_INTERRUPTING,
+    STATUS_REQUIRES_ACTION,
+    STATUS_RUNNING,
+)
+from . import _validation as check
+from ._catalog import ModelCatalog
+from ._errors import FakeApiError
+from ._http import Query, parse_positive_int
+from ._rows import FakeChat
+from ._store import ChatStore, content_text
+from ._subscriptions import Subscriptions
+from ._util import UUID_RE
+from ._worker import Worker
+
+__all__ = ["Chats"]
+
+_ACTIVE_STATUSES: Final = frozenset({STATUS_RUNNING, STATUS_INTERRUPTING, STATUS_REQUIRES_ACTION})
+_ARCHIVE_CONFLICT: Final = (
+    "Cannot archive an active chat. Interrupt or wait for the chat to finish first."
+)
+
+
+class Chats:
+    """Creates, changes and lists chat rows."""
+
+    def __init__(
+        self,
+        store: ChatStore,
+        catalog: ModelCatalog,
+        worker: Worker,
+        subscriptions: Subscriptions,
+    ) -> None:
+        self._store = store
+        self._catalog = catalog
+        self._worker = worker
+        self._subscriptions = subscriptions
+
+    def create(self, body: Mapping[str, Any], now: float) -> FakeChat:
+        """``POST /chats`` (server-behaviour 1.5): N → R0, status ``running`` at once."""
+        store = self._store
+        t = store.advance_clock(now)
+        org = body.get("organization_id")
+        if not isinstance(org, str) or not org:
+            raise FakeApiError(400, "organization_id is required.")
+        if org.lower() != store.organization_id:
+            raise FakeApiError(403, "You are not a member of the specified organization.")
+        content = check.content_parts(body.get("content"), store.files)
+        workspace = body.get("workspace_id")
+        if workspace is not None and (
+            not isinstance(workspace, str) or UUID_RE.match(workspace.lower()) is None
+        ):
+            raise FakeApiError(
+                400, "Workspace not found or you do not have access to this resource"
+            )
+        model_config_id = self._catalog.resolve(body.get("model_config_id"), None)
+        plan_mode = check.plan_mode(body.get("plan_mode"))
+        mcp = check.mcp_server_ids(body.get("mcp_server_ids"))
+        labels = check.labels(body.get("labels"))
+        tools = check.dynamic_tools(body.get("unsafe_dynamic_tools"))
+        client_type = body.get("client_type") or "api"
+        if client_type not in ("api", "ui"):
+            raise FakeApiError(400, "Invalid client_type.")
+        effort = check.reasoning_effort(body.get("reasoning_effort"))
+        system_prompt = body.get("system_prompt")
+        text = content_text(content).strip()
+        title = text.splitlines()[0] if text else "New Chat"
+        chat = FakeChat(
+            id=store.new_uuid(),
+            organization_id=store.organization_id,
+            owner_id=store.user_id,
+            owner_username=store.config.username,
+            title=title[:MAX_TITLE_LENGTH],
+            status=STATUS_RUNNING,
+            created_at=store.timestamp(t),
+            updated_at=store.timestamp(t),
+            last_model_config_id=model_config_id,
+            last_reasoning_effort=effort,
+            workspace_id=workspace.lower() if isinstance(workspace, str) else None,
+            mcp_server_ids=mcp or [],
+            labels=labels or {},
+            plan_mode=plan_mode or None,
+            client_type=str(client_type),
+            system_prompt=system_prompt if isinstance(system_prompt, str) else None,
+            dynamic_tools=tools,
+        )
+        store.chats[chat.id] = chat
+        store.begin(chat, t)
+        store.link_files(chat, content)
+        message = store.insert(
+            chat, t, "user", content, created_by=store.user_id, model_config_id=model_config_id
+        )
+        self._worker.start_run(chat, message, t)
+        self._subscriptions.publish("created", chat)
+        return chat
+
+    def update(self, chat: FakeChat, body: Mapping[str, Any], now: float) -> None:
+        """``PATCH /chats/{chat}``: title, archive (server-behaviour 2.4), pin, labels, plan
+        mode. 204 on success."""
+        store = self._store
+        t = store.advance_clock(now)
+        title = body.get("title")
+        if title is not None:
+            if not isinstance(title, str) or not title.strip():
+                raise FakeApiError(400, "Title cannot be empty.")
+            if len(title.strip()) > MAX_TITLE_LENGTH:
+                raise FakeApiError(400, f"Title must be at most {MAX_TITLE_LENGTH} characters.")
+        pin = body.get("pin_order")
+        if pin is not None:
+            if not isinstance(pin, int) or isinstance(pin, bool) or pin < 0:
+                raise FakeApiError(400, "Pin order must be non-negative.")
+            if pin > 0 and (chat.archived or body.get("archived") is True):
+                raise FakeApiError(400, "Cannot pin an archived chat.")
+        plan_mode = check.plan_mode(body.get("plan_mode"))
+        labels = check.labels(body.get("labels"))
+        archived = body.get("archived")
+        if archived is not None:
+            if not isinstance(archived, bool):
+                raise FakeApiError(
+                    400, "Request body must be valid JSON.", detail="archived must be a boolean"
+                )
+            if archived and chat.archived:
+                raise FakeApiError(400, "Chat is already archived.")
+            if not archived and not chat.archived:
+                raise FakeApiError(400, "Chat is already not archived.")
+            if archived and chat.status in _ACTIVE_STATUSES:
+                raise FakeApiError(409, _ARCHIVE_CONFLICT, detail="transition not allowed")
+        store.begin(chat, t)
+        if title is not None:
+            chat.title = title.strip()
+            self._subscriptions.publish("title_change", chat)
+        if pin is not None:
+            chat.pin_order = pin
+        if plan_mode is not None:
+            chat.plan_mode = plan_mode or None
+        if labels is not None:
+            chat.labels = labels
+        if archived is not None:
+            chat.archived = archived
+
+    def search(self, query: Query) -> list[dict[str, Any]]:
+        """``GET /chats``: root chats, newest first; ``q`` understands ``archived:`` and
+        ``title:``; ``label=k:v`` filters (AND); ``limit``/``offset`` paginate."""
+        archived: bool | None = False
+        title: str | None = None
+        for term in (query.get("q") or "").split():
+            key, _, value = term.partition(":")
+            if key == "archived" and value in ("true", "false"):
+                archived = value == "true"
+            elif key == "title" and value:
+                title = value.lower()
+            elif key in ("has_unread", "pr_status", "source", "search"):
+                continue
+            else:
+                raise FakeApiError(400, "Invalid chat search query.")
+        labels = []
+        for item in query.get_all("label"):
+            key, sep, value = item.partition(":")
+            if not sep or not key:
+                raise FakeApiError(400, f"Invalid label filter: {item!r}")
+            labels.append((key, value))
+        # Newest activity first; ties in creation order, newest first.
+        ordered = sorted(
+            enumerate(self._store.chats.values()),
+            key=lambda nc: (nc[1].updated_at, nc[0]),
+            reverse=True,
+        )
+        chats = [
+            c
+            for _, c in ordered
+            if (archived is None or c.archived == archived)
+            and (title is None or title in c.title.lower())
+            and all(c.labels.get(k) == v for k, v in labels)
+        ]
+        offset = parse_positive_int(query.get("offset")) or 0
+        limit = parse_positive_int(query.get("limit"))
+        chats = chats[offset:]
+        if limit is not None:
+            chats = chats[:limit]
+        return [self._store.chat_json(c) for c in chats]
+
+    def cost_json(self, chat: FakeChat) -> dict[str, Any]:
+        """``GET /chats/{chat}/cost``: a made-up price per token, for the whole chat."""
+        micros = 0
+        count = 0
+        for message in chat.visible_messages():
+            if message.role == "assistant" and message.usage:
+                count += 1
+                micros += 3 * message.usage.get("input_tokens", 0) + 15 * message.usage.get(
+                    "output_tokens", 0
+                )
+        return {
+            "chat_id": chat.id,
+            "total_cost_micros": micros,
+            "request_count": count,
+            "unpriced_request_count": 0,
+        }
