@@ -990,7 +990,7 @@ def _session_given(case: _Obj) -> tuple[dict[str, Any], dict[str, Any]]:
     return out, implied
 
 
-# Expected keys of a session case (FORMAT.md 6 of the reference corpus: the closed list).
+# Expected keys of a session case: the reference format's closed list, each mapped to ours.
 
 #: Keys describing how one call ended, with the value converter.
 _OUTCOME_SAME = {
@@ -1227,6 +1227,8 @@ def _session_expected(obj: _Obj, call_ids: set[str]) -> dict[str, Any]:
         if mapped is None:
             mapped = _traffic(obj, key)
         if mapped is None:
+            if key in ("perEvent", "finish"):
+                raise obj.error(key, "applies to translator-level cases only")
             if key in ("retry", "failed"):
                 raise obj.error(key, "names no call of the case")
             raise obj.error(key, "unknown key (no mapping to this library's format)")

@@ -20,7 +20,16 @@ import pytest
 
 from .convert import ConversionError, convert_file
 
-__all__ = ["CASES_DIR", "ENV_VAR", "Case", "Unreadable", "case_of", "cases", "load_family"]
+__all__ = [
+    "CASES_DIR",
+    "ENV_VAR",
+    "Case",
+    "Unreadable",
+    "case_of",
+    "cases",
+    "load_family",
+    "our_cases",
+]
 
 CASES_DIR = pathlib.Path(__file__).resolve().parent / "cases"
 #: The environment variable naming a reference-format corpus to run instead of ours.
@@ -58,7 +67,8 @@ class Unreadable:
         raise self.error
 
 
-def _ours(family: str, directory: pathlib.Path) -> list[Case]:
+def our_cases(family: str, directory: pathlib.Path = CASES_DIR) -> list[Case]:
+    """Every case of ``family`` in our corpus (whatever ``CODER_CONFORMANCE_DIR`` says)."""
     out = []
     for path in sorted((directory / family).glob("*.json")):
         document = json.loads(path.read_text(encoding="utf-8"))
@@ -106,7 +116,7 @@ def load_family(family: str, reference_dir: str | os.PathLike[str] | None = None
     if reference_dir is None:
         reference_dir = os.environ.get(ENV_VAR) or None
     if reference_dir is None:
-        return list(_ours(family, CASES_DIR))
+        return list(our_cases(family))
     directory = pathlib.Path(reference_dir)
     if not directory.is_dir():
         raise FileNotFoundError(f"{ENV_VAR}={reference_dir!s} is not a directory")

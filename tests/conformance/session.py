@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
-import coder_proto.errors as errors_module
+import coder_proto
 from coder_proto.actions import ToolOutcome
 from coder_proto.errors import CoderAgentError
 from coder_proto.parts import ErrorPart, Finish, Source, StreamStart, ToolCall
@@ -309,13 +309,14 @@ class CaseRun:
     def _start(self, call: dict[str, Any]) -> None:
         prompt = prompt_from_json(call["prompt"])
         now = self.driver.now
+        first_event = len(self.env.events)  # the machine reports from its construction on
         if call["call"] == "generate":
             machine = self.session.generate(prompt, now=now)
         else:
             assert call["call"] == "segment", call["call"]
             tools = tools_from_json(call["tools"]) if "tools" in call else None
             machine = self.session.segment(prompt, now=now, mode=call["mode"], tools=tools)
-        outcome = Outcome(call, machine, len(self.env.events))
+        outcome = Outcome(call, machine, first_event)
         self.outcomes[call.get("id", f"call-{len(self.order)}")] = outcome
         self.order.append(outcome)
         self.current = outcome
@@ -433,7 +434,7 @@ def check_error(want: dict[str, Any], error: BaseException | None) -> None:
             assert str(error).startswith(value), str(error)
         elif key == "isinstance":
             for name, expected in value.items():
-                cls = getattr(errors_module, name)
+                cls = getattr(coder_proto, name)  # the library's public error classes
                 assert isinstance(error, cls) is expected, (name, error)
         else:
             raise AssertionError(f"error key {key!r} is not part of the vocabulary")
