@@ -1,6 +1,7 @@
 """The benchmark suite runs from its one command and reports in the documented shape
-(``python -m tests.bench``; issue "benchmark suite"). Timings are never asserted: only that
-every benchmark produced a well-formed line, and that the core's output was checked."""
+(``python -m tests.bench``), on inputs it generates itself. Timings are never asserted: only
+that every benchmark produced a well-formed line, that the core's output was checked, and that
+the generated transcripts have the shape the benchmarks rely on."""
 
 from __future__ import annotations
 
@@ -9,12 +10,16 @@ import os
 import pathlib
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
+from coder_proto._stream.translator import TurnTranslator
+from coder_proto._wire import events_from_json
+from tests.bench import _transcript
 from tests.bench.__main__ import format_table
 from tests.bench._common import Result
-from tests.bench._data import generator_path
+from tests.bench._pipelines import check_output
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 KEYS = {"name", "n", "value_s", "floor_s", "ratio", "extra"}
@@ -33,10 +38,6 @@ def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
 
 @pytest.fixture(scope="module")
 def smoke_results() -> list[dict[str, object]]:
-    try:
-        generator_path()
-    except Exception as exc:  # the shared directory is not beside this checkout
-        pytest.skip(str(exc))
     proc = _run("--smoke", "--json")
     assert proc.returncode == 0, proc.stderr[-2000:]
     document = json.loads(proc.stdout)
@@ -101,8 +102,81 @@ def test_table_names_every_result(smoke_results: list[dict[str, object]]) -> Non
         assert result.name in table
 
 
-def test_missing_shared_directory_exits_nonzero_with_reason(tmp_path: pathlib.Path) -> None:
-    proc = _run("--smoke", "--json", env={"CODER_SHARED_DIR": str(tmp_path / "absent")})
-    assert proc.returncode == 2
-    assert "gen_transcript.py" in proc.stderr
-    assert proc.stdout == ""
+@pytest.mark.parametrize("messages", [1, 3])
+def test_a_transcript_is_one_streamed_turn(messages: int) -> None:
+    n = 61
+    events = list(_transcript.events(n, messages))
+    assert events[0] == {
+        "type": "status",
+        "chat_id": _transcript.CHAT_ID,
+        "status": {"status": "running"},
+    }
+    assert events[-1]["status"] == {"status": "waiting"}
+    assert len(events) == n + messages + 2
+    deltas: list[dict[str, Any]] = []
+    snapshots = []
+    pending: list[dict[str, Any]] = []
+    for event in events[1:-1]:
+        if event["type"] == "message_part":
+            pending.append(event["message_part"])
+            continue
+        assert event["type"] == "message"
+        message = event["message"]
+        # The committed message is exactly its deltas, reasoning first, then text.
+        by_kind = {
+            kind: "".join(p["part"]["text"] for p in pending if p["part"]["type"] == kind)
+            for kind in ("reasoning", "text")
+        }
+        kinds = [p["part"]["type"] for p in pending]
+        assert kinds == sorted(kinds)  # every reasoning delta before the first text delta
+        content = {part["type"]: part["text"] for part in message["content"]}
+        assert content == {k: v for k, v in by_kind.items() if v}
+        assert kinds.count("reasoning") == round(len(pending) * _transcript.REASONING_SHARE)
+        assert message["usage"] == _transcript.usage_for(
+            len(snapshots), len(pending), kinds.count("reasoning")
+        )
+        snapshots.append(message)
+        deltas += pending
+        pending = []
+    assert not pending
+    assert [m["id"] for m in snapshots] == list(range(2, 2 + messages))
+    assert [m["usage"]["output_tokens"] for m in snapshots] == _transcript.split_evenly(n, messages)
+    assert [d["seq"] for d in deltas] == list(range(1, n + 1))
+    assert all(len(d["part"]["text"]) == _transcript.CHUNK for d in deltas)
+    assert {(d["history_version"], d["generation_attempt"]) for d in deltas} == {(1, 1)}
+
+
+def test_transcripts_are_deterministic_compact_json_with_escapes() -> None:
+    first = list(_transcript.lines(2_000))
+    assert first == list(_transcript.lines(2_000))
+    assert all(
+        line == json.dumps(json.loads(line), ensure_ascii=False, separators=(",", ":"))
+        for line in first
+    )
+    text = "\n".join(first)
+    # JSON escaping and non-ASCII decoding are part of the measured work.
+    assert '\\"' in text and "\\n" in text
+    assert any(ord(c) > 127 for c in text)
+    assert all(ord(c) < 0x10000 for c in text)  # one UTF-16 unit per character
+
+
+def test_the_core_translates_a_transcript_as_the_benchmarks_check_it() -> None:
+    lines = list(_transcript.lines(300, 3))
+    translator = TurnTranslator(turn_cursor=1)
+    parts: list[Any] = []
+    for line in lines:
+        for event in events_from_json(json.loads(line)):
+            parts += translator.ingest(event)
+    parts += translator.finish()
+    check_output(parts, lines)
+    one_delta_short = list(parts)
+    one_delta_short.remove(next(p for p in parts if p.type == "text-delta"))
+    with pytest.raises(AssertionError):
+        check_output(one_delta_short, lines)
+
+
+def test_bad_sizes_are_refused() -> None:
+    with pytest.raises(ValueError):
+        list(_transcript.events(2, 3))
+    with pytest.raises(ValueError):
+        list(_transcript.events(5, 0))

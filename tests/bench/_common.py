@@ -84,7 +84,7 @@ def skipped(name: str, n: int, reason: str) -> Result:
 class Settings:
     """Sizes and repetitions for one run of the suite.
 
-    ``full``: the transcripts the reference was measured on (100k deltas, 1,000-chat fleet).
+    ``full``: the full sizes (100k-delta transcripts, a 1,000-chat fleet).
     ``quick``: the same code on smaller inputs, well under a minute. ``smoke``: tiny inputs,
     one round: checks that everything runs, measures nothing meaningful.
     """

@@ -1,14 +1,14 @@
-"""Benchmark inputs: the reference transcripts, framed as the server frames them.
+"""Benchmark inputs: transcripts of one streamed turn, framed as the server frames them.
 
-Transcripts are generated, never committed: ``gen_transcript.py`` (in ``../shared/bench``
-beside the project, or ``$CODER_SHARED_DIR/bench``) is run with this interpreter into
-``tests/bench/_data/`` (git-ignored) the first time a size is needed. Its format is described
-in ``TRANSCRIPT-FORMAT.md`` beside it.
+Transcripts come from ``_transcript.py`` (its docstring describes them). A size is generated
+the first time it is needed and kept in ``tests/bench/_data/`` (git-ignored), so the child
+processes of the end-to-end and memory benchmarks read the same bytes without generating them
+again; the file name carries the generator's version.
 
-Frames come two ways (wire 4.2): one event per WebSocket text frame (``[event]\\n``), and
-batched, up to 256 events per frame, as the real server sends a backlog. ``ws_stream`` turns
-frames into the bytes a server writes after the upgrade, built with a wsproto server
-connection, so the client's WebSocket layer can be measured too.
+Frames come two ways: one event per WebSocket text frame (``[event]\\n``), and batched, up to
+256 events per frame, as the real server sends a backlog. ``ws_frames`` turns frames into the
+bytes a server writes after the upgrade, built with a wsproto server connection, so the
+client's WebSocket layer can be measured too.
 """
 
 from __future__ import annotations
@@ -16,22 +16,20 @@ from __future__ import annotations
 import functools
 import os
 import pathlib
-import subprocess
-import sys
+import tempfile
 
 from wsproto import ConnectionType, WSConnection
 from wsproto.events import AcceptConnection, Request, TextMessage
+
+from . import _transcript
 
 __all__ = [
     "BATCH",
     "CHAT_ID",
     "DATA_DIR",
-    "SharedMissing",
     "batched_frames",
     "chunked",
-    "generator_path",
     "one_event_frames",
-    "shared_dir",
     "transcript_lines",
     "transcript_path",
     "transcript_text",
@@ -41,58 +39,31 @@ __all__ = [
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DATA_DIR = pathlib.Path(__file__).resolve().parent / "_data"
-#: Events per frame in the batched framing: the real server's cap (wire 4.2).
+#: Events per frame in the batched framing: the real server's cap.
 BATCH = 256
-#: The chat id every generated transcript uses.
-CHAT_ID = "c0ffee00-1234-4abc-8def-0123456789ab"
-
-
-class SharedMissing(Exception):
-    """The shared directory with the transcript generator is not there."""
-
-
-def shared_dir() -> pathlib.Path:
-    """``$CODER_SHARED_DIR`` or ``../shared`` beside the project root."""
-    return pathlib.Path(os.environ.get("CODER_SHARED_DIR", str(ROOT.parent / "shared")))
-
-
-def generator_path() -> pathlib.Path:
-    """The transcript generator; ``SharedMissing`` names the path looked at when absent."""
-    path = shared_dir() / "bench" / "gen_transcript.py"
-    if not path.is_file():
-        raise SharedMissing(
-            f"the transcript generator {path} is missing: the benchmarks need the shared "
-            "directory beside the project (../shared) or CODER_SHARED_DIR pointing at it"
-        )
-    return path
+#: The chat every generated transcript uses.
+CHAT_ID = _transcript.CHAT_ID
 
 
 def transcript_path(n: int, messages: int = 1) -> pathlib.Path:
     """The transcript with ``n`` deltas over ``messages`` assistant messages, generated on
-    first use (deterministic: the generator is seeded)."""
+    first use."""
     suffix = "" if messages == 1 else f"-m{messages}"
-    path = DATA_DIR / f"transcript-{n}{suffix}.jsonl"
+    path = DATA_DIR / f"transcript-v{_transcript.VERSION}-{n}{suffix}.jsonl"
     if path.is_file():
         return path
-    generator = generator_path()
     DATA_DIR.mkdir(parents=True, exist_ok=True)
-    subprocess.run(
-        [
-            sys.executable,
-            str(generator),
-            "-n",
-            str(n),
-            "-m",
-            str(messages),
-            "-o",
-            str(DATA_DIR),
-        ],
-        check=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    if not path.is_file():  # pragma: no cover - the generator's naming changed
-        raise SharedMissing(f"{generator} did not write {path.name}")
+    # Written aside and renamed: benchmark processes started together may race for a size.
+    fd, tmp = tempfile.mkstemp(dir=DATA_DIR, prefix=path.name, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+            for line in _transcript.lines(n, messages):
+                f.write(line)
+                f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
     return path
 
 

@@ -1,10 +1,10 @@
-"""One table from our names and parts to the conformance cases' TypeScript shapes (D25,
-FORMAT.md 3), plus the case procedures that drive a ``TurnTranslator`` (FORMAT.md 4.1, 4.3,
-4.6, 4.7).
+"""Comparing our output with a case's expectations, and the procedures that drive a
+``TurnTranslator`` (translate, usage and translator-level promotion cases).
 
-Comparison rules (FORMAT.md 3): ``null`` equals absent (``strip_nulls`` on both sides), key
-order is irrelevant, array order matters, and block ids are compared up to a consistent
-renaming (``BlockIds``).
+Comparison rules (``README.md``): ``null`` equals absent, key order is irrelevant, array order
+matters, and block ids (``text-1``, ``reasoning-2`` ...) are compared up to a consistent renaming
+(``BlockIds``). A part reads as its ``to_dict()``; an error part as the exception a generate-style
+consumer would raise (class name and attributes), since that is what the case can state.
 """
 
 from __future__ import annotations
@@ -12,120 +12,24 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from coder_proto import ErrorPart, Finish, OutputPart, Usage
+from coder_proto._outputs import ErrorPart, Finish, OutputPart
 from coder_proto._stream.promotion import QueuedSubmission
 from coder_proto._stream.translator import TurnTranslator
 from coder_proto._wire import StreamEvent, events_from_json
 
-# -- names -----------------------------------------------------------------------------------
-
-#: Our attribute name -> the TypeScript key, per part type. Parts absent from the table map
-#: to ``{"type": ...}`` only.
-PART_FIELDS: dict[str, dict[str, str]] = {
-    "text-start": {"id": "id"},
-    "text-delta": {"id": "id", "delta": "delta"},
-    "text-end": {"id": "id"},
-    "reasoning-start": {"id": "id"},
-    "reasoning-delta": {"id": "id", "delta": "delta"},
-    "reasoning-end": {"id": "id"},
-    "tool-input-start": {
-        "tool_call_id": "id",
-        "tool_name": "toolName",
-        "provider_executed": "providerExecuted",
-        "dynamic": "dynamic",
-    },
-    "tool-input-end": {"tool_call_id": "id"},
-    "tool-call": {
-        "tool_call_id": "toolCallId",
-        "tool_name": "toolName",
-        "input": "input",
-        "provider_executed": "providerExecuted",
-        "dynamic": "dynamic",
-    },
-    "tool-result": {
-        "tool_call_id": "toolCallId",
-        "tool_name": "toolName",
-        "result": "result",
-        "is_error": "isError",
-        "dynamic": "dynamic",
-    },
-    "source": {"source_type": "sourceType", "id": "id", "url": "url", "title": "title"},
-}
-
-#: Flags the TypeScript parts carry only when true (client tool calls have neither key).
-TRUE_ONLY_FLAGS: frozenset[str] = frozenset({"providerExecuted", "dynamic"})
-#: Part types whose flags follow ``TRUE_ONLY_FLAGS`` (a tool result always has ``dynamic``).
-FLAGGED_PARTS: frozenset[str] = frozenset({"tool-input-start", "tool-call"})
-
-#: ``Usage`` attribute -> the normalised TypeScript usage key (FORMAT.md 3.3).
-USAGE_FIELDS: dict[str, str] = {
-    "input_tokens": "inputTokens",
-    "no_cache_tokens": "noCacheTokens",
-    "cache_read_tokens": "cacheReadTokens",
-    "cache_write_tokens": "cacheWriteTokens",
-    "output_tokens": "outputTokens",
-    "reasoning_tokens": "reasoningTokens",
-    "text_tokens": "textTokens",
-    "total_tokens": "totalTokens",
-    "raw": "raw",
-}
-
-#: Case option names -> ``TurnTranslator`` keyword arguments.
-OPTION_NAMES: dict[str, str] = {
-    "dynamicToolNames": "dynamic_tool_names",
-    "turnCursor": "turn_cursor",
-    "submittedToolCallIds": "submitted_tool_call_ids",
-    "queuedSubmission": "queued_submission",
-}
-
-#: ``CoderChatError`` attribute -> the key of the TypeScript error part's ``error``.
-ERROR_FIELDS: dict[str, str] = {
-    "message": "message",
-    "kind": "kind",
-    "retryable": "retryable",
-    "status_code": "statusCode",
-    "provider": "provider",
-}
-
-#: The safety valve of the model-loop rule (FORMAT.md 4.7, state machines G.3 step 11).
+#: The safety valve of the model-loop rule: events read after ``requires_action`` without a
+#: client tool call before the loop gives up.
 MODEL_LOOP_VALVE = 200
 
-
-def usage_to_ts(usage: Usage) -> dict[str, Any]:
-    return {ts: getattr(usage, ours) for ours, ts in USAGE_FIELDS.items()}
-
-
-def finish_reason_to_ts(finish: Finish) -> dict[str, Any]:
-    return {"unified": finish.finish_reason, "raw": finish.raw_finish_reason}
+#: Exception attributes an error expectation may state.
+ERROR_FIELDS = ("message", "kind", "retryable", "status_code", "provider")
 
 
-def part_to_ts(part: OutputPart) -> dict[str, Any]:
-    """Our output part in the TypeScript shape of FORMAT.md 3.2."""
-    if isinstance(part, Finish):
-        return {
-            "type": "finish",
-            "finishReason": finish_reason_to_ts(part),
-            "usage": usage_to_ts(part.usage),
-            "providerMetadata": part.provider_metadata,
-        }
-    if isinstance(part, ErrorPart):
-        exc = part.exception()
-        error = {ts: getattr(exc, ours) for ours, ts in ERROR_FIELDS.items()}
-        return {"type": "error", "error": {"name": type(exc).__name__, **error}}
-    out: dict[str, Any] = {"type": part.type}
-    for ours, ts in PART_FIELDS.get(part.type, {}).items():
-        value = getattr(part, ours)
-        if part.type in FLAGGED_PARTS and ts in TRUE_ONLY_FLAGS and value is False:
-            continue
-        out[ts] = value
-    return out
-
-
-# -- comparison ------------------------------------------------------------------------------
+# -- views -------------------------------------------------------------------------------------
 
 
 def strip_nulls(value: Any) -> Any:
-    """FORMAT.md 3: ``null`` means absent, so drop null-valued keys recursively."""
+    """``null`` means absent: drop null-valued keys recursively."""
     if isinstance(value, dict):
         return {k: strip_nulls(v) for k, v in value.items() if v is not None}
     if isinstance(value, list):
@@ -133,17 +37,38 @@ def strip_nulls(value: Any) -> Any:
     return value
 
 
+def error_view(exc: BaseException) -> dict[str, Any]:
+    view: dict[str, Any] = {"type": type(exc).__name__}
+    for field in ERROR_FIELDS:
+        view[field] = getattr(exc, field, None)
+    return view
+
+
+def part_view(part: OutputPart) -> dict[str, Any]:
+    """A part as a case states it (nulls dropped)."""
+    if isinstance(part, ErrorPart):
+        return strip_nulls({"type": "error", "error": error_view(part.exception())})
+    return strip_nulls(part.to_dict())
+
+
+def usage_view(usage: Any) -> dict[str, Any] | None:
+    return None if usage is None else usage.to_dict()
+
+
+# -- comparison ---------------------------------------------------------------------------------
+
+
 class BlockIds:
-    """A consistent renaming of block ids: the same case id maps to the same id of ours,
-    and distinct case ids to distinct ids (FORMAT.md 3)."""
+    """A consistent renaming of block ids: the same case id maps to the same id of ours, and
+    distinct case ids to distinct ids."""
 
     def __init__(self) -> None:
         self.forward: dict[str, str] = {}
         self.backward: dict[str, str] = {}
 
     def rename(self, expected_id: str, actual_id: str) -> str:
-        """``expected_id`` as it must read in our output: the actual id when this pairing
-        is consistent with every earlier one, else the expected id itself (a mismatch)."""
+        """``expected_id`` as it must read in our output: the actual id when this pairing is
+        consistent with every earlier one, else the expected id itself (a mismatch)."""
         known = self.forward.get(expected_id)
         if known is None and actual_id not in self.backward:
             self.forward[expected_id] = actual_id
@@ -175,13 +100,31 @@ def align_block_ids(expected: list[Any], actual: list[Any], ids: BlockIds) -> li
     return out
 
 
-def assert_parts_equal(expected: list[Any], actual: list[OutputPart], ids: BlockIds) -> None:
-    got = strip_nulls([part_to_ts(p) for p in actual])
+def assert_parts_equal(expected: list[Any], actual: Iterable[OutputPart], ids: BlockIds) -> None:
+    got = [part_view(p) for p in actual]
     want = strip_nulls(align_block_ids(expected, got, ids))
     assert got == want
 
 
-# -- derived views of a part trace (FORMAT.md 4.1) --------------------------------------------
+def matches(want: Any, got: Any) -> bool:
+    """Subset matching: every key ``want`` states must match (``null`` = absent), lists
+    element by element and of the same length."""
+    if want is None:
+        return got is None
+    if isinstance(want, dict):
+        return isinstance(got, dict) and all(matches(v, got.get(k)) for k, v in want.items())
+    if isinstance(want, list):
+        return (
+            isinstance(got, list)
+            and len(want) == len(got)
+            and all(matches(w, g) for w, g in zip(want, got, strict=True))
+        )
+    if isinstance(want, bool) or isinstance(got, bool):  # True is not 1
+        return isinstance(want, bool) and isinstance(got, bool) and want == got
+    return bool(want == got)
+
+
+# -- derived views of a part trace ---------------------------------------------------------------
 
 
 def closed_blocks(parts: Iterable[OutputPart], kind: str) -> list[str]:
@@ -202,12 +145,12 @@ def joined(parts: Iterable[OutputPart], kind: str) -> str:
     return "".join(p.delta for p in parts if p.type == f"{kind}-delta")  # type: ignore[union-attr]
 
 
-def kind_tagged_deltas(parts: Iterable[OutputPart]) -> list[str]:
-    out = []
-    for p in parts:
-        if p.type in ("text-delta", "reasoning-delta"):
-            out.append(f"{p.type.removesuffix('-delta')}:{p.delta}")  # type: ignore[union-attr]
-    return out
+def kind_tagged_deltas(parts: Iterable[OutputPart]) -> list[list[str]]:
+    return [
+        [p.type.removesuffix("-delta"), p.delta]  # type: ignore[union-attr]
+        for p in parts
+        if p.type in ("text-delta", "reasoning-delta")
+    ]
 
 
 def finish_of(parts: Iterable[OutputPart]) -> Finish:
@@ -217,68 +160,79 @@ def finish_of(parts: Iterable[OutputPart]) -> Finish:
 
 
 def trace_view(parts: list[OutputPart], key: str) -> Any:
-    """The value of a FORMAT.md 4.1 ``expected`` key computed from a full trace, in the
-    TypeScript shape; a key this table does not know fails the assertion."""
+    """The value of an expectation key computed from a part trace; a key this table does not
+    know fails the assertion."""
     views: dict[str, Callable[[], Any]] = {
-        "textBlocks": lambda: closed_blocks(parts, "text"),
-        "reasoningBlocks": lambda: closed_blocks(parts, "reasoning"),
+        "text_blocks": lambda: closed_blocks(parts, "text"),
+        "reasoning_blocks": lambda: closed_blocks(parts, "reasoning"),
         "text": lambda: joined(parts, "text"),
         "reasoning": lambda: joined(parts, "reasoning"),
-        "toolCallCount": lambda: sum(1 for p in parts if p.type == "tool-call"),
-        "toolResultCount": lambda: sum(1 for p in parts if p.type == "tool-result"),
-        "toolCallIds": lambda: [p.tool_call_id for p in parts if p.type == "tool-call"],  # type: ignore[union-attr]
-        "kindTaggedDeltas": lambda: kind_tagged_deltas(parts),
-        "finishReason": lambda: finish_reason_to_ts(finish_of(parts)),
-        "usage": lambda: usage_to_ts(finish_of(parts).usage),
-        "providerMetadata": lambda: finish_of(parts).provider_metadata,
+        "tool_call_count": lambda: sum(1 for p in parts if p.type == "tool-call"),
+        "tool_result_count": lambda: sum(1 for p in parts if p.type == "tool-result"),
+        "tool_call_ids": lambda: [p.tool_call_id for p in parts if p.type == "tool-call"],  # type: ignore[union-attr]
+        "kind_tagged_deltas": lambda: kind_tagged_deltas(parts),
+        "finish_reason": lambda: finish_of(parts).finish_reason,
+        "raw_finish_reason": lambda: finish_of(parts).raw_finish_reason,
+        "usage": lambda: usage_view(finish_of(parts).usage),
+        "provider_metadata": lambda: finish_of(parts).provider_metadata,
         "raw": lambda: finish_of(parts).usage.raw,
     }
     view = views.get(key)
-    assert view is not None, f"expected key {key!r} has no mapping"
+    assert view is not None, f"expected key {key!r} is not part of the trace vocabulary"
     return view()
 
 
-# -- driving a translator ---------------------------------------------------------------------
+def check_trace(
+    expected: dict[str, Any], parts: list[OutputPart], *, skip: Iterable[str] = ()
+) -> None:
+    """Every key of ``expected`` (but ``skip``) against the trace ``parts``."""
+    ids = BlockIds()
+    skipped = set(skip)
+    if "parts" in expected and "parts" not in skipped:
+        assert_parts_equal(expected["parts"], parts, ids)
+    for key, want in expected.items():
+        if key in skipped or key == "parts":
+            continue
+        assert strip_nulls(trace_view(parts, key)) == strip_nulls(want), key
 
 
-def queued_submission(value: Any) -> QueuedSubmission | None:
-    if value is None:
-        return None
-    return QueuedSubmission(value.get("id"), value.get("content"))
+# -- driving a translator ------------------------------------------------------------------------
+
+#: Translator settings a case may give (``TurnTranslator`` keyword arguments).
+TRANSLATOR_OPTIONS = frozenset(
+    {"dynamic_tool_names", "turn_cursor", "submitted_tool_call_ids", "queued_submission"}
+)
 
 
 def make_translator(options: dict[str, Any], **overrides: Any) -> TurnTranslator:
-    """A translator from a case's ``options`` (names per ``OPTION_NAMES``)."""
-    kwargs: dict[str, Any] = {}
-    for ts, ours in OPTION_NAMES.items():
-        if ts not in options:
-            continue
-        value = options[ts]
-        if ts == "queuedSubmission":
-            value = queued_submission(value)
-        elif ts in ("dynamicToolNames", "submittedToolCallIds"):
-            value = set(value)
-        kwargs[ours] = value
-    unknown = set(options) - set(OPTION_NAMES)
-    assert not unknown, f"unmapped case options: {sorted(unknown)}"
+    """A translator from a case's ``translator`` settings."""
+    unknown = set(options) - TRANSLATOR_OPTIONS
+    assert not unknown, f"unknown translator settings: {sorted(unknown)}"
+    kwargs: dict[str, Any] = dict(options)
+    for key in ("dynamic_tool_names", "submitted_tool_call_ids"):
+        if key in kwargs:
+            kwargs[key] = set(kwargs[key])
+    queued = kwargs.get("queued_submission")
+    if queued is not None:
+        kwargs["queued_submission"] = QueuedSubmission(queued.get("id"), queued.get("content"))
     kwargs.update(overrides)
     return TurnTranslator(**kwargs)
 
 
 def wire_events(items: Iterable[dict[str, Any]]) -> list[StreamEvent]:
-    """Parse a case's wire events; timeline markers (``drop``, ``advanceMs``,
-    ``checkpoint``) are documentation at translator level and are skipped (FORMAT.md 3)."""
+    """Parse a case's wire events; connection markers (``drop`` / ``close``) only record where
+    the stream below redialed, so the translator never sees them."""
     events: list[StreamEvent] = []
     for item in items:
         if "type" not in item:
+            assert set(item) <= {"drop", "close"}, f"unknown event list entry {item!r}"
             continue
         events.extend(events_from_json(item))
     return events
 
 
 def run(translator: TurnTranslator, events: Iterable[StreamEvent]) -> list[OutputPart]:
-    """Procedure ``run`` (FORMAT.md 4.1): ingest until a terminal status is recorded, then
-    finish."""
+    """Procedure ``run``: ingest until a terminal status is recorded, then finish."""
     parts: list[OutputPart] = []
     for event in events:
         parts += translator.ingest(event)
@@ -288,9 +242,9 @@ def run(translator: TurnTranslator, events: Iterable[StreamEvent]) -> list[Outpu
 
 
 def model_loop(translator: TurnTranslator, events: Iterable[StreamEvent]) -> list[OutputPart]:
-    """The model-loop rule (FORMAT.md 4.7, G.3): stop at a terminal status, except that at
-    ``requires_action`` reading goes on until a client tool call is emitted (at most 200
-    more events); a promotion settle also ends the loop (D3). A dead end raises."""
+    """Procedure ``model_loop``: stop at a terminal status, except that at ``requires_action``
+    reading goes on until a client tool call is emitted (at most ``MODEL_LOOP_VALVE`` more
+    events); a promotion settle also ends the loop. A dead end raises."""
     parts: list[OutputPart] = []
     since_requires_action = 0
     for event in events:

@@ -1,45 +1,41 @@
-"""Conformance: every ``dedup-*`` case through a real ``StreamReader`` (FORMAT.md 4.2; state
-machines B.2, C.2; wire 4.5, 5, 11).
+"""Conformance: every ``dedup`` case through a real ``StreamReader``.
 
 Each case's ``wire`` is replayed over in-memory WebSocket connections with a fake clock:
-``frame`` entries are sent as text frames (a JSON array, as chatd sends them), a ``drop`` ends
-the connection (code 1006 = end of stream without a close frame; any other code = a server
-close frame with that code), after which the reader's own backoff deadline is awaited and the
-next connection is accepted. Verdicts come from the ``ws:event`` transport events (wire 11);
-``progress`` is read from the reader's progress counter while each event is reported.
+``frame`` entries are sent as text frames (a JSON array, as the server sends them), ``drop``
+ends the connection without a close frame and ``close`` with the server's close frame of that
+code, after which the reader's own backoff deadline is awaited and the next connection is
+accepted. Verdicts come from the ``ws:event`` transport events; ``progress`` is read from the
+reader's progress counter while each event is reported.
 
-``test_dedup_reader`` checks ``verdicts``, ``redials``, ``readerError`` and, where recorded,
-``sockets`` and ``interruptRequests`` exactly. ``test_dedup_turn`` checks the ``turn``
-expectation by translating the forwarded events with the model-loop rule (FORMAT.md 4.7);
-it needs ``coder_proto._stream.translator`` and skips with the reason when that is not importable.
+``test_dedup_reader`` checks ``verdicts``, ``redials``, ``reader_error`` and, where stated,
+``dials`` and ``interrupt_requests``. ``test_dedup_turn`` checks ``turn`` by translating the
+forwarded events with the model-loop procedure.
 """
 
 from __future__ import annotations
 
-import pathlib
 from typing import Any
 
 import pytest
 
-from coder_proto import WsEventEvent, WsRedialEvent
 from coder_proto._actions import SendRequest
 from coder_proto._stream.reader import StreamReader
-from coder_proto._transport_events import TransportEventSink
+from coder_proto._transport_events import TransportEventSink, WsEventEvent, WsRedialEvent
 from coder_proto._wire import MessageEvent, MessagePartEvent, StreamEvent
 from tests.test_reader import Net
 
-from .cases import cases, load
+from .corpus import Case, Unreadable, case_of, cases
+from .mapping import check_trace, make_translator, model_loop
 
 CHAT_ID = "chat-1"
-#: FORMAT.md 3: code 1006 means the server or network dropped the socket (no close frame).
-ABNORMAL_CLOSURE = 1006
+EXPECT_KEYS = {"verdicts", "redials", "reader_error", "turn", "dials", "interrupt_requests"}
 
 
 class Replay:
     """The outcome of one case's wire through a reader."""
 
-    def __init__(self, case: dict[str, Any]) -> None:
-        self.case = case
+    def __init__(self, given: dict[str, Any]) -> None:
+        self.given = given
         self.verdicts: list[dict[str, Any]] = []
         self.redials: list[dict[str, Any]] = []
         self._progress_seen = 0
@@ -48,7 +44,7 @@ class Replay:
             chat_id=CHAT_ID,
             base_url="https://coder.example.com",
             prefix="/api/v2/chats",
-            after_id=case["input"]["afterId"],
+            after_id=given["after_id"],
             token="conformance-token",
             reader_id=1,
             sink=sink,
@@ -64,27 +60,24 @@ class Replay:
         elif isinstance(event, WsEventEvent):
             progress = self.reader.progress_events > self._progress_seen
             self._progress_seen = self.reader.progress_events
-            verdict: dict[str, Any] = {
-                "attempt": event.attempt,
-                "type": event.event.type,
-                "forwarded": event.forwarded,
-                "progress": progress,
-            }
+            verdict: dict[str, Any] = {"attempt": event.attempt, "type": event.event.type}
             stream_event = event.event
             if isinstance(stream_event, MessagePartEvent):
                 verdict["history_version"] = stream_event.history_version
                 verdict["generation_attempt"] = stream_event.generation_attempt
                 verdict["seq"] = stream_event.seq
             elif isinstance(stream_event, MessageEvent):
-                verdict["messageId"] = stream_event.message.id
+                verdict["message_id"] = stream_event.message.id
+            verdict["forwarded"] = event.forwarded
+            verdict["progress"] = progress
             self.verdicts.append(verdict)
         elif isinstance(event, WsRedialEvent):
             self.redials.append(
                 {
                     "attempt": event.attempt,
-                    "consecutiveFailures": event.consecutive_failures,
-                    "maxConsecutiveFailures": event.max_consecutive_failures,
-                    "backoffMs": round(event.backoff * 1000),
+                    "consecutive_failures": event.consecutive_failures,
+                    "max_consecutive_failures": event.max_consecutive_failures,
+                    "backoff": event.backoff,
                 }
             )
 
@@ -92,22 +85,21 @@ class Replay:
         net, reader = self.net, self.reader
         net.start()
         net.accept()
-        for item in self.case["input"]["wire"]:
+        for item in self.given["wire"]:
             assert not reader.done, "the reader ended before the wire did"
             if "frame" in item:
                 net.frame(*item["frame"])
-            elif item.get("drop"):
-                code = item.get("code", ABNORMAL_CLOSURE)
-                if code == ABNORMAL_CLOSURE:
+            elif "drop" in item or "close" in item:
+                if "drop" in item:
                     net.drop()
                 else:
-                    net.server_close(code)
+                    net.server_close(item["close"])
                 if reader.done:
                     break
                 net.sleep_backoff()
                 net.accept()
-            elif "advanceMs" in item:
-                net.advance(item["advanceMs"] / 1000)
+            elif "advance" in item:
+                net.advance(item["advance"])
             else:
                 pytest.fail(f"unknown wire entry {item!r}")
             self.forwarded += net.popped()
@@ -120,64 +112,47 @@ class Replay:
         error = self.reader.error
         if error is None:
             return None
-        return {"name": type(error).__name__, "reason": getattr(error, "reason", None)}
+        return {"type": type(error).__name__, "reason": getattr(error, "reason", None)}
 
 
 CASES = cases("dedup")
 
 
-@pytest.mark.parametrize("path", CASES)
-def test_dedup_reader(path: pathlib.Path) -> None:
-    case = load(path)
-    expected = case["expected"]
-    replay = Replay(case)
-    assert replay.verdicts == expected["verdicts"]
-    assert replay.redials == expected["redials"]
-    assert replay.reader_error() == expected["readerError"]
-    if "sockets" in expected:
-        assert replay.dials == expected["sockets"]
-    if "interruptRequests" in expected:
-        # The interrupt decision is the segment's; the reader itself never sends a request.
+@pytest.mark.parametrize("case", CASES)
+def test_dedup_reader(case: Case | Unreadable) -> None:
+    case = case_of(case)
+    expect = case.expect
+    unknown = set(expect) - EXPECT_KEYS
+    assert not unknown, f"expected keys {sorted(unknown)} are not part of the dedup vocabulary"
+    replay = Replay(case.given)
+    assert replay.verdicts == expect["verdicts"]
+    assert replay.redials == expect["redials"]
+    assert replay.reader_error() == expect["reader_error"]
+    if "dials" in expect:
+        assert replay.dials == expect["dials"]
+    if "interrupt_requests" in expect:
+        # Interrupting is the segment's decision; the reader itself never sends a request.
         sent = [a for a in replay.net.actions if isinstance(a, SendRequest)]
-        assert len(sent) == expected["interruptRequests"] == 0
-    # Forwarded events are exactly the verdicts marked forwarded, in arrival order (B.2).
-    assert len(replay.forwarded) == sum(1 for v in expected["verdicts"] if v["forwarded"])
+        assert len(sent) == expect["interrupt_requests"] == 0
+    # Forwarded events are exactly the verdicts marked forwarded, in arrival order.
+    assert len(replay.forwarded) == sum(1 for v in expect["verdicts"] if v["forwarded"])
 
 
-@pytest.mark.parametrize("path", CASES)
-def test_dedup_turn(path: pathlib.Path) -> None:
-    try:
-        from .mapping import (
-            finish_of,
-            finish_reason_to_ts,
-            joined,
-            make_translator,
-            model_loop,
-            strip_nulls,
-            usage_to_ts,
-        )
-    except ImportError as exc:  # pragma: no cover - depends on the translator being present
-        pytest.skip(f"the turn expectation needs coder_proto._stream.translator ({exc})")
-    case = load(path)
-    expected = case["expected"]["turn"]
-    replay = Replay(case)
+@pytest.mark.parametrize("case", CASES)
+def test_dedup_turn(case: Case | Unreadable) -> None:
+    case = case_of(case)
+    expect = case.expect["turn"]
+    replay = Replay(case.given)
     translator = make_translator(
         {
-            "dynamicToolNames": case["input"]["dynamicToolNames"],
-            "turnCursor": case["input"]["afterId"] or 0,
+            "dynamic_tool_names": case.given["dynamic_tool_names"],
+            "turn_cursor": case.given["after_id"] or 0,
         }
     )
     parts = model_loop(translator, replay.forwarded)
-    if expected is None:
-        # FORMAT.md 4.2: null when no terminal status arrived (the reader failed first).
+    if expect is None:
+        # No terminal status arrived: the reader failed first.
         assert translator.terminal_status is None
         assert replay.reader.error is not None
         return
-    actual = {
-        "text": joined(parts, "text"),
-        "reasoning": joined(parts, "reasoning"),
-        "toolCallCount": sum(1 for p in parts if p.type == "tool-call"),
-        "finishReason": finish_reason_to_ts(finish_of(parts)),
-        "usage": usage_to_ts(finish_of(parts).usage),
-    }
-    assert strip_nulls(actual) == strip_nulls(expected)
+    check_trace(expect, parts)

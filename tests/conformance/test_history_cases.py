@@ -1,28 +1,30 @@
-"""Conformance: every ``history-*.json`` case (FORMAT.md 4.4) against ``to_ui_messages``.
+"""Conformance: every ``history`` case against ``to_ui_messages``.
 
-The case's wire messages are parsed with the wire model; our UI parts are mapped to the AI SDK
-shapes of the case here, field by field (not through ``to_json``), and compared exactly
-(``null`` in a case means absent, FORMAT.md 3).
+The case's wire messages are parsed with the wire model. The expected UI messages are in the
+shape ``UIMessage.to_json()`` produces for a JavaScript front end (the AI SDK's); our UI parts
+are mapped to it here field by field (not through ``to_json``) and compared exactly (``null``
+means absent); ``to_json`` is then checked against the same shape.
 """
 
 from __future__ import annotations
 
-import pathlib
 from typing import Any
 
 import pytest
 
-from coder_proto import (
+from coder_proto._agent.history import (
     UIDynamicToolPart,
     UIFilePart,
     UIMessage,
+    UIPart,
     UIReasoningPart,
     UISourceUrlPart,
     UITextPart,
+    to_ui_messages,
 )
-from coder_proto._agent.history import UIPart, to_ui_messages
 from coder_proto._wire import ChatMessage, FilePart
-from tests.conformance.cases import cases, load
+
+from .corpus import Case, Unreadable, case_of, cases
 
 
 def shape_part(part: UIPart) -> dict[str, Any]:
@@ -69,12 +71,12 @@ def drop_nulls(value: Any) -> Any:
     return value
 
 
-@pytest.mark.parametrize("path", cases("history"))
-def test_history_case(path: pathlib.Path) -> None:
-    case = load(path)
-    messages = [ChatMessage.from_json(m) for m in case["input"]["messages"]]
-    options = case["input"]["options"] or {}
-    template = options.get("fileUrlTemplate")
+@pytest.mark.parametrize("case", cases("history"))
+def test_history_case(case: Case | Unreadable) -> None:
+    case = case_of(case)
+    assert set(case.expect) == {"ui_messages"}, sorted(case.expect)
+    messages = [ChatMessage.from_json(m) for m in case.given["messages"]]
+    template = case.given["file_url_template"]
 
     def resolver(part: FilePart) -> str | None:
         assert template is not None
@@ -82,6 +84,6 @@ def test_history_case(path: pathlib.Path) -> None:
 
     ui = to_ui_messages(messages, file_url=resolver if template else None)
     actual = drop_nulls([shape(m) for m in ui])
-    assert actual == drop_nulls(case["expected"]["uiMessages"])
+    assert actual == drop_nulls(case.expect["ui_messages"])
     # The JSON form users hand to a JavaScript front end is the same shape.
     assert drop_nulls([m.to_json() for m in ui]) == actual

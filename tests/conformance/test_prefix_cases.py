@@ -1,25 +1,26 @@
-"""Conformance: every ``prefix-*.json`` case (FORMAT.md 4.5) against the PrefixSelector.
+"""Conformance: every ``prefix`` case against the ``PrefixSelector``.
 
-Each call is built by its operation's builder (TypeScript op names map to ours, D24) and sent
-through one selector; the case's scripted statuses answer the requests in order per route, and
-``network-error`` entries are transport failures. Paths are compared literally (D25).
+Each call is built by its operation's builder and sent through one selector; the case's
+scripted statuses answer the requests in order per route, and ``network_error`` entries are
+transport failures. Paths are compared literally: these cases are about the prefix itself.
 """
 
 from __future__ import annotations
 
-import pathlib
 from typing import Any
 
 import pytest
 
-from coder_proto import CoderAgentError, CoderApiError, CoderNetworkError
+from coder_proto._errors import CoderAgentError, CoderApiError, CoderNetworkError
 from coder_proto._rest.http import HttpRequest, HttpResponse
 from coder_proto._rest.prefix import Completed, Failed, PrefixSelector, Retry
 from coder_proto._rest.routes import build_get_chat, parse_get_chat
-from tests.conformance.cases import cases, load
 
-#: TypeScript op names of the calls that preflight -> our op names (D24).
-PREFLIGHT_OPS = {"streamEvents": "stream_events", "watchChats": "watch_chats"}
+from .corpus import Case, Unreadable, case_of, cases
+
+#: The calls that preflight the prefix when it is not resolved yet.
+PREFLIGHT_OPS = frozenset({"stream_events", "watch_chats"})
+EXPECT_KEYS = {"requests", "locked_prefix", "locked_prefix_after_call", "results", "stream_url"}
 
 
 class ScriptedServer:
@@ -43,7 +44,7 @@ def run_exchange(
     exchange = selector.begin(request)
     while True:
         reply = server.answer(exchange.request)
-        if reply == "network-error":
+        if reply == "network_error":
             return exchange.on_network_error("fetch failed")
         assert isinstance(reply, int)
         outcome = exchange.on_response(HttpResponse(status=reply, body=body))
@@ -54,9 +55,9 @@ def run_exchange(
 def run_call(selector: PrefixSelector, server: ScriptedServer, call: dict[str, Any]) -> Any:
     """Run one call; return ``"ok"``, the raised error, or the stream URL dialled."""
     op = call["op"]
-    chat_id = call["chatId"]
+    chat_id = call["chat_id"]
     try:
-        if op == "getChat":
+        if op == "get_chat":
             request = build_get_chat(chat_id)
             outcome = run_exchange(selector, server, request, b'{"id": "%s"}' % chat_id.encode())
             if isinstance(outcome, Failed):
@@ -66,12 +67,12 @@ def run_call(selector: PrefixSelector, server: ScriptedServer, call: dict[str, A
         if op in PREFLIGHT_OPS:
             prefix = selector.prefix
             if selector.needs_preflight:
-                probe = selector.preflight_request(PREFLIGHT_OPS[op])
+                probe = selector.preflight_request(op)
                 outcome = run_exchange(selector, server, probe, b"[]")
                 if isinstance(outcome, Failed):
                     raise outcome.error
                 prefix = selector.preflight_result(outcome)
-            return {"wsUrl": f"wss://<host>{prefix}/{chat_id}/stream"}
+            return {"stream_url": f"wss://<host>{prefix}/{chat_id}/stream"}
     except CoderAgentError as exc:
         return exc
     raise AssertionError(f"no mapping for op {op!r}")
@@ -80,18 +81,18 @@ def run_call(selector: PrefixSelector, server: ScriptedServer, call: dict[str, A
 def matches_error(actual: Any, expected: dict[str, Any]) -> bool:
     if not isinstance(actual, CoderAgentError):
         return False
-    if expected.get("kind") == "network" and not isinstance(actual, CoderNetworkError):
-        return False
-    if expected.get("name") == "CoderApiError" and not isinstance(actual, CoderApiError):
+    classes = {"CoderNetworkError": CoderNetworkError, "CoderApiError": CoderApiError}
+    if "type" in expected and not isinstance(actual, classes[expected["type"]]):
         return False
     return not ("status" in expected and getattr(actual, "status", None) != expected["status"])
 
 
-@pytest.mark.parametrize("path", cases("prefix"))
-def test_prefix_case(path: pathlib.Path) -> None:
-    case = load(path)
-    given = case["input"]
-    expected = case["expected"]
+@pytest.mark.parametrize("case", cases("prefix"))
+def test_prefix_case(case: Case | Unreadable) -> None:
+    case = case_of(case)
+    given, expect = case.given, case.expect
+    unknown = set(expect) - EXPECT_KEYS
+    assert not unknown, f"expected keys {sorted(unknown)} are not part of the prefix vocabulary"
     selector = PrefixSelector()
     server = ScriptedServer(given["responses"])
     results: list[Any] = []
@@ -100,17 +101,17 @@ def test_prefix_case(path: pathlib.Path) -> None:
         results.append(run_call(selector, server, call))
         locked_after.append(selector.prefix)
 
-    assert server.requests == expected["requests"]
-    if "lockedPrefix" in expected:
-        assert selector.prefix == expected["lockedPrefix"]
-    if "lockedPrefixAfterCall" in expected:
-        assert locked_after == expected["lockedPrefixAfterCall"]
-    if "wsUrl" in expected:
-        assert results[-1] == {"wsUrl": expected["wsUrl"]}
-    for actual, wanted in zip(results, expected.get("results", []), strict=False):
-        if wanted == "ok":
-            assert actual == "ok"
-        else:
-            assert matches_error(actual, wanted["error"]), (actual, wanted)
-    if "results" in expected:
-        assert len(results) == len(expected["results"])
+    assert server.requests == expect["requests"]
+    if "locked_prefix" in expect:
+        assert selector.prefix == expect["locked_prefix"]
+    if "locked_prefix_after_call" in expect:
+        assert locked_after == expect["locked_prefix_after_call"]
+    if "stream_url" in expect:
+        assert results[-1] == {"stream_url": expect["stream_url"]}
+    if "results" in expect:
+        assert len(results) == len(expect["results"])
+        for actual, wanted in zip(results, expect["results"], strict=True):
+            if wanted == "ok":
+                assert actual == "ok"
+            else:
+                assert matches_error(actual, wanted["error"]), (actual, wanted)

@@ -1,71 +1,67 @@
-"""Conformance: the ``promotion-*`` cases at translator level (FORMAT.md 4.6; state machines
-E.2, E.3; D3, D8). ``level: model`` cases need the REST phase and teardown and run with the
-turn machine.
+"""Conformance: the translator-level ``promotion`` cases (a queued prompt finding its own turn
+in the stream). Session-level promotion cases run in ``test_promotion_session.py``.
 """
 
 from __future__ import annotations
 
-import pathlib
 from typing import Any
 
 import pytest
 
-from coder_proto import OutputPart
-from coder_proto._stream.translator import TurnTranslator
+from coder_proto._errors import CoderChatError
+from coder_proto._outputs import OutputPart
 
-from .cases import cases, load
+from .corpus import Case, Unreadable, case_of, cases
 from .mapping import (
     BlockIds,
     assert_parts_equal,
+    check_trace,
     make_translator,
     model_loop,
-    strip_nulls,
-    trace_view,
     wire_events,
 )
+from .session import check_error
 
-MODEL_LEVEL_REASON = "model-level cases run with the turn machine"
-
-
-def _state_view(translator: TurnTranslator, key: str) -> Any:
-    views = {"anchoredTurnCursor": lambda: translator.turn_cursor}
-    assert key in views, f"expected key {key!r} has no mapping"
-    return views[key]()
+STATE_KEYS = ("anchored_turn_cursor",)
 
 
-@pytest.mark.parametrize("path", cases("promotion"))
-def test_promotion_case_at_translator_level(path: pathlib.Path) -> None:
-    case = load(path)
-    assert case["kind"] == "promotion"
-    spec = case["input"]
-    if spec["level"] == "model":
-        pytest.skip(MODEL_LEVEL_REASON)
-    assert spec["level"] == "translator", spec["level"]
-    expected = case["expected"]
-    translator = make_translator(spec["options"])
-    events = wire_events(spec["events"])
-    ids = BlockIds()
+@pytest.mark.parametrize("case", cases("promotion", level="translator"))
+def test_promotion_case_at_translator_level(case: Case | Unreadable) -> None:
+    case = case_of(case)
+    given, expect = case.given, case.expect
+    translator = make_translator(given["translator"])
+    events = wire_events(given["events"])
+    state: dict[str, Any] = {}
 
-    if spec["procedure"] == "model-loop":
-        parts = model_loop(translator, events)
-        for key, want in expected.items():
-            if key == "parts":
-                assert_parts_equal(want, parts, ids)
-            elif key == "anchoredTurnCursor":
-                assert _state_view(translator, key) == want
-            else:
-                assert strip_nulls(trace_view(parts, key)) == strip_nulls(want), key
-        return
-
-    assert spec["procedure"] == "ingest-each-then-finish", spec["procedure"]
-    per_event: list[list[OutputPart]] = [translator.ingest(event) for event in events]
-    finish = translator.finish()
-    for key, want in expected.items():
-        if key == "perEvent":
-            assert len(per_event) == len(want)
-            for want_parts, got in zip(want, per_event, strict=True):
-                assert_parts_equal(want_parts, got, ids)
-        elif key == "finish":
-            assert_parts_equal(want, finish, ids)
+    if given["procedure"] == "model_loop":
+        error: CoderChatError | None = None
+        parts: list[OutputPart] = []
+        try:
+            parts = model_loop(translator, events)
+        except CoderChatError as exc:
+            error = exc
+        if "dead_end" in expect or "error" in expect:
+            check_error(expect.get("dead_end") or expect["error"], error)
+            others = set(expect) - {"dead_end", "error", *STATE_KEYS}
+            assert not others, f"a dead end emits no trace to check {sorted(others)} against"
         else:
-            assert _state_view(translator, key) == want
+            assert error is None, error
+            check_trace(expect, parts, skip=STATE_KEYS)
+    else:
+        assert given["procedure"] == "ingest_each_then_finish", given["procedure"]
+        per_event = [translator.ingest(event) for event in events]
+        finish = translator.finish()
+        ids = BlockIds()
+        for key, want in expect.items():
+            if key == "per_event":
+                assert len(per_event) == len(want)
+                for want_parts, got in zip(want, per_event, strict=True):
+                    assert_parts_equal(want_parts, got, ids)
+            elif key == "finish":
+                assert_parts_equal(want, finish, ids)
+            else:
+                assert key in STATE_KEYS, f"expected key {key!r} is not part of the vocabulary"
+    state["anchored_turn_cursor"] = translator.turn_cursor
+    for key in STATE_KEYS:
+        if key in expect:
+            assert state[key] == expect[key], key

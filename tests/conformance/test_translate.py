@@ -1,69 +1,54 @@
-"""Conformance: every ``translate-*`` case through a ``TurnTranslator`` (FORMAT.md 4.1).
+"""Conformance: every ``translate`` case through a ``TurnTranslator``.
 
-Every key of ``expected`` is checked, not only the ``asserted`` ones; a key the mapping does
-not know fails the case rather than being skipped.
+Every key of ``expect`` is checked; a key the runner does not know fails the case rather than
+being skipped.
 """
 
 from __future__ import annotations
-
-import pathlib
-from typing import Any
 
 import pytest
 
 from coder_proto import OutputPart
 
-from .cases import cases, load
+from .corpus import Case, Unreadable, case_of, cases
 from .mapping import (
     BlockIds,
     assert_parts_equal,
+    check_trace,
     make_translator,
     run,
-    strip_nulls,
-    trace_view,
     wire_events,
 )
 
 
-def _check_trace(expected: dict[str, Any], parts: list[OutputPart], skip: set[str]) -> None:
-    ids = BlockIds()
-    if "parts" in expected:
-        assert_parts_equal(expected["parts"], parts, ids)
-    for key, want in expected.items():
-        if key in skip or key == "parts":
-            continue
-        assert strip_nulls(trace_view(parts, key)) == strip_nulls(want), key
-
-
-@pytest.mark.parametrize("path", cases("translate"))
-def test_translate_case(path: pathlib.Path) -> None:
-    case = load(path)
-    assert case["kind"] == "translate"
-    spec = case["input"]
-    expected = case["expected"]
-    translator = make_translator(spec["options"])
-    events = wire_events(spec["events"])
-    procedure = spec["procedure"]
+@pytest.mark.parametrize("case", cases("translate"))
+def test_translate_case(case: Case | Unreadable) -> None:
+    case = case_of(case)
+    given, expect = case.given, case.expect
+    translator = make_translator(given["translator"])
+    events = wire_events(given["events"])
+    procedure = given["procedure"]
 
     if procedure == "run":
-        _check_trace(expected, run(translator, events), set())
+        check_trace(expect, run(translator, events))
         return
 
-    assert procedure == "ingest-each", procedure
+    assert procedure == "ingest_each", procedure
     per_event: list[list[OutputPart]] = []
     statuses: list[str | None] = []
     for event in events:
         per_event.append(translator.ingest(event))
         statuses.append(translator.terminal_status)
-    ids = BlockIds()
-    handled = {"perEvent", "terminalStatusAfterEach"}
-    if "perEvent" in expected:
-        assert len(per_event) == len(expected["perEvent"])
-        for want, got in zip(expected["perEvent"], per_event, strict=True):
+    if "per_event" in expect:
+        ids = BlockIds()
+        assert len(per_event) == len(expect["per_event"])
+        for want, got in zip(expect["per_event"], per_event, strict=True):
             assert_parts_equal(want, got, ids)
-    if "terminalStatusAfterEach" in expected:
-        assert statuses == expected["terminalStatusAfterEach"]
+    if "terminal_status_after_each" in expect:
+        assert statuses == expect["terminal_status_after_each"]
+    if "last_event_part_types" in expect:
+        assert [p.type for p in per_event[-1]] == expect["last_event_part_types"]
     flat = [p for chunk in per_event for p in chunk]
-    for key, want in expected.items():
-        if key not in handled:
-            assert strip_nulls(trace_view(flat, key)) == strip_nulls(want), key
+    check_trace(
+        expect, flat, skip={"per_event", "terminal_status_after_each", "last_event_part_types"}
+    )

@@ -1,14 +1,12 @@
-"""Conformance: every ``usage-*`` case (FORMAT.md 4.3; state machines F, D17).
+"""Conformance: every ``usage`` case.
 
-``level: segment`` cases run like ``translate/run``. ``level: turn`` cases translate each
-segment with the model-loop rule and sum the steps with ``sum_usage`` (F.5). Every key of
-``expected`` is checked.
+``level: segment`` cases run like ``translate`` ``run`` cases. ``level: turn`` cases translate
+each segment with the model-loop procedure and sum the steps with ``sum_usage``. Every key of
+``expect`` is checked.
 """
 
 from __future__ import annotations
 
-import pathlib
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -18,93 +16,78 @@ from coder_proto import OutputPart
 from coder_proto._stream.translator import TurnTranslator
 from coder_proto._stream.usage import sum_usage
 
-from .cases import cases, load
+from .corpus import Case, Unreadable, case_of, cases
 from .mapping import (
+    check_trace,
     finish_of,
     make_translator,
     model_loop,
     run,
     strip_nulls,
-    trace_view,
-    usage_to_ts,
+    usage_view,
     wire_events,
 )
 
 
 def _segment_cursor(value: Any, previous: TurnTranslator | None) -> int:
-    """A segment's ``turnCursor``: an int, or "maxMessageId of segment N (=K)" (the resume
-    cursor is the session's last seen message id, D.1-D.2)."""
+    """A segment's ``turn_cursor``: an int, or the previous segment's highest message id (a
+    resume reads on from the session's last seen message id)."""
     if isinstance(value, int):
         return value
     assert previous is not None, value
-    match = re.search(r"\(=(\d+)\)", str(value))
-    assert match is not None, value
-    assert previous.max_message_id == int(match.group(1))
+    assert previous.max_message_id == value["previous_segment_max_message_id"]
     return previous.max_message_id
 
 
-def _run_turn(spec: dict[str, Any]) -> tuple[list[list[OutputPart]], list[TurnTranslator]]:
-    options = spec["options"]
+def _run_turn(given: dict[str, Any]) -> list[list[OutputPart]]:
     steps: list[list[OutputPart]] = []
-    translators: list[TurnTranslator] = []
     previous: TurnTranslator | None = None
-    for segment in spec["segments"]:
+    for segment in given["segments"]:
         translator = make_translator(
             {
-                **options,
-                "turnCursor": _segment_cursor(segment["turnCursor"], previous),
-                "submittedToolCallIds": segment.get("submittedToolCallIds", []),
+                **given["translator"],
+                "turn_cursor": _segment_cursor(segment["turn_cursor"], previous),
+                "submitted_tool_call_ids": segment["submitted_tool_call_ids"],
             },
-            # A resume submits tool results: it has no prompt of its own to find (D3).
-            own_prompt_unknown=None if segment["kind"] == "new-turn" else False,
+            # A resume submits tool results: it has no prompt of its own to find.
+            own_prompt_unknown=None if segment["kind"] == "new_turn" else False,
         )
         steps.append(model_loop(translator, wire_events(segment["events"])))
-        translators.append(translator)
         previous = translator
-    return steps, translators
+    return steps
 
 
-def _check_turn(expected: dict[str, Any], steps: list[list[OutputPart]]) -> None:
+def _check_turn(expect: dict[str, Any], steps: list[list[OutputPart]]) -> None:
     finishes = [finish_of(parts) for parts in steps]
     views: dict[str, Callable[[], Any]] = {
-        "steps": lambda: [
-            {
-                "finishReason": trace_view(parts, "finishReason"),
-                "usage": trace_view(parts, "usage"),
-                "providerMetadata": trace_view(parts, "providerMetadata"),
-            }
-            for parts in steps
-        ],
-        "turnUsage": lambda: usage_to_ts(sum_usage(f.usage for f in finishes)),
-        "finalText": lambda: trace_view(steps[-1], "text"),
-        "stepCount": lambda: len(steps),
-        "finishReason": lambda: finishes[-1].finish_reason,
+        "turn_usage": lambda: usage_view(sum_usage(f.usage for f in finishes)),
+        "final_text": lambda: check_final_text(steps[-1]),
+        "step_count": lambda: len(steps),
+        "finish_reason": lambda: finishes[-1].finish_reason,
     }
-    for key, want in expected.items():
-        assert key in views, f"expected key {key!r} has no mapping"
-        got = views[key]()
+    for key, want in expect.items():
         if key == "steps":
-            assert len(got) == len(want)
-            for got_step, want_step in zip(got, want, strict=True):
-                for step_key, step_want in want_step.items():
-                    assert strip_nulls(got_step[step_key]) == strip_nulls(step_want), step_key
-        else:
-            assert strip_nulls(got) == strip_nulls(want), key
+            assert len(steps) == len(want)
+            for parts, step_want in zip(steps, want, strict=True):
+                check_trace(step_want, parts)
+            continue
+        assert key in views, f"expected key {key!r} is not part of the usage vocabulary"
+        assert strip_nulls(views[key]()) == strip_nulls(want), key
 
 
-@pytest.mark.parametrize("path", cases("usage"))
-def test_usage_case(path: pathlib.Path) -> None:
-    case = load(path)
-    assert case["kind"] == "usage"
-    spec = case["input"]
-    expected = case["expected"]
-    if spec["level"] == "segment":
-        assert spec["procedure"] == "run"
-        parts = run(make_translator(spec["options"]), wire_events(spec["events"]))
-        for key, want in expected.items():
-            assert strip_nulls(trace_view(parts, key)) == strip_nulls(want), key
+def check_final_text(parts: list[OutputPart]) -> str:
+    return "".join(p.delta for p in parts if p.type == "text-delta")  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("case", cases("usage"))
+def test_usage_case(case: Case | Unreadable) -> None:
+    case = case_of(case)
+    given = case.given
+    if given["level"] == "segment":
+        assert given["procedure"] == "run"
+        parts = run(make_translator(given["translator"]), wire_events(given["events"]))
+        check_trace(case.expect, parts)
         return
-    assert spec["level"] == "turn", spec["level"]
-    assert spec["procedure"] == "segments"
-    steps, _ = _run_turn(spec)
-    _check_turn(expected, steps)
+    assert given["level"] == "turn", given["level"]
+    assert given["procedure"] == "segments"
+    _check_turn(case.expect, _run_turn(given))
