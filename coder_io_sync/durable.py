@@ -30,6 +30,7 @@ from typing import Any
 import httpx
 
 from coder_io_common.tls import VerifyTypes
+from coder_proto._options import AgentOptions, option_keywords
 from coder_proto.actions import ToolOutcome
 from coder_proto.agent import check_connection, plan_tool_calls
 from coder_proto.constants import (
@@ -60,7 +61,6 @@ from coder_proto.durable import (
     check_store,
 )
 from coder_proto.durable.runtime import (
-    AgentOptions,
     ApplyStore,
     DurableDrive,
     DurableStep,
@@ -265,6 +265,7 @@ def _client_for(
 # -- the public functions -------------------------------------------------------------------------
 
 
+@option_keywords
 def run_turn(
     workflow_id: str,
     prompt: str,
@@ -272,6 +273,7 @@ def run_turn(
     store: Any,
     step: str | None = None,
     tenant: str = DEFAULT_TENANT,
+    options: AgentOptions | None = None,
     tools: ToolsArg = None,
     output_type: Any = None,
     organization_id: str | None = None,
@@ -325,35 +327,21 @@ def run_turn(
     ``verify``; ``on_transport_event`` receives every transport event.
     """
     Deadline.check(timeout)
+    # The option keywords are folded into ``options`` (``option_keywords``).
+    assert options is not None
     durable = DurableStep(
         workflow_id,
         prompt,
         store=store,
         step=step,
         tenant=tenant,
-        tools=tools,
+        agent=options,
         commit_window=commit_window,
         settle_timeout=settle_timeout,
         interrupt_timeout=interrupt_timeout,
         poll_interval=poll_interval,
         supplied_client=client is not None,
-        agent=AgentOptions(
-            output_type=output_type,
-            organization_id=organization_id,
-            model=model,
-            instructions=instructions,
-            request_timeout=request_timeout,
-            workspace_id=workspace_id,
-            mcp_server_ids=mcp_server_ids,
-            reasoning_effort=reasoning_effort,
-            plan_mode=plan_mode,
-            busy_behavior=busy_behavior,
-            max_steps=max_steps,
-            max_retries=max_retries,
-            settle_deadline=settle_deadline,
-            settle_retry_delay=settle_retry_delay,
-            on_transport_event=on_transport_event,
-        ),
+        on_transport_event=on_transport_event,
     )
     with _client_for(
         client, base_url, token, http_client, verify, on_transport_event

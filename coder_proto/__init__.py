@@ -6,6 +6,7 @@ no clock: any runtime can drive it (``coder_io_asyncio``, ``coder_io_trio``, ``c
 or your own loop).
 """
 
+from ._options import AgentOptions
 from .errors import (
     CoderAgentError,
     CoderApiError,
@@ -18,6 +19,7 @@ from .errors import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "AgentOptions",
     "CoderAgentError",
     "CoderApiError",
     "CoderChatError",

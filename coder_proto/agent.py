@@ -33,6 +33,7 @@ from typing import Any, ClassVar, Final, Generic, Protocol, TypeVar
 
 import attrs
 
+from ._options import AgentOptions, option_keywords
 from .actions import ToolOutcome
 from .calls import Call, ChatCalls
 from .cleanup import InterruptResult
@@ -67,7 +68,6 @@ from .tools import (
     ToolInputError,
     _is_model_type,
     encode_output,
-    tools_by_name,
 )
 from .transcript import Recorder
 from .transport_events import TransportEventSink
@@ -762,39 +762,32 @@ class GenerateCall:
 
 
 class AgentCore:
-    """The pure part of one ``CoderAgent`` (see the module docstring). ``base_url`` and
-    ``token`` come from the adapter's client; ``selector`` is that client's prefix state
+    """The pure part of one ``CoderAgent`` (see the module docstring). ``options`` are its
+    settings (``AgentOptions``; the defaults when ``None``); ``base_url`` and ``token`` come
+    from the adapter's client; ``selector`` is that client's prefix state
     (one per client, wire 1.4); ``env`` supplies ``CODER_ORGANIZATION_ID``. Construction does
     no I/O (H.1) and raises ``CoderAgentError`` on bad settings."""
 
     def __init__(
         self,
+        options: AgentOptions | None = None,
         *,
         base_url: str,
         token: str | None,
-        organization_id: str | None = None,
-        model: str | None = None,
-        instructions: str | None = None,
-        tools: Iterable[Tool | Callable[..., Any]] | Mapping[str, Any] | None = None,
-        output_type: Any = None,
-        request_timeout: float | None = None,
         chat_id: str | None = None,
         last_seen_message_id: int | None = None,
-        workspace_id: str | None = None,
         workspace_files: WorkspaceFiles | None = None,
-        mcp_server_ids: Sequence[str] = (),
-        reasoning_effort: str | None = None,
-        plan_mode: str | None = None,
-        busy_behavior: str | None = None,
-        max_steps: int = DEFAULT_MAX_STEPS,
-        max_retries: int = 0,
-        settle_deadline: float = SETTLE_DEADLINE,
-        settle_retry_delay: float = SETTLE_RETRY_DELAY,
         selector: PrefixSelector | None = None,
         sink: TransportEventSink | None = None,
         reader_factory: ReaderFactory | None = None,
         env: Mapping[str, str] | None = None,
     ) -> None:
+        if options is None:
+            options = AgentOptions()
+        elif not isinstance(options, AgentOptions):
+            raise CoderAgentError(f"options must be an AgentOptions, got {options!r}")
+        self.options = options
+        organization_id = options.organization_id
         if organization_id is None:
             organization_id = _env_str(env, ENV_ORGANIZATION_ID)
         if not isinstance(organization_id, str) or not organization_id.strip():
@@ -802,22 +795,19 @@ class AgentCore:
                 "organization_id is required: pass it, or set the "
                 f"{ENV_ORGANIZATION_ID} environment variable"
             )
-        if isinstance(mcp_server_ids, str):
-            raise CoderAgentError("mcp_server_ids must be a sequence of ids, not one string")
-        self.tools: dict[str, Tool] = tools_by_name(tools)
+        self.tools: dict[str, Tool] = dict(options.tools)
         self.output: StructuredOutput | None = None
-        if output_type is not None:
+        instructions = options.instructions
+        if options.output_type is not None:
             if STRUCTURED_OUTPUT_TOOL in self.tools:
                 raise CoderAgentError(
                     f"a tool named {STRUCTURED_OUTPUT_TOOL!r} clashes with output_type"
                 )
-            self.output = StructuredOutput(output_type)
-            if instructions is not None and not isinstance(instructions, str):
-                raise CoderAgentError(f"instructions must be a string, got {instructions!r}")
+            self.output = StructuredOutput(options.output_type)
             instructions = "\n\n".join(
                 t for t in (instructions, _STRUCTURED_OUTPUT_INSTRUCTIONS) if t
             )
-        _check_workspace_files(workspace_files, workspace_id)
+        _check_workspace_files(workspace_files, options.workspace_id)
         self.workspace_files = workspace_files
         registered = [t.to_dynamic_tool() for t in self.tools.values()]
         if self.output is not None:
@@ -826,19 +816,19 @@ class AgentCore:
             base_url=base_url,
             token=token,
             organization_id=organization_id,
-            model=model,
+            model=options.model,
             instructions=instructions,
             tools=tuple(registered),
-            workspace_id=workspace_id,
-            mcp_server_ids=tuple(mcp_server_ids or ()),
-            plan_mode=plan_mode,
-            reasoning_effort=reasoning_effort,
-            busy_behavior=busy_behavior,
-            request_timeout=request_timeout,
-            max_steps=max_steps,
-            max_retries=max_retries,
-            settle_deadline=settle_deadline,
-            settle_retry_delay=settle_retry_delay,
+            workspace_id=options.workspace_id,
+            mcp_server_ids=options.mcp_server_ids,
+            plan_mode=options.plan_mode,
+            reasoning_effort=options.reasoning_effort,
+            busy_behavior=options.busy_behavior,
+            request_timeout=options.request_timeout,
+            max_steps=options.max_steps,
+            max_retries=options.max_retries,
+            settle_deadline=options.settle_deadline,
+            settle_retry_delay=options.settle_retry_delay,
             chat_id=chat_id,
             last_seen_message_id=last_seen_message_id,
         )
@@ -1061,13 +1051,17 @@ class AgentShell(Generic[ClientT, HttpClientT]):
     One agent is one server chat, created by the first turn and reused by the next ones
     (H.1). Connection: ``client`` (a ``CoderChatClient`` of the same runtime, never closed
     here) or ``base_url`` / ``token`` (defaulting to ``CODER_URL`` / ``CODER_SESSION_TOKEN``)
-    with ``http_client`` (the runtime's httpx client) and ``verify``. ``organization_id``
-    defaults to ``CODER_ORGANIZATION_ID``. Durations are seconds: ``request_timeout`` bounds
-    each segment (C.3), ``settle_deadline`` and ``settle_retry_delay`` bound cleanup (H.4,
-    H.5). ``tools`` are ``@tool`` functions, ``Tool`` objects (explicit JSON Schema, attrs
-    classes, dataclasses, pydantic models) or plain functions, as a sequence or a name -> tool
-    mapping. ``output_type`` enables the structured-output tool (``result.output``).
-    ``on_transport_event`` receives transport events; with a supplied ``client`` the
+    with ``http_client`` (the runtime's httpx client) and ``verify``.
+
+    Settings: ``options`` (an ``AgentOptions``) and the same settings as keywords; a keyword
+    passed explicitly overrides the field of ``options`` (see ``AgentOptions``).
+    ``organization_id`` defaults to ``CODER_ORGANIZATION_ID``. Durations are seconds:
+    ``request_timeout`` bounds each segment (C.3), ``settle_deadline`` and
+    ``settle_retry_delay`` bound cleanup (H.4, H.5). ``tools`` are ``@tool`` functions,
+    ``Tool`` objects (explicit JSON Schema, attrs classes, dataclasses, pydantic models) or
+    plain functions, as a sequence or a name -> tool mapping. ``output_type`` enables the
+    structured-output tool (``result.output``). ``chat_id`` and ``last_seen_message_id``
+    resume a chat. ``on_transport_event`` receives transport events; with a supplied ``client`` the
     ``http:*`` and ``ws:*`` events go to that client's hook and this one receives the
     ``segment:*`` events (all of them go to the client's hook when the agent has none).
     ``recorder`` (a ``coder_proto.transcript.Recorder``) is told what crosses the wire
@@ -1077,9 +1071,11 @@ class AgentShell(Generic[ClientT, HttpClientT]):
     #: The adapter's ``CoderChatClient`` class: a supplied client must be one.
     _client_class: ClassVar[type[Any]]
 
+    @option_keywords
     def __init__(
         self,
         *,
+        options: AgentOptions | None = None,
         organization_id: str | None = None,
         model: str | None = None,
         instructions: str | None = None,
@@ -1106,6 +1102,8 @@ class AgentShell(Generic[ClientT, HttpClientT]):
         verify: Any = True,
         recorder: Recorder | None = None,
     ) -> None:
+        # The option keywords are folded into ``options`` (``option_keywords``).
+        assert options is not None
         client_class = self._client_class
         if client is not None:
             check_connection(client, base_url=base_url, token=token, http_client=http_client)
@@ -1133,26 +1131,12 @@ class AgentShell(Generic[ClientT, HttpClientT]):
             # Transcripts (docs/transcripts.md): the driver reports what crosses the wire.
             self._driver.recorder = recorder
         self._core = AgentCore(
+            options,
             base_url=client.settings.base_url,
             token=client.settings.token,
-            organization_id=organization_id,
-            model=model,
-            instructions=instructions,
-            tools=tools,
-            output_type=output_type,
-            request_timeout=request_timeout,
             chat_id=chat_id,
             last_seen_message_id=last_seen_message_id,
-            workspace_id=workspace_id,
             workspace_files=workspace_files,
-            mcp_server_ids=mcp_server_ids,
-            reasoning_effort=reasoning_effort,
-            plan_mode=plan_mode,
-            busy_behavior=busy_behavior,
-            max_steps=max_steps,
-            max_retries=max_retries,
-            settle_deadline=settle_deadline,
-            settle_retry_delay=settle_retry_delay,
             selector=client.selector,
             sink=sink,
             env=os.environ,

@@ -14,6 +14,7 @@ functions (``CoderAgent``, ``AgentStream``, ``CoderChatClient``, ``ChatWatch``,
     __all__ = [*_shared, *RUNTIME_NAMES]
 """
 
+from ._options import AgentOptions
 from .agent import (
     AttachedFile,
     Attachment,
@@ -55,6 +56,7 @@ from .tools import Tool, ToolContext, ToolInputError, tool
 from .watch import WatchBackoff
 
 __all__ = [
+    "AgentOptions",
     "ArchiveResult",
     "AssistantMessage",
     "AttachedFile",

@@ -18,6 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from coder_proto._options import OPTION_NAMES, AgentOptions
 from coder_proto.actions import ToolOutcome
 from coder_proto.agent import (
     ENV_ORGANIZATION_ID,
@@ -68,10 +69,12 @@ BASE = "https://coder.test"
 
 
 def core(**kwargs: Any) -> AgentCore:
+    """An ``AgentCore``: the ``AgentOptions`` fields among ``kwargs`` are its options."""
     kwargs.setdefault("base_url", BASE)
     kwargs.setdefault("token", "tok-secret")
     kwargs.setdefault("organization_id", "org-1")
-    return AgentCore(**kwargs)
+    options = AgentOptions(**{k: kwargs.pop(k) for k in list(kwargs) if k in OPTION_NAMES})
+    return AgentCore(options, **kwargs)
 
 
 @tool
@@ -93,7 +96,10 @@ def test_h2_organization_id_is_required_and_defaults_from_the_environment() -> N
     agent = AgentCore(base_url=BASE, token="t", env={ENV_ORGANIZATION_ID: "org-env"})
     assert agent.organization_id == "org-env" and agent.config.organization_id == "org-env"
     explicit = AgentCore(
-        base_url=BASE, token="t", organization_id="org-x", env={ENV_ORGANIZATION_ID: "org-env"}
+        AgentOptions(organization_id="org-x"),
+        base_url=BASE,
+        token="t",
+        env={ENV_ORGANIZATION_ID: "org-env"},
     )
     assert explicit.organization_id == "org-x"
     with pytest.raises(CoderAgentError):

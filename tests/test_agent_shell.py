@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from coder_proto._options import AgentOptions
 from coder_proto.agent import (
     AgentCalls,
     AgentCore,
@@ -175,9 +176,10 @@ def test_without_an_agent_hook_every_event_goes_to_the_clients_sink() -> None:
 
 
 class World:
-    def __init__(self, rest: dict[str, Any] | None = None, **config: Any) -> None:
+    def __init__(self, rest: dict[str, Any] | None = None, *, chat_id: str | None = None) -> None:
         self.rest = rest or {}
-        self.core = AgentCore(base_url=BASE, token=TOKEN, organization_id=ORG, **config)
+        options = AgentOptions(organization_id=ORG)
+        self.core = AgentCore(options, base_url=BASE, token=TOKEN, chat_id=chat_id)
         self.calls = AgentCalls(self.core)
         self.driver = Driver(Session(SessionConfig(base_url=BASE)), http=self.http)
 
@@ -245,10 +247,9 @@ class Files:
 
 def test_a_workspace_write_is_planned_before_any_io() -> None:
     core = AgentCore(
+        AgentOptions(organization_id=ORG, workspace_id="ws-1"),
         base_url=BASE,
         token=TOKEN,
-        organization_id=ORG,
-        workspace_id="ws-1",
         workspace_files=Files(),
     )
     write = core.workspace_write(b"data", "/tmp/a.bin")
