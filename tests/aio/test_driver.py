@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
-from coder_io_asyncio._driver import Driver, ssl_context, transport_sink
+from coder_io_asyncio._runtime import Driver, ssl_context, transport_sink
 from coder_io_asyncio.fake_server import FakeCoderServer
 from coder_proto.actions import ToolOutcome
 from coder_proto.client import RestJob, rest_job
@@ -617,7 +617,7 @@ async def test_an_owned_client_keeps_at_most_its_pool_size_in_flight(
 ) -> None:
     """A fleet of machines on one client: the requests beyond the pool size wait their turn
     in the driver (in order, each answered), never more than the pool size at the server."""
-    import coder_io_asyncio._driver as module
+    import coder_io_common._async.driver as module
 
     monkeypatch.setattr(module, "HTTP_CONCURRENCY", 3)
     async with HoldingServer() as held:
@@ -638,7 +638,7 @@ async def test_an_owned_client_keeps_at_most_its_pool_size_in_flight(
 async def test_a_user_client_is_not_throttled_by_the_driver_d23(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import coder_io_asyncio._driver as module
+    import coder_io_common._async.driver as module
 
     monkeypatch.setattr(module, "HTTP_CONCURRENCY", 3)
     async with HoldingServer() as held, httpx.AsyncClient() as client:
