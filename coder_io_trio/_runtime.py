@@ -51,6 +51,14 @@ __all__ = [
 _READ_CHUNK = 65_536
 
 
+def _first(group: BaseExceptionGroup) -> BaseException:
+    """The first exception of ``group`` that is not a group."""
+    exc: BaseException = group
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    return exc
+
+
 def cancelled_now() -> bool:
     """True when the calling task's cancel scope is already cancelled (its next checkpoint
     raises ``trio.Cancelled``)."""
@@ -138,6 +146,8 @@ class _Timer:
                 # trio's clock and ``time.monotonic`` may disagree by a hair: never early.
                 due = self._due
                 if due is not None and due <= time.monotonic():
+                    # Once per arming: the callback arms the timer again if it wants.
+                    self._due = None
                     self._callback()
                     await trio.lowlevel.checkpoint()
         finally:
@@ -229,10 +239,12 @@ class TrioRuntime(AsyncRuntime):
                 yield _TaskGroup(nursery)
         except BaseExceptionGroup as group:
             # The tasks of the layer's groups report their outcomes and never raise, so the
-            # group holds what the block raised: the caller's trio.Cancelled, unwrapped (D22).
-            if len(group.exceptions) == 1:
-                raise group.exceptions[0] from None
-            raise  # pragma: no cover - only the block raises into its nursery
+            # group holds the caller's cancellation (as the block and the tasks each saw it)
+            # or what the block raised: one exception, unwrapped (D22).
+            _cancelled, rest = group.split(trio.Cancelled)
+            if rest is None or len(group.exceptions) == 1:
+                raise _first(group) from None
+            raise
 
     # -- waiting -----------------------------------------------------------------------------
 

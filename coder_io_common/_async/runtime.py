@@ -185,13 +185,15 @@ class AsyncRuntime(abc.ABC):
 
     @abc.abstractmethod
     def shield(self, timeout: float | None = None) -> AbstractContextManager[Any]:
-        """A block the caller's cancellation does not interrupt, for at most ``timeout``
-        seconds (``None``: no bound): closing what was opened."""
+        """A block of cleanup the caller's cancellation does not interrupt (closing what was
+        opened). Where a cancellation is level-triggered (trio) the block is shielded and cut
+        after ``timeout`` seconds (``None``: no bound), so that it cannot hang a cancelled
+        caller; asyncio delivers a cancellation once, and runs the block as it is."""
 
     @abc.abstractmethod
     def finishing(self, timeout: float) -> AbstractContextManager[Any]:
         """A block of cleanup that must still happen when the calling task is already
-        cancelled: shielded and bounded by ``timeout`` seconds then, unchanged otherwise."""
+        cancelled: ``shield(timeout)`` then, the block as it is otherwise."""
 
     # -- I/O ---------------------------------------------------------------------------------
 
