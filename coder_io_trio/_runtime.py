@@ -59,6 +59,10 @@ def _first(group: BaseExceptionGroup) -> BaseException:
     return exc
 
 
+def _boxed(fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Any]:
+    return (fn(*args),)
+
+
 def cancelled_now() -> bool:
     """True when the calling task's cancel scope is already cancelled (its next checkpoint
     raises ``trio.Cancelled``)."""
@@ -270,7 +274,12 @@ class TrioRuntime(AsyncRuntime):
     async def to_thread(
         self, fn: Callable[..., Any], /, *args: Any, abandon_on_cancel: bool = False
     ) -> Any:
-        return await trio.to_thread.run_sync(fn, *args, abandon_on_cancel=abandon_on_cancel)
+        # Boxed: trio refuses a function whose value is a coroutine, and a plain tool or store
+        # method may return one (the layer awaits it on the loop).
+        (value,) = await trio.to_thread.run_sync(
+            _boxed, fn, args, abandon_on_cancel=abandon_on_cancel
+        )
+        return value
 
     # -- cancellation: level-triggered, so cleanup after it is shielded ------------------------
 

@@ -103,7 +103,7 @@ class CoderAgent(AgentShell[CoderChatClient, httpx.AsyncClient], AsyncClosing):
     _driver: Driver
 
     def _setup(self) -> None:
-        self._runtime: AsyncRuntime = self._client.runtime
+        self._runtime: AsyncRuntime = self._client.driver.runtime
 
     def reset_session(self) -> None:
         """Start a fresh chat on the next turn (H.1); a paused stream is closed."""

@@ -80,18 +80,17 @@ class CoderChatClient(ClientShell[httpx.AsyncClient], AsyncClosing):
     driver: Driver
 
     @property
-    def runtime(self) -> AsyncRuntime:
-        """The runtime the client performs on."""
+    def _runtime(self) -> AsyncRuntime:
         return self._driver_class.runtime
 
     def _make_sink(self, callback: Callable[[Any], object] | None) -> TransportEventSink:  # type: ignore[override]
-        return transport_sink(callback, self._driver_class.runtime)
+        return transport_sink(callback, self._runtime)
 
     def _setup(self) -> None:
-        self.runtime.prepare_http()
+        self._runtime.prepare_http()
 
     async def _to_thread(self, fn: Callable[..., Any], /, *args: Any) -> Any:
-        return await self.runtime.to_thread(fn, *args)
+        return await self._runtime.to_thread(fn, *args)
 
     # -- life cycle ---------------------------------------------------------------------------
 

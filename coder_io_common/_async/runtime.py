@@ -176,7 +176,8 @@ class AsyncRuntime(abc.ABC):
     async def to_thread(
         self, fn: Callable[..., Any], /, *args: Any, abandon_on_cancel: bool = False
     ) -> Any:
-        """``fn(*args)`` in a worker thread, without blocking the loop. With
+        """``fn(*args)`` in a worker thread, without blocking the loop; its value, whatever it
+        is (an awaitable too: awaiting it is the caller's business). With
         ``abandon_on_cancel`` the caller's cancellation returns at once and leaves the thread
         to finish on its own (a client tool); otherwise the thread is waited for (a store
         write completes before the cancellation is delivered; asyncio never waits)."""

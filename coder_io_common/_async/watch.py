@@ -15,7 +15,7 @@ from coder_proto.watch_feed import WatchShell
 from coder_proto.wire.chats import ChatWatchEvent
 
 from .driver import Driver, Run
-from .runtime import AsyncRuntime, LoopToken
+from .runtime import LoopToken
 
 __all__ = ["ChatWatch", "WatchedClient"]
 
@@ -29,9 +29,6 @@ class WatchedClient(Protocol):
 
     @property
     def base_url(self) -> str: ...
-
-    @property
-    def runtime(self) -> AsyncRuntime: ...
 
     async def aclose(self) -> None: ...
 
@@ -65,7 +62,7 @@ class ChatWatch(WatchShell[WatchedClient], AsyncClosing):
             now=time.monotonic(),
         )
         if machine is not None:
-            self._loop = client.runtime.loop_token()
+            self._loop = client.driver.runtime.loop_token()
             self._run = client.driver.start(machine)
         assert self._run is not None
         return self._run

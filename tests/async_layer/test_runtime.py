@@ -337,8 +337,13 @@ def test_a_worker_thread_runs_off_the_loop_and_may_be_abandoned(h: Harness) -> N
         release.wait(5.0)
         return value * 2
 
+    async def later(value: int) -> int:
+        return value
+
     async def body(h: Harness) -> tuple[int, bool]:
         runtime = h.runtime
+        # Whatever the function returns comes back, a coroutine too (the caller awaits it).
+        assert await (await runtime.to_thread(later, 3)) == 3
         release.set()
         doubled = await runtime.to_thread(blocking, 21)
         release.clear()
