@@ -109,6 +109,8 @@ class TlsProxy:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        with contextlib.suppress(OSError):
+            self.listener.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread
         self.listener.close()
         for thread in self._threads:
             thread.join(5.0)
