@@ -122,3 +122,32 @@ def test_a_closed_client_refuses_new_work(loop_runtime: Any, server: FakeCoderSe
         await agent.aclose()
 
     loop_runtime.run(scenario)
+
+
+class BrokenFile:
+    """A binary file object whose ``read`` fails, as a vanished network share does."""
+
+    name = "report.pdf"
+
+    def read(self) -> bytes:
+        raise OSError("the share went away")
+
+
+def test_a_bad_prompt_or_an_unreadable_file_fails_the_call_and_frees_the_agent(
+    loop_runtime: Any, server: FakeCoderServer
+) -> None:
+    server.config.scripts.push(Script([Say("Still here.")]))
+
+    async def scenario(rt: Any) -> Any:
+        agent = await rt.agent(server)
+        with pytest.raises(CoderAgentError, match="exactly one of them"):
+            async with agent.stream("a prompt", messages=[{"role": "user", "content": "x"}]):
+                pass
+        with pytest.raises(CoderAgentError, match="cannot read the file to upload"):
+            await agent.attach(BrokenFile(), media_type="application/pdf")
+        # Neither call left the agent busy.
+        result = await rt.generate(agent, "are you there?")
+        await rt.close(agent)
+        return result
+
+    assert loop_runtime.run(scenario).text == "Still here."
