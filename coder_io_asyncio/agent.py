@@ -1,213 +1,26 @@
 """``CoderAgent`` on asyncio: one Coder chat session driven turn by turn (state machines G, H;
-D5, D7, D10, D17, D22; docs/architecture.md "Public API").
+D5, D7, D10, D17, D22; ``coder_io_common._async.agent``).
 
-The class is a thin shell around the core: ``coder_proto._shells.agent_shell.AgentShell`` holds the
-constructor, its checks and the session state, ``AgentCore`` validates the settings,
-prepares prompts, plans every client-tool batch (D5) and decides the structured-output
-ladder, and ``AgentCalls`` defines the plain operations. This module only reads the files a
-prompt names, drives the core's machines on the client's ``Driver`` and awaits the tool
-callables. Plain (sync) tool functions run in a worker thread (``asyncio.to_thread``), so a
-slow tool never stalls the stream's reading and pings; coroutine functions are awaited on
-the loop. The calls of one pause run concurrently.
+Plain (sync) tool functions run in a worker thread (``asyncio.to_thread``), so a slow tool
+never stalls the stream's reading and pings; coroutine functions are awaited on the loop. The
+calls of one pause run concurrently. A caller's ``asyncio.timeout`` or a cancelled task
+around ``generate`` interrupts the run on the server (in the background, D22) and re-raises
+the ``asyncio.CancelledError`` unwrapped, so ``asyncio.timeout`` surfaces as the builtin
+``TimeoutError``.
 """
 
 from __future__ import annotations
 
-import asyncio
-import inspect
-import logging
-import time
-from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
-from types import TracebackType
-from typing import Any, ClassVar, Concatenate, ParamSpec, TypeVar
+from typing import Any, ClassVar
 
-import httpx
+from coder_io_common._async import agent
 
-from coder_io_common.closing import AsyncClosing
-from coder_io_common.files import read_path
-from coder_proto import (
-    ArchiveResult,
-    CoderAgentError,
-    GenerateResult,
-    OutputPart,
-    TextDelta,
-    ToolCall,
-    WorkspaceUpload,
-)
-from coder_proto._actions import ToolOutcome
-from coder_proto._agent.prompt_plan import PromptPlan, prepare_prompt
-from coder_proto._agent.tool_calls import ToolInvocation
-from coder_proto._agent.turn import Turn
-from coder_proto._agent.workspace_files import WorkspaceWrite
-from coder_proto._constants import BACKGROUND_TASK_BOUND
-from coder_proto._shells.agent_calls import AgentCalls
-from coder_proto._shells.agent_shell import AgentShell
-from coder_proto._shells.client_calls import Call
-
-from ._driver import Driver, Run
-from .client import CoderChatClient, ToThread, _read_upload, operation
+from .client import CoderChatClient
 
 __all__ = ["AgentStream", "CoderAgent"]
 
-logger = logging.getLogger("coder_io_asyncio")
 
-P = ParamSpec("P")
-T = TypeVar("T")
-
-
-def _now() -> float:
-    return time.monotonic()
-
-
-def _op(
-    spec: Callable[Concatenate[AgentCalls, P], Call[T]],
-) -> Callable[Concatenate[Any, P], Coroutine[Any, Any, T]]:
-    return operation(spec, owner="CoderAgent")
-
-
-class CoderAgent(AgentShell[CoderChatClient, httpx.AsyncClient], AsyncClosing):
-    """A Coder Agents chat session on asyncio (docs/architecture.md "Public API").
-
-    One agent is one server chat, created by the first turn and reused by the next ones
-    (H.1). Connection: ``client`` (a ``CoderChatClient``, never closed here) or ``base_url`` /
-    ``token`` (defaulting to ``CODER_URL`` / ``CODER_SESSION_TOKEN``) with ``http_client`` (an
-    ``httpx.AsyncClient``) and ``verify``. ``organization_id`` defaults to
-    ``CODER_ORGANIZATION_ID``. Durations are seconds: ``request_timeout`` bounds each segment
-    (C.3), ``settle_deadline`` and ``settle_retry_delay`` bound cleanup (H.4, H.5). ``tools``
-    are ``@tool`` functions, ``Tool`` objects (explicit JSON Schema, attrs classes,
-    dataclasses, pydantic models) or plain functions, as a sequence or a name -> tool mapping.
-    ``output_type`` enables the structured-output tool (``result.output``).
-    ``on_transport_event`` receives transport events (sync or async callable); with a supplied
-    ``client`` the ``http:*`` and ``ws:*`` events go to that client's hook and this one
-    receives the ``segment:*`` events (all of them go to the client's hook when the agent has
-    none). ``recorder`` records a transcript (``docs/transcripts.md``).
-
-    Construction does no I/O. ``async with`` disposes of the agent on exit: interrupt, then
-    archive, bounded by ``settle_deadline`` and never raising (H.5). The agent is
-    single-flight: a second concurrent ``generate`` / ``stream`` raises ``CoderAgentError``.
-    """
-
-    # The runtime seam: the trio adapter's agent is this class with its own client class,
-    # stream class and tool concurrency (the async method bodies are runtime-neutral).
-    _client_class: ClassVar[type[Any]] = CoderChatClient
-    _stream_class: ClassVar[type[AgentStream]]
-    _driver: Driver
-
-    def reset_session(self) -> None:
-        """Start a fresh chat on the next turn (H.1); a paused stream is closed."""
-        now = _now()
-        if self._driver.recorder is not None:
-            self._driver.recorder.session_call("reset_session", now)
-        actions = self._core.session.reset_session(now)
-        if actions:
-            self._driver.perform(actions, session=self._core.session)
-
-    # -- turns -------------------------------------------------------------------------------
-
-    async def generate(self, prompt: object = None, *, messages: object = None) -> GenerateResult:
-        """Run one turn to completion (the whole client-tool loop) and return its result:
-        final text, every step, the whole turn's usage, finish reason, tool calls and results,
-        sources, and ``output`` with ``output_type``. ``prompt`` is a string, content parts
-        (text, ``Attachment``, ``AttachedFile`` ...) or messages; ``messages`` takes messages
-        only. A run that fails raises its typed error; cancelling the call interrupts the run
-        on the server and re-raises the cancellation (D22)."""
-        core = self._core
-        core.begin()
-        try:
-            plan = prepare_prompt(prompt, messages)
-            call = core.generate(await self._build(plan), now=_now())
-            turn: Turn = call.turn
-            while True:
-                result = await self._driver.run(turn, session=core.session, tools=self._run_tools)
-                step = call.advance(result, now=_now())
-                if isinstance(step, GenerateResult):
-                    return step
-                turn = step
-        finally:
-            core.end()
-
-    def stream(self, prompt: object = None, *, messages: object = None) -> AgentStream:
-        """A streaming turn: ``async with agent.stream(prompt) as s:`` then ``async for part in
-        s`` (output parts, live), or ``async for delta in s.text_stream``, and ``await
-        s.get_final_result()``. A failure of the run is raised by the iteration; leaving the
-        block before the turn finished interrupts the run."""
-        return self._stream_class(self, prompt, messages)
-
-    async def _build(self, plan: PromptPlan) -> Sequence[Any]:
-        to_thread = self._client._to_thread
-        return plan.build([await _read_upload(upload, to_thread) for upload in plan.reads])
-
-    async def _run_tools(self, calls: tuple[ToolCall, ...]) -> list[ToolOutcome]:
-        plan = self._core.plan_tools(calls)
-        outcomes = list(plan.outcomes)
-        if plan.invocations:
-            outcomes += await self._invoke_all(plan.invocations)
-        return outcomes
-
-    async def _invoke_all(self, invocations: Sequence[ToolInvocation]) -> list[ToolOutcome]:
-        """Run the calls of one pause concurrently; one outcome per call, in order."""
-        return list(await asyncio.gather(*(_invoke(i) for i in invocations)))
-
-    # -- cleanup (H.3-H.5) -------------------------------------------------------------------
-
-    interrupt = _op(AgentCalls.interrupt)
-
-    async def archive(self) -> ArchiveResult:
-        """Archive the session's chat and every stranded one (H.4, D10), retrying 409s while
-        the chat winds down, within ``settle_deadline``."""
-        session = self._core.session
-        return await self._driver.run(session.archive(now=_now()), session=session)
-
-    async def aclose(self, *, archive: bool = True) -> None:
-        """Dispose of the agent (H.5): interrupt, then archive, bounded by ``settle_deadline``;
-        await the background work (at most 10 s, D22); close the client if the agent created
-        it. With ``archive=False`` the chat is left as it is, to be continued later from
-        ``chat_id`` and ``last_seen_message_id``: only the connections are closed. Never
-        raises (except the caller's own cancellation). Idempotent."""
-        if self._closed:
-            return
-        self._closed = True
-        session = self._core.session
-        try:
-            if archive and not self._driver.closed:
-                # The dispose machine logs and collects its failures; it never raises.
-                await self._driver.run(session.dispose(now=_now()), session=session)
-            elif not self._driver.closed:
-                actions = session.close_retained_stream(_now())
-                if actions:
-                    self._driver.perform(actions, session=session)
-        except Exception:
-            logger.warning("agent disposal failed", exc_info=True)
-        finally:
-            if self._owns_client:
-                await self._client.aclose()
-            elif not self._driver.closed:
-                await self._driver.wait_background(BACKGROUND_TASK_BOUND)
-
-    # -- plain operations (coder_proto._shells.agent_calls.AgentCalls) ---------------------------------------
-
-    async def _perform(self, call: Call[T]) -> T:
-        return await self._client._perform(call)
-
-    list_models = _op(AgentCalls.list_models)
-    get_chat_cost = _op(AgentCalls.get_chat_cost)
-    attach = _op(AgentCalls.attach)
-    history = _op(AgentCalls.history)
-
-    async def upload_to_workspace(self, content: object, path: str) -> WorkspaceUpload:
-        """Write ``content`` (bytes, a path or a binary file object) as-is to ``path`` on the
-        agent's workspace through the ``workspace_files`` adapter (docs/agents.md "Workspace
-        files"): no allowlist, no size cap, no unpacking. ``write_file`` may be a coroutine
-        function."""
-        write = self._core.workspace_write(content, path)
-        data = await _read_whole(write, self._client._to_thread)
-        written = write.adapter.write_file(write.target, data)
-        if inspect.isawaitable(written):
-            written = await written
-        return write.result(written, data)
-
-
-class AgentStream:
+class AgentStream(agent.AgentStream):
     """One streaming turn (``CoderAgent.stream``); use it as an async context manager.
 
     ``async for part in stream`` yields the output parts (``TextDelta``, ``ToolCall``,
@@ -215,112 +28,34 @@ class AgentStream:
     part is delivered once, to whichever lens reads it. ``await stream.get_final_result()``
     drains what is left and returns the ``GenerateResult`` (an error event of the run is in
     ``result.error``; a failure of the run itself, such as a lost stream or the
-    ``request_timeout``, is raised).
+    ``request_timeout``, is raised). Leaving the block before the turn finished interrupts the
+    run on the server.
     """
 
-    def __init__(self, agent: CoderAgent, prompt: object, messages: object) -> None:
-        self._agent = agent
-        self._prompt = prompt
-        self._messages = messages
-        self._run: Run[Any] | None = None
-        self._final: GenerateResult | None = None
-        self._entered = False
 
-    def __repr__(self) -> str:
-        state = "not started" if self._run is None else ("done" if self._run.done else "live")
-        return f"<AgentStream {state}>"
+class CoderAgent(agent.CoderAgent):
+    """A Coder Agents chat session on asyncio (docs/architecture.md "Public API").
 
-    async def __aenter__(self) -> AgentStream:
-        if self._entered:
-            raise CoderAgentError("a stream can be entered only once")
-        self._entered = True
-        agent = self._agent
-        core = agent._core
-        core.begin()
-        try:
-            plan = prepare_prompt(self._prompt, self._messages)
-            turn = core.stream(await agent._build(plan), now=_now())
-            self._run = agent._driver.start(turn, session=core.session, tools=agent._run_tools)
-        except BaseException:
-            core.end()
-            raise
-        return self
+    One agent is one server chat, created by the first turn and reused by the next ones
+    (H.1). Connection: ``client`` (a ``CoderChatClient``, never closed here) or ``base_url`` /
+    ``token`` (defaulting to ``CODER_URL`` / ``CODER_SESSION_TOKEN``) with ``http_client`` (an
+    ``httpx.AsyncClient``) and ``verify``. Settings: ``options`` (an ``AgentOptions``) and the
+    same settings as keywords, a keyword passed explicitly overriding the field of
+    ``options``. ``organization_id`` defaults to ``CODER_ORGANIZATION_ID``. Durations are
+    seconds: ``request_timeout`` bounds each segment (C.3), ``settle_deadline`` and
+    ``settle_retry_delay`` bound cleanup (H.4, H.5). ``tools`` are ``@tool`` functions,
+    ``Tool`` objects (explicit JSON Schema, attrs classes, dataclasses, pydantic models) or
+    plain functions, as a sequence or a name -> tool mapping. ``output_type`` enables the
+    structured-output tool (``result.output``). ``on_transport_event`` receives transport
+    events (sync or async callable); with a supplied ``client`` the ``http:*`` and ``ws:*``
+    events go to that client's hook and this one receives the ``segment:*`` events (all of
+    them go to the client's hook when the agent has none). ``recorder`` records a transcript
+    (``docs/transcripts.md``).
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        try:
-            if self._run is not None and not self._run.done:
-                # Tearing the stream down early interrupts the run (seed "Timeouts &
-                # cancellation"); with an exception it is the caller's reason (D22).
-                self._run.cancel(exc)
-        finally:
-            self._agent._core.end()
+    Construction does no I/O. ``async with`` disposes of the agent on exit: interrupt, then
+    archive, bounded by ``settle_deadline`` and never raising (H.5). The agent is
+    single-flight: a second concurrent ``generate`` / ``stream`` raises ``CoderAgentError``.
+    """
 
-    def _live(self) -> Run[Any]:
-        if self._run is None:
-            raise CoderAgentError("use the stream inside `async with agent.stream(...) as s:`")
-        return self._run
-
-    def __aiter__(self) -> AsyncIterator[OutputPart]:
-        return self._parts()
-
-    async def _parts(self) -> AsyncIterator[OutputPart]:
-        run = self._live()
-        async for part in run.parts():
-            yield part
-        await run.result()
-
-    @property
-    def text_stream(self) -> AsyncIterator[str]:
-        """The text deltas of the turn, as strings, live."""
-        return self._text()
-
-    async def _text(self) -> AsyncIterator[str]:
-        async for part in self._parts():
-            if type(part) is TextDelta:
-                yield part.delta
-
-    async def get_final_result(self) -> GenerateResult:
-        """Wait for the turn to finish (draining the parts nobody read) and return its
-        result, with ``output`` when a structured answer was filed validly."""
-        if self._final is None:
-            run = self._live()
-            async for _part in run.parts():
-                pass
-            self._final = self._agent._core.stream_result(await run.result())
-        return self._final
-
-
-CoderAgent._stream_class = AgentStream
-
-
-# -- helpers shared by the methods above ------------------------------------------------------
-
-
-async def _invoke(invocation: ToolInvocation) -> ToolOutcome:
-    """Run one client tool: coroutine functions on the loop, plain ones in a worker thread."""
-    try:
-        if invocation.is_async:
-            value = await invocation.call()
-        else:
-            value = await asyncio.to_thread(invocation.call)
-            if inspect.isawaitable(value):
-                value = await value
-    except Exception as exc:
-        return invocation.failed(exc)
-    return invocation.succeeded(value)
-
-
-async def _read_whole(write: WorkspaceWrite, to_thread: ToThread = asyncio.to_thread) -> bytes:
-    """Workspace files have no size cap: bytes as given, a path or a file object read whole
-    (in a worker thread unless ``read`` is a coroutine function)."""
-    plan = write.plan
-    if plan.data is not None:
-        return bytes(plan.data)
-    if plan.path is not None:
-        return bytes(await to_thread(read_path, plan.path))
-    return write.data(await _read_upload(plan, to_thread))
+    _client_class: ClassVar[type[Any]] = CoderChatClient
+    _stream_class: ClassVar[type[agent.AgentStream]] = AgentStream

@@ -1,6 +1,9 @@
-"""coder_io_common: what the three adapters (``coder_io_asyncio``, ``coder_io_trio``,
+"""coder_io_common: what the adapters (``coder_io_asyncio``, ``coder_io_trio``,
 ``coder_io_sync``) share and the core may not hold because it touches the outside world.
 
+* ``_async``: the async layer of ``coder_io_asyncio`` and ``coder_io_trio`` (driver, client,
+  watch, agent, durable functions), written once over a runtime interface each of them
+  supplies;
 * ``tls``: the TLS context of the stream sockets, from the ``verify`` choices httpx offers
   (the core must not import ``ssl``);
 * ``files``: reading a path whole or under the upload cap (blocking file I/O, run in a worker

@@ -40,6 +40,7 @@ from coder_proto._constants import (
     SETTLE_DEADLINE,
     SETTLE_RETRY_DELAY,
 )
+from coder_proto._options import AgentOptions, option_keywords
 from coder_proto._shells.agent_shell import check_connection
 from coder_proto.durable import (
     DEFAULT_SETTLE_TIMEOUT,
@@ -53,7 +54,6 @@ from coder_proto.durable import (
 from coder_proto.durable._archiving import ArchiveWorkflow, OrphanSweep
 from coder_proto.durable._effects import Invoke, WallClock
 from coder_proto.durable._runtime import (
-    AgentOptions,
     ApplyStore,
     DurableDrive,
     DurableStep,
@@ -260,6 +260,7 @@ def _client_for(
 # -- the public functions -------------------------------------------------------------------------
 
 
+@option_keywords
 def run_turn(
     workflow_id: str,
     prompt: str,
@@ -267,6 +268,7 @@ def run_turn(
     store: Any,
     step: str | None = None,
     tenant: str = DEFAULT_TENANT,
+    options: AgentOptions | None = None,
     tools: ToolsArg = None,
     output_type: Any = None,
     organization_id: str | None = None,
@@ -320,35 +322,21 @@ def run_turn(
     ``verify``; ``on_transport_event`` receives every transport event.
     """
     Deadline.check(timeout)
+    # The option keywords are folded into ``options`` (``option_keywords``).
+    assert options is not None
     durable = DurableStep(
         workflow_id,
         prompt,
         store=store,
         step=step,
         tenant=tenant,
-        tools=tools,
+        agent=options,
         commit_window=commit_window,
         settle_timeout=settle_timeout,
         interrupt_timeout=interrupt_timeout,
         poll_interval=poll_interval,
         supplied_client=client is not None,
-        agent=AgentOptions(
-            output_type=output_type,
-            organization_id=organization_id,
-            model=model,
-            instructions=instructions,
-            request_timeout=request_timeout,
-            workspace_id=workspace_id,
-            mcp_server_ids=mcp_server_ids,
-            reasoning_effort=reasoning_effort,
-            plan_mode=plan_mode,
-            busy_behavior=busy_behavior,
-            max_steps=max_steps,
-            max_retries=max_retries,
-            settle_deadline=settle_deadline,
-            settle_retry_delay=settle_retry_delay,
-            on_transport_event=on_transport_event,
-        ),
+        on_transport_event=on_transport_event,
     )
     with _client_for(
         client, base_url, token, http_client, verify, on_transport_event

@@ -1,29 +1,21 @@
 """``CoderChatClient`` on trio: every raw chat operation as an ``async`` method (wire 2, 6, 7,
-8, 9; D4, D10, D11, D16, D17, D20-D24).
-
-The operations are the core's (``coder_proto._shells.client_calls``) and their ``async`` bodies are
-runtime-neutral, so this class is ``coder_io_asyncio``'s with the trio driver
-(``coder_io_trio._driver``), trio worker threads for file reads and a trio watch.
-"""
+8, 9; D4, D10, D11, D16, D17, D20-D24; ``coder_io_common._async.client``), and the standalone
+``watch_chats``."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import ClassVar
 
-import trio
-
-from coder_io_asyncio import client as _asyncio_client
+from coder_io_common._async import client
 from coder_proto._shells.watch_feed import standalone_watch
-from coder_proto._transport_events import TransportEventSink
 
-from ._driver import Driver, transport_sink
+from ._runtime import Driver
 from .watch import ChatWatch
 
 __all__ = ["CoderChatClient", "watch_chats"]
 
 
-class CoderChatClient(_asyncio_client.CoderChatClient):
+class CoderChatClient(client.CoderChatClient):
     """The raw Coder chat API on trio (the same methods and arguments as on asyncio).
 
     ``base_url`` and ``token`` default to ``CODER_URL`` / ``CODER_SESSION_TOKEN``;
@@ -32,25 +24,15 @@ class CoderChatClient(_asyncio_client.CoderChatClient):
     closed by ``aclose()`` / ``async with``. ``verify`` is the TLS setting of the stream
     sockets and of the created HTTP client (``True``, ``False``, a CA bundle path or an
     ``ssl.SSLContext``). ``on_transport_event`` receives the ``http:*`` events (wire 11, D24);
-    it may be a coroutine function. ``recorder`` records a transcript. Construction does no
-    I/O and needs no running trio loop; the operations must run inside ``trio.run``. The
-    client's background work (D22) runs in trio system tasks owned by the client, and
-    ``aclose`` awaits it (at most 10 s).
+    it may be a coroutine function. ``prefix`` pins the chat prefix (otherwise it is
+    negotiated, wire 1.4). ``recorder`` records a transcript. Construction does no I/O and
+    needs no running trio loop; the operations must run inside ``trio.run``. The client's
+    background work (D22) runs in trio system tasks owned by the client, and ``aclose`` awaits
+    it (at most 10 s).
     """
 
-    _driver_class: ClassVar[Any] = Driver
-    _watch_class: ClassVar[Any] = ChatWatch
-
-    @staticmethod
-    def _make_sink(callback: Callable[[Any], object] | None) -> TransportEventSink:
-        return transport_sink(callback)
-
-    @staticmethod
-    async def _to_thread(fn: Callable[..., Any], /, *args: Any) -> Any:
-        return await trio.to_thread.run_sync(fn, *args)
-
-    def _setup(self) -> None:
-        """httpx runs on trio without anyio's asyncio backend: nothing to load."""
+    _driver_class: ClassVar[type[Driver]] = Driver
+    _watch_class: ClassVar[type[ChatWatch]] = ChatWatch
 
 
 #: The standalone watch (wire 1.5, 6): a trio ``ChatWatch`` over a client of its own.

@@ -1,31 +1,25 @@
 """``CoderChatClient.watch_chats()`` on trio: the ``/watch`` subscription as an async iterator
-and async context manager (wire 6; the machine is ``coder_proto._stream.watch``, the consumer's rules
-``coder_proto._shells.watch_feed``). The iteration is ``coder_io_asyncio``'s (runtime-neutral); only
-the teardown of a dropped iterator differs."""
+and async context manager (wire 6; ``coder_io_common._async.watch``)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-import trio
-
-from coder_io_asyncio import watch as _asyncio_watch
+from coder_io_common._async import watch
 
 __all__ = ["ChatWatch"]
 
 
-class ChatWatch(_asyncio_watch.ChatWatch):
-    """Chat lifecycle events for every chat the user can see (wire 6), inside ``trio.run``:
-    the behaviour of ``coder_io_asyncio.ChatWatch``, with trio's cancellation (cancelling
-    the scope that iterates tears the socket down at once)."""
+class ChatWatch(watch.ChatWatch):
+    """Chat lifecycle events for every chat the user can see (wire 6), inside ``trio.run``::
 
-    _token: trio.lowlevel.TrioToken | None = None
+        async with client.watch_chats() as watch:
+            async for event in watch:
+                print(event.kind, event.chat.id, event.chat.status)
 
-    def _bind(self) -> None:
-        self._token = trio.lowlevel.current_trio_token()
-
-    def _cancel_soon(self, run: Any) -> None:
-        token = self._token
-        if token is not None:
-            # From the garbage collector: hand the cancel to the trio loop (any thread).
-            token.run_sync_soon(run.cancel, None)
+    The subscription starts at the first ``__anext__`` (or on entering the ``async with``):
+    the prefix preflight runs then, and its error propagates. Dropped connections are redialed
+    forever with backoff (1 s doubling to 30 s, reset once an event is delivered); a 4xx
+    upgrade rejection raises a terminal ``CoderApiError``. Leaving the ``async with``,
+    ``aclose()``, cancelling the scope that iterates, or dropping the iterator tears the
+    socket down at once, even while a read is pending (a dropped iterator's teardown runs at
+    the loop's next turn). Nothing here emits ``ws:*`` events.
+    """

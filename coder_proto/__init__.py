@@ -47,6 +47,7 @@ from ._errors import (
     CoderProtocolError,
     CoderStreamError,
 )
+from ._options import AgentOptions
 from ._outputs import (
     ErrorPart,
     Finish,
@@ -126,6 +127,8 @@ __all__ = [  # noqa: RUF022
     "CoderStreamError",
     "StructuredOutputError",
     "ToolInputError",
+    # settings
+    "AgentOptions",
     # what a turn delivers (output parts) and returns
     "ErrorPart",
     "Finish",

@@ -1,4 +1,4 @@
-"""The agent core (``coder_proto._agent.agent_core``): settings (H.1, H.2), prompt inputs (appendix P,
+"""The agent core (``coder_proto.agent``): settings (H.1, H.2), prompt inputs (appendix P,
 wire 7), the client-tool dispatch plan (D5), the structured-output ladder (docs/agents.md "Structured output" rules 1-4, D7), single flight (G.2), history pages and workspace files,
 driven through the in-memory driver where a turn runs."""
 
@@ -17,41 +17,41 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coder_proto import (
+from coder_proto._actions import ToolOutcome
+from coder_proto._agent.agent_core import ENV_ORGANIZATION_ID, AgentCore, GenerateResult
+from coder_proto._agent.history import HistoryJob
+from coder_proto._agent.prompt import (
     AssistantMessage,
-    AttachedFile,
-    Attachment,
-    CoderAgentError,
     FileContent,
-    FileReferenceInput,
-    GenerateResult,
-    StepResult,
-    StructuredOutputError,
     SystemMessage,
     TextContent,
-    Tool,
-    ToolCall,
-    ToolContext,
     ToolMessage,
     ToolResultContent,
-    TurnResult,
-    Usage,
     UserMessage,
-    tool,
 )
-from coder_proto._actions import ToolOutcome
-from coder_proto._agent.agent_core import ENV_ORGANIZATION_ID, AgentCore
-from coder_proto._agent.history import HistoryJob
-from coder_proto._agent.prompt_plan import prepare_attachment, prepare_prompt
+from coder_proto._agent.prompt_plan import (
+    AttachedFile,
+    Attachment,
+    prepare_attachment,
+    prepare_prompt,
+)
+from coder_proto._agent.segment import StepResult
 from coder_proto._agent.structured_output import (
     NUDGE_PROMPT,
     STRUCTURED_OUTPUT_ACK,
     StructuredOutput,
+    StructuredOutputError,
 )
 from coder_proto._agent.tool_calls import ToolInvocation, plan_tool_calls
+from coder_proto._agent.tools import Tool, ToolContext, tool
+from coder_proto._agent.turn import TurnResult
 from coder_proto._constants import MAX_ATTACHMENT_BYTES
+from coder_proto._errors import CoderAgentError
+from coder_proto._options import OPTION_NAMES, AgentOptions
+from coder_proto._outputs import ToolCall, Usage
 from coder_proto._rest.prefix import PrefixSelector
 from coder_proto._transport_events import TransportEventSink
+from coder_proto._wire.chats import FileReferenceInput
 from tests.core_driver import (
     CHAT,
     CaseEnv,
@@ -67,10 +67,12 @@ BASE = "https://coder.test"
 
 
 def core(**kwargs: Any) -> AgentCore:
+    """An ``AgentCore``: the ``AgentOptions`` fields among ``kwargs`` are its options."""
     kwargs.setdefault("base_url", BASE)
     kwargs.setdefault("token", "tok-secret")
     kwargs.setdefault("organization_id", "org-1")
-    return AgentCore(**kwargs)
+    options = AgentOptions(**{k: kwargs.pop(k) for k in list(kwargs) if k in OPTION_NAMES})
+    return AgentCore(options, **kwargs)
 
 
 @tool
@@ -92,7 +94,10 @@ def test_h2_organization_id_is_required_and_defaults_from_the_environment() -> N
     agent = AgentCore(base_url=BASE, token="t", env={ENV_ORGANIZATION_ID: "org-env"})
     assert agent.organization_id == "org-env" and agent.config.organization_id == "org-env"
     explicit = AgentCore(
-        base_url=BASE, token="t", organization_id="org-x", env={ENV_ORGANIZATION_ID: "org-env"}
+        AgentOptions(organization_id="org-x"),
+        base_url=BASE,
+        token="t",
+        env={ENV_ORGANIZATION_ID: "org-env"},
     )
     assert explicit.organization_id == "org-x"
     with pytest.raises(CoderAgentError):
@@ -528,7 +533,7 @@ def test_encoded_outputs_of_models() -> None:
     assert inv.succeeded(Out(3)).output == {"value": 3}
 
 
-# -- structured output (docs/agents.md "Structured output" rules 1-4) --------------------------
+# -- structured output (docs/agents.md "Structured output" rules 1-4) -------------------------------------------------
 
 
 @attrs.frozen
@@ -888,7 +893,7 @@ def test_history_needs_a_chat_id() -> None:
         HistoryJob(PrefixSelector(), "", now=0.0)
 
 
-# -- bad input never escapes as a bare exception (docs/architecture.md rule 4) -----------------
+# -- bad input never escapes as a bare exception (docs/architecture.md rule 4) -------------------------------
 
 _scalars = st.one_of(
     st.none(),

@@ -1,4 +1,4 @@
-"""The runtime-independent half of every adapter's ``CoderAgent`` (``coder_proto._agent.agent_core``:
+"""The runtime-independent half of every adapter's ``CoderAgent`` (``coder_proto.agent``:
 ``AgentShell``, ``AgentCalls``, ``segment_sink``, ``WorkspaceWrite``; H.1-H.3, wire 2, 7, 8,
 11; D11, D17, D24; docs/architecture.md "Public API" and rule 6).
 
@@ -14,18 +14,20 @@ from typing import Any
 
 import pytest
 
-from coder_proto import AttachedFile, CoderAgentError, HttpRequestEvent, SegmentStartEvent
 from coder_proto._agent.agent_core import AgentCore
+from coder_proto._agent.prompt_plan import AttachedFile
 from coder_proto._agent.session import Session
 from coder_proto._agent.session_calls import SessionInterrupt
 from coder_proto._agent.session_state import SessionConfig
 from coder_proto._agent.workspace_files import WorkspaceWrite
+from coder_proto._errors import CoderAgentError
+from coder_proto._options import AgentOptions
 from coder_proto._rest.http import HttpRequest
 from coder_proto._rest.prefix import PrefixSelector
 from coder_proto._rest.settings import ClientSettings
 from coder_proto._shells.agent_calls import AgentCalls
 from coder_proto._shells.agent_shell import AgentShell, check_connection, segment_sink
-from coder_proto._transport_events import TransportEventSink
+from coder_proto._transport_events import HttpRequestEvent, SegmentStartEvent, TransportEventSink
 from coder_proto.transcript._recorder import Recorder, TranscriptRecorder
 from tests.core_driver import Driver, Respond, chat_stub, empty_page
 
@@ -167,9 +169,10 @@ def test_without_an_agent_hook_every_event_goes_to_the_clients_sink() -> None:
 
 
 class World:
-    def __init__(self, rest: dict[str, Any] | None = None, **config: Any) -> None:
+    def __init__(self, rest: dict[str, Any] | None = None, *, chat_id: str | None = None) -> None:
         self.rest = rest or {}
-        self.core = AgentCore(base_url=BASE, token=TOKEN, organization_id=ORG, **config)
+        options = AgentOptions(organization_id=ORG)
+        self.core = AgentCore(options, base_url=BASE, token=TOKEN, chat_id=chat_id)
         self.calls = AgentCalls(self.core)
         self.driver = Driver(Session(SessionConfig(base_url=BASE)), http=self.http)
 
@@ -225,7 +228,7 @@ def test_history_walks_the_pages_and_converts_to_ui_messages_i() -> None:
         World().calls.history()
 
 
-# -- workspace files (docs/agents.md "Workspace files") ---------------------------------------------
+# -- workspace files (docs/agents.md "Workspace files") ------------------------------------------------
 
 
 class Files:
@@ -237,10 +240,9 @@ class Files:
 
 def test_a_workspace_write_is_planned_before_any_io() -> None:
     core = AgentCore(
+        AgentOptions(organization_id=ORG, workspace_id="ws-1"),
         base_url=BASE,
         token=TOKEN,
-        organization_id=ORG,
-        workspace_id="ws-1",
         workspace_files=Files(),
     )
     write = core.workspace_write(b"data", "/tmp/a.bin")

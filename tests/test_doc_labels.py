@@ -54,9 +54,7 @@ DECISIONS = "docs/decisions.md"
 #: together with the split, so until then their unresolved labels, outside references and
 #: labelled messages do not fail the checks below. Remove an entry once its file is clean or
 #: gone (``test_the_pending_lists_are_still_needed`` fails until then).
-PENDING_SPLIT: tuple[str, ...] = (
-    "coder_io_asyncio/",
-)
+PENDING_SPLIT: tuple[str, ...] = ()
 #: The conformance runner and the benchmarks still read the corpus and the transcript
 #: generator from the shared folder beside the repository; they may name it until the corpus
 #: and the generator live in the repository. Only outside references are excused here.

@@ -1,5 +1,4 @@
-"""What every adapter's durable functions share (``coder_proto.durable._runtime``;
-docs/durable-workflows.md; D5, D22, D26): the step's setup and its agents' settings, the turn report,
+"""What every adapter's durable functions share (``coder_proto.durable._runtime``; docs/durable-workflows.md; D5, D22, D26): the step's setup and its agents' settings, the turn report,
 stepping effect programs, binding crash-safe tools, and the loop of driving a durable machine
 (its commands, outcomes fed back in any order, deadlines, cancellation).
 """
@@ -13,8 +12,11 @@ from typing import Any
 
 import pytest
 
-from coder_proto import CoderAgentError, CoderNetworkError, Tool, ToolCall, tool
+from coder_proto import AgentOptions
 from coder_proto._actions import ToolOutcome
+from coder_proto._agent.tools import Tool, tool
+from coder_proto._errors import CoderAgentError, CoderNetworkError
+from coder_proto._outputs import ToolCall
 from coder_proto._rest.http import HttpResponse
 from coder_proto._rest.prefix import PrefixSelector
 from coder_proto._rest.routes import build_get_chat, parse_get_chat
@@ -28,7 +30,6 @@ from coder_proto.durable import (
 )
 from coder_proto.durable._runtime import (
     Abandon,
-    AgentOptions,
     ApplyStore,
     DurableDrive,
     DurableStep,
@@ -71,12 +72,14 @@ def test_the_agents_hook_is_passed_only_with_a_supplied_client() -> None:
     def hook(event: Any) -> None:
         return None
 
-    options = AgentOptions(model="gpt-5", max_steps=3, on_transport_event=hook)
-    supplied = options.agent_kwargs(supplied_client=True)
-    assert supplied["on_transport_event"] is hook
-    assert (supplied["model"], supplied["max_steps"]) == ("gpt-5", 3)
+    options = AgentOptions(model="gpt-5", max_steps=3)
+    binding = DurableBinding(tenant="acme")
+    supplied = step(agent=options, on_transport_event=hook, supplied_client=True)
+    kwargs = supplied.agent_kwargs(None, None, binding, Bound)
+    assert kwargs["on_transport_event"] is hook and kwargs["options"] is options
     # A client created for the call has the hook already: every event would arrive twice.
-    assert options.agent_kwargs(supplied_client=False)["on_transport_event"] is None
+    created = step(agent=options, on_transport_event=hook, supplied_client=False)
+    assert "on_transport_event" not in created.agent_kwargs(None, None, binding, Bound)
 
 
 @crash_safe
@@ -105,8 +108,7 @@ def step(**kwargs: Any) -> DurableStep:
     kwargs.setdefault("store", MemoryStore())
     kwargs.setdefault("step", "s1")
     kwargs.setdefault("tenant", "acme")
-    kwargs.setdefault("tools", [charge, lookup])
-    kwargs.setdefault("agent", AgentOptions(request_timeout=30.0))
+    kwargs.setdefault("agent", AgentOptions(request_timeout=30.0, tools=[charge, lookup]))
     return DurableStep("wf-1", "do it", **kwargs)
 
 
@@ -121,7 +123,7 @@ def test_a_step_is_planned_from_run_turns_arguments() -> None:
     assert (plan.commit_window, plan.settle_timeout) == (30.0, 9.0)
     assert (plan.interrupt_timeout, plan.poll_interval) == (3.0, 0.5)
     assert durable.binding == DurableBinding(tenant="acme", workflow_id="wf-1", marker=plan.marker)
-    structured = step(agent=AgentOptions(output_type=int))
+    structured = step(agent=AgentOptions(output_type=int, tools=[charge, lookup]))
     assert structured.plan.structured is not None
 
 
@@ -135,17 +137,18 @@ def test_a_bad_store_or_plan_fails_before_anything_runs() -> None:
             store=MemoryStore(),
             step=None,
             tenant="t",
-            tools=None,
             agent=AgentOptions(),
         )
 
 
 def test_the_steps_agents_get_its_settings_its_chat_and_its_bound_tools() -> None:
     store = MemoryStore()
-    durable = step(store=store, supplied_client=True, agent=AgentOptions(model="m"))
+    options = AgentOptions(model="m", tools=[charge, lookup])
+    durable = step(store=store, supplied_client=True, agent=options)
     binding = DurableBinding(tenant="acme", workflow_id="wf-1", marker="[wf-1/s1]", attempt=2)
     kwargs = durable.agent_kwargs("c1", 7, binding, Bound)
-    assert (kwargs["chat_id"], kwargs["last_seen_message_id"], kwargs["model"]) == ("c1", 7, "m")
+    assert (kwargs["chat_id"], kwargs["last_seen_message_id"]) == ("c1", 7)
+    assert kwargs["options"] is options  # the bound tools= override its tools
     bound = kwargs["tools"]["charge"].func
     assert isinstance(bound, Bound) and bound.store is store
     assert bound.binding == binding  # the attempt included

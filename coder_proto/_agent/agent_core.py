@@ -28,13 +28,13 @@ reports outcomes. ``max_retries`` (C.5) is the turn's own bookkeeping (``Turn``)
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 import attrs
 
-from .._constants import DEFAULT_MAX_STEPS, SETTLE_DEADLINE, SETTLE_RETRY_DELAY
 from .._errors import CoderAgentError
+from .._options import AgentOptions
 from .._outputs import ToolCall
 from .._rest.prefix import PrefixSelector
 from .._rest.uploads import plan_upload
@@ -51,7 +51,7 @@ from .structured_output import (
     StructuredOutputError,
 )
 from .tool_calls import ToolPlan, plan_tool_calls
-from .tools import Tool, tools_by_name
+from .tools import Tool
 from .turn import Turn, TurnResult
 from .workspace_files import (
     WorkspaceFiles,
@@ -161,39 +161,32 @@ class GenerateCall:
 
 
 class AgentCore:
-    """The pure part of one ``CoderAgent`` (see the module docstring). ``base_url`` and
-    ``token`` come from the adapter's client; ``selector`` is that client's prefix state
+    """The pure part of one ``CoderAgent`` (see the module docstring). ``options`` are its
+    settings (``AgentOptions``; the defaults when ``None``); ``base_url`` and ``token`` come
+    from the adapter's client; ``selector`` is that client's prefix state
     (one per client, wire 1.4); ``env`` supplies ``CODER_ORGANIZATION_ID``. Construction does
     no I/O (H.1) and raises ``CoderAgentError`` on bad settings."""
 
     def __init__(
         self,
+        options: AgentOptions | None = None,
         *,
         base_url: str,
         token: str | None,
-        organization_id: str | None = None,
-        model: str | None = None,
-        instructions: str | None = None,
-        tools: Iterable[Tool | Callable[..., Any]] | Mapping[str, Any] | None = None,
-        output_type: Any = None,
-        request_timeout: float | None = None,
         chat_id: str | None = None,
         last_seen_message_id: int | None = None,
-        workspace_id: str | None = None,
         workspace_files: WorkspaceFiles | None = None,
-        mcp_server_ids: Sequence[str] = (),
-        reasoning_effort: str | None = None,
-        plan_mode: str | None = None,
-        busy_behavior: str | None = None,
-        max_steps: int = DEFAULT_MAX_STEPS,
-        max_retries: int = 0,
-        settle_deadline: float = SETTLE_DEADLINE,
-        settle_retry_delay: float = SETTLE_RETRY_DELAY,
         selector: PrefixSelector | None = None,
         sink: TransportEventSink | None = None,
         reader_factory: ReaderFactory | None = None,
         env: Mapping[str, str] | None = None,
     ) -> None:
+        if options is None:
+            options = AgentOptions()
+        elif not isinstance(options, AgentOptions):
+            raise CoderAgentError(f"options must be an AgentOptions, got {options!r}")
+        self.options = options
+        organization_id = options.organization_id
         if organization_id is None:
             organization_id = _env_str(env, ENV_ORGANIZATION_ID)
         if not isinstance(organization_id, str) or not organization_id.strip():
@@ -201,22 +194,19 @@ class AgentCore:
                 "organization_id is required: pass it, or set the "
                 f"{ENV_ORGANIZATION_ID} environment variable"
             )
-        if isinstance(mcp_server_ids, str):
-            raise CoderAgentError("mcp_server_ids must be a sequence of ids, not one string")
-        self.tools: dict[str, Tool] = tools_by_name(tools)
+        self.tools: dict[str, Tool] = dict(options.tools)
         self.output: StructuredOutput | None = None
-        if output_type is not None:
+        instructions = options.instructions
+        if options.output_type is not None:
             if STRUCTURED_OUTPUT_TOOL in self.tools:
                 raise CoderAgentError(
                     f"a tool named {STRUCTURED_OUTPUT_TOOL!r} clashes with output_type"
                 )
-            self.output = StructuredOutput(output_type)
-            if instructions is not None and not isinstance(instructions, str):
-                raise CoderAgentError(f"instructions must be a string, got {instructions!r}")
+            self.output = StructuredOutput(options.output_type)
             instructions = "\n\n".join(
                 t for t in (instructions, STRUCTURED_OUTPUT_INSTRUCTIONS) if t
             )
-        check_workspace_files(workspace_files, workspace_id)
+        check_workspace_files(workspace_files, options.workspace_id)
         self.workspace_files = workspace_files
         registered = [t.to_dynamic_tool() for t in self.tools.values()]
         if self.output is not None:
@@ -225,19 +215,19 @@ class AgentCore:
             base_url=base_url,
             token=token,
             organization_id=organization_id,
-            model=model,
+            model=options.model,
             instructions=instructions,
             tools=tuple(registered),
-            workspace_id=workspace_id,
-            mcp_server_ids=tuple(mcp_server_ids or ()),
-            plan_mode=plan_mode,
-            reasoning_effort=reasoning_effort,
-            busy_behavior=busy_behavior,
-            request_timeout=request_timeout,
-            max_steps=max_steps,
-            max_retries=max_retries,
-            settle_deadline=settle_deadline,
-            settle_retry_delay=settle_retry_delay,
+            workspace_id=options.workspace_id,
+            mcp_server_ids=options.mcp_server_ids,
+            plan_mode=options.plan_mode,
+            reasoning_effort=options.reasoning_effort,
+            busy_behavior=options.busy_behavior,
+            request_timeout=options.request_timeout,
+            max_steps=options.max_steps,
+            max_retries=options.max_retries,
+            settle_deadline=options.settle_deadline,
+            settle_retry_delay=options.settle_retry_delay,
             chat_id=chat_id,
             last_seen_message_id=last_seen_message_id,
         )

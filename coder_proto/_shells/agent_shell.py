@@ -15,6 +15,7 @@ from .._agent.tools import Tool
 from .._agent.workspace_files import WorkspaceFiles
 from .._constants import DEFAULT_MAX_STEPS, SETTLE_DEADLINE, SETTLE_RETRY_DELAY
 from .._errors import CoderAgentError
+from .._options import AgentOptions, option_keywords
 from .._rest.prefix import PrefixSelector
 from .._rest.settings import ClientSettings
 from .._transport_events import TransportEventSink
@@ -67,13 +68,17 @@ class AgentShell(Generic[ClientT, HttpClientT]):
     One agent is one server chat, created by the first turn and reused by the next ones
     (H.1). Connection: ``client`` (a ``CoderChatClient`` of the same runtime, never closed
     here) or ``base_url`` / ``token`` (defaulting to ``CODER_URL`` / ``CODER_SESSION_TOKEN``)
-    with ``http_client`` (the runtime's httpx client) and ``verify``. ``organization_id``
-    defaults to ``CODER_ORGANIZATION_ID``. Durations are seconds: ``request_timeout`` bounds
-    each segment (C.3), ``settle_deadline`` and ``settle_retry_delay`` bound cleanup (H.4,
-    H.5). ``tools`` are ``@tool`` functions, ``Tool`` objects (explicit JSON Schema, attrs
-    classes, dataclasses, pydantic models) or plain functions, as a sequence or a name -> tool
-    mapping. ``output_type`` enables the structured-output tool (``result.output``).
-    ``on_transport_event`` receives transport events; with a supplied ``client`` the
+    with ``http_client`` (the runtime's httpx client) and ``verify``.
+
+    Settings: ``options`` (an ``AgentOptions``) and the same settings as keywords; a keyword
+    passed explicitly overrides the field of ``options`` (see ``AgentOptions``).
+    ``organization_id`` defaults to ``CODER_ORGANIZATION_ID``. Durations are seconds:
+    ``request_timeout`` bounds each segment (C.3), ``settle_deadline`` and
+    ``settle_retry_delay`` bound cleanup (H.4, H.5). ``tools`` are ``@tool`` functions,
+    ``Tool`` objects (explicit JSON Schema, attrs classes, dataclasses, pydantic models) or
+    plain functions, as a sequence or a name -> tool mapping. ``output_type`` enables the
+    structured-output tool (``result.output``). ``chat_id`` and ``last_seen_message_id``
+    resume a chat. ``on_transport_event`` receives transport events; with a supplied ``client`` the
     ``http:*`` and ``ws:*`` events go to that client's hook and this one receives the
     ``segment:*`` events (all of them go to the client's hook when the agent has none).
     ``recorder`` (a ``coder_proto.transcript.Recorder``) is told what crosses the wire
@@ -83,9 +88,11 @@ class AgentShell(Generic[ClientT, HttpClientT]):
     #: The adapter's ``CoderChatClient`` class: a supplied client must be one.
     _client_class: ClassVar[type[Any]]
 
+    @option_keywords
     def __init__(
         self,
         *,
+        options: AgentOptions | None = None,
         organization_id: str | None = None,
         model: str | None = None,
         instructions: str | None = None,
@@ -112,6 +119,8 @@ class AgentShell(Generic[ClientT, HttpClientT]):
         verify: Any = True,
         recorder: Recorder | None = None,
     ) -> None:
+        # The option keywords are folded into ``options`` (``option_keywords``).
+        assert options is not None
         client_class = self._client_class
         if client is not None:
             check_connection(client, base_url=base_url, token=token, http_client=http_client)
@@ -139,26 +148,12 @@ class AgentShell(Generic[ClientT, HttpClientT]):
             # Transcripts (docs/transcripts.md): the driver reports what crosses the wire.
             self._driver.recorder = recorder
         self._core = AgentCore(
+            options,
             base_url=client.settings.base_url,
             token=client.settings.token,
-            organization_id=organization_id,
-            model=model,
-            instructions=instructions,
-            tools=tools,
-            output_type=output_type,
-            request_timeout=request_timeout,
             chat_id=chat_id,
             last_seen_message_id=last_seen_message_id,
-            workspace_id=workspace_id,
             workspace_files=workspace_files,
-            mcp_server_ids=mcp_server_ids,
-            reasoning_effort=reasoning_effort,
-            plan_mode=plan_mode,
-            busy_behavior=busy_behavior,
-            max_steps=max_steps,
-            max_retries=max_retries,
-            settle_deadline=settle_deadline,
-            settle_retry_delay=settle_retry_delay,
             selector=client.selector,
             sink=sink,
             env=os.environ,

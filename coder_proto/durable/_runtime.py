@@ -7,8 +7,8 @@ only their I/O: store calls (in a worker thread, or awaited), requests through t
 tool functions, waiting, and their runtime's cancellation.
 
 * ``DurableStep`` turns ``run_turn``'s arguments into the ``StepPlan`` (the commit window
-  defaults to ``request_timeout``, else 300 s), the step's client tools, and the keyword
-  arguments of each agent the step runs (``AgentOptions``);
+  defaults to ``request_timeout``, else 300 s), the step's client tools (the options'
+  ``tools``), and the keyword arguments of each agent the step runs (its ``AgentOptions``);
 * ``turn_report`` reads a finished (or failed) agent turn into a ``TurnReport``;
 * ``DurableDrive`` is the loop of driving one durable machine: its actions become
   ``Relay`` / ``Abandon`` / ``ApplyStore`` / ``RunCalls`` commands, outcomes are fed back,
@@ -29,14 +29,9 @@ import attrs
 from .._actions import CancelRequest, RunTools, SendRequest, ToolOutcome
 from .._agent.structured_output import StructuredOutput
 from .._agent.tools import Tool, tools_by_name
-from .._constants import (
-    DEFAULT_MAX_STEPS,
-    INTERRUPT_POLL_INTERVAL,
-    INTERRUPT_WAIT_TIMEOUT,
-    SETTLE_DEADLINE,
-    SETTLE_RETRY_DELAY,
-)
+from .._constants import INTERRUPT_POLL_INTERVAL, INTERRUPT_WAIT_TIMEOUT
 from .._errors import CoderAgentError
+from .._options import AgentOptions
 from .._outputs import ToolCall
 from .._rest.http import HttpRequest, HttpResponse
 from ._records import DEFAULT_TENANT
@@ -48,7 +43,6 @@ from ._tools import CrashSafeTool, DurableBinding
 
 __all__ = [
     "Abandon",
-    "AgentOptions",
     "ApplyStore",
     "BindTools",
     "BoundFunction",
@@ -89,38 +83,6 @@ def commit_window_for(commit_window: float | None, request_timeout: float | None
 # -- one step -------------------------------------------------------------------------------------
 
 
-@attrs.frozen(kw_only=True)
-class AgentOptions:
-    """The ``CoderAgent`` settings of a durable step's agents (``run_turn``'s agent options);
-    ``on_transport_event`` goes to the agent only when the client was supplied (a client
-    created for the call has the hook already)."""
-
-    output_type: Any = None
-    organization_id: str | None = None
-    model: str | None = None
-    instructions: str | None = None
-    request_timeout: float | None = None
-    workspace_id: str | None = None
-    mcp_server_ids: Sequence[str] = ()
-    reasoning_effort: str | None = None
-    plan_mode: str | None = None
-    busy_behavior: str | None = None
-    max_steps: int = DEFAULT_MAX_STEPS
-    max_retries: int = 0
-    settle_deadline: float = SETTLE_DEADLINE
-    settle_retry_delay: float = SETTLE_RETRY_DELAY
-    on_transport_event: Callable[[Any], object] | None = None
-
-    def agent_kwargs(self, *, supplied_client: bool) -> dict[str, Any]:
-        """The keyword arguments of ``CoderAgent`` (besides ``client``, the chat, the cursor
-        and the tools)."""
-        kwargs = {a.name: getattr(self, a.name) for a in attrs.fields(AgentOptions)}
-        if not supplied_client:
-            # With a created client its own hook gets every event; twice would duplicate them.
-            kwargs["on_transport_event"] = None
-        return kwargs
-
-
 class BindTools(Protocol):
     """An adapter's ``bind_tools``."""
 
@@ -137,9 +99,11 @@ class BindTools(Protocol):
 
 class DurableStep:
     """One ``run_turn`` call, checked before anything is journaled or sent: the store, the
-    plan (``StepPlan``), the step's client tools and its agents' settings. The adapter runs
-    ``program()``'s effects; ``agent_kwargs`` are the arguments of the agent of one
-    ``RunAgentTurn`` (or of the dry construction that checks the settings up front)."""
+    plan (``StepPlan``), the step's client tools (``agent.tools``) and its agents' settings
+    (``agent``). The adapter runs ``program()``'s effects; ``agent_kwargs`` are the arguments
+    of the agent of one ``RunAgentTurn`` (or of the dry construction that checks the settings
+    up front). ``on_transport_event`` goes to those agents only when the client was supplied
+    (a client created for the call has the hook already)."""
 
     def __init__(
         self,
@@ -149,19 +113,20 @@ class DurableStep:
         store: Any,
         step: str | None,
         tenant: str,
-        tools: ToolsArg,
         agent: AgentOptions,
         commit_window: float | None = None,
         settle_timeout: float = DEFAULT_SETTLE_TIMEOUT,
         interrupt_timeout: float = INTERRUPT_WAIT_TIMEOUT,
         poll_interval: float = INTERRUPT_POLL_INTERVAL,
         supplied_client: bool = False,
+        on_transport_event: Callable[[Any], object] | None = None,
     ) -> None:
         check_store(store)
         self.store = store
-        self.tools: dict[str, Tool] = tools_by_name(tools)
+        self.tools: dict[str, Tool] = dict(agent.tools)
         self.agent = agent
         self.supplied_client = supplied_client
+        self.on_transport_event = on_transport_event
         output_type = agent.output_type
         self.plan = StepPlan(
             workflow_id=workflow_id,
@@ -205,14 +170,17 @@ class DurableStep:
         bound_function: BoundFunction,
     ) -> dict[str, Any]:
         """``CoderAgent``'s keyword arguments (without ``client``) for a turn on ``chat_id``
-        (``None``: a fresh chat) from ``last_seen_message_id``, the tools bound with
-        ``binding``."""
-        kwargs = self.agent.agent_kwargs(supplied_client=self.supplied_client)
-        kwargs.update(
-            chat_id=chat_id,
-            last_seen_message_id=last_seen_message_id,
-            tools=self.bound_tools(binding, bound_function),
-        )
+        (``None``: a fresh chat) from ``last_seen_message_id``: the step's options with the
+        tools bound with ``binding``."""
+        kwargs: dict[str, Any] = {
+            "options": self.agent,
+            "tools": self.bound_tools(binding, bound_function),
+            "chat_id": chat_id,
+            "last_seen_message_id": last_seen_message_id,
+        }
+        if self.supplied_client and self.on_transport_event is not None:
+            # With a created client its own hook gets every event; twice would duplicate them.
+            kwargs["on_transport_event"] = self.on_transport_event
         return kwargs
 
     def dry_kwargs(self, bound_function: BoundFunction) -> dict[str, Any]:

@@ -23,17 +23,19 @@ from typing import Any
 import httpx
 import pytest
 
-from coder_io_asyncio._driver import Driver, ssl_context, transport_sink
+from coder_io_asyncio._runtime import Driver, ssl_context, transport_sink
 from coder_io_common.fake_server import FakeCoderServer
-from coder_proto import CoderAgentError, CoderNetworkError, DynamicTool, TextDelta, WatchBackoff
 from coder_proto._actions import ToolOutcome
 from coder_proto._agent.session import Session
 from coder_proto._agent.session_state import SessionConfig
+from coder_proto._errors import CoderAgentError, CoderNetworkError
+from coder_proto._outputs import TextDelta
 from coder_proto._rest.jobs import RestJob, rest_job
 from coder_proto._rest.prefix import PrefixSelector
 from coder_proto._rest.routes import build_list_chats, parse_list_chats
-from coder_proto._stream.watch import WatchMachine
+from coder_proto._stream.watch import WatchBackoff, WatchMachine
 from coder_proto._transport_events import TransportEventSink
+from coder_proto._wire.chats import DynamicTool
 from coder_proto.fake import CallClientTool, Say, Script, Wait
 
 WEATHER = DynamicTool(
@@ -616,7 +618,7 @@ async def test_an_owned_client_keeps_at_most_its_pool_size_in_flight(
 ) -> None:
     """A fleet of machines on one client: the requests beyond the pool size wait their turn
     in the driver (in order, each answered), never more than the pool size at the server."""
-    import coder_io_asyncio._driver as module
+    import coder_io_common._async.driver as module
 
     monkeypatch.setattr(module, "HTTP_CONCURRENCY", 3)
     async with HoldingServer() as held:
@@ -637,7 +639,7 @@ async def test_an_owned_client_keeps_at_most_its_pool_size_in_flight(
 async def test_a_user_client_is_not_throttled_by_the_driver_d23(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import coder_io_asyncio._driver as module
+    import coder_io_common._async.driver as module
 
     monkeypatch.setattr(module, "HTTP_CONCURRENCY", 3)
     async with HoldingServer() as held, httpx.AsyncClient() as client:

@@ -13,7 +13,7 @@ import pytest
 
 from coder_io_common.fake_server import FakeCoderServer
 
-from .runtimes import RUNTIMES, Recorder
+from .runtimes import LOOP_RUNTIMES, RUNTIMES, Recorder
 
 #: Fast fake-server knobs: the scenarios wait on the protocol, never on the fake model.
 FAST: dict[str, Any] = {"chunk_delay": 0.0005, "interrupt_delay": 0.05}
@@ -35,6 +35,13 @@ def recorder() -> Recorder:
 
 @pytest.fixture(params=sorted(RUNTIMES))
 def runtime(request: pytest.FixtureRequest, recorder: Recorder) -> Any:
+    return RUNTIMES[request.param](recorder)
+
+
+@pytest.fixture(params=LOOP_RUNTIMES)
+def loop_runtime(request: pytest.FixtureRequest, recorder: Recorder) -> Any:
+    """An event-loop runtime's facade (asyncio, trio): for what the blocking adapter does
+    another way."""
     return RUNTIMES[request.param](recorder)
 
 

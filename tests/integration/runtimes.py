@@ -785,8 +785,27 @@ class SyncRuntime:
             killer.join()
         return False
 
-    async def watch_within(self, seconds: float, watch: Any) -> BaseException | None:
-        raise NotImplementedError("the blocking watch has no caller deadline: Ctrl-C stops it")
+    async def close_from_another_thread(self, watch: Any, when: Callable[[], bool]) -> list[Any]:
+        """Consume ``watch`` in this thread while another thread calls ``watch.close()`` once
+        ``when()`` holds (the blocking watch has no caller deadline; ``close`` from another
+        thread is how a program stops it, besides Ctrl-C): the events the iteration yielded
+        before it ended."""
+        stop = threading.Event()
+
+        def closer() -> None:
+            while not stop.is_set():
+                if when():
+                    watch.close()
+                    return
+                time.sleep(0.01)
+
+        thread = threading.Thread(target=closer, daemon=True)
+        thread.start()
+        try:
+            return list(watch)
+        finally:
+            stop.set()
+            thread.join()
 
     # -- control -------------------------------------------------------------------------------
 
@@ -827,9 +846,11 @@ class SyncRuntime:
         return server.wait_idle(timeout)
 
 
-#: The runtimes the scenarios run on (trio and sync join with their adapters).
+#: The runtimes the scenarios run on.
 RUNTIMES: dict[str, Callable[[Recorder], Any]] = {
     "asyncio": AsyncioRuntime,
     "sync": SyncRuntime,
     "trio": TrioRuntime,
 }
+#: The event-loop runtimes: what only they offer (a caller's deadline around a watch).
+LOOP_RUNTIMES = ("asyncio", "trio")

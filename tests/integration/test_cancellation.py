@@ -33,11 +33,6 @@ def ops(server: FakeCoderServer, op: str) -> int:
     return int(server.counters.requests[op])
 
 
-def needs_within(runtime: Any) -> None:
-    if not hasattr(runtime, "within"):
-        pytest.skip(f"the {runtime.name} facade has no within() yet")
-
-
 async def settled(rt: Any, server: FakeCoderServer) -> int:
     """The interrupts the server got once the background interrupt had time to land."""
     await rt.until(lambda: ops(server, "interrupt_chat") > 0)
@@ -136,7 +131,6 @@ def hole(server: FakeCoderServer) -> Iterator[UpgradeHole]:
 def test_d22_cancelled_while_the_stream_socket_connects(
     runtime: Any, server: FakeCoderServer, hole: UpgradeHole
 ) -> None:
-    needs_within(runtime)
     server.config.scripts.add("stuck", STUCK)
 
     async def scenario(rt: Any) -> Any:
@@ -153,7 +147,6 @@ def test_d22_cancelled_while_the_stream_socket_connects(
 
 
 def test_d22_cancelled_in_the_rest_phase(runtime: Any, server: FakeCoderServer) -> None:
-    needs_within(runtime)
     server.config.scripts.add("stuck", STUCK)
 
     async def scenario(rt: Any) -> Any:
@@ -169,7 +162,6 @@ def test_d22_cancelled_in_the_rest_phase(runtime: Any, server: FakeCoderServer) 
 
 
 def test_d22_cancelled_before_the_first_frame(runtime: Any, server: FakeCoderServer) -> None:
-    needs_within(runtime)
     server.config.scripts.add("stuck", STUCK)
 
     async def scenario(rt: Any) -> Any:
@@ -183,7 +175,6 @@ def test_d22_cancelled_before_the_first_frame(runtime: Any, server: FakeCoderSer
 
 
 def test_d22_cancelled_mid_stream(runtime: Any, server: FakeCoderServer) -> None:
-    needs_within(runtime)
     server.config.scripts.add("stuck", STUCK)
 
     async def scenario(rt: Any) -> Any:
@@ -232,7 +223,6 @@ def test_d22_a_deadline_while_a_client_tool_runs_interrupts_the_paused_chat(
     """The caller's deadline in the same phase: the chat exists already (a first turn ran),
     so however slowly the second turn reaches its pause, the tool is running when the
     generous deadline expires; the interrupt carries D4's follow-up."""
-    needs_within(runtime)
     release = threading.Event()
     calls: list[str] = []
 
@@ -260,7 +250,6 @@ def test_d22_a_deadline_while_a_client_tool_runs_interrupts_the_paused_chat(
 
 
 def test_d22_h4_cancelled_during_archive(runtime: Any, make_server: MakeServer) -> None:
-    needs_within(runtime)
     server = make_server(interrupt_delay=1.5)
     server.config.scripts.add("stuck", STUCK)
 

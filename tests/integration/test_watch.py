@@ -16,6 +16,7 @@ from coder_io_common.fake_server import FakeCoderServer
 from coder_proto import CoderApiError, WatchBackoff
 
 from .conftest import MakeServer
+from .runtimes import SyncRuntime
 
 FAST = WatchBackoff(initial=0.02, cap=0.1)
 
@@ -225,19 +226,41 @@ def test_the_runtimes_own_cancellation_closes_the_socket_and_propagates_d22(
 
 
 def test_a_caller_deadline_surfaces_as_the_runtimes_deadline_error_d22(
-    runtime: Any, server: FakeCoderServer
+    loop_runtime: Any, server: FakeCoderServer
 ) -> None:
-    if runtime.name == "sync":
-        pytest.skip("the blocking watch has no caller deadline; Ctrl-C stops it (tested above)")
-
     async def scenario(rt: Any) -> BaseException | None:
         client = await rt.client(server)
         error = await rt.watch_within(0.3, client.watch_chats())
         assert client.driver.open_connections == 0
+        await rt.until(lambda: server.counters.open_watches == 0, timeout=1.0)
         await rt.close_client(client)
         return error
 
-    assert isinstance(runtime.run(scenario), runtime.deadline_error)
+    assert isinstance(loop_runtime.run(scenario), loop_runtime.deadline_error)
+
+
+def test_the_blocking_watch_stops_when_another_thread_closes_it(
+    make_server: MakeServer, recorder: Any
+) -> None:
+    """The blocking watch has no caller deadline: another thread's ``close()`` (or Ctrl-C,
+    above) stops it. The waiting iteration ends at once, the socket is closed, and the watch
+    stays finished."""
+    server = make_server()
+    runtime = SyncRuntime(recorder)
+
+    async def scenario(rt: Any) -> list[Any]:
+        client = await rt.client(server)
+        watch = await rt.enter(client.watch_chats())
+        got = await rt.close_from_another_thread(watch, lambda: server.counters.open_watches == 1)
+        assert client.driver.open_connections == 0
+        await rt.until(lambda: server.counters.open_watches == 0, timeout=1.0)
+        with pytest.raises(StopAsyncIteration):
+            await rt.next_event(watch)
+        await rt.close_client(client)
+        assert await rt.idle(server)
+        return got
+
+    assert runtime.run(scenario) == []
 
 
 # -- the standalone helper (wire 1.5, 6) -----------------------------------------------------------

@@ -45,3 +45,25 @@ def test_every_adapter_exports_the_cores_public_names_and_its_own_runtime_names(
     for name in RUNTIME_NAMES:
         objects = {id(getattr(a, name)) for a in (coder_io_asyncio, coder_io_trio, coder_io_sync)}
         assert len(objects) == 3, name  # each runtime's own
+
+
+def test_the_trio_classes_and_functions_have_the_asyncio_signatures() -> None:
+    """Both are the one async layer on their runtime: the same methods, with the same
+    parameters, and a docstring of their own."""
+    import inspect
+
+    for name in ("CoderAgent", "AgentStream", "CoderChatClient", "ChatWatch"):
+        trio_cls, asyncio_cls = getattr(coder_io_trio, name), getattr(coder_io_asyncio, name)
+        public = {n for n in dir(asyncio_cls) if not n.startswith("_") or n.startswith("__a")}
+        assert public == {n for n in dir(trio_cls) if not n.startswith("_") or n.startswith("__a")}
+        for method in public:
+            if callable(getattr(asyncio_cls, method)):
+                assert inspect.signature(getattr(trio_cls, method)) == inspect.signature(
+                    getattr(asyncio_cls, method)
+                ), (name, method)
+        assert trio_cls.__doc__ and trio_cls.__doc__ != asyncio_cls.__doc__, name
+    for name in ("watch_chats", "run_turn", "archive_workflow", "sweep_orphans", "bind_tools"):
+        trio_fn, asyncio_fn = getattr(coder_io_trio, name), getattr(coder_io_asyncio, name)
+        assert inspect.signature(trio_fn) == inspect.signature(asyncio_fn), name
+        assert inspect.iscoroutinefunction(trio_fn) == inspect.iscoroutinefunction(asyncio_fn)
+    assert coder_io_trio.bind_tools.__module__ == "coder_io_trio.durable"

@@ -1,30 +1,39 @@
-"""The asyncio driver: runs any core machine to completion by performing its actions.
+"""The driver of the event-loop adapters: runs any core machine to completion by performing
+its commands on an ``AsyncRuntime``.
 
 One ``Driver`` belongs to one client (``CoderChatClient``, or the agent through its client).
 Every runtime-independent decision of driving (routing socket inputs to the running turn or
 the session, the connection and request registries, background jobs, ``http:*`` events, token
-scrubbing, tool batches, transcripts) is ``coder_proto._connection.Drive``'s; this module is the
-asyncio I/O glue that performs the drive's commands (docs/architecture.md "The adapters"; D12, D21-D24):
+scrubbing, tool batches, transcripts) is ``coder_proto._connection.Drive``'s; this module performs
+the drive's commands (docs/architecture.md "The adapters"; D12, D21-D24), the same way on every runtime:
 
-* ``StartHttp`` -> an ``httpx.AsyncClient`` request in a task; ``CancelHttp`` cancels it. On
-  a client the driver created, at most ``HTTP_CONCURRENCY`` (its pool size) are in flight at
-  once; the others wait their turn here rather than in httpx's pool;
-* ``OpenSocket`` -> ``asyncio.open_connection`` (TLS with the context built from ``verify``,
-  the same choices httpx offers) bounded by ``CONNECT_TIMEOUT``, then one task reads the
-  socket; ``WriteSocket`` / ``CloseSocket`` write / close it;
+* ``StartHttp`` -> an ``httpx.AsyncClient`` request (httpx runs on asyncio and on trio) in a
+  task of the client; ``CancelHttp`` cancels it. On a client the driver created, at most
+  ``HTTP_CONCURRENCY`` (its pool size) are in flight at once; the others wait their turn here
+  rather than in httpx's pool;
+* ``OpenSocket`` / ``WriteSocket`` / ``CloseSocket`` -> the runtime's stream sockets
+  (``AsyncRuntime.open_socket``), which report back through the driver's ``socket_*``
+  methods;
 * ``RunToolBatch`` -> the caller's async tool runner in a task; ``CancelToolBatch`` cancels it;
-* ``Wake`` -> the ``Run``'s waiters; one loop timer at ``drive.next_deadline()``.
+* ``Wake`` -> the ``Run``'s waiters; one timer at ``drive.next_deadline()``.
 
-Cancellation (D22): when the task awaiting a ``Run`` is cancelled, the driver cancels the
-machine (``Drive.cancel``), performs the resulting commands (background interrupts are
-started, sockets closed, requests cancelled) and re-raises the ``asyncio.CancelledError``
-unwrapped, without waiting for the background work. A caller's ``asyncio.timeout`` therefore
-surfaces as the builtin ``TimeoutError``.
+The driver's tasks belong to the client, not to the caller, so a caller's cancellation never
+cancels the interrupt it fires (D22); they end when the client closes. Every task reports its
+outcome to the drive and never raises.
 
-Interface for the adapters' public classes (stable; the trio and blocking drivers offer the
-same names):
+Cancellation (D22): when the task awaiting a ``Run`` is cancelled (``asyncio.timeout``, a
+cancelled task, ``trio.move_on_after``, ``trio.fail_after``, a cancelled nursery), the driver
+cancels the machine (``Drive.cancel``), performs the resulting commands (background
+interrupts are started, sockets closed, requests cancelled) and lets the runtime's
+cancellation propagate unwrapped, without waiting for the background work: a caller's
+``asyncio.timeout`` surfaces as the builtin ``TimeoutError``, ``trio.fail_after`` as
+``trio.TooSlowError``.
 
-* ``Driver(base_url=..., token=..., http_client=None, verify=True, sink=None, recorder=None)``;
+Interface for the public classes (the blocking driver offers the same names):
+
+* ``Driver(base_url=..., token=..., http_client=None, verify=True, sink=None, recorder=None)``
+  on a subclass that names its ``runtime``; construction does no I/O and needs no running
+  loop;
 * ``driver.start(machine, *, session=None, tools=None) -> Run`` and
   ``await driver.run(machine, ...)`` (the machine's result, or its error raised);
 * ``run.machine``, ``run.done``, ``await run.result()``, ``await run.wait_changed()``,
@@ -35,8 +44,8 @@ same names):
 * ``driver.closed``, ``driver.open_connections``, ``driver.background_jobs`` (observability
   and tests);
 * ``await driver.wait_background(timeout)`` and ``await driver.aclose()``;
-* ``transport_sink(on_transport_event)``: the ``TransportEventSink`` for a user callback
-  (sync or async), with ``time.time`` timestamps;
+* ``transport_sink(on_transport_event, runtime)``: the ``TransportEventSink`` for a user
+  callback (sync or async), with ``time.time`` timestamps;
 * ``driver.recorder`` (a ``coder_proto.transcript.Recorder`` or ``None``, settable): told
   about every turn, REST exchange, chunk read from a session's stream socket, tool run,
   cancellation and session call (``docs/transcripts.md``).
@@ -44,20 +53,17 @@ same names):
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import inspect
 import logging
 import ssl
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
-from typing import Any, Generic, TypeAlias, TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from typing import Any, ClassVar, Generic, TypeAlias, TypeVar
 
 import httpx
 
 from coder_io_common.tls import VerifyTypes, ssl_context
-from coder_io_common.wallclock import created_at
-from coder_proto import CoderAgentError, ToolCall
+from coder_io_common.wallclock import created_at, event_sink
 from coder_proto._actions import Action, ToolOutcome
 from coder_proto._agent.session import Session
 from coder_proto._connection import (
@@ -78,22 +84,15 @@ from coder_proto._connection import (
     WriteSocket,
 )
 from coder_proto._constants import BACKGROUND_TASK_BOUND
+from coder_proto._errors import CoderAgentError
+from coder_proto._outputs import ToolCall
 from coder_proto._rest.settings import CONNECT_TIMEOUT
 from coder_proto._transport_events import TransportEventSink
 from coder_proto.transcript._recorder import Recorder
 
-__all__ = [
-    "Driver",
-    "Run",
-    "Runnable",
-    "ToolRunner",
-    "VerifyTypes",
-    "created_at",
-    "ssl_context",
-    "transport_sink",
-]
+from .runtime import CLOSE_GRACE, AsyncRuntime, Event, Task
 
-logger = logging.getLogger("coder_io_asyncio")
+__all__ = ["HTTP_CONCURRENCY", "Driver", "Run", "Runnable", "ToolRunner", "transport_sink"]
 
 T = TypeVar("T")
 
@@ -101,58 +100,50 @@ T = TypeVar("T")
 #: results in the core).
 ToolRunner: TypeAlias = Callable[[tuple[ToolCall, ...]], Awaitable[Sequence[ToolOutcome]]]
 
-_READ_CHUNK = 65_536
 #: Requests in flight at once on an HTTP client the driver created: the size of its
 #: connection pool. More would only wait in httpx's pool, whose bookkeeping rescans every
 #: waiting request and connection whenever one is added or finishes (a fleet of agents
 #: opening at once would cost time quadratic in their number); they wait here instead, in
 #: order, at no cost.
 HTTP_CONCURRENCY = 100
+#: How long a closing driver waits for its cancelled tasks to finish (closing sockets).
+_TASKS_GRACE = 1.0
 
 
-def transport_sink(callback: Callable[[Any], object] | None) -> TransportEventSink:
+def transport_sink(
+    callback: Callable[[Any], object] | None, runtime: AsyncRuntime
+) -> TransportEventSink:
     """The sink for a user's ``on_transport_event`` (wire 11, D24): wall-clock timestamps from
-    ``time.time``; a callback that is a coroutine function has its awaitable scheduled on the
-    running loop, and what it raises is swallowed like a plain callback's exceptions."""
+    ``time.time``; a callback that is a coroutine function has its awaitable run in a task of
+    its own, and what it raises is swallowed like a plain callback's exceptions."""
     if callback is None:
-        return TransportEventSink(wall_clock=time.time)
+        return event_sink()
 
     def deliver(event: Any) -> None:
         result = callback(event)
         if inspect.isawaitable(result):
-            task = asyncio.ensure_future(result)
-            _callback_tasks.add(task)
-            task.add_done_callback(_callback_done)
+            runtime.spawn(_await_callback, runtime.logger, result)
 
-    return TransportEventSink(deliver, wall_clock=time.time)
+    return event_sink(deliver)
 
 
-_callback_tasks: set[asyncio.Future[Any]] = set()
-
-
-def _callback_done(task: asyncio.Future[Any]) -> None:
-    _callback_tasks.discard(task)
-    if not task.cancelled() and task.exception() is not None:
-        logger.debug("transport event handler raised; ignored", exc_info=task.exception())
-
-
-class _Socket:
-    """The asyncio side of one ``Conn``: its task and, once connected, its writer."""
-
-    __slots__ = ("task", "writer")
-
-    def __init__(self) -> None:
-        self.task: asyncio.Task[None] | None = None
-        self.writer: asyncio.StreamWriter | None = None
+async def _await_callback(logger: logging.Logger, awaitable: Awaitable[Any]) -> None:
+    try:
+        await awaitable
+    except Exception:
+        logger.debug("transport event handler raised; ignored", exc_info=True)
 
 
 class Run(Generic[T]):
     """A machine started with ``Driver.start``: await its result, or follow its progress."""
 
+    __slots__ = ("_changed", "_driver", "_job", "_runtime")
+
     def __init__(self, driver: Driver, job: Job) -> None:
         self._driver = driver
+        self._runtime = driver.runtime
         self._job = job
-        self._changed = asyncio.Event()
+        self._changed: Event = self._runtime.event()
         job.owner = self
 
     def __repr__(self) -> str:
@@ -173,15 +164,20 @@ class Run(Generic[T]):
         it starts is not waited for. Does nothing once the machine is done."""
         self._driver._cancel(self._job, reason)
 
+    def _wake(self) -> None:
+        self._changed.set()
+
     async def wait_changed(self) -> None:
         """Return when the machine has moved (new parts, new events, done). If the waiting
-        task is cancelled, the machine is cancelled and the ``CancelledError`` re-raised."""
+        task is cancelled, the machine is cancelled and the runtime's cancellation
+        propagates."""
         if self.done:
             return
-        self._changed.clear()
+        if self._changed.is_set():
+            self._changed = self._runtime.event()
         try:
             await self._changed.wait()
-        except asyncio.CancelledError as exc:
+        except self._runtime.cancelled as exc:
             self.cancel(exc)
             raise
 
@@ -205,13 +201,16 @@ class Run(Generic[T]):
 
 
 class Driver:
-    """Performs core actions on asyncio for one client (see the module docstring).
+    """Performs core actions on ``runtime`` for one client (see the module docstring).
 
     ``http_client``: a user-supplied ``httpx.AsyncClient`` is used as is (its timeouts and
     transport, D23) and never closed here; otherwise one is created with no read timeout and a
     30 s connect timeout and closed by ``aclose``. ``verify`` configures TLS for the stream
     sockets (and for the created HTTP client). ``sink`` receives the ``http:*`` events.
     """
+
+    #: The runtime the driver performs on (each adapter's subclass names its own).
+    runtime: ClassVar[AsyncRuntime]
 
     def __init__(
         self,
@@ -233,7 +232,8 @@ class Driver:
             recorder=recorder,
             created_at=created_at,
         )
-        self._http_gate: asyncio.Semaphore | None = None
+        runtime = self.runtime
+        self._http_gate: Any = None
         if http_client is None:
             http_client = httpx.AsyncClient(
                 timeout=httpx.Timeout(None, connect=CONNECT_TIMEOUT),
@@ -243,15 +243,15 @@ class Driver:
             # Wire 1.1: the reference sends no Accept header.
             http_client.headers.pop("Accept", None)
             self._owns_client = True
-            self._http_gate = asyncio.Semaphore(HTTP_CONCURRENCY)
+            self._http_gate = runtime.semaphore(HTTP_CONCURRENCY)
         else:
             self._owns_client = False
         self.http_client = http_client
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_due: float | None = None
+        self._tasks: set[Task] = set()
+        self._tasks_done: Event | None = None
+        self._timer = runtime.timer(self._on_timer)
         self._closed = False
-        self._background_idle: asyncio.Event | None = None
+        self._background_idle: Event | None = None
 
     def __repr__(self) -> str:
         return (
@@ -293,7 +293,7 @@ class Driver:
     ) -> Run[T]:
         """Start driving ``machine`` (already started by its constructor). With ``session``,
         its connections are the session's and routed by the routing rule; ``tools`` runs its
-        ``RunTools`` batches. Must be called from the event loop."""
+        ``RunTools`` batches. Must be called on the runtime's loop."""
         if self._closed:
             raise CoderAgentError("this client is closed")
         job = self.drive.start(machine, session=session, tools=tools, now=time.monotonic())
@@ -325,39 +325,75 @@ class Driver:
     async def wait_background(self, timeout: float = BACKGROUND_TASK_BOUND) -> bool:
         """Wait until every background job finished (``True``) or ``timeout`` passed
         (``False``)."""
+        runtime = self.runtime
         deadline = time.monotonic() + timeout
         while self.background_jobs:
             left = deadline - time.monotonic()
             if left <= 0:
                 return False
-            event = self._background_idle = asyncio.Event()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(event.wait(), left)
+            event = self._background_idle = runtime.event()
+            await runtime.wait(event, left)
         return True
 
     async def aclose(self, *, background_timeout: float = BACKGROUND_TASK_BOUND) -> None:
         """Close the driver (idempotent): await the background jobs for at most
         ``background_timeout`` seconds (D22), cancel what is left, close every socket, cancel
-        every task and close the HTTP client if it was created here."""
+        every task and close the HTTP client if it was created here. Called from a task that
+        is already cancelled, the closing still happens (bounded)."""
         if self._closed:
             return
         self._closed = True
         self.drive.close()
+        runtime = self.runtime
         try:
-            await self.wait_background(background_timeout)
+            with runtime.finishing(background_timeout + _TASKS_GRACE):
+                await self.wait_background(background_timeout)
         finally:
             self.drive.shutdown(time.monotonic())
             self._pump()
-            tasks = list(self._tasks)
-            for task in tasks:
-                task.cancel()
-            if tasks:
-                await asyncio.gather(*tasks, return_exceptions=True)
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
-            if self._owns_client:
-                await self.http_client.aclose()
+            self._timer.close()
+            # Sockets closing gracefully finish their close (what was written goes out);
+            # every other task is cancelled now, the rest after the grace period.
+            for task in list(self._tasks):
+                if not task.lingering:
+                    task.cancel()
+            with runtime.shield(3 * _TASKS_GRACE):
+                if self._tasks:
+                    done = self._tasks_done = runtime.event()
+                    await runtime.wait(done, CLOSE_GRACE + _TASKS_GRACE)
+                for task in list(self._tasks):
+                    task.cancel()
+                if self._owns_client:
+                    await self.http_client.aclose()
+
+    # -- what the runtime's sockets report (``SocketHost``) -----------------------------------
+
+    @property
+    def ssl(self) -> ssl.SSLContext:
+        """The TLS context of the stream sockets."""
+        return self._ssl
+
+    def spawn(self, fn: Callable[..., Awaitable[None]], *args: Any) -> Task:
+        """Run ``fn(*args)`` in a task of the client (cancelled when it closes)."""
+        task = self.runtime.spawn(fn, *args, done=self._task_done)
+        self._tasks.add(task)
+        return task
+
+    def socket_made(self, conn: Conn) -> None:
+        self.drive.socket_made(conn, time.monotonic())
+        self._pump()
+
+    def socket_data(self, conn: Conn, data: bytes) -> None:
+        self.drive.socket_data(conn, data, time.monotonic())
+        self._pump()
+
+    def socket_lost(self, conn: Conn) -> None:
+        self.drive.socket_lost(conn, time.monotonic())
+        self._pump()
+
+    def socket_failed(self, conn: Conn, error: BaseException) -> None:
+        self.drive.socket_failed(conn, error, time.monotonic())
+        self._pump()
 
     # -- performing the drive's commands -------------------------------------------------------
 
@@ -366,54 +402,35 @@ class Driver:
         drive = self.drive
         for command in drive.commands():
             self._perform(command)
-        self._arm_timer(drive.next_deadline())
+        due = drive.next_deadline()
+        if self._closed and not drive.jobs:
+            due = None
+        self._timer.arm(due)
         idle = self._background_idle
         if idle is not None and not drive.background_jobs:
             idle.set()
 
     def _perform(self, command: Command) -> None:
         if isinstance(command, Wake):
-            command.job.owner._changed.set()
+            command.job.owner._wake()
         elif isinstance(command, WriteSocket):
-            writer = command.conn.io.writer
-            if writer is not None:
-                writer.write(command.data)
+            self.runtime.write_socket(command.conn, command.data)
         elif isinstance(command, StartHttp):
-            command.call.io = self._spawn(self._http(command.call))
+            command.call.io = self.spawn(self._http, command.call)
         elif isinstance(command, OpenSocket):
-            sock = command.conn.io = _Socket()
-            sock.task = self._spawn(self._socket(command.conn, sock))
+            self.runtime.open_socket(self, command.conn)
         elif isinstance(command, CloseSocket):
-            sock = command.conn.io
-            if sock.writer is not None:
-                sock.writer.close()
-            if sock.task is not None:
-                sock.task.cancel()
+            self.runtime.close_socket(command.conn)
         elif isinstance(command, CancelHttp | CancelToolBatch):
             handle = command.call if isinstance(command, CancelHttp) else command.batch
             if handle.io is not None:
                 handle.io.cancel()
         elif isinstance(command, RunToolBatch):
-            command.batch.io = self._spawn(self._run_tools(command.batch))
+            command.batch.io = self.spawn(self._run_tools, command.batch)
         else:  # pragma: no cover - every command is handled above
             raise CoderAgentError(f"unknown command {command!r}")
 
-    def _arm_timer(self, due: float | None) -> None:
-        if self._closed and not self.drive.jobs:
-            due = None
-        if due == self._timer_due and (due is None or self._timer is not None):
-            return
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        self._timer_due = due
-        if due is not None:
-            loop = asyncio.get_running_loop()
-            self._timer = loop.call_later(max(0.0, due - time.monotonic()), self._on_timer)
-
     def _on_timer(self) -> None:
-        self._timer = None
-        self._timer_due = None
         self.drive.tick(time.monotonic())
         self._pump()
 
@@ -421,11 +438,10 @@ class Driver:
         self.drive.cancel(job, reason, time.monotonic())
         self._pump()
 
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
-        task = asyncio.create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
+    def _task_done(self, task: Task) -> None:
+        self._tasks.discard(task)
+        if not self._tasks and self._tasks_done is not None:
+            self._tasks_done.set()
 
     # -- REST --------------------------------------------------------------------------------
 
@@ -449,10 +465,8 @@ class Driver:
                 drive.http_headers(call, response.status_code, time.monotonic())
                 body = await response.aread()
             finally:
-                await response.aclose()
-        except asyncio.CancelledError:
-            # CancelHttp: the drive already reported the cancellation.
-            raise
+                with self.runtime.shield():
+                    await response.aclose()
         except Exception as exc:
             drive.http_failed(call, exc, time.monotonic())
         else:
@@ -464,58 +478,15 @@ class Driver:
                 reason=response.reason_phrase,
                 now=time.monotonic(),
             )
+        # A cancelled request (CancelHttp) ends above with the runtime's cancellation: the
+        # drive already reported it.
         self._pump()
-
-    # -- sockets -----------------------------------------------------------------------------
-
-    async def _socket(self, conn: Conn, sock: _Socket) -> None:
-        """Open the connection, then read it until it ends; every outcome is one input."""
-        drive = self.drive
-        writer: asyncio.StreamWriter | None = None
-        try:
-            try:
-                reader, writer = await asyncio.wait_for(
-                    asyncio.open_connection(
-                        conn.host,
-                        conn.port,
-                        ssl=self._ssl if conn.tls else None,
-                        server_hostname=conn.server_hostname,
-                    ),
-                    CONNECT_TIMEOUT,
-                )
-            except (OSError, TimeoutError, ValueError, ssl.SSLError) as exc:
-                drive.socket_failed(conn, exc, time.monotonic())
-                self._pump()
-                return
-            if conn.closed:
-                return
-            sock.writer = writer
-            drive.socket_made(conn, time.monotonic())
-            self._pump()
-            while not conn.closed:
-                try:
-                    data = await reader.read(_READ_CHUNK)
-                except (OSError, ssl.SSLError) as exc:
-                    drive.socket_failed(conn, exc, time.monotonic())
-                    self._pump()
-                    return
-                if not data:
-                    drive.socket_lost(conn, time.monotonic())
-                    self._pump()
-                    return
-                drive.socket_data(conn, data, time.monotonic())
-                self._pump()
-        finally:
-            if writer is not None:
-                writer.close()
 
     # -- tools -------------------------------------------------------------------------------
 
     async def _run_tools(self, batch: ToolBatch) -> None:
         try:
             outcomes = await batch.runner(batch.calls)
-        except asyncio.CancelledError:
-            raise
         except Exception as exc:
             self.drive.tools_failed(batch, exc, time.monotonic())
         else:

@@ -1,0 +1,296 @@
+"""asyncio as the async layer's runtime (``coder_io_common._async.runtime.AsyncRuntime``), and
+the asyncio ``Driver``.
+
+* tasks: ``asyncio.create_task``, held here until they end (the loop keeps only weak
+  references); a task group cancels and awaits what is left when its block is left by an
+  exception;
+* waiting: ``asyncio.Event``, ``asyncio.timeout``, ``asyncio.Semaphore``; the timer is one
+  ``loop.call_later`` handle, moved when the deadline moves;
+* worker threads: ``asyncio.to_thread`` (a cancelled caller never waits for the thread);
+* cancellation: ``asyncio.CancelledError``, delivered once, so cleanup after it needs no
+  shield;
+* stream sockets: ``asyncio.open_connection`` (TLS with the driver's context) bounded by the
+  connect timeout; one task reads, writes go to the transport's buffer, closing closes the
+  transport at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import ssl
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractContextManager
+from typing import Any, ClassVar
+
+from coder_io_common._async import driver
+from coder_io_common._async.runtime import AsyncRuntime, Event, SocketHost, Task
+from coder_io_common.tls import VerifyTypes, ssl_context
+from coder_proto._connection import Conn
+from coder_proto._rest.settings import CONNECT_TIMEOUT
+
+__all__ = ["ASYNCIO", "AsyncioRuntime", "Driver", "VerifyTypes", "ssl_context", "transport_sink"]
+
+_READ_CHUNK = 65_536
+
+
+class _Task:
+    """An asyncio task, as the async layer holds it."""
+
+    __slots__ = ("future", "lingering")
+
+    def __init__(self, future: asyncio.Future[Any]) -> None:
+        self.future = future
+        self.lingering = False
+
+    def __repr__(self) -> str:
+        return f"<task {self.future!r}>"
+
+    def cancel(self) -> None:
+        self.future.cancel()
+
+
+class _TaskGroup:
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Future[Any]] = set()
+
+    def start_soon(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> Task:
+        task = asyncio.ensure_future(fn(*args))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return _Task(task)
+
+    def cancel(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+
+    async def join(self) -> None:
+        while self._tasks:
+            await asyncio.wait(list(self._tasks))
+
+    async def close(self) -> None:
+        """Cancel what still runs and wait until it ended."""
+        pending = list(self._tasks)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+
+
+class _Timer:
+    """One ``call_later`` handle, replaced when the deadline moves."""
+
+    __slots__ = ("_callback", "_closed", "_due", "_handle")
+
+    def __init__(self, callback: Callable[[], None]) -> None:
+        self._callback = callback
+        self._handle: asyncio.TimerHandle | None = None
+        self._due: float | None = None
+        self._closed = False
+
+    def arm(self, due: float | None) -> None:
+        if self._closed or (due == self._due and (due is None or self._handle is not None)):
+            return
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+        self._due = due
+        if due is not None:
+            loop = asyncio.get_running_loop()
+            self._handle = loop.call_later(max(0.0, due - time.monotonic()), self._fire)
+
+    def _fire(self) -> None:
+        self._handle = None
+        self._due = None
+        self._callback()
+
+    def close(self) -> None:
+        self._closed = True
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+
+class _LoopToken:
+    __slots__ = ("_loop",)
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+
+    def run_soon(self, fn: Callable[..., object], *args: Any) -> None:
+        loop = self._loop
+        if loop.is_closed():
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            fn(*args)
+        else:
+            loop.call_soon_threadsafe(fn, *args)
+
+
+class _Socket:
+    """The asyncio side of one ``Conn``: its task and, once connected, its writer."""
+
+    __slots__ = ("task", "writer")
+
+    def __init__(self) -> None:
+        self.task: Task | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+
+class AsyncioRuntime(AsyncRuntime):
+    """The async layer's runtime on asyncio (see the module docstring)."""
+
+    name: ClassVar[str] = "asyncio"
+    cancelled: ClassVar[type[BaseException]] = asyncio.CancelledError
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._tasks: set[asyncio.Future[Any]] = set()
+
+    # -- tasks ------------------------------------------------------------------------------
+
+    def spawn(
+        self,
+        fn: Callable[..., Awaitable[None]],
+        *args: Any,
+        done: Callable[[Task], None] | None = None,
+    ) -> Task:
+        future = asyncio.ensure_future(fn(*args))
+        task = _Task(future)
+        self._tasks.add(future)
+
+        def ended(future: asyncio.Future[Any]) -> None:
+            self._tasks.discard(future)
+            if not future.cancelled() and future.exception() is not None:
+                self.logger.error("a driver task failed", exc_info=future.exception())
+            if done is not None:
+                done(task)
+
+        future.add_done_callback(ended)
+        return task
+
+    @contextlib.asynccontextmanager
+    async def task_group(self) -> AsyncIterator[_TaskGroup]:
+        group = _TaskGroup()
+        try:
+            yield group
+            await group.join()
+        finally:
+            await group.close()
+
+    # -- waiting -----------------------------------------------------------------------------
+
+    def event(self) -> Event:
+        return asyncio.Event()
+
+    async def wait(self, event: Event, timeout: float | None) -> bool:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                await event.wait()
+        return event.is_set()
+
+    def timer(self, callback: Callable[[], None]) -> _Timer:
+        return _Timer(callback)
+
+    def semaphore(self, value: int) -> asyncio.Semaphore:
+        return asyncio.Semaphore(value)
+
+    def loop_token(self) -> _LoopToken:
+        return _LoopToken(asyncio.get_running_loop())
+
+    # -- threads -----------------------------------------------------------------------------
+
+    async def to_thread(
+        self, fn: Callable[..., Any], /, *args: Any, abandon_on_cancel: bool = False
+    ) -> Any:
+        # asyncio never waits for the thread of a cancelled caller.
+        return await asyncio.to_thread(fn, *args)
+
+    # -- cancellation: delivered once, so cleanup after it runs as it is -----------------------
+
+    def shield(self, timeout: float | None = None) -> AbstractContextManager[Any]:
+        return contextlib.nullcontext()
+
+    def finishing(self, timeout: float) -> AbstractContextManager[Any]:
+        return contextlib.nullcontext()
+
+    # -- I/O ---------------------------------------------------------------------------------
+
+    def prepare_http(self) -> None:
+        # httpx's first request on asyncio imports anyio's asyncio backend (0.1-0.2 s,
+        # seconds on a loaded machine).
+        with contextlib.suppress(ImportError):
+            importlib.import_module("anyio._backends._asyncio")
+
+    def open_socket(self, host: SocketHost, conn: Conn) -> None:
+        sock = conn.io = _Socket()
+        sock.task = host.spawn(self._socket, host, conn, sock)
+
+    def write_socket(self, conn: Conn, data: bytes) -> None:
+        writer = conn.io.writer
+        if writer is not None:
+            writer.write(data)
+
+    def close_socket(self, conn: Conn) -> None:
+        sock: _Socket = conn.io
+        if sock.writer is not None:
+            sock.writer.close()
+        if sock.task is not None:
+            sock.task.cancel()
+
+    async def _socket(self, host: SocketHost, conn: Conn, sock: _Socket) -> None:
+        """Open the connection, then read it until it ends; every outcome is reported."""
+        writer: asyncio.StreamWriter | None = None
+        try:
+            try:
+                reader, writer = await asyncio.wait_for(
+                    asyncio.open_connection(
+                        conn.host,
+                        conn.port,
+                        ssl=host.ssl if conn.tls else None,
+                        server_hostname=conn.server_hostname,
+                    ),
+                    CONNECT_TIMEOUT,
+                )
+            except (OSError, TimeoutError, ValueError, ssl.SSLError) as exc:
+                host.socket_failed(conn, exc)
+                return
+            if conn.closed:
+                return
+            sock.writer = writer
+            host.socket_made(conn)
+            while not conn.closed:
+                try:
+                    data = await reader.read(_READ_CHUNK)
+                except (OSError, ssl.SSLError) as exc:
+                    host.socket_failed(conn, exc)
+                    return
+                if not data:
+                    host.socket_lost(conn)
+                    return
+                host.socket_data(conn, data)
+        finally:
+            if writer is not None:
+                writer.close()
+
+
+#: The runtime every asyncio object of the adapter uses.
+ASYNCIO = AsyncioRuntime()
+
+
+class Driver(driver.Driver):
+    """The driver on asyncio (``coder_io_common._async.driver.Driver``): ``start`` and
+    ``perform`` must be called on the running loop."""
+
+    runtime: ClassVar[AsyncRuntime] = ASYNCIO
+
+
+def transport_sink(callback: Callable[[Any], object] | None) -> Any:
+    """The sink for a user's ``on_transport_event`` on asyncio (``driver.transport_sink``)."""
+    return driver.transport_sink(callback, ASYNCIO)

@@ -1,0 +1,157 @@
+"""``CoderChatClient`` of the event-loop adapters: every raw chat operation as an ``async``
+method (wire 2, 6, 7, 8, 9; D4, D10, D11, D16, D17, D20-D24).
+
+The operations are defined once in the core (``coder_proto.calls.ChatCalls``: signatures,
+docstrings, argument checks, the machine each one runs); this module turns each into an
+``async`` method that performs it: the file of an upload is read in a worker thread, the
+machine is awaited on the client's ``Driver``. The client holds the state wire 1 gives a
+client: one ``PrefixSelector`` (the negotiated chat prefix) and one ``http:*`` event counter.
+An adapter's client is this class with its ``Driver`` and ``ChatWatch`` classes.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Callable, Coroutine
+from typing import Any, ClassVar, Concatenate, ParamSpec, TypeVar
+
+import httpx
+
+from coder_io_common.closing import AsyncClosing
+from coder_io_common.files import read_upload_path
+from coder_proto._errors import CoderAgentError
+from coder_proto._rest.uploads import UploadPlan
+from coder_proto._shells.client_calls import Call, ChatCalls, public_method
+from coder_proto._shells.client_shell import ClientShell
+from coder_proto._stream.watch import WatchBackoff
+from coder_proto._transport_events import TransportEventSink
+
+from .driver import Driver, transport_sink
+from .runtime import AsyncRuntime
+from .watch import ChatWatch
+
+__all__ = ["CoderChatClient", "operation", "read_upload"]
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def operation(
+    spec: Callable[Concatenate[Any, P], Call[T]], *, owner: str
+) -> Callable[Concatenate[Any, P], Coroutine[Any, Any, T]]:
+    """The ``async`` method of ``owner`` (``CoderChatClient`` or ``CoderAgent``) for a core
+    operation: it builds the ``Call`` from the object's ``_calls`` and awaits
+    ``_perform(call)``. Name, docstring and signature are the operation's."""
+
+    async def method(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        result: T = await self._perform(spec(self._calls, *args, **kwargs))
+        return result
+
+    return public_method(method, spec, owner=owner)
+
+
+def _op(
+    spec: Callable[Concatenate[ChatCalls, P], Call[T]],
+) -> Callable[Concatenate[Any, P], Coroutine[Any, Any, T]]:
+    return operation(spec, owner="CoderChatClient")
+
+
+class CoderChatClient(ClientShell[httpx.AsyncClient], AsyncClosing):
+    """The raw Coder chat API on an event loop.
+
+    ``base_url`` and ``token`` default to ``CODER_URL`` / ``CODER_SESSION_TOKEN`` (explicit
+    values win; a missing one raises ``CoderAgentError``); one trailing ``/`` is removed.
+    ``http_client`` (an ``httpx.AsyncClient``) is used as given (its transport, headers and
+    timeouts; D23) and never closed by this client; otherwise one is created (no read timeout,
+    30 s connect timeout) and closed by ``aclose()`` / ``async with``. ``verify`` is the TLS
+    setting of the stream sockets and of the created HTTP client (``True``, ``False``, a CA
+    bundle path or an ``ssl.SSLContext``). ``on_transport_event`` receives the ``http:*``
+    events (wire 11, D24); it may be a coroutine function. ``prefix`` pins the chat prefix
+    (otherwise it is negotiated, wire 1.4). ``recorder`` (a
+    ``coder_proto.transcript.Recorder``) is told what crosses the wire
+    (``docs/transcripts.md``). Construction does no I/O and needs no running loop. The
+    client's background work (D22) runs in tasks owned by the client, and ``aclose`` awaits it
+    (at most 10 s). The token never appears in a repr, an error, a log record or an event.
+    """
+
+    #: The adapter's ``Driver`` (it names the runtime) and ``ChatWatch`` classes.
+    _driver_class: ClassVar[type[Driver]]
+    _watch_class: ClassVar[type[ChatWatch]]
+    driver: Driver
+
+    @property
+    def _runtime(self) -> AsyncRuntime:
+        return self._driver_class.runtime
+
+    def _make_sink(self, callback: Callable[[Any], object] | None) -> TransportEventSink:  # type: ignore[override]
+        return transport_sink(callback, self._runtime)
+
+    def _setup(self) -> None:
+        self._runtime.prepare_http()
+
+    async def _to_thread(self, fn: Callable[..., Any], /, *args: Any) -> Any:
+        return await self._runtime.to_thread(fn, *args)
+
+    # -- life cycle ---------------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Close what this client created: background jobs are awaited (at most 10 s, D22),
+        sockets closed, and the HTTP client closed unless it was supplied. Idempotent."""
+        await self.driver.aclose()
+
+    async def _perform(self, call: Call[T]) -> T:
+        """Perform one operation: read its file (in a worker thread), then run its machine on
+        the driver (in its session's scope, if any)."""
+        data = None if call.read is None else await read_upload(call.read, self._to_thread)
+        machine = call.machine(time.monotonic(), data)
+        return call.finish(await self.driver.run(machine, session=call.session))
+
+    # -- the operations (coder_proto.calls.ChatCalls) ------------------------------------------
+
+    create_chat = _op(ChatCalls.create_chat)
+    get_chat = _op(ChatCalls.get_chat)
+    list_chats = _op(ChatCalls.list_chats)
+    update_chat = _op(ChatCalls.update_chat)
+    archive_chat = _op(ChatCalls.archive_chat)
+    interrupt_chat = _op(ChatCalls.interrupt_chat)
+    get_chat_cost = _op(ChatCalls.get_chat_cost)
+    create_chat_message = _op(ChatCalls.create_chat_message)
+    get_messages = _op(ChatCalls.get_messages)
+    submit_tool_results = _op(ChatCalls.submit_tool_results)
+    delete_queued_message = _op(ChatCalls.delete_queued_message)
+    upload_chat_file = _op(ChatCalls.upload_chat_file)
+    get_chat_file = _op(ChatCalls.get_chat_file)
+    list_model_configs = _op(ChatCalls.list_model_configs)
+    resolve_model_config_id = _op(ChatCalls.resolve_model_config_id)
+    preview_url = _op(ChatCalls.preview_url)
+    share_port = _op(ChatCalls.share_port)
+
+    # -- watch (wire 6) -----------------------------------------------------------------------
+
+    def watch_chats(self, *, backoff: WatchBackoff | None = None) -> ChatWatch:
+        """Lifecycle events of every chat visible to the user (wire 6): use as
+        ``async with client.watch_chats() as watch: async for event in watch``."""
+        if self.driver.closed:
+            raise CoderAgentError("this client is closed")
+        return self._watch_class(self, backoff=backoff)
+
+
+async def read_upload(
+    plan: UploadPlan, to_thread: Callable[..., Coroutine[Any, Any, Any]]
+) -> object:
+    """The bytes of a path or file-object upload, read in a worker thread (``to_thread``). A
+    path over 10 MiB is refused before it is read (wire 7); read errors are
+    ``CoderAgentError``. A file object whose ``read`` is a coroutine function is awaited."""
+    if plan.path is not None:
+        return await to_thread(read_upload_path, plan.path)
+    read = plan.stream.read
+    try:
+        if inspect.iscoroutinefunction(read):
+            return await read()
+        data = await to_thread(read)
+        if inspect.isawaitable(data):
+            return await data
+        return data
+    except OSError as exc:
+        raise CoderAgentError(f"cannot read the file to upload: {exc}") from exc

@@ -1,0 +1,108 @@
+"""``CoderChatClient.watch_chats()`` of the event-loop adapters: the ``/watch`` subscription as
+an async iterator and async context manager (wire 6; the machine is ``coder_proto._stream.watch``, the
+consumer's rules ``coder_proto._shells.watch_feed``)."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import Protocol
+
+from coder_io_common.closing import AsyncClosing
+from coder_proto._rest.prefix import PrefixSelector
+from coder_proto._rest.settings import ClientSettings
+from coder_proto._shells.watch_feed import WatchShell
+from coder_proto._wire.chats import ChatWatchEvent
+
+from .driver import Driver, Run
+from .runtime import LoopToken
+
+__all__ = ["ChatWatch", "WatchedClient"]
+
+
+class WatchedClient(Protocol):
+    """What a watch needs of its client (a ``CoderChatClient``)."""
+
+    settings: ClientSettings
+    selector: PrefixSelector
+    driver: Driver
+
+    @property
+    def base_url(self) -> str: ...
+
+    async def aclose(self) -> None: ...
+
+
+class ChatWatch(WatchShell[WatchedClient], AsyncClosing):
+    """Chat lifecycle events for every chat the user can see (wire 6)::
+
+        async with client.watch_chats() as watch:
+            async for event in watch:
+                print(event.kind, event.chat.id, event.chat.status)
+
+    The subscription starts at the first ``__anext__`` (or on entering the ``async with``):
+    the prefix preflight runs then, and its error propagates. Dropped connections are redialed
+    forever with backoff (1 s doubling to 30 s, reset once an event is delivered); a 4xx
+    upgrade rejection raises a terminal ``CoderApiError``. Leaving the ``async with``,
+    ``aclose()``, cancelling the task or scope that iterates, or dropping the iterator tears
+    the socket down at once, even while a read is pending. Nothing here emits ``ws:*``
+    events.
+    """
+
+    _run: Run[None] | None
+    #: The loop that runs the watch (``__del__`` cancels on it).
+    _loop: LoopToken | None = None
+
+    def _start(self) -> Run[None]:
+        client = self._client
+        machine = self._feed.start(
+            client.selector,
+            base_url=client.base_url,
+            token=client.settings.token,
+            now=time.monotonic(),
+        )
+        if machine is not None:
+            self._loop = client.driver.runtime.loop_token()
+            self._run = client.driver.start(machine)
+        assert self._run is not None
+        return self._run
+
+    def __aiter__(self) -> ChatWatch:
+        return self
+
+    async def __anext__(self) -> ChatWatchEvent:
+        feed = self._feed
+        if feed.exhausted:
+            raise StopAsyncIteration
+        run = self._start()
+        while (event := feed.next_event()) is None:
+            if feed.exhausted:
+                raise StopAsyncIteration
+            await run.wait_changed()
+        return event
+
+    async def __aenter__(self) -> ChatWatch:
+        self._start()
+        return self
+
+    async def aclose(self) -> None:
+        """Stop watching: the socket is closed (close 1000) at once. Idempotent."""
+        self.close()
+        if self._owns_client:
+            await self._client.aclose()
+
+    def close(self) -> None:
+        """``aclose`` without awaiting (the teardown is synchronous)."""
+        self._feed.close()
+        if self._run is not None:
+            self._run.cancel(None)
+
+    def __del__(self) -> None:
+        # Dropping an unfinished iterator (``break`` out of ``async for``) must not leave the
+        # socket open: cancel on the loop that runs it.
+        run = self._run
+        loop = self._loop
+        if run is None or run.done or loop is None:
+            return
+        with contextlib.suppress(Exception):
+            loop.run_soon(run.cancel, None)

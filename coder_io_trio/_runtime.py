@@ -1,0 +1,421 @@
+"""trio as the async layer's runtime (``coder_io_common._async.runtime.AsyncRuntime``), and the
+trio ``Driver``.
+
+* tasks: trio system tasks, each in its own cancel scope. They belong to the client, not to
+  the caller, so a caller's cancellation never cancels the interrupt it fires (D22), and
+  they end when the client closes (or when ``trio.run`` ends); a task group is a nursery
+  whose exception group of one exception (the caller's ``trio.Cancelled``) is unwrapped;
+* waiting: ``trio.Event``, ``trio.move_on_after``, ``trio.Semaphore``; the timer is one task
+  sleeping in a cancel scope whose deadline moves with the drive's;
+* worker threads: ``trio.to_thread.run_sync`` (abandoned on cancellation for client tools);
+* cancellation: ``trio.Cancelled``, level-triggered: cleanup after it runs in shielded,
+  bounded cancel scopes;
+* stream sockets: ``trio.open_tcp_stream`` wrapped in ``trio.SSLStream`` for TLS (the
+  driver's context, verification on by default) bounded by the connect timeout; one task
+  reads the stream, another writes what the machine sends in order; closing sends our end
+  after what was written and waits (bounded) for the peer's.
+
+Construction does no I/O and needs no running trio loop; everything else runs inside
+``trio.run``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import socket
+import ssl
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractContextManager
+from typing import Any, ClassVar
+
+import trio
+
+from coder_io_common._async import driver
+from coder_io_common._async.runtime import CLOSE_GRACE, AsyncRuntime, Event, SocketHost, Task
+from coder_io_common.tls import VerifyTypes, ssl_context
+from coder_proto._connection import Conn
+from coder_proto._rest.settings import CONNECT_TIMEOUT
+
+__all__ = [
+    "TRIO",
+    "Driver",
+    "TrioRuntime",
+    "VerifyTypes",
+    "cancelled_now",
+    "ssl_context",
+    "transport_sink",
+]
+
+_READ_CHUNK = 65_536
+
+
+def _first(group: BaseExceptionGroup) -> BaseException:
+    """The first exception of ``group`` that is not a group."""
+    exc: BaseException = group
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _boxed(fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Any]:
+    return (fn(*args),)
+
+
+def cancelled_now() -> bool:
+    """True when the calling task's cancel scope is already cancelled (its next checkpoint
+    raises ``trio.Cancelled``)."""
+    return trio.current_effective_deadline() == -math.inf
+
+
+class _Task:
+    """A cancel scope for one task (the trio side of a handle's ``io`` slot)."""
+
+    __slots__ = ("lingering", "name", "scope")
+
+    def __init__(self, name: str) -> None:
+        self.scope = trio.CancelScope()
+        self.name = name
+        self.lingering = False
+
+    def __repr__(self) -> str:
+        return f"<task {self.name}>"
+
+    def cancel(self) -> None:
+        self.scope.cancel()
+
+
+class _TaskGroup:
+    def __init__(self, nursery: trio.Nursery) -> None:
+        self._nursery = nursery
+
+    def start_soon(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> Task:
+        task = _Task(getattr(fn, "__name__", ""))
+        self._nursery.start_soon(self._run, task, fn, args)
+        return task
+
+    @staticmethod
+    async def _run(task: _Task, fn: Callable[..., Awaitable[Any]], args: tuple[Any, ...]) -> None:
+        with task.scope:
+            await fn(*args)
+
+    def cancel(self) -> None:
+        self._nursery.cancel_scope.cancel()
+
+
+class _Timer:
+    """One task for every deadline of a driver: it sleeps until the earliest one (re-armed by
+    moving its cancel scope's deadline) and calls back."""
+
+    __slots__ = ("_callback", "_closed", "_due", "_running", "_scope")
+
+    def __init__(self, callback: Callable[[], None]) -> None:
+        self._callback = callback
+        self._due: float | None = None
+        self._scope: trio.CancelScope | None = None
+        self._running = False
+        self._closed = False
+
+    def arm(self, due: float | None) -> None:
+        self._due = due
+        if due is None:
+            if self._scope is not None:
+                self._scope.deadline = math.inf
+            return
+        deadline = trio.current_time() + max(0.0, due - time.monotonic())
+        if self._scope is not None:
+            self._scope.deadline = deadline
+        elif not self._running and not self._closed:
+            self._running = True
+            trio.lowlevel.spawn_system_task(self._loop)
+
+    def close(self) -> None:
+        self._closed = True
+        if self._scope is not None:
+            self._scope.cancel()
+
+    async def _loop(self) -> None:
+        try:
+            while not self._closed:
+                due = self._due
+                with trio.CancelScope() as scope:
+                    self._scope = scope
+                    if due is not None:
+                        scope.deadline = trio.current_time() + max(0.0, due - time.monotonic())
+                    await trio.sleep_forever()
+                self._scope = None
+                if self._closed:
+                    return
+                # trio's clock and ``time.monotonic`` may disagree by a hair: never early.
+                due = self._due
+                if due is not None and due <= time.monotonic():
+                    # Once per arming: the callback arms the timer again if it wants.
+                    self._due = None
+                    self._callback()
+                    await trio.lowlevel.checkpoint()
+        finally:
+            self._scope = None
+            self._running = False
+
+
+class _LoopToken:
+    __slots__ = ("_token",)
+
+    def __init__(self, token: trio.lowlevel.TrioToken) -> None:
+        self._token = token
+
+    def run_soon(self, fn: Callable[..., object], *args: Any) -> None:
+        # From any thread or a finalizer: the loop runs it at its next turn (a finalizer must
+        # not drive the machines in the middle of other code).
+        self._token.run_sync_soon(fn, *args)
+
+
+class _Socket:
+    """The trio side of one ``Conn``: its stream, the bytes to write, its reader and writer
+    tasks and the writer's wake-up."""
+
+    __slots__ = ("closing", "outbox", "reader", "stream", "wake", "writer")
+
+    def __init__(self) -> None:
+        self.stream: trio.abc.Stream | None = None
+        self.outbox: list[bytes] = []
+        self.wake = trio.Event()
+        self.closing = False
+        self.reader: Task | None = None
+        self.writer: Task | None = None
+
+    def kick(self) -> None:
+        self.wake.set()
+
+    def cancel(self) -> None:
+        if self.reader is not None:
+            self.reader.cancel()
+
+
+def _shutdown_write(stream: trio.abc.Stream) -> None:
+    """Send the end of our side of the TCP connection (after what is queued)."""
+    transport = stream.transport_stream if isinstance(stream, trio.SSLStream) else stream
+    raw = getattr(transport, "socket", None)
+    if raw is not None:
+        with contextlib.suppress(OSError):
+            raw.shutdown(socket.SHUT_WR)
+
+
+class TrioRuntime(AsyncRuntime):
+    """The async layer's runtime on trio (see the module docstring)."""
+
+    name: ClassVar[str] = "trio"
+    cancelled: ClassVar[type[BaseException]] = trio.Cancelled
+
+    # -- tasks ------------------------------------------------------------------------------
+
+    def spawn(
+        self,
+        fn: Callable[..., Awaitable[None]],
+        *args: Any,
+        done: Callable[[Task], None] | None = None,
+    ) -> Task:
+        task = _Task(getattr(fn, "__name__", ""))
+        trio.lowlevel.spawn_system_task(self._task_main, task, fn, args, done)
+        return task
+
+    async def _task_main(
+        self,
+        task: _Task,
+        fn: Callable[..., Awaitable[None]],
+        args: tuple[Any, ...],
+        done: Callable[[Task], None] | None,
+    ) -> None:
+        try:
+            with task.scope:
+                await fn(*args)
+        except Exception:  # pragma: no cover - every task reports its own outcome
+            self.logger.exception("a driver task failed")
+        finally:
+            if done is not None:
+                done(task)
+
+    @contextlib.asynccontextmanager
+    async def task_group(self) -> AsyncIterator[_TaskGroup]:
+        try:
+            async with trio.open_nursery() as nursery:
+                yield _TaskGroup(nursery)
+        except BaseExceptionGroup as group:
+            # The tasks of the layer's groups report their outcomes and never raise, so the
+            # group holds the caller's cancellation (as the block and the tasks each saw it)
+            # or what the block raised: one exception, unwrapped (D22).
+            _cancelled, rest = group.split(trio.Cancelled)
+            if rest is None or len(group.exceptions) == 1:
+                raise _first(group) from None
+            raise  # pragma: no cover - the layer's tasks never raise
+
+    # -- waiting -----------------------------------------------------------------------------
+
+    def event(self) -> Event:
+        return trio.Event()
+
+    async def wait(self, event: Event, timeout: float | None) -> bool:
+        with trio.move_on_after(math.inf if timeout is None else timeout):
+            await event.wait()
+        return event.is_set()
+
+    def timer(self, callback: Callable[[], None]) -> _Timer:
+        return _Timer(callback)
+
+    def semaphore(self, value: int) -> trio.Semaphore:
+        return trio.Semaphore(value)
+
+    def loop_token(self) -> _LoopToken:
+        return _LoopToken(trio.lowlevel.current_trio_token())
+
+    # -- threads -----------------------------------------------------------------------------
+
+    async def to_thread(
+        self, fn: Callable[..., Any], /, *args: Any, abandon_on_cancel: bool = False
+    ) -> Any:
+        # Boxed: trio refuses a function whose value is a coroutine, and a plain tool or store
+        # method may return one (the layer awaits it on the loop).
+        (value,) = await trio.to_thread.run_sync(
+            _boxed, fn, args, abandon_on_cancel=abandon_on_cancel
+        )
+        return value
+
+    # -- cancellation: level-triggered, so cleanup after it is shielded ------------------------
+
+    def shield(self, timeout: float | None = None) -> AbstractContextManager[Any]:
+        scope = trio.CancelScope(shield=True)
+        if timeout is not None:
+            scope.deadline = trio.current_time() + timeout
+        return scope
+
+    def finishing(self, timeout: float) -> AbstractContextManager[Any]:
+        if not cancelled_now():
+            return contextlib.nullcontext()
+        return self.shield(timeout if math.isfinite(timeout) else None)
+
+    # -- I/O ---------------------------------------------------------------------------------
+
+    def prepare_http(self) -> None:
+        """httpx runs on trio without anyio's asyncio backend: nothing to load."""
+
+    def open_socket(self, host: SocketHost, conn: Conn) -> None:
+        sock = conn.io = _Socket()
+        sock.reader = host.spawn(self._socket, host, conn, sock)
+
+    def write_socket(self, conn: Conn, data: bytes) -> None:
+        sock: _Socket = conn.io
+        sock.outbox.append(data)
+        sock.kick()
+
+    def close_socket(self, conn: Conn) -> None:
+        sock: _Socket = conn.io
+        sock.closing = True
+        for task in (sock.reader, sock.writer):
+            if task is not None:
+                task.lingering = True
+        if sock.stream is None or sock.writer is None:
+            sock.cancel()
+        else:
+            sock.kick()
+
+    async def _socket(self, host: SocketHost, conn: Conn, sock: _Socket) -> None:
+        """Open the connection, then read it until it ends; every outcome is reported."""
+        opened: list[trio.abc.Stream] = []
+        try:
+            with trio.fail_after(CONNECT_TIMEOUT):
+                stream: trio.abc.Stream = await trio.open_tcp_stream(conn.host, conn.port)
+                opened.append(stream)
+                if conn.tls:
+                    secure = trio.SSLStream(stream, host.ssl, server_hostname=conn.server_hostname)
+                    await secure.do_handshake()
+                    stream = secure
+        except (
+            OSError,
+            ValueError,
+            ssl.SSLError,
+            trio.TooSlowError,
+            trio.BrokenResourceError,
+        ) as exc:
+            for raw in opened:
+                await trio.aclose_forcefully(raw)
+            error: BaseException = exc
+            if isinstance(exc, trio.TooSlowError):
+                error = TimeoutError(f"connect timed out after {CONNECT_TIMEOUT:g}s")
+            elif exc.__cause__ is not None:
+                error = exc.__cause__
+            host.socket_failed(conn, error)
+            return
+        except BaseException:
+            # Abandoned (CloseSocket) or the run ends: nothing is left open.
+            for raw in opened:
+                await trio.aclose_forcefully(raw)
+            raise
+        sock.stream = stream
+        try:
+            if conn.closed:
+                return
+            sock.writer = host.spawn(self._write, sock)
+            host.socket_made(conn)
+            # After CloseSocket the writer flushes what came before it, then cancels this
+            # task; what is read meanwhile is ignored by the drive.
+            while True:
+                try:
+                    data = await stream.receive_some(_READ_CHUNK)
+                except (OSError, ssl.SSLError, trio.BrokenResourceError) as exc:
+                    error = exc.__cause__ if exc.__cause__ is not None else exc
+                    host.socket_failed(conn, error)
+                    return
+                except trio.ClosedResourceError:
+                    return
+                if not data:
+                    host.socket_lost(conn)
+                    return
+                host.socket_data(conn, bytes(data))
+        finally:
+            if sock.writer is not None:
+                sock.writer.cancel()
+            await trio.aclose_forcefully(stream)
+
+    async def _write(self, sock: _Socket) -> None:
+        """Write what the machine sends, in order; after ``CloseSocket``, close the socket
+        once everything before it is written."""
+        stream = sock.stream
+        assert stream is not None
+        try:
+            while True:
+                while sock.outbox:
+                    data = b"".join(sock.outbox)
+                    sock.outbox.clear()
+                    await stream.send_all(data)
+                if sock.closing:
+                    break
+                await sock.wake.wait()
+                sock.wake = trio.Event()
+        except (OSError, ssl.SSLError, trio.BrokenResourceError, trio.ClosedResourceError):
+            # The reader sees the same failure and reports it.
+            pass
+        if sock.closing:
+            # A graceful close: the end of our side goes out after the last bytes, and the
+            # reader drains what the peer still sends until its end (a socket closed with
+            # unread bytes is reset, losing what we wrote last), bounded by a grace period.
+            _shutdown_write(stream)
+            with trio.move_on_after(CLOSE_GRACE):
+                await trio.sleep_forever()
+            sock.cancel()
+
+
+#: The runtime every trio object of the adapter uses.
+TRIO = TrioRuntime()
+
+
+class Driver(driver.Driver):
+    """The driver on trio (``coder_io_common._async.driver.Driver``): construction needs no
+    running loop; ``start`` and ``perform`` must be called inside ``trio.run``."""
+
+    runtime: ClassVar[AsyncRuntime] = TRIO
+
+
+def transport_sink(callback: Callable[[Any], object] | None) -> Any:
+    """The sink for a user's ``on_transport_event`` on trio (``driver.transport_sink``)."""
+    return driver.transport_sink(callback, TRIO)

@@ -1,0 +1,113 @@
+"""The async layer's place in the import graph (docs/architecture.md "Layers"): ``coder_io_asyncio`` and
+``coder_io_trio`` are the one layer of ``coder_io_common._async`` on their runtime and import
+nothing of each other; the shared packages import no adapter; and no import circle runs
+through the event-loop packages (imports under ``TYPE_CHECKING`` and inside functions
+included)."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+PACKAGES = ("coder_io_common", "coder_io_asyncio", "coder_io_trio")
+
+
+def module_files(package: str) -> dict[str, pathlib.Path]:
+    """Module name -> source file, for every module of ``package``."""
+    out: dict[str, pathlib.Path] = {}
+    for path in sorted((ROOT / package).rglob("*.py")):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+def imported(module: str, path: pathlib.Path) -> set[str]:
+    """Every module name ``module`` imports, anywhere in its source (absolute; for ``from X
+    import y`` both ``X`` and ``X.y``)."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                source = ".".join([*base, node.module] if node.module else base)
+            else:
+                source = node.module or ""
+            names.add(source)
+            names.update(f"{source}.{alias.name}" for alias in node.names)
+    return names
+
+
+ALL: dict[str, pathlib.Path] = {}
+for _package in PACKAGES:
+    ALL.update(module_files(_package))
+
+
+def test_the_adapters_import_nothing_of_each_other() -> None:
+    for package, other in (("coder_io_trio", "coder_io_asyncio"), ("coder_io_asyncio", "trio")):
+        for module, path in module_files(package).items():
+            bad = {n for n in imported(module, path) if n == other or n.startswith(other + ".")}
+            assert not bad, (module, bad)
+
+
+def test_the_shared_layer_imports_no_adapter_and_no_runtime() -> None:
+    for module, path in module_files("coder_io_common").items():
+        if module.startswith("coder_io_common.fake_server"):
+            # The fake server runs its own asyncio loop in a thread of its own, so every
+            # runtime (and plain threads) can serve it; it is no part of the async layer.
+            continue
+        bad = {
+            n
+            for n in imported(module, path)
+            if n.split(".")[0] in {"coder_io_asyncio", "coder_io_trio", "coder_io_sync", "trio"}
+            or n == "asyncio"
+        }
+        assert not bad, (module, bad)
+
+
+def test_no_import_circle_runs_through_the_event_loop_packages() -> None:
+    graph = {m: {n for n in imported(m, p) if n in ALL and n != m} for m, p in ALL.items()}
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(module: str) -> None:
+        state[module] = 1
+        stack.append(module)
+        for target in sorted(graph[module]):
+            if state.get(target) == 1:
+                circle = [*stack[stack.index(target) :], target]
+                pytest.fail(f"import circle: {' -> '.join(circle)}")
+            if target not in state:
+                visit(target)
+        stack.pop()
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module)
+
+
+@pytest.mark.parametrize(
+    ("package", "absent"),
+    [("coder_io_trio", "coder_io_asyncio"), ("coder_io_asyncio", "trio")],
+)
+def test_importing_one_adapter_loads_nothing_of_the_other(package: str, absent: str) -> None:
+    code = (
+        f"import sys, {package}, {package}.durable\n"
+        f"loaded = sorted(m for m in sys.modules if m == {absent!r} or m.startswith({absent!r} + '.'))\n"
+        "print(loaded)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "[]"

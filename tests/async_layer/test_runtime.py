@@ -1,0 +1,385 @@
+"""The runtime interface (``coder_io_common._async.runtime.AsyncRuntime``) as asyncio and trio
+supply it: one test body per promise, run on both. The layer above relies on exactly these:
+client-owned tasks outlive their caller's cancellation, a task group's cancellation comes out
+unwrapped, cleanup after a cancellation still runs, the timer fires at its (moving) deadline,
+worker threads, events, semaphores and the loop token."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
+
+import pytest
+import trio
+
+from coder_io_asyncio._runtime import ASYNCIO
+from coder_io_common._async.runtime import AsyncRuntime, Task
+from coder_io_trio._runtime import TRIO
+
+
+class Harness:
+    """Runs a test body on one runtime, with that runtime's idioms for what the body cannot
+    express through the interface (a caller's deadline, sleeping)."""
+
+    def __init__(self, runtime: AsyncRuntime) -> None:
+        self.runtime = runtime
+
+    def run(self, body: Callable[[Harness], Coroutine[Any, Any, Any]]) -> Any:
+        if self.runtime is ASYNCIO:
+            return asyncio.run(asyncio.wait_for(body(self), 30))
+
+        async def main() -> Any:
+            with trio.fail_after(30):
+                return await body(self)
+
+        return trio.run(main)
+
+    async def sleep(self, seconds: float) -> None:
+        if self.runtime is ASYNCIO:
+            await asyncio.sleep(seconds)
+        else:
+            await trio.sleep(seconds)
+
+    async def within(self, seconds: float, fn: Callable[[], Awaitable[Any]]) -> bool:
+        """``await fn()`` under a caller deadline of ``seconds``: whether the deadline cut it."""
+        if self.runtime is ASYNCIO:
+            try:
+                async with asyncio.timeout(seconds):
+                    await fn()
+            except TimeoutError:
+                return True
+            return False
+        with trio.move_on_after(seconds) as scope:
+            await fn()
+        return scope.cancelled_caught
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def h(request: pytest.FixtureRequest) -> Harness:
+    return Harness(ASYNCIO if request.param == "asyncio" else TRIO)
+
+
+def test_a_spawned_task_outlives_its_callers_cancellation(h: Harness) -> None:
+    async def body(h: Harness) -> tuple[bool, bool, list[Task]]:
+        runtime = h.runtime
+        finished = runtime.event()
+        ended: list[Task] = []
+
+        async def work() -> None:
+            await h.sleep(0.1)
+            finished.set()
+
+        async def caller() -> None:
+            ended_task = runtime.spawn(work, done=ended.append)
+            assert ended_task is not None
+            await runtime.event().wait()
+
+        cut = await h.within(0.02, caller)
+        return cut, await runtime.wait(finished, 5.0), ended
+
+    cut, finished, ended = h.run(body)
+    assert cut and finished and len(ended) == 1
+
+
+def test_a_cancelled_task_reports_that_it_ended_even_before_it_started(h: Harness) -> None:
+    async def body(h: Harness) -> list[Task]:
+        runtime = h.runtime
+        ended: list[Task] = []
+        started: list[bool] = []
+
+        async def work() -> None:
+            started.append(True)
+            await runtime.event().wait()
+
+        runtime.spawn(work, done=ended.append).cancel()
+        running = runtime.spawn(work, done=ended.append)
+        await h.sleep(0.02)
+        running.cancel()
+        running.cancel()  # idempotent
+        for _ in range(50):
+            if len(ended) == 2:
+                break
+            await h.sleep(0.01)
+        return ended
+
+    ended = h.run(body)
+    assert len(ended) == 2 and not ended[0].lingering
+
+
+def test_an_exception_of_a_spawned_task_is_logged_never_raised(
+    h: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def body(h: Harness) -> None:
+        async def broken() -> None:
+            raise RuntimeError("a bug")
+
+        h.runtime.spawn(broken)
+        await h.sleep(0.05)
+
+    with caplog.at_level(logging.ERROR, logger=f"coder_io_{h.runtime.name}"):
+        h.run(body)
+    (record,) = [r for r in caplog.records if r.name == f"coder_io_{h.runtime.name}"]
+    assert record.exc_info is not None and "a bug" in str(record.exc_info[1])
+
+
+def test_a_task_group_waits_for_its_tasks(h: Harness) -> None:
+    async def body(h: Harness) -> list[int]:
+        got: list[int] = []
+
+        async def one(value: int, delay: float) -> None:
+            await h.sleep(delay)
+            got.append(value)
+
+        async with h.runtime.task_group() as group:
+            group.start_soon(one, 1, 0.03)
+            group.start_soon(one, 2, 0.01)
+        return got
+
+    assert h.run(body) == [2, 1]
+
+
+def test_the_callers_cancellation_cancels_the_group_and_comes_out_unwrapped(h: Harness) -> None:
+    async def body(h: Harness) -> tuple[bool, list[str], list[type[BaseException]]]:
+        runtime = h.runtime
+        seen: list[str] = []
+        raised: list[type[BaseException]] = []
+
+        async def child() -> None:
+            try:
+                await runtime.event().wait()
+            except runtime.cancelled:
+                seen.append("child cancelled")
+                raise
+
+        async def caller() -> None:
+            try:
+                async with runtime.task_group() as group:
+                    group.start_soon(child)
+                    await runtime.event().wait()
+            except BaseException as exc:
+                raised.append(type(exc))
+                raise
+
+        cut = await h.within(0.05, caller)
+        return cut, seen, raised
+
+    cut, seen, raised = h.run(body)
+    assert cut and seen == ["child cancelled"]
+    assert raised == [h.runtime.cancelled]  # never an exception group
+
+
+def test_cancelling_a_group_or_one_of_its_tasks(h: Harness) -> None:
+    async def body(h: Harness) -> list[str]:
+        runtime = h.runtime
+        seen: list[str] = []
+
+        async def child(name: str) -> None:
+            try:
+                await runtime.event().wait()
+            except runtime.cancelled:
+                seen.append(name)
+                raise
+
+        async with runtime.task_group() as group:
+            first = group.start_soon(child, "first")
+            group.start_soon(child, "second")
+            await h.sleep(0.01)
+            first.cancel()
+            await h.sleep(0.01)
+            group.cancel()
+        return seen
+
+    assert h.run(body) == ["first", "second"]
+
+
+def test_cleanup_after_the_callers_cancellation_still_runs(h: Harness) -> None:
+    """``finishing`` and ``shield``: what must still happen after a cancellation (closing a
+    response, writing a checkpoint) can await, on asyncio (cancellation delivered once) and
+    on trio (level-triggered, so the block is shielded), bounded by its timeout."""
+
+    async def body(h: Harness) -> tuple[bool, list[str]]:
+        runtime = h.runtime
+        done: list[str] = []
+
+        async def caller() -> None:
+            try:
+                await runtime.event().wait()
+            except runtime.cancelled:
+                with runtime.finishing(5.0):
+                    await h.sleep(0.01)
+                    done.append("finished")
+                with runtime.shield():
+                    await h.sleep(0.01)
+                    done.append("shielded")
+                with runtime.shield(0.05):
+                    # Cut at its bound where the runtime needs one (trio), never hanging.
+                    await runtime.wait(runtime.event(), 0.1)
+                done.append("bounded")
+                raise
+
+        cut = await h.within(0.02, caller)
+        with runtime.finishing(0.01):  # not cancelled: the block runs as it is
+            await h.sleep(0.03)
+            done.append("not cancelled")
+        return cut, done
+
+    cut, done = h.run(body)
+    assert cut and done == ["finished", "shielded", "bounded", "not cancelled"]
+
+
+def test_wait_says_whether_the_event_was_set_in_time(h: Harness) -> None:
+    async def body(h: Harness) -> list[bool]:
+        runtime = h.runtime
+        event = runtime.event()
+        early = await runtime.wait(event, 0.02)
+
+        async def set_soon() -> None:
+            await h.sleep(0.02)
+            event.set()
+
+        runtime.spawn(set_soon)
+        return [early, await runtime.wait(event, None), event.is_set()]
+
+    assert h.run(body) == [False, True, True]
+
+
+def test_the_timer_calls_back_at_its_deadline_as_it_moves(h: Harness) -> None:
+    async def body(h: Harness) -> list[tuple[str, float]]:
+        runtime = h.runtime
+        fired: list[tuple[str, float]] = []
+        label = ["first"]
+        timer = runtime.timer(lambda: fired.append((label[0], time.monotonic())))
+        start = time.monotonic()
+        timer.arm(start + 0.03)
+        timer.arm(start + 0.03)  # the same deadline: nothing changes
+        await h.sleep(0.1)
+        label[0] = "moved"
+        timer.arm(time.monotonic() + 10.0)
+        timer.arm(time.monotonic() + 0.02)  # moved earlier
+        await h.sleep(0.1)
+        label[0] = "disarmed"
+        timer.arm(time.monotonic() + 0.02)
+        timer.arm(None)
+        await h.sleep(0.06)
+        label[0] = "closed"
+        timer.arm(time.monotonic() + 0.02)
+        timer.close()
+        timer.arm(time.monotonic() + 0.01)
+        await h.sleep(0.06)
+        return [(name, at - start) for name, at in fired]
+
+    fired = h.run(body)
+    assert [name for name, _ in fired] == ["first", "moved"]
+    assert fired[0][1] >= 0.03
+
+
+def test_a_semaphore_holds_at_most_its_places(h: Harness) -> None:
+    async def body(h: Harness) -> tuple[int, list[int]]:
+        semaphore = h.runtime.semaphore(2)
+        inside = [0, 0]
+        entered: list[int] = []
+
+        async def one(index: int) -> None:
+            async with semaphore:
+                entered.append(index)
+                inside[0] += 1
+                inside[1] = max(inside[1], inside[0])
+                await h.sleep(0.01)
+                inside[0] -= 1
+
+        async with h.runtime.task_group() as group:
+            for index in range(6):
+                group.start_soon(one, index)
+        return inside[1], entered
+
+    most, entered = h.run(body)
+    assert most == 2 and sorted(entered) == list(range(6))
+
+
+def test_a_semaphore_serves_its_waiters_first_come_first_served(h: Harness) -> None:
+    async def body(h: Harness) -> list[int]:
+        runtime = h.runtime
+        semaphore = runtime.semaphore(1)
+        entered: list[int] = []
+        release = runtime.event()
+
+        async def holder() -> None:
+            async with semaphore:
+                await release.wait()
+
+        async def waiter(index: int) -> None:
+            async with semaphore:
+                entered.append(index)
+                await h.sleep(0.005)
+
+        async with runtime.task_group() as group:
+            group.start_soon(holder)
+            await h.sleep(0.01)
+            for index in range(4):
+                group.start_soon(waiter, index)
+                await h.sleep(0.01)  # each waits before the next arrives
+            release.set()
+        return entered
+
+    assert h.run(body) == [0, 1, 2, 3]
+
+
+def test_a_worker_thread_runs_off_the_loop_and_may_be_abandoned(h: Harness) -> None:
+    release = threading.Event()
+    threads: list[str] = []
+
+    def blocking(value: int) -> int:
+        threads.append(threading.current_thread().name)
+        release.wait(5.0)
+        return value * 2
+
+    async def later(value: int) -> int:
+        return value
+
+    async def body(h: Harness) -> tuple[int, bool]:
+        runtime = h.runtime
+        # Whatever the function returns comes back, a coroutine too (the caller awaits it).
+        assert await (await runtime.to_thread(later, 3)) == 3
+        release.set()
+        doubled = await runtime.to_thread(blocking, 21)
+        release.clear()
+        # A cancelled caller of an abandoned thread returns at once; the thread finishes later.
+        cut = await h.within(0.05, lambda: runtime.to_thread(blocking, 1, abandon_on_cancel=True))
+        release.set()
+        return doubled, cut
+
+    doubled, cut = h.run(body)
+    assert doubled == 42 and cut
+    assert threading.main_thread().name not in threads
+
+
+def test_a_loop_token_runs_a_function_on_the_loop_from_another_thread(h: Harness) -> None:
+    async def body(h: Harness) -> tuple[list[int], bool]:
+        runtime = h.runtime
+        token = runtime.loop_token()
+        got: list[int] = []
+        arrived = runtime.event()
+
+        def on_loop(value: int) -> None:
+            got.append(value)
+            arrived.set()
+
+        thread = threading.Thread(target=token.run_soon, args=(on_loop, 7))
+        thread.start()
+        ok = await runtime.wait(arrived, 5.0)
+        thread.join()
+        return got, ok
+
+    got, ok = h.run(body)
+    assert got == [7] and ok
+
+
+def test_the_runtimes_name_and_cancellation() -> None:
+    assert (ASYNCIO.name, ASYNCIO.cancelled) == ("asyncio", asyncio.CancelledError)
+    assert (TRIO.name, TRIO.cancelled) == ("trio", trio.Cancelled)
+    assert ASYNCIO.logger.name == "coder_io_asyncio" and TRIO.logger.name == "coder_io_trio"
+    assert repr(TRIO) == "<TrioRuntime>"

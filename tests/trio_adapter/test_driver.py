@@ -1,0 +1,249 @@
+"""The trio driver's stream sockets over loopback (wire 1.1; D12): TLS with a CA bundle for REST
+and the stream socket, verification on by default for both, a refused stream socket redialed,
+and a paused stream closed when the driver closes. What every runtime shares (turns, tools,
+redials, cancellation) is ``tests/integration``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import socket
+import ssl
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from coder_io_common.fake_server import FakeCoderServer
+from coder_io_trio._runtime import Driver
+from coder_proto._actions import ToolOutcome
+from coder_proto._agent.session import Session
+from coder_proto._agent.session_state import SessionConfig
+from coder_proto._errors import CoderAgentError, CoderNetworkError
+from coder_proto._rest.jobs import rest_job
+from coder_proto._rest.prefix import PrefixSelector
+from coder_proto._stream.watch import WatchBackoff, WatchMachine
+from coder_proto._wire.chats import DynamicTool
+from coder_proto.fake import CallClientTool, Say, Script
+
+WEATHER = DynamicTool(
+    name="get_weather",
+    description="Get the weather.",
+    input_schema={"type": "object", "properties": {"city": {"type": "string"}}},
+)
+
+
+@pytest.fixture
+def server() -> Iterator[FakeCoderServer]:
+    with FakeCoderServer(chunk_delay=0.001) as fake:
+        fake.config.scripts.add(
+            "weather",
+            Script(
+                [
+                    CallClientTool(name="get_weather", args={"city": "Paris"}),
+                    Say("It is {tool_result}."),
+                ]
+            ),
+        )
+        yield fake
+
+
+def session_for(base_url: str, server: FakeCoderServer) -> Session:
+    config = SessionConfig(
+        base_url=base_url,
+        token=server.token,
+        organization_id=server.organization_id,
+        tools=[WEATHER],
+    )
+    return Session(config, selector=PrefixSelector())
+
+
+async def weather_tool(calls: tuple[Any, ...]) -> list[ToolOutcome]:
+    return [ToolOutcome(tool_call_id=c.tool_call_id, output={"temp_c": 21}) for c in calls]
+
+
+async def until(predicate: Any, timeout: float = 5.0) -> None:
+    with trio.fail_after(timeout):
+        while not predicate():
+            await trio.sleep(0.005)
+
+
+@pytest.fixture(scope="module")
+def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    if shutil.which("openssl") is None:
+        pytest.skip("the openssl command is needed to make a test certificate")
+    folder = tmp_path_factory.mktemp("tls")
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(
+        [
+            "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+            "-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1",
+            "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
+        ],
+        check=True,
+        capture_output=True,
+    )  # fmt: skip
+    return cert, key
+
+
+class TlsProxy:
+    """TLS on loopback in front of the fake server (which speaks plain HTTP), in threads of
+    its own; ``handshakes`` counts the TLS handshakes that succeeded."""
+
+    def __init__(self, target: FakeCoderServer, cert: Path, key: Path) -> None:
+        self.target = target
+        self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.context.load_cert_chain(cert, key)
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"https://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.handshakes = 0
+        self._threads: list[threading.Thread] = []
+
+    def __enter__(self) -> TlsProxy:
+        self._spawn(self._accept)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        with contextlib.suppress(OSError):
+            self.listener.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread
+        self.listener.close()
+        for thread in self._threads:
+            thread.join(5.0)
+
+    def _spawn(self, target: Any, *args: Any) -> None:
+        thread = threading.Thread(target=target, args=args, daemon=True)
+        self._threads.append(thread)
+        thread.start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                raw, _ = self.listener.accept()
+            except OSError:
+                return
+            self._spawn(self._serve, raw)
+
+    def _serve(self, raw: socket.socket) -> None:
+        try:
+            client = self.context.wrap_socket(raw, server_side=True)
+        except (OSError, ssl.SSLError):
+            raw.close()
+            return
+        self.handshakes += 1
+        upstream = socket.create_connection((self.target.host, self.target.port))
+        self._spawn(self._pipe, upstream, client)
+        self._pipe(client, upstream)
+
+    @staticmethod
+    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except (OSError, ssl.SSLError):
+            pass
+        finally:
+            # Shut both down first: that wakes the other direction's thread from its recv.
+            for sock in (src, dst):
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+                sock.close()
+
+
+def test_tls_with_a_ca_bundle_runs_rest_and_the_stream_socket(
+    server: FakeCoderServer, certificate: tuple[Path, Path]
+) -> None:
+    cert, key = certificate
+
+    async def main(proxy: TlsProxy) -> Any:
+        driver = Driver(base_url=proxy.url, token=server.token, verify=str(cert))
+        session = session_for(proxy.url, server)
+        result = await driver.run(
+            session.generate("weather in Paris?", now=time.monotonic()),
+            session=session,
+            tools=weather_tool,
+        )
+        await driver.aclose()
+        return result, session.chat_id
+
+    with TlsProxy(server, cert, key) as proxy:
+        result, chat_id = trio.run(main, proxy)
+    assert result.text == 'It is {"temp_c":21}.'
+    assert server.counters.stream_dials[chat_id] == 1 and proxy.handshakes >= 2
+    assert server.wait_idle(5.0)
+
+
+def test_tls_verification_is_on_by_default_for_rest_and_the_stream_socket(
+    server: FakeCoderServer, certificate: tuple[Path, Path]
+) -> None:
+    cert, key = certificate
+
+    async def main(proxy: TlsProxy) -> CoderNetworkError:
+        driver = Driver(base_url=proxy.url, token=server.token)
+        with pytest.raises(CoderNetworkError) as info:
+            await driver.run(rest_job(PrefixSelector(), "list_chats", now=time.monotonic()))
+        # The stream socket verifies too: the watch never gets past the TLS handshake.
+        watch = WatchMachine(
+            PrefixSelector("/api/v2/chats"),
+            base_url=proxy.url,
+            token=server.token,
+            now=time.monotonic(),
+            backoff=WatchBackoff(initial=0.01, cap=0.02),
+        )
+        run = driver.start(watch)
+        await until(lambda: watch.attempt >= 3)
+        run.cancel()
+        assert driver.open_connections == 0
+        await driver.aclose()
+        return info.value
+
+    with TlsProxy(server, cert, key) as proxy:
+        error = trio.run(main, proxy)
+        assert proxy.handshakes == 0
+    assert error.path == "/api/v2/chats"
+    assert server.counters.watch_dials == 0
+
+
+def test_a_refused_stream_socket_is_redialed_with_backoff() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as placeholder:
+        port = placeholder.getsockname()[1]
+    base_url = f"http://127.0.0.1:{port}"  # nothing listens there any more
+
+    async def main() -> int:
+        driver = Driver(base_url=base_url, token="t")
+        watch = WatchMachine(
+            PrefixSelector("/api/v2/chats"),
+            base_url=base_url,
+            token="t",
+            now=time.monotonic(),
+            backoff=WatchBackoff(initial=0.01, cap=0.02),
+        )
+        run = driver.start(watch)
+        await until(lambda: watch.attempt >= 3)
+        run.cancel()
+        await driver.aclose()
+        return driver.open_connections
+
+    assert trio.run(main) == 0
+
+
+def test_closing_the_driver_closes_a_paused_stream(server: FakeCoderServer) -> None:
+    async def main() -> None:
+        driver = Driver(base_url=server.url, token=server.token)
+        session = session_for(server.url, server)
+        paused = await driver.run(
+            session.segment("weather?", now=time.monotonic()), session=session
+        )
+        assert paused.finish_reason == "tool-calls" and driver.open_connections == 1
+        await driver.aclose()
+        assert driver.open_connections == 0
+        with pytest.raises(CoderAgentError, match="closed"):
+            driver.start(rest_job(PrefixSelector(), "list_chats", now=time.monotonic()))
+
+    trio.run(main)
+    assert server.wait_idle(5.0)
