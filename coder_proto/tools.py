@@ -12,7 +12,14 @@ the pure part of that, shared by every adapter:
 * ``Tool.from_schema`` takes an explicit JSON Schema; ``Tool.from_model`` takes an attrs class,
   a dataclass or a pydantic model whose instance the function receives;
 * ``Tool.parse_input`` validates the model's arguments (JSON text, D18) against the schema and
-  converts them to the declared Python types, raising ``ToolInputError`` on bad input;
+  converts them to the declared Python types, raising ``ToolInputError`` on bad input. The
+  ``jsonschema`` library validates, with every keyword of the draft the schema's ``$schema``
+  names (2020-12 when it names none); ``CHECKED_FORMATS`` lists the ``format`` values that are
+  checked. Each problem names the path to the failing value and what was expected
+  (``$.items[2].name: expected string``);
+* the schema itself is checked when a tool is defined: an unknown ``$schema``, a schema its
+  draft's meta-schema rejects, or a ``$ref`` that does not resolve inside the schema is a
+  ``CoderAgentError`` naming the tool (no reference is ever fetched);
 * ``encode_output`` turns whatever the tool returned into JSON for the tool-results request.
 
 The tool loop (D5) turns a ``ToolInputError``, an exception raised by the function, or an
@@ -28,20 +35,29 @@ import re
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Literal, get_args, get_origin, get_type_hints
+from typing import Any, Final, Literal, get_args, get_origin, get_type_hints
 
 import attrs
+import jsonschema
+import jsonschema.protocols
+import referencing
+import referencing.exceptions
+import referencing.jsonschema
 
-from ._json import loads
+from ._json import js_stringify, loads
+from ._timestamps import is_rfc3339_time, parse_rfc3339
 from .errors import CoderAgentError
 from .wire.chats import DynamicTool
 
 __all__ = [
+    "CHECKED_FORMATS",
     "Tool",
     "ToolContext",
     "ToolInputError",
+    "compile_schema",
     "encode_output",
     "json_schema_for",
+    "schema_problems",
     "tool",
     "tools_by_name",
     "validate_json_schema",
@@ -206,154 +222,258 @@ def _object_schema(
     return schema
 
 
-# -- validation -----------------------------------------------------------------------------
+# -- validation (JSON Schema, by the jsonschema library) --------------------------------------
 
-_JSON_TYPES: dict[str, Callable[[Any], bool]] = {
-    "string": lambda v: isinstance(v, str),
-    "integer": lambda v: (
-        (isinstance(v, int) and not isinstance(v, bool))
-        or (isinstance(v, float) and v.is_integer())
-    ),
-    "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
-    "boolean": lambda v: isinstance(v, bool),
-    "null": lambda v: v is None,
-    "array": lambda v: isinstance(v, list),
-    "object": lambda v: isinstance(v, dict),
-}
+#: The ``format`` values that are checked. The list is fixed (it does not grow when optional
+#: packages happen to be installed) so the same input is accepted everywhere; any other
+#: format is an annotation only, as JSON Schema allows for formats a validator does not know.
+CHECKED_FORMATS: Final = (
+    "date",
+    "date-time",
+    "email",
+    "idn-email",
+    "ipv4",
+    "ipv6",
+    "regex",
+    "time",
+    "uuid",
+)
+
+# The library's own checkers for the formats it checks with the standard library alone, plus
+# RFC 3339 date-time and time (it needs an optional package for those).
+_FORMAT_CHECKER: Final = jsonschema.FormatChecker(
+    [f for f in CHECKED_FORMATS if f not in ("date-time", "time")]
+)
+_FORMAT_CHECKER.checks("date-time")(
+    lambda v: not isinstance(v, str) or parse_rfc3339(v) is not None
+)
+_FORMAT_CHECKER.checks("time")(lambda v: not isinstance(v, str) or is_rfc3339_time(v))
+
+# References resolve inside the schema (and to the published meta-schemas) only: an empty
+# registry without a ``retrieve`` function, so a remote ``$ref`` is an error at definition
+# and never a network request.
+_REGISTRY: Final = referencing.Registry()
+_REF_KEYWORDS: Final = ("$ref", "$dynamicRef", "$recursiveRef")
 
 
-_BOUNDS = (
-    ("minimum", "below"),
-    ("maximum", "above"),
-    ("exclusiveMinimum", "not above"),
-    ("exclusiveMaximum", "not below"),
+def compile_schema(schema: Any, what: str = "schema") -> jsonschema.protocols.Validator:
+    """A validator for ``schema``, after checking the schema itself: its ``$schema`` names a
+    draft the library knows (none: 2020-12), it is valid against that draft's meta-schema,
+    and every ``$ref`` resolves inside it. Raises ``CoderAgentError`` beginning with ``what``
+    otherwise."""
+    if not isinstance(schema, Mapping | bool):
+        raise CoderAgentError(f"{what} must be a JSON object")
+    # The draft: the one ``$schema`` names, 2020-12 without it.
+    cls: Any = jsonschema.Draft202012Validator
+    if isinstance(schema, Mapping) and "$schema" in schema:
+        dialect = schema["$schema"]
+        unknown: Any = None
+        cls = (
+            jsonschema.validators.validator_for(schema, default=unknown)
+            if isinstance(dialect, str)
+            else None
+        )
+        if cls is None:
+            raise CoderAgentError(
+                f"{what}: unknown $schema {dialect!r} (known: drafts 2020-12, 2019-09, 7, 6, 4 "
+                "and 3; leave it out for 2020-12)"
+            )
+    try:
+        cls.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        raise CoderAgentError(
+            f"{what} is not a valid JSON Schema: {_json_path(exc.absolute_path)}: {exc.message}"
+        ) from None
+    validator = cls(schema, registry=_REGISTRY, format_checker=_FORMAT_CHECKER)
+    _check_references(schema, cls, what)
+    return typing.cast(jsonschema.protocols.Validator, validator)
+
+
+def _check_references(schema: Any, cls: Any, what: str) -> None:
+    specification = referencing.jsonschema.specification_with(
+        cls.META_SCHEMA["$schema"], default=referencing.jsonschema.DRAFT202012
+    )
+    root = specification.create_resource(schema)
+    resolver = _REGISTRY.resolver_with_root(root)
+    pending = [(root, resolver.in_subresource(root))]
+    while pending:
+        resource, scope = pending.pop()
+        contents = resource.contents
+        if isinstance(contents, Mapping):
+            for keyword in _REF_KEYWORDS:
+                ref = contents.get(keyword)
+                if isinstance(ref, str):
+                    try:
+                        scope.lookup(ref)
+                    except referencing.exceptions.Unresolvable:
+                        raise CoderAgentError(
+                            f"{what}: {keyword} {ref!r} does not resolve (references must "
+                            "point inside the schema)"
+                        ) from None
+        pending += ((sub, scope.in_subresource(sub)) for sub in resource.subresources())
+
+
+def validate_json_schema(value: Any, schema: Any) -> list[str]:
+    """Check ``value`` against the JSON Schema ``schema`` (every keyword of its draft; see
+    ``CHECKED_FORMATS`` for ``format``). Returns readable problems, each starting with the
+    path to the failing value (``$.items[2].name: expected string``); empty when valid.
+    Raises ``CoderAgentError`` when ``schema`` itself is not a valid schema."""
+    return schema_problems(compile_schema(schema), value)
+
+
+def schema_problems(validator: jsonschema.protocols.Validator, value: Any) -> list[str]:
+    """The problems of ``value`` under a validator from ``compile_schema``."""
+    problems: list[str] = []
+    for error in validator.iter_errors(value):
+        for problem in _describe(error):
+            if problem not in problems:
+                problems.append(problem)
+    return problems
+
+
+_NAME_RE_PATH: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+
+
+def _json_path(parts: Iterable[str | int]) -> str:
+    out = "$"
+    for part in parts:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif _NAME_RE_PATH.match(part):
+            out += f".{part}"
+        else:
+            out += f"[{_text(part)}]"
+    return out
+
+
+def _text(value: Any) -> str:
+    """A schema value as JSON text (what the model sees in the schema), else its repr."""
+    try:
+        return js_stringify(value)
+    except TypeError:
+        return repr(value)
+
+
+def _plural(count: Any, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+# Keywords whose values are maps from property (or definition) names to schemas: a
+# "propertyNames" right after one of them is a name, not the keyword.
+_NAME_MAPS: Final = frozenset(
+    {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies"}
 )
 
 
-def validate_json_schema(value: Any, schema: Mapping[str, Any], path: str = "$") -> list[str]:
-    """Check ``value`` against the common JSON Schema keywords; returns problems (empty when
-    valid). Supported: ``type``, ``enum``, ``const``, ``properties``, ``required``,
-    ``additionalProperties``, ``items``, ``prefixItems``, ``minItems``/``maxItems``,
-    ``uniqueItems``, ``minLength``/``maxLength``, ``pattern``, ``minimum``/``maximum`` (and
-    the exclusive forms), ``anyOf``/``oneOf``/``allOf``, local ``$ref`` to ``$defs``. Unknown
-    keywords are ignored."""
-    return _validate(value, schema, path, schema)
+def _checks_a_property_name(error: jsonschema.ValidationError) -> bool:
+    previous: object = None
+    for part in error.relative_schema_path:
+        if part == "propertyNames" and previous not in _NAME_MAPS:
+            return True
+        previous = part
+    return False
 
 
-def _resolve(schema: Mapping[str, Any], root: Mapping[str, Any]) -> Mapping[str, Any]:
-    ref = schema.get("$ref")
-    if not isinstance(ref, str) or not ref.startswith("#/"):
-        return schema
-    node: Any = root
-    for key in ref[2:].split("/"):
-        if not isinstance(node, Mapping) or key not in node:
-            return {}
-        node = node[key]
-    return node if isinstance(node, Mapping) else {}
+def _describe(error: jsonschema.ValidationError) -> list[str]:
+    """One or more readable problems for a library error."""
+    path = _json_path(error.absolute_path)
+    keyword = error.validator
+    expected: Any = error.validator_value
+    instance = error.instance
+    schema = error.schema if isinstance(error.schema, Mapping) else {}
+    if _checks_a_property_name(error):
+        # The value checked is a property name of the object at ``path``.
+        return [f"{path}: property name {_text(instance)} {_describe_value(error)}"]
+    if keyword == "required" and isinstance(expected, list) and isinstance(instance, Mapping):
+        return [
+            f"{_json_path([*error.absolute_path, name])}: required"
+            for name in expected
+            if name not in instance
+        ]
+    if keyword in ("dependentRequired", "dependencies") and isinstance(instance, Mapping):
+        out = []
+        for trigger, needed in expected.items():
+            if trigger in instance and isinstance(needed, list):
+                out += [
+                    f"{_json_path([*error.absolute_path, name])}: required when {_text(trigger)} is present"
+                    for name in needed
+                    if name not in instance
+                ]
+        if out:
+            return out
+    if keyword == "additionalProperties" and expected is False and isinstance(instance, Mapping):
+        known = schema.get("properties", {})
+        patterns = list(schema.get("patternProperties", {}))
+        return [
+            f"{_json_path([*error.absolute_path, name])}: unexpected property"
+            for name in instance
+            if name not in known and not any(re.search(p, name) for p in patterns)
+        ]
+    return [f"{path}: {_describe_value(error)}"]
 
 
-def _validate(value: Any, schema: Any, path: str, root: Mapping[str, Any]) -> list[str]:
-    if schema is True or schema is None:
-        return []
-    if schema is False:
-        return [f"{path}: no value is allowed here"]
-    if not isinstance(schema, Mapping):
-        return []
-    schema = _resolve(schema, root)
-    problems: list[str] = []
-    expected = schema.get("type")
-    if expected is not None:
+def _describe_value(error: jsonschema.ValidationError) -> str:
+    keyword = error.validator
+    expected: Any = error.validator_value
+    schema = error.schema if isinstance(error.schema, Mapping) else {}
+    if keyword is None:  # the schema ``false``
+        return "no value is allowed here"
+    if keyword == "type":
         names = expected if isinstance(expected, list) else [expected]
-        checks = [_JSON_TYPES.get(n) for n in names if isinstance(n, str)]
-        if checks and not any(check(value) for check in checks if check is not None):
-            return [f"{path}: expected {' or '.join(str(n) for n in names)}"]
-    if "const" in schema and value != schema["const"]:
-        problems.append(f"{path}: expected {schema['const']!r}")
-    enum_values = schema.get("enum")
-    if isinstance(enum_values, list) and value not in enum_values:
-        problems.append(f"{path}: expected one of {enum_values!r}")
-    for key in ("anyOf", "oneOf"):
-        options = schema.get(key)
-        if isinstance(options, list) and options:
-            matches = sum(1 for o in options if not _validate(value, o, path, root))
-            if matches == 0 or (key == "oneOf" and matches > 1):
-                problems.append(
-                    f"{path}: does not match {'any' if matches == 0 else 'exactly one'} of the allowed shapes"
-                )
-    for sub in schema.get("allOf", []) if isinstance(schema.get("allOf"), list) else []:
-        problems += _validate(value, sub, path, root)
-    if isinstance(value, dict):
-        problems += _validate_object(value, schema, path, root)
-    elif isinstance(value, list):
-        problems += _validate_array(value, schema, path, root)
-    elif isinstance(value, str):
-        if isinstance(schema.get("minLength"), int) and len(value) < schema["minLength"]:
-            problems.append(f"{path}: shorter than {schema['minLength']} characters")
-        if isinstance(schema.get("maxLength"), int) and len(value) > schema["maxLength"]:
-            problems.append(f"{path}: longer than {schema['maxLength']} characters")
-        pattern = schema.get("pattern")
-        if isinstance(pattern, str) and re.search(pattern, value) is None:
-            problems.append(f"{path}: does not match {pattern!r}")
-    elif isinstance(value, int | float) and not isinstance(value, bool):
-        for key, word in _BOUNDS:
-            bound = schema.get(key)
-            if isinstance(bound, int | float) and not isinstance(bound, bool):
-                broken = {
-                    "minimum": value < bound,
-                    "maximum": value > bound,
-                    "exclusiveMinimum": value <= bound,
-                    "exclusiveMaximum": value >= bound,
-                }[key]
-                if broken:
-                    problems.append(f"{path}: {word} {bound}")
-    return problems
-
-
-def _validate_object(
-    value: dict[str, Any], schema: Mapping[str, Any], path: str, root: Mapping[str, Any]
-) -> list[str]:
-    problems: list[str] = []
-    props = schema.get("properties")
-    props = props if isinstance(props, Mapping) else {}
-    required = schema.get("required")
-    for name in required if isinstance(required, list) else []:
-        if name not in value:
-            problems.append(f"{path}.{name}: required")
-    extra = schema.get("additionalProperties", True)
-    for key, item in value.items():
-        if key in props:
-            problems += _validate(item, props[key], f"{path}.{key}", root)
-        elif extra is False:
-            problems.append(f"{path}.{key}: unexpected property")
-        elif isinstance(extra, Mapping):
-            problems += _validate(item, extra, f"{path}.{key}", root)
-    return problems
-
-
-def _validate_array(
-    value: list[Any], schema: Mapping[str, Any], path: str, root: Mapping[str, Any]
-) -> list[str]:
-    problems: list[str] = []
-    prefix = schema.get("prefixItems")
-    prefix = prefix if isinstance(prefix, list) else []
-    for i, sub in enumerate(prefix[: len(value)]):
-        problems += _validate(value[i], sub, f"{path}[{i}]", root)
-    items = schema.get("items")
-    if isinstance(items, Mapping | bool):
-        for i in range(len(prefix), len(value)):
-            problems += _validate(value[i], items, f"{path}[{i}]", root)
-    if isinstance(schema.get("minItems"), int) and len(value) < schema["minItems"]:
-        problems.append(f"{path}: fewer than {schema['minItems']} items")
-    if isinstance(schema.get("maxItems"), int) and len(value) > schema["maxItems"]:
-        problems.append(f"{path}: more than {schema['maxItems']} items")
-    if schema.get("uniqueItems") is True:
-        seen: list[Any] = []
-        for item in value:
-            if item in seen:
-                problems.append(f"{path}: items are not unique")
-                break
-            seen.append(item)
-    return problems
+        return "expected " + " or ".join(str(n) for n in names)
+    if keyword == "enum":
+        return f"expected one of {_text(expected)}"
+    if keyword == "const":
+        return f"expected {_text(expected)}"
+    if keyword == "format":
+        return f"not a valid {expected}"
+    if keyword == "minLength":
+        return f"shorter than {_plural(expected, 'character')}"
+    if keyword == "maxLength":
+        return f"longer than {_plural(expected, 'character')}"
+    if keyword == "pattern":
+        return f"does not match {_text(expected)}"
+    if keyword == "minimum":
+        return f"{'not above' if schema.get('exclusiveMinimum') is True else 'below'} {_text(expected)}"
+    if keyword == "maximum":
+        return f"{'not below' if schema.get('exclusiveMaximum') is True else 'above'} {_text(expected)}"
+    if keyword == "exclusiveMinimum":
+        return f"not above {_text(expected)}"
+    if keyword == "exclusiveMaximum":
+        return f"not below {_text(expected)}"
+    if keyword in ("multipleOf", "divisibleBy"):
+        return f"not a multiple of {_text(expected)}"
+    if keyword == "minItems":
+        return f"fewer than {_plural(expected, 'item')}"
+    if keyword == "maxItems":
+        return f"more than {_plural(expected, 'item')}"
+    if keyword in ("items", "additionalItems") and expected is False:
+        allowed = len(schema.get("prefixItems", schema.get("items", ())) or ())
+        return f"more than {_plural(allowed, 'item')}"
+    if keyword == "uniqueItems":
+        return "items are not unique"
+    if keyword == "minProperties":
+        return f"fewer than {_plural(expected, 'property').replace('propertys', 'properties')}"
+    if keyword == "maxProperties":
+        return f"more than {_plural(expected, 'property').replace('propertys', 'properties')}"
+    if keyword == "contains":
+        return "no item matches the required shape"
+    if keyword == "minContains":
+        return f"fewer than {_plural(expected, 'item')} match the required shape"
+    if keyword == "maxContains":
+        return f"more than {_plural(expected, 'item')} match the required shape"
+    if keyword == "not":
+        return f"must not match {_text(expected)}"
+    if keyword in ("anyOf", "oneOf"):
+        if keyword == "oneOf" and not error.context:
+            return "matches more than one of the allowed shapes"
+        # The library's pick among the branches' errors: the deepest one, in a branch whose
+        # type the value has.
+        best = jsonschema.exceptions.best_match([error])
+        hint = f" (closest: {_describe(best)[0]})" if best is not error else ""
+        return f"does not match any of the allowed shapes{hint}"
+    message = error.message
+    return message[:1].lower() + message[1:]
 
 
 # -- conversion of validated JSON to the declared Python types ------------------------------
@@ -374,8 +494,7 @@ def _convert(value: Any, tp: Any) -> Any:
         for option in args:
             if option is type(None):
                 continue
-            schema = json_schema_for(option)
-            if not validate_json_schema(value, schema):
+            if compile_schema(json_schema_for(option)).is_valid(value):
                 return _convert(value, option)
         return value
     if origin in (list, Sequence, Iterable) or tp is list:
@@ -457,12 +576,15 @@ class Tool:
     hints: Mapping[str, Any] = attrs.field(factory=dict, eq=False, repr=False)
     #: The name of the parameter that receives the ``ToolContext``, if any.
     context_param: str | None = None
+    _validator: jsonschema.protocols.Validator = attrs.field(init=False, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         if not _NAME_RE.match(self.name):
             raise CoderAgentError(
                 f"invalid tool name {self.name!r}: use 1-128 letters, digits, '_' or '-'"
             )
+        validator = compile_schema(self.input_schema, f"tool {self.name!r}: the input schema")
+        object.__setattr__(self, "_validator", validator)
 
     @property
     def is_async(self) -> bool:
@@ -495,7 +617,7 @@ class Tool:
                 return self.input_type.model_validate(value)
             except Exception as exc:
                 raise ToolInputError(f"tool {self.name!r}: invalid input: {exc}") from exc
-        problems = validate_json_schema(value, self.input_schema)
+        problems = schema_problems(self._validator, value)
         if problems:
             raise ToolInputError(f"tool {self.name!r}: invalid input: " + "; ".join(problems[:5]))
         if self.input_mode == "model":
