@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import subprocess
+import sys
 from typing import Annotated, Any, Literal, TypedDict
 
 import attrs
 import pydantic
 import pytest
 
+from coder_proto._schema import CHECKED_FORMATS
 from coder_proto.errors import CoderAgentError
 from coder_proto.tools import (
-    CHECKED_FORMATS,
     Tool,
     ToolContext,
     ToolInputError,
@@ -586,3 +588,15 @@ def test_structured_output_schemas_are_validated_the_same_way() -> None:
         output.tool.parse_input('{"due": "soon"}')
     with pytest.raises(CoderAgentError, match="unknown \\$schema"):
         StructuredOutput({"$schema": "nope"})
+
+
+def test_jsonschema_is_imported_when_the_first_schema_is_compiled() -> None:
+    code = (
+        "import sys\n"
+        "import coder_proto.tools as t\n"
+        "before = 'jsonschema' in sys.modules\n"
+        "t.Tool.from_schema('x', {'type': 'object'})\n"
+        "print(before, 'jsonschema' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "True"]
