@@ -1,7 +1,7 @@
-"""JSON: decoding server and model text, compact request bodies, JavaScript-compatible text.
+r"""JSON: decoding server and model text, compact request bodies, JavaScript-compatible text.
 
 Decoding (``loads``) follows one rule whichever decoder runs: **the value, or the error, is the
-one the standard library's ``json.loads`` gives**, within a nesting limit.
+one the standard library's ``json.loads`` gives**.
 
 * orjson (the ``speedups`` extra, chosen in ``coder_proto._speedups``) decodes when it is
   installed. Any input it refuses is decoded again by the standard library, whose answer (a
@@ -67,8 +67,8 @@ _TOO_DEEP: Final = "JSON nested too deeply for the interpreter's recursion limit
 # nesting level, below the caller's frames and its own (json.loads, decode, raw_decode) and a
 # margin.
 _STDLIB_FRAMES: Final = 16
-# Documents with fewer brackets than this are not checked against the room left: a caller
-# with less room than this would fail long before it got here.
+# Documents of at most twice this many bytes (so at most this deep) are not checked against
+# the room left: a caller with less room than this would fail long before it got here.
 _SHALLOW: Final = 128
 
 
@@ -97,32 +97,29 @@ _LONG_DIGIT_RUN: Final = b"0" * 19
 
 
 def orjson_loads(data: str | bytes) -> Any:
-    """``loads`` with orjson, under the rule in the module docstring (``stdlib_loads`` when
-    orjson is not installed)."""
-    if _orjson is None:
-        return stdlib_loads(data)
-    if type(data) is str:
-        try:
-            raw = data.encode()
-        except UnicodeEncodeError:  # lone surrogates: orjson refuses them
-            return stdlib_loads(data)
-    elif type(data) is bytes:
-        raw = data
-    else:
-        return stdlib_loads(data)
-    scanned = raw.translate(_SCAN_TABLE)
-    if scanned.find(_LONG_DIGIT_RUN) >= 0:
-        return stdlib_loads(data)
+    """``loads`` with orjson, under the rule in the module docstring (the standard library
+    alone when orjson is not installed)."""
+    raw = data.encode("utf-8", "surrogatepass") if type(data) is str else data
+    if _orjson is not None and type(raw) is bytes:
+        scanned = raw.translate(_SCAN_TABLE)
+        if scanned.find(_LONG_DIGIT_RUN) < 0:
+            try:
+                value = _orjson.loads(raw)
+            except _orjson.JSONDecodeError:
+                pass  # the standard library decides, below
+            else:
+                if len(raw) <= 2 * _SHALLOW:
+                    return value
+                # Depth is at most half the length, and at most the number of "[" and "{".
+                room = _stdlib_room()
+                if len(raw) <= 2 * room or scanned.count(b"[") <= room:
+                    return value
+    # Here rather than through stdlib_loads, so the standard library starts from the same
+    # stack depth as on the other path.
     try:
-        value = _orjson.loads(raw)
-    except _orjson.JSONDecodeError:
-        return stdlib_loads(data)
-    if len(raw) > 2 * _SHALLOW:
-        # Depth is at most half the length, and at most the number of opening brackets.
-        room = _stdlib_room()
-        if len(raw) > 2 * room and scanned.count(b"[") > room:
-            return stdlib_loads(data)
-    return value
+        return std_loads(data)
+    except RecursionError:
+        raise ValueError(_TOO_DEEP) from None
 
 
 def decoders() -> dict[str, Callable[[str | bytes], Any]]:

@@ -326,6 +326,25 @@ def test_nesting_limits_agree_from_a_deep_stack(decode: Loads, stack: int) -> No
     assert _at_stack_depth(700, lambda: _depth_outcome(decode, _nested(400)))[0] == "ValueError"
 
 
+def test_both_paths_stop_at_exactly_the_same_depth() -> None:
+    # Every call is made from this function's frame, so each path starts from the same stack.
+    lo, hi = 1, 3_000
+    while lo < hi:  # the deepest document the standard library decodes from here
+        mid = (lo + hi + 1) // 2
+        try:
+            json_stdlib(_nested(mid))
+        except ValueError:
+            hi = mid - 1
+        else:
+            lo = mid
+    deepest = lo
+    for decode in decoders().values():
+        value = decode(_nested(deepest))
+        assert _depth_outcome(lambda _, value=value: value, None) == ("ok", deepest)
+        with pytest.raises(ValueError, match="nested too deeply"):
+            decode(_nested(deepest + 1))
+
+
 def test_a_wide_document_is_not_deep(decode: Loads) -> None:
     wide = "[" + ",".join(['{"a": [1]}'] * 2_000) + "]"
     assert decode(wide) == json.loads(wide)
