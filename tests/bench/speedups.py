@@ -301,6 +301,49 @@ def translator_pair() -> dict[str, Any]:
     return compare("TurnTranslator.ingest delta branch vs _delta, 256 deltas", general, fast)
 
 
+def segment_pair() -> dict[str, Any]:
+    """A whole turn of 2,000 deltas in one frame through the test driver, with the segment's
+    read loop taking runs of deltas in one go, and without: its check for a delta never
+    matches when the module's ``MessagePartEvent`` is swapped for another class, so every
+    event takes the general way through the loop."""
+    from coder_proto import segment
+    from tests.core_driver import Harness, delta, message, status
+
+    count = 2_000
+    frame = [
+        status("running"),
+        *[delta(" fox", i + 1) for i in range(count)],
+        message(5, " fox" * count),
+        status("waiting"),
+    ]
+
+    class NotAnEvent:
+        pass
+
+    def turn(general: bool) -> Callable[[], object]:
+        def run() -> object:
+            real = segment.MessagePartEvent
+            if general:
+                setattr(segment, "MessagePartEvent", NotAnEvent)  # noqa: B010
+            try:
+                h = Harness()
+                handle = h.generate("hi")
+                h.send(*frame)
+                assert handle.result().text == " fox" * count
+            finally:
+                setattr(segment, "MessagePartEvent", real)  # noqa: B010
+            return None
+
+        return run
+
+    return compare(
+        "segment read loop: runs of deltas vs one event at a time, a 2,000-delta turn",
+        turn(True),
+        turn(False),
+        rounds=11,
+    )
+
+
 def run_all(rounds: int = 0) -> list[dict[str, Any]]:
     """Every measurement; ``rounds`` overrides each pair's number of rounds."""
     global _ROUNDS_OVERRIDE
@@ -314,6 +357,7 @@ def run_all(rounds: int = 0) -> list[dict[str, Any]]:
         results += events_pairs()
         results.append(parts_pair())
         results.append(translator_pair())
+        results.append(segment_pair())
     finally:
         _ROUNDS_OVERRIDE = 0
     return results
