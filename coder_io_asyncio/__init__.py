@@ -1,12 +1,12 @@
 """coder_io_asyncio: the asyncio adapter of the Coder Agents client.
 
 The runtime-independent names (errors, output parts, results, messages, tools) are the
-core's (``coder_proto.public``); the classes and functions below perform I/O on asyncio.
+core's (``coder_proto``); the classes and functions below perform I/O on asyncio.
 """
 
-from coder_proto.public import *  # noqa: F403
-from coder_proto.public import RUNTIME_NAMES
-from coder_proto.public import __all__ as _shared
+from coder_proto import *  # noqa: F403
+from coder_proto import __all__ as _shared
+from coder_proto._runtime_names import RUNTIME_NAMES
 
 from .agent import AgentStream as AgentStream
 from .agent import CoderAgent as CoderAgent

@@ -3,8 +3,8 @@
 One ``Driver`` belongs to one client (``CoderChatClient``, or the agent through its client).
 Every runtime-independent decision of driving (routing socket inputs to the running turn or
 the session, the connection and request registries, background jobs, ``http:*`` events, token
-scrubbing, tool batches, transcripts) is ``coder_proto.driving.Drive``'s; this module is the
-asyncio I/O glue that performs the drive's commands (DESIGN "The adapters"; D12, D21-D24):
+scrubbing, tool batches, transcripts) is ``coder_proto._connection.Drive``'s; this module is the
+asyncio I/O glue that performs the drive's commands (docs/architecture.md "The adapters"; D12, D21-D24):
 
 * ``StartHttp`` -> an ``httpx.AsyncClient`` request in a task; ``CancelHttp`` cancels it. On
   a client the driver created, at most ``HTTP_CONCURRENCY`` (its pool size) are in flight at
@@ -57,10 +57,10 @@ import httpx
 
 from coder_io_common.tls import VerifyTypes, ssl_context
 from coder_io_common.wallclock import created_at
-from coder_proto.actions import Action, ToolOutcome
-from coder_proto.client import CONNECT_TIMEOUT
-from coder_proto.constants import BACKGROUND_TASK_BOUND
-from coder_proto.driving import (
+from coder_proto import CoderAgentError, ToolCall
+from coder_proto._actions import Action, ToolOutcome
+from coder_proto._agent.session import Session
+from coder_proto._connection import (
     CancelHttp,
     CancelToolBatch,
     CloseSocket,
@@ -77,11 +77,10 @@ from coder_proto.driving import (
     Wake,
     WriteSocket,
 )
-from coder_proto.errors import CoderAgentError
-from coder_proto.parts import ToolCall
-from coder_proto.session import Session
+from coder_proto._constants import BACKGROUND_TASK_BOUND
+from coder_proto._rest.settings import CONNECT_TIMEOUT
+from coder_proto._transport_events import TransportEventSink
 from coder_proto.transcript import Recorder
-from coder_proto.transport_events import TransportEventSink
 
 __all__ = [
     "Driver",

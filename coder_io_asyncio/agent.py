@@ -1,7 +1,7 @@
 """``CoderAgent`` on asyncio: one Coder chat session driven turn by turn (state machines G, H;
-DECISIONS D5, D7, D10, D17, D22; DESIGN "Public API").
+D5, D7, D10, D17, D22; docs/architecture.md "Public API").
 
-The class is a thin shell around the core: ``coder_proto.agent.AgentShell`` holds the
+The class is a thin shell around the core: ``coder_proto._shells.agent_shell.AgentShell`` holds the
 constructor, its checks and the session state, ``AgentCore`` validates the settings,
 prepares prompts, plans every client-tool batch (D5) and decides the structured-output
 ladder, and ``AgentCalls`` defines the plain operations. This module only reads the files a
@@ -25,23 +25,24 @@ import httpx
 
 from coder_io_common.closing import AsyncClosing
 from coder_io_common.files import read_path
-from coder_proto.actions import ToolOutcome
-from coder_proto.agent import (
-    AgentCalls,
-    AgentShell,
+from coder_proto import (
+    ArchiveResult,
+    CoderAgentError,
     GenerateResult,
-    PromptPlan,
-    ToolInvocation,
+    OutputPart,
+    TextDelta,
+    ToolCall,
     WorkspaceUpload,
-    WorkspaceWrite,
-    prepare_prompt,
 )
-from coder_proto.calls import Call
-from coder_proto.cleanup import ArchiveResult
-from coder_proto.constants import BACKGROUND_TASK_BOUND
-from coder_proto.errors import CoderAgentError
-from coder_proto.parts import OutputPart, TextDelta, ToolCall
-from coder_proto.turn import Turn
+from coder_proto._actions import ToolOutcome
+from coder_proto._agent.prompt_plan import PromptPlan, prepare_prompt
+from coder_proto._agent.tool_calls import ToolInvocation
+from coder_proto._agent.turn import Turn
+from coder_proto._agent.workspace_files import WorkspaceWrite
+from coder_proto._constants import BACKGROUND_TASK_BOUND
+from coder_proto._shells.agent_calls import AgentCalls
+from coder_proto._shells.agent_shell import AgentShell
+from coder_proto._shells.client_calls import Call
 
 from ._driver import Driver, Run
 from .client import CoderChatClient, ToThread, _read_upload, operation
@@ -65,7 +66,7 @@ def _op(
 
 
 class CoderAgent(AgentShell[CoderChatClient, httpx.AsyncClient], AsyncClosing):
-    """A Coder Agents chat session on asyncio (DESIGN "Public API").
+    """A Coder Agents chat session on asyncio (docs/architecture.md "Public API").
 
     One agent is one server chat, created by the first turn and reused by the next ones
     (H.1). Connection: ``client`` (a ``CoderChatClient``, never closed here) or ``base_url`` /
@@ -183,7 +184,7 @@ class CoderAgent(AgentShell[CoderChatClient, httpx.AsyncClient], AsyncClosing):
             elif not self._driver.closed:
                 await self._driver.wait_background(BACKGROUND_TASK_BOUND)
 
-    # -- plain operations (coder_proto.agent.AgentCalls) ---------------------------------------
+    # -- plain operations (coder_proto._shells.agent_calls.AgentCalls) ---------------------------------------
 
     async def _perform(self, call: Call[T]) -> T:
         return await self._client._perform(call)
@@ -195,7 +196,7 @@ class CoderAgent(AgentShell[CoderChatClient, httpx.AsyncClient], AsyncClosing):
 
     async def upload_to_workspace(self, content: object, path: str) -> WorkspaceUpload:
         """Write ``content`` (bytes, a path or a binary file object) as-is to ``path`` on the
-        agent's workspace through the ``workspace_files`` adapter (seed README "Workspace
+        agent's workspace through the ``workspace_files`` adapter (docs/agents.md "Workspace
         files"): no allowlist, no size cap, no unpacking. ``write_file`` may be a coroutine
         function."""
         write = self._core.workspace_write(content, path)

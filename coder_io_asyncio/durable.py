@@ -1,9 +1,9 @@
 """Durable workflows on asyncio: ``run_turn``, ``archive_workflow``, ``sweep_orphans`` and
-``bind_tools`` (seed durable-workflows; ``coder_proto.durable``).
+``bind_tools`` (docs/durable-workflows.md; ``coder_proto.durable``).
 
 Every decision lives in the core (``coder_proto.durable``): the step program, the recovery
 and cleanup machines, the crash-safe tool programs, and what driving them takes
-(``coder_proto.durable.runtime``). This module only performs their effects:
+(``coder_proto.durable._runtime``). This module only performs their effects:
 
 * store calls on the durable store: a ``DurableStore`` (``SQLiteStore``, ``MemoryStore``) is
   called in a worker thread (a write may wait on another process's lock, which must never
@@ -34,36 +34,29 @@ from typing import Any, ClassVar
 import httpx
 
 from coder_io_common.tls import VerifyTypes
-from coder_proto.actions import ToolOutcome
-from coder_proto.agent import ToolInvocation, check_connection, plan_tool_calls
-from coder_proto.constants import (
+from coder_proto import ToolCall
+from coder_proto._actions import ToolOutcome
+from coder_proto._agent.tool_calls import ToolInvocation, plan_tool_calls
+from coder_proto._constants import (
     DEFAULT_MAX_STEPS,
     INTERRUPT_POLL_INTERVAL,
     INTERRUPT_WAIT_TIMEOUT,
     SETTLE_DEADLINE,
     SETTLE_RETRY_DELAY,
 )
+from coder_proto._shells.agent_shell import check_connection
 from coder_proto.durable import (
     DEFAULT_SETTLE_TIMEOUT,
     DEFAULT_TENANT,
-    ArchiveWorkflow,
     ArchiveWorkflowResult,
     CrashSafeTool,
-    Drive,
-    DurableBinding,
-    DurableMachine,
     DurableStepResult,
-    Invoke,
-    OrphanSweep,
-    RelayedRequest,
-    RunAgentTurn,
-    StoreOp,
     SweepResult,
-    TurnReport,
-    WallClock,
     check_store,
 )
-from coder_proto.durable.runtime import (
+from coder_proto.durable._archiving import ArchiveWorkflow, OrphanSweep
+from coder_proto.durable._effects import Invoke, WallClock
+from coder_proto.durable._runtime import (
     Abandon,
     AgentOptions,
     ApplyStore,
@@ -78,7 +71,10 @@ from coder_proto.durable.runtime import (
     tool_binder,
     turn_report,
 )
-from coder_proto.parts import ToolCall
+from coder_proto.durable._step import Drive, RunAgentTurn, TurnReport
+from coder_proto.durable._store import StoreOp
+from coder_proto.durable._store_engine import DurableMachine, RelayedRequest
+from coder_proto.durable._tools import DurableBinding
 
 from .agent import CoderAgent, _invoke
 from .client import CoderChatClient
@@ -232,7 +228,7 @@ class _BoundCrashSafe:
         return await self.runtime.call(self._tool.inner, *effect.args, **effect.kwargs)
 
 
-#: ``bind_tools`` on asyncio (``coder_proto.durable.runtime.tool_binder``).
+#: ``bind_tools`` on asyncio (``coder_proto.durable._runtime.tool_binder``).
 bind_tools = tool_binder(_BoundCrashSafe)
 
 
@@ -396,8 +392,7 @@ class DurableFunctions:
         http_client: httpx.AsyncClient | None = None,
         verify: VerifyTypes = True,
     ) -> DurableStepResult:
-        """Run one durable workflow step: one agent turn, resumable in any process (seed
-        durable-workflows; ``coder_proto.durable.step``).
+        """Run one durable workflow step: one agent turn, resumable in any process (docs/durable-workflows.md; ``coder_proto.durable._step``).
 
         The workflow's checkpoint (its chat and resume cursor) is read from ``store``; without
         one the turn creates the chat. Before resubmitting on a checkpointed chat, recovery

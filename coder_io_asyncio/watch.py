@@ -1,6 +1,6 @@
 """``CoderChatClient.watch_chats()`` on asyncio: the ``/watch`` subscription as an async
-iterator and async context manager (wire 6; the machine is ``coder_proto.watch``, the
-consumer's rules ``coder_proto.watch_feed``)."""
+iterator and async context manager (wire 6; the machine is ``coder_proto._stream.watch``, the
+consumer's rules ``coder_proto._shells.watch_feed``)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from coder_io_common.closing import AsyncClosing
-from coder_proto.watch_feed import WatchShell
-from coder_proto.wire.chats import ChatWatchEvent
+from coder_proto import ChatWatchEvent
+from coder_proto._shells.watch_feed import WatchShell
 
 if TYPE_CHECKING:
     from ._driver import Run

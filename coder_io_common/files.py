@@ -1,5 +1,5 @@
-"""Blocking file reads every adapter performs for uploads (wire 7) and workspace files (seed
-README "Workspace files"). The event-loop adapters run them in a worker thread; the blocking
+"""Blocking file reads every adapter performs for uploads (wire 7) and workspace files
+(docs/agents.md "Workspace files"). The event-loop adapters run them in a worker thread; the blocking
 adapter calls them directly. Read errors are ``CoderAgentError``."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from __future__ import annotations
 import os
 import pathlib
 
-from coder_proto.errors import CoderAgentError
-from coder_proto.uploads import check_attachment_size
+from coder_proto import CoderAgentError
+from coder_proto._rest.uploads import check_attachment_size
 
 __all__ = ["read_path", "read_upload_path"]
 

@@ -1,4 +1,4 @@
-"""The TLS context of the WebSocket stream sockets, for every adapter (DESIGN "The adapters":
+"""The TLS context of the WebSocket stream sockets, for every adapter (docs/architecture.md "The adapters":
 TLS verification on by default, with the same ``verify`` choices httpx offers; D12: a bad
 setting is a local configuration error, raised at once)."""
 
@@ -8,7 +8,7 @@ import os
 import ssl
 from typing import TypeAlias
 
-from coder_proto.errors import CoderAgentError
+from coder_proto import CoderAgentError
 
 __all__ = ["VerifyTypes", "ssl_context"]
 

@@ -38,9 +38,9 @@ Threads (what is and is not thread-safe):
   the same client or agent; ``close()`` must not race other calls on the same object.
 """
 
-from coder_proto.public import *  # noqa: F403
-from coder_proto.public import RUNTIME_NAMES
-from coder_proto.public import __all__ as _shared
+from coder_proto import *  # noqa: F403
+from coder_proto import __all__ as _shared
+from coder_proto._runtime_names import RUNTIME_NAMES
 
 from .agent import AgentStream as AgentStream
 from .agent import CoderAgent as CoderAgent

@@ -2,8 +2,8 @@
 
 One ``Driver`` belongs to one client (``CoderChatClient``, or an agent through its client). The
 bookkeeping (routing, registries, ``http:*`` events, token scrubbing, tool batches,
-transcripts) is ``coder_proto.driving.Drive``; this module performs the I/O it asks for, with
-no event loop anywhere (DESIGN "The adapters"; D12, D21-D24):
+transcripts) is ``coder_proto._connection.Drive``; this module performs the I/O it asks for, with
+no event loop anywhere (docs/architecture.md "The adapters"; D12, D21-D24):
 
 * ``StartHttp`` -> a blocking ``httpx.Client`` request (no read timeout on a client created
   here, 30 s to connect; a user-supplied client keeps its own timeouts, D23), performed by
@@ -81,10 +81,10 @@ import httpx
 
 from coder_io_common.tls import VerifyTypes, ssl_context
 from coder_io_common.wallclock import created_at, event_sink
-from coder_proto.actions import Action, ToolOutcome
-from coder_proto.client import CONNECT_TIMEOUT
-from coder_proto.constants import BACKGROUND_TASK_BOUND
-from coder_proto.driving import (
+from coder_proto import CoderAgentError, ToolCall
+from coder_proto._actions import Action, ToolOutcome
+from coder_proto._agent.session import Session
+from coder_proto._connection import (
     CancelHttp,
     CancelToolBatch,
     CloseSocket,
@@ -101,11 +101,10 @@ from coder_proto.driving import (
     Wake,
     WriteSocket,
 )
-from coder_proto.errors import CoderAgentError
-from coder_proto.parts import ToolCall
-from coder_proto.session import Session
+from coder_proto._constants import BACKGROUND_TASK_BOUND
+from coder_proto._rest.settings import CONNECT_TIMEOUT
+from coder_proto._transport_events import TransportEventSink
 from coder_proto.transcript import Recorder
-from coder_proto.transport_events import TransportEventSink
 
 __all__ = [
     "Deadline",

@@ -1,7 +1,7 @@
 """``CoderAgent``, blocking: one Coder chat session driven turn by turn (state machines G, H;
-DECISIONS D5, D7, D10, D17, D22; DESIGN "Public API").
+D5, D7, D10, D17, D22; docs/architecture.md "Public API").
 
-The class is a thin shell around ``coder_proto.agent.AgentCore``: the core validates the
+The class is a thin shell around ``coder_proto._agent.agent_core.AgentCore``: the core validates the
 settings, prepares prompts, plans every client-tool batch (D5) and decides the
 structured-output ladder; this module reads the files a prompt names, drives the core's
 machines on the client's ``Driver`` in the calling thread and calls the tool functions.
@@ -32,23 +32,24 @@ import httpx
 
 from coder_io_common.closing import Closing
 from coder_io_common.files import read_path
-from coder_proto.actions import ToolOutcome
-from coder_proto.agent import (
-    AgentCalls,
-    AgentShell,
+from coder_proto import (
+    ArchiveResult,
+    CoderAgentError,
     GenerateResult,
-    PromptPlan,
-    ToolInvocation,
+    OutputPart,
+    TextDelta,
+    ToolCall,
     WorkspaceUpload,
-    WorkspaceWrite,
-    prepare_prompt,
 )
-from coder_proto.calls import Call
-from coder_proto.cleanup import ArchiveResult
-from coder_proto.constants import BACKGROUND_TASK_BOUND
-from coder_proto.errors import CoderAgentError
-from coder_proto.parts import OutputPart, TextDelta, ToolCall
-from coder_proto.turn import Turn
+from coder_proto._actions import ToolOutcome
+from coder_proto._agent.prompt_plan import PromptPlan, prepare_prompt
+from coder_proto._agent.tool_calls import ToolInvocation
+from coder_proto._agent.turn import Turn
+from coder_proto._agent.workspace_files import WorkspaceWrite
+from coder_proto._constants import BACKGROUND_TASK_BOUND
+from coder_proto._shells.agent_calls import AgentCalls
+from coder_proto._shells.agent_shell import AgentShell
+from coder_proto._shells.client_calls import Call
 
 from ._driver import Deadline, Driver, Run, sigint_deferred
 from .client import CoderChatClient, _read_upload, operation
@@ -66,7 +67,7 @@ def _op(spec: Callable[Concatenate[AgentCalls, P], Call[T]]) -> Callable[Concate
 
 
 class CoderAgent(AgentShell[CoderChatClient, httpx.Client], Closing):
-    """A Coder Agents chat session, blocking (DESIGN "Public API").
+    """A Coder Agents chat session, blocking (docs/architecture.md "Public API").
 
     One agent is one server chat, created by the first turn and reused by the next ones
     (H.1). Connection: ``client`` (a ``CoderChatClient``, never closed here) or ``base_url`` /
@@ -226,7 +227,7 @@ class CoderAgent(AgentShell[CoderChatClient, httpx.Client], Closing):
             elif not driver.closed:
                 driver.wait_background(BACKGROUND_TASK_BOUND)
 
-    # -- plain operations (coder_proto.agent.AgentCalls) ---------------------------------------
+    # -- plain operations (coder_proto._shells.agent_calls.AgentCalls) ---------------------------------------
 
     def _perform(self, call: Call[T]) -> T:
         return self._client._perform(call)
@@ -238,7 +239,7 @@ class CoderAgent(AgentShell[CoderChatClient, httpx.Client], Closing):
 
     def upload_to_workspace(self, content: object, path: str) -> WorkspaceUpload:
         """Write ``content`` (bytes, a path or a binary file object) as-is to ``path`` on the
-        agent's workspace through the ``workspace_files`` adapter (seed README "Workspace
+        agent's workspace through the ``workspace_files`` adapter (docs/agents.md "Workspace
         files"): no allowlist, no size cap, no unpacking. The adapter's ``write_file`` must be
         a plain method here."""
         write = self._core.workspace_write(content, path)
@@ -311,7 +312,7 @@ class AgentStream:
     ) -> None:
         try:
             if self._run is not None and not self._run.done:
-                # Leaving the stream early interrupts the run (seed "Timeouts &
+                # Leaving the stream early interrupts the run (docs/agents.md "Timeouts and
                 # cancellation"); with an exception it is the caller's reason (D22).
                 self._run.cancel(exc)
         finally:

@@ -268,7 +268,7 @@ class _Printer:
         self._last[id(stream)] = kind
 
     def part(self, part: Any) -> None:
-        from coder_proto.parts import ReasoningDelta, TextDelta, ToolCall
+        from coder_proto import ReasoningDelta, TextDelta, ToolCall
 
         kind = type(part)
         if kind is TextDelta:
@@ -301,7 +301,7 @@ def _usage_line(usage: Any) -> str:
 def _run_demo(args: argparse.Namespace, out: TextIO | None = None) -> int:
     import os
 
-    from coder_proto.errors import CoderAgentError
+    from coder_proto import CoderAgentError
 
     fake = args.fake or not os.environ.get("CODER_URL")
     try:
@@ -368,7 +368,7 @@ def _demo(args: argparse.Namespace, out: TextIO, *, fake: bool) -> int:
 
 
 def _run_run(args: argparse.Namespace, out: TextIO | None = None) -> int:
-    from coder_proto.errors import CoderAgentError
+    from coder_proto import CoderAgentError
 
     try:
         return _run_turn(args, out or sys.stdout)
@@ -380,7 +380,7 @@ def _run_run(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
 
 def _result_json(result: Any) -> dict[str, Any]:
-    from coder_proto.tools import encode_output
+    from coder_proto._agent.tools import encode_output
 
     usage = result.usage
     return {
@@ -493,9 +493,8 @@ def _add_replay(subparsers: Any) -> None:
 
 
 def _run_replay(args: argparse.Namespace, out: TextIO | None = None) -> int:
-    from coder_proto.errors import CoderAgentError
-    from coder_proto.replay import replay
-    from coder_proto.transcript import parse_transcript
+    from coder_proto import CoderAgentError
+    from coder_proto.transcript import parse_transcript, replay
 
     out = out or sys.stdout
     try:

@@ -1,7 +1,7 @@
 """``CoderChatClient``, blocking: every raw chat operation as a plain method (wire 2, 6, 7, 8,
 9; D4, D10, D11, D16, D17, D20-D24).
 
-The operations are defined once in the core (``coder_proto.calls.ChatCalls``: signatures,
+The operations are defined once in the core (``coder_proto._shells.client_calls.ChatCalls``: signatures,
 docstrings, argument checks, the machine each one runs); this module turns each into a
 blocking method that performs it in the calling thread: the file of an upload is read, the
 machine is built under the driver's lock and run on the client's ``Driver``. The client
@@ -23,12 +23,12 @@ import httpx
 
 from coder_io_common.closing import Closing
 from coder_io_common.files import read_upload_path
-from coder_proto.calls import Call, ChatCalls, ClientShell, public_method
-from coder_proto.client import UploadPlan
-from coder_proto.errors import CoderAgentError
-from coder_proto.transport_events import TransportEventSink
-from coder_proto.watch import WatchBackoff
-from coder_proto.watch_feed import standalone_watch
+from coder_proto import CoderAgentError, WatchBackoff
+from coder_proto._rest.uploads import UploadPlan
+from coder_proto._shells.client_calls import Call, ChatCalls, public_method
+from coder_proto._shells.client_shell import ClientShell
+from coder_proto._shells.watch_feed import standalone_watch
+from coder_proto._transport_events import TransportEventSink
 
 from ._driver import Driver, sigint_deferred, transport_sink
 from .watch import ChatWatch
@@ -99,7 +99,7 @@ class CoderChatClient(ClientShell[httpx.Client], Closing):
                 machine = call.machine(now, data)
             return call.finish(driver.run(machine, session=call.session))
 
-    # -- the operations (coder_proto.calls.ChatCalls) ------------------------------------------
+    # -- the operations (coder_proto._shells.client_calls.ChatCalls) ------------------------------------------
 
     create_chat = _op(ChatCalls.create_chat)
     get_chat = _op(ChatCalls.get_chat)

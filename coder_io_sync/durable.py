@@ -1,5 +1,5 @@
 """Durable workflows, blocking: ``run_turn``, ``archive_workflow``, ``sweep_orphans`` and
-``bind_tools`` (seed durable-workflows; ``coder_proto.durable``).
+``bind_tools`` (docs/durable-workflows.md; ``coder_proto.durable``).
 
 Every decision lives in the core (``coder_proto.durable``): the step program, the recovery
 and cleanup machines, the crash-safe tool programs. This module only performs their effects,
@@ -30,36 +30,29 @@ from typing import Any
 import httpx
 
 from coder_io_common.tls import VerifyTypes
-from coder_proto.actions import ToolOutcome
-from coder_proto.agent import check_connection, plan_tool_calls
-from coder_proto.constants import (
+from coder_proto import CoderAgentError, ToolCall
+from coder_proto._actions import ToolOutcome
+from coder_proto._agent.tool_calls import plan_tool_calls
+from coder_proto._constants import (
     DEFAULT_MAX_STEPS,
     INTERRUPT_POLL_INTERVAL,
     INTERRUPT_WAIT_TIMEOUT,
     SETTLE_DEADLINE,
     SETTLE_RETRY_DELAY,
 )
+from coder_proto._shells.agent_shell import check_connection
 from coder_proto.durable import (
     DEFAULT_SETTLE_TIMEOUT,
     DEFAULT_TENANT,
-    ArchiveWorkflow,
     ArchiveWorkflowResult,
     CrashSafeTool,
-    Drive,
-    DurableBinding,
-    DurableMachine,
     DurableStepResult,
-    Invoke,
-    OrphanSweep,
-    RelayedRequest,
-    RunAgentTurn,
-    StoreOp,
     SweepResult,
-    TurnReport,
-    WallClock,
     check_store,
 )
-from coder_proto.durable.runtime import (
+from coder_proto.durable._archiving import ArchiveWorkflow, OrphanSweep
+from coder_proto.durable._effects import Invoke, WallClock
+from coder_proto.durable._runtime import (
     AgentOptions,
     ApplyStore,
     DurableDrive,
@@ -71,8 +64,10 @@ from coder_proto.durable.runtime import (
     tool_binder,
     turn_report,
 )
-from coder_proto.errors import CoderAgentError
-from coder_proto.parts import ToolCall
+from coder_proto.durable._step import Drive, RunAgentTurn, TurnReport
+from coder_proto.durable._store import StoreOp
+from coder_proto.durable._store_engine import DurableMachine, RelayedRequest
+from coder_proto.durable._tools import DurableBinding
 
 from ._driver import Deadline, blocking_sleep, sigint_deferred
 from .agent import CoderAgent, _discard, _invoke
@@ -154,7 +149,7 @@ class _BoundCrashSafe:
         return _plain(self._tool.inner, f"tool {self._tool.name!r}", *effect.args, **effect.kwargs)
 
 
-#: ``bind_tools``, blocking (``coder_proto.durable.runtime.tool_binder``).
+#: ``bind_tools``, blocking (``coder_proto.durable._runtime.tool_binder``).
 bind_tools = tool_binder(_BoundCrashSafe)
 
 
@@ -299,8 +294,8 @@ def run_turn(
     http_client: httpx.Client | None = None,
     verify: VerifyTypes = True,
 ) -> DurableStepResult:
-    """Run one durable workflow step: one agent turn, resumable in any process (seed
-    durable-workflows; ``coder_proto.durable.step``).
+    """Run one durable workflow step: one agent turn, resumable in any process
+    (docs/durable-workflows.md; ``coder_proto.durable._step``).
 
     The workflow's checkpoint (its chat and resume cursor) is read from ``store``; without one
     the turn creates the chat. Before resubmitting on a checkpointed chat, recovery settles

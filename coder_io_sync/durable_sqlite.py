@@ -1,5 +1,5 @@
-"""The default durable store: one SQLite file in WAL mode, safe across processes (seed
-durable-workflows; ``coder_proto.durable.store``).
+"""The default durable store: one SQLite file in WAL mode, safe across processes
+(docs/durable-workflows.md; ``coder_proto.durable._store``).
 
 ``SQLiteStore(path)`` implements ``coder_proto.durable.DurableStore``. Every write is one
 ``BEGIN IMMEDIATE`` transaction (the write lock is taken up front, so two processes never
@@ -27,15 +27,10 @@ import threading
 from types import TracebackType
 from typing import Any, Final
 
+from coder_proto import CoderAgentError
 from coder_proto._json import dumps
-from coder_proto.durable.records import (
-    Checkpoint,
-    JournalEntry,
-    LedgerEntry,
-    StrandedChat,
-    check_key_part,
-)
-from coder_proto.errors import CoderAgentError
+from coder_proto.durable import Checkpoint, JournalEntry, LedgerEntry, StrandedChat
+from coder_proto.durable._records import check_key_part
 
 __all__ = ["SQLiteStore"]
 

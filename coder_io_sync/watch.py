@@ -1,21 +1,35 @@
 """``CoderChatClient.watch_chats()``, blocking: the ``/watch`` subscription as an iterator and
-a context manager (wire 6; the machine is ``coder_proto.watch``, the consumer's rules
-``coder_proto.watch_feed``)."""
+a context manager (wire 6; the machine is ``coder_proto._stream.watch``, the consumer's rules
+``coder_proto._shells.watch_feed``)."""
 
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from coder_io_common.closing import Closing
-from coder_proto.watch_feed import WatchShell
-from coder_proto.wire.chats import ChatWatchEvent
+from coder_proto import ChatWatchEvent
+from coder_proto._rest.prefix import PrefixSelector
+from coder_proto._rest.settings import ClientSettings
+from coder_proto._shells.watch_feed import WatchShell
 
 if TYPE_CHECKING:
-    from ._driver import Run
-    from .client import CoderChatClient
+    from ._driver import Driver, Run
 
 __all__ = ["ChatWatch"]
+
+
+class _WatchedClient(Protocol):
+    """What a watch needs of the ``CoderChatClient`` it watches through."""
+
+    driver: Driver
+    selector: PrefixSelector
+    settings: ClientSettings
+
+    @property
+    def base_url(self) -> str: ...
+
+    def close(self) -> None: ...
 
 
 class ChatWatch(WatchShell[Any], Closing):
@@ -35,7 +49,7 @@ class ChatWatch(WatchShell[Any], Closing):
     read only while the consumer waits in ``next()``. Nothing here emits ``ws:*`` events.
     """
 
-    _client: CoderChatClient
+    _client: _WatchedClient
     _run: Run[None] | None
 
     def _start(self) -> Run[None]:

@@ -4,12 +4,12 @@ The same public names and behaviour as ``coder_io_asyncio`` (everything in its `
 on trio: run it inside ``trio.run``. Cancellation is trio's (``move_on_after``,
 ``fail_after``, cancelled nurseries): a cancelled turn is interrupted on the server and
 ``trio.Cancelled`` propagates unwrapped (D22). The runtime-independent names are the core's
-(``coder_proto.public``).
+(``coder_proto``).
 """
 
-from coder_proto.public import *  # noqa: F403
-from coder_proto.public import RUNTIME_NAMES
-from coder_proto.public import __all__ as _shared
+from coder_proto import *  # noqa: F403
+from coder_proto import __all__ as _shared
+from coder_proto._runtime_names import RUNTIME_NAMES
 
 from .agent import AgentStream as AgentStream
 from .agent import CoderAgent as CoderAgent

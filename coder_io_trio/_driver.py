@@ -1,8 +1,8 @@
 """The trio driver: runs any core machine to completion by performing its actions.
 
 One ``Driver`` belongs to one client (``CoderChatClient``, or the agent through its client).
-Every runtime-independent decision of driving is ``coder_proto.driving.Drive``'s; this module
-is the trio I/O glue that performs the drive's commands (DESIGN "The adapters"; D12, D21-D24):
+Every runtime-independent decision of driving is ``coder_proto._connection.Drive``'s; this module
+is the trio I/O glue that performs the drive's commands (docs/architecture.md "The adapters"; D12, D21-D24):
 
 * ``StartHttp`` -> an ``httpx.AsyncClient`` request (httpx runs on trio) in a task;
   ``CancelHttp`` cancels that task's cancel scope;
@@ -46,10 +46,10 @@ import trio
 
 from coder_io_common.tls import VerifyTypes, ssl_context
 from coder_io_common.wallclock import created_at, event_sink
-from coder_proto.actions import Action, ToolOutcome
-from coder_proto.client import CONNECT_TIMEOUT
-from coder_proto.constants import BACKGROUND_TASK_BOUND
-from coder_proto.driving import (
+from coder_proto import CoderAgentError, ToolCall
+from coder_proto._actions import Action, ToolOutcome
+from coder_proto._agent.session import Session
+from coder_proto._connection import (
     CancelHttp,
     CancelToolBatch,
     CloseSocket,
@@ -66,11 +66,10 @@ from coder_proto.driving import (
     Wake,
     WriteSocket,
 )
-from coder_proto.errors import CoderAgentError
-from coder_proto.parts import ToolCall
-from coder_proto.session import Session
+from coder_proto._constants import BACKGROUND_TASK_BOUND
+from coder_proto._rest.settings import CONNECT_TIMEOUT
+from coder_proto._transport_events import TransportEventSink
 from coder_proto.transcript import Recorder
-from coder_proto.transport_events import TransportEventSink
 
 __all__ = [
     "Driver",

@@ -1,8 +1,8 @@
 """``CoderAgent`` on trio: one Coder chat session driven turn by turn (state machines G, H;
-DECISIONS D5, D7, D10, D17, D22; DESIGN "Public API").
+D5, D7, D10, D17, D22; docs/architecture.md "Public API").
 
 The agent's method bodies are runtime-neutral (``coder_io_asyncio.agent`` drives
-``coder_proto.agent.AgentCore``'s machines on the client's driver), so this class is that one
+``coder_proto._agent.agent_core.AgentCore``'s machines on the client's driver), so this class is that one
 on the trio client, with trio's concurrency for tools: the calls of one pause run
 concurrently in a nursery, plain (sync) tool functions in worker threads
 (``trio.to_thread.run_sync``, abandoned if the turn is cancelled) and coroutine functions on
@@ -27,9 +27,9 @@ import trio
 
 from coder_io_asyncio import agent as _asyncio_agent
 from coder_io_asyncio.client import CoderChatClient as _AsyncioClient
-from coder_proto.actions import ToolOutcome
-from coder_proto.agent import ToolInvocation
-from coder_proto.constants import BACKGROUND_TASK_BOUND
+from coder_proto._actions import ToolOutcome
+from coder_proto._agent.tool_calls import ToolInvocation
+from coder_proto._constants import BACKGROUND_TASK_BOUND
 
 from ._driver import cancelled_now
 from .client import CoderChatClient

@@ -1,7 +1,7 @@
 """``CoderChatClient`` on trio: every raw chat operation as an ``async`` method (wire 2, 6, 7,
 8, 9; D4, D10, D11, D16, D17, D20-D24).
 
-The operations are the core's (``coder_proto.calls``) and their ``async`` bodies are
+The operations are the core's (``coder_proto._shells.client_calls``) and their ``async`` bodies are
 runtime-neutral, so this class is ``coder_io_asyncio``'s with the trio driver
 (``coder_io_trio._driver``), trio worker threads for file reads and a trio watch.
 """
@@ -14,8 +14,8 @@ from typing import Any, ClassVar
 import trio
 
 from coder_io_asyncio import client as _asyncio_client
-from coder_proto.transport_events import TransportEventSink
-from coder_proto.watch_feed import standalone_watch
+from coder_proto._shells.watch_feed import standalone_watch
+from coder_proto._transport_events import TransportEventSink
 
 from ._driver import Driver, transport_sink
 from .watch import ChatWatch

@@ -1,5 +1,5 @@
 """Durable workflows on trio: ``run_turn``, ``archive_workflow``, ``sweep_orphans`` and
-``bind_tools`` (seed durable-workflows; ``coder_proto.durable``).
+``bind_tools`` (docs/durable-workflows.md; ``coder_proto.durable``).
 
 The functions are ``coder_io_asyncio.durable``'s (``DurableFunctions``, runtime-neutral) on a
 trio ``DurableRuntime``: a ``DurableStore``'s plain methods and plain tool functions run in
@@ -21,9 +21,9 @@ from typing import Any, ClassVar
 import trio
 
 from coder_io_asyncio import durable as _asyncio_durable
-from coder_proto.actions import ToolOutcome
-from coder_proto.agent import ToolInvocation
-from coder_proto.durable.runtime import tool_binder
+from coder_proto._actions import ToolOutcome
+from coder_proto._agent.tool_calls import ToolInvocation
+from coder_proto.durable._runtime import tool_binder
 
 from .agent import CoderAgent, invoke_all
 from .client import CoderChatClient
@@ -107,7 +107,7 @@ class _BoundCrashSafe(_asyncio_durable._BoundCrashSafe):
     runtime: ClassVar[_asyncio_durable.DurableRuntime] = _TrioRuntime()
 
 
-#: ``bind_tools`` on trio (``coder_proto.durable.runtime.tool_binder``).
+#: ``bind_tools`` on trio (``coder_proto.durable._runtime.tool_binder``).
 bind_tools = tool_binder(_BoundCrashSafe)
 
 _functions = _asyncio_durable.DurableFunctions(

@@ -1,6 +1,6 @@
 """``CoderChatClient.watch_chats()`` on trio: the ``/watch`` subscription as an async iterator
-and async context manager (wire 6; the machine is ``coder_proto.watch``, the consumer's rules
-``coder_proto.watch_feed``). The iteration is ``coder_io_asyncio``'s (runtime-neutral); only
+and async context manager (wire 6; the machine is ``coder_proto._stream.watch``, the consumer's rules
+``coder_proto._shells.watch_feed``). The iteration is ``coder_io_asyncio``'s (runtime-neutral); only
 the teardown of a dropped iterator differs."""
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ rejects, or a ``$ref`` that does not resolve inside the schema is a ``CoderAgent
 reference is ever fetched). ``problems`` turns the library's errors into one line each, path
 first: ``$.items[2].name: expected string``.
 
-``coder_proto.tools`` imports this module when the first schema is compiled, so importing the
+``coder_proto._agent.tools`` imports this module when the first schema is compiled, so importing the
 core does not import ``jsonschema``.
 """
 
@@ -23,9 +23,9 @@ import referencing
 import referencing.exceptions
 import referencing.jsonschema
 
+from ._errors import CoderAgentError
 from ._json import js_stringify
 from ._timestamps import is_rfc3339_time, parse_rfc3339
-from .errors import CoderAgentError
 
 __all__ = ["CHECKED_FORMATS", "Validator", "compile_schema", "problems"]
 

@@ -6,7 +6,7 @@ Harnesses:
   bytes): under atheris when it is installed (the ``fuzz`` extra), otherwise under a built-in
   mutation engine (random byte edits and splices of the seed inputs, no coverage feedback);
 * ``mutate``: ``fuzz.mutate`` over the seed transcripts in ``fuzz/corpus`` (reader +
-  translator, and the whole turn machine through ``coder_proto.replay``);
+  translator, and the whole turn machine through ``coder_proto.transcript.replay``);
 * ``stateful``: the Hypothesis state machine ``fuzz.stateful.ReaderAgainstModel``.
 
 The budget is shared (half for ``bytes``, a third for ``mutate``, the rest for

@@ -20,10 +20,10 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable
 
-from coder_proto.errors import CoderAgentError
-from coder_proto.translator import TurnTranslator
-from coder_proto.websocket import WebSocketClient
-from coder_proto.wire.events import parse_frame
+from coder_proto import CoderAgentError
+from coder_proto._stream.translator import TurnTranslator
+from coder_proto._stream.websocket import WebSocketClient
+from coder_proto._wire.events import parse_frame
 
 from .pipeline import Finding, handshake_response, run_stream
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from coder_io_asyncio import CoderAgent
 from coder_io_asyncio.fake_server import FakeCoderServer
-from coder_proto.errors import CoderAgentError
+from coder_proto import CoderAgentError
 from coder_proto.fake import CallClientTool, CallServerTool, Cite, Fail, Say, Script, Think, Wait
 from coder_proto.transcript import TranscriptRecorder
 

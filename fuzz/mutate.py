@@ -26,7 +26,7 @@ Invariants, checked on every mutant run through reader + translator
 (``fuzz.pipeline.run_stream``): only library errors escape (always); and for the mutations
 that keep the server's guarantees: exactly-once text and reasoning, usage independent of the
 replays, no lost client tool call, no new error. ``check_replay`` runs a mutated transcript
-through the whole turn machine (``coder_proto.replay``) and checks the same.
+through the whole turn machine (``coder_proto.transcript._replay``) and checks the same.
 """
 
 from __future__ import annotations
@@ -39,15 +39,15 @@ from typing import Any
 
 import attrs
 
-from coder_proto.constants import TERMINAL_STATUSES
-from coder_proto.errors import CoderAgentError
-from coder_proto.replay import replay
+from coder_proto import CoderAgentError
+from coder_proto._constants import TERMINAL_STATUSES
 from coder_proto.transcript import (
     Transcript,
     WsEnd,
     WsFrame,
     WsOpenRecord,
     parse_transcript,
+    replay,
 )
 
 from .pipeline import Finding, StreamOutcome, run_stream

@@ -17,14 +17,13 @@ from typing import Any
 
 import attrs
 
-from coder_proto.actions import CloseConnection, OpenConnection, SendData
-from coder_proto.constants import TERMINAL_STATUSES
-from coder_proto.errors import CoderAgentError
-from coder_proto.parts import ErrorPart, Finish, ReasoningDelta, TextDelta, ToolCall
-from coder_proto.reader import StreamReader
-from coder_proto.replay import text_frame
-from coder_proto.translator import TurnTranslator
-from coder_proto.wire.events import StatusEvent
+from coder_proto import CoderAgentError, ErrorPart, Finish, ReasoningDelta, TextDelta, ToolCall
+from coder_proto._actions import CloseConnection, OpenConnection, SendData
+from coder_proto._constants import TERMINAL_STATUSES
+from coder_proto._stream.reader import StreamReader
+from coder_proto._stream.translator import TurnTranslator
+from coder_proto._wire.events import StatusEvent
+from coder_proto.transcript._replay import text_frame
 
 __all__ = ["StreamOutcome", "handshake_response", "run_stream"]
 

@@ -13,6 +13,7 @@ import pathlib
 from collections.abc import Callable
 from typing import Any
 
+from coder_proto import DynamicTool
 from coder_proto.fake import (
     CallClientTool,
     CallServerTool,
@@ -26,7 +27,6 @@ from coder_proto.fake import (
     Wait,
 )
 from coder_proto.transcript import TranscriptRecorder
-from coder_proto.wire.chats import DynamicTool
 
 from .world import ModelWorld
 

@@ -19,9 +19,12 @@ from typing import ClassVar
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from coder_proto.actions import CloseConnection, OpenConnection, SendData
-from coder_proto.constants import TERMINAL_STATUSES
-from coder_proto.errors import CoderAgentError
+from coder_proto import CoderAgentError, Finish, ReasoningDelta, TextDelta, ToolCall
+from coder_proto._actions import CloseConnection, OpenConnection, SendData
+from coder_proto._constants import TERMINAL_STATUSES
+from coder_proto._stream.reader import StreamReader
+from coder_proto._stream.translator import TurnTranslator
+from coder_proto._wire.events import StatusEvent
 from coder_proto.fake import (
     CallClientTool,
     CallServerTool,
@@ -33,11 +36,7 @@ from coder_proto.fake import (
     StreamSubscription,
     Think,
 )
-from coder_proto.parts import Finish, ReasoningDelta, TextDelta, ToolCall
-from coder_proto.reader import StreamReader
-from coder_proto.replay import text_frame
-from coder_proto.translator import TurnTranslator
-from coder_proto.wire.events import StatusEvent
+from coder_proto.transcript._replay import text_frame
 
 from .pipeline import handshake_response
 

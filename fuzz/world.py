@@ -19,17 +19,12 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from wsproto import ConnectionType, WSConnection
-from wsproto.events import (
-    AcceptConnection,
-    Message,
-    RejectConnection,
-    RejectData,
-    Request,
-)
+from wsproto.events import AcceptConnection, Message, RejectConnection, RejectData, Request
 from wsproto.events import CloseConnection as WsCloseConnection
 from wsproto.utilities import LocalProtocolError, RemoteProtocolError
 
-from coder_proto.actions import (
+from coder_proto import ToolCall
+from coder_proto._actions import (
     CancelRequest,
     CloseConnection,
     OpenConnection,
@@ -39,12 +34,12 @@ from coder_proto.actions import (
     SendRequest,
     ToolOutcome,
 )
+from coder_proto._agent.session import Session
+from coder_proto._agent.session_state import SessionConfig
+from coder_proto._agent.turn import Turn
+from coder_proto._rest.http import HttpRequest, HttpResponse
 from coder_proto.fake import FakeCoderModel, FakeConfig, FakeHttpResponse, StreamSubscription
-from coder_proto.parts import ToolCall
-from coder_proto.rest import HttpRequest, HttpResponse
-from coder_proto.session import Session, SessionConfig
 from coder_proto.transcript import Recorder
-from coder_proto.turn import Turn
 
 __all__ = ["BASE_URL", "ModelWorld", "ToolFn"]
 

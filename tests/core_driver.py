@@ -29,19 +29,11 @@ from typing import Any
 
 import attrs
 from wsproto import ConnectionType, WSConnection
-from wsproto.events import (
-    AcceptConnection,
-    Message,
-    Ping,
-    RejectConnection,
-    RejectData,
-    Request,
-)
-from wsproto.events import (
-    CloseConnection as WsCloseConnection,
-)
+from wsproto.events import AcceptConnection, Message, Ping, RejectConnection, RejectData, Request
+from wsproto.events import CloseConnection as WsCloseConnection
 
-from coder_proto.actions import (
+from coder_proto import CoderAgentError, ToolCall
+from coder_proto._actions import (
     CancelRequest,
     CloseConnection,
     OpenConnection,
@@ -51,12 +43,10 @@ from coder_proto.actions import (
     SendRequest,
     ToolOutcome,
 )
-from coder_proto.errors import CoderAgentError
-from coder_proto.parts import ToolCall
-from coder_proto.rest import HttpRequest, HttpResponse
-from coder_proto.session import Session
-from coder_proto.turn import Turn
-from coder_proto.wire import events_from_json
+from coder_proto._agent.session import Session
+from coder_proto._agent.turn import Turn
+from coder_proto._rest.http import HttpRequest, HttpResponse
+from coder_proto._wire import events_from_json
 
 # -- what the in-memory server answers ----------------------------------------------------------
 
@@ -560,7 +550,7 @@ class CaseEnv:
             f"streamEvents({chat_id}" + (f", afterId={after_id})" if after_id is not None else ")")
         )
         if self.transport != "scripted-client":
-            from coder_proto.reader import StreamReader
+            from coder_proto._stream.reader import StreamReader
 
             return StreamReader(**kwargs)
         reader = ScriptedReader(chat_id=chat_id, reader_id=kwargs["reader_id"], after_id=after_id)
@@ -666,7 +656,7 @@ def ai_sdk_prompt(prompt: Any) -> Any:
     """An AI SDK prompt (FORMAT 4.7 ``calls[].prompt``) as our prompt messages."""
     import base64
 
-    from coder_proto.prompt import (
+    from coder_proto import (
         AssistantMessage,
         FileContent,
         SystemMessage,
@@ -674,8 +664,8 @@ def ai_sdk_prompt(prompt: Any) -> Any:
         ToolMessage,
         ToolResultContent,
         UserMessage,
-        tool_output_to_wire,
     )
+    from coder_proto._agent.prompt import tool_output_to_wire
 
     if isinstance(prompt, str):
         return prompt
@@ -798,7 +788,7 @@ def queue_update(*entries: dict[str, Any]) -> dict[str, Any]:
 
 
 def weather_tool(name: str = "get_weather") -> Any:
-    from coder_proto.wire.chats import DynamicTool
+    from coder_proto import DynamicTool
 
     return DynamicTool(
         name=name,
@@ -823,8 +813,8 @@ class Harness:
         stream_then: Any = None,
         **config: Any,
     ) -> None:
-        from coder_proto.session import SessionConfig
-        from coder_proto.transport_events import TransportEventSink
+        from coder_proto._agent.session_state import SessionConfig
+        from coder_proto._transport_events import TransportEventSink
 
         config.setdefault("base_url", "https://coder.test")
         config.setdefault("token", "tok-secret")

@@ -1,6 +1,5 @@
-"""The agent core (``coder_proto.agent``): settings (H.1, H.2), prompt inputs (appendix P,
-wire 7), the client-tool dispatch plan (D5), the structured-output ladder (seed README
-"Structured output" rules 1-4, D7), single flight (G.2), history pages and workspace files,
+"""The agent core (``coder_proto._agent.agent_core``): settings (H.1, H.2), prompt inputs (appendix P,
+wire 7), the client-tool dispatch plan (D5), the structured-output ladder (docs/agents.md "Structured output" rules 1-4, D7), single flight (G.2), history pages and workspace files,
 driven through the in-memory driver where a turn runs."""
 
 from __future__ import annotations
@@ -18,41 +17,41 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coder_proto.actions import ToolOutcome
-from coder_proto.agent import (
-    ENV_ORGANIZATION_ID,
-    NUDGE_PROMPT,
-    STRUCTURED_OUTPUT_ACK,
-    AgentCore,
+from coder_proto import (
+    AssistantMessage,
     AttachedFile,
     Attachment,
-    GenerateResult,
-    HistoryJob,
-    StructuredOutput,
-    StructuredOutputError,
-    ToolInvocation,
-    plan_tool_calls,
-    prepare_attachment,
-    prepare_prompt,
-)
-from coder_proto.constants import MAX_ATTACHMENT_BYTES
-from coder_proto.errors import CoderAgentError
-from coder_proto.parts import ToolCall, Usage
-from coder_proto.prefix import PrefixSelector
-from coder_proto.prompt import (
-    AssistantMessage,
+    CoderAgentError,
     FileContent,
+    FileReferenceInput,
+    GenerateResult,
+    StepResult,
+    StructuredOutputError,
     SystemMessage,
     TextContent,
+    Tool,
+    ToolCall,
+    ToolContext,
     ToolMessage,
     ToolResultContent,
+    TurnResult,
+    Usage,
     UserMessage,
+    tool,
 )
-from coder_proto.segment import StepResult
-from coder_proto.tools import Tool, ToolContext, tool
-from coder_proto.transport_events import TransportEventSink
-from coder_proto.turn import TurnResult
-from coder_proto.wire.chats import FileReferenceInput
+from coder_proto._actions import ToolOutcome
+from coder_proto._agent.agent_core import ENV_ORGANIZATION_ID, AgentCore
+from coder_proto._agent.history import HistoryJob
+from coder_proto._agent.prompt_plan import prepare_attachment, prepare_prompt
+from coder_proto._agent.structured_output import (
+    NUDGE_PROMPT,
+    STRUCTURED_OUTPUT_ACK,
+    StructuredOutput,
+)
+from coder_proto._agent.tool_calls import ToolInvocation, plan_tool_calls
+from coder_proto._constants import MAX_ATTACHMENT_BYTES
+from coder_proto._rest.prefix import PrefixSelector
+from coder_proto._transport_events import TransportEventSink
 from tests.core_driver import (
     CHAT,
     CaseEnv,
@@ -529,7 +528,7 @@ def test_encoded_outputs_of_models() -> None:
     assert inv.succeeded(Out(3)).output == {"value": 3}
 
 
-# -- structured output (seed README rules 1-4) -------------------------------------------------
+# -- structured output (docs/agents.md "Structured output" rules 1-4) --------------------------
 
 
 @attrs.frozen
@@ -889,7 +888,7 @@ def test_history_needs_a_chat_id() -> None:
         HistoryJob(PrefixSelector(), "", now=0.0)
 
 
-# -- bad input never escapes as a bare exception (DESIGN rule 4) -------------------------------
+# -- bad input never escapes as a bare exception (docs/architecture.md rule 4) -----------------
 
 _scalars = st.one_of(
     st.none(),

@@ -1,6 +1,6 @@
-"""The runtime-independent half of every adapter's ``CoderAgent`` (``coder_proto.agent``:
+"""The runtime-independent half of every adapter's ``CoderAgent`` (``coder_proto._agent.agent_core``:
 ``AgentShell``, ``AgentCalls``, ``segment_sink``, ``WorkspaceWrite``; H.1-H.3, wire 2, 7, 8,
-11; D11, D17, D24; DESIGN "Public API" and rule 6).
+11; D11, D17, D24; docs/architecture.md "Public API" and rule 6).
 
 The shell is exercised with a stand-in client class (what an adapter's ``CoderChatClient``
 offers the agent), the plain operations on the reference driver with scripted answers.
@@ -14,27 +14,19 @@ from typing import Any
 
 import pytest
 
-from coder_proto.agent import (
-    AgentCalls,
-    AgentCore,
-    AgentShell,
-    AttachedFile,
-    WorkspaceWrite,
-    check_connection,
-    segment_sink,
-)
-from coder_proto.cleanup import SessionInterrupt
-from coder_proto.client import ClientSettings
-from coder_proto.errors import CoderAgentError
-from coder_proto.prefix import PrefixSelector
-from coder_proto.rest import HttpRequest
-from coder_proto.session import Session, SessionConfig
+from coder_proto import AttachedFile, CoderAgentError, HttpRequestEvent, SegmentStartEvent
+from coder_proto._agent.agent_core import AgentCore
+from coder_proto._agent.session import Session
+from coder_proto._agent.session_calls import SessionInterrupt
+from coder_proto._agent.session_state import SessionConfig
+from coder_proto._agent.workspace_files import WorkspaceWrite
+from coder_proto._rest.http import HttpRequest
+from coder_proto._rest.prefix import PrefixSelector
+from coder_proto._rest.settings import ClientSettings
+from coder_proto._shells.agent_calls import AgentCalls
+from coder_proto._shells.agent_shell import AgentShell, check_connection, segment_sink
+from coder_proto._transport_events import TransportEventSink
 from coder_proto.transcript import Recorder, TranscriptRecorder
-from coder_proto.transport_events import (
-    HttpRequestEvent,
-    SegmentStartEvent,
-    TransportEventSink,
-)
 from tests.core_driver import Driver, Respond, chat_stub, empty_page
 
 BASE = "https://coder.test"
@@ -233,7 +225,7 @@ def test_history_walks_the_pages_and_converts_to_ui_messages_i() -> None:
         World().calls.history()
 
 
-# -- workspace files (seed README "Workspace files") ------------------------------------------------
+# -- workspace files (docs/agents.md "Workspace files") ---------------------------------------------
 
 
 class Files:

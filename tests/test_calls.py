@@ -1,5 +1,5 @@
-"""The raw client's operations, defined once for every adapter (``coder_proto.calls``; wire
-2, 7, 8, 9; D4, D10, D11, D16, D17, D20; DESIGN "Public API": the same methods with the same
+"""The raw client's operations, defined once for every adapter (``coder_proto._shells.client_calls``; wire
+2, 7, 8, 9; D4, D10, D11, D16, D17, D20; docs/architecture.md "Public API": the same methods with the same
 parameters on every runtime).
 
 Each operation validates its arguments when called (before any request), names the file an
@@ -15,15 +15,16 @@ from typing import Any
 
 import pytest
 
-from coder_proto.actions import ToolOutcome
-from coder_proto.calls import Call, ChatCalls, ClientShell, public_method
-from coder_proto.client import ClientSettings
-from coder_proto.errors import CoderAgentError, CoderApiError
-from coder_proto.prefix import PrefixSelector
-from coder_proto.rest import HttpRequest
-from coder_proto.session import Session, SessionConfig
-from coder_proto.transport_events import TransportEventSink
-from coder_proto.wire.chats import CreateChatRequest, TextInput
+from coder_proto import CoderAgentError, CoderApiError, CreateChatRequest, TextInput
+from coder_proto._actions import ToolOutcome
+from coder_proto._agent.session import Session
+from coder_proto._agent.session_state import SessionConfig
+from coder_proto._rest.http import HttpRequest
+from coder_proto._rest.prefix import PrefixSelector
+from coder_proto._rest.settings import ClientSettings
+from coder_proto._shells.client_calls import Call, ChatCalls, public_method
+from coder_proto._shells.client_shell import ClientShell
+from coder_proto._transport_events import TransportEventSink
 from tests.core_driver import Driver, Respond, chat_stub
 
 V2 = "/api/v2/chats"
@@ -182,7 +183,7 @@ def test_preview_and_share_build_workspace_machines_wire_9() -> None:
     assert "coder.test" in repr(world.calls)
 
 
-# -- presenting an operation as an adapter's method (DESIGN "Public API") ---------------------------
+# -- presenting an operation as an adapter's method (docs/architecture.md "Public API") -------------
 
 
 def test_a_public_method_has_the_operations_name_docstring_and_signature() -> None:

@@ -1,4 +1,4 @@
-"""Stopping and retiring chats (state machines E.5, H.3-H.5; DECISIONS D4, D9, D10, D11,
+"""Stopping and retiring chats (state machines E.5, H.3-H.5; D4, D9, D10, D11,
 D22): the session's ``interrupt()``, ``archive()`` and disposal, and the background interrupt
 and withdrawal jobs."""
 
@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from coder_proto.cleanup import InterruptJob, WithdrawJob
-from coder_proto.constants import ALREADY_ARCHIVED_MESSAGE
-from coder_proto.errors import CoderApiError, CoderNetworkError
-from coder_proto.prefix import PrefixSelector
+from coder_proto import CoderApiError, CoderNetworkError
+from coder_proto._constants import ALREADY_ARCHIVED_MESSAGE
+from coder_proto._rest.prefix import PrefixSelector
+from coder_proto._rest.stopping import InterruptJob, WithdrawJob
 from tests.core_driver import (
     Driver,
     Hang,
@@ -414,7 +414,7 @@ def test_interrupt_during_a_running_turn_leaves_its_stream_to_it() -> None:
 
 def test_the_raw_interrupt_call_waits_for_the_chat_to_settle() -> None:
     """D11 for ``interrupt_chat(chat_id, wait=True)``."""
-    from coder_proto.cleanup import ChatInterrupt
+    from coder_proto._rest.stopping import ChatInterrupt
 
     h = Harness(
         rest={

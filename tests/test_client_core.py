@@ -15,32 +15,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coder_proto.actions import ToolOutcome
-from coder_proto.client import (
-    CONNECT_TIMEOUT,
-    ClientSettings,
-    ModelConfigsJob,
-    PreviewJob,
-    ResolveModelJob,
-    RestJob,
-    UploadPlan,
-    chat_input_parts,
-    create_chat_message_request,
-    create_chat_request,
-    emits_transport_events,
-    guess_media_type,
-    interrupt_job,
-    plan_upload,
-    rest_job,
-    tool_result_inputs,
-    upload_result,
-)
-from coder_proto.errors import CoderAgentError, CoderApiError, CoderNetworkError
-from coder_proto.operations import build_get_chat, parse_get_chat
-from coder_proto.prefix import PrefixSelector
-from coder_proto.rest import HttpRequest, HttpResponse
-from coder_proto.session import Session, SessionConfig
-from coder_proto.wire.chats import (
+from coder_proto import (
+    CoderAgentError,
+    CoderApiError,
+    CoderNetworkError,
     CreateChatMessageRequest,
     CreateChatRequest,
     DynamicTool,
@@ -48,6 +26,28 @@ from coder_proto.wire.chats import (
     FileReferenceInput,
     TextInput,
     ToolResultInput,
+)
+from coder_proto._actions import ToolOutcome
+from coder_proto._agent.session import Session
+from coder_proto._agent.session_state import SessionConfig
+from coder_proto._rest.http import HttpRequest, HttpResponse
+from coder_proto._rest.jobs import (
+    ModelConfigsJob,
+    PreviewJob,
+    ResolveModelJob,
+    RestJob,
+    interrupt_job,
+    rest_job,
+)
+from coder_proto._rest.prefix import PrefixSelector
+from coder_proto._rest.routes import build_get_chat, parse_get_chat
+from coder_proto._rest.settings import CONNECT_TIMEOUT, ClientSettings, emits_transport_events
+from coder_proto._rest.uploads import UploadPlan, guess_media_type, plan_upload, upload_result
+from coder_proto._shells.client_arguments import (
+    chat_input_parts,
+    create_chat_message_request,
+    create_chat_request,
+    tool_result_inputs,
 )
 from tests.core_driver import Driver, Hang, NetworkError, Respond, chat_stub
 

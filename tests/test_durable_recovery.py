@@ -1,4 +1,4 @@
-"""Recovery before resubmitting, branch by branch (seed durable-workflows: "Recover after a
+"""Recovery before resubmitting, branch by branch (docs/durable-workflows.md: "Recover after a
 crash", "Make client tools crash-safe", "Recover the result before resubmitting"; D1, D4,
 D26), driven in memory against the pure fake server model."""
 
@@ -8,23 +8,20 @@ from typing import Any
 
 import pytest
 
-from coder_proto.actions import ToolOutcome
+from coder_proto import CoderAgentError, ToolCall
+from coder_proto._actions import ToolOutcome
 from coder_proto.durable import (
     CUT_SHORT,
-    NOT_EXECUTED_MESSAGE,
     RESUMED,
     SUBMITTING,
     DurableStoreError,
     JournalEntry,
     LedgerEntry,
-    Recovery,
     RecoveryError,
-    RecoveryOutcome,
-    step_marker,
 )
-from coder_proto.errors import CoderAgentError
+from coder_proto.durable._recovery import NOT_EXECUTED_MESSAGE, Recovery, RecoveryOutcome
+from coder_proto.durable._scan import step_marker
 from coder_proto.fake import CallClientTool, CallServerTool, Fail, Say, Script, Wait
-from coder_proto.parts import ToolCall
 from tests.durable.harness import World
 
 TENANT = "acme"
@@ -639,7 +636,7 @@ def test_a_single_tool_outcome_is_accepted() -> None:
 
 
 def test_a_past_step_reads_its_structured_answer() -> None:
-    from coder_proto.durable import PastStep
+    from coder_proto.durable._recovery import PastStep
 
     world = World()
     script = Script((CallClientTool(name="structured_output", args={"n": 3}), Say("Filed.")))

@@ -1,5 +1,5 @@
-"""What every adapter's durable functions share (``coder_proto.durable.runtime``; seed
-durable-workflows; D5, D22, D26): the step's setup and its agents' settings, the turn report,
+"""What every adapter's durable functions share (``coder_proto.durable._runtime``;
+docs/durable-workflows.md; D5, D22, D26): the step's setup and its agents' settings, the turn report,
 stepping effect programs, binding crash-safe tools, and the loop of driving a durable machine
 (its commands, outcomes fed back in any order, deadlines, cancellation).
 """
@@ -13,20 +13,20 @@ from typing import Any
 
 import pytest
 
-from coder_proto.actions import ToolOutcome
+from coder_proto import CoderAgentError, CoderNetworkError, Tool, ToolCall, tool
+from coder_proto._actions import ToolOutcome
+from coder_proto._rest.http import HttpResponse
+from coder_proto._rest.prefix import PrefixSelector
+from coder_proto._rest.routes import build_get_chat, parse_get_chat
 from coder_proto.durable import (
     DEFAULT_COMMIT_WINDOW,
     CrashSafeTool,
-    DurableBinding,
-    DurableMachine,
     DurableStoreError,
     DurableToolContext,
     MemoryStore,
-    StoreOp,
     crash_safe,
-    step_marker,
 )
-from coder_proto.durable.runtime import (
+from coder_proto.durable._runtime import (
     Abandon,
     AgentOptions,
     ApplyStore,
@@ -39,12 +39,10 @@ from coder_proto.durable.runtime import (
     tool_binder,
     turn_report,
 )
-from coder_proto.errors import CoderAgentError, CoderNetworkError
-from coder_proto.operations import build_get_chat, parse_get_chat
-from coder_proto.parts import ToolCall
-from coder_proto.prefix import PrefixSelector
-from coder_proto.rest import HttpResponse
-from coder_proto.tools import Tool, tool
+from coder_proto.durable._scan import step_marker
+from coder_proto.durable._store import StoreOp
+from coder_proto.durable._store_engine import DurableMachine
+from coder_proto.durable._tools import DurableBinding
 from tests.core_driver import chat_stub
 
 V2 = "/api/v2/chats"

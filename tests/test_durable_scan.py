@@ -1,5 +1,5 @@
 """Reading a step out of history: markers, attempts newest-first, pending client calls (G.5),
-and what ``generate()`` would have returned (seed durable-workflows: "Recover the result
+and what ``generate()`` would have returned (docs/durable-workflows.md: "Recover the result
 before resubmitting")."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coder_proto.durable import (
+from coder_proto import ChatMessage, ChatMessagesResponse, CoderAgentError, ToolCall
+from coder_proto.durable._scan import (
     HistoryScan,
     default_step,
     marked_prompt,
@@ -20,10 +21,6 @@ from coder_proto.durable import (
     recover_text,
     step_marker,
 )
-from coder_proto.errors import CoderAgentError
-from coder_proto.parts import ToolCall
-from coder_proto.wire.chats import ChatMessagesResponse
-from coder_proto.wire.messages import ChatMessage
 
 M = "[wf/s2]"
 

@@ -1,4 +1,4 @@
-"""One durable step, decision by decision (seed durable-workflows: "Shape each step", "Recover
+"""One durable step, decision by decision (docs/durable-workflows.md: "Shape each step", "Recover
 after a crash", "Recover the result before resubmitting"). The step program runs against the
 pure fake server model; agent turns are played by the test (a turn posts the prompt and lets
 the server answer, or fails as told)."""
@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from coder_proto import CoderAgentError, CoderApiError, CoderChatError
 from coder_proto.durable import (
     OUTCOME_ABORTED,
     OUTCOME_FAILED,
@@ -20,16 +21,17 @@ from coder_proto.durable import (
     DurableStepResult,
     JournalEntry,
     RecoveryError,
+)
+from coder_proto.durable._scan import step_marker
+from coder_proto.durable._step import (
     RunAgentTurn,
     StepPlan,
     TurnReport,
     latest_step,
     needs_recovery,
-    step_marker,
     step_program,
     turn_outcome,
 )
-from coder_proto.errors import CoderAgentError, CoderApiError, CoderChatError
 from coder_proto.fake import Fail, Say, Script
 from tests.durable.harness import World
 

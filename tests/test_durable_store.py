@@ -1,5 +1,5 @@
 """The durable records and stores: validation, JSON round trips, the store protocol on the
-in-memory and SQLite stores alike, and SQLite across processes (seed durable-workflows:
+in-memory and SQLite stores alike, and SQLite across processes (docs/durable-workflows.md:
 "Shape each step", "Make client tools crash-safe", the send journal)."""
 
 from __future__ import annotations
@@ -15,22 +15,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from coder_io_sync.durable_sqlite import SQLiteStore
+from coder_proto import CoderAgentError
 from coder_proto.durable import (
     COMMITTING,
     DONE,
     OUTCOME_ABORTED,
     Checkpoint,
+    DurableStore,
     DurableStoreError,
     JournalEntry,
     LedgerEntry,
     MemoryStore,
-    StoreCall,
-    StoreOp,
     StrandedChat,
     idempotency_key,
 )
-from coder_proto.durable.store import DurableStore
-from coder_proto.errors import CoderAgentError
+from coder_proto.durable._store import StoreCall, StoreOp
 
 # -- records ------------------------------------------------------------------------------------
 
@@ -363,9 +362,9 @@ def test_check_store_names_what_is_missing() -> None:
 
 def test_a_relayed_request_reports_its_response_failure_or_cancellation() -> None:
     """The adapter hands a durable machine's routed request to its driver as is."""
-    from coder_proto.actions import CancelRequest, SendRequest
-    from coder_proto.durable import RelayedRequest
-    from coder_proto.rest import HttpRequest, HttpResponse
+    from coder_proto._actions import CancelRequest, SendRequest
+    from coder_proto._rest.http import HttpRequest, HttpResponse
+    from coder_proto.durable._store_engine import RelayedRequest
 
     request = HttpRequest.build("get_chat", "GET", "/api/v2/chats/c")
     relay = RelayedRequest(request)

@@ -1,4 +1,4 @@
-"""Crash-safe client tools: the ledger around an external effect (seed durable-workflows:
+"""Crash-safe client tools: the ledger around an external effect (docs/durable-workflows.md:
 "Make client tools crash-safe"). The tool's run is a program of effects; these tests perform
 them on a ``MemoryStore`` and record what happened in which order."""
 
@@ -9,25 +9,21 @@ from typing import Any
 import attrs
 import pytest
 
-from coder_proto.agent import plan_tool_calls
+from coder_proto import CoderAgentError, ToolCall, ToolContext
+from coder_proto._agent.tool_calls import plan_tool_calls
 from coder_proto.durable import (
     OUTCOME_IN_FLIGHT,
     RESUMED,
     Checkpoint,
     CrashSafeTool,
-    DurableBinding,
     DurableToolContext,
-    Invoke,
     LedgerEntry,
     MemoryStore,
-    StoreOp,
-    WallClock,
     crash_safe,
-    run_program,
 )
-from coder_proto.errors import CoderAgentError
-from coder_proto.parts import ToolCall
-from coder_proto.tools import ToolContext
+from coder_proto.durable._effects import Invoke, WallClock
+from coder_proto.durable._store import StoreOp
+from coder_proto.durable._tools import DurableBinding, run_program
 
 TENANT = "acme"
 

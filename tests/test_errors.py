@@ -6,16 +6,15 @@ import pickle
 
 import pytest
 
-from coder_proto.errors import (
+from coder_proto import (
     CoderAgentError,
     CoderApiError,
     CoderChatError,
     CoderNetworkError,
     CoderProtocolError,
     CoderStreamError,
-    api_error_message,
-    is_retryable_status,
 )
+from coder_proto._errors import api_error_message, is_retryable_status
 
 
 def test_every_error_is_a_coder_agent_error_d21() -> None:

@@ -7,16 +7,16 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coder_proto.history import (
+from coder_proto import (
     UIDynamicToolPart,
     UIFilePart,
     UIMessage,
     UIReasoningPart,
     UISourceUrlPart,
     UITextPart,
-    to_ui_messages,
 )
-from coder_proto.wire import ChatMessage, FilePart
+from coder_proto._agent.history import to_ui_messages
+from coder_proto._wire import ChatMessage, FilePart
 
 
 def msg(id: int, role: str, *content: dict[str, Any]) -> ChatMessage:

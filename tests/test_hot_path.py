@@ -17,10 +17,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coder_proto.errors import CoderProtocolError
-from coder_proto.parts import ReasoningDelta, TextDelta, make_reasoning_delta, make_text_delta
-from coder_proto.wire.events import MessagePartEvent, events_from_json, parse_frame
-from coder_proto.wire.parts import ReasoningPart, TextPart, parse_part
+from coder_proto import CoderProtocolError, ReasoningDelta, ReasoningPart, TextDelta, TextPart
+from coder_proto._outputs import make_reasoning_delta, make_text_delta
+from coder_proto._wire.events import MessagePartEvent, events_from_json, parse_frame
+from coder_proto._wire.message_parts import parse_part
 
 CLASSES: list[tuple[type[Any], dict[str, Any]]] = [
     (TextPart, {"text": "hi"}),
@@ -254,8 +254,8 @@ def _delta_event(kind: str, text: str) -> MessagePartEvent:
 def turns(draw: st.DrawFn) -> list[Any]:
     """Deltas and snapshots of a few assistant messages, snapshots sometimes disagreeing
     with the deltas (A.4-A.7)."""
-    from coder_proto.wire.events import MessageEvent, StatusEvent
-    from coder_proto.wire.messages import ChatMessage
+    from coder_proto import ChatMessage
+    from coder_proto._wire.events import MessageEvent, StatusEvent
 
     events: list[Any] = [StatusEvent("running")]
     streamed = {"text": "", "reasoning": ""}
@@ -287,7 +287,7 @@ def turns(draw: st.DrawFn) -> list[Any]:
 def test_pending_runs_do_not_change_the_output(events: list[Any]) -> None:
     """A.4-A.8: joining pending deltas in runs (any run length) is invisible: the parts are
     those of a translator that keeps every delta apart."""
-    from coder_proto import translator as module
+    from coder_proto._stream import translator as module
 
     def translate(run: int) -> list[Any]:
         with pytest.MonkeyPatch.context() as patch:

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from coder_proto import _json
+from coder_proto._errors import CoderProtocolError
 from coder_proto._json import (
     canonical_json,
     decoders,
@@ -22,7 +23,6 @@ from coder_proto._json import (
     js_stringify,
     loads,
 )
-from coder_proto.errors import CoderProtocolError
 
 Loads = Callable[[str | bytes], Any]
 
@@ -412,16 +412,17 @@ def test_both_paths_decode_numbers_alike(number: str) -> None:
 @pytest.fixture
 def installed(decode: Loads, monkeypatch: pytest.MonkeyPatch) -> Loads:
     """Make the modules that decode use ``decode``."""
-    from coder_proto import rest, tools
-    from coder_proto.wire import events
+    from coder_proto._agent import tools
+    from coder_proto._rest import http
+    from coder_proto._wire import events
 
-    for module in (events, rest, tools):
+    for module in (events, http, tools):
         monkeypatch.setattr(module, "loads", decode)
     return decode
 
 
 def test_stream_frames_parse_alike_on_both_paths(installed: Loads) -> None:
-    from coder_proto.wire.events import MessagePartEvent, parse_frame
+    from coder_proto._wire.events import MessagePartEvent, parse_frame
 
     frame = (
         '[{"type":"message_part","chat_id":"c","message_part":{"role":"assistant",'
@@ -437,7 +438,7 @@ def test_stream_frames_parse_alike_on_both_paths(installed: Loads) -> None:
 
 
 def test_response_bodies_parse_alike_on_both_paths(installed: Loads) -> None:
-    from coder_proto.rest import HttpResponse
+    from coder_proto._rest.http import HttpResponse
 
     def body(data: bytes) -> Any:
         return HttpResponse(status=200, headers=(), body=data).json()
@@ -448,7 +449,7 @@ def test_response_bodies_parse_alike_on_both_paths(installed: Loads) -> None:
 
 
 def test_deep_tool_arguments_are_a_tool_input_error(installed: Loads) -> None:
-    from coder_proto.tools import ToolInputError, tool
+    from coder_proto._agent.tools import ToolInputError, tool
 
     @tool
     def save(data: Any) -> None:

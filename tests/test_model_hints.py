@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coder_proto.errors import CoderAgentError, CoderApiError, CoderNetworkError, CoderProtocolError
-from coder_proto.model_hints import (
+from coder_proto import CoderAgentError, CoderApiError, CoderNetworkError, CoderProtocolError
+from coder_proto._rest.http import HttpResponse
+from coder_proto._rest.model_hints import (
     LEGACY_MODEL_CONFIGS_PATH,
     ModelConfigs,
     ModelConfigsExchange,
@@ -18,9 +19,8 @@ from coder_proto.model_hints import (
     org_models_path,
     resolve_model_hint,
 )
-from coder_proto.prefix import Failed, PrefixSelector, Retry
-from coder_proto.rest import HttpResponse
-from coder_proto.wire import ChatModelConfig
+from coder_proto._rest.prefix import Failed, PrefixSelector, Retry
+from coder_proto._wire import ChatModelConfig
 
 UUID = "0f8fad5b-d9cb-469f-a165-70867728950e"
 ORG_PATH = "/api/v2/organizations/org-1/chats/models"

@@ -8,15 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coder_proto.constants import LEGACY_PREFIX, V2_PREFIX
-from coder_proto.errors import CoderAgentError, CoderApiError, CoderNetworkError
-from coder_proto.operations import (
-    build_get_chat,
-    build_get_messages,
-    build_upload_chat_file,
-    parse_get_chat,
-)
-from coder_proto.prefix import (
+from coder_proto import CoderAgentError, CoderApiError, CoderNetworkError
+from coder_proto._constants import LEGACY_PREFIX, V2_PREFIX
+from coder_proto._rest.http import HttpRequest, HttpResponse
+from coder_proto._rest.prefix import (
     PREFLIGHT_OPS,
     Completed,
     Failed,
@@ -24,7 +19,12 @@ from coder_proto.prefix import (
     Retry,
     participates,
 )
-from coder_proto.rest import HttpRequest, HttpResponse
+from coder_proto._rest.routes import (
+    build_get_chat,
+    build_get_messages,
+    build_upload_chat_file,
+    parse_get_chat,
+)
 
 NET = "network-error"
 

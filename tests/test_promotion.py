@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from coder_proto.errors import CoderChatError, CoderProtocolError
-from coder_proto.promotion import (
+from coder_proto import CoderChatError, CoderProtocolError
+from coder_proto._stream.promotion import (
     QUEUED_SUBMISSION_LOST,
     GateAnchored,
     GateDeadEnd,
@@ -15,7 +15,7 @@ from coder_proto.promotion import (
     QueuedSubmission,
     teardown_action,
 )
-from coder_proto.wire import (
+from coder_proto._wire import (
     ChatMessage,
     ChatQueuedMessage,
     MessageEvent,

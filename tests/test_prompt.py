@@ -4,26 +4,31 @@ from __future__ import annotations
 
 import pytest
 
-from coder_proto.errors import CoderAgentError
-from coder_proto.prompt import (
+from coder_proto import (
     AssistantMessage,
+    CoderAgentError,
     FileContent,
+    FileInput,
+    FileReferenceInput,
+    SystemMessage,
+    TextContent,
+    TextInput,
+    ToolMessage,
+    ToolResultContent,
+    ToolResultInput,
+    UserMessage,
+)
+from coder_proto._agent.prompt import (
     NewTurn,
     Noop,
     PendingUpload,
     Resume,
-    SystemMessage,
-    TextContent,
-    ToolMessage,
-    ToolResultContent,
-    UserMessage,
     classify_prompt,
     input_parts,
     normalize_prompt,
     system_prompt,
     tool_output_to_wire,
 )
-from coder_proto.wire.chats import FileInput, FileReferenceInput, TextInput, ToolResultInput
 
 
 def result(call_id: str, output: object = "ok", is_error: bool = False) -> ToolResultContent:

@@ -12,24 +12,12 @@ from typing import Any
 
 import pytest
 
-from coder_proto import reader as reader_module
-from coder_proto.actions import Action, CloseConnection, OpenConnection, SendData
-from coder_proto.errors import (
+from coder_proto import (
     CoderAgentError,
     CoderApiError,
     CoderNetworkError,
     CoderProtocolError,
     CoderStreamError,
-)
-from coder_proto.reader import (
-    PARSE_FAILURE_MESSAGE,
-    UNTRACKABLE_MESSAGE,
-    BackoffPolicy,
-    StreamReader,
-    budget_exhausted_message,
-)
-from coder_proto.transport_events import (
-    TransportEventSink,
     WsCloseEvent,
     WsDialEvent,
     WsErrorEvent,
@@ -37,7 +25,17 @@ from coder_proto.transport_events import (
     WsOpenEvent,
     WsRedialEvent,
 )
-from coder_proto.wire import (
+from coder_proto._actions import Action, CloseConnection, OpenConnection, SendData
+from coder_proto._stream import reader as reader_module
+from coder_proto._stream.reader import (
+    PARSE_FAILURE_MESSAGE,
+    UNTRACKABLE_MESSAGE,
+    BackoffPolicy,
+    StreamReader,
+    budget_exhausted_message,
+)
+from coder_proto._transport_events import TransportEventSink
+from coder_proto._wire import (
     ErrorEvent,
     HistoryResetEvent,
     MessageEvent,

@@ -26,24 +26,19 @@ from typing import Any
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import (
-    RuleBasedStateMachine,
-    initialize,
-    invariant,
-    precondition,
-    rule,
-)
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from coder_proto.actions import CloseConnection, OpenConnection, SendData
-from coder_proto.errors import (
+from coder_proto import (
     CoderAgentError,
     CoderApiError,
     CoderProtocolError,
     CoderStreamError,
+    WsEventEvent,
 )
-from coder_proto.reader import BackoffPolicy, StreamReader
-from coder_proto.transport_events import TransportEventSink, WsEventEvent
-from coder_proto.wire import MessageEvent, MessagePartEvent
+from coder_proto._actions import CloseConnection, OpenConnection, SendData
+from coder_proto._stream.reader import BackoffPolicy, StreamReader
+from coder_proto._transport_events import TransportEventSink
+from coder_proto._wire import MessageEvent, MessagePartEvent
 from tests.test_reader import CHAT, Net, delta, snapshot, status
 from tests.test_websocket import ServerSide
 

@@ -1,6 +1,6 @@
-"""Offline replay through the core (``coder_proto.replay``): a recorded session replays to the
+"""Offline replay through the core (``coder_proto.transcript._replay``): a recorded session replays to the
 same outcome, deterministically, and anything the transcript lacks is a divergence, never a
-hang or a stray exception (DESIGN rule 2)."""
+hang or a stray exception (docs/architecture.md rule 2)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import random
 import attrs
 import pytest
 
-from coder_proto.errors import CoderAgentError
-from coder_proto.parts import Finish, StreamStart, TextDelta
-from coder_proto.replay import NOT_RECORDED, replay, text_frame
+from coder_proto import CoderAgentError, Finish, StreamStart, TextDelta
+from coder_proto._stream.websocket import WebSocketClient, WsText
 from coder_proto.transcript import (
+    NOT_RECORDED,
     Header,
     RestExchange,
     ToolRun,
@@ -28,8 +28,9 @@ from coder_proto.transcript import (
     WsFrame,
     WsReject,
     parse_transcript,
+    replay,
 )
-from coder_proto.websocket import WebSocketClient, WsText
+from coder_proto.transcript._replay import text_frame
 from fuzz.pipeline import handshake_response
 from fuzz.seeds import SCENARIOS, record
 
@@ -126,7 +127,7 @@ def test_a_changed_request_body_is_a_divergence() -> None:
 
 
 def _prompt(text: str) -> tuple[object, ...]:
-    from coder_proto.prompt import normalize_prompt
+    from coder_proto._agent.prompt import normalize_prompt
 
     return normalize_prompt(text)
 
@@ -256,7 +257,7 @@ def test_interrupt_archive_and_reset_replay_in_order() -> None:
 
 
 def test_a_prompt_the_session_refuses_is_reported_as_the_turns_error() -> None:
-    from coder_proto.prompt import AssistantMessage
+    from coder_proto import AssistantMessage
 
     turn = TurnStarted(t=0, mode="generate", prompt=(AssistantMessage(()),))
     result = replay(_minimal(turn))

@@ -1,5 +1,5 @@
 """One model round trip: the segment driver (state machines C.3-C.5, D, E.5, G.2-G.7; wire
-2.3, 5, 10, 11; DECISIONS D2-D4, D9, D12, D21, D22, D24).
+2.3, 5, 10, 11; D2-D4, D9, D12, D21, D22, D24).
 
 Every test drives the real session, turn, segment, translator and stream reader through the
 in-memory driver of ``tests/core_driver.py``: REST answers come from a scripted server (D25
@@ -15,32 +15,28 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coder_proto.errors import (
+from coder_proto import (
+    AssistantMessage,
     CoderAgentError,
     CoderApiError,
     CoderChatError,
     CoderStreamError,
-)
-from coder_proto.parts import (
     ErrorPart,
+    FileContent,
     Finish,
     ReasoningDelta,
     Source,
     StreamStart,
+    TextContent,
     TextDelta,
     ToolCall,
-    ToolResult,
-)
-from coder_proto.prompt import (
-    AssistantMessage,
-    FileContent,
-    TextContent,
     ToolMessage,
+    ToolResult,
     ToolResultContent,
     UserMessage,
 )
-from coder_proto.segment import STREAM_CLOSED_MESSAGE, recover_pending_calls, timeout_message
-from coder_proto.wire import ActionRequiredEvent, ChatMessage, MessageEvent
+from coder_proto._agent.segment import STREAM_CLOSED_MESSAGE, recover_pending_calls, timeout_message
+from coder_proto._wire import ActionRequiredEvent, ChatMessage, MessageEvent
 from tests.core_driver import (
     CHAT,
     Hang,
@@ -1327,7 +1323,7 @@ def test_joining_deltas_in_runs_never_changes_the_step(
     """G.6: a step built with deltas joined in runs of any length, delivered in batches of
     any size, equals the step built with every delta kept apart and delivered one by one
     (text, reasoning, calls, results and sources, in order)."""
-    from coder_proto import segment as module
+    from coder_proto._agent import segment as module
 
     finish = Finish(finish_reason="stop", raw_finish_reason="waiting")
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from coder_proto.errors import CoderAgentError
-from coder_proto.session import MAX_TIMER, Session, SessionConfig, sanitize_duration
-from coder_proto.wire.chats import DynamicTool
+from coder_proto import CoderAgentError, DynamicTool
+from coder_proto._agent.session import Session
+from coder_proto._agent.session_state import MAX_TIMER, SessionConfig, sanitize_duration
 from tests.core_driver import Harness, action_required, message, status, weather_tool
 
 BASE = "https://coder.test"
@@ -273,7 +273,7 @@ def test_inputs_reach_the_stream_that_owns_the_connection() -> None:
             self.opened = True
 
         def actions(self) -> list[Any]:
-            from coder_proto.actions import OpenConnection
+            from coder_proto._actions import OpenConnection
 
             if getattr(self, "opened", False):
                 self.opened = False

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from coder_proto.actions import CloseConnection, OpenConnection, SendData
-from coder_proto.errors import CoderAgentError
-from coder_proto.session_stream import SessionStream, new_reader_id
+from coder_proto import CoderAgentError
+from coder_proto._actions import CloseConnection, OpenConnection, SendData
+from coder_proto._stream.session_stream import SessionStream, new_reader_id
 
 
 class FakeReader:

@@ -109,7 +109,7 @@ def test_parse_agrees_with_isoformat(moment: datetime.datetime) -> None:
 
 
 def test_parse_timestamp_gives_epoch_seconds() -> None:
-    from coder_proto.durable import parse_timestamp
+    from coder_proto.durable._archiving import parse_timestamp
 
     assert parse_timestamp("2026-01-01T00:00:00.5Z") == 1_767_225_600.5
     assert parse_timestamp("2026-01-01 02:00:00+02:00") == 1_767_225_600.0

@@ -13,18 +13,14 @@ import attrs
 import pydantic
 import pytest
 
-from coder_proto._schema import CHECKED_FORMATS
-from coder_proto.errors import CoderAgentError
-from coder_proto.tools import (
-    Tool,
-    ToolContext,
-    ToolInputError,
+from coder_proto import CoderAgentError, Tool, ToolContext, ToolInputError, tool
+from coder_proto._agent.tools import (
     encode_output,
     json_schema_for,
-    tool,
     tools_by_name,
     validate_json_schema,
 )
+from coder_proto._schema import CHECKED_FORMATS
 
 
 class Unit(enum.Enum):
@@ -579,7 +575,7 @@ def test_tool_input_errors_name_the_path_and_stop_after_five_problems() -> None:
 
 
 def test_structured_output_schemas_are_validated_the_same_way() -> None:
-    from coder_proto.agent import StructuredOutput
+    from coder_proto._agent.structured_output import StructuredOutput
 
     output = StructuredOutput(
         {"type": "object", "properties": {"due": {"type": "string", "format": "date"}}}
@@ -593,7 +589,7 @@ def test_structured_output_schemas_are_validated_the_same_way() -> None:
 def test_jsonschema_is_imported_when_the_first_schema_is_compiled() -> None:
     code = (
         "import sys\n"
-        "import coder_proto.tools as t\n"
+        "import coder_proto._agent.tools as t\n"
         "before = 'jsonschema' in sys.modules\n"
         "t.Tool.from_schema('x', {'type': 'object'})\n"
         "print(before, 'jsonschema' in sys.modules)\n"

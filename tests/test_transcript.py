@@ -1,5 +1,5 @@
 """The transcript format: records, the strict reader, the recorder, and secrets staying out
-(DESIGN rule 6; docs/transcripts.md)."""
+(docs/architecture.md rule 6; docs/transcripts.md)."""
 
 from __future__ import annotations
 
@@ -22,20 +22,26 @@ from wsproto.events import (
 )
 from wsproto.events import CloseConnection as WsCloseConnection
 
-from coder_proto.actions import OpenConnection, ToolOutcome
-from coder_proto.errors import CoderAgentError, CoderApiError, CoderChatError, CoderStreamError
-from coder_proto.parts import ToolCall
-from coder_proto.prompt import (
+from coder_proto import (
     AssistantMessage,
+    CoderAgentError,
+    CoderApiError,
+    CoderChatError,
+    CoderStreamError,
+    DynamicTool,
     FileContent,
+    FileReferenceInput,
     SystemMessage,
     TextContent,
+    ToolCall,
     ToolMessage,
     ToolResultContent,
     UserMessage,
 )
-from coder_proto.rest import HttpRequest, HttpResponse
-from coder_proto.session import SessionConfig
+from coder_proto._actions import OpenConnection, ToolOutcome
+from coder_proto._agent.session_state import SessionConfig
+from coder_proto._rest.http import HttpRequest, HttpResponse
+from coder_proto._stream.websocket import WebSocketClient
 from coder_proto.transcript import (
     FORMAT_NAME,
     FORMAT_VERSION,
@@ -60,12 +66,8 @@ from coder_proto.transcript import (
     WsReject,
     outcome_summary,
     parse_transcript,
-    prompt_from_json,
-    prompt_to_json,
-    redact_url,
 )
-from coder_proto.websocket import WebSocketClient
-from coder_proto.wire.chats import DynamicTool, FileReferenceInput
+from coder_proto.transcript._encoding import prompt_from_json, prompt_to_json, redact_url
 from fuzz.seeds import SCENARIOS, record
 
 TOKEN = "tok-SECRET-123"
@@ -308,7 +310,7 @@ def test_urls_are_recorded_without_credentials(url: str, expected: str) -> None:
 
 
 def test_no_record_type_has_a_field_that_could_hold_headers_or_a_token() -> None:
-    """DESIGN rule 6: the record types cannot carry the token."""
+    """docs/architecture.md rule 6: the record types cannot carry the token."""
     types = [Header, TranscriptSettings, *{type(r) for r in _every_record()}]
     for cls in types:
         for field in attrs.fields(cls):
@@ -616,7 +618,7 @@ def test_received_text_frames_are_recorded_verbatim(
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_transcripts_of_full_fake_sessions_never_contain_the_token(name: str) -> None:
-    """DESIGN rule 6: scan every recorded transcript of a full fake-model session."""
+    """docs/architecture.md rule 6: scan every recorded transcript of a full fake-model session."""
     text, world = record(name)
     assert world.token and world.token not in text
     assert parse_transcript(text).records

@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from coder_proto.errors import CoderChatError, CoderProtocolError
-from coder_proto.parts import (
+from coder_proto import (
+    CoderChatError,
+    CoderProtocolError,
     ErrorPart,
     Finish,
     OutputPart,
@@ -25,9 +26,9 @@ from coder_proto.parts import (
     ToolResult,
     Usage,
 )
-from coder_proto.promotion import QueuedSubmission
-from coder_proto.translator import TurnTranslator, finish_reason
-from coder_proto.wire import ChatError, StreamEvent, parse_event
+from coder_proto._stream.promotion import QueuedSubmission
+from coder_proto._stream.translator import TurnTranslator, finish_reason
+from coder_proto._wire import ChatError, StreamEvent, parse_event
 
 # -- event builders ------------------------------------------------------------------------------
 

@@ -12,10 +12,8 @@ import attrs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coder_proto._json import canonical_json
-from coder_proto.constants import TERMINAL_STATUSES
-from coder_proto.errors import CoderAgentError
-from coder_proto.parts import (
+from coder_proto import (
+    CoderAgentError,
     Finish,
     OutputPart,
     ReasoningDelta,
@@ -30,10 +28,12 @@ from coder_proto.parts import (
     ToolInputStart,
     ToolResult,
 )
-from coder_proto.promotion import QueuedSubmission
-from coder_proto.translator import TurnTranslator, finish_reason
-from coder_proto.usage import UsageAccumulator
-from coder_proto.wire import (
+from coder_proto._constants import TERMINAL_STATUSES
+from coder_proto._json import canonical_json
+from coder_proto._stream.promotion import QueuedSubmission
+from coder_proto._stream.translator import TurnTranslator, finish_reason
+from coder_proto._stream.usage import UsageAccumulator
+from coder_proto._wire import (
     ChatMessageUsage,
     MessageEvent,
     MessagePartEvent,
@@ -854,7 +854,7 @@ def test_arbitrary_json_events_raise_only_library_errors(
     frames: list[Any], queued: QueuedSubmission | None, cursor: int
 ) -> None:
     """A frame is decoded JSON: parsing may reject it with ``CoderProtocolError``; whatever
-    parses is ingested, and nothing but the library's errors escapes (DESIGN "Errors")."""
+    parses is ingested, and nothing but the library's errors escapes (docs/architecture.md rule 4)."""
     tr = TurnTranslator(dynamic_tool_names={CLIENT}, queued_submission=queued, turn_cursor=cursor)
     parts: list[OutputPart] = []
     for frame in frames:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from coder_proto.transport_events import SegmentStartEvent, TransportEventSink, WsDialEvent
+from coder_proto import SegmentStartEvent, WsDialEvent
+from coder_proto._transport_events import TransportEventSink
 
 
 def test_no_callback_means_disabled_and_emit_is_a_no_op() -> None:

@@ -1,4 +1,4 @@
-"""A whole turn: the client-tool loop over segments (state machines F.5, G; DECISIONS D4-D7,
+"""A whole turn: the client-tool loop over segments (state machines F.5, G; D4-D7,
 D17, D22; C.5 retries), driven through the in-memory driver."""
 
 from __future__ import annotations
@@ -8,17 +8,24 @@ from typing import Any
 
 import pytest
 
-from coder_proto.actions import RunTools, ToolOutcome
-from coder_proto.errors import CoderAgentError, CoderApiError, CoderChatError, CoderStreamError
-from coder_proto.parts import Finish, StreamStart, ToolCall, ToolResult, Usage
-from coder_proto.prompt import (
+from coder_proto import (
     AssistantMessage,
+    CoderAgentError,
+    CoderApiError,
+    CoderChatError,
+    CoderStreamError,
+    Finish,
+    StreamStart,
     TextContent,
+    ToolCall,
     ToolMessage,
+    ToolResult,
     ToolResultContent,
+    Usage,
     UserMessage,
 )
-from coder_proto.turn import MISSING_RESULT_MESSAGE, Turn, normalize_outcomes
+from coder_proto._actions import RunTools, ToolOutcome
+from coder_proto._agent.turn import MISSING_RESULT_MESSAGE, Turn, normalize_outcomes
 from tests.core_driver import (
     CHAT,
     Harness,

@@ -13,8 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coder_proto.errors import CoderStreamError
-from coder_proto.prompt import FileContent, TextContent
+from coder_proto import CoderStreamError, FileContent, TextContent
 from tests.core_driver import (
     CHAT,
     Hang,
@@ -273,7 +272,7 @@ def test_j21_a_stream_error_is_retryable_iff_the_turn_created_an_effect_free_cha
 def test_j22_every_start_has_exactly_one_settle_and_never_error_with_finish_reason(
     endings: list[str], modes: list[str]
 ) -> None:
-    from coder_proto.prompt import ToolMessage, ToolResultContent
+    from coder_proto import ToolMessage, ToolResultContent
 
     h = Harness(request_timeout=5, tools=(weather_tool(),))
     for index, ending in enumerate(endings):
@@ -448,7 +447,7 @@ def test_j24_events_buffered_while_paused_are_delivered_once_in_order(
         h.advance(1.0)
         # The server replays the committed history and the episode from seq 1.
         h.send(*generation[: max(split, 1)])
-    from coder_proto.prompt import ToolMessage, ToolResultContent
+    from coder_proto import ToolMessage, ToolResultContent
 
     resume = h.segment([ToolMessage((ToolResultContent(tool_call_id="c", output=1),))])
     if late:
@@ -514,7 +513,7 @@ EVENTS = st.one_of(
 
 
 def _assert_typed(turn: Any) -> None:
-    from coder_proto.errors import CoderAgentError
+    from coder_proto import CoderAgentError
 
     if turn.done and turn.error is not None:
         assert isinstance(turn.error, CoderAgentError | TimeoutError), repr(turn.error)

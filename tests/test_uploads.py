@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coder_proto.errors import CoderAgentError, CoderApiError
-from coder_proto.prefix import PrefixSelector
-from coder_proto.rest import HttpResponse
-from coder_proto.uploads import (
+from coder_proto import CoderAgentError, CoderApiError
+from coder_proto._rest.http import HttpResponse
+from coder_proto._rest.prefix import PrefixSelector
+from coder_proto._rest.uploads import (
     build_upload_chat_file,
     check_attachment_size,
     check_media_type,

@@ -1,4 +1,4 @@
-"""Usage summation (state machines F.1-F.5; DECISIONS D17)."""
+"""Usage summation (state machines F.1-F.5; D17)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from coder_proto.parts import Usage
-from coder_proto.usage import UsageAccumulator, provider_metadata_from_raw, sum_usage
-from coder_proto.wire import ChatMessageUsage
+from coder_proto import Usage
+from coder_proto._stream.usage import UsageAccumulator, provider_metadata_from_raw, sum_usage
+from coder_proto._wire import ChatMessageUsage
 
 
 def wire(**fields: Any) -> ChatMessageUsage:

@@ -16,11 +16,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coder_proto.actions import CloseConnection, OpenConnection
-from coder_proto.errors import CoderAgentError, CoderApiError, CoderNetworkError
-from coder_proto.prefix import PrefixSelector
-from coder_proto.session import Session, SessionConfig
-from coder_proto.watch import WatchBackoff, WatchMachine
+from coder_proto import CoderAgentError, CoderApiError, CoderNetworkError, WatchBackoff
+from coder_proto._actions import CloseConnection, OpenConnection
+from coder_proto._agent.session import Session
+from coder_proto._agent.session_state import SessionConfig
+from coder_proto._rest.prefix import PrefixSelector
+from coder_proto._stream.watch import WatchMachine
 from tests.core_driver import Driver, Hang, NetworkError, Respond, chat_stub
 
 TOKEN = "watch-secret-token"

@@ -1,4 +1,4 @@
-"""The consumer side of ``watch_chats()`` for every adapter (``coder_proto.watch_feed``; wire
+"""The consumer side of ``watch_chats()`` for every adapter (``coder_proto._shells.watch_feed``; wire
 1.5, 6): when the subscription starts, events handed out once and in order, a terminal error
 raised to the consumer, a consumer's own stop ending quietly, and the standalone helper."""
 
@@ -9,14 +9,12 @@ from typing import Any
 
 import pytest
 
-from coder_proto.actions import SendRequest
-from coder_proto.constants import V2_PREFIX
-from coder_proto.errors import CoderAgentError, CoderApiError
-from coder_proto.prefix import PrefixSelector
-from coder_proto.rest import HttpResponse
-from coder_proto.watch import WatchBackoff
-from coder_proto.watch_feed import WatchFeed, WatchShell, standalone_watch
-from coder_proto.wire.chats import ChatWatchEvent
+from coder_proto import ChatWatchEvent, CoderAgentError, CoderApiError, WatchBackoff
+from coder_proto._actions import SendRequest
+from coder_proto._constants import V2_PREFIX
+from coder_proto._rest.http import HttpResponse
+from coder_proto._rest.prefix import PrefixSelector
+from coder_proto._shells.watch_feed import WatchFeed, WatchShell, standalone_watch
 from tests.core_driver import chat_stub
 
 BASE = "https://coder.test"

@@ -27,8 +27,8 @@ from wsproto.events import (
     Request,
 )
 
-from coder_proto.errors import CoderAgentError
-from coder_proto.websocket import (
+from coder_proto import CoderAgentError
+from coder_proto._stream.websocket import (
     MAX_REJECTION_BODY,
     WebSocketClient,
     WsClosed,

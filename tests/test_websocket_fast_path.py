@@ -18,7 +18,7 @@ from wsproto import ConnectionType, WSConnection
 from wsproto.events import AcceptConnection, Request
 from wsproto.frame_protocol import FrameProtocol
 
-from coder_proto.websocket import WebSocketClient, WsClosed, WsFailed, WsOpen, WsText
+from coder_proto._stream.websocket import WebSocketClient, WsClosed, WsFailed, WsOpen, WsText
 
 URL = "ws://127.0.0.1:8080/api/v2/chats/c/stream?after_id=1"
 LIMIT = 300_000

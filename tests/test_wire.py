@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coder_proto.errors import CoderAgentError, CoderChatError, CoderProtocolError
-from coder_proto.wire import (
+from coder_proto import CoderAgentError, CoderChatError, CoderProtocolError
+from coder_proto._wire import (
     MISSING,
     ActionRequiredEvent,
     Chat,
@@ -56,7 +56,7 @@ from coder_proto.wire import (
     parse_watch_frame,
     tool_results_body,
 )
-from coder_proto.wire.messages import parse_messages
+from coder_proto._wire.messages import parse_messages
 
 # The real server serialises these zero values on every part (wire 3.5).
 GO_ZERO_KEYS = {

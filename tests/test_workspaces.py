@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coder_proto.errors import CoderAgentError, CoderApiError, CoderProtocolError
-from coder_proto.prefix import PrefixSelector
-from coder_proto.rest import HttpResponse
-from coder_proto.workspaces import (
+from coder_proto import CoderAgentError, CoderApiError, CoderProtocolError
+from coder_proto._rest.http import HttpResponse
+from coder_proto._rest.prefix import PrefixSelector
+from coder_proto._rest.workspaces import (
     PortShare,
     WorkspaceInfo,
     build_get_app_host,

@@ -1,24 +1,20 @@
-"""Durable workflows as a library (seed durable-workflows; D26): checkpoints, the crash-safe
+"""Durable workflows as a library (docs/durable-workflows.md; D26): checkpoints, the crash-safe
 tool ledger, the send journal, recovery before resubmitting, archive at the end and the orphan
 sweep.
 
-Everything here is pure: the store is reached through ``StoreCall`` actions (machines) and
-``StoreOp`` effects (programs), the server through ``SendRequest``, the clock through ``now``.
-The adapters' ``run_turn``, ``archive_workflow``, ``sweep_orphans`` and ``bind_tools`` perform
-them; the SQLite store lives in ``coder_io_sync.durable_sqlite``.
+The adapters' ``run_turn``, ``archive_workflow``, ``sweep_orphans`` and ``bind_tools`` run
+them; what they return is here, with the store protocol (``DurableStore``, or
+``AsyncDurableStore`` for an async driver; ``MemoryStore`` for tests), its records, the
+errors, and the crash-safe tool helpers. The SQLite store lives in
+``coder_io_sync.durable_sqlite``.
+
+Everything in the package is pure: the store is reached through store-call actions (machines)
+and effects (programs), the server through ``SendRequest``, the clock through ``now``.
 """
 
-from .cleanup import (
-    ArchiveWorkflow,
-    ArchiveWorkflowResult,
-    OrphanSweep,
-    SweepResult,
-    parse_timestamp,
-)
-from .effects import Invoke, WallClock
-from .errors import DurableStoreError, RecoveryError
-from .machine import DurableMachine, RelayedRequest
-from .records import (
+from ._archiving import ArchiveWorkflowResult, SweepResult
+from ._errors import DurableStoreError, RecoveryError
+from ._records import (
     COMMITTING,
     CUT_SHORT,
     DEFAULT_TENANT,
@@ -31,55 +27,17 @@ from .records import (
     SUBMITTING,
     Checkpoint,
     JournalEntry,
+    JournalState,
     LedgerEntry,
+    LedgerState,
+    StepOutcome,
     StrandedChat,
     idempotency_key,
 )
-from .recovery import (
-    DEFAULT_COMMIT_WINDOW,
-    DEFAULT_SETTLE_TIMEOUT,
-    NOT_EXECUTED_MESSAGE,
-    PastStep,
-    Recovery,
-    RecoveryOutcome,
-    StructuredAnswer,
-)
-from .scan import (
-    HistoryScan,
-    default_step,
-    marked_prompt,
-    pending_client_calls,
-    recover_structured,
-    recover_text,
-    step_marker,
-)
-from .step import (
-    Drive,
-    DurableStepResult,
-    RunAgentTurn,
-    StepPlan,
-    TurnReport,
-    latest_step,
-    needs_recovery,
-    step_program,
-    turn_outcome,
-)
-from .store import (
-    AsyncDurableStore,
-    DurableStore,
-    MemoryStore,
-    StoreCall,
-    StoreOp,
-    check_store,
-    store_call,
-)
-from .tools import (
-    CrashSafeTool,
-    DurableBinding,
-    DurableToolContext,
-    crash_safe,
-    run_program,
-)
+from ._recovery import DEFAULT_COMMIT_WINDOW, DEFAULT_SETTLE_TIMEOUT
+from ._step import DurableStepResult
+from ._store import AsyncDurableStore, DurableStore, MemoryStore, check_store
+from ._tools import CrashSafeTool, DurableToolContext, crash_safe
 
 __all__ = [
     "COMMITTING",
@@ -88,59 +46,30 @@ __all__ = [
     "DEFAULT_SETTLE_TIMEOUT",
     "DEFAULT_TENANT",
     "DONE",
-    "NOT_EXECUTED_MESSAGE",
     "OUTCOME_ABORTED",
     "OUTCOME_FAILED",
     "OUTCOME_FINISHED",
     "OUTCOME_IN_FLIGHT",
     "RESUMED",
     "SUBMITTING",
-    "ArchiveWorkflow",
     "ArchiveWorkflowResult",
     "AsyncDurableStore",
     "Checkpoint",
     "CrashSafeTool",
-    "Drive",
-    "DurableBinding",
-    "DurableMachine",
     "DurableStepResult",
     "DurableStore",
     "DurableStoreError",
     "DurableToolContext",
-    "HistoryScan",
-    "Invoke",
     "JournalEntry",
+    "JournalState",
     "LedgerEntry",
+    "LedgerState",
     "MemoryStore",
-    "OrphanSweep",
-    "PastStep",
-    "Recovery",
     "RecoveryError",
-    "RecoveryOutcome",
-    "RelayedRequest",
-    "RunAgentTurn",
-    "StepPlan",
-    "StoreCall",
-    "StoreOp",
+    "StepOutcome",
     "StrandedChat",
-    "StructuredAnswer",
     "SweepResult",
-    "TurnReport",
-    "WallClock",
     "check_store",
     "crash_safe",
-    "default_step",
     "idempotency_key",
-    "latest_step",
-    "marked_prompt",
-    "needs_recovery",
-    "parse_timestamp",
-    "pending_client_calls",
-    "recover_structured",
-    "recover_text",
-    "run_program",
-    "step_marker",
-    "step_program",
-    "store_call",
-    "turn_outcome",
 ]

@@ -1,7 +1,7 @@
 """A faithful fake of Coder's chat server ("chatd"), as a pure model.
 
 ``FakeCoderModel`` reproduces the server's REST surface, lifecycle state machine and stream
-semantics (spec/server-behaviour.md, sections 1-8) without any I/O: an adapter
+semantics (server-behaviour 1-8) without any I/O: an adapter
 (``coder_io_asyncio.fake_server.FakeCoderServer``) serves it over loopback HTTP and
 WebSocket. Scripts (``Script``, ``Say``, ``CallClientTool`` ...) decide what the simulated
 model does with each prompt; ``Faults`` injects failures deterministically.

@@ -1,8 +1,8 @@
 """Small pure helpers for the fake server: timestamps, ids and JSON text.
 
-Nothing here reads a clock or draws from the system's randomness: timestamps are formatted
-from the epoch seconds the fake's clock gave, and UUIDs come from a seeded ``random.Random``,
-so a seeded fake answers with the same ids every run.
+Nothing here reads a clock or draws from the system's randomness (docs/architecture.md rule
+2): timestamps are formatted from the epoch seconds the fake's clock gave, and UUIDs come from
+a seeded ``random.Random``, so a seeded fake answers with the same ids every run.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from typing import Any, Final
 
 import attrs
 
-from ..constants import MAX_QUEUE_SIZE
+from .._constants import MAX_QUEUE_SIZE
 from .script import ScriptBook
 from .state import FakeModelSpec
 

@@ -19,8 +19,8 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import attrs
 
+from .._errors import CoderAgentError
 from .._json import loads
-from ..errors import CoderAgentError
 from ._util import UUID_RE, encode_json
 
 __all__ = [

@@ -22,8 +22,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final
 from urllib.parse import unquote
 
-from .._json import js_stringify, loads
-from ..constants import (
+from .._constants import (
     ALLOWED_MEDIA_TYPES,
     DEFAULT_CHAT_ERROR_MESSAGE,
     MAX_ATTACHMENT_BYTES,
@@ -40,6 +39,7 @@ from ..constants import (
     STATUS_RUNNING,
     STATUS_WAITING,
 )
+from .._json import js_stringify, loads
 from ._util import UUID_RE, new_uuid, rfc3339
 from .config import FakeConfig, FakeCounters, Faults
 from .http import (

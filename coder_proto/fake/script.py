@@ -33,8 +33,8 @@ from typing import Any, TypeAlias
 
 import attrs
 
+from .._errors import CoderAgentError
 from .._json import js_stringify
-from ..errors import CoderAgentError
 
 __all__ = [
     "CallClientTool",

@@ -21,7 +21,7 @@ import math
 from collections import Counter, deque
 from typing import TYPE_CHECKING, Any
 
-from ..constants import SERVER_FRAME_BATCH, STATUS_ERROR, STATUS_REQUIRES_ACTION
+from .._constants import SERVER_FRAME_BATCH, STATUS_ERROR, STATUS_REQUIRES_ACTION
 from ._util import encode_json
 from .config import FrameDelay, FrameStall, StreamDrop, drop_matches_event
 from .state import FakeChat, part_json

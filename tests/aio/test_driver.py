@@ -1,4 +1,4 @@
-"""The asyncio driver over loopback (DESIGN "The adapters"; wire 1.1, 11; D12, D22-D24):
+"""The asyncio driver over loopback (docs/architecture.md "The adapters"; wire 1.1, 11; D12, D22-D24):
 REST through httpx with ``http:*`` events, stream sockets, client tools, the session's
 between-turn reading, background interrupts, cancellation that leaves no socket or task, and
 TLS verification against a self-signed loopback server.
@@ -25,17 +25,16 @@ import pytest
 
 from coder_io_asyncio._driver import Driver, ssl_context, transport_sink
 from coder_io_asyncio.fake_server import FakeCoderServer
-from coder_proto.actions import ToolOutcome
-from coder_proto.client import RestJob, rest_job
-from coder_proto.errors import CoderAgentError, CoderNetworkError
+from coder_proto import CoderAgentError, CoderNetworkError, DynamicTool, TextDelta, WatchBackoff
+from coder_proto._actions import ToolOutcome
+from coder_proto._agent.session import Session
+from coder_proto._agent.session_state import SessionConfig
+from coder_proto._rest.jobs import RestJob, rest_job
+from coder_proto._rest.prefix import PrefixSelector
+from coder_proto._rest.routes import build_list_chats, parse_list_chats
+from coder_proto._stream.watch import WatchMachine
+from coder_proto._transport_events import TransportEventSink
 from coder_proto.fake import CallClientTool, Say, Script, Wait
-from coder_proto.operations import build_list_chats, parse_list_chats
-from coder_proto.parts import TextDelta
-from coder_proto.prefix import PrefixSelector
-from coder_proto.session import Session, SessionConfig
-from coder_proto.transport_events import TransportEventSink
-from coder_proto.watch import WatchBackoff, WatchMachine
-from coder_proto.wire.chats import DynamicTool
 
 WEATHER = DynamicTool(
     name="get_weather",

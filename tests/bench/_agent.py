@@ -327,12 +327,12 @@ async def core_turn_asyncio(
     ``marks["reads"]`` the number of socket reads."""
     import asyncio
 
-    from coder_proto.actions import CloseConnection as CloseAction
-    from coder_proto.actions import OpenConnection, SendData
-    from coder_proto.parts import TextDelta
-    from coder_proto.reader import StreamReader
-    from coder_proto.translator import TurnTranslator
-    from coder_proto.wire.events import MessagePartEvent
+    from coder_proto import TextDelta
+    from coder_proto._actions import CloseConnection as CloseAction
+    from coder_proto._actions import OpenConnection, SendData
+    from coder_proto._stream.reader import StreamReader
+    from coder_proto._stream.translator import TurnTranslator
+    from coder_proto._wire.events import MessagePartEvent
 
     url = urlsplit(info["url"])
     host, port = url.hostname or "127.0.0.1", url.port or 80

@@ -13,13 +13,13 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from coder_proto import Finish, ReasoningDelta, TextDelta
+from coder_proto._actions import SendData
 from coder_proto._json import std_loads
-from coder_proto.actions import SendData
-from coder_proto.parts import Finish, ReasoningDelta, TextDelta
-from coder_proto.reader import StreamReader
-from coder_proto.translator import TurnTranslator
-from coder_proto.wire import events as wire_events
-from coder_proto.wire.events import parse_frame
+from coder_proto._stream.reader import StreamReader
+from coder_proto._stream.translator import TurnTranslator
+from coder_proto._wire import events as wire_events
+from coder_proto._wire.events import parse_frame
 
 from ._data import CHAT_ID, chunked, ws_frames, ws_handshake
 

@@ -70,7 +70,7 @@ def _cpu_verdict(ratio: float | None, streamed: int, chats: int) -> dict[str, An
 
 
 def _open_chats(count: int) -> list[tuple[Any, Any, Any]]:
-    from coder_proto.translator import TurnTranslator
+    from coder_proto._stream.translator import TurnTranslator
 
     chats = []
     for _ in range(count):

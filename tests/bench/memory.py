@@ -62,7 +62,7 @@ def _peak() -> int:
 
 
 def _core_child(n: int, mode: str) -> dict[str, Any]:
-    from coder_proto.parts import TextDelta
+    from coder_proto import TextDelta
 
     from ._data import one_event_frames, transcript_lines
     from ._pipelines import ws_bytes
@@ -71,7 +71,7 @@ def _core_child(n: int, mode: str) -> dict[str, Any]:
     new_reader, reads = ws_bytes(one_event_frames(lines))
     del lines
     # Warm-up: a short turn through the same code, so lazily built caches are not counted.
-    from coder_proto.translator import TurnTranslator
+    from coder_proto._stream.translator import TurnTranslator
 
     def turn(reads: list[bytes], keep: bool) -> str:
         reader = new_reader()

@@ -24,13 +24,13 @@ from wsproto import ConnectionType, WSConnection
 from wsproto.events import AcceptConnection, Request, TextMessage
 
 from coder_proto import _json
+from coder_proto._outputs import TextDelta, make_text_delta
 from coder_proto._speedups import orjson, std_loads
-from coder_proto.parts import TextDelta, make_text_delta
-from coder_proto.translator import TurnTranslator
-from coder_proto.websocket import WebSocketClient
-from coder_proto.wire import events as wire_events
-from coder_proto.wire.events import MessagePartEvent, StatusEvent, parse_event
-from coder_proto.wire.parts import parse_part
+from coder_proto._stream.translator import TurnTranslator
+from coder_proto._stream.websocket import WebSocketClient
+from coder_proto._wire import events as wire_events
+from coder_proto._wire.events import MessagePartEvent, StatusEvent, parse_event
+from coder_proto._wire.message_parts import parse_part
 
 CHAT_ID = "c0ffee00-1234-4abc-8def-0123456789ab"
 URL = f"ws://127.0.0.1:9/api/v2/chats/{CHAT_ID}/stream?after_id=1"
@@ -306,7 +306,7 @@ def segment_pair() -> dict[str, Any]:
     read loop taking runs of deltas in one go, and without: its check for a delta never
     matches when the module's ``MessagePartEvent`` is swapped for another class, so every
     event takes the general way through the loop."""
-    from coder_proto import segment
+    from coder_proto._agent import segment
     from tests.core_driver import Harness, delta, message, status
 
     count = 2_000

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from coder_proto.parts import ErrorPart, Finish, OutputPart, Usage
-from coder_proto.promotion import QueuedSubmission
-from coder_proto.translator import TurnTranslator
-from coder_proto.wire import StreamEvent, events_from_json
+from coder_proto import ErrorPart, Finish, OutputPart, Usage
+from coder_proto._stream.promotion import QueuedSubmission
+from coder_proto._stream.translator import TurnTranslator
+from coder_proto._wire import StreamEvent, events_from_json
 
 # -- names -----------------------------------------------------------------------------------
 

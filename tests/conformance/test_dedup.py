@@ -11,7 +11,7 @@ next connection is accepted. Verdicts come from the ``ws:event`` transport event
 ``test_dedup_reader`` checks ``verdicts``, ``redials``, ``readerError`` and, where recorded,
 ``sockets`` and ``interruptRequests`` exactly. ``test_dedup_turn`` checks the ``turn``
 expectation by translating the forwarded events with the model-loop rule (FORMAT.md 4.7);
-it needs ``coder_proto.translator`` and skips with the reason when that is not importable.
+it needs ``coder_proto._stream.translator`` and skips with the reason when that is not importable.
 """
 
 from __future__ import annotations
@@ -21,10 +21,11 @@ from typing import Any
 
 import pytest
 
-from coder_proto.actions import SendRequest
-from coder_proto.reader import StreamReader
-from coder_proto.transport_events import TransportEventSink, WsEventEvent, WsRedialEvent
-from coder_proto.wire import MessageEvent, MessagePartEvent, StreamEvent
+from coder_proto import WsEventEvent, WsRedialEvent
+from coder_proto._actions import SendRequest
+from coder_proto._stream.reader import StreamReader
+from coder_proto._transport_events import TransportEventSink
+from coder_proto._wire import MessageEvent, MessagePartEvent, StreamEvent
 from tests.test_reader import Net
 
 from .cases import cases, load
@@ -156,7 +157,7 @@ def test_dedup_turn(path: pathlib.Path) -> None:
             usage_to_ts,
         )
     except ImportError as exc:  # pragma: no cover - depends on the translator being present
-        pytest.skip(f"the turn expectation needs coder_proto.translator ({exc})")
+        pytest.skip(f"the turn expectation needs coder_proto._stream.translator ({exc})")
     case = load(path)
     expected = case["expected"]["turn"]
     replay = Replay(case)

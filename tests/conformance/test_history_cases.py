@@ -12,17 +12,16 @@ from typing import Any
 
 import pytest
 
-from coder_proto.history import (
+from coder_proto import (
     UIDynamicToolPart,
     UIFilePart,
     UIMessage,
-    UIPart,
     UIReasoningPart,
     UISourceUrlPart,
     UITextPart,
-    to_ui_messages,
 )
-from coder_proto.wire import ChatMessage, FilePart
+from coder_proto._agent.history import UIPart, to_ui_messages
+from coder_proto._wire import ChatMessage, FilePart
 from tests.conformance.cases import cases, load
 
 

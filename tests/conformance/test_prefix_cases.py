@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from coder_proto.errors import CoderAgentError, CoderApiError, CoderNetworkError
-from coder_proto.operations import build_get_chat, parse_get_chat
-from coder_proto.prefix import Completed, Failed, PrefixSelector, Retry
-from coder_proto.rest import HttpRequest, HttpResponse
+from coder_proto import CoderAgentError, CoderApiError, CoderNetworkError
+from coder_proto._rest.http import HttpRequest, HttpResponse
+from coder_proto._rest.prefix import Completed, Failed, PrefixSelector, Retry
+from coder_proto._rest.routes import build_get_chat, parse_get_chat
 from tests.conformance.cases import cases, load
 
 #: TypeScript op names of the calls that preflight -> our op names (D24).

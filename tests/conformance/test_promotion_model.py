@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 
-from coder_proto.parts import StreamStart
-from coder_proto.session import Session, SessionConfig
-from coder_proto.turn import Turn
+from coder_proto import StreamStart
+from coder_proto._agent.session import Session
+from coder_proto._agent.session_state import SessionConfig
+from coder_proto._agent.turn import Turn
 from tests.core_driver import CaseEnv, Driver, ai_sdk_prompt, rewrite
 
 from .cases import cases, load

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from coder_proto.parts import OutputPart
-from coder_proto.translator import TurnTranslator
+from coder_proto import OutputPart
+from coder_proto._stream.translator import TurnTranslator
 
 from .cases import cases, load
 from .mapping import (

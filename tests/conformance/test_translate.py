@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from coder_proto.parts import OutputPart
+from coder_proto import OutputPart
 
 from .cases import cases, load
 from .mapping import (

@@ -16,12 +16,11 @@ from typing import Any
 
 import pytest
 
-from coder_proto.errors import CoderChatError, CoderStreamError
-from coder_proto.parts import Finish
-from coder_proto.session import Session, SessionConfig
-from coder_proto.transport_events import TransportEventSink
-from coder_proto.turn import Turn
-from coder_proto.wire.chats import DynamicTool
+from coder_proto import CoderChatError, CoderStreamError, DynamicTool, Finish
+from coder_proto._agent.session import Session
+from coder_proto._agent.session_state import SessionConfig
+from coder_proto._agent.turn import Turn
+from coder_proto._transport_events import TransportEventSink
 from tests.core_driver import AbortError, CaseEnv, Driver, ai_sdk_prompt, rewrite
 
 from .cases import cases, load

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from coder_proto.parts import OutputPart
-from coder_proto.translator import TurnTranslator
-from coder_proto.usage import sum_usage
+from coder_proto import OutputPart
+from coder_proto._stream.translator import TurnTranslator
+from coder_proto._stream.usage import sum_usage
 
 from .cases import cases, load
 from .mapping import (

@@ -17,21 +17,16 @@ from typing import Any
 
 import attrs
 
-from coder_proto.actions import CancelRequest, RunTools, SendRequest, ToolOutcome
-from coder_proto.durable import (
-    Drive,
-    DurableMachine,
-    Invoke,
-    MemoryStore,
-    RunAgentTurn,
-    StoreCall,
-    StoreOp,
-    WallClock,
-)
+from coder_proto import ToolCall
+from coder_proto._actions import CancelRequest, RunTools, SendRequest, ToolOutcome
+from coder_proto._rest.http import HttpRequest, HttpResponse
+from coder_proto._rest.prefix import PrefixSelector
+from coder_proto.durable import MemoryStore
+from coder_proto.durable._effects import Invoke, WallClock
+from coder_proto.durable._step import Drive, RunAgentTurn
+from coder_proto.durable._store import StoreCall, StoreOp
+from coder_proto.durable._store_engine import DurableMachine
 from coder_proto.fake import FakeCoderModel, FakeConfig, Script
-from coder_proto.parts import ToolCall
-from coder_proto.prefix import PrefixSelector
-from coder_proto.rest import HttpRequest, HttpResponse
 
 V2 = "/api/v2/chats"
 WALL_OFFSET = 1_800_000_000.0

@@ -1,4 +1,4 @@
-"""The crash-point matrix (project issue 7; seed durable-workflows).
+"""The crash-point matrix (docs/durable-workflows.md "Recover after a crash").
 
 Each scenario runs the workflow of ``tests/durable/worker.py`` in a subprocess against the
 fake server (which stays up in the test process), SIGKILLs it at the named crash point, maybe

@@ -1,5 +1,5 @@
 """Durable workflows on every runtime against the fake server over loopback (the same test
-bodies on asyncio, trio and blocking; seed durable-workflows; D5, D22, D26): ``run_turn`` (one
+bodies on asyncio, trio and blocking; docs/durable-workflows.md; D5, D22, D26): ``run_turn`` (one
 turn per step, recovery before resubmitting, the checkpoint in ``finally``), crash-safe tools
 re-driven by recovery after a crash, ``archive_workflow``, ``sweep_orphans`` and
 ``bind_tools``.
@@ -17,6 +17,7 @@ import pytest
 
 from coder_io_asyncio.fake_server import FakeCoderServer
 from coder_io_sync.durable_sqlite import SQLiteStore
+from coder_proto import CoderAgentError, CoderChatError
 from coder_proto.durable import (
     CUT_SHORT,
     OUTCOME_ABORTED,
@@ -30,10 +31,8 @@ from coder_proto.durable import (
     MemoryStore,
     crash_safe,
     idempotency_key,
-    marked_prompt,
-    step_marker,
 )
-from coder_proto.errors import CoderAgentError, CoderChatError
+from coder_proto.durable._scan import marked_prompt, step_marker
 from coder_proto.fake import CallClientTool, Fail, Say, Script, Wait
 
 CHARGES: dict[str, int] = {}

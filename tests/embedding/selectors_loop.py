@@ -28,7 +28,7 @@ the turn starts a background interrupt of the server's run, which the loop finis
 before the program exits with status 130.
 
 The loop decides nothing: redials after a dropped stream, retries, status checks and timeouts
-are the core's (DESIGN "The adapters"). Its simplifications, each a place to do better in a
+are the core's (docs/architecture.md "The adapters"). Its simplifications, each a place to do better in a
 production loop:
 
 * DNS resolution (``getaddrinfo``) blocks; it is instant for IP literals and ``localhost``.
@@ -62,7 +62,18 @@ from urllib.parse import SplitResult, urlsplit
 import attrs
 import h11
 
-from coder_proto.actions import (
+from coder_proto import (
+    CoderAgentError,
+    DynamicTool,
+    OutputPart,
+    TextDelta,
+    Tool,
+    ToolCall,
+    ToolContext,
+    TurnResult,
+    tool,
+)
+from coder_proto._actions import (
     Action,
     CancelRequest,
     CloseConnection,
@@ -74,16 +85,14 @@ from coder_proto.actions import (
     SendRequest,
     ToolOutcome,
 )
-from coder_proto.constants import SESSION_TOKEN_HEADER
-from coder_proto.errors import CoderAgentError
-from coder_proto.machine import CoreMachine
-from coder_proto.parts import OutputPart, TextDelta, ToolCall
-from coder_proto.rest import HttpResponse
-from coder_proto.session import Session, SessionConfig
-from coder_proto.tools import Tool, ToolContext, encode_output, tool, tools_by_name
-from coder_proto.transport_events import TransportEventSink
-from coder_proto.turn import Turn, TurnResult
-from coder_proto.wire.chats import DynamicTool
+from coder_proto._agent.session import Session
+from coder_proto._agent.session_state import SessionConfig
+from coder_proto._agent.tools import encode_output, tools_by_name
+from coder_proto._agent.turn import Turn
+from coder_proto._constants import SESSION_TOKEN_HEADER
+from coder_proto._engine import CoreMachine
+from coder_proto._rest.http import HttpResponse
+from coder_proto._transport_events import TransportEventSink
 
 __all__ = ["Channel", "HttpExchange", "SelectorsLoop", "get_weather", "main"]
 

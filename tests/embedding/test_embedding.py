@@ -1,4 +1,4 @@
-"""The core embedded in a plain ``selectors`` loop (issue 5, "Embedding the core").
+"""The core embedded in a plain ``selectors`` loop (docs/architecture.md "The embedder's surface").
 
 ``tests/embedding/selectors_loop.py`` runs in a subprocess exactly as documented
 (``python -m tests.embedding.selectors_loop --url ... "prompt"``), with an import hook that

@@ -2,7 +2,7 @@
 wsproto client core shared by the blocking, asyncio and trio socket tests.
 
 Every frame a test receives is also parsed with the client's own parser
-(``coder_proto.wire.parse_frame``), so the fake's wire format is checked against what the
+(``coder_proto._wire.parse_frame``), so the fake's wire format is checked against what the
 library accepts as well as against the spec.
 """
 
@@ -24,6 +24,7 @@ from wsproto.events import (
     TextMessage,
 )
 
+from coder_proto._wire import parse_frame, parse_watch_frame
 from coder_proto.fake import (
     FakeCoderModel,
     FakeConfig,
@@ -32,7 +33,6 @@ from coder_proto.fake import (
     StreamSubscription,
     WatchSubscription,
 )
-from coder_proto.wire import parse_frame, parse_watch_frame
 
 V2 = "/api/v2/chats"
 LEGACY = "/api/experimental/chats"

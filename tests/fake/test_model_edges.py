@@ -7,7 +7,7 @@ import pickle
 
 import pytest
 
-from coder_proto.errors import CoderAgentError
+from coder_proto import CoderAgentError
 from coder_proto.fake import (
     CallClientTool,
     CallServerTool,

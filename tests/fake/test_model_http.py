@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from coder_proto._wire import ChatMessagesResponse, ModelCatalog
 from coder_proto.fake import FakeHttpResponse, StreamSubscription, WatchSubscription
-from coder_proto.wire import ChatMessagesResponse, ModelCatalog
 
 from .support import LEGACY, V2, Api
 

@@ -343,7 +343,7 @@ def test_send_queue_to_paused_chat_waits_in_the_queue() -> None:
 
 def test_busy_interrupt_on_paused_chat_cancels_tool_calls_and_runs() -> None:
     """A + interrupt → cancellation results, message queued, status ``running``; the model
-    continues on the cancelled results, then the queue drains (Q7)."""
+    continues on the cancelled results, then the queue drains (server-behaviour Q7)."""
     api = Api()
     chat_id = paused_chat(api)
     call_id = api.pending_ids(chat_id)[0]

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from coder_proto._wire import parse_frame
 from coder_proto.fake import (
     CallClientTool,
     CallServerTool,
@@ -19,7 +20,6 @@ from coder_proto.fake import (
     Wait,
 )
 from coder_proto.fake.state import ZERO_VALUE_KEYS
-from coder_proto.wire import parse_frame
 
 from .support import (
     WEATHER_TOOL,

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coder_proto.errors import CoderAgentError
+from coder_proto import CoderAgentError
 from coder_proto.fake import (
     CallClientTool,
     CallServerTool,

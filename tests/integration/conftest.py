@@ -1,5 +1,5 @@
 """Fixtures for the integration scenarios: fake servers over loopback, the runtime facades,
-and the token check every scenario gets for free (DESIGN rule 6: the session token appears in
+and the token check every scenario gets for free (docs/architecture.md rule 6: the session token appears in
 no repr, exception, log record or transport event)."""
 
 from __future__ import annotations

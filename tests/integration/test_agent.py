@@ -507,7 +507,7 @@ def test_c5_a_fresh_chat_that_lost_its_stream_is_stranded_and_archived_later(
 # -- servers and errors (wire 1.4, 10) -------------------------------------------------------
 
 
-def test_wire14_a_legacy_only_server_is_used_through_the_experimental_prefix(
+def test_wire1_4_a_legacy_only_server_is_used_through_the_experimental_prefix(
     runtime: Any, make_server: MakeServer
 ) -> None:
     server = make_server(legacy_only=True)
@@ -620,7 +620,7 @@ def test_wire7_attachments_upload_transparently_and_attach_reuses_an_upload(
     assert "not allowed" in str(refused)
 
 
-# -- structured output (seed README rules 1-4) ------------------------------------------------
+# -- structured output (docs/agents.md "Structured output" rules 1-4) -------------------------
 
 
 @attrs.frozen

@@ -1,5 +1,5 @@
 """The runtime's own cancellation at every phase of a turn, on every runtime (D22; state
-machines C.3, H.3, H.4; issue 5 "cancellation tests with deliberately stuck streams").
+machines C.3, H.3, H.4), with streams deliberately stuck at each phase.
 
 Each scenario gets a turn (or an archive) stuck at one phase, cancels it with the runtime's
 idiom (``rt.within``: ``asyncio.timeout``, ``trio.fail_after``, the blocking ``timeout=``),

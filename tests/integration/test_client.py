@@ -2,7 +2,7 @@
 bodies on asyncio, trio and blocking): every operation of wire 2 and its error statuses,
 prefix negotiation on a legacy-only server (wire 1.4), uploads (wire 7, D20), model listing
 and hints (wire 8, D16), ``interrupt_chat(wait=True)`` (D11), workspace helpers (wire 9),
-construction (wire 1.1; D23) and the token never leaking (DESIGN rule 6; every test also gets
+construction (wire 1.1; D23) and the token never leaking (docs/architecture.md rule 6; every test also gets
 the conftest's leak check over events, results, errors and logs).
 """
 
@@ -17,10 +17,16 @@ import httpx
 import pytest
 
 from coder_io_asyncio.fake_server import FakeCoderServer
-from coder_proto.actions import ToolOutcome
-from coder_proto.errors import CoderAgentError, CoderApiError
+from coder_proto import (
+    CoderAgentError,
+    CoderApiError,
+    CreateChatRequest,
+    DynamicTool,
+    FileInput,
+    TextInput,
+)
+from coder_proto._actions import ToolOutcome
 from coder_proto.fake import CallClientTool, Say, Script, Wait
-from coder_proto.wire.chats import CreateChatRequest, DynamicTool, FileInput, TextInput
 
 from .conftest import MakeServer
 
@@ -566,7 +572,7 @@ def test_preview_and_share_use_v2_workspace_apis_without_events_wire_9(runtime: 
     assert events == []
 
 
-# -- secrets (DESIGN rule 6) ------------------------------------------------------------------------
+# -- secrets (docs/architecture.md rule 6) ----------------------------------------------------------
 
 
 def test_the_token_never_appears_in_reprs_errors_logs_or_events(

@@ -1,7 +1,7 @@
 """Recording on every runtime (docs/transcripts.md): ``recorder=`` on ``CoderAgent`` and on
 ``CoderChatClient`` records what crosses the wire on asyncio, trio and blocking alike, and the
-transcript replays offline through the core (``coder_proto.replay.replay``) to the outcome the
-user saw live, turn by turn, deterministically and without the session token (DESIGN rule 6).
+transcript replays offline through the core (``coder_proto.transcript.replay``) to the outcome the
+user saw live, turn by turn, deterministically and without the session token (docs/architecture.md rule 6).
 """
 
 from __future__ import annotations
@@ -12,10 +12,15 @@ from typing import Any
 import pytest
 
 from coder_io_asyncio.fake_server import FakeCoderServer
-from coder_proto.errors import CoderAgentError
+from coder_proto import CoderAgentError
 from coder_proto.fake import CallClientTool, Fail, Say, Script, Think, Wait
-from coder_proto.replay import replay
-from coder_proto.transcript import SessionCall, TranscriptRecorder, WsFrame, parse_transcript
+from coder_proto.transcript import (
+    SessionCall,
+    TranscriptRecorder,
+    WsFrame,
+    parse_transcript,
+    replay,
+)
 
 
 def get_weather(city: str) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """Record live sessions against the fake server over loopback, replay them offline through the
 core, and compare (issue "Transcripts"; docs/transcripts.md). Every recorded transcript of a
-full session is scanned for the session token (DESIGN rule 6)."""
+full session is scanned for the session token (docs/architecture.md rule 6)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,7 @@ from typing import Any
 
 import pytest
 
-from coder_proto.replay import replay
-from coder_proto.transcript import WsFrame, parse_transcript
+from coder_proto.transcript import WsFrame, parse_transcript, replay
 from fuzz.live import SCENARIOS, record_live
 
 

@@ -13,8 +13,7 @@ from typing import Any
 import pytest
 
 from coder_io_asyncio.fake_server import FakeCoderServer
-from coder_proto.errors import CoderApiError
-from coder_proto.watch import WatchBackoff
+from coder_proto import CoderApiError, WatchBackoff
 
 from .conftest import MakeServer
 

@@ -17,8 +17,7 @@ import coder_io_asyncio
 from coder_io_asyncio.fake_server import FakeCoderServer
 from coder_io_sync import CoderAgent, CoderAgentError, CoderChatClient, TextDelta, tool
 from coder_proto.fake import CallClientTool, Fail, Say, Script, Think, Wait
-from coder_proto.replay import replay
-from coder_proto.transcript import TranscriptRecorder, WsFrame, parse_transcript
+from coder_proto.transcript import TranscriptRecorder, WsFrame, parse_transcript, replay
 
 
 @pytest.fixture

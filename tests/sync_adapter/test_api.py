@@ -1,4 +1,4 @@
-"""The blocking adapter has the public API of the asyncio one (DESIGN "Public API": switching
+"""The blocking adapter has the public API of the asyncio one (docs/architecture.md "Public API": switching
 runtime is an import change): the same names, the same methods with the same parameters
 (blocking ``close`` / ``with`` / ``for`` in place of ``aclose`` / ``async with`` /
 ``async for``), plus the caller's ``timeout=`` where the blocking adapter has no other way to

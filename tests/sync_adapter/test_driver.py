@@ -1,4 +1,4 @@
-"""The blocking driver over loopback (DESIGN "The adapters"; wire 1.1, 11; D12, D22-D24):
+"""The blocking driver over loopback (docs/architecture.md "The adapters"; wire 1.1, 11; D12, D22-D24):
 REST through ``httpx.Client`` with ``http:*`` events, stream sockets, client tools in threads
 while the stream is read, background interrupts on the worker thread and its bound, caller
 deadlines that leave no socket or thread behind, and TLS verification against a self-signed
@@ -23,19 +23,18 @@ import pytest
 
 from coder_io_asyncio.fake_server import FakeCoderServer
 from coder_io_sync._driver import Deadline, Driver, ssl_context, transport_sink
-from coder_proto.actions import RunInBackground, ToolOutcome
-from coder_proto.cleanup import InterruptJob
-from coder_proto.client import RestJob, rest_job
-from coder_proto.errors import CoderAgentError, CoderNetworkError
+from coder_proto import CoderAgentError, CoderNetworkError, DynamicTool, TextDelta, WatchBackoff
+from coder_proto._actions import RunInBackground, ToolOutcome
+from coder_proto._agent.session import Session
+from coder_proto._agent.session_state import SessionConfig
+from coder_proto._engine import CoreMachine
+from coder_proto._rest.jobs import RestJob, rest_job
+from coder_proto._rest.prefix import PrefixSelector
+from coder_proto._rest.routes import build_list_chats, parse_list_chats
+from coder_proto._rest.stopping import InterruptJob
+from coder_proto._stream.watch import WatchMachine
+from coder_proto._transport_events import TransportEventSink
 from coder_proto.fake import CallClientTool, Say, Script, Wait
-from coder_proto.machine import CoreMachine
-from coder_proto.operations import build_list_chats, parse_list_chats
-from coder_proto.parts import TextDelta
-from coder_proto.prefix import PrefixSelector
-from coder_proto.session import Session, SessionConfig
-from coder_proto.transport_events import TransportEventSink
-from coder_proto.watch import WatchBackoff, WatchMachine
-from coder_proto.wire.chats import DynamicTool
 
 WEATHER = DynamicTool(
     name="get_weather",

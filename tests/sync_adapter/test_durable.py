@@ -1,4 +1,4 @@
-"""What only the blocking durable functions do (seed durable-workflows; D5): nothing there runs
+"""What only the blocking durable functions do (docs/durable-workflows.md; D5): nothing there runs
 an event loop, so an async crash-safe tool gets an error result instead of running, and a
 store whose plain methods hand back awaitables is refused. The behaviour every runtime
 shares is ``tests/durable/test_runtimes.py``."""

@@ -1,5 +1,5 @@
 """The blocking driver's socket and worker I/O with small test machines over loopback
-(``coder_proto.actions``): writes a slow peer cannot take at once are flushed when the socket
+(``coder_proto._actions``): writes a slow peer cannot take at once are flushed when the socket
 is writable, a peer's end and its reset become ``connection_lost`` / ``connection_failed``, a
 refused connect fails, connections the session opens between turns are connected by whoever
 drives next, and background jobs that sleep are ticked by the worker thread (D22)."""
@@ -18,19 +18,14 @@ import pytest
 
 from coder_io_asyncio.fake_server import FakeCoderServer
 from coder_io_sync._driver import Deadline, Driver
-from coder_proto.actions import (
-    Action,
-    CloseConnection,
-    OpenConnection,
-    RunInBackground,
-    SendData,
-)
-from coder_proto.errors import CoderAgentError
-from coder_proto.machine import CoreMachine
-from coder_proto.operations import build_get_chat
-from coder_proto.prefix import PrefixSelector
-from coder_proto.rest import HttpResponse
-from coder_proto.session import Session, SessionConfig
+from coder_proto import CoderAgentError
+from coder_proto._actions import Action, CloseConnection, OpenConnection, RunInBackground, SendData
+from coder_proto._agent.session import Session
+from coder_proto._agent.session_state import SessionConfig
+from coder_proto._engine import CoreMachine
+from coder_proto._rest.http import HttpResponse
+from coder_proto._rest.prefix import PrefixSelector
+from coder_proto._rest.routes import build_get_chat
 
 
 class Pipe:

@@ -14,8 +14,7 @@ import pytest
 
 from coder_io_asyncio.fake_server import FakeCoderServer
 from coder_io_sync import ChatWatch, CoderChatClient, watch_chats
-from coder_proto.watch import WatchBackoff
-from coder_proto.wire.chats import ChatWatchEvent
+from coder_proto import ChatWatchEvent, WatchBackoff
 
 FAST = WatchBackoff(initial=0.02, cap=0.1)
 

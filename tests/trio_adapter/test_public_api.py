@@ -1,5 +1,5 @@
-"""The trio adapter offers the asyncio adapter's public names (issue 5: the same API on every
-runtime), its own classes where the runtime matters, and the core's objects elsewhere."""
+"""The trio adapter offers the asyncio adapter's public names (docs/architecture.md "Public API": the same API on
+every runtime), its own classes where the runtime matters, and the core's objects elsewhere."""
 
 from __future__ import annotations
 
@@ -32,15 +32,16 @@ def test_runtime_classes_are_trio_ones_and_the_rest_is_shared() -> None:
 
 
 def test_every_adapter_exports_the_cores_public_names_and_its_own_runtime_names() -> None:
-    """DESIGN "Public API": the same names on every runtime; the runtime-independent ones are
-    the core's own objects (``coder_proto.public``), so one ``except`` works everywhere."""
+    """docs/architecture.md "Public API": the same names on every runtime; the runtime-independent ones are
+    the core's own objects (``coder_proto.__all__``), so one ``except`` works everywhere."""
     import coder_io_sync
-    from coder_proto import public
+    import coder_proto
+    from coder_proto._runtime_names import RUNTIME_NAMES
 
     for adapter in (coder_io_asyncio, coder_io_trio, coder_io_sync):
-        assert sorted(adapter.__all__) == sorted([*public.__all__, *public.RUNTIME_NAMES])
-        for name in public.__all__:
-            assert getattr(adapter, name) is getattr(public, name), (adapter.__name__, name)
-    for name in public.RUNTIME_NAMES:
+        assert sorted(adapter.__all__) == sorted([*coder_proto.__all__, *RUNTIME_NAMES])
+        for name in coder_proto.__all__:
+            assert getattr(adapter, name) is getattr(coder_proto, name), (adapter.__name__, name)
+    for name in RUNTIME_NAMES:
         objects = {id(getattr(a, name)) for a in (coder_io_asyncio, coder_io_trio, coder_io_sync)}
         assert len(objects) == 3, name  # each runtime's own

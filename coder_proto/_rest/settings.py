@@ -1,0 +1,93 @@
+"""A raw client's settings (wire 1.1, D23, D24): where it talks to and with which credential,
+the ``CODER_URL`` / ``CODER_SESSION_TOKEN`` defaults, the connect timeout of D23, and which
+requests a driver reports as ``http:*`` transport events (wire 9, 11), so that no driver
+carries policy of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final
+from urllib.parse import urlsplit
+
+import attrs
+
+from .._errors import CoderAgentError
+from .http import HttpRequest
+
+__all__ = [
+    "CONNECT_TIMEOUT",
+    "ENV_TOKEN",
+    "ENV_URL",
+    "UNOBSERVED_OPS",
+    "ClientSettings",
+    "emits_transport_events",
+]
+
+
+#: D23: the connect timeout of the HTTP clients an adapter creates (no read timeout: the
+#: core's deadlines bound every wait) and of the stream sockets it opens.
+CONNECT_TIMEOUT: Final = 30.0
+#: Operations that emit no ``http:*`` events: the workspace helpers (wire 9, 11).
+UNOBSERVED_OPS: Final = frozenset({"get_workspace", "get_app_host", "share_port"})
+#: The environment variables the client defaults from (wire 1.1; docs/decisions.md "Environment and defaults").
+ENV_URL: Final = "CODER_URL"
+ENV_TOKEN: Final = "CODER_SESSION_TOKEN"
+
+
+def emits_transport_events(request: HttpRequest) -> bool:
+    """True when a driver reports ``request`` as ``http:request`` / ``http:response`` /
+    ``http:error`` events (wire 11, D24): every REST call except the workspace helpers
+    (wire 9)."""
+    return request.op not in UNOBSERVED_OPS
+
+
+@attrs.frozen(kw_only=True)
+class ClientSettings:
+    """Where a client talks to and with which credential. The token is never shown."""
+
+    base_url: str
+    token: str = attrs.field(repr=False)
+
+    @classmethod
+    def resolve(
+        cls,
+        base_url: str | None = None,
+        token: str | None = None,
+        *,
+        environ: Mapping[str, str] | None = None,
+    ) -> ClientSettings:
+        """Explicit values win over ``CODER_URL`` / ``CODER_SESSION_TOKEN`` (from ``environ``,
+        which the adapter passes as ``os.environ``); one trailing ``/`` of the URL is removed
+        (wire 1.1). A missing URL or token, a URL that is not ``http(s)://host...``, or a
+        value of the wrong type raises ``CoderAgentError`` saying how to fix it."""
+        env = environ if environ is not None else {}
+        url = base_url if base_url is not None else env.get(ENV_URL) or None
+        secret = token if token is not None else env.get(ENV_TOKEN) or None
+        if url is None:
+            raise CoderAgentError(
+                f"no Coder deployment URL: pass base_url=... or set {ENV_URL} "
+                "(for example https://coder.example.com)"
+            )
+        if type(url) is not str:
+            raise CoderAgentError(f"base_url must be a string, got {type(url).__name__}")
+        if secret is None or secret == "":
+            raise CoderAgentError(f"no Coder session token: pass token=... or set {ENV_TOKEN}")
+        if type(secret) is not str:
+            raise CoderAgentError(f"token must be a string, got {type(secret).__name__}")
+        if any(c in secret for c in "\r\n\x00"):
+            raise CoderAgentError("token must not contain line breaks or NUL characters")
+        url = url.strip()
+        if url.endswith("/"):
+            url = url[:-1]
+        try:
+            parts = urlsplit(url)
+        except ValueError:
+            parts = None
+        if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+            raise CoderAgentError(
+                f"base_url must be an http:// or https:// URL with a host, got {url!r}"
+            )
+        if parts.query or parts.fragment:
+            raise CoderAgentError(f"base_url must not carry a query or fragment, got {url!r}")
+        return cls(base_url=url, token=secret)

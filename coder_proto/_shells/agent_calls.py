@@ -1,0 +1,84 @@
+"""The agent's plain operations (wire 2, 7, 8, H.3; D11, D17), defined once for every adapter:
+``interrupt``, ``list_models``, ``get_chat_cost``, ``attach`` and ``history``, each a
+``Call`` that the adapter's ``CoderAgent`` method of the same name and signature performs.
+"""
+
+from __future__ import annotations
+
+from .._agent.agent_core import AgentCore
+from .._agent.history import FileUrlResolver, HistoryJob, UIMessage, to_ui_messages
+from .._agent.prompt_plan import AttachedFile, prepare_attachment
+from .._agent.session_calls import InterruptResult
+from .._rest.routes import ChatCost
+from .._wire.chats import ChatModelConfig
+from .client_calls import Call, ChatCalls
+
+__all__ = ["AgentCalls"]
+
+
+class AgentCalls:
+    """The agent's plain operations (wire 2, 7, 8, H.3; D11, D17), defined once for every
+    adapter: each returns a ``coder_proto._shells.client_calls.Call`` that the adapter's ``CoderAgent`` method
+    of the same name and signature performs (``coder_proto._shells.client_calls.public_method``)."""
+
+    def __init__(self, core: AgentCore) -> None:
+        self._core = core
+
+    def __repr__(self) -> str:
+        return f"AgentCalls({self._core!r})"
+
+    def _chat_calls(self) -> ChatCalls:
+        session = self._core.session
+        return ChatCalls(session.selector, session.config.base_url)
+
+    def interrupt(
+        self, *, wait: bool = False, timeout: float | None = None
+    ) -> Call[InterruptResult]:
+        """Interrupt the session's chat (or the last known one) (H.3, D4): ``interrupted`` is
+        ``False`` when there is no chat. With ``wait``, poll until the chat settled, at most
+        ``timeout`` seconds (15 by default; builtin ``TimeoutError`` after that, D11). On the
+        blocking adapter it may be called from another thread while a turn runs: that turn
+        then settles and returns."""
+        session = self._core.session
+        return Call(
+            machine=lambda now, _data: session.interrupt(now=now, wait=wait, timeout=timeout),
+            session=session,
+        )
+
+    def list_models(self) -> Call[tuple[ChatModelConfig, ...]]:
+        """The organization's model configs (wire 8), to pick a ``model`` hint."""
+        return self._chat_calls().list_model_configs(self._core.organization_id)
+
+    def get_chat_cost(self, chat_id: str | None = None) -> Call[ChatCost]:
+        """The chat's cost (``GET {P}/{chat}/cost``; D17: never called implicitly). Defaults
+        to the session's chat, else the last known one."""
+        return self._chat_calls().get_chat_cost(chat_id or self._core.require_chat())
+
+    def attach(
+        self, content: object, *, media_type: str | None = None, filename: str | None = None
+    ) -> Call[AttachedFile]:
+        """Upload a file once (wire 7: allowlisted media types, 10 MiB) and return a reference
+        to put in later prompts without re-uploading. ``content`` is bytes, a path or a binary
+        file object; the media type defaults from the file name's extension."""
+        plan = prepare_attachment(content, media_type=media_type, filename=filename)
+        kind = plan.media_type
+        assert kind is not None
+        name = plan.filename
+        upload = self._chat_calls().upload_chat_file(
+            self._core.organization_id, content, media_type=kind, filename=name
+        )
+        return Call(
+            machine=upload.machine,
+            read=upload.read,
+            finish=lambda file_id: AttachedFile(file_id=file_id, media_type=kind, filename=name),
+        )
+
+    def history(self, *, file_url: FileUrlResolver | None = None) -> Call[list[UIMessage]]:
+        """The chat's whole history as UI messages (state machines I), oldest first."""
+        core = self._core
+        chat_id = core.require_chat()
+        selector = core.session.selector
+        return Call(
+            machine=lambda now, _data: HistoryJob(selector, chat_id, now=now),
+            finish=lambda messages: to_ui_messages(messages, file_url=file_url),
+        )

@@ -1,0 +1,341 @@
+"""Every raw ``CoderChatClient`` operation, defined once for the three adapters (wire 2, 6-9;
+D4, D10, D11, D16, D17, D20; docs/architecture.md "Public API": the same methods with the same parameters
+on every runtime).
+
+``ChatCalls`` holds each operation's public signature and docstring; calling one validates
+the arguments (before any request) and returns a ``Call``: the machine to run, and the file
+to read first for an upload. An adapter turns each ``ChatCalls`` method into its own
+``async`` or blocking method (``public_method`` copies the name, docstring and signature),
+so all its methods do is perform I/O: read the file (in a worker thread where its runtime
+needs one), then run the machine on its driver. The agent's plain operations are ``Call``
+values too (``coder_proto._shells.agent_calls.AgentCalls``).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Generic, TypeVar
+
+import attrs
+
+from .._agent.session import Session
+from .._rest.jobs import (
+    ModelConfigsJob,
+    PreviewJob,
+    ResolveModelJob,
+    RestJob,
+    WorkspacePreview,
+    interrupt_job,
+    rest_job,
+)
+from .._rest.prefix import PrefixSelector
+from .._rest.routes import ArchiveOutcome, ChatCost, ChatFile
+from .._rest.uploads import UploadPlan, parse_upload_chat_file, plan_upload
+from .._wire.chats import (
+    Chat,
+    ChatMessagesResponse,
+    ChatModelConfig,
+    CreateChatMessageRequest,
+    CreateChatMessageResponse,
+    CreateChatRequest,
+    DynamicTool,
+)
+from .client_arguments import create_chat_message_request, create_chat_request, tool_result_inputs
+
+__all__ = ["Call", "ChatCalls", "public_method"]
+
+T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+@attrs.frozen(kw_only=True)
+class Call(Generic[T]):
+    """One public operation, validated and ready to run. The adapter reads ``read`` first
+    when it is set (the path or file object of an upload: blocking I/O), then runs
+    ``machine(now, data)`` (``data`` is what it read, else ``None``) on its driver, with
+    ``session`` when the machine shares that session's connections, and returns
+    ``finish(result)``."""
+
+    machine: Callable[[float, Any], Any]
+    read: UploadPlan | None = None
+    session: Session | None = None
+    finish: Callable[[Any], T] = _identity
+
+
+def _unwrap_call(annotation: Any) -> Any:
+    # The specs' annotations are strings (postponed evaluation): "Call[X]" reads as "X".
+    if isinstance(annotation, str) and annotation.startswith("Call[") and annotation.endswith("]"):
+        return annotation[len("Call[") : -1]
+    return annotation
+
+
+def public_method(method: F, spec: Callable[..., Any], *, owner: str) -> F:
+    """``method`` (an adapter's wrapper around ``spec``) presented as ``spec``: its name,
+    ``owner``-qualified name, docstring and signature, the return annotation ``Call[X]``
+    shown as ``X`` (what the adapter's method returns)."""
+    signature = inspect.signature(spec)
+    method.__name__ = spec.__name__
+    method.__qualname__ = f"{owner}.{spec.__name__}"
+    method.__doc__ = spec.__doc__
+    method.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        return_annotation=_unwrap_call(signature.return_annotation)
+    )
+    return method
+
+
+class ChatCalls:
+    """The raw chat operations of one client: its prefix selector (wire 1.4) and base URL.
+    Each method's signature and docstring are the adapters' ``CoderChatClient`` method's."""
+
+    def __init__(self, selector: PrefixSelector, base_url: str) -> None:
+        self.selector = selector
+        self.base_url = base_url
+
+    def __repr__(self) -> str:
+        return f"ChatCalls({self.base_url!r})"
+
+    def _rest(self, op: str, *args: Any, **kwargs: Any) -> Call[Any]:
+        selector = self.selector
+        return Call(machine=lambda now, _data: rest_job(selector, op, *args, now=now, **kwargs))
+
+    # -- chats ----------------------------------------------------------------------------
+
+    def create_chat(
+        self,
+        request: CreateChatRequest | None = None,
+        *,
+        organization_id: str | None = None,
+        content: object = None,
+        system_prompt: str | None = None,
+        tools: Sequence[DynamicTool] = (),
+        model_config_id: str | None = None,
+        reasoning_effort: str | None = None,
+        workspace_id: str | None = None,
+        mcp_server_ids: Sequence[str] = (),
+        plan_mode: str | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> Call[Chat]:
+        """``POST {P}`` (wire 2.1): a ``CreateChatRequest``, or the same fields as keywords
+        (``content`` is a string or input parts). Returns the created ``Chat``."""
+        body = create_chat_request(
+            request,
+            organization_id=organization_id,
+            content=content,
+            system_prompt=system_prompt,
+            tools=tools,
+            model_config_id=model_config_id,
+            reasoning_effort=reasoning_effort,
+            workspace_id=workspace_id,
+            mcp_server_ids=mcp_server_ids,
+            plan_mode=plan_mode,
+            labels=labels,
+        )
+        return self._rest("create_chat", body)
+
+    def get_chat(self, chat_id: str) -> Call[Chat]:
+        """``GET {P}/{chat_id}``."""
+        return self._rest("get_chat", chat_id)
+
+    def list_chats(
+        self,
+        *,
+        q: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+    ) -> Call[tuple[Chat, ...]]:
+        """``GET {P}``: the chats visible to the user (search ``q``, ``labels`` filters,
+        pagination)."""
+        return self._rest("list_chats", q=q, labels=labels, limit=limit, offset=offset)
+
+    def update_chat(
+        self, chat_id: str, *, title: str | None = None, archived: bool | None = None
+    ) -> Call[None]:
+        """``PATCH {P}/{chat_id}`` with only the given fields."""
+        return self._rest("update_chat", chat_id, title=title, archived=archived)
+
+    def archive_chat(self, chat_id: str) -> Call[ArchiveOutcome]:
+        """``PATCH {P}/{chat_id}`` ``{"archived": true}`` (op ``archive_chat``). Returns
+        ``"archived"``, or ``"already_archived"`` for the server's 400 "Chat is already
+        archived." (D10). One request: a 409 (the chat is still active) is raised, not
+        retried."""
+        return self._rest("archive_chat", chat_id)
+
+    def interrupt_chat(
+        self,
+        chat_id: str,
+        *,
+        wait: bool = False,
+        timeout: float | None = None,
+        last_status: str | None = None,
+    ) -> Call[Chat]:
+        """``POST {P}/{chat_id}/interrupt`` (D4, D11). With ``wait``, sends ``?wait=true`` and
+        polls the chat every second until it is settled, raising the builtin ``TimeoutError``
+        after ``timeout`` seconds (15 s by default). ``last_status="requires_action"``
+        sends D4's follow-up when the answer says ``running``."""
+        selector = self.selector
+        return Call(
+            machine=lambda now, _data: interrupt_job(
+                selector, chat_id, now=now, wait=wait, timeout=timeout, last_status=last_status
+            )
+        )
+
+    def get_chat_cost(self, chat_id: str) -> Call[ChatCost]:
+        """``GET {P}/{chat_id}/cost``: the chat tree's cost (D17; never called implicitly)."""
+        return self._rest("get_chat_cost", chat_id)
+
+    # -- messages -------------------------------------------------------------------------
+
+    def create_chat_message(
+        self,
+        chat_id: str,
+        request: CreateChatMessageRequest | None = None,
+        *,
+        content: object = None,
+        model_config_id: str | None = None,
+        reasoning_effort: str | None = None,
+        busy_behavior: str | None = None,
+        mcp_server_ids: Sequence[str] | None = None,
+        plan_mode: str | None = None,
+    ) -> Call[CreateChatMessageResponse]:
+        """``POST {P}/{chat_id}/messages`` (wire 2.2): the message was committed
+        (``response.message``) or queued (``response.queued``)."""
+        body = create_chat_message_request(
+            request,
+            content=content,
+            model_config_id=model_config_id,
+            reasoning_effort=reasoning_effort,
+            busy_behavior=busy_behavior,
+            mcp_server_ids=mcp_server_ids,
+            plan_mode=plan_mode,
+        )
+        return self._rest("create_chat_message", chat_id, body)
+
+    def get_messages(
+        self,
+        chat_id: str,
+        *,
+        before_id: int | None = None,
+        after_id: int | None = None,
+        limit: int | None = None,
+    ) -> Call[ChatMessagesResponse]:
+        """``GET {P}/{chat_id}/messages``: newest first without cursors, ascending with only
+        ``after_id`` (server order, wire 2)."""
+        return self._rest(
+            "get_messages", chat_id, before_id=before_id, after_id=after_id, limit=limit
+        )
+
+    def submit_tool_results(self, chat_id: str, results: Sequence[Any]) -> Call[None]:
+        """``POST {P}/{chat_id}/tool-results`` with exactly the results given
+        (``ToolResultInput`` or ``ToolOutcome`` values; D5)."""
+        return self._rest("submit_tool_results", chat_id, tool_result_inputs(results))
+
+    def delete_queued_message(self, chat_id: str, queued_message_id: int) -> Call[None]:
+        """``DELETE {P}/{chat_id}/queue/{queued_message_id}`` (a queue-entry id). 404/409
+        mean it was already promoted or deleted (D9)."""
+        return self._rest("delete_queued_message", chat_id, queued_message_id)
+
+    # -- files ----------------------------------------------------------------------------
+
+    def upload_chat_file(
+        self,
+        organization_id: str,
+        content: object,
+        *,
+        media_type: str | None = None,
+        filename: str | None = None,
+    ) -> Call[str]:
+        """``POST {P}/files?organization=...`` with the raw bytes (wire 7, D20); returns the
+        file id. ``content`` is bytes, a path or a binary file object; the media type defaults
+        from the file name's extension. Allowlist and 10 MiB checks run before any request."""
+        plan = plan_upload(content, media_type=media_type, filename=filename)
+        selector = self.selector
+        if plan.data is not None:
+            request = plan.request(organization_id, plan.data)
+            return Call(
+                machine=lambda now, _data: RestJob(
+                    selector, request, parse_upload_chat_file, now=now
+                )
+            )
+
+        def machine(now: float, data: Any) -> RestJob[str]:
+            read = plan.request(organization_id, data)
+            return RestJob(selector, read, parse_upload_chat_file, now=now)
+
+        return Call(machine=machine, read=plan)
+
+    def get_chat_file(self, file_id: str) -> Call[ChatFile]:
+        """``GET {P}/files/{file_id}``: the bytes and media type."""
+        return self._rest("get_chat_file", file_id)
+
+    # -- models ---------------------------------------------------------------------------
+
+    def list_model_configs(self, organization_id: str) -> Call[tuple[ChatModelConfig, ...]]:
+        """The organization's model configs (wire 8, D16): the org route, falling back once to
+        the legacy route on 404. Never touches the chat prefix."""
+        selector = self.selector
+        return Call(machine=lambda now, _data: ModelConfigsJob(selector, organization_id, now=now))
+
+    def resolve_model_config_id(self, hint: str, organization_id: str) -> Call[str | None]:
+        """The config id a model hint designates (wire 8 order), or ``None`` when nothing
+        matches. A UUID hint is returned as is, with no request."""
+        selector = self.selector
+        return Call(
+            machine=lambda now, _data: ResolveModelJob(selector, hint, organization_id, now=now)
+        )
+
+    # -- workspaces (wire 9) --------------------------------------------------------------
+
+    def preview_url(
+        self,
+        workspace_id: str,
+        port: int,
+        *,
+        agent_name: str | None = None,
+        protocol: str = "http",
+    ) -> Call[WorkspacePreview]:
+        """The browser URL of ``port`` on the workspace (wire 9). The port keeps its current
+        share level (private to the owner unless shared). No transport events."""
+        return self._preview(workspace_id, port, agent_name, protocol, None)
+
+    def share_port(
+        self,
+        workspace_id: str,
+        port: int,
+        *,
+        share_level: str = "authenticated",
+        agent_name: str | None = None,
+        protocol: str = "http",
+    ) -> Call[WorkspacePreview]:
+        """Upsert the port's share level (``authenticated``, ``organization`` or ``public``)
+        and return its URL with the level in effect (wire 9). A 404 means the workspace was
+        not found or the server predates port sharing."""
+        return self._preview(workspace_id, port, agent_name, protocol, share_level)
+
+    def _preview(
+        self,
+        workspace_id: str,
+        port: int,
+        agent_name: str | None,
+        protocol: str,
+        share_level: str | None,
+    ) -> Call[WorkspacePreview]:
+        selector = self.selector
+        base_url = self.base_url
+        return Call(
+            machine=lambda now, _data: PreviewJob(
+                selector,
+                base_url=base_url,
+                workspace_id=workspace_id,
+                port=port,
+                agent_name=agent_name,
+                protocol=protocol,
+                share_level=share_level,
+                now=now,
+            )
+        )

@@ -1,0 +1,629 @@
+"""The per-turn stream reader: replay dedup, redials and backoff (state machines B and C;
+wire 4.5, 5, 11; D12-D15, D24).
+
+``StreamReader`` owns one turn's chat stream across all its connections. It dials
+``{prefix}/{chat_id}/stream`` with the turn's original ``after_id`` (every redial reuses the
+same URL, B.3), filters replayed deltas by episode at arrival (B.2), forwards everything else,
+and decides at each connection ending whether to give up or to redial after a backoff (C.2).
+It speaks the core's I/O vocabulary (``coder_proto._actions``): inputs carry ``now``, outputs are
+``OpenConnection`` / ``SendData`` / ``CloseConnection`` actions and a ``next_deadline()``.
+
+The reader never raises on remote input. A terminal failure ends it with ``done`` set and
+``error`` holding the typed error the segment surfaces (C.4):
+
+======================================  ====================================================
+ending                                  outcome
+======================================  ====================================================
+closed by the consumer (``close``)      done quietly, ``error`` stays ``None`` (C.2.1)
+upgrade rejected with a terminal 4xx    ``CoderApiError`` (C.2.2, D12)
+unparseable frame, WebSocket violation  ``CoderProtocolError`` "failed to parse chat stream
+                                        frame" (C.2.3)
+untrackable deltas outstanding          ``CoderStreamError`` reason ``untrackable-deltas``
+                                        (C.2.4, D14)
+5th ending without progress             ``CoderStreamError`` reason
+                                        ``redial-budget-exhausted`` (C.2.6)
+any other ending                        ``ws:redial``, wait ``backoff``, dial again (C.2.7)
+======================================  ====================================================
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+from typing import Final
+from urllib.parse import quote, urlsplit, urlunsplit
+
+import attrs
+
+from .._actions import Action, CloseConnection, OpenConnection, SendData
+from .._constants import (
+    DEFAULT_MAX_MESSAGE_SIZE,
+    MAX_CONSECUTIVE_FAILURES,
+    REDIAL_BACKOFF_CAP,
+    REDIAL_BACKOFF_MULTIPLIER,
+    REDIAL_INITIAL_BACKOFF,
+    TRANSIENT_UPGRADE_STATUSES,
+)
+from .._errors import CoderAgentError, CoderNetworkError, CoderProtocolError, CoderStreamError
+from .._rest.http import HttpRequest, HttpResponse, api_error_from_response, build_path
+from .._rest.routes import check_unicode
+from .._transport_events import (
+    TransportEventSink,
+    WsCloseEvent,
+    WsDialEvent,
+    WsErrorEvent,
+    WsEventEvent,
+    WsOpenEvent,
+    WsRedialEvent,
+)
+from .._wire.events import MessageEvent, MessagePartEvent, StreamEvent, parse_frame
+from .websocket import (
+    CLOSE_NORMAL,
+    WebSocketClient,
+    WsClosed,
+    WsEvent,
+    WsFailed,
+    WsOpen,
+    WsRejected,
+    WsText,
+    websocket_url,
+)
+
+__all__ = [
+    "PARSE_FAILURE_MESSAGE",
+    "BackoffPolicy",
+    "StreamReader",
+    "budget_exhausted_message",
+]
+
+logger = logging.getLogger("coder_proto")
+
+#: The terminal error and ``ws:error`` message for a frame that cannot be decoded (C.2.3).
+PARSE_FAILURE_MESSAGE: Final = "failed to parse chat stream frame"
+#: wire 5 item 4, verbatim.
+UNTRACKABLE_MESSAGE: Final = (
+    "chat stream dropped mid-turn and cannot be resumed: this server does not stamp deltas "
+    "with history_version/generation_attempt/seq, so a redial would replay them"
+)
+#: The ``ws:error`` message of a socket error that carried none (wire 5).
+DEFAULT_SOCKET_ERROR: Final = "chat stream socket error"
+#: The ``op`` of the request value a rejected upgrade is classified with (D24 naming).
+STREAM_OP: Final = "stream_events"
+#: Network closes report this code on ``ws:close`` (RFC 6455 7.1.5: closed abnormally).
+ABNORMAL_CLOSURE: Final = 1006
+
+
+def budget_exhausted_message(path: str, failures: int) -> str:
+    """wire 5 item 5, verbatim."""
+    return (
+        f"Coder chat stream {path} could not be (re-)established after {failures} "
+        "consecutive connection failures without progress"
+    )
+
+
+@attrs.frozen(kw_only=True)
+class BackoffPolicy:
+    """The redial schedule as data (state machines C.1; wire 5; D12).
+
+    Without progress the reader sleeps ``initial``, then multiplies by ``multiplier`` up to
+    ``cap``, and gives up at the ``max_consecutive_failures``-th connection ending. Upgrade
+    rejections with a 4xx status outside ``transient_upgrade_statuses`` are terminal.
+    """
+
+    initial: float = REDIAL_INITIAL_BACKOFF
+    multiplier: float = REDIAL_BACKOFF_MULTIPLIER
+    cap: float = REDIAL_BACKOFF_CAP
+    max_consecutive_failures: int = MAX_CONSECUTIVE_FAILURES
+    transient_upgrade_statuses: frozenset[int] = TRANSIENT_UPGRADE_STATUSES
+
+    def next_backoff(self, backoff: float) -> float:
+        """The wait after ``backoff``: multiplied, capped (C.2.7)."""
+        return min(backoff * self.multiplier, self.cap)
+
+    def schedule(self) -> tuple[float, ...]:
+        """The sleeps taken before giving up when no connection makes progress (J.17): with
+        the defaults ``(1.0, 2.0, 4.0, 8.0)``."""
+        sleeps: list[float] = []
+        backoff = self.initial
+        for _ in range(max(self.max_consecutive_failures - 1, 0)):
+            sleeps.append(backoff)
+            backoff = self.next_backoff(backoff)
+        return tuple(sleeps)
+
+    def is_terminal_rejection(self, status: int) -> bool:
+        """True for a 4xx upgrade status outside the transient set (C.2.2, D12)."""
+        return 400 <= status <= 499 and status not in self.transient_upgrade_statuses
+
+
+_DEFAULT_POLICY: Final = BackoffPolicy()
+
+
+def _without_userinfo(url: str) -> str:
+    """``url`` without ``user:password@``: what events and errors may show (wire 11). Such a
+    URL is refused at dial time anyway (``WebSocketClient``); an unparseable one is shown as
+    is, since no credentials can be found in it."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+
+
+# Reader states. "connecting": OpenConnection issued; "handshake": upgrade request written;
+# "open": upgrade accepted; "backoff": waiting for the redial deadline.
+IDLE: Final = "idle"
+CONNECTING: Final = "connecting"
+HANDSHAKE: Final = "handshake"
+OPEN: Final = "open"
+BACKOFF: Final = "backoff"
+DONE: Final = "done"
+
+
+class StreamReader:
+    """One turn's chat stream across its connections (state machines B, C; wire 4.5, 5, 11).
+
+    Inputs (``now`` is monotonic seconds): ``start``, ``connection_made``,
+    ``connection_failed``, ``data_received``, ``connection_lost``, ``tick``, ``close``. Inputs
+    for a ``conn_id`` other than the live connection's (an earlier attempt) are ignored.
+
+    Outputs: ``actions()`` (``OpenConnection(conn_id=attempt, ...)``, ``SendData``,
+    ``CloseConnection``; every opened connection gets exactly one ``CloseConnection``),
+    ``next_deadline()`` (the backoff wake-up), ``events`` (the forwarded stream events, in
+    arrival order; the consumer pops them), ``done`` and ``error``.
+
+    Guarantees:
+
+    * ``url`` is fixed for the reader's life: the dial URL with the turn's original
+      ``after_id``, reused on every redial, never with credentials (B.3, D12);
+    * a delta with full episode coordinates is suppressed exactly when it belongs to the last
+      forwarded delta's episode with a ``seq`` not above that delta's (B.2); every other
+      event is forwarded, ``message`` snapshots always (J.18);
+    * progress (a forwarded coordinate delta, or a snapshot whose raw JSON differs from the
+      last one seen for its id) resets ``consecutive_failures`` and ``backoff`` (B.2);
+    * every connection ending counts, a clean server close included (C.2.5, D12);
+    * transport events (wire 11, D24) are built only when the sink is enabled; exactly one
+      ``ws:close`` per dial.
+    """
+
+    def __init__(
+        self,
+        *,
+        chat_id: str,
+        base_url: str,
+        prefix: str,
+        after_id: int | None,
+        token: str | None,
+        reader_id: int,
+        policy: BackoffPolicy = _DEFAULT_POLICY,
+        sink: TransportEventSink | None = None,
+        max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+    ) -> None:
+        self.chat_id = chat_id
+        self.reader_id = reader_id
+        self.after_id = after_id
+        self.policy = policy
+        stream_path = f"{prefix}/{quote(check_unicode(chat_id, 'chat_id'), safe='')}/stream"
+        query = {"after_id": after_id}
+        self._dial_url = websocket_url(base_url, stream_path, query)
+        #: The dial URL (B.3): fixed, reused on every redial; never with credentials.
+        self.url: str = _without_userinfo(self._dial_url)
+        #: The same, relative to the base URL, for errors and transport events.
+        self.path: str = build_path(stream_path, query)
+        self._token = token
+        self._max_message_size = max_message_size
+        self._sink = sink if sink is not None and sink.enabled else None
+
+        #: Forwarded stream events in arrival order; the consumer pops them.
+        self.events: collections.deque[StreamEvent] = collections.deque()
+        self.error: CoderAgentError | None = None
+        #: The connection number; 1 for the first dial, +1 per redial.
+        self.attempt = 0
+        self.consecutive_failures = 0
+        #: The next backoff, in seconds.
+        self.backoff: float = policy.initial
+        #: How many events counted as forward progress (B.2), over the reader's life.
+        self.progress_events = 0
+        self.state: str = IDLE
+
+        self._client: WebSocketClient | None = None
+        self._actions: list[Action] = []
+        self._deadline: float | None = None
+        self._last_failure: CoderAgentError | None = None
+        # Replay dedup memory (B.1).
+        self._last_hv: int | None = None
+        self._last_ga: int | None = None
+        self._last_seq: int | None = None
+        self._snapshots: dict[int, object] = {}
+        self._max_committed_id: int = after_id if after_id is not None else 0
+        self._untrackable = False
+
+    def __repr__(self) -> str:
+        return (
+            f"<StreamReader reader={self.reader_id} chat_id={self.chat_id!r} "
+            f"attempt={self.attempt} state={self.state}>"
+        )
+
+    # -- outputs ---------------------------------------------------------------------------
+
+    @property
+    def done(self) -> bool:
+        """True once the reader ended: closed by the consumer or a terminal failure."""
+        return self.state == DONE
+
+    @property
+    def untrackable_deltas(self) -> bool:
+        """True while a delta without episode coordinates is outstanding (B.1)."""
+        return self._untrackable
+
+    def actions(self) -> list[Action]:
+        """Drain the actions queued since the last call, in order."""
+        out = self._actions
+        self._actions = []
+        return out
+
+    def next_deadline(self) -> float | None:
+        """When ``tick`` must be called (the end of the backoff wait), or ``None``."""
+        return self._deadline
+
+    # -- inputs ----------------------------------------------------------------------------
+
+    def start(self, now: float) -> None:
+        """Dial the first connection. Only the first call does anything."""
+        if self.state == IDLE:
+            self._dial(now)
+
+    def connection_made(self, conn_id: int, now: float) -> None:
+        """The TCP/TLS connection is up: write the upgrade request."""
+        client = self._client
+        if client is None or conn_id != self.attempt or self.state != CONNECTING:
+            return
+        self.state = HANDSHAKE
+        self._actions.append(SendData(conn_id=conn_id, data=client.initiate()))
+
+    def connection_failed(self, conn_id: int, message: str, now: float) -> None:
+        """The connection failed (TCP, TLS, DNS, or a socket error later on): an ordinary
+        connection ending (D12)."""
+        client = self._client
+        if client is None or conn_id != self.attempt:
+            return
+        # A rejection whose body was cut off is still a rejection (its status decides).
+        for event in client.receive_data(None):
+            if type(event) is WsRejected:
+                self._on_rejected(event, now)
+                return
+        message = message or DEFAULT_SOCKET_ERROR
+        self._release()
+        self._emit_error(message)
+        self._emit_close(ABNORMAL_CLOSURE, None)
+        self._ended(
+            CoderNetworkError(
+                f"chat stream connection failed: {message}",
+                method="GET",
+                path=self.path,
+                chat_id=self.chat_id,
+            ),
+            now,
+        )
+
+    def data_received(self, conn_id: int, data: bytes, now: float) -> None:
+        """Bytes arrived on the connection. Frames are decoded and filtered at arrival, in
+        frame order (B.2)."""
+        client = self._client
+        if client is None or conn_id != self.attempt or self.state not in (HANDSHAKE, OPEN):
+            return
+        self._on_ws_events(client.receive_data(data), now)
+        if self._client is client:
+            pending = client.data_to_send()
+            if pending:
+                self._actions.append(SendData(conn_id=conn_id, data=pending))
+
+    def connection_lost(self, conn_id: int, now: float) -> None:
+        """End of stream or reset on the connection."""
+        client = self._client
+        if client is None or conn_id != self.attempt:
+            return
+        if self.state == CONNECTING:
+            self.connection_failed(conn_id, "connection closed before it was established", now)
+            return
+        self._on_ws_events(client.receive_data(None), now)
+
+    def tick(self, now: float) -> None:
+        """Time passed: at the end of the backoff wait, dial again (C.2.7)."""
+        if self.state == BACKOFF and self._deadline is not None and now >= self._deadline:
+            self._deadline = None
+            self.backoff = self.policy.next_backoff(self.backoff)
+            self._dial(now)
+
+    def close(self, now: float) -> None:
+        """The consumer is done (C.2.1): close an open connection with 1000 and end quietly.
+        Idempotent."""
+        if self.state == DONE:
+            return
+        client = self._client
+        self.state = DONE
+        self._deadline = None
+        if client is not None:
+            client.close(CLOSE_NORMAL)
+            self._release()
+            self._emit_close(None, None)
+
+    # -- connection handling ---------------------------------------------------------------
+
+    def _dial(self, now: float) -> None:
+        self.attempt += 1
+        sink = self._sink
+        if sink is not None:
+            sink.emit(
+                WsDialEvent(
+                    chat_id=self.chat_id,
+                    reader=self.reader_id,
+                    attempt=self.attempt,
+                    url=self.url,
+                    timestamp=sink.now(),
+                )
+            )
+        try:
+            client = WebSocketClient(
+                self._dial_url, token=self._token, max_message_size=self._max_message_size
+            )
+        except CoderAgentError as exc:
+            # A local configuration error (bad scheme, bad header): terminal at once (D12).
+            self._emit_error(exc.message)
+            self._emit_close(None, None)
+            exc.chat_id = self.chat_id
+            self._fail(exc)
+            return
+        self._client = client
+        self.state = CONNECTING
+        self._actions.append(
+            OpenConnection(
+                conn_id=self.attempt,
+                host=client.host,
+                port=client.port,
+                tls=client.tls,
+                server_hostname=client.server_hostname,
+            )
+        )
+
+    def _release(self) -> None:
+        """Flush what the connection queued (a close frame), then close it."""
+        client = self._client
+        if client is None:  # pragma: no cover - callers hold a live client
+            return
+        pending = client.data_to_send()
+        if pending:
+            self._actions.append(SendData(conn_id=self.attempt, data=pending))
+        self._actions.append(CloseConnection(conn_id=self.attempt))
+        self._client = None
+
+    def _on_ws_events(self, ws_events: list[WsEvent], now: float) -> None:
+        for ws_event in ws_events:
+            if type(ws_event) is WsText:
+                if not self._on_frame(ws_event.text, now):
+                    return
+            elif type(ws_event) is WsOpen:
+                self.state = OPEN
+                sink = self._sink
+                if sink is not None:
+                    sink.emit(
+                        WsOpenEvent(
+                            chat_id=self.chat_id,
+                            reader=self.reader_id,
+                            attempt=self.attempt,
+                            timestamp=sink.now(),
+                        )
+                    )
+                if self._client is None:  # a transport-event handler closed the reader
+                    return
+            elif type(ws_event) is WsClosed:
+                self._on_closed(ws_event, now)
+                return
+            elif type(ws_event) is WsRejected:
+                self._on_rejected(ws_event, now)
+                return
+            else:
+                assert type(ws_event) is WsFailed
+                self._release()
+                self._emit_error(ws_event.message)
+                self._emit_close(None, None)
+                self._parse_failure(CoderProtocolError(ws_event.message, chat_id=self.chat_id))
+                return
+
+    def _on_frame(self, text: str, now: float) -> bool:
+        """Decode one frame and run the replay filter on each event (B.2). False when the
+        connection ended (terminal parse failure, or the consumer closed it meanwhile)."""
+        try:
+            decoded = parse_frame(text)
+        except (CoderProtocolError, RecursionError) as exc:
+            client = self._client
+            assert client is not None  # frames only arrive on a live connection
+            client.close(CLOSE_NORMAL)
+            self._release()
+            self._emit_error(PARSE_FAILURE_MESSAGE)
+            self._emit_close(None, None)
+            cause = (
+                exc
+                if isinstance(exc, CoderProtocolError)
+                else CoderProtocolError("stream frame nested too deeply", chat_id=self.chat_id)
+            )
+            self._parse_failure(cause)
+            return False
+        append = self.events.append
+        sink = self._sink
+        # The episode high-water mark and the progress count live in locals for the loop:
+        # a frame carries up to 256 deltas (wire 4.2) and this is the per-delta cost.
+        last_hv, last_ga, last_seq = self._last_hv, self._last_ga, self._last_seq
+        progress = 0
+        for event in decoded:
+            forwarded = True
+            if type(event) is MessagePartEvent:
+                hv = event.history_version
+                ga = event.generation_attempt
+                seq = event.seq
+                # D14: coordinates count only when all three are ints (bools are not).
+                if type(hv) is int and type(ga) is int and type(seq) is int:
+                    if last_seq is not None and seq <= last_seq and hv == last_hv and ga == last_ga:
+                        forwarded = False
+                    else:
+                        last_hv, last_ga, last_seq = hv, ga, seq
+                        progress += 1
+                else:
+                    self._untrackable = True
+            elif type(event) is MessageEvent:
+                message = event.message
+                message_id = message.id
+                raw = message.raw
+                if self._snapshots.get(message_id) != raw:
+                    self._snapshots[message_id] = raw
+                    progress += 1
+                if message_id > self._max_committed_id:
+                    # The commit finalised the outstanding deltas into snapshots (B.2).
+                    self._max_committed_id = message_id
+                    self._untrackable = False
+            if sink is not None:
+                if progress:
+                    # A handler observes the reader as of this event.
+                    self._progress(progress)
+                    progress = 0
+                sink.emit(
+                    WsEventEvent(
+                        chat_id=self.chat_id,
+                        reader=self.reader_id,
+                        attempt=self.attempt,
+                        event=event,
+                        forwarded=forwarded,
+                        timestamp=sink.now(),
+                    )
+                )
+            if forwarded:
+                append(event)
+        self._last_hv, self._last_ga, self._last_seq = last_hv, last_ga, last_seq
+        if progress:
+            self._progress(progress)
+        return self._client is not None
+
+    def _progress(self, count: int) -> None:
+        """Forward progress (B.2): ``count`` more events; the budget and backoff restart."""
+        self.progress_events += count
+        self.consecutive_failures = 0
+        self.backoff = self.policy.initial
+
+    def _on_closed(self, event: WsClosed, now: float) -> None:
+        self._release()
+        code = event.code
+        if code is None:
+            self._emit_close(ABNORMAL_CLOSURE, None)
+            description = "chat stream connection lost (no close frame)"
+        else:
+            self._emit_close(code, event.reason or None)
+            description = f"chat stream closed by the server (code {code})"
+            if event.reason:
+                description += f": {event.reason}"
+        self._ended(
+            CoderNetworkError(description, method="GET", path=self.path, chat_id=self.chat_id),
+            now,
+        )
+
+    def _on_rejected(self, event: WsRejected, now: float) -> None:
+        self._release()
+        self._emit_error(f"Unexpected server response: {event.status}")
+        self._emit_close(ABNORMAL_CLOSURE, None)
+        request = HttpRequest(op=STREAM_OP, method="GET", path=self.path)
+        response = HttpResponse(
+            status=event.status, body=event.body, headers=event.headers, reason=event.reason
+        )
+        error = api_error_from_response(request, response, chat_id=self.chat_id)
+        if self.policy.is_terminal_rejection(event.status):
+            self._fail(error)
+        else:
+            self._ended(error, now)
+
+    def _parse_failure(self, cause: CoderProtocolError) -> None:
+        error = CoderProtocolError(PARSE_FAILURE_MESSAGE, chat_id=self.chat_id)
+        error.__cause__ = cause
+        self._fail(error)
+
+    def _ended(self, failure: CoderAgentError, now: float) -> None:
+        """C.2 steps 4-7 for a connection that ended without a terminal verdict of its own."""
+        if self.state == DONE:  # the consumer closed the reader meanwhile (C.2.1)
+            return
+        if self._untrackable:
+            error = CoderStreamError(
+                UNTRACKABLE_MESSAGE, url=self.url, chat_id=self.chat_id, reason="untrackable-deltas"
+            )
+            error.__cause__ = failure
+            self._fail(error)
+            return
+        self._last_failure = failure
+        self.consecutive_failures += 1
+        limit = self.policy.max_consecutive_failures
+        if self.consecutive_failures >= limit:
+            error = CoderStreamError(
+                budget_exhausted_message(self.path, self.consecutive_failures),
+                url=self.url,
+                chat_id=self.chat_id,
+                reason="redial-budget-exhausted",
+            )
+            error.__cause__ = failure
+            self._fail(error)
+            return
+        sink = self._sink
+        if sink is not None:
+            sink.emit(
+                WsRedialEvent(
+                    chat_id=self.chat_id,
+                    reader=self.reader_id,
+                    attempt=self.attempt,
+                    consecutive_failures=self.consecutive_failures,
+                    max_consecutive_failures=limit,
+                    backoff=self.backoff,
+                    timestamp=sink.now(),
+                )
+            )
+        logger.debug(
+            "chat stream reader %d attempt %d ended (%s); redialing in %.3fs",
+            self.reader_id,
+            self.attempt,
+            failure.message,
+            self.backoff,
+        )
+        self.state = BACKOFF
+        self._deadline = now + self.backoff
+
+    def _fail(self, error: CoderAgentError) -> None:
+        if self.state == DONE:  # the consumer closed the reader meanwhile (C.2.1)
+            return
+        self.state = DONE
+        self._deadline = None
+        self.error = error
+
+    # -- transport events --------------------------------------------------------------------
+
+    def _emit_error(self, message: str) -> None:
+        sink = self._sink
+        if sink is not None:
+            sink.emit(
+                WsErrorEvent(
+                    chat_id=self.chat_id,
+                    reader=self.reader_id,
+                    attempt=self.attempt,
+                    message=message,
+                    timestamp=sink.now(),
+                )
+            )
+
+    def _emit_close(self, code: int | None, reason: str | None) -> None:
+        sink = self._sink
+        if sink is not None:
+            sink.emit(
+                WsCloseEvent(
+                    chat_id=self.chat_id,
+                    reader=self.reader_id,
+                    attempt=self.attempt,
+                    code=code,
+                    reason=reason,
+                    timestamp=sink.now(),
+                )
+            )

@@ -1,0 +1,477 @@
+"""Per-chat stream events and frame parsing (wire 4.2-4.3; D13, D14).
+
+A WebSocket text frame holds a JSON array of events (the server appends a newline), or one
+event object. Each known ``type`` parses into its own frozen class; an unknown ``type``
+becomes ``UnknownEvent``, which the machines skip. Structurally wrong input raises
+``CoderProtocolError``.
+
+``message_part`` is the hot path (one per streamed text chunk): it is parsed with as little
+work as the JSON already done allows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ClassVar, TypeAlias
+
+import attrs
+
+from .._errors import CoderProtocolError
+from .._json import loads
+from .chats import ActionToolCall, ChatWatchEvent
+from .fields import get_dict, get_int, get_list, get_str, opt_int, opt_str, req_dict, slot_setter
+from .message_parts import ChatMessagePart, ReasoningPart, TextPart, parse_part, set_text_part_text
+from .messages import ChatError, ChatMessage, ChatQueuedMessage, parse_queue
+
+__all__ = [
+    "ActionRequiredEvent",
+    "ErrorEvent",
+    "HistoryResetEvent",
+    "MessageEvent",
+    "MessagePartEvent",
+    "PreviewResetEvent",
+    "QueueUpdateEvent",
+    "RetryEvent",
+    "RetryInfo",
+    "StatusEvent",
+    "StreamEvent",
+    "UnknownEvent",
+    "parse_event",
+    "parse_frame",
+    "parse_watch_frame",
+]
+
+
+@attrs.frozen(init=False)
+class MessagePartEvent:
+    """A streaming delta (``message_part``). It carries no message id.
+
+    ``history_version``, ``generation_attempt`` and ``seq`` are the episode coordinates of
+    newer servers; ``coordinates`` is the triple when all three are ints (D14), else ``None``
+    (an untrackable delta, B.2).
+    """
+
+    role: str | None
+    part: ChatMessagePart
+    history_version: Any = None
+    generation_attempt: Any = None
+    seq: Any = None
+    chat_id: str = ""
+    #: The wire type, a class constant (one fewer slot to fill per streamed delta).
+    type: ClassVar[str] = "message_part"
+
+    def __init__(
+        self,
+        role: str | None,
+        part: ChatMessagePart,
+        history_version: Any = None,
+        generation_attempt: Any = None,
+        seq: Any = None,
+        chat_id: str = "",
+    ) -> None:
+        # One per streamed delta: slot setters cost half the attrs-generated __init__.
+        _set_mp_role(self, role)
+        _set_mp_part(self, part)
+        _set_mp_history_version(self, history_version)
+        _set_mp_generation_attempt(self, generation_attempt)
+        _set_mp_seq(self, seq)
+        _set_mp_chat_id(self, chat_id)
+
+    @property
+    def coordinates(self) -> tuple[int, int, int] | None:
+        hv, ga, seq = self.history_version, self.generation_attempt, self.seq
+        if type(hv) is int and type(ga) is int and type(seq) is int:
+            return (hv, ga, seq)
+        return None
+
+    def to_json(self) -> dict[str, Any]:
+        payload: dict[str, Any] = {"part": self.part.to_json()}
+        if self.role is not None:
+            payload["role"] = self.role
+        for key in ("history_version", "generation_attempt", "seq"):
+            if getattr(self, key) is not None:
+                payload[key] = getattr(self, key)
+        return {"type": "message_part", "chat_id": self.chat_id, "message_part": payload}
+
+
+_set_mp_role = slot_setter(MessagePartEvent, "role")
+_set_mp_part = slot_setter(MessagePartEvent, "part")
+_set_mp_history_version = slot_setter(MessagePartEvent, "history_version")
+_set_mp_generation_attempt = slot_setter(MessagePartEvent, "generation_attempt")
+_set_mp_seq = slot_setter(MessagePartEvent, "seq")
+_set_mp_chat_id = slot_setter(MessagePartEvent, "chat_id")
+_new = object.__new__
+
+
+@attrs.frozen
+class MessageEvent:
+    """A committed message snapshot (a commit, a replay, or a revision of the same id)."""
+
+    message: ChatMessage
+    chat_id: str = ""
+    type: str = attrs.field(default="message", init=False, repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "message", "chat_id": self.chat_id, "message": self.message.to_json()}
+
+
+@attrs.frozen
+class StatusEvent:
+    """The chat's status changed (level-triggered; intermediate statuses may be skipped)."""
+
+    status: str
+    chat_id: str = ""
+    type: str = attrs.field(default="status", init=False, repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "status", "chat_id": self.chat_id, "status": {"status": self.status}}
+
+
+@attrs.frozen
+class ErrorEvent:
+    """The run failed; ``error`` is ``None`` when the event carried no payload."""
+
+    error: ChatError | None
+    chat_id: str = ""
+    type: str = attrs.field(default="error", init=False, repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": "error", "chat_id": self.chat_id}
+        if self.error is not None:
+            out["error"] = self.error.to_json()
+        return out
+
+
+@attrs.frozen
+class QueueUpdateEvent:
+    """The full queue after a change (absent means empty)."""
+
+    queued_messages: tuple[ChatQueuedMessage, ...] = ()
+    chat_id: str = ""
+    type: str = attrs.field(default="queue_update", init=False, repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": "queue_update", "chat_id": self.chat_id}
+        if self.queued_messages:
+            out["queued_messages"] = [q.to_json() for q in self.queued_messages]
+        return out
+
+
+@attrs.frozen(kw_only=True)
+class RetryInfo:
+    """The server is auto-retrying a model call (``retry`` payload)."""
+
+    attempt: int = 0
+    delay_ms: int = 0
+    error: str = ""
+    kind: str | None = None
+    provider: str | None = None
+    status_code: int | None = None
+    retrying_at: str | None = None
+
+    @property
+    def delay(self) -> float:
+        """The retry delay in seconds."""
+        return self.delay_ms / 1000.0
+
+    @classmethod
+    def from_json(cls, obj: Any) -> RetryInfo:
+        w = "retry event"
+        obj = req_dict(obj, w)
+        return cls(
+            attempt=get_int(obj, "attempt", w),
+            delay_ms=get_int(obj, "delay_ms", w),
+            error=get_str(obj, "error", w),
+            kind=opt_str(obj, "kind", w),
+            provider=opt_str(obj, "provider", w),
+            status_code=opt_int(obj, "status_code", w),
+            retrying_at=opt_str(obj, "retrying_at", w),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "attempt": self.attempt,
+            "delay_ms": self.delay_ms,
+            "error": self.error,
+        }
+        for key in ("kind", "provider", "status_code", "retrying_at"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        return out
+
+
+@attrs.frozen
+class RetryEvent:
+    """``retry``: informational; the translator ignores it."""
+
+    retry: RetryInfo
+    chat_id: str = ""
+    type: str = attrs.field(default="retry", init=False, repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "retry", "chat_id": self.chat_id, "retry": self.retry.to_json()}
+
+
+@attrs.frozen
+class ActionRequiredEvent:
+    """The chat paused for client tool results; ``args`` of each call is JSON text."""
+
+    tool_calls: tuple[ActionToolCall, ...]
+    chat_id: str = ""
+    type: str = attrs.field(default="action_required", init=False, repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": "action_required",
+            "chat_id": self.chat_id,
+            "action_required": {"tool_calls": [c.to_json() for c in self.tool_calls]},
+        }
+
+
+@attrs.frozen
+class PreviewResetEvent:
+    """Discard un-committed preview state; a new episode starts (seq restarts at 1)."""
+
+    chat_id: str = ""
+    type: str = attrs.field(default="preview_reset", init=False, repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "preview_reset", "chat_id": self.chat_id}
+
+
+@attrs.frozen
+class HistoryResetEvent:
+    """History was rewritten; the full history follows as ``message`` events (D15: ignored by
+    reader and translator, the cursor filter absorbs the replay)."""
+
+    chat_id: str = ""
+    type: str = attrs.field(default="history_reset", init=False, repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "history_reset", "chat_id": self.chat_id}
+
+
+@attrs.frozen
+class UnknownEvent:
+    """An event whose ``type`` this library does not know; skipped by every machine."""
+
+    type: str
+    raw: dict[str, Any] = attrs.field(factory=dict, eq=False, repr=False)
+    chat_id: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.raw)
+
+
+StreamEvent: TypeAlias = (
+    MessagePartEvent
+    | MessageEvent
+    | StatusEvent
+    | ErrorEvent
+    | QueueUpdateEvent
+    | RetryEvent
+    | ActionRequiredEvent
+    | PreviewResetEvent
+    | HistoryResetEvent
+    | UnknownEvent
+)
+
+
+def _chat_id(obj: dict[str, Any]) -> str:
+    value = obj.get("chat_id")
+    return value if type(value) is str else ""
+
+
+def _message_part(obj: dict[str, Any]) -> MessagePartEvent:
+    payload = obj.get("message_part")
+    if type(payload) is not dict:
+        raise CoderProtocolError("malformed message_part event: 'message_part' should be an object")
+    raw_part = payload.get("part")
+    if type(raw_part) is not dict:
+        raise CoderProtocolError("malformed message_part event: 'part' should be an object")
+    kind = raw_part.get("type")
+    text = raw_part.get("text")
+    # Fast path: text and reasoning deltas are nearly every event of a turn. Anything the
+    # shortcut does not cover exactly (a reasoning signature, a non-string text) goes
+    # through parse_part.
+    part: ChatMessagePart
+    if type(text) is not str:
+        part = parse_part(raw_part)
+    elif kind == "text":
+        # TextPart(text) without the __init__ frame: the commonest object of a turn.
+        part = _new(TextPart)
+        set_text_part_text(part, text)
+    elif (
+        kind == "reasoning"
+        and raw_part.get("signature") is None
+        and raw_part.get("created_at") is None
+        and raw_part.get("completed_at") is None
+    ):
+        part = ReasoningPart(text)
+    else:
+        part = parse_part(raw_part)
+    role = payload.get("role")
+    chat_id = obj.get("chat_id")
+    # MessagePartEvent(...) without the __init__ frame (the same slots, filled directly).
+    event = _new(MessagePartEvent)
+    _set_mp_role(event, role if type(role) is str else None)
+    _set_mp_part(event, part)
+    _set_mp_history_version(event, payload.get("history_version"))
+    _set_mp_generation_attempt(event, payload.get("generation_attempt"))
+    _set_mp_seq(event, payload.get("seq"))
+    _set_mp_chat_id(event, chat_id if type(chat_id) is str else "")
+    return event
+
+
+def _message(obj: dict[str, Any]) -> MessageEvent:
+    payload = obj.get("message")
+    if type(payload) is not dict:
+        raise CoderProtocolError("malformed message event: 'message' should be an object")
+    return MessageEvent(ChatMessage.from_json(payload), _chat_id(obj))
+
+
+def _status(obj: dict[str, Any]) -> StatusEvent:
+    payload = get_dict(obj, "status", "status event")
+    if payload is None:
+        raise CoderProtocolError("malformed status event: 'status' is required")
+    status = payload.get("status")
+    if type(status) is not str:
+        raise CoderProtocolError("malformed status event: 'status.status' should be a string")
+    return StatusEvent(status, _chat_id(obj))
+
+
+def _error(obj: dict[str, Any]) -> ErrorEvent:
+    payload = get_dict(obj, "error", "error event")
+    return ErrorEvent(ChatError.from_json(payload) if payload is not None else None, _chat_id(obj))
+
+
+def _queue_update(obj: dict[str, Any]) -> QueueUpdateEvent:
+    return QueueUpdateEvent(
+        parse_queue(obj, "queued_messages", "queue_update event"), _chat_id(obj)
+    )
+
+
+def _retry(obj: dict[str, Any]) -> RetryEvent:
+    payload = obj.get("retry")
+    return RetryEvent(RetryInfo.from_json(payload if payload is not None else {}), _chat_id(obj))
+
+
+def _action_required(obj: dict[str, Any]) -> ActionRequiredEvent:
+    w = "action_required event"
+    payload = get_dict(obj, "action_required", w) or {}
+    calls = get_list(payload, "tool_calls", w) or []
+    return ActionRequiredEvent(tuple(ActionToolCall.from_json(c) for c in calls), _chat_id(obj))
+
+
+def _preview_reset(obj: dict[str, Any]) -> PreviewResetEvent:
+    return PreviewResetEvent(_chat_id(obj))
+
+
+def _history_reset(obj: dict[str, Any]) -> HistoryResetEvent:
+    return HistoryResetEvent(_chat_id(obj))
+
+
+_EVENT_PARSERS: dict[str, Callable[[dict[str, Any]], StreamEvent]] = {
+    "message_part": _message_part,
+    "message": _message,
+    "status": _status,
+    "error": _error,
+    "queue_update": _queue_update,
+    "retry": _retry,
+    "action_required": _action_required,
+    "preview_reset": _preview_reset,
+    "history_reset": _history_reset,
+}
+
+_ENVELOPE_TYPES = frozenset({"data", "ping", "error"})
+
+
+def _is_envelope(obj: dict[str, Any]) -> bool:
+    """D13: ``{"type": "data"|"ping"|"error", "data": ...}`` without ``chat_id``."""
+    kind = obj.get("type")
+    return "data" in obj and "chat_id" not in obj and type(kind) is str and kind in _ENVELOPE_TYPES
+
+
+def parse_event(obj: Any) -> StreamEvent:
+    """Parse one event object. Unknown types give ``UnknownEvent``."""
+    if type(obj) is not dict:
+        raise CoderProtocolError(
+            f"malformed stream event: expected a JSON object, got {type(obj).__name__}"
+        )
+    kind = obj.get("type")
+    parser = _EVENT_PARSERS.get(kind) if type(kind) is str else None
+    if parser is None:
+        return UnknownEvent(kind if type(kind) is str else "", obj, _chat_id(obj))
+    return parser(obj)
+
+
+def _unwrap(obj: dict[str, Any], out: list[StreamEvent]) -> None:
+    kind = obj["type"]
+    data = obj["data"]
+    if kind == "ping":
+        return
+    if kind == "error":
+        if type(data) is dict and type(data.get("message")) is str:
+            out.append(ErrorEvent(ChatError.from_json(data)))
+            return
+        raise CoderProtocolError("malformed legacy error envelope: no message")
+    items = data if type(data) is list else [data]
+    for item in items:
+        if type(item) is dict:
+            out.append(parse_event(item))
+
+
+def events_from_json(value: Any) -> list[StreamEvent]:
+    """Events from an already-decoded frame: an array, one object, or (ignored) anything
+    else. Array elements that are not objects are skipped; legacy envelopes are unwrapped."""
+    out: list[StreamEvent] = []
+    if type(value) is list:
+        parsers = _EVENT_PARSERS
+        append = out.append
+        for item in value:
+            if type(item) is not dict:
+                continue
+            kind = item.get("type")
+            if kind == "message_part":
+                # The hot path; never an envelope (D13 envelopes are data/ping/error).
+                append(_message_part(item))
+                continue
+            parser = parsers.get(kind) if type(kind) is str else None
+            if parser is not None and "data" not in item:
+                append(parser(item))
+            elif _is_envelope(item):
+                _unwrap(item, out)
+            else:
+                append(parse_event(item))
+    elif type(value) is dict:
+        if _is_envelope(value):
+            _unwrap(value, out)
+        else:
+            out.append(parse_event(value))
+    return out
+
+
+def parse_frame(data: str | bytes) -> list[StreamEvent]:
+    """Parse one WebSocket text frame into events (wire 4.2).
+
+    Invalid JSON raises ``CoderProtocolError`` (the reader treats it as terminal, C.2.3).
+    """
+    try:
+        value = loads(data)
+    except (ValueError, TypeError, RecursionError) as exc:
+        # RecursionError: the standard parser's answer to absurdly deep nesting.
+        raise CoderProtocolError("failed to parse chat stream frame") from exc
+    return events_from_json(value)
+
+
+def parse_watch_frame(data: str | bytes) -> list[ChatWatchEvent]:
+    """Parse one ``/watch`` frame: one event object, or an array of them (wire 6)."""
+    try:
+        value = loads(data)
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise CoderProtocolError("failed to parse chat watch frame") from exc
+    if type(value) is dict:
+        return [ChatWatchEvent.from_json(value)]
+    if type(value) is list:
+        return [ChatWatchEvent.from_json(v) for v in value if type(v) is dict]
+    return []

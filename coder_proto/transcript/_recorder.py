@@ -1,0 +1,490 @@
+"""Recording: the ``Recorder`` protocol an adapter reports its observations to (one call per
+REST exchange, per chunk of received bytes, per tool run...), and ``TranscriptRecorder``,
+which turns them into records. Pure: it reads no clock (times are the ``now`` values the
+adapter passes) and opens nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Callable, Sequence
+from typing import Any, Final, Protocol
+
+import attrs
+import h11
+from wsproto.frame_protocol import FrameProtocol, Opcode, ParseFailed
+
+from .._actions import OpenConnection, ToolOutcome
+from .._agent.prompt import normalize_prompt
+from .._errors import CoderAgentError
+from .._outputs import ToolCall
+from .._rest.http import HttpRequest, HttpResponse
+from .._wire.chats import DynamicTool
+from ._encoding import jsonable, redact_url
+from ._format import TranscriptWriter
+from ._outcomes import outcome_summary
+from ._records import (
+    SESSION_CALLS,
+    Cancel,
+    Header,
+    Record,
+    RestExchange,
+    SessionCall,
+    ToolRun,
+    TranscriptSettings,
+    TurnEnd,
+    TurnStarted,
+    WsAccept,
+    WsClose,
+    WsEnd,
+    WsError,
+    WsFrame,
+    WsOpenRecord,
+    WsReject,
+)
+
+__all__ = ["Recorder", "TranscriptRecorder"]
+
+logger = logging.getLogger("coder_proto")
+
+
+#: The recorder's frame decoder accepts messages up to this size, so that a frame the reader
+#: refuses as too big is still recorded whole and refused again on replay.
+_RECORDER_MAX_MESSAGE: Final = 1 << 30
+
+
+class Recorder(Protocol):
+    """What an adapter tells a recorder (every call carries the ``now`` it fed the machine).
+
+    The adapter calls ``begin`` once before anything else, then one method per observation:
+    a turn starting or ending, each REST exchange (once its outcome is known, or when it is
+    cancelled), each connection opened, the first bytes written on it (the upgrade request,
+    from which only the request target is kept), each chunk of bytes received, its ending,
+    each tool run, a cancellation, a session call. A recorder never raises into the adapter.
+    """
+
+    def begin(self, *, base_url: str, config: Any, created_at: str, now: float) -> None: ...
+
+    def turn_started(
+        self,
+        *,
+        mode: str,
+        prompt: object,
+        now: float,
+        tools: Sequence[DynamicTool] | None = None,
+        warnings: Sequence[str] = (),
+        single_segment: bool = False,
+    ) -> None: ...
+
+    def turn_finished(self, outcome: object, now: float) -> None: ...
+
+    def rest_exchange(
+        self,
+        request: HttpRequest,
+        response: HttpResponse | None,
+        *,
+        sent: float,
+        now: float,
+        error: str | None = None,
+    ) -> None: ...
+
+    def connection_opened(self, action: OpenConnection, now: float) -> None: ...
+
+    def data_sent(self, conn_id: int, data: bytes, now: float) -> None: ...
+
+    def data_received(self, conn_id: int, data: bytes, now: float) -> None: ...
+
+    def connection_lost(self, conn_id: int, now: float) -> None: ...
+
+    def connection_failed(self, conn_id: int, message: str, now: float) -> None: ...
+
+    def connection_closed(self, conn_id: int, now: float) -> None: ...
+
+    def tools_run(
+        self,
+        calls: Sequence[ToolCall],
+        outcomes: Sequence[ToolOutcome],
+        *,
+        sent: float,
+        now: float,
+    ) -> None: ...
+
+    def cancelled(self, reason: BaseException | None, now: float) -> None: ...
+
+    def session_call(
+        self, name: str, now: float, *, wait: bool = False, timeout: float | None = None
+    ) -> None: ...
+
+
+class _Decoded:
+    """What the passive decoder saw in one chunk (the recorder's own events)."""
+
+    __slots__ = ("kind", "value")
+
+    def __init__(self, kind: str, value: Any = None) -> None:
+        self.kind = kind
+        self.value = value
+
+
+class _PassiveDecoder:
+    """Decodes the bytes a client received on one stream connection without taking part in
+    it: h11 reads the upgrade answer (a 101, or a rejection with its body), then wsproto's
+    frame parser reads the frames. Nothing is ever written, no key is checked (the client
+    checks its own), and every violation is reported once and ends the decoding."""
+
+    def __init__(self) -> None:
+        self._http: h11.Connection | None = h11.Connection(h11.CLIENT)
+        self._http.send(
+            h11.Request(
+                method="GET",
+                target="/",
+                headers=[("Host", "recorder"), ("Connection", "Upgrade"), ("Upgrade", "websocket")],
+            )
+        )
+        self._http.send(h11.EndOfMessage())
+        self._frames: FrameProtocol | None = None
+        self._status: int | None = None
+        self._body = bytearray()
+        self._text: list[str] = []
+        self.done = False
+
+    def feed(self, data: bytes | None) -> list[_Decoded]:
+        out: list[_Decoded] = []
+        if self.done:
+            return out
+        try:
+            if self._frames is None:
+                self._feed_http(data, out)
+            elif data is not None:
+                self._feed_frames(data, out)
+            else:
+                self.done = True
+        except (h11.ProtocolError, ParseFailed, ValueError, UnicodeError) as exc:
+            if data is None and self._frames is None and self._status is None:
+                pass  # the peer hung up before answering: an ordinary ending
+            elif self._status is not None and self._frames is None:
+                out.append(_Decoded("reject", (self._status, bytes(self._body))))
+            else:
+                out.append(_Decoded("error", f"WebSocket protocol error: {exc}"))
+            self.done = True
+        return out
+
+    def _feed_http(self, data: bytes | None, out: list[_Decoded]) -> None:
+        http = self._http
+        assert http is not None
+        http.receive_data(b"" if data is None else data)
+        while True:
+            event = http.next_event()
+            if event is h11.NEED_DATA or event is h11.PAUSED:
+                break
+            if isinstance(event, h11.InformationalResponse):
+                if event.status_code == 101:
+                    rest, _closed = http.trailing_data
+                    self._http = None
+                    self._frames = FrameProtocol(client=True, extensions=[])
+                    out.append(_Decoded("accept"))
+                    if rest:
+                        self._feed_frames(bytes(rest), out)
+                    return
+            elif isinstance(event, h11.Response):
+                self._status = event.status_code
+            elif isinstance(event, h11.Data):
+                if len(self._body) < _RECORDER_MAX_MESSAGE:
+                    self._body += event.data
+            elif isinstance(event, h11.EndOfMessage | h11.ConnectionClosed):
+                if self._status is not None:
+                    out.append(_Decoded("reject", (self._status, bytes(self._body))))
+                self.done = True
+                return
+        if data is None:
+            if self._status is not None:
+                out.append(_Decoded("reject", (self._status, bytes(self._body))))
+            self.done = True
+
+    def _feed_frames(self, data: bytes, out: list[_Decoded]) -> None:
+        frames = self._frames
+        assert frames is not None
+        frames.receive_bytes(data)
+        for frame in frames.received_frames():
+            opcode = frame.opcode
+            if opcode is Opcode.TEXT or (opcode is Opcode.CONTINUATION and self._text):
+                assert isinstance(frame.payload, str)
+                self._text.append(frame.payload)
+                if frame.message_finished:
+                    out.append(_Decoded("text", "".join(self._text)))
+                    self._text = []
+            elif opcode is Opcode.CLOSE:
+                payload = frame.payload
+                assert isinstance(payload, tuple)
+                out.append(_Decoded("close", (int(payload[0]), str(payload[1] or ""))))
+                self.done = True
+                return
+
+
+class _Conn:
+    """The recorder's view of one connection."""
+
+    __slots__ = ("decoder", "ended", "host", "port", "tls", "url_known")
+
+    def __init__(self, action: OpenConnection) -> None:
+        self.host = action.host
+        self.port = action.port
+        self.tls = action.tls
+        self.url_known = False
+        self.ended = False
+        self.decoder = _PassiveDecoder()
+
+    def url(self, target: str) -> str:
+        scheme = "wss" if self.tls else "ws"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        default = 443 if self.tls else 80
+        netloc = host if self.port == default else f"{host}:{self.port}"
+        return redact_url(f"{scheme}://{netloc}{target}")
+
+
+def _request_target(data: bytes) -> str | None:
+    """The target of an HTTP request line (``GET /path?q HTTP/1.1``); the rest of the bytes,
+    headers included, is never looked at."""
+    line = data.split(b"\r\n", 1)[0]
+    pieces = line.split(b" ")
+    if len(pieces) != 3 or not pieces[1].startswith(b"/"):
+        return None
+    try:
+        return pieces[1].decode("ascii")
+    except UnicodeDecodeError:
+        return None
+
+
+def _body_fields(data: bytes | None) -> tuple[Any, str | None, int | None]:
+    """(JSON value, text, byte length) of a body: exactly one is set for a non-empty body."""
+    if not data:
+        return None, None, None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None, None, len(data)
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return None, text, None
+    if value is None:
+        return None, text, None
+    return jsonable(value), None, None
+
+
+class TranscriptRecorder:
+    """A ``Recorder`` that writes a transcript through ``write`` (a text file's ``write``, a
+    list's ``append``...). Pure: it reads no clock (times are the ``now`` values the adapter
+    passes, relative to ``begin``) and opens nothing.
+
+    A failing ``write`` is logged once and ends the recording; the session goes on.
+    """
+
+    def __init__(self, write: Callable[[str], object]) -> None:
+        self._writer = TranscriptWriter(write)
+        self._t0: float | None = None
+        self._conns: dict[int, _Conn] = {}
+        #: True once a write failed: nothing more is recorded.
+        self.failed = False
+
+    @property
+    def started(self) -> bool:
+        return self._t0 is not None
+
+    def _t(self, now: float) -> float:
+        if self._t0 is None:
+            self._t0 = now
+        return max(now - self._t0, 0.0)
+
+    def _emit(self, record: Record | Header) -> None:
+        if self.failed:
+            return
+        try:
+            if isinstance(record, Header):
+                self._writer.header(record)
+            else:
+                self._writer.record(record)
+        except Exception as exc:
+            self.failed = True
+            logger.warning("transcript recording stopped: writing failed (%s)", type(exc).__name__)
+
+    def _ensure_header(self, now: float) -> None:
+        if self._t0 is None:
+            self.begin(base_url="", config=None, created_at="", now=now)
+
+    # -- the Recorder protocol -------------------------------------------------------------
+
+    def begin(self, *, base_url: str, config: Any, created_at: str, now: float) -> None:
+        """Write the header (only the first call does anything)."""
+        if self._t0 is not None:
+            return
+        self._t0 = now
+        settings = (
+            TranscriptSettings() if config is None else TranscriptSettings.from_config(config)
+        )
+        self._emit(Header(created_at=created_at, base_url=base_url, settings=settings))
+
+    def turn_started(
+        self,
+        *,
+        mode: str,
+        prompt: object,
+        now: float,
+        tools: Sequence[DynamicTool] | None = None,
+        warnings: Sequence[str] = (),
+        single_segment: bool = False,
+    ) -> None:
+        self._ensure_header(now)
+        try:
+            messages = normalize_prompt(prompt)
+        except CoderAgentError:
+            return  # the session refuses it too: no turn runs
+        self._emit(
+            TurnStarted(
+                t=self._t(now),
+                mode=mode,
+                prompt=messages,
+                single_segment=single_segment,
+                tools=tuple(tools) if tools is not None else None,
+                warnings=tuple(warnings),
+            )
+        )
+
+    def turn_finished(self, outcome: object, now: float) -> None:
+        self._ensure_header(now)
+        self._emit(TurnEnd(t=self._t(now), outcome=outcome_summary(outcome)))
+
+    def rest_exchange(
+        self,
+        request: HttpRequest,
+        response: HttpResponse | None,
+        *,
+        sent: float,
+        now: float,
+        error: str | None = None,
+    ) -> None:
+        self._ensure_header(now)
+        if request.json is not None:
+            req_json: Any = jsonable(request.json)
+            req_bytes = None
+        else:
+            req_json, _, req_bytes = None, None, (len(request.body) if request.body else None)
+        record = RestExchange(
+            t=self._t(now),
+            sent=self._t(sent),
+            op=request.op,
+            method=request.method,
+            path=redact_url(request.path) if "?" in request.path else request.path,
+            request=req_json,
+            request_bytes=req_bytes,
+            cancelled=response is None and error is None,
+            error=error if response is None else None,
+        )
+        if response is not None:
+            value, text, size = _body_fields(response.body)
+            record = attrs.evolve(
+                record,
+                status=response.status,
+                response=value,
+                response_text=text,
+                response_bytes=size,
+                content_type=response.header("content-type"),
+            )
+        self._emit(record)
+
+    def connection_opened(self, action: OpenConnection, now: float) -> None:
+        self._ensure_header(now)
+        self._conns[action.conn_id] = _Conn(action)
+
+    def data_sent(self, conn_id: int, data: bytes, now: float) -> None:
+        conn = self._conns.get(conn_id)
+        if conn is None or conn.url_known or conn.ended:
+            return
+        conn.url_known = True
+        target = _request_target(data)
+        url = conn.url(target) if target is not None else None
+        self._emit(WsOpenRecord(t=self._t(now), conn=conn_id, url=url))
+
+    def data_received(self, conn_id: int, data: bytes, now: float) -> None:
+        conn = self._conns.get(conn_id)
+        if conn is None or conn.ended:
+            return
+        self._decode(conn_id, conn, data, now)
+
+    def _decode(self, conn_id: int, conn: _Conn, data: bytes | None, now: float) -> None:
+        t = self._t(now)
+        for item in conn.decoder.feed(data):
+            kind = item.kind
+            if kind == "text":
+                self._emit(WsFrame(t=t, conn=conn_id, text=item.value))
+            elif kind == "accept":
+                self._emit(WsAccept(t=t, conn=conn_id))
+            elif kind == "close":
+                code, reason = item.value
+                self._emit(WsClose(t=t, conn=conn_id, code=code, reason=reason))
+            elif kind == "reject":
+                status, raw = item.value
+                try:
+                    body: str | None = raw.decode("utf-8")
+                    size: int | None = None
+                except UnicodeDecodeError:
+                    body, size = None, len(raw)
+                self._emit(WsReject(t=t, conn=conn_id, status=status, body=body, body_bytes=size))
+            else:
+                self._emit(WsError(t=t, conn=conn_id, message=item.value))
+
+    def _end(self, conn_id: int, how: str, message: str | None, now: float) -> None:
+        conn = self._conns.pop(conn_id, None)
+        if conn is None:
+            return
+        conn.ended = True
+        if not conn.url_known:
+            conn.url_known = True
+            self._emit(WsOpenRecord(t=self._t(now), conn=conn_id, url=None))
+        if how == "lost" and not conn.decoder.done:
+            # What the end of stream completes (a rejection whose body was cut short).
+            self._decode(conn_id, conn, None, now)
+        self._emit(WsEnd(t=self._t(now), conn=conn_id, how=how, message=message))
+
+    def connection_lost(self, conn_id: int, now: float) -> None:
+        self._end(conn_id, "lost", None, now)
+
+    def connection_failed(self, conn_id: int, message: str, now: float) -> None:
+        self._end(conn_id, "failed", message, now)
+
+    def connection_closed(self, conn_id: int, now: float) -> None:
+        self._end(conn_id, "closed", None, now)
+
+    def tools_run(
+        self,
+        calls: Sequence[ToolCall],
+        outcomes: Sequence[ToolOutcome],
+        *,
+        sent: float,
+        now: float,
+    ) -> None:
+        self._ensure_header(now)
+        self._emit(
+            ToolRun(
+                t=self._t(now),
+                sent=self._t(sent),
+                calls=tuple(calls),
+                outcomes=tuple(o for o in outcomes if isinstance(o, ToolOutcome)),
+            )
+        )
+
+    def cancelled(self, reason: BaseException | None, now: float) -> None:
+        self._ensure_header(now)
+        name = type(reason).__name__ if reason is not None else ""
+        self._emit(Cancel(t=self._t(now), reason=name))
+
+    def session_call(
+        self, name: str, now: float, *, wait: bool = False, timeout: float | None = None
+    ) -> None:
+        if name not in SESSION_CALLS:
+            return
+        self._ensure_header(now)
+        finite = timeout if timeout is not None and math.isfinite(timeout) else None
+        self._emit(SessionCall(t=self._t(now), name=name, wait=bool(wait), timeout=finite))

@@ -1,0 +1,54 @@
+"""What a user can import from the core: ``coder_proto.__all__`` and three public packages
+(``coder_proto.durable``, ``coder_proto.transcript``, ``coder_proto.fake``); every other
+module is private (a leading underscore somewhere in its dotted path)."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+import pytest
+
+import coder_proto
+
+PUBLIC_PACKAGES = ("coder_proto.durable", "coder_proto.transcript", "coder_proto.fake")
+
+
+def _modules() -> list[str]:
+    return [m.name for m in pkgutil.walk_packages(coder_proto.__path__, "coder_proto.")]
+
+
+def _is_private(name: str) -> bool:
+    return any(part.startswith("_") for part in name.split(".")[1:])
+
+
+def test_every_module_outside_the_public_packages_is_private() -> None:
+    public = [name for name in _modules() if not _is_private(name)]
+    stray = [
+        name
+        for name in public
+        if name not in PUBLIC_PACKAGES and not name.startswith("coder_proto.fake.")
+    ]
+    assert stray == [], f"public modules outside the public packages: {stray}"
+
+
+@pytest.mark.parametrize("face", ["coder_proto", *PUBLIC_PACKAGES])
+def test_every_exported_name_is_there_once(face: str) -> None:
+    module = importlib.import_module(face)
+    names = list(module.__all__)
+    assert len(names) == len(set(names)), face
+    missing = [name for name in names if not hasattr(module, name)]
+    assert missing == [], f"{face}.__all__ names what it does not define: {missing}"
+
+
+def test_the_core_exports_no_module() -> None:
+    """``__all__`` holds values a user meets, never an implementation module."""
+    modules = [n for n in coder_proto.__all__ if type(getattr(coder_proto, n)).__name__ == "module"]
+    assert modules == []
+
+
+def test_star_import_gives_exactly_the_curated_names() -> None:
+    namespace: dict[str, object] = {}
+    exec("from coder_proto import *", namespace)
+    namespace.pop("__builtins__")
+    assert sorted(namespace) == sorted(coder_proto.__all__)
