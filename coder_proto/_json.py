@@ -1,59 +1,138 @@
-"""JSON helpers: fast parsing, compact request bodies, and JavaScript-compatible text.
+r"""JSON: decoding server and model text, compact request bodies, JavaScript-compatible text.
 
-``loads`` uses orjson when it is installed (the ``speedups`` extra) and the standard library
-otherwise; both raise ``ValueError`` subclasses on bad input, which callers turn into the
-library's protocol error.
+Decoding (``loads``) follows one rule whichever decoder runs: **the value, or the error, is the
+one the standard library's ``json.loads`` gives**.
+
+* orjson (the ``speedups`` extra, chosen in ``coder_proto._speedups``) decodes when it is
+  installed. Any input it refuses is decoded again by the standard library, whose answer (a
+  value or an error) is the result: NaN and Infinity, numbers beyond the double range (``inf``),
+  lone surrogates (``"\ud800"``, or UTF-8-encoded surrogates in bytes), UTF-16/32 bytes, a
+  UTF-8 byte order mark in bytes, and every invalid document, so errors carry the standard
+  library's message. An input with a run of 19 or more digits goes to the standard library
+  without asking orjson, because orjson reads integers beyond 64 bits as floats (the standard
+  library keeps them exact). Inputs that are neither ``str`` nor ``bytes`` go to the standard
+  library too (``TypeError``).
+* Nesting: the standard library stops where the interpreter's recursion limit falls (about
+  1,000 levels, less the caller's stack), here a ``ValueError`` and never a
+  ``RecursionError``; orjson stops at 1,024 levels. A document orjson decodes that has more
+  brackets than the standard library has room for at that call is decoded again by the
+  standard library, so both paths stop at the same depth.
+* Both paths give what JSON gives for the rest: the last of duplicate keys wins (at the first
+  one's position), ``-0.0`` stays negative, ``-0`` is the integer 0, floats are correctly
+  rounded. ``tests/test_json.py`` runs every check on both paths and compares them on
+  generated text.
+
+Every error is a ``ValueError`` (``json.JSONDecodeError``, ``UnicodeDecodeError``, the
+integer-digits limit, the nesting limit) or a ``TypeError`` for an input of the wrong type;
+callers turn them into the library's protocol error.
+
+Encoding (``dumps``, request bodies) uses the standard library on both paths (see
+``coder_proto._speedups`` for why not orjson).
 
 ``js_stringify`` reproduces ``JSON.stringify`` (D18): separators ``,`` and ``:``, non-ASCII
 kept, keys in received order, integral floats without ``.0`` and JavaScript's exponent rules.
 ``canonical_json`` is the same number format with keys sorted by UTF-16 code units (K.8), used
-to compare queued prompts with materialised user messages (E.2).
+to compare queued prompts with materialised user messages (E.2). Keys that are not strings
+are written as ``json.dumps`` writes them (``true``, ``1``, ``null``); other key types are a
+``TypeError``, as there.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Callable
-from typing import Any
+from types import FrameType
+from typing import Any, Final
 
-__all__ = ["canonical_json", "dumps", "js_number", "js_stringify", "loads", "std_loads"]
+from ._speedups import orjson as _orjson
+from ._speedups import std_loads
 
-_std_loads: Callable[[str | bytes], Any] = json.loads
-# The decoder's C scanner: (text, index) -> (value, end); not in the type stubs.
-_scan_once: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+__all__ = [
+    "canonical_json",
+    "decoders",
+    "dumps",
+    "js_number",
+    "js_stringify",
+    "loads",
+    "orjson_loads",
+    "std_loads",
+    "stdlib_loads",
+]
+
+_TOO_DEEP: Final = "JSON nested too deeply for the interpreter's recursion limit"
+
+# The standard library's decoder takes one level of the interpreter's recursion limit per
+# nesting level, below the caller's frames and its own (json.loads, decode, raw_decode) and a
+# margin.
+_STDLIB_FRAMES: Final = 16
+# Documents of at most twice this many bytes (so at most this deep) are not checked against
+# the room left: a caller with less room than this would fail long before it got here.
+_SHALLOW: Final = 128
 
 
-def std_loads(data: str | bytes) -> Any:
-    """``json.loads``, with a shortcut for the common case of a text document that starts
-    with ``[`` or ``{`` and ends with nothing but JSON whitespace: the decoder's scanner is
-    called directly, skipping ``json.loads``'s wrapper (two regular-expression scans and three
-    calls), which is a quarter of the cost of decoding a one-event stream frame. Everything
-    else, errors included, goes through ``json.loads`` itself, so results and exceptions are
-    the same."""
-    if type(data) is str:
-        first = data[:1]
-        if first == "[" or first == "{":
+def stdlib_loads(data: str | bytes) -> Any:
+    """``loads`` on the standard library alone (the path without orjson)."""
+    try:
+        return std_loads(data)
+    except RecursionError:
+        raise ValueError(_TOO_DEEP) from None
+
+
+def _stdlib_room() -> int:
+    """The nesting levels the standard library's decoder can reach from here."""
+    depth = 0
+    frame: FrameType | None = sys._getframe()
+    while frame is not None:
+        depth += 1
+        frame = frame.f_back
+    return sys.getrecursionlimit() - depth - _STDLIB_FRAMES
+
+
+# Digits map to "0" and "{" to "[" (every other byte to itself): a run of 19 zeros is a run of
+# 19 digits, and the "[" count is the number of opening brackets.
+_SCAN_TABLE: Final = bytes.maketrans(b"123456789{", b"000000000[")
+_LONG_DIGIT_RUN: Final = b"0" * 19
+
+
+def orjson_loads(data: str | bytes) -> Any:
+    """``loads`` with orjson, under the rule in the module docstring (the standard library
+    alone when orjson is not installed)."""
+    raw = data.encode("utf-8", "surrogatepass") if type(data) is str else data
+    if _orjson is not None and type(raw) is bytes:
+        scanned = raw.translate(_SCAN_TABLE)
+        if scanned.find(_LONG_DIGIT_RUN) < 0:
             try:
-                value, end = _scan_once(data, 0)
-            except (StopIteration, ValueError):
-                return _std_loads(data)
-            if end == len(data) or not data[end:].strip(" \t\n\r"):
-                return value
-    return _std_loads(data)
+                value = _orjson.loads(raw)
+            except _orjson.JSONDecodeError:
+                pass  # the standard library decides, below
+            else:
+                if len(raw) <= 2 * _SHALLOW:
+                    return value
+                # Depth is at most half the length, and at most the number of "[" and "{".
+                room = _stdlib_room()
+                if len(raw) <= 2 * room or scanned.count(b"[") <= room:
+                    return value
+    # Here rather than through stdlib_loads, so the standard library starts from the same
+    # stack depth as on the other path.
+    try:
+        return std_loads(data)
+    except RecursionError:
+        raise ValueError(_TOO_DEEP) from None
 
 
-try:  # pragma: no cover - depends on the optional extra
-    import orjson as _orjson
+def decoders() -> dict[str, Callable[[str | bytes], Any]]:
+    """The decoding paths this installation has, by name: ``"stdlib"`` always, ``"orjson"``
+    when it is installed. ``loads`` is the last of them."""
+    out: dict[str, Callable[[str | bytes], Any]] = {"stdlib": stdlib_loads}
+    if _orjson is not None:
+        out["orjson"] = orjson_loads
+    return out
 
-    def _fast_loads(data: str | bytes) -> Any:
-        return _orjson.loads(data)
 
-    loads: Callable[[str | bytes], Any] = _fast_loads
-    JSON_BACKEND = "orjson"
-except ImportError:  # pragma: no cover - depends on the optional extra
-    loads = std_loads
-    JSON_BACKEND = "json"
+#: Decode JSON text (``str`` or UTF-8/16/32 ``bytes``) under the rule in the module docstring.
+loads: Callable[[str | bytes], Any] = orjson_loads if _orjson is not None else stdlib_loads
 
 _encode_str = json.JSONEncoder(ensure_ascii=False).encode
 
@@ -107,6 +186,23 @@ def js_number(value: float) -> str:
     return sign + out
 
 
+def _key(key: Any) -> str:
+    """A key as ``json.dumps`` writes it."""
+    if isinstance(key, str):
+        return key
+    if key is True:
+        return "true"
+    if key is False:
+        return "false"
+    if key is None:
+        return "null"
+    if isinstance(key, int):
+        return int.__repr__(key)
+    if isinstance(key, float):
+        return json.dumps(key)
+    raise TypeError(f"keys must be str, int, float, bool or None, not {type(key).__name__}")
+
+
 def _write(value: Any, sort_keys: bool) -> str:
     if value is None:
         return "null"
@@ -121,12 +217,10 @@ def _write(value: Any, sort_keys: bool) -> str:
     if isinstance(value, float):
         return js_number(value)
     if isinstance(value, dict):
-        items = list(value.items())
+        items = [(_key(k), v) for k, v in value.items()]
         if sort_keys:
-            items.sort(key=lambda kv: str(kv[0]).encode("utf-16-be"))
-        return (
-            "{" + ",".join(_encode_str(str(k)) + ":" + _write(v, sort_keys) for k, v in items) + "}"
-        )
+            items.sort(key=lambda kv: kv[0].encode("utf-16-be", "surrogatepass"))
+        return "{" + ",".join(_encode_str(k) + ":" + _write(v, sort_keys) for k, v in items) + "}"
     if isinstance(value, list | tuple):
         return "[" + ",".join(_write(v, sort_keys) for v in value) + "]"
     raise TypeError(f"value of type {type(value).__name__} is not JSON serializable")

@@ -1,15 +1,41 @@
-"""JavaScript-compatible JSON text (D18) and canonical JSON (E.2, K.8)."""
+"""JSON: decoding on both paths (the standard library, and orjson when installed) with the
+same values and errors, request bodies, JavaScript-compatible text (D18) and canonical JSON
+(E.2, K.8)."""
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coder_proto._json import canonical_json, dumps, js_number, js_stringify, loads
+from coder_proto import _json
+from coder_proto._errors import CoderProtocolError
+from coder_proto._json import (
+    canonical_json,
+    decoders,
+    dumps,
+    js_number,
+    js_stringify,
+    loads,
+)
+
+Loads = Callable[[str | bytes], Any]
+
+json_stdlib = _json.stdlib_loads
+
+
+@pytest.fixture(params=["stdlib", "orjson"])
+def decode(request: pytest.FixtureRequest) -> Loads:
+    """Each decoding path ``loads`` can take; the orjson one needs orjson (the test extra
+    installs it)."""
+    if request.param == "orjson":
+        pytest.importorskip("orjson")
+    return decoders()[request.param]
 
 
 @pytest.mark.parametrize(
@@ -122,3 +148,350 @@ def _as_json_reads_it(value: object) -> object:
 def test_dumps_keeps_valid_text_unescaped() -> None:
     assert dumps({"text": "héllo ✓ 😀"}) == '{"text":"héllo ✓ 😀"}'.encode()
     assert dumps({"id": "\ud800x"}) == b'{"id":"\\ud800x"}'
+
+
+# -- decoding: the same value or the same error on both paths ----------------------------------
+
+
+def _outcome(decode: Any, data: Any) -> tuple[str, str]:
+    """What decoding ``data`` gives, comparable across paths: the value's repr (NaN and -0.0
+    compare by it) and its types, or the error's type and message."""
+    try:
+        value = decode(data)
+    except (ValueError, TypeError) as exc:
+        return (type(exc).__name__, str(exc))
+    return ("ok", repr(value) + " " + _types(value))
+
+
+def _types(value: Any) -> str:
+    if isinstance(value, list):
+        return "[" + ",".join(_types(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k!r}:{_types(v)}" for k, v in value.items()) + "}"
+    return type(value).__name__
+
+
+def _depth_outcome(decode: Any, data: Any) -> tuple[str, Any]:
+    """``_outcome`` for deeply nested documents: the value's depth (its repr would recurse)."""
+    try:
+        value = decode(data)
+    except (ValueError, TypeError) as exc:
+        return (type(exc).__name__, str(exc))
+    depth = 0
+    while isinstance(value, list | dict):
+        depth += 1
+        value = (
+            value[0]
+            if isinstance(value, list) and value
+            else (value.get("a") if isinstance(value, dict) else None)
+        )
+    return ("ok", depth)
+
+
+def _nested(depth: int, kind: str = "[") -> str:
+    if kind == "[":
+        return "[" * depth + "]" * depth
+    return '{"a":' * depth + "1" + "}" * depth
+
+
+def test_loads_is_the_installed_path() -> None:
+    assert loads is list(decoders().values())[-1]
+    try:
+        import orjson  # noqa: F401
+    except ImportError:
+        assert list(decoders()) == ["stdlib"]
+    else:
+        assert list(decoders()) == ["stdlib", "orjson"]
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        # NaN and the infinities, written or by overflow
+        "NaN",
+        "[Infinity, -Infinity]",
+        '{"x": NaN}',
+        "1e400",
+        "-1e400",
+        "[1.7976931348623157e309]",
+        # integers beyond 64 bits stay exact
+        str(2**64),
+        str(2**64 - 1),
+        str(-(2**63) - 1),
+        "[" + str(10**30) + ", 1]",
+        '{"usage": {"input_tokens": 123456789012345678901234567890}}',
+        "1" * 5000,  # the interpreter's digit limit: a ValueError on both paths
+        # long mantissas, and a digit run inside a string (decoded exactly either way)
+        "0.1234567890123456789012345",
+        '["12345678901234567890"]',
+        # signed zero
+        "-0.0",
+        "[-0.0, 0.0, -0]",
+        "-0",
+        # lone surrogates, as escapes and in the text itself
+        '"\\ud800"',
+        '["\\udc00\\ud800", "\\ud83d\\ude00"]',
+        '{"id": "call_\\ud800"}',
+        '"\ud800"',
+        # duplicate keys: the last value wins, at the first key's position
+        '{"a": 1, "b": 2, "a": 3}',
+        # whitespace and what JSON does not count as whitespace
+        " \t\n\r[] \n",
+        "[]\x0c",
+        "\ufeff[]",
+        # invalid documents: the standard library's errors
+        "",
+        " ",
+        "[1,]",
+        "tru",
+        '"abc',
+        '{"a" 1}',
+        "1 2",
+        "-",
+        '"\t"',
+        '"\\x"',
+        '["\\u12"]',
+        "{1: 2}",
+    ],
+)
+def test_decoding_edge_cases_matches_the_standard_library(decode: Loads, data: str) -> None:
+    for form in (data, data.encode("utf-8", "surrogatepass")):
+        assert _outcome(decode, form) == _outcome(json.loads, form)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'"\xed\xa0\x80"',  # a UTF-8-encoded surrogate: the standard library passes it
+        b'"\xff"',  # not UTF-8
+        b"\xef\xbb\xbf[1]",  # a UTF-8 byte order mark
+        '["é"]'.encode("utf-16"),
+        '["é"]'.encode("utf-16-le"),
+        '{"a": [1]}'.encode("utf-32"),
+        b"\x00",
+    ],
+)
+def test_decoding_bytes_in_any_encoding_matches_the_standard_library(
+    decode: Loads, data: bytes
+) -> None:
+    assert _outcome(decode, data) == _outcome(json.loads, data)
+
+
+@pytest.mark.parametrize("data", [None, 1, 1.5, bytearray(b"[1]"), memoryview(b"[1]"), ["[]"]])
+def test_decoding_other_types_matches_the_standard_library(decode: Loads, data: Any) -> None:
+    assert _outcome(decode, data) == _outcome(json.loads, data)
+
+
+def test_decoded_values_are_exact(decode: Loads) -> None:
+    assert decode(str(2**64 + 1)) == 2**64 + 1 and type(decode(str(2**70))) is int
+    assert math.copysign(1.0, decode("-0.0")) == -1.0
+    assert decode("-0") == 0 and type(decode("-0")) is int
+    assert math.isnan(decode("NaN")) and decode("-Infinity") == -math.inf
+    assert decode('"\\ud800x"') == "\ud800x"
+    assert list(decode('{"a": 1, "b": 2, "a": 3}').items()) == [("a", 3), ("b", 2)]
+
+
+def _at_stack_depth(frames: int, run: Callable[[], Any]) -> Any:
+    """``run()`` called from ``frames`` more frames down the stack."""
+    if frames:
+        return _at_stack_depth(frames - 1, run)
+    return run()
+
+
+@pytest.mark.parametrize("kind", ["[", "{"])
+@pytest.mark.parametrize("as_bytes", [False, True])
+@pytest.mark.parametrize("depth", [300, 900, 990, 1_000, 1_024, 1_025, 5_000, 100_000])
+def test_nesting_stops_where_the_standard_library_stops(
+    decode: Loads, kind: str, as_bytes: bool, depth: int
+) -> None:
+    doc = _nested(depth, kind)
+    data = doc.encode() if as_bytes else doc
+    want = _depth_outcome(json_stdlib, data)
+    assert _depth_outcome(decode, data) == want
+    if want[0] != "ok":
+        assert want == (
+            "ValueError",
+            "JSON nested too deeply for the interpreter's recursion limit",
+        )
+
+
+@pytest.mark.parametrize("stack", [0, 300, 700])
+def test_nesting_limits_agree_from_a_deep_stack(decode: Loads, stack: int) -> None:
+    # The standard library's room shrinks with the caller's stack; a document orjson alone
+    # would decode is refused on both paths when the standard library has no room for it.
+    for depth in (150, 250, 400, 650, 900):
+        doc = _nested(depth)
+        want = _at_stack_depth(stack, lambda doc=doc: _depth_outcome(json_stdlib, doc))
+        assert _at_stack_depth(stack, lambda doc=doc: _depth_outcome(decode, doc)) == want
+    assert _at_stack_depth(700, lambda: _depth_outcome(decode, _nested(400)))[0] == "ValueError"
+
+
+def test_both_paths_stop_at_exactly_the_same_depth() -> None:
+    # Every call is made from this function's frame, so each path starts from the same stack.
+    lo, hi = 1, 3_000
+    while lo < hi:  # the deepest document the standard library decodes from here
+        mid = (lo + hi + 1) // 2
+        try:
+            json_stdlib(_nested(mid))
+        except ValueError:
+            hi = mid - 1
+        else:
+            lo = mid
+    deepest = lo
+    for decode in decoders().values():
+        value = decode(_nested(deepest))
+        assert _depth_outcome(lambda _, value=value: value, None) == ("ok", deepest)
+        with pytest.raises(ValueError, match="nested too deeply"):
+            decode(_nested(deepest + 1))
+
+
+def test_a_wide_document_is_not_deep(decode: Loads) -> None:
+    wide = "[" + ",".join(['{"a": [1]}'] * 2_000) + "]"
+    assert decode(wide) == json.loads(wide)
+
+
+# Values of every JSON kind, with the awkward ones often: integers beyond 64 bits, -0.0,
+# NaN and the infinities, lone surrogates, and keys that repeat once written as text.
+_awkward_ints = st.integers() | st.sampled_from([2**63, 2**64, -(2**63) - 1, 10**25, -(10**30)])
+_awkward_floats = st.floats() | st.sampled_from([-0.0, 0.0, 5e-324, 1.7976931348623157e308])
+_awkward_text = st.text() | st.text(st.characters(min_codepoint=0xD700, max_codepoint=0xE0FF))
+json_any = st.recursive(
+    st.none() | st.booleans() | _awkward_ints | _awkward_floats | _awkward_text,
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=3), children, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    value=json_any,
+    ensure_ascii=st.booleans(),
+    indent=st.sampled_from([None, 0, 2]),
+    duplicate=st.booleans(),
+    as_bytes=st.booleans(),
+)
+def test_both_paths_decode_generated_documents_alike(
+    value: Any, ensure_ascii: bool, indent: int | None, duplicate: bool, as_bytes: bool
+) -> None:
+    text = json.dumps(value, ensure_ascii=ensure_ascii, indent=indent)
+    if duplicate and text.startswith("{") and text != "{}":
+        text = text[:-1] + "," + text[1:]  # every key twice
+    data: str | bytes = text.encode("utf-8", "surrogatepass") if as_bytes else text
+    want = _outcome(json.loads, data)
+    for decode in decoders().values():
+        assert _outcome(decode, data) == want
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet='[]{},:"0123456789.eE+-aflnrstu\\ \n\ud800\u00e9', max_size=30))
+def test_both_paths_agree_on_arbitrary_text(text: str) -> None:
+    for data in (text, text.encode("utf-8", "surrogatepass")):
+        want = _outcome(json.loads, data)
+        for decode in decoders().values():
+            assert _outcome(decode, data) == want
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.from_regex(r"-?(0|[1-9][0-9]{0,30})(\.[0-9]{1,25})?([eE][+-]?[0-9]{1,3})?", fullmatch=True)
+)
+def test_both_paths_decode_numbers_alike(number: str) -> None:
+    want = _outcome(json.loads, number)
+    for decode in decoders().values():
+        assert _outcome(decode, number) == want
+        assert _outcome(decode, f'{{"n": [{number}]}}') == _outcome(
+            json.loads, f'{{"n": [{number}]}}'
+        )
+
+
+# -- where the library decodes: a clear library error for every input --------------------------
+
+
+@pytest.fixture
+def installed(decode: Loads, monkeypatch: pytest.MonkeyPatch) -> Loads:
+    """Make the modules that decode use ``decode``."""
+    from coder_proto._agent import tools
+    from coder_proto._rest import http
+    from coder_proto._wire import events
+
+    for module in (events, http, tools):
+        monkeypatch.setattr(module, "loads", decode)
+    return decode
+
+
+def test_stream_frames_parse_alike_on_both_paths(installed: Loads) -> None:
+    from coder_proto._wire.events import MessagePartEvent, parse_frame
+
+    frame = (
+        '[{"type":"message_part","chat_id":"c","message_part":{"role":"assistant",'
+        '"part":{"type":"text","text":"\\ud800 \\ud83d\\ude00"},"seq":18446744073709551617}}]\n'
+    )
+    (event,) = parse_frame(frame)
+    assert isinstance(event, MessagePartEvent)
+    assert event.part.text == "\ud800 \U0001f600"  # type: ignore[union-attr]
+    assert event.seq == 18446744073709551617
+    for bad in (_nested(100_000), "[1,", "\ufeff[]"):
+        with pytest.raises(CoderProtocolError, match="failed to parse chat stream frame"):
+            parse_frame(bad)
+
+
+def test_response_bodies_parse_alike_on_both_paths(installed: Loads) -> None:
+    from coder_proto._rest.http import HttpResponse
+
+    def body(data: bytes) -> Any:
+        return HttpResponse(status=200, headers=(), body=data).json()
+
+    assert body(b'{"id": "\\ud800", "n": NaN}')["id"] == "\ud800"
+    assert body(_nested(100_000).encode()) is None
+    assert body(b"[1,") is None
+
+
+def test_deep_tool_arguments_are_a_tool_input_error(installed: Loads) -> None:
+    from coder_proto._agent.tools import ToolInputError, tool
+
+    @tool
+    def save(data: Any) -> None:
+        return None
+
+    with pytest.raises(ToolInputError, match="arguments are not valid JSON"):
+        save.parse_input('{"data": ' + _nested(100_000) + "}")
+    assert save.parse_input('{"data": [1e400]}') == {"data": [math.inf]}
+
+
+def test_std_loads_is_reexported() -> None:
+    from coder_proto._speedups import std_loads
+
+    assert _json.std_loads is std_loads
+
+
+# -- encoding -----------------------------------------------------------------------------------
+
+
+def test_keys_that_are_not_strings_are_written_as_json_dumps_writes_them() -> None:
+    value = {7: "a", True: "b", None: "c", 2.5: "d", "e": {False: 1}}
+    assert js_stringify(value) == json.dumps(value, separators=(",", ":"))
+    assert dumps(value).decode() == json.dumps(value, separators=(",", ":"))
+    assert canonical_json({"b": 1, 1: 2}) == '{"1":2,"b":1}'
+    with pytest.raises(TypeError, match="keys must be str"):
+        js_stringify({(1, 2): 3})
+
+
+def test_canonical_json_sorts_keys_that_are_lone_surrogates() -> None:
+    low, high = chr(0xDC00), chr(0xD800)
+    assert canonical_json({low: 1, high: 2, "a": 3}) == '{"a":3,"' + high + '":2,"' + low + '":1}'
+
+
+def test_negative_zero_and_non_finite_numbers_in_text() -> None:
+    assert js_stringify([-0.0, math.nan, math.inf]) == "[0,null,null]"  # JSON.stringify's
+    assert dumps([-0.0]) == b"[-0.0]"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.floats(allow_nan=False, allow_infinity=False))
+def test_request_body_floats_round_trip_on_both_paths(value: float) -> None:
+    body = dumps({"x": value})
+    for decode in decoders().values():
+        got = decode(body)["x"]
+        assert got == value and math.copysign(1.0, got) == math.copysign(1.0, value)

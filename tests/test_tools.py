@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import subprocess
+import sys
 from typing import Annotated, Any, Literal, TypedDict
 
 import attrs
@@ -18,6 +20,7 @@ from coder_proto._agent.tools import (
     tools_by_name,
     validate_json_schema,
 )
+from coder_proto._schema import CHECKED_FORMATS
 
 
 class Unit(enum.Enum):
@@ -268,7 +271,6 @@ def test_tools_by_name_normalises_lists_and_mappings() -> None:
             },
             False,
         ),
-        (1, {"$ref": "#/nowhere"}, True),
         (1, False, False),
         (1, True, True),
     ],
@@ -317,3 +319,280 @@ def test_tool_context_parameter_is_injected_not_in_schema() -> None:
         model_tool.parse_input('{"severity": "minor", "summary": "s"}'), ctx
     )
     assert model_tool(*args, **kwargs) == "call_1"
+
+
+# -- every keyword of the draft is enforced (the jsonschema library validates) ----------------
+
+_PERSON = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "born": {"type": "string", "format": "date"}},
+}
+
+
+@pytest.mark.parametrize(
+    ("value", "schema", "problem"),
+    [
+        # format: checked for the formats in CHECKED_FORMATS
+        ("2026-01-01T10:00:00Z", {"format": "date-time"}, None),
+        ("2026-01-01t10:00:00.25+05:30", {"format": "date-time"}, None),
+        ("2026-01-01T10:00:00", {"format": "date-time"}, "$: not a valid date-time"),
+        ("2026-02-30T10:00:00Z", {"format": "date-time"}, "$: not a valid date-time"),
+        ("20260101T100000Z", {"format": "date-time"}, "$: not a valid date-time"),
+        ("2024-02-29", {"format": "date"}, None),
+        ("2023-02-29", {"format": "date"}, "$: not a valid date"),
+        ("23:59:60Z", {"format": "time"}, None),
+        ("24:00:00Z", {"format": "time"}, "$: not a valid time"),
+        ("a@example.com", {"format": "email"}, None),
+        ("example.com", {"format": "email"}, "$: not a valid email"),
+        ("10.0.0.1", {"format": "ipv4"}, None),
+        ("10.0.0.256", {"format": "ipv4"}, "$: not a valid ipv4"),
+        ("::1", {"format": "ipv6"}, None),
+        ("6d1c6b7e-6a1f-4c57-9d1a-0c8e1e6f7a10", {"format": "uuid"}, None),
+        ("6d1c6b7e", {"format": "uuid"}, "$: not a valid uuid"),
+        ("[a-", {"format": "regex"}, "$: not a valid regex"),
+        (5, {"format": "date-time"}, None),  # formats apply to strings only
+        ("anything", {"format": "x-custom"}, None),  # unknown formats are annotations
+        # not
+        ("x", {"not": {"type": "string"}}, '$: must not match {"type":"string"}'),
+        (1, {"not": {"type": "string"}}, None),
+        # if / then / else
+        (
+            {"kind": "card", "number": 4},
+            {
+                "if": {"properties": {"kind": {"const": "card"}}},
+                "then": {"properties": {"number": {"type": "string"}}},
+                "else": {"required": ["iban"]},
+            },
+            "$.number: expected string",
+        ),
+        (
+            {"kind": "bank"},
+            {
+                "if": {"properties": {"kind": {"const": "card"}}},
+                "then": {"properties": {"number": {"type": "string"}}},
+                "else": {"required": ["iban"]},
+            },
+            "$.iban: required",
+        ),
+        # patternProperties, with additionalProperties false beside it
+        (
+            {"x_1": 1, "x_2": "two", "y": 3},
+            {
+                "patternProperties": {"^x_": {"type": "integer"}},
+                "additionalProperties": False,
+            },
+            "$.x_2: expected integer; $.y: unexpected property",
+        ),
+        # dependentRequired, propertyNames, min/maxProperties
+        (
+            {"card": "4111"},
+            {"dependentRequired": {"card": ["expiry"]}},
+            '$.expiry: required when "card" is present',
+        ),
+        ({"Bad": 1}, {"propertyNames": {"pattern": "^[a-z]+$"}}, '$: property name "Bad"'),
+        ({}, {"minProperties": 1}, "$: fewer than 1 property"),
+        ({"a": 1, "b": 2}, {"maxProperties": 1}, "$: more than 1 property"),
+        # contains / minContains / maxContains, multipleOf
+        ([1, 2], {"contains": {"type": "string"}}, "$: no item matches the required shape"),
+        (
+            ["a", 1],
+            {"contains": {"type": "string"}, "minContains": 2},
+            "$: fewer than 2 items match the required shape",
+        ),
+        (
+            ["a", "b"],
+            {"contains": {"type": "string"}, "maxContains": 1},
+            "$: more than 1 item match the required shape",
+        ),
+        (7, {"multipleOf": 5}, "$: not a multiple of 5"),
+        # unevaluatedProperties sees through allOf
+        (
+            {"a": 1, "b": 2},
+            {"allOf": [{"properties": {"a": {}}}], "unevaluatedProperties": False},
+            "$: unevaluated properties are not allowed",
+        ),
+        # a tuple with no room for more
+        ([1, 2], {"prefixItems": [{}], "items": False}, "$: more than 1 item"),
+        # $ref to $defs, and recursion through it
+        (
+            {"name": "a", "children": [{"name": "b", "children": [{"name": 3}]}]},
+            {
+                "$ref": "#/$defs/node",
+                "$defs": {
+                    "node": {
+                        "type": "object",
+                        "properties": {
+                            "name": {"type": "string"},
+                            "children": {"type": "array", "items": {"$ref": "#/$defs/node"}},
+                        },
+                    }
+                },
+            },
+            "$.children[0].children[0].name: expected string",
+        ),
+        # paths to names that are not identifiers are quoted
+        ({"a b": 1}, {"properties": {"a b": {"type": "string"}}}, '$["a b"]: expected string'),
+        # anyOf names the closest failing branch
+        (
+            {"born": "yesterday"},
+            {"anyOf": [{"type": "string"}, _PERSON]},
+            "$: does not match any of the allowed shapes (closest: $.born: not a valid date)",
+        ),
+        (1, {"oneOf": [{"type": "integer"}, {"minimum": 0}]}, "matches more than one"),
+        # enum and const compare JSON values: true is not 1
+        (True, {"enum": [1, 2]}, "$: expected one of [1,2]"),
+        (1, {"const": True}, "$: expected true"),
+    ],
+)
+def test_every_keyword_is_enforced(value: Any, schema: dict[str, Any], problem: str | None) -> None:
+    problems = validate_json_schema(value, schema)
+    if problem is None:
+        assert problems == []
+    else:
+        assert problem in "; ".join(problems)
+
+
+def test_draft_is_taken_from_dollar_schema() -> None:
+    # Draft 4: exclusiveMaximum is a boolean beside maximum.
+    draft4 = {
+        "$schema": "http://json-schema.org/draft-04/schema#",
+        "maximum": 5,
+        "exclusiveMaximum": True,
+    }
+    assert validate_json_schema(5, draft4) == ["$: not below 5"]
+    # Draft 7: items as an array and additionalItems; dependencies.
+    draft7 = {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "items": [{"type": "integer"}],
+        "additionalItems": False,
+    }
+    assert validate_json_schema([1], draft7) == []
+    assert validate_json_schema([1, 2], draft7) == ["$: more than 1 item"]
+    deps = {"$schema": "http://json-schema.org/draft-07/schema#", "dependencies": {"a": ["b"]}}
+    assert validate_json_schema({"a": 1}, deps) == ['$.b: required when "a" is present']
+    # Without $schema: 2020-12, where an array under "items" is not a schema at all.
+    with pytest.raises(CoderAgentError, match="not a valid JSON Schema"):
+        validate_json_schema([1], {"items": [{"type": "integer"}]})
+
+
+@pytest.mark.parametrize(
+    ("schema", "message"),
+    [
+        (
+            {"type": "object", "properties": {"q": {"type": "strnig"}}},
+            r"tool 'search': the input schema is not a valid JSON Schema: \$\.properties\.q\.type: ",
+        ),
+        (
+            {"type": "object", "properties": {"q": {"minLength": -1}}},
+            r"not a valid JSON Schema: \$\.properties\.q\.minLength: ",
+        ),
+        (
+            {"type": "object", "properties": {"q": {"pattern": "[a-"}}},
+            r"not a valid JSON Schema: \$\.properties\.q\.pattern: ",
+        ),
+        (
+            {"type": "object", "required": "q"},
+            r"not a valid JSON Schema: \$\.required: ",
+        ),
+        (
+            {"type": "object", "properties": {"q": {"$ref": "#/$defs/missing"}}},
+            r"tool 'search': the input schema: \$ref '#/\$defs/missing' does not resolve",
+        ),
+        (
+            {"$ref": "https://example.com/schemas/query.json"},
+            r"\$ref 'https://example\.com/schemas/query\.json' does not resolve \(references "
+            r"must point inside the schema\)",
+        ),
+        (
+            {"$schema": "https://example.com/my-dialect"},
+            r"tool 'search': the input schema: unknown \$schema 'https://example\.com/my-dialect'",
+        ),
+    ],
+)
+def test_a_bad_schema_is_an_error_when_the_tool_is_defined(
+    schema: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(CoderAgentError, match=message):
+        Tool.from_schema("search", schema)
+
+    def search(q: str) -> str:
+        return q
+
+    with pytest.raises(CoderAgentError, match="tool 'search'"):
+        tool(schema=schema)(search)
+
+
+def test_references_resolve_against_nested_ids() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"point": {"$ref": "https://example.com/point"}},
+        "$defs": {
+            "point": {
+                "$id": "https://example.com/point",
+                "type": "object",
+                "properties": {"x": {"$ref": "#/$defs/coordinate"}},
+                "$defs": {"coordinate": {"type": "number"}},
+            }
+        },
+    }
+    t = Tool.from_schema("plot", schema)
+    assert t.parse_input('{"point": {"x": 1.5}}') == {"point": {"x": 1.5}}
+    with pytest.raises(ToolInputError, match=r"\$\.point\.x: expected number"):
+        t.parse_input('{"point": {"x": "one"}}')
+
+
+def test_formats_are_a_fixed_list() -> None:
+    assert set(CHECKED_FORMATS) == {
+        "date",
+        "date-time",
+        "email",
+        "idn-email",
+        "ipv4",
+        "ipv6",
+        "regex",
+        "time",
+        "uuid",
+    }
+    # "uri" is not in the list: an annotation whatever packages are installed.
+    assert validate_json_schema("not a uri", {"format": "uri"}) == []
+
+
+def test_tool_input_errors_name_the_path_and_stop_after_five_problems() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "when": {"type": "string", "format": "date-time"},
+            "tags": {"type": "array", "items": {"type": "string"}},
+        },
+    }
+    t = Tool.from_schema("log", schema)
+    with pytest.raises(ToolInputError) as excinfo:
+        t.parse_input('{"when": "noon", "tags": [1, 2, 3, 4, 5, 6]}')
+    message = str(excinfo.value)
+    assert message.startswith("tool 'log': invalid input: $.when: not a valid date-time; ")
+    assert message.count(": expected string") == 4 and "$.tags[3]" in message
+    assert "$.tags[4]" not in message
+
+
+def test_structured_output_schemas_are_validated_the_same_way() -> None:
+    from coder_proto._agent.structured_output import StructuredOutput
+
+    output = StructuredOutput(
+        {"type": "object", "properties": {"due": {"type": "string", "format": "date"}}}
+    )
+    with pytest.raises(ToolInputError, match=r"\$\.due: not a valid date"):
+        output.tool.parse_input('{"due": "soon"}')
+    with pytest.raises(CoderAgentError, match="unknown \\$schema"):
+        StructuredOutput({"$schema": "nope"})
+
+
+def test_jsonschema_is_imported_when_the_first_schema_is_compiled() -> None:
+    code = (
+        "import sys\n"
+        "import coder_proto._agent.tools as t\n"
+        "before = 'jsonschema' in sys.modules\n"
+        "t.Tool.from_schema('x', {'type': 'object'})\n"
+        "print(before, 'jsonschema' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "True"]

@@ -12,7 +12,14 @@ the pure part of that, shared by every adapter:
 * ``Tool.from_schema`` takes an explicit JSON Schema; ``Tool.from_model`` takes an attrs class,
   a dataclass or a pydantic model whose instance the function receives;
 * ``Tool.parse_input`` validates the model's arguments (JSON text, D18) against the schema and
-  converts them to the declared Python types, raising ``ToolInputError`` on bad input;
+  converts them to the declared Python types, raising ``ToolInputError`` on bad input. The
+  ``jsonschema`` library validates, with every keyword of the draft the schema's ``$schema``
+  names (2020-12 when it names none); ``coder_proto._schema.CHECKED_FORMATS`` lists the
+  ``format`` values that are checked. Each problem names the path to the failing value and what was expected
+  (``$.items[2].name: expected string``);
+* the schema itself is checked when a tool is defined: an unknown ``$schema``, a schema its
+  draft's meta-schema rejects, or a ``$ref`` that does not resolve inside the schema is a
+  ``CoderAgentError`` naming the tool (no reference is ever fetched);
 * ``encode_output`` turns whatever the tool returned into JSON for the tool-results request.
 
 The tool loop (D5) turns a ``ToolInputError``, an exception raised by the function, or an
@@ -36,12 +43,17 @@ from .._errors import CoderAgentError
 from .._json import loads
 from .._wire.chats import DynamicTool
 
+if typing.TYPE_CHECKING:
+    from .._schema import Validator
+
 __all__ = [
     "Tool",
     "ToolContext",
     "ToolInputError",
+    "compile_schema",
     "encode_output",
     "json_schema_for",
+    "schema_problems",
     "tool",
     "tools_by_name",
     "validate_json_schema",
@@ -206,154 +218,32 @@ def _object_schema(
     return schema
 
 
-# -- validation -----------------------------------------------------------------------------
-
-_JSON_TYPES: dict[str, Callable[[Any], bool]] = {
-    "string": lambda v: isinstance(v, str),
-    "integer": lambda v: (
-        (isinstance(v, int) and not isinstance(v, bool))
-        or (isinstance(v, float) and v.is_integer())
-    ),
-    "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
-    "boolean": lambda v: isinstance(v, bool),
-    "null": lambda v: v is None,
-    "array": lambda v: isinstance(v, list),
-    "object": lambda v: isinstance(v, dict),
-}
+# -- validation (by the jsonschema library, in ._schema) ----------------------------------------
 
 
-_BOUNDS = (
-    ("minimum", "below"),
-    ("maximum", "above"),
-    ("exclusiveMinimum", "not above"),
-    ("exclusiveMaximum", "not below"),
-)
+def compile_schema(schema: Any, what: str = "schema") -> Validator:
+    """A validator for the JSON Schema ``schema``, after checking the schema itself (see the
+    module docstring); raises ``CoderAgentError`` beginning with ``what`` when it is not a
+    valid schema."""
+    from .. import _schema as validation  # imports jsonschema, the first time
+
+    return validation.compile_schema(schema, what)
 
 
-def validate_json_schema(value: Any, schema: Mapping[str, Any], path: str = "$") -> list[str]:
-    """Check ``value`` against the common JSON Schema keywords; returns problems (empty when
-    valid). Supported: ``type``, ``enum``, ``const``, ``properties``, ``required``,
-    ``additionalProperties``, ``items``, ``prefixItems``, ``minItems``/``maxItems``,
-    ``uniqueItems``, ``minLength``/``maxLength``, ``pattern``, ``minimum``/``maximum`` (and
-    the exclusive forms), ``anyOf``/``oneOf``/``allOf``, local ``$ref`` to ``$defs``. Unknown
-    keywords are ignored."""
-    return _validate(value, schema, path, schema)
+def schema_problems(validator: Validator, value: Any) -> list[str]:
+    """Readable problems of ``value`` under a validator from ``compile_schema``, each starting
+    with the path to the failing value; empty when valid."""
+    from .. import _schema as validation
+
+    return validation.problems(validator, value)
 
 
-def _resolve(schema: Mapping[str, Any], root: Mapping[str, Any]) -> Mapping[str, Any]:
-    ref = schema.get("$ref")
-    if not isinstance(ref, str) or not ref.startswith("#/"):
-        return schema
-    node: Any = root
-    for key in ref[2:].split("/"):
-        if not isinstance(node, Mapping) or key not in node:
-            return {}
-        node = node[key]
-    return node if isinstance(node, Mapping) else {}
-
-
-def _validate(value: Any, schema: Any, path: str, root: Mapping[str, Any]) -> list[str]:
-    if schema is True or schema is None:
-        return []
-    if schema is False:
-        return [f"{path}: no value is allowed here"]
-    if not isinstance(schema, Mapping):
-        return []
-    schema = _resolve(schema, root)
-    problems: list[str] = []
-    expected = schema.get("type")
-    if expected is not None:
-        names = expected if isinstance(expected, list) else [expected]
-        checks = [_JSON_TYPES.get(n) for n in names if isinstance(n, str)]
-        if checks and not any(check(value) for check in checks if check is not None):
-            return [f"{path}: expected {' or '.join(str(n) for n in names)}"]
-    if "const" in schema and value != schema["const"]:
-        problems.append(f"{path}: expected {schema['const']!r}")
-    enum_values = schema.get("enum")
-    if isinstance(enum_values, list) and value not in enum_values:
-        problems.append(f"{path}: expected one of {enum_values!r}")
-    for key in ("anyOf", "oneOf"):
-        options = schema.get(key)
-        if isinstance(options, list) and options:
-            matches = sum(1 for o in options if not _validate(value, o, path, root))
-            if matches == 0 or (key == "oneOf" and matches > 1):
-                problems.append(
-                    f"{path}: does not match {'any' if matches == 0 else 'exactly one'} of the allowed shapes"
-                )
-    for sub in schema.get("allOf", []) if isinstance(schema.get("allOf"), list) else []:
-        problems += _validate(value, sub, path, root)
-    if isinstance(value, dict):
-        problems += _validate_object(value, schema, path, root)
-    elif isinstance(value, list):
-        problems += _validate_array(value, schema, path, root)
-    elif isinstance(value, str):
-        if isinstance(schema.get("minLength"), int) and len(value) < schema["minLength"]:
-            problems.append(f"{path}: shorter than {schema['minLength']} characters")
-        if isinstance(schema.get("maxLength"), int) and len(value) > schema["maxLength"]:
-            problems.append(f"{path}: longer than {schema['maxLength']} characters")
-        pattern = schema.get("pattern")
-        if isinstance(pattern, str) and re.search(pattern, value) is None:
-            problems.append(f"{path}: does not match {pattern!r}")
-    elif isinstance(value, int | float) and not isinstance(value, bool):
-        for key, word in _BOUNDS:
-            bound = schema.get(key)
-            if isinstance(bound, int | float) and not isinstance(bound, bool):
-                broken = {
-                    "minimum": value < bound,
-                    "maximum": value > bound,
-                    "exclusiveMinimum": value <= bound,
-                    "exclusiveMaximum": value >= bound,
-                }[key]
-                if broken:
-                    problems.append(f"{path}: {word} {bound}")
-    return problems
-
-
-def _validate_object(
-    value: dict[str, Any], schema: Mapping[str, Any], path: str, root: Mapping[str, Any]
-) -> list[str]:
-    problems: list[str] = []
-    props = schema.get("properties")
-    props = props if isinstance(props, Mapping) else {}
-    required = schema.get("required")
-    for name in required if isinstance(required, list) else []:
-        if name not in value:
-            problems.append(f"{path}.{name}: required")
-    extra = schema.get("additionalProperties", True)
-    for key, item in value.items():
-        if key in props:
-            problems += _validate(item, props[key], f"{path}.{key}", root)
-        elif extra is False:
-            problems.append(f"{path}.{key}: unexpected property")
-        elif isinstance(extra, Mapping):
-            problems += _validate(item, extra, f"{path}.{key}", root)
-    return problems
-
-
-def _validate_array(
-    value: list[Any], schema: Mapping[str, Any], path: str, root: Mapping[str, Any]
-) -> list[str]:
-    problems: list[str] = []
-    prefix = schema.get("prefixItems")
-    prefix = prefix if isinstance(prefix, list) else []
-    for i, sub in enumerate(prefix[: len(value)]):
-        problems += _validate(value[i], sub, f"{path}[{i}]", root)
-    items = schema.get("items")
-    if isinstance(items, Mapping | bool):
-        for i in range(len(prefix), len(value)):
-            problems += _validate(value[i], items, f"{path}[{i}]", root)
-    if isinstance(schema.get("minItems"), int) and len(value) < schema["minItems"]:
-        problems.append(f"{path}: fewer than {schema['minItems']} items")
-    if isinstance(schema.get("maxItems"), int) and len(value) > schema["maxItems"]:
-        problems.append(f"{path}: more than {schema['maxItems']} items")
-    if schema.get("uniqueItems") is True:
-        seen: list[Any] = []
-        for item in value:
-            if item in seen:
-                problems.append(f"{path}: items are not unique")
-                break
-            seen.append(item)
-    return problems
+def validate_json_schema(value: Any, schema: Any) -> list[str]:
+    """Check ``value`` against the JSON Schema ``schema``: every keyword of its draft (see
+    ``coder_proto._schema.CHECKED_FORMATS`` for ``format``). Returns readable problems
+    (``$.items[2].name: expected string``); empty when valid. Raises ``CoderAgentError`` when
+    ``schema`` itself is not a valid schema."""
+    return schema_problems(compile_schema(schema), value)
 
 
 # -- conversion of validated JSON to the declared Python types ------------------------------
@@ -374,8 +264,7 @@ def _convert(value: Any, tp: Any) -> Any:
         for option in args:
             if option is type(None):
                 continue
-            schema = json_schema_for(option)
-            if not validate_json_schema(value, schema):
+            if compile_schema(json_schema_for(option)).is_valid(value):
                 return _convert(value, option)
         return value
     if origin in (list, Sequence, Iterable) or tp is list:
@@ -457,12 +346,15 @@ class Tool:
     hints: Mapping[str, Any] = attrs.field(factory=dict, eq=False, repr=False)
     #: The name of the parameter that receives the ``ToolContext``, if any.
     context_param: str | None = None
+    _validator: Validator = attrs.field(init=False, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         if not _NAME_RE.match(self.name):
             raise CoderAgentError(
                 f"invalid tool name {self.name!r}: use 1-128 letters, digits, '_' or '-'"
             )
+        validator = compile_schema(self.input_schema, f"tool {self.name!r}: the input schema")
+        object.__setattr__(self, "_validator", validator)
 
     @property
     def is_async(self) -> bool:
@@ -495,7 +387,7 @@ class Tool:
                 return self.input_type.model_validate(value)
             except Exception as exc:
                 raise ToolInputError(f"tool {self.name!r}: invalid input: {exc}") from exc
-        problems = validate_json_schema(value, self.input_schema)
+        problems = schema_problems(self._validator, value)
         if problems:
             raise ToolInputError(f"tool {self.name!r}: invalid input: " + "; ".join(problems[:5]))
         if self.input_mode == "model":

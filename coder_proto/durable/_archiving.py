@@ -18,7 +18,6 @@ D4, D10).
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Generator
 from typing import Any, Final
 
@@ -35,6 +34,7 @@ from .._errors import CoderAgentError, CoderApiError
 from .._rest.prefix import PrefixSelector
 from .._rest.routes import build_get_chat, build_list_chats, parse_get_chat, parse_list_chats
 from .._rest.stopping import MIN_ARCHIVE_BUDGET, archive_when_settled, interrupt_chat
+from .._timestamps import parse_rfc3339
 from .._wire.chats import Chat
 from ._records import Checkpoint, StrandedChat, check_key_part
 from ._store_engine import DurableMachine
@@ -54,39 +54,14 @@ SWEEP_PAGE_SIZE: Final = 100
 #: A listing longer than this many pages is cut (a server repeating pages must not loop).
 MAX_SWEEP_PAGES: Final = 10_000
 
-_RFC3339: Final = re.compile(
-    r"^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$"
-)
-
-
-def _days_from_civil(year: int, month: int, day: int) -> int:
-    """Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant)."""
-    year -= month <= 2
-    era = year // 400
-    yoe = year - era * 400
-    mp = (month + 9) % 12
-    doy = (153 * mp + 2) // 5 + day - 1
-    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
-    return era * 146_097 + doe - 719_468
-
 
 def parse_timestamp(text: str) -> float | None:
-    """Epoch seconds of an RFC 3339 timestamp (the server's ``created_at``), or ``None`` when
-    ``text`` is not one."""
-    match = _RFC3339.match(text) if isinstance(text, str) else None
-    if match is None:
-        return None
-    year, month, day, hh, mm, ss = (int(g) for g in match.groups()[:6])
-    if not (1 <= month <= 12 and 1 <= day <= 31 and hh <= 23 and mm <= 59 and ss <= 60):
-        return None
-    seconds = float(_days_from_civil(year, month, day) * 86_400 + hh * 3600 + mm * 60 + ss)
-    if match.group(7):
-        seconds += float("0" + match.group(7))
-    zone = match.group(8)
-    if zone not in ("Z", "z"):
-        sign = 1 if zone[0] == "+" else -1
-        seconds -= sign * (int(zone[1:3]) * 3600 + int(zone[4:6]) * 60)
-    return seconds
+    """Epoch seconds of an RFC 3339 timestamp (the server's ``created_at``; a space instead of
+    the ``T`` is accepted too), or ``None`` when ``text`` is not one."""
+    if isinstance(text, str) and text[10:11] == " ":
+        text = text[:10] + "T" + text[11:]
+    moment = parse_rfc3339(text)
+    return None if moment is None else moment.timestamp()
 
 
 def _retire(

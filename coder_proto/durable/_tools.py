@@ -258,7 +258,7 @@ def _build(
         )
     else:
         base = Tool.from_function(_shim(func, hints, context), name=name, description=description)
-    fields = {f.name: getattr(base, f.name) for f in attrs.fields(Tool)}
+    fields = {f.name: getattr(base, f.name) for f in attrs.fields(Tool) if f.init}
     fields.update(
         func=_unbound(base.name),
         context_param=context or _SYNTHETIC_CONTEXT,
