@@ -4,6 +4,8 @@ The runtime-independent names (errors, output parts, results, messages, tools) a
 core's (``coder_proto.public``); the classes and functions below perform I/O on asyncio.
 """
 
+from coder_io_common.stores import STORE_NAMES
+from coder_io_common.stores import SQLiteStore as SQLiteStore
 from coder_proto.public import *  # noqa: F403
 from coder_proto.public import RUNTIME_NAMES
 from coder_proto.public import __all__ as _shared
@@ -18,4 +20,4 @@ from .durable import run_turn as run_turn
 from .durable import sweep_orphans as sweep_orphans
 from .watch import ChatWatch as ChatWatch
 
-__all__ = [*_shared, *RUNTIME_NAMES]
+__all__ = [*_shared, *RUNTIME_NAMES, *STORE_NAMES]

@@ -5,7 +5,7 @@ sweep.
 Everything here is pure: the store is reached through ``StoreCall`` actions (machines) and
 ``StoreOp`` effects (programs), the server through ``SendRequest``, the clock through ``now``.
 The adapters' ``run_turn``, ``archive_workflow``, ``sweep_orphans`` and ``bind_tools`` perform
-them; the SQLite store lives in ``coder_io_sync.durable_sqlite``.
+them; the SQLite and PostgreSQL stores live in ``coder_io_common.stores``.
 """
 
 from .cleanup import (
@@ -16,7 +16,7 @@ from .cleanup import (
     parse_timestamp,
 )
 from .effects import Invoke, WallClock
-from .errors import DurableStoreError, RecoveryError
+from .errors import DurableStoreError, RecoveryError, WorkflowBusyError
 from .machine import DurableMachine, RelayedRequest
 from .records import (
     COMMITTING,
@@ -65,8 +65,10 @@ from .step import (
     turn_outcome,
 )
 from .store import (
+    DEFAULT_LEASE_DURATION,
     AsyncDurableStore,
     DurableStore,
+    Lease,
     MemoryStore,
     StoreCall,
     StoreOp,
@@ -85,6 +87,7 @@ __all__ = [
     "COMMITTING",
     "CUT_SHORT",
     "DEFAULT_COMMIT_WINDOW",
+    "DEFAULT_LEASE_DURATION",
     "DEFAULT_SETTLE_TIMEOUT",
     "DEFAULT_TENANT",
     "DONE",
@@ -110,6 +113,7 @@ __all__ = [
     "HistoryScan",
     "Invoke",
     "JournalEntry",
+    "Lease",
     "LedgerEntry",
     "MemoryStore",
     "OrphanSweep",
@@ -127,6 +131,7 @@ __all__ = [
     "SweepResult",
     "TurnReport",
     "WallClock",
+    "WorkflowBusyError",
     "check_store",
     "crash_safe",
     "default_step",

@@ -32,7 +32,7 @@ from typing import Any
 
 from coder_io_asyncio import CoderChatClient
 from coder_io_asyncio.durable import archive_workflow, run_turn, sweep_orphans
-from coder_io_sync.durable_sqlite import SQLiteStore
+from coder_io_common.stores import SQLiteStore
 from coder_proto.durable import DurableToolContext, crash_safe
 
 from . import payments

@@ -35,12 +35,17 @@ def test_every_adapter_exports_the_cores_public_names_and_its_own_runtime_names(
     """DESIGN "Public API": the same names on every runtime; the runtime-independent ones are
     the core's own objects (``coder_proto.public``), so one ``except`` works everywhere."""
     import coder_io_sync
+    from coder_io_common import stores
     from coder_proto import public
 
     for adapter in (coder_io_asyncio, coder_io_trio, coder_io_sync):
-        assert sorted(adapter.__all__) == sorted([*public.__all__, *public.RUNTIME_NAMES])
+        assert sorted(adapter.__all__) == sorted(
+            [*public.__all__, *public.RUNTIME_NAMES, *stores.STORE_NAMES]
+        )
         for name in public.__all__:
             assert getattr(adapter, name) is getattr(public, name), (adapter.__name__, name)
+        for name in stores.STORE_NAMES:  # the stores belong to no runtime
+            assert getattr(adapter, name) is getattr(stores, name), (adapter.__name__, name)
     for name in public.RUNTIME_NAMES:
         objects = {id(getattr(a, name)) for a in (coder_io_asyncio, coder_io_trio, coder_io_sync)}
         assert len(objects) == 3, name  # each runtime's own
