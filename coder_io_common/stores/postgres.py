@@ -408,9 +408,11 @@ def _one_source(conninfo: object, pool: object, connection: object) -> None:
             raise CoderAgentError("conninfo must be a PostgreSQL connection string")
         try:
             conninfo_to_dict(conninfo)
+            valid = True
         except psycopg.Error:
-            # psycopg's message quotes the string, which may hold a password.
-            raise CoderAgentError("conninfo is not a valid PostgreSQL connection string") from None
+            valid = False
+        if not valid:  # raised outside the handler: psycopg's message may quote a password
+            raise CoderAgentError("conninfo is not a valid PostgreSQL connection string")
 
 
 def _pool_parameters(conninfo: object) -> dict[str, Any]:
@@ -502,7 +504,7 @@ class PostgresStore(_Base):
         else:
             if not isinstance(connection, psycopg.Connection):
                 raise CoderAgentError("connection= must be a psycopg.Connection")
-            self._parameters = connection.info.get_parameters()
+            self._parameters = {} if connection.closed else connection.info.get_parameters()
         self._pool = pool
 
     def close(self) -> None:
@@ -661,7 +663,7 @@ class AsyncPostgresStore(_Base):
         else:
             if not isinstance(connection, psycopg.AsyncConnection):
                 raise CoderAgentError("connection= must be a psycopg.AsyncConnection")
-            self._parameters = connection.info.get_parameters()
+            self._parameters = {} if connection.closed else connection.info.get_parameters()
         self._pool = pool
 
     async def aclose(self) -> None:

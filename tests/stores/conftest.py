@@ -10,6 +10,9 @@ from typing import Any
 
 import pytest
 
+# The runtime facades of tests/integration, for the workflow scenarios on every runtime.
+from tests.integration.conftest import make_server, recorder, runtime  # noqa: F401
+
 from .kinds import KINDS, SHARED_KINDS, StoreMaker
 from .postgres_server import PostgresServer, ServerUnavailable
 
