@@ -6,7 +6,9 @@
 * ``files``: reading a path whole or under the upload cap (blocking file I/O, run in a worker
   thread by the event-loop adapters);
 * ``wallclock``: the wall-clock stamps the core takes as inputs (transcript headers,
-  transport-event timestamps).
+  transport-event timestamps);
+* ``stores``: the durable stores (SQLite; PostgreSQL with the ``postgres`` extra), usable from
+  every adapter.
 
 Everything else runtime-independent lives in ``coder_proto``.
 """
