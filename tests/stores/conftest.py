@@ -1,10 +1,9 @@
-"""Fixtures of the store conformance suite: a real PostgreSQL server for the session, a
-PostgreSQL schema per test, and ``store``: the same test body on every store (``kinds``)."""
+"""Fixtures of the store conformance suite: ``store``, the same test body on every store
+(``kinds``); the PostgreSQL server and schemas come from ``tests/conftest.py``."""
 
 from __future__ import annotations
 
 import pathlib
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,31 +13,6 @@ import pytest
 from tests.integration.conftest import make_server, recorder, runtime  # noqa: F401
 
 from .kinds import KINDS, SHARED_KINDS, StoreMaker
-from .postgres_server import PostgresServer, ServerUnavailable
-
-
-@pytest.fixture(scope="session")
-def postgres_server() -> Iterator[PostgresServer]:
-    """One PostgreSQL server for the whole run. It fails the tests that need it when it
-    cannot start (never a skip)."""
-    server = PostgresServer()
-    try:
-        server.start()
-    except ServerUnavailable as exc:
-        server.stop()
-        pytest.fail(f"the PostgreSQL test server is unavailable: {exc}", pytrace=False)
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture
-def pg_schema(postgres_server: PostgresServer) -> Iterator[str]:
-    """A PostgreSQL schema name of the test's own (dropped at the end)."""
-    name = f"test_{uuid.uuid4().hex[:12]}"
-    yield name
-    postgres_server.drop_schema(name)
 
 
 @pytest.fixture(params=KINDS)
