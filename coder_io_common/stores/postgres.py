@@ -12,7 +12,10 @@ two kinds of object and an adapter tells a store's kind by its methods; everythi
 both classes run.
 
 Connections. Give exactly one of: a connection string (``conninfo``; the store owns a pool of
-up to ``max_size`` connections, opened on first use and closed by ``close()``), a psycopg
+up to ``max_size`` connections, opened on first use and closed by ``close()``; a connection
+that died while idle, after a database restart or failover, is replaced before it is used,
+and a database that is down makes a call fail after ``timeout`` without breaking the store
+for the calls after it comes back), a psycopg
 pool you own (``pool=``, open; the store borrows a connection per call and never closes the
 pool), or one connection you own (``connection=``; calls take turns on it, and it must not be
 inside a transaction of yours when the store uses it).
@@ -466,8 +469,8 @@ class PostgresStore(_Base):
     """A ``DurableStore`` in PostgreSQL (see the module docstring): ``PostgresStore(conninfo)``
     owns a pool of up to ``max_size`` connections; ``pool=`` borrows from an open
     ``psycopg_pool.ConnectionPool``; ``connection=`` uses one ``psycopg.Connection``.
-    ``timeout`` is how long a call waits for a connection (and the first for the pool to
-    open), in seconds. Safe to share between threads; open a new one in each process."""
+    ``timeout`` is how long a call waits for a connection, in seconds. Safe to share between
+    threads; open a new one in each process."""
 
     _kind = "PostgresStore"
 
@@ -495,6 +498,7 @@ class PostgresStore(_Base):
                 max_size=self._max_size,
                 open=False,
                 kwargs={"autocommit": True},
+                check=ConnectionPool.check_connection,
                 name=f"coder-durable-{self.schema}",
             )
         elif pool is not None:
@@ -560,7 +564,7 @@ class PostgresStore(_Base):
             if self._ready:
                 return
             if self._owns_pool and self._pool is not None:
-                self._pool.open(wait=True, timeout=self._timeout)
+                self._pool.open()  # connects in the background; a call waits up to timeout
             self._execute(_migrate(self._statements))
             self._ready = True
 
@@ -726,9 +730,10 @@ class AsyncPostgresStore(_Base):
                     max_size=self._max_size,
                     open=False,
                     kwargs={"autocommit": True},
+                    check=AsyncConnectionPool.check_connection,
                     name=f"coder-durable-{self.schema}",
                 )
-                await self._pool.open(wait=True, timeout=self._timeout)
+                await self._pool.open()
             await self._execute(_migrate(self._statements))
             self._ready = True
 

@@ -317,8 +317,9 @@ class PostgresServer:
             + _tail(self.log_path)
         )
 
-    def stop(self) -> None:
-        """Fast shutdown (then immediate, then kill), and remove the directory. Idempotent."""
+    def shut_down(self) -> None:
+        """Stop the server process (fast shutdown, then immediate, then kill), keeping its
+        data: ``start_again()`` brings it back on the same port. Idempotent."""
         process, self._process = self._process, None
         if process is not None and process.poll() is None:
             for sig, wait in ((signal.SIGINT, 30), (signal.SIGQUIT, 10), (signal.SIGKILL, 10)):
@@ -328,6 +329,15 @@ class PostgresServer:
                     break
                 except subprocess.TimeoutExpired:
                     continue
+
+    def start_again(self) -> None:
+        """Start a server that ``shut_down()`` stopped, on its data and port."""
+        if not self._launch():
+            raise ServerUnavailable(f"port {self.port} was taken while the server was down")
+
+    def stop(self) -> None:
+        """Stop the server and remove its directory. Idempotent."""
+        self.shut_down()
         if self.base_dir is not None:
             shutil.rmtree(self.base_dir, ignore_errors=True)
             self.base_dir = None

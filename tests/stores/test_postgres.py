@@ -18,7 +18,7 @@ import psycopg
 import pytest
 import trio
 from psycopg import sql
-from psycopg_pool import AsyncConnectionPool, ConnectionPool
+from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from coder_io_common.stores import AsyncPostgresStore, PostgresStore
 from coder_io_common.stores.postgres import DEFAULT_SCHEMA, MIGRATIONS, SCHEMA_VERSION
@@ -500,3 +500,50 @@ def test_two_test_servers_run_side_by_side(
     assert not base.exists() and not second_server.running
     with postgres_server.admin() as conn:  # the first one is untouched
         assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
+@pytest.mark.parametrize("driver", ["sync", "async"])
+def test_the_store_goes_on_working_after_the_database_restarts(
+    second_server: PostgresServer, driver: str
+) -> None:
+    """Pooled connections die with the server: a call while it is down fails after the
+    store's timeout, and the first call after it is back succeeds (a dead idle connection is
+    replaced before use, never reported as a failed write)."""
+    second_server.start()
+    conninfo = second_server.conninfo(connect_timeout=2)
+
+    if driver == "sync":
+        with PostgresStore(conninfo, schema="restart", timeout=3) as store:
+            store.put_checkpoint("t", "wf", CP)
+            second_server.shut_down()
+            with pytest.raises(PoolTimeout, match="couldn't get a connection"):
+                store.get_checkpoint("t", "wf")
+            second_server.start_again()
+            store.put_ledger("t", "c1", "x", LedgerEntry.done(1))
+            assert store.get_checkpoint("t", "wf") == CP
+        return
+
+    async def scenario() -> None:
+        async with AsyncPostgresStore(conninfo, schema="restart", timeout=3) as store:
+            await store.put_checkpoint("t", "wf", CP)
+            second_server.shut_down()
+            with pytest.raises(PoolTimeout, match="couldn't get a connection"):
+                await store.get_checkpoint("t", "wf")
+            second_server.start_again()
+            await store.put_ledger("t", "c1", "x", LedgerEntry.done(1))
+            assert await store.get_checkpoint("t", "wf") == CP
+
+    run_async(scenario())
+
+
+def test_a_store_opened_while_the_database_is_down_works_once_it_is_up(
+    second_server: PostgresServer,
+) -> None:
+    second_server.start()
+    second_server.shut_down()
+    with PostgresStore(second_server.conninfo(connect_timeout=2), timeout=2) as store:
+        with pytest.raises(PoolTimeout, match="couldn't get a connection"):
+            store.get_checkpoint("t", "wf")
+        second_server.start_again()
+        store.put_checkpoint("t", "wf", CP)
+        assert store.get_checkpoint("t", "wf") == CP
