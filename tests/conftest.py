@@ -16,11 +16,14 @@ def postgres_server() -> Iterator[PostgresServer]:
     """One PostgreSQL server for the whole run. It fails the tests that need it when it
     cannot start (never a skip)."""
     server = PostgresServer()
+    problem = None
     try:
         server.start()
     except ServerUnavailable as exc:
+        problem = str(exc)
+    if problem is not None:
         server.stop()
-        pytest.fail(f"the PostgreSQL test server is unavailable: {exc}", pytrace=False)
+        pytest.fail(f"the PostgreSQL test server is unavailable: {problem}", pytrace=False)
     try:
         yield server
     finally:

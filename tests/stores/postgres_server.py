@@ -41,6 +41,8 @@ __all__ = ["PostgresServer", "ServerUnavailable", "find_bin_dir"]
 
 #: Where Debian and Ubuntu put each major version's server binaries.
 BIN_GLOB = "/usr/lib/postgresql/*/bin"
+#: The variable that names another directory of server binaries.
+BIN_ENV = "CODER_TEST_PG_BIN"
 #: The superuser the tests connect as (with a password: nothing runs with trust auth on TCP).
 USER = "coder_test"
 START_TIMEOUT = 60.0
@@ -58,8 +60,13 @@ class ServerUnavailable(Exception):
 
 
 def find_bin_dir() -> pathlib.Path:
-    """The directory holding ``initdb`` and ``postgres``: the newest major version under
-    ``/usr/lib/postgresql``, else the one on ``PATH``."""
+    """The directory holding ``initdb`` and ``postgres``: ``$CODER_TEST_PG_BIN`` when set,
+    else the newest major version under ``/usr/lib/postgresql``, else the one on ``PATH``."""
+    chosen = os.environ.get(BIN_ENV)
+    if chosen:
+        if all(os.access(os.path.join(chosen, name), os.X_OK) for name in ("initdb", "postgres")):
+            return pathlib.Path(chosen)
+        raise ServerUnavailable(f"{BIN_ENV}={chosen} holds no initdb and postgres binaries")
 
     def major(path: str) -> int:
         match = re.search(r"/(\d+)/bin$", path)

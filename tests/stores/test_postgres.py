@@ -9,6 +9,8 @@ import asyncio
 import logging
 import os
 import pathlib
+import subprocess
+import sys
 import threading
 import uuid
 from collections.abc import Iterator
@@ -25,7 +27,8 @@ from coder_io_common.stores.postgres import DEFAULT_SCHEMA, MIGRATIONS, SCHEMA_V
 from coder_proto.durable import Checkpoint, DurableStoreError, LedgerEntry
 from coder_proto.errors import CoderAgentError
 
-from .postgres_server import PostgresServer
+from . import postgres_server as postgres_server_module
+from .postgres_server import BIN_ENV, PostgresServer, ServerUnavailable, find_bin_dir
 
 CP = Checkpoint(chat_id="c1", last_seen_message_id=4)
 
@@ -547,3 +550,41 @@ def test_a_store_opened_while_the_database_is_down_works_once_it_is_up(
         second_server.start_again()
         store.put_checkpoint("t", "wf", CP)
         assert store.get_checkpoint("t", "wf") == CP
+
+
+def test_a_missing_server_fails_the_tests_that_need_it_never_skips(
+    tmp_path: pathlib.Path,
+) -> None:
+    """No server binaries: every test that needs the server errors with what to do."""
+    root = pathlib.Path(__file__).resolve().parents[2]
+    test = "tests/stores/test_postgres.py::test_malformed_rows_are_store_errors"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--no-cov", test],
+        cwd=root,
+        env={**os.environ, BIN_ENV: str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1, done.stdout
+    assert "1 error" in done.stdout and "skipped" not in done.stdout
+    assert "the PostgreSQL test server is unavailable" in done.stdout
+    assert f"{BIN_ENV}={tmp_path} holds no initdb" in done.stdout
+
+
+def test_without_binaries_or_the_postgres_user_the_server_says_what_to_do(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(BIN_ENV, raising=False)
+    monkeypatch.setattr(postgres_server_module, "BIN_GLOB", "/nonexistent/*/bin")
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(ServerUnavailable, match="apt-get install postgresql"):
+        find_bin_dir()
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+
+    def no_such_user(name: str) -> Any:
+        raise KeyError(name)
+
+    monkeypatch.setattr(postgres_server_module.pwd, "getpwnam", no_such_user)
+    with pytest.raises(ServerUnavailable, match="needs the 'postgres' system user"):
+        PostgresServer()._run_as_server_user()
