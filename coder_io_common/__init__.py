@@ -12,6 +12,8 @@
   transport-event timestamps);
 * ``fake_server``: the fake Coder server's serving loop (``FakeCoderServer``), which serves
   ``coder_proto.fake`` on loopback for every runtime's tests.
+* ``stores``: the durable stores (SQLite; PostgreSQL with the ``postgres`` extra), usable from
+  every adapter.
 
 Everything else runtime-independent lives in ``coder_proto``.
 """

@@ -38,6 +38,8 @@ Threads (what is and is not thread-safe):
   the same client or agent; ``close()`` must not race other calls on the same object.
 """
 
+from coder_io_common.stores import STORE_NAMES
+from coder_io_common.stores import SQLiteStore as SQLiteStore
 from coder_proto import *  # noqa: F403
 from coder_proto import __all__ as _shared
 from coder_proto._runtime_names import RUNTIME_NAMES
@@ -52,4 +54,4 @@ from .durable import run_turn as run_turn
 from .durable import sweep_orphans as sweep_orphans
 from .watch import ChatWatch as ChatWatch
 
-__all__ = [*_shared, *RUNTIME_NAMES]
+__all__ = [*_shared, *RUNTIME_NAMES, *STORE_NAMES]

@@ -1,32 +1,25 @@
-"""The durable records and stores: validation, JSON round trips, the store protocol on the
-in-memory and SQLite stores alike, and SQLite across processes (docs/durable-workflows.md:
-"Shape each step", "Make client tools crash-safe", the send journal)."""
+"""The durable records and store calls: validation, JSON round trips, store operations and
+the store check (docs/durable-workflows.md: "Shape each step", "Make client tools crash-safe",
+the send journal). The stores themselves are tested in ``tests/stores``."""
 
 from __future__ import annotations
 
-import multiprocessing
-import pathlib
-import sqlite3
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coder_io_sync.durable_sqlite import SQLiteStore
-from coder_proto import CoderAgentError
+from coder_proto._errors import CoderAgentError
 from coder_proto.durable import (
     COMMITTING,
     DONE,
     OUTCOME_ABORTED,
     Checkpoint,
-    DurableStore,
     DurableStoreError,
     JournalEntry,
     LedgerEntry,
     MemoryStore,
-    StrandedChat,
     idempotency_key,
 )
 from coder_proto.durable._store import StoreCall, StoreOp
@@ -179,177 +172,6 @@ def test_store_ops_check_their_values() -> None:
         StoreOp("drop_everything")
     call = StoreCall(call_id=1, op=op)
     assert call.op.apply(MemoryStore()) is None
-
-
-# -- the protocol, on both stores -----------------------------------------------------------------
-
-
-@pytest.fixture(params=["memory", "sqlite"])
-def store(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> Iterator[Any]:
-    if request.param == "memory":
-        yield MemoryStore()
-    else:
-        with SQLiteStore(tmp_path / "durable.sqlite3") as sqlite_store:
-            yield sqlite_store
-
-
-def test_outputs_that_are_not_valid_unicode_are_stored_and_read_back(store: Any) -> None:
-    """A tool's output can hold a lone surrogate (a model's arguments echoed back, bytes read
-    with ``surrogateescape``): the store keeps it exactly, never a ``UnicodeEncodeError``."""
-    output = {"text": "half a pair: \ud800", "ok": "é✓"}
-    store.put_ledger("t", "c", "call-1", LedgerEntry.done(output))
-    assert store.get_ledger("t", "c", "call-1") == LedgerEntry.done(output)
-
-
-def test_store_protocol(store: Any) -> None:
-    assert isinstance(store, DurableStore)
-    assert "Store(" in repr(store)
-    assert store.get_checkpoint("t", "wf") is None
-    cp = Checkpoint(chat_id="c1", last_seen_message_id=3, step="[wf/a]")
-    store.put_checkpoint("t", "wf", cp)
-    store.put_checkpoint("u", "wf", Checkpoint(chat_id="c2"))
-    assert store.get_checkpoint("t", "wf") == cp
-    assert store.checkpointed_chat_ids("t") == frozenset({"c1"})
-    assert store.checkpointed_chat_ids() == frozenset({"c1", "c2"})
-    store.put_checkpoint("t", "wf", Checkpoint(chat_id="c3"))
-    assert store.checkpointed_chat_ids("t") == frozenset({"c3"})
-    store.delete_checkpoint("t", "wf")
-    assert store.get_checkpoint("t", "wf") is None
-
-    store.put_ledger("t", "c1", "call-1", LedgerEntry.committing())
-    store.put_ledger("t", "c1", "call-1", LedgerEntry.done("ok"))
-    store.put_ledger("u", "c1", "call-1", LedgerEntry.committing())
-    assert store.get_ledger("t", "c1", "call-1") == LedgerEntry.done("ok")
-    assert store.get_ledger("u", "c1", "call-1") == LedgerEntry.committing()
-    assert store.get_ledger("t", "c2", "call-1") is None
-
-    entry = JournalEntry(state="submitting", marker="m", attempt=0, at=1.0)
-    store.put_journal("t", "c1", entry)
-    assert store.get_journal("t", "c1") == entry
-    assert store.get_journal("u", "c1") is None
-
-    store.add_stranded("t", "wf", "s1")
-    store.add_stranded("t", "wf", "s2")
-    store.add_stranded("t", "wf", "s1")
-    store.add_stranded("u", "wf", "s3")
-    assert [s.chat_id for s in store.stranded_chats("t")] == ["s1", "s2"]
-    assert len(store.stranded_chats()) == 3
-    assert store.stranded_chats("t")[0] == StrandedChat(tenant="t", workflow_id="wf", chat_id="s1")
-    store.remove_stranded("t", "s1")
-    assert [s.chat_id for s in store.stranded_chats("t")] == ["s2"]
-
-    store.forget_chat("t", "c1")
-    assert store.get_ledger("t", "c1", "call-1") is None
-    assert store.get_journal("t", "c1") is None
-    assert store.get_ledger("u", "c1", "call-1") is not None
-
-
-@pytest.mark.parametrize(
-    ("method", "args", "match"),
-    [
-        ("put_checkpoint", ("", "wf", Checkpoint(chat_id="c")), "tenant"),
-        ("put_checkpoint", ("t", "", Checkpoint(chat_id="c")), "workflow_id"),
-        ("put_checkpoint", ("t", "wf", {"chat_id": "c"}), "Checkpoint"),
-        ("put_ledger", ("t", "c", "", LedgerEntry.committing()), "tool_call_id"),
-        ("put_ledger", ("t", "c", "x", "done"), "LedgerEntry"),
-        ("put_journal", ("t", "", None), "chat_id"),
-        ("put_journal", ("t", "c", None), "JournalEntry"),
-        ("add_stranded", ("t", "wf", ""), "chat_id"),
-    ],
-)
-def test_store_writes_validate(store: Any, method: str, args: tuple[Any, ...], match: str) -> None:
-    with pytest.raises(CoderAgentError, match=match):
-        getattr(store, method)(*args)
-
-
-# -- SQLite specifics -----------------------------------------------------------------------------
-
-
-def test_sqlite_uses_wal_and_survives_reopening(tmp_path: pathlib.Path) -> None:
-    path = tmp_path / "s.sqlite3"
-    with SQLiteStore(path) as store:
-        store.put_checkpoint("t", "wf", Checkpoint(chat_id="c", last_seen_message_id=9))
-    with sqlite3.connect(path) as conn:
-        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    with SQLiteStore(path) as again:
-        assert again.get_checkpoint("t", "wf") == Checkpoint(chat_id="c", last_seen_message_id=9)
-
-
-def test_sqlite_malformed_row_is_a_store_error(tmp_path: pathlib.Path) -> None:
-    path = tmp_path / "s.sqlite3"
-    with SQLiteStore(path) as store:
-        with sqlite3.connect(path) as conn:
-            conn.execute(
-                "INSERT INTO ledger (tenant, chat_id, tool_call_id, record) VALUES "
-                "('t', 'c', 'x', 'not json')"
-            )
-        with pytest.raises(DurableStoreError, match="malformed"):
-            store.get_ledger("t", "c", "x")
-
-
-def test_sqlite_closed_store_and_bad_timeout(tmp_path: pathlib.Path) -> None:
-    store = SQLiteStore(tmp_path / "s.sqlite3")
-    store.close()
-    store.close()
-    with pytest.raises(CoderAgentError, match="closed"):
-        store.get_journal("t", "c")
-    with pytest.raises(CoderAgentError, match="closed"):
-        store.put_journal("t", "c", JournalEntry(state="resumed", marker="m", attempt=1, at=0))
-    with pytest.raises(CoderAgentError, match="busy_timeout"):
-        SQLiteStore(tmp_path / "t.sqlite3", busy_timeout="1")  # type: ignore[arg-type]
-
-
-def test_sqlite_write_failure_rolls_back(tmp_path: pathlib.Path) -> None:
-    with SQLiteStore(tmp_path / "s.sqlite3") as store:
-        store.put_checkpoint("t", "wf", Checkpoint(chat_id="c"))
-        with pytest.raises(sqlite3.OperationalError), store._write() as cursor:
-            cursor.execute("INSERT INTO nowhere VALUES (1)")
-        assert store.get_checkpoint("t", "wf") == Checkpoint(chat_id="c")
-        store.put_checkpoint("t", "wf", Checkpoint(chat_id="d"))
-        assert store.get_checkpoint("t", "wf") == Checkpoint(chat_id="d")
-
-
-def test_sqlite_waits_for_another_writer_up_to_its_busy_timeout(tmp_path: pathlib.Path) -> None:
-    """Another process holding the write lock makes a write wait, then fail when the busy
-    timeout passes: the durable machines report that as ``DurableStoreError``."""
-    path = tmp_path / "s.sqlite3"
-    with SQLiteStore(path, busy_timeout=0.1) as store:
-        blocker = sqlite3.connect(path, isolation_level=None)
-        blocker.execute("BEGIN IMMEDIATE")
-        try:
-            with pytest.raises(sqlite3.OperationalError, match="locked"):
-                store.put_checkpoint("t", "wf", Checkpoint(chat_id="c"))
-            assert store.get_checkpoint("t", "wf") is None  # readers are not blocked (WAL)
-        finally:
-            blocker.execute("ROLLBACK")
-            blocker.close()
-        store.put_checkpoint("t", "wf", Checkpoint(chat_id="c"))
-
-
-def _hammer(path: str, tenant: str, count: int) -> None:
-    with SQLiteStore(path) as store:
-        for n in range(count):
-            store.put_ledger(tenant, "chat", f"call-{n}", LedgerEntry.committing())
-            store.put_ledger(tenant, "chat", f"call-{n}", LedgerEntry.done(n))
-            store.add_stranded(tenant, "wf", f"s-{n}")
-
-
-def test_sqlite_is_safe_across_processes(tmp_path: pathlib.Path) -> None:
-    """Several processes writing one file at once: every write lands, none is torn."""
-    path = str(tmp_path / "s.sqlite3")
-    SQLiteStore(path).close()
-    context = multiprocessing.get_context("spawn")
-    procs = [context.Process(target=_hammer, args=(path, f"t{i}", 40)) for i in range(3)]
-    for proc in procs:
-        proc.start()
-    for proc in procs:
-        proc.join(60)
-        assert proc.exitcode == 0
-    with SQLiteStore(path) as store:
-        for i in range(3):
-            for n in range(40):
-                assert store.get_ledger(f"t{i}", "chat", f"call-{n}") == LedgerEntry.done(n)
-        assert len(store.stranded_chats()) == 120
 
 
 def test_check_store_names_what_is_missing() -> None:

@@ -5,15 +5,15 @@ sweep.
 The adapters' ``run_turn``, ``archive_workflow``, ``sweep_orphans`` and ``bind_tools`` run
 them; what they return is here, with the store protocol (``DurableStore``, or
 ``AsyncDurableStore`` for an async driver; ``MemoryStore`` for tests), its records, the
-errors, and the crash-safe tool helpers. The SQLite store lives in
-``coder_io_sync.durable_sqlite``.
+errors, and the crash-safe tool helpers. The SQLite and PostgreSQL stores live in
+``coder_io_common.stores``.
 
 Everything in the package is pure: the store is reached through store-call actions (machines)
 and effects (programs), the server through ``SendRequest``, the clock through ``now``.
 """
 
 from ._archiving import ArchiveWorkflowResult, SweepResult
-from ._errors import DurableStoreError, RecoveryError
+from ._errors import DurableStoreError, RecoveryError, WorkflowBusyError
 from ._records import (
     COMMITTING,
     CUT_SHORT,
@@ -36,13 +36,21 @@ from ._records import (
 )
 from ._recovery import DEFAULT_COMMIT_WINDOW, DEFAULT_SETTLE_TIMEOUT
 from ._step import DurableStepResult
-from ._store import AsyncDurableStore, DurableStore, MemoryStore, check_store
+from ._store import (
+    DEFAULT_LEASE_DURATION,
+    AsyncDurableStore,
+    DurableStore,
+    Lease,
+    MemoryStore,
+    check_store,
+)
 from ._tools import CrashSafeTool, DurableToolContext, crash_safe
 
 __all__ = [
     "COMMITTING",
     "CUT_SHORT",
     "DEFAULT_COMMIT_WINDOW",
+    "DEFAULT_LEASE_DURATION",
     "DEFAULT_SETTLE_TIMEOUT",
     "DEFAULT_TENANT",
     "DONE",
@@ -62,6 +70,7 @@ __all__ = [
     "DurableToolContext",
     "JournalEntry",
     "JournalState",
+    "Lease",
     "LedgerEntry",
     "LedgerState",
     "MemoryStore",
@@ -69,6 +78,7 @@ __all__ = [
     "StepOutcome",
     "StrandedChat",
     "SweepResult",
+    "WorkflowBusyError",
     "check_store",
     "crash_safe",
     "idempotency_key",

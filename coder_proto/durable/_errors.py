@@ -1,14 +1,16 @@
-"""Errors of the durable-workflow layer (docs/durable-workflows.md; D26).
+"""Errors of the durable-workflow layer (docs/durable-workflows.md; D26, D27).
 
-Both are ``CoderAgentError`` subclasses, so a step's ``except CoderAgentError`` sees them, and
-both pickle like every library error (they cross process boundaries in workers and engines).
+All are ``CoderAgentError`` subclasses, so a step's ``except CoderAgentError`` sees them, and
+all pickle like every library error (they cross process boundaries in workers and engines).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from .._errors import CoderAgentError
 
-__all__ = ["DurableStoreError", "RecoveryError"]
+__all__ = ["DurableStoreError", "RecoveryError", "WorkflowBusyError"]
 
 
 class DurableStoreError(CoderAgentError):
@@ -22,3 +24,47 @@ class RecoveryError(CoderAgentError):
     has no re-drive path in this process (the tool is not configured, or its re-drive failed),
     or the server refused the reconciled result set. The chat is left as it was (paused), so a
     later recovery with the tool configured can finish the job."""
+
+
+class WorkflowBusyError(CoderAgentError):
+    """Another worker holds the workflow's lease (D27): it is running a step of the same
+    workflow right now, so this one must not touch the workflow's chat or store records.
+
+    Nothing was read or sent when this is raised. ``retryable`` is ``True``: the holder
+    releases the lease when its step ends, and a holder that died is outlived by the lease's
+    expiry, so the same call succeeds later. ``owner`` is the holder's owner id and
+    ``expires_at`` the lease's expiry (wall-clock epoch seconds) as last seen, when known.
+    """
+
+    retryable = True
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        tenant: str,
+        workflow_id: str,
+        owner: str | None = None,
+        expires_at: float | None = None,
+        chat_id: str | None = None,
+    ) -> None:
+        if message is None:
+            holder = f" ({owner!r} holds its lease)" if owner is not None else ""
+            message = (
+                f"workflow {workflow_id!r} of tenant {tenant!r} is running elsewhere{holder}; "
+                "retry once that step ends"
+            )
+        super().__init__(message, chat_id=chat_id)
+        self.tenant = tenant
+        self.workflow_id = workflow_id
+        self.owner = owner
+        self.expires_at = expires_at
+
+    def _state(self) -> dict[str, Any]:
+        return {
+            "tenant": self.tenant,
+            "workflow_id": self.workflow_id,
+            "owner": self.owner,
+            "expires_at": self.expires_at,
+            **super()._state(),
+        }

@@ -14,9 +14,11 @@ every scenario:
 * the step's result is recovered when the turn had finished: the final process reports the
   step as ``recovered`` with the same text a live turn returns.
 
-Scenarios run in parallel lanes (each scenario has its own server, store and payment
-service), the fake server runs with tiny delays, and the workflow processes are forked from a
-pre-imported zygote (``tests/durable/zygote.py``), so the matrix stays fast.
+The matrix runs on every shared store: SQLite, ``PostgresStore`` and ``AsyncPostgresStore``
+(on the PostgreSQL server the tests start). Scenarios run in parallel lanes (each scenario has
+its own server, store and payment service), the fake server runs with tiny delays, and the
+workflow processes are forked from a pre-imported zygote (``tests/durable/zygote.py``), so the
+matrix stays fast.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -38,6 +41,7 @@ import pytest
 
 from coder_io_common.fake_server import FakeCoderServer
 from coder_proto.fake import CallClientTool, Say, Script
+from tests.stores.postgres_server import PostgresServer
 
 from . import payments
 
@@ -217,7 +221,13 @@ class Zygote:
         self.proc.wait(timeout=30)
 
 
-def run_scenario(scenario: Scenario, zygote: Zygote) -> Outcome:
+#: The stores the matrix runs on.
+STORES = ("sqlite", "postgres", "postgres_async")
+
+
+def run_scenario(
+    scenario: Scenario, zygote: Zygote, store: str, postgres: PostgresServer | None
+) -> Outcome:
     with (
         tempfile.TemporaryDirectory() as tmp,
         FakeCoderServer(chunk_delay=0.0005, interrupt_delay=0.02, run_start_delay=0.0) as server,
@@ -232,12 +242,18 @@ def run_scenario(scenario: Scenario, zygote: Zygote) -> Outcome:
             "CODER_SESSION_TOKEN": server.token,
             "CODER_ORGANIZATION_ID": server.organization_id,
             "DURABLE_DB": paths["store.sqlite3"],
+            "DURABLE_PG_SCHEMA": "",
+            "DURABLE_PG_ASYNC": "",
             "PAYMENTS_DB": paths["payments.sqlite3"],
             "DURABLE_WORKFLOW": f"wf-{scenario.name}",
             "DURABLE_RESULT": paths["result.json"],
             "DURABLE_REACHED": paths["reached"],
             "DURABLE_LOG": paths["log"],
         }
+        if postgres is not None:
+            env["DURABLE_DB"] = postgres.conninfo()
+            env["DURABLE_PG_SCHEMA"] = f"crash_{uuid.uuid4().hex[:12]}"
+            env["DURABLE_PG_ASYNC"] = "1" if store == "postgres_async" else ""
         exits: list[int] = []
         reached: list[str] = []
         for crash in (*scenario.crashes, ""):
@@ -256,6 +272,15 @@ def run_scenario(scenario: Scenario, zygote: Zygote) -> Outcome:
             with open(paths["result.json"]) as f:
                 results = json.load(f)
         server.wait_idle(5.0)
+        if postgres is not None:  # the workflow processes used the PostgreSQL store
+            with postgres.admin() as conn:
+                used = conn.execute(
+                    "SELECT 1 FROM pg_catalog.pg_tables WHERE schemaname = %s "
+                    "AND tablename = 'checkpoints'",
+                    (env["DURABLE_PG_SCHEMA"],),
+                ).fetchall()
+            assert used, f"{scenario.name}: no store in {env['DURABLE_PG_SCHEMA']}"
+            postgres.drop_schema(env["DURABLE_PG_SCHEMA"])
         return Outcome(
             scenario=scenario,
             exits=tuple(exits),
@@ -271,8 +296,10 @@ def run_scenario(scenario: Scenario, zygote: Zygote) -> Outcome:
 LANES = 4
 
 
-@pytest.fixture(scope="module")
-def outcomes() -> Iterator[dict[str, Outcome]]:
+@pytest.fixture(scope="module", params=STORES)
+def outcomes(request: pytest.FixtureRequest) -> Iterator[dict[str, Outcome]]:
+    store: str = request.param
+    postgres = request.getfixturevalue("postgres_server") if store != "sqlite" else None
     zygotes: queue.Queue[Zygote] = queue.Queue()
     for _ in range(LANES):
         zygotes.put(Zygote())
@@ -280,7 +307,7 @@ def outcomes() -> Iterator[dict[str, Outcome]]:
     def run(scenario: Scenario) -> Outcome:
         zygote = zygotes.get()
         try:
-            return run_scenario(scenario, zygote)
+            return run_scenario(scenario, zygote, store, postgres)
         finally:
             zygotes.put(zygote)
 

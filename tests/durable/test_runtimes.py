@@ -16,7 +16,7 @@ import attrs
 import pytest
 
 from coder_io_common.fake_server import FakeCoderServer
-from coder_io_sync.durable_sqlite import SQLiteStore
+from coder_io_common.stores import SQLiteStore
 from coder_proto import CoderAgentError, CoderChatError
 from coder_proto.durable import (
     CUT_SHORT,

@@ -6,7 +6,9 @@ process runs the whole workflow from the top, as an engine without memoised step
 would: finished steps must come back from the durable layer, never be resubmitted.
 
 Environment: ``CODER_URL``, ``CODER_SESSION_TOKEN``, ``CODER_ORGANIZATION_ID`` (the fake
-server), ``DURABLE_DB`` (the SQLite store), ``PAYMENTS_DB`` (the payment service),
+server), ``DURABLE_DB`` (the store: an SQLite file, or with ``DURABLE_PG_SCHEMA`` set a
+PostgreSQL connection string, for ``PostgresStore`` or, when ``DURABLE_PG_ASYNC`` is set,
+``AsyncPostgresStore``), ``PAYMENTS_DB`` (the payment service),
 ``DURABLE_WORKFLOW`` (the workflow id), ``DURABLE_RESULT`` (where the final results are
 written as JSON), ``DURABLE_REACHED`` (where a crash point is recorded just before the kill),
 and ``DURABLE_CRASH``: the crash point, ``<step>/<point>``, where ``<step>`` is ``reserve``,
@@ -25,6 +27,7 @@ The process SIGKILLs itself the first time the point is reached.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import os
 import signal
@@ -32,7 +35,7 @@ from typing import Any
 
 from coder_io_asyncio import CoderChatClient
 from coder_io_asyncio.durable import archive_workflow, run_turn, sweep_orphans
-from coder_io_sync.durable_sqlite import SQLiteStore
+from coder_io_common.stores import AsyncPostgresStore, PostgresStore, SQLiteStore
 from coder_proto.durable import DurableToolContext, crash_safe
 
 from . import payments
@@ -66,15 +69,26 @@ def _detail(args: tuple[Any, ...]) -> str:
 
 
 class CrashingStore:
-    """The SQLite store, with the crash points around every write."""
+    """A store with the crash points around every write (after an async store's write has
+    been awaited, not merely started)."""
 
-    def __init__(self, inner: SQLiteStore) -> None:
+    def __init__(self, inner: Any) -> None:
         self._inner = inner
 
     def __getattr__(self, name: str) -> Any:
         method = getattr(self._inner, name)
         if not name.startswith(("put_", "delete_", "add_", "remove_", "forget_")):
             return method
+        if inspect.iscoroutinefunction(method):
+
+            async def awrite(*args: Any) -> Any:
+                point = name + _detail(args)
+                crash_here("before:" + point)
+                result = await method(*args)
+                crash_here("after:" + point)
+                return result
+
+            return awrite
 
         def write(*args: Any) -> Any:
             point = name + _detail(args)
@@ -84,6 +98,16 @@ class CrashingStore:
             return result
 
         return write
+
+
+def open_store() -> Any:
+    """The store the environment names (see the module docstring)."""
+    location, schema = os.environ["DURABLE_DB"], os.environ.get("DURABLE_PG_SCHEMA")
+    if not schema:
+        return SQLiteStore(location)
+    if os.environ.get("DURABLE_PG_ASYNC"):
+        return AsyncPostgresStore(location, schema=schema)
+    return PostgresStore(location, schema=schema)
 
 
 @crash_safe
@@ -114,9 +138,16 @@ async def main() -> None:
     _config["crash"] = os.environ.get("DURABLE_CRASH", "")
     _config["payments"] = os.environ["PAYMENTS_DB"]
     workflow = os.environ["DURABLE_WORKFLOW"]
-    store = CrashingStore(SQLiteStore(os.environ["DURABLE_DB"]))
-    async with CoderChatClient(on_transport_event=on_event) as client:
-        results = await _workflow(workflow, store, client)
+    inner = open_store()
+    store = CrashingStore(inner)
+    try:
+        async with CoderChatClient(on_transport_event=on_event) as client:
+            results = await _workflow(workflow, store, client)
+    finally:
+        if isinstance(inner, AsyncPostgresStore):
+            await inner.aclose()
+        else:
+            inner.close()
     with open(os.environ["DURABLE_RESULT"], "w") as f:
         json.dump(results, f)
 

@@ -36,12 +36,17 @@ def test_every_adapter_exports_the_cores_public_names_and_its_own_runtime_names(
     the core's own objects (``coder_proto.__all__``), so one ``except`` works everywhere."""
     import coder_io_sync
     import coder_proto
+    from coder_io_common import stores
     from coder_proto._runtime_names import RUNTIME_NAMES
 
     for adapter in (coder_io_asyncio, coder_io_trio, coder_io_sync):
-        assert sorted(adapter.__all__) == sorted([*coder_proto.__all__, *RUNTIME_NAMES])
+        assert sorted(adapter.__all__) == sorted(
+            [*coder_proto.__all__, *RUNTIME_NAMES, *stores.STORE_NAMES]
+        )
         for name in coder_proto.__all__:
             assert getattr(adapter, name) is getattr(coder_proto, name), (adapter.__name__, name)
+        for name in stores.STORE_NAMES:  # the stores belong to no runtime
+            assert getattr(adapter, name) is getattr(stores, name), (adapter.__name__, name)
     for name in RUNTIME_NAMES:
         objects = {id(getattr(a, name)) for a in (coder_io_asyncio, coder_io_trio, coder_io_sync)}
         assert len(objects) == 3, name  # each runtime's own

@@ -6,7 +6,9 @@
 deadlock upgrading a read lock) and is durable when the call returns (``synchronous=FULL``:
 the guarantees of the durable layer rest on "written before the effect"). Reads see the last
 committed state. Processes wait for each other's write lock up to ``busy_timeout`` seconds,
-then the call raises (the durable machines report it as ``DurableStoreError``).
+then the call raises (the durable machines report it as ``DurableStoreError``). A workflow
+lease is taken with a compare-and-set inside one such transaction, so exactly one of several
+processes racing for it wins.
 
 The store is plain blocking code, usable from every adapter: the blocking adapter calls it
 directly; the asyncio and trio adapters run each call in a worker thread, so a write waiting
@@ -16,6 +18,11 @@ threads freely, but open a new one in each process (after a fork).
 
 Records are kept as JSON text (``to_json`` of each record), so the file can be inspected with
 the ``sqlite3`` shell and migrated without Python.
+
+Schema. The file's layout version is kept in its ``meta`` table (``schema_version``). Opening
+a file creates the tables when they are missing and migrates an older layout in the same
+transaction; a file written by a newer version of this library is refused
+(``DurableStoreError``) rather than misread. Versions: 1, the records; 2, workflow leases.
 """
 
 from __future__ import annotations
@@ -24,34 +31,51 @@ import json
 import os
 import sqlite3
 import threading
+from collections.abc import Sequence
 from types import TracebackType
 from typing import Any, Final
 
 from coder_proto import CoderAgentError
 from coder_proto._json import dumps
-from coder_proto.durable import Checkpoint, JournalEntry, LedgerEntry, StrandedChat
-from coder_proto.durable._records import check_key_part
-
-__all__ = ["SQLiteStore"]
-
-SCHEMA_VERSION: Final = 1
-
-_SCHEMA: Final = (
-    """CREATE TABLE IF NOT EXISTS checkpoints (
-        tenant TEXT NOT NULL, workflow_id TEXT NOT NULL, chat_id TEXT NOT NULL,
-        record TEXT NOT NULL, PRIMARY KEY (tenant, workflow_id))""",
-    "CREATE INDEX IF NOT EXISTS checkpoints_chat ON checkpoints (chat_id)",
-    """CREATE TABLE IF NOT EXISTS ledger (
-        tenant TEXT NOT NULL, chat_id TEXT NOT NULL, tool_call_id TEXT NOT NULL,
-        record TEXT NOT NULL, PRIMARY KEY (tenant, chat_id, tool_call_id))""",
-    """CREATE TABLE IF NOT EXISTS journal (
-        tenant TEXT NOT NULL, chat_id TEXT NOT NULL, record TEXT NOT NULL,
-        PRIMARY KEY (tenant, chat_id))""",
-    """CREATE TABLE IF NOT EXISTS stranded (
-        tenant TEXT NOT NULL, chat_id TEXT NOT NULL, workflow_id TEXT NOT NULL,
-        seq INTEGER NOT NULL, PRIMARY KEY (tenant, chat_id))""",
-    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+from coder_proto.durable._errors import DurableStoreError
+from coder_proto.durable._records import (
+    Checkpoint,
+    JournalEntry,
+    LedgerEntry,
+    StrandedChat,
+    check_key_part,
 )
+from coder_proto.durable._store import Lease, check_lease_request
+
+__all__ = ["SCHEMA_VERSION", "SQLiteStore"]
+
+#: The layout version this module writes (see the module docstring).
+SCHEMA_VERSION: Final = 2
+
+#: The statements that bring a file from version ``n - 1`` to ``n`` (index ``n - 1``).
+MIGRATIONS: Final[tuple[Sequence[str], ...]] = (
+    (
+        """CREATE TABLE IF NOT EXISTS checkpoints (
+            tenant TEXT NOT NULL, workflow_id TEXT NOT NULL, chat_id TEXT NOT NULL,
+            record TEXT NOT NULL, PRIMARY KEY (tenant, workflow_id))""",
+        "CREATE INDEX IF NOT EXISTS checkpoints_chat ON checkpoints (chat_id)",
+        """CREATE TABLE IF NOT EXISTS ledger (
+            tenant TEXT NOT NULL, chat_id TEXT NOT NULL, tool_call_id TEXT NOT NULL,
+            record TEXT NOT NULL, PRIMARY KEY (tenant, chat_id, tool_call_id))""",
+        """CREATE TABLE IF NOT EXISTS journal (
+            tenant TEXT NOT NULL, chat_id TEXT NOT NULL, record TEXT NOT NULL,
+            PRIMARY KEY (tenant, chat_id))""",
+        """CREATE TABLE IF NOT EXISTS stranded (
+            tenant TEXT NOT NULL, chat_id TEXT NOT NULL, workflow_id TEXT NOT NULL,
+            seq INTEGER NOT NULL, PRIMARY KEY (tenant, chat_id))""",
+    ),
+    (
+        """CREATE TABLE IF NOT EXISTS leases (
+            tenant TEXT NOT NULL, workflow_id TEXT NOT NULL, owner TEXT NOT NULL,
+            expires_at REAL NOT NULL, PRIMARY KEY (tenant, workflow_id))""",
+    ),
+)
+assert len(MIGRATIONS) == SCHEMA_VERSION
 
 
 def _text(record: Any) -> str:
@@ -65,6 +89,31 @@ def _load(text: str) -> Any:
         return json.loads(text)
     except ValueError:
         return None  # from_json reports the malformed record
+
+
+def _migrate(cursor: sqlite3.Cursor, path: str) -> None:
+    """Create or upgrade the layout inside the caller's write transaction."""
+    cursor.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    row = cursor.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    try:
+        found = 0 if row is None else int(row[0])
+    except ValueError:
+        raise DurableStoreError(
+            f"{path!r} is not a durable store: its schema version is {row[0]!r}"
+        ) from None
+    if found > SCHEMA_VERSION:
+        raise DurableStoreError(
+            f"{path!r} holds durable-store schema version {found}, newer than the version "
+            f"{SCHEMA_VERSION} this library understands: upgrade coder-agents to use it"
+        )
+    for statements in MIGRATIONS[found:]:
+        for statement in statements:
+            cursor.execute(statement)
+    if found < SCHEMA_VERSION:
+        cursor.execute(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
+            (str(SCHEMA_VERSION),),
+        )
 
 
 class SQLiteStore:
@@ -88,13 +137,12 @@ class SQLiteStore:
         if str(mode).lower() != "wal":  # pragma: no cover - e.g. a network filesystem
             raise CoderAgentError(f"cannot put {self.path!r} in WAL mode (got {mode!r})")
         conn.execute("PRAGMA synchronous = FULL")
-        with self._write() as cursor:
-            for statement in _SCHEMA:
-                cursor.execute(statement)
-            cursor.execute(
-                "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
-                (str(SCHEMA_VERSION),),
-            )
+        try:
+            with self._write() as cursor:
+                _migrate(cursor, self.path)
+        except BaseException:
+            self.close()
+            raise
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self.path!r})"
@@ -241,6 +289,60 @@ class SQLiteStore:
             cursor.execute(
                 "DELETE FROM journal WHERE tenant = ? AND chat_id = ?", (tenant, chat_id)
             )
+
+    # -- workflow leases ---------------------------------------------------------------------
+
+    def acquire_lease(
+        self, tenant: str, workflow_id: str, owner: str, now: float, duration: float
+    ) -> Lease:
+        expires_at = check_lease_request(tenant, workflow_id, owner, now, duration)
+        with self._write() as cursor:
+            # The compare-and-set: insert, or take over a row that expired or is ours.
+            cursor.execute(
+                "INSERT INTO leases (tenant, workflow_id, owner, expires_at) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (tenant, workflow_id) DO UPDATE SET owner = excluded.owner, "
+                "expires_at = excluded.expires_at "
+                "WHERE leases.expires_at <= ? OR leases.owner = excluded.owner",
+                (tenant, workflow_id, owner, expires_at, float(now)),
+            )
+            holder, until = cursor.execute(
+                "SELECT owner, expires_at FROM leases WHERE tenant = ? AND workflow_id = ?",
+                (tenant, workflow_id),
+            ).fetchone()
+        return _lease(tenant, workflow_id, holder, until)
+
+    def renew_lease(
+        self, tenant: str, workflow_id: str, owner: str, now: float, duration: float
+    ) -> bool:
+        expires_at = check_lease_request(tenant, workflow_id, owner, now, duration)
+        with self._write() as cursor:
+            cursor.execute(
+                "UPDATE leases SET expires_at = ? "
+                "WHERE tenant = ? AND workflow_id = ? AND owner = ?",
+                (expires_at, tenant, workflow_id, owner),
+            )
+            return cursor.rowcount == 1
+
+    def release_lease(self, tenant: str, workflow_id: str, owner: str) -> None:
+        with self._write() as cursor:
+            cursor.execute(
+                "DELETE FROM leases WHERE tenant = ? AND workflow_id = ? AND owner = ?",
+                (tenant, workflow_id, owner),
+            )
+
+    def get_lease(self, tenant: str, workflow_id: str) -> Lease | None:
+        rows = self._read(
+            "SELECT owner, expires_at FROM leases WHERE tenant = ? AND workflow_id = ?",
+            (tenant, workflow_id),
+        )
+        return _lease(tenant, workflow_id, *rows[0]) if rows else None
+
+
+def _lease(tenant: str, workflow_id: str, owner: Any, expires_at: Any) -> Lease:
+    try:
+        return Lease(tenant=tenant, workflow_id=workflow_id, owner=owner, expires_at=expires_at)
+    except CoderAgentError as exc:
+        raise DurableStoreError(f"malformed lease record: {exc.message}") from exc
 
 
 class _Transaction:

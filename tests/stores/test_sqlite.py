@@ -1,0 +1,158 @@
+"""What only the SQLite store does: WAL mode, its lock and busy timeout, malformed rows, a
+closed store, and its schema version (created, migrated from an older file, a newer file
+refused)."""
+
+from __future__ import annotations
+
+import pathlib
+import sqlite3
+
+import pytest
+
+from coder_io_common.stores import SQLiteStore
+from coder_io_common.stores.sqlite import MIGRATIONS, SCHEMA_VERSION
+from coder_proto._errors import CoderAgentError
+from coder_proto.durable import Checkpoint, DurableStoreError, JournalEntry
+
+
+def test_sqlite_uses_wal_and_survives_reopening(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "s.sqlite3"
+    with SQLiteStore(path) as store:
+        store.put_checkpoint("t", "wf", Checkpoint(chat_id="c", last_seen_message_id=9))
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    with SQLiteStore(path) as again:
+        assert again.get_checkpoint("t", "wf") == Checkpoint(chat_id="c", last_seen_message_id=9)
+
+
+def test_sqlite_malformed_row_is_a_store_error(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "s.sqlite3"
+    with SQLiteStore(path) as store:
+        with sqlite3.connect(path) as conn:
+            conn.execute(
+                "INSERT INTO ledger (tenant, chat_id, tool_call_id, record) VALUES "
+                "('t', 'c', 'x', 'not json')"
+            )
+        with pytest.raises(DurableStoreError, match="malformed"):
+            store.get_ledger("t", "c", "x")
+
+
+def test_sqlite_closed_store_and_bad_timeout(tmp_path: pathlib.Path) -> None:
+    store = SQLiteStore(tmp_path / "s.sqlite3")
+    store.close()
+    store.close()
+    with pytest.raises(CoderAgentError, match="closed"):
+        store.get_journal("t", "c")
+    with pytest.raises(CoderAgentError, match="closed"):
+        store.put_journal("t", "c", JournalEntry(state="resumed", marker="m", attempt=1, at=0))
+    with pytest.raises(CoderAgentError, match="busy_timeout"):
+        SQLiteStore(tmp_path / "t.sqlite3", busy_timeout="1")  # type: ignore[arg-type]
+
+
+def test_sqlite_write_failure_rolls_back(tmp_path: pathlib.Path) -> None:
+    with SQLiteStore(tmp_path / "s.sqlite3") as store:
+        store.put_checkpoint("t", "wf", Checkpoint(chat_id="c"))
+        with pytest.raises(sqlite3.OperationalError), store._write() as cursor:
+            cursor.execute("INSERT INTO nowhere VALUES (1)")
+        assert store.get_checkpoint("t", "wf") == Checkpoint(chat_id="c")
+        store.put_checkpoint("t", "wf", Checkpoint(chat_id="d"))
+        assert store.get_checkpoint("t", "wf") == Checkpoint(chat_id="d")
+
+
+def test_sqlite_waits_for_another_writer_up_to_its_busy_timeout(tmp_path: pathlib.Path) -> None:
+    """Another process holding the write lock makes a write wait, then fail when the busy
+    timeout passes: the durable machines report that as ``DurableStoreError``."""
+    path = tmp_path / "s.sqlite3"
+    with SQLiteStore(path, busy_timeout=0.1) as store:
+        blocker = sqlite3.connect(path, isolation_level=None)
+        blocker.execute("BEGIN IMMEDIATE")
+        try:
+            with pytest.raises(sqlite3.OperationalError, match="locked"):
+                store.put_checkpoint("t", "wf", Checkpoint(chat_id="c"))
+            assert store.get_checkpoint("t", "wf") is None  # readers are not blocked (WAL)
+        finally:
+            blocker.execute("ROLLBACK")
+            blocker.close()
+        store.put_checkpoint("t", "wf", Checkpoint(chat_id="c"))
+
+
+def test_a_malformed_lease_row_is_a_store_error(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "s.sqlite3"
+    with SQLiteStore(path) as store:
+        with sqlite3.connect(path) as conn:
+            conn.execute("INSERT INTO leases VALUES ('t', 'wf', '', 5.0)")
+        with pytest.raises(DurableStoreError, match="malformed lease record"):
+            store.get_lease("t", "wf")
+        with pytest.raises(DurableStoreError, match="malformed lease record"):
+            store.acquire_lease("t", "wf", "me", 1.0, 60.0)
+
+
+# -- the schema version ---------------------------------------------------------------------------
+
+
+def schema_version(path: pathlib.Path) -> str:
+    with sqlite3.connect(path) as conn:
+        return str(conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0])
+
+
+def tables(path: pathlib.Path) -> set[str]:
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+    return {row[0] for row in rows}
+
+
+def test_a_new_file_gets_the_current_schema(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "s.sqlite3"
+    SQLiteStore(path).close()
+    assert schema_version(path) == str(SCHEMA_VERSION) == "2"
+    assert tables(path) == {"meta", "checkpoints", "ledger", "journal", "stranded", "leases"}
+
+
+def test_a_file_of_the_first_version_is_migrated_and_keeps_its_records(
+    tmp_path: pathlib.Path,
+) -> None:
+    """A file written before leases existed (version 1, as the library wrote it then) opens
+    with its records intact and leases working."""
+    path = tmp_path / "old.sqlite3"
+    with sqlite3.connect(path) as conn:
+        for statement in MIGRATIONS[0]:
+            conn.execute(statement)
+        conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        conn.execute("INSERT INTO meta VALUES ('schema_version', '1')")
+        conn.execute(
+            "INSERT INTO checkpoints VALUES ('t', 'wf', 'c1', ?)",
+            ('{"chat_id": "c1", "outcome": "finished", "last_seen_message_id": 4}',),
+        )
+        conn.execute("INSERT INTO stranded VALUES ('t', 's1', 'wf', 1)")
+    assert "leases" not in tables(path)
+    with SQLiteStore(path) as store:
+        assert store.get_checkpoint("t", "wf") == Checkpoint(chat_id="c1", last_seen_message_id=4)
+        assert [s.chat_id for s in store.stranded_chats()] == ["s1"]
+        assert store.acquire_lease("t", "wf", "me", 1.0, 60.0).owner == "me"
+    assert schema_version(path) == "2"
+    with SQLiteStore(path) as again:  # opening a current file changes nothing
+        assert again.get_lease("t", "wf") is not None
+    assert schema_version(path) == "2"
+
+
+@pytest.mark.parametrize("version", ["3", "42"])
+def test_a_file_of_a_newer_version_is_refused_untouched(
+    tmp_path: pathlib.Path, version: str
+) -> None:
+    path = tmp_path / "new.sqlite3"
+    SQLiteStore(path).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (version,))
+        conn.execute("DROP TABLE leases")  # whatever a newer layout looks like
+    with pytest.raises(DurableStoreError, match=f"version {version}, newer than the version 2"):
+        SQLiteStore(path)
+    assert schema_version(path) == version and "leases" not in tables(path)
+
+
+def test_a_file_with_a_garbled_version_is_refused(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "odd.sqlite3"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        conn.execute("INSERT INTO meta VALUES ('schema_version', 'two')")
+    with pytest.raises(DurableStoreError, match="not a durable store"):
+        SQLiteStore(path)
