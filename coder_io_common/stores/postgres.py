@@ -1,5 +1,5 @@
-"""Durable stores in PostgreSQL, for a fleet of workers sharing one database (seed
-durable-workflows; ``coder_proto.durable._store``; D27). Needs psycopg 3 and psycopg-pool (the
+"""Durable stores in PostgreSQL, for a fleet of workers sharing one database
+(docs/durable-workflows.md; ``coder_proto.durable._store``; D27). Needs psycopg 3 and psycopg-pool (the
 ``postgres`` extra).
 
 ``PostgresStore`` implements ``coder_proto.durable.DurableStore`` (plain methods: the blocking
