@@ -226,3 +226,41 @@ def test_chats_are_archived_when_the_agent_fixture_ends(pytester: pytest.Pyteste
         """
     )
     run(pytester).assert_outcomes(passed=2)
+
+
+def test_the_documented_example(pytester: pytest.Pytester) -> None:
+    """docs/pytest-plugin.md's ten-line test, as written there."""
+    pytester.mkpydir("myapp")
+    pytester.path.joinpath("myapp", "weather.py").write_text(
+        '''
+def get_weather(city: str) -> dict:
+    """Get the weather for a city."""
+    return {"city": city, "temp_c": 21}
+
+
+async def forecast(agent, city: str) -> str:
+    return (await agent.generate(f"Weather in {city}?")).text
+'''
+    )
+    pytester.makepyfile(
+        test_weather="""
+        import pytest
+        from coder_proto.fake import CallClientTool, Say
+        from myapp.weather import forecast, get_weather
+
+        @pytest.mark.anyio
+        @pytest.mark.coder_agent(tools=[get_weather])
+        @pytest.mark.coder_script(CallClientTool(name="get_weather", args={"city": "Oslo"}),
+                                  Say("Oslo: {tool_result}"))
+        async def test_forecast(coder_agent, coder_fake):
+            coder_fake.faults.drop_stream_after_frames(3)          # the stream drops mid-turn
+            assert await forecast(coder_agent, "Oslo") == 'Oslo: {"city":"Oslo","temp_c":21}'
+            coder_fake.assert_prompted("Weather in Oslo")
+            coder_fake.assert_tool_result("get_weather", {"city": "Oslo", "temp_c": 21})
+        """
+    )
+    pytester.syspathinsert()
+    result = run(pytester, "-v")
+    # anyio runs it on every backend it finds: asyncio, and trio (installed here).
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*test_forecast?asyncio? PASSED*", "*test_forecast?trio? PASSED*"])
