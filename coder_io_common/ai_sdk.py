@@ -757,10 +757,16 @@ class ChatBridge:
                     yield encode_sse(chunk)
             yield SSE_DONE
         finally:
-            try:
-                await _maybe_await(self.sessions.put(request.id, _session_of(agent, before)))
-            finally:
-                await agent.aclose(archive=False)
+            # Also when the response was cancelled (the client left): the cursor must be
+            # written and the agent's connections closed, so this part is shielded (the
+            # agent bounds its own close).
+            import anyio
+
+            with anyio.CancelScope(shield=True):
+                try:
+                    await _maybe_await(self.sessions.put(request.id, _session_of(agent, before)))
+                finally:
+                    await agent.aclose(archive=False)
 
     def stream_sync(self, body: Any) -> Iterator[bytes]:
         """SSE bytes for one request with a blocking agent (``coder_io_sync``)."""
@@ -797,11 +803,45 @@ class ChatBridge:
         return streaming_response(self.stream_sync(self.parse(body)))
 
 
-def streaming_response(body: AsyncIterable[bytes] | Iterable[bytes], status_code: int = 200) -> Any:
-    """A Starlette ``StreamingResponse`` with the UI message stream headers (Starlette is
-    imported here, on first use)."""
-    from starlette.responses import StreamingResponse
+_response_class: Any = None
 
-    return StreamingResponse(
+
+def _ui_response_class() -> Any:
+    """A ``StreamingResponse`` that also watches for the client leaving: Starlette otherwise
+    notices only when its next write fails, and a turn that streams nothing for a while (a
+    slow tool, a long model step) would run on for nobody."""
+    global _response_class
+    if _response_class is None:
+        import anyio
+        from starlette.responses import StreamingResponse
+
+        class UIMessageStreamResponse(StreamingResponse):
+            async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+                async with anyio.create_task_group() as group:
+
+                    async def stream() -> None:
+                        try:
+                            await self.stream_response(send)
+                        except OSError:
+                            pass  # the client left while a chunk was being written
+                        group.cancel_scope.cancel()
+
+                    group.start_soon(stream)
+                    await self.listen_for_disconnect(receive)
+                    # The client left: cancelling the body leaves the agent's stream early,
+                    # which interrupts the run on the server.
+                    group.cancel_scope.cancel()
+                if self.background is not None:
+                    await self.background()
+
+        _response_class = UIMessageStreamResponse
+    return _response_class
+
+
+def streaming_response(body: AsyncIterable[bytes] | Iterable[bytes], status_code: int = 200) -> Any:
+    """A Starlette ``StreamingResponse`` with the UI message stream headers that stops
+    iterating ``body`` as soon as the client disconnects (Starlette and anyio are imported
+    here, on first use)."""
+    return _ui_response_class()(
         body, status_code=status_code, headers=dict(UI_MESSAGE_STREAM_HEADERS)
     )
