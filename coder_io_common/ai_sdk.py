@@ -528,11 +528,14 @@ def _file_attachment(part: Mapping[str, Any]) -> Attachment:
     except (binascii.Error, ValueError) as exc:
         raise ChatRequestError(f"a file part's data: URL is malformed: {exc}") from None
     filename = part.get("filename")
-    return Attachment(
-        content=data,
-        media_type=media_type,
-        filename=filename if isinstance(filename, str) else None,
-    )
+    try:
+        return Attachment(
+            content=data,
+            media_type=media_type,
+            filename=filename if isinstance(filename, str) else None,
+        )
+    except CoderAgentError as exc:  # a media type Coder does not take, a file over the cap
+        raise ChatRequestError(f"a file part cannot be attached: {exc}") from None
 
 
 @attrs.frozen(kw_only=True)

@@ -207,6 +207,9 @@ def test_request_reads_the_last_user_message() -> None:
          "malformed"),
         ({"id": "c", "messages": [{"role": "user", "parts": [{"type": "file"}]}]},
          "url and mediaType"),
+        ({"id": "c", "messages": [{"role": "user", "parts": [
+            {"type": "file", "mediaType": "application/zip", "url": "data:application/zip,PK"}]}]},
+         "cannot be attached"),
     ],
 )
 def test_request_errors(body: Any, message: str) -> None:
