@@ -776,6 +776,8 @@ class ChatBridge:
         request = self.parse(body)
         before = self.sessions.get(request.id) or ChatSession()
         if inspect.isawaitable(before):
+            if inspect.iscoroutine(before):
+                before.close()
             raise CoderAgentError("stream_sync needs a SessionMap with plain methods")
         agent = self.make_agent(request, before)
         try:

@@ -71,7 +71,7 @@ class FakeCoder:
 
     ``url``, ``token`` and ``organization_id`` are what a client needs (``connection()``
     gives them as keyword arguments). ``script`` / ``push`` / ``use_book`` decide what the
-    fake model does; ``faults`` injects failures (``drop_stream_after_frames``,
+    fake model does; ``faults`` injects failures (``drop_stream_at``, ``drop_stream_after_frames``,
     ``reject_upgrades``, ``fail_requests``, ``delay_requests`` ...; see ``Faults``);
     ``prompts``, ``tool_results``, ``interrupts``, ``archived_chat_ids`` and the
     ``assert_*`` methods tell what it received. ``server`` is the ``FakeCoderServer``.
@@ -210,7 +210,7 @@ class FakeCoder:
         """Wait until no client connection is open (``False`` after ``timeout`` seconds)."""
         return self.server.wait_idle(timeout)
 
-    def wait_until(self, predicate: Callable[[], Any], timeout: float = 5.0) -> Any:
+    def wait_until(self, predicate: Callable[[], Any], timeout: float = 10.0) -> Any:
         """Block until ``predicate()`` is true and return its value (an ``AssertionError``
         after ``timeout`` seconds). For effects a client sends in the background, such as
         the interrupt that leaving a stream early fires: ``fake.wait_until(fake.interrupts)``.
@@ -223,7 +223,7 @@ class FakeCoder:
             time.sleep(0.005)
         return value
 
-    async def until(self, predicate: Callable[[], Any], timeout: float = 5.0) -> Any:
+    async def until(self, predicate: Callable[[], Any], timeout: float = 10.0) -> Any:
         """``wait_until`` for async tests (asyncio or trio): sleeps without blocking."""
         __tracebackhide__ = True
         import anyio

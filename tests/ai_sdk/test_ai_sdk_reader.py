@@ -106,7 +106,7 @@ def test_a_tool_loop_turn_with_a_drop_becomes_the_expected_ui_message(
             ]
         ),
     )
-    server.faults.drop_stream_after_frames(3)
+    server.faults.drop_stream_at("message_part", occurrence=4)
     app, bridge = make_app(server)
     with TestClient(app) as client:
         response = post(client, {"id": "ui-1", "messages": [

@@ -45,7 +45,7 @@ def test_async_agent_on_asyncio_and_trio(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         """
         import pytest
-        from coder_proto.fake import CallClientTool, Say
+        from coder_proto.fake import CallClientTool, Say, Wait
         from agentcode import forecast, get_weather
 
         @pytest.fixture(params=["asyncio", "trio"])
@@ -66,6 +66,14 @@ def test_async_agent_on_asyncio_and_trio(pytester: pytest.Pytester) -> None:
             coder_fake.assert_archived()
 
         @pytest.mark.anyio
+        @pytest.mark.coder_script(Say("slow"), Wait(30), Say("never"))
+        async def test_leaving_a_stream(coder_agent, coder_fake):
+            async with coder_agent.stream("Go slowly.") as stream:
+                async for delta in stream.text_stream:
+                    break
+            assert await coder_fake.until(coder_fake.interrupts) == 1
+
+        @pytest.mark.anyio
         async def test_client(coder_client, coder_fake):
             chat = await coder_client.create_chat(
                 organization_id=coder_fake.organization_id, content="Hello from the client")
@@ -73,7 +81,7 @@ def test_async_agent_on_asyncio_and_trio(pytester: pytest.Pytester) -> None:
             assert coder_fake.prompts(chat.id) == ["Hello from the client"]
         """
     )
-    run(pytester, "--strict-markers", "-v").assert_outcomes(passed=4)
+    run(pytester, "--strict-markers", "-v").assert_outcomes(passed=6)
 
 
 def test_blocking_agent_with_a_drop_and_an_interrupt(pytester: pytest.Pytester) -> None:
@@ -88,7 +96,7 @@ def test_blocking_agent_with_a_drop_and_an_interrupt(pytester: pytest.Pytester) 
         @pytest.mark.coder_script(CallClientTool(name="get_weather", args={"city": "Rome"}),
                                   Say("It is {tool_result} in Rome, as always.", chunk=3))
         def test_drop_is_healed(coder_sync_agent, coder_fake):
-            coder_fake.faults.drop_stream_after_frames(4)
+            coder_fake.faults.drop_stream_at("message_part", occurrence=3)
             result = coder_sync_agent.generate("Weather in Rome?", timeout=30)
             assert result.text == 'It is {"city":"Rome","temp_c":21} in Rome, as always.'
             chat = coder_fake.chat()
@@ -253,7 +261,7 @@ async def forecast(agent, city: str) -> str:
         @pytest.mark.coder_script(CallClientTool(name="get_weather", args={"city": "Oslo"}),
                                   Say("Oslo: {tool_result}"))
         async def test_forecast(coder_agent, coder_fake):
-            coder_fake.faults.drop_stream_after_frames(3)          # the stream drops mid-turn
+            coder_fake.faults.drop_stream_at("message_part", occurrence=3)  # a drop mid-turn
             assert await forecast(coder_agent, "Oslo") == 'Oslo: {"city":"Oslo","temp_c":21}'
             coder_fake.assert_prompted("Weather in Oslo")
             coder_fake.assert_tool_result("get_weather", {"city": "Oslo", "temp_c": 21})
