@@ -5,7 +5,6 @@ response of a tool-loop turn whose stream dropped becomes the expected UI messag
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -14,8 +13,8 @@ from fastapi.responses import JSONResponse
 from fastapi.testclient import TestClient
 
 from coder_io_asyncio import CoderAgent, tool
-from coder_io_asyncio.fake_server import FakeCoderServer
 from coder_io_common.ai_sdk import ChatBridge, ChatRequest, ChatRequestError, ChatSession
+from coder_io_common.pytest_plugin import FakeCoder
 from coder_proto.fake import CallClientTool, CallServerTool, Cite, Fail, Say, Script, Think
 
 from .conftest import AI_SDK_VERSION, RunNode
@@ -28,12 +27,12 @@ def get_weather(city: str) -> dict[str, Any]:
 
 
 @pytest.fixture
-def server() -> Iterator[FakeCoderServer]:
-    with FakeCoderServer(chunk_delay=0.0005, interrupt_delay=0.05) as fake:
-        yield fake
+def server(coder_fake: FakeCoder) -> Any:
+    """The fake Coder server of the package's own pytest plugin."""
+    return coder_fake.server
 
 
-def make_app(server: FakeCoderServer) -> tuple[FastAPI, ChatBridge]:
+def make_app(server: Any) -> tuple[FastAPI, ChatBridge]:
     def make_agent(request: ChatRequest, session: ChatSession) -> CoderAgent:
         return CoderAgent(
             base_url=server.url,
@@ -91,7 +90,7 @@ def test_the_request_body_the_ai_sdk_posts_is_read(ai_sdk_node: RunNode) -> None
 
 
 def test_a_tool_loop_turn_with_a_drop_becomes_the_expected_ui_message(
-    server: FakeCoderServer, ai_sdk_node: RunNode
+    server: Any, ai_sdk_node: RunNode
 ) -> None:
     server.config.scripts.add(
         r"weather",
@@ -167,7 +166,7 @@ def test_a_tool_loop_turn_with_a_drop_becomes_the_expected_ui_message(
     }
 
 
-def test_the_next_request_continues_the_same_chat(server: FakeCoderServer) -> None:
+def test_the_next_request_continues_the_same_chat(server: Any) -> None:
     app, bridge = make_app(server)
     first = {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "Hello"}]}
     second = {"id": "u2", "role": "user", "parts": [{"type": "text", "text": "Again"}]}
@@ -187,7 +186,7 @@ def test_the_next_request_continues_the_same_chat(server: FakeCoderServer) -> No
 
 
 def test_a_failed_run_reaches_the_ui_as_an_error(
-    server: FakeCoderServer, ai_sdk_node: RunNode
+    server: Any, ai_sdk_node: RunNode
 ) -> None:
     server.config.scripts.add(r"fail", Script([Say("Partial"), Fail(message="Upstream broke.")]))
     app, bridge = make_app(server)
@@ -201,7 +200,7 @@ def test_a_failed_run_reaches_the_ui_as_an_error(
     assert bridge.sessions.get("ui-3").chat_id is not None
 
 
-def test_a_bad_request_body_is_a_400(server: FakeCoderServer) -> None:
+def test_a_bad_request_body_is_a_400(server: Any) -> None:
     app, _bridge = make_app(server)
     with TestClient(app) as client:
         response = client.post("/api/chat", json={"id": "x", "messages": []})

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -11,7 +10,6 @@ import trio
 
 import coder_io_sync
 import coder_io_trio
-from coder_io_asyncio.fake_server import FakeCoderServer
 from coder_io_common.ai_sdk import (
     SSE_DONE,
     ChatBridge,
@@ -21,6 +19,7 @@ from coder_io_common.ai_sdk import (
     MemorySessionMap,
     SessionMap,
 )
+from coder_io_common.pytest_plugin import FakeCoder
 from coder_proto.fake import CallClientTool, Say, Script
 
 
@@ -46,17 +45,18 @@ def chunks_of(frames: list[bytes]) -> list[dict[str, Any]]:
 
 
 @pytest.fixture
-def server() -> Iterator[FakeCoderServer]:
-    with FakeCoderServer(chunk_delay=0.0005, interrupt_delay=0.05) as fake:
-        fake.config.scripts.add(
-            r"weather",
-            Script([CallClientTool(name="lookup", args={"city": "Oslo"}),
-                    Say("Oslo has {tool_result}.")]),
-        )
-        yield fake
+def server(coder_fake: FakeCoder) -> Any:
+    """The fake Coder server of the package's own pytest plugin, scripted for a tool loop."""
+    fake = coder_fake.server
+    fake.config.scripts.add(
+        r"weather",
+        Script([CallClientTool(name="lookup", args={"city": "Oslo"}),
+                Say("Oslo has {tool_result}.")]),
+    )
+    return fake
 
 
-def check_turn(chunks: list[dict[str, Any]], server: FakeCoderServer) -> None:
+def check_turn(chunks: list[dict[str, Any]], server: Any) -> None:
     types = [c["type"] for c in chunks]
     assert types[0] == "start" and types[-1] == "finish"
     assert types.count("start-step") == 2 and types.count("finish-step") == 2
@@ -70,7 +70,7 @@ def check_turn(chunks: list[dict[str, Any]], server: FakeCoderServer) -> None:
     assert chunks[-1]["finishReason"] == "stop"
 
 
-def test_blocking_bridge(server: FakeCoderServer) -> None:
+def test_blocking_bridge(server: Any) -> None:
     closed: list[Any] = []
 
     def make_agent(request: ChatRequest, session: ChatSession) -> Any:
@@ -93,7 +93,7 @@ def test_blocking_bridge(server: FakeCoderServer) -> None:
     assert bridge.sessions.get("s1").last_seen_message_id > session.last_seen_message_id
 
 
-def test_trio_bridge_with_an_async_session_map(server: FakeCoderServer) -> None:
+def test_trio_bridge_with_an_async_session_map(server: Any) -> None:
     class AsyncSessions:
         def __init__(self) -> None:
             self.rows: dict[str, ChatSession] = {}
@@ -124,7 +124,7 @@ def test_trio_bridge_with_an_async_session_map(server: FakeCoderServer) -> None:
     assert sessions.rows["t1"].chat_id is not None
 
 
-def test_message_metadata_hook_and_error_text(server: FakeCoderServer) -> None:
+def test_message_metadata_hook_and_error_text(server: Any) -> None:
     def make_agent(request: ChatRequest, session: ChatSession) -> Any:
         return coder_io_sync.CoderAgent(
             base_url=server.url, token="wrong-token", organization_id=server.organization_id,

@@ -14,43 +14,46 @@ import uvicorn
 from fastapi import FastAPI, Request
 
 from coder_io_asyncio import CoderAgent
-from coder_io_asyncio.fake_server import FakeCoderServer
 from coder_io_common.ai_sdk import ChatBridge, ChatRequest, ChatSession
+from coder_io_common.pytest_plugin import FakeCoder
 from coder_proto.fake import Say, Script, Wait
 
 
 @pytest.fixture
-def served() -> Iterator[tuple[str, ChatBridge, FakeCoderServer]]:
-    with FakeCoderServer(chunk_delay=0.0005, interrupt_delay=0.05) as fake:
-        fake.config.scripts.add(r"slow", Script([Say("First words."), Wait(30), Say("never")]))
+def served(coder_fake: FakeCoder) -> Iterator[tuple[str, ChatBridge, Any]]:
+    fake = coder_fake.server  # the fake of the package's own pytest plugin
+    fake.config.scripts.add(r"slow", Script([Say("First words."), Wait(30), Say("never")]))
 
-        def make_agent(request: ChatRequest, session: ChatSession) -> Any:
-            return CoderAgent(base_url=fake.url, token=fake.token,
-                              organization_id=fake.organization_id, **session.agent_kwargs())
+    def make_agent(request: ChatRequest, session: ChatSession) -> Any:
+        return CoderAgent(base_url=fake.url, token=fake.token,
+                          organization_id=fake.organization_id, **session.agent_kwargs())
 
-        bridge = ChatBridge(make_agent)
-        app = FastAPI()
+    bridge = ChatBridge(make_agent)
+    app = FastAPI()
 
-        @app.post("/api/chat")
-        async def chat(request: Request) -> Any:
-            return bridge.response(await request.body())
+    @app.post("/api/chat")
+    async def chat(request: Request) -> Any:
+        return bridge.response(await request.body())
 
-        server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0,
-                                               log_level="warning"))
-        thread = threading.Thread(target=server.run, daemon=True)
-        thread.start()
-        try:
-            while not server.started:
-                thread.join(0.01)
-            port = server.servers[0].sockets[0].getsockname()[1]
-            yield f"http://127.0.0.1:{port}", bridge, fake
-        finally:
-            server.should_exit = True
-            thread.join(10)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0,
+                                           log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        for _ in range(1000):
+            if server.started:
+                break
+            thread.join(0.01)
+        assert server.started, "the app did not start"
+        port = server.servers[0].sockets[0].getsockname()[1]
+        yield f"http://127.0.0.1:{port}", bridge, fake
+    finally:
+        server.should_exit = True
+        thread.join(10)
 
 
 def test_leaving_mid_answer_interrupts_the_run(
-    served: tuple[str, ChatBridge, FakeCoderServer],
+    served: tuple[str, ChatBridge, Any],
 ) -> None:
     url, bridge, fake = served
     body = {"id": "gone", "messages": [
