@@ -206,3 +206,90 @@ def test_a_bad_request_body_is_a_400(server: Any) -> None:
         response = client.post("/api/chat", json={"id": "x", "messages": []})
     assert response.status_code == 400
     assert "no user message" in response.json()["error"]
+
+
+def test_every_chunk_the_bridge_sends_passes_the_ai_sdk_schema(ai_sdk_node: RunNode) -> None:
+    """One message with every chunk type the mapping produces, parsed by the AI SDK's own
+    reader (its schema rejects a malformed chunk as a stream error)."""
+    from coder_io_common.ai_sdk import (
+        SSE_DONE,
+        UI_MESSAGE_STREAM_HEADERS,
+        UIMessageStreamEncoder,
+        encode_sse,
+    )
+    from coder_proto.public import (
+        ErrorPart,
+        Finish,
+        ReasoningDelta,
+        ReasoningEnd,
+        ReasoningStart,
+        Source,
+        StreamStart,
+        TextDelta,
+        TextEnd,
+        TextStart,
+        ToolCall,
+        ToolInputEnd,
+        ToolInputStart,
+        ToolResult,
+        Usage,
+    )
+
+    from .test_encoder import ChatError
+
+    parts = [
+        StreamStart(),
+        ReasoningStart("reasoning-1"), ReasoningDelta("reasoning-1", "Hmm."),
+        ReasoningEnd("reasoning-1"),
+        ToolInputStart(tool_call_id="s1", tool_name="search", provider_executed=True,
+                       dynamic=True),
+        ToolInputEnd(tool_call_id="s1"),
+        ToolCall(tool_call_id="s1", tool_name="search", input='{"q":"x"}',
+                 provider_executed=True, dynamic=True),
+        ToolResult(tool_call_id="s1", tool_name="search", result="quota", is_error=True),
+        Source(id="src-1", url="https://docs.example/a", title="A"),
+        Source(id="src-2", url="https://docs.example/b"),
+        ToolInputStart(tool_call_id="c1", tool_name="broken"),
+        ToolCall(tool_call_id="c1", tool_name="broken", input="{not json"),
+        ToolInputStart(tool_call_id="c2", tool_name="lookup"),
+        ToolCall(tool_call_id="c2", tool_name="lookup", input='{"k":1}'),
+        Finish(finish_reason="tool-calls", usage=Usage(input_tokens=5, output_tokens=2)),
+        ToolResult(tool_call_id="c2", tool_name="lookup", result="no such key", is_error=True,
+                   dynamic=False),
+        StreamStart(),
+        TextStart("text-1"), TextDelta("text-1", "Sorry."), TextEnd("text-1"),
+        ErrorPart(error=ChatError(message="The provider gave up.")),
+        Finish(finish_reason="error", usage=Usage(input_tokens=7, output_tokens=1)),
+    ]
+    encoder = UIMessageStreamEncoder(message_id="msg-all")
+    chunks = [*encoder.start({"startedBy": "test"}), *encoder.metadata({"coder": {"x": 1}})]
+    for part in parts:
+        chunks.extend(encoder.feed(part))
+    chunks.extend(encoder.finish())
+    body = b"".join(encode_sse(c) for c in chunks) + SSE_DONE
+    read = ai_sdk_node(
+        "read",
+        {"status": 200, "headers": dict(UI_MESSAGE_STREAM_HEADERS), "body": body.decode()},
+    )
+    assert read["chunks"] == [c["type"] for c in chunks]
+    assert read["errors"] == ["The provider gave up."]
+    message = read["message"]
+    assert message["id"] == "msg-all"
+    assert message["metadata"]["startedBy"] == "test"
+    assert message["metadata"]["coder"] == {"x": 1}
+    assert message["metadata"]["finishReason"] == "error"
+    assert message["metadata"]["usage"]["inputTokens"] == 12
+    by_type: dict[str, list[dict[str, Any]]] = {}
+    for part in message["parts"]:
+        by_type.setdefault(part["type"], []).append(part)
+    [search] = by_type["dynamic-tool"]
+    assert search["state"] == "output-error" and search["errorText"] == "quota"
+    [broken] = by_type["tool-broken"]
+    assert broken["state"] == "output-error"
+    assert broken["input"] == "{not json"
+    [lookup] = by_type["tool-lookup"]
+    assert lookup["state"] == "output-error" and lookup["errorText"] == "no such key"
+    assert [s.get("title") for s in by_type["source-url"]] == ["A", None]
+    assert by_type["text"][0]["text"] == "Sorry."
+    assert by_type["reasoning"][0]["text"] == "Hmm."
+    assert len(by_type["step-start"]) == 2
