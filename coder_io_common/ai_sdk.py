@@ -56,7 +56,16 @@ import logging
 import math
 import secrets
 import threading
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Mapping
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterable,
+    AsyncIterator,
+    Callable,
+    Generator,
+    Iterable,
+    Iterator,
+    Mapping,
+)
 from typing import Any, Protocol, runtime_checkable
 
 import attrs
@@ -679,6 +688,19 @@ async def _maybe_await(value: Any) -> Any:
     return value
 
 
+async def _agent_parts(agent: Any, prompt: list[Any]) -> AsyncGenerator[Any, None]:
+    """The parts of one streaming turn. Entering the stream happens at the first part, so a
+    failure there (a prompt the agent refuses) becomes an ``error`` chunk like any other."""
+    async with agent.stream(prompt) as stream:
+        async for part in stream:
+            yield part
+
+
+def _agent_parts_sync(agent: Any, prompt: list[Any]) -> Generator[Any, None, None]:
+    with agent.stream(prompt) as stream:
+        yield from stream
+
+
 def _new_message_id() -> str:
     return "msg-" + secrets.token_hex(12)
 
@@ -748,18 +770,21 @@ class ChatBridge:
         request = self.parse(body)
         before = await _maybe_await(self.sessions.get(request.id)) or ChatSession()
         agent = self.make_agent(request, before)
+        parts = _agent_parts(agent, list(request.prompt))
         try:
-            async with agent.stream(list(request.prompt)) as parts:
-                chunks = ui_message_chunks(
-                    parts,
-                    message_id=_new_message_id(),
-                    on_error=self.on_error,
-                    finish_metadata=self._finish_metadata(agent, request, before),
-                )
-                async for chunk in chunks:
-                    yield encode_sse(chunk)
+            chunks = ui_message_chunks(
+                parts,
+                message_id=_new_message_id(),
+                on_error=self.on_error,
+                finish_metadata=self._finish_metadata(agent, request, before),
+            )
+            async for chunk in chunks:
+                yield encode_sse(chunk)
             yield SSE_DONE
         finally:
+            # Leaving early (the client left) leaves the agent's stream, which interrupts the
+            # run; the stream's exit does not wait, so this cannot be held up.
+            await parts.aclose()
             # Also when the response was cancelled (the client left): the cursor must be
             # written and the agent's connections closed, so this part is shielded (the
             # agent bounds its own close).
@@ -780,17 +805,18 @@ class ChatBridge:
                 before.close()
             raise CoderAgentError("stream_sync needs a SessionMap with plain methods")
         agent = self.make_agent(request, before)
+        parts = _agent_parts_sync(agent, list(request.prompt))
         try:
-            with agent.stream(list(request.prompt)) as parts:
-                yield from sse_stream_sync(
-                    ui_message_chunks_sync(
-                        parts,
-                        message_id=_new_message_id(),
-                        on_error=self.on_error,
-                        finish_metadata=self._finish_metadata(agent, request, before),
-                    )
+            yield from sse_stream_sync(
+                ui_message_chunks_sync(
+                    parts,
+                    message_id=_new_message_id(),
+                    on_error=self.on_error,
+                    finish_metadata=self._finish_metadata(agent, request, before),
                 )
+            )
         finally:
+            parts.close()
             try:
                 self.sessions.put(request.id, _session_of(agent, before))
             finally:

@@ -21,6 +21,7 @@ from coder_io_common.ai_sdk import (
 )
 from coder_io_common.pytest_plugin import FakeCoder
 from coder_proto.fake import CallClientTool, Say, Script
+from coder_proto.public import CoderAgentError
 
 
 def lookup(city: str) -> dict[str, Any]:
@@ -237,3 +238,59 @@ def test_memory_session_map() -> None:
         "chat_id": "chat-1", "last_seen_message_id": 4
     }
     assert ChatSession().agent_kwargs() == {"chat_id": None, "last_seen_message_id": None}
+
+
+class RefusingAgent:
+    """An agent whose stream cannot even start (a prompt it refuses)."""
+
+    chat_id = None
+    last_seen_message_id = None
+
+    def __init__(self) -> None:
+        self.closed: list[bool] = []
+
+    def stream(self, prompt: Any) -> Any:
+        agent = self
+
+        class Refused:
+            def __enter__(self) -> Any:
+                raise CoderAgentError("the prompt was refused")
+
+            def __exit__(self, *exc: Any) -> None:
+                raise AssertionError("never entered")
+
+            async def __aenter__(self) -> Any:
+                return self.__enter__()
+
+            async def __aexit__(self, *exc: Any) -> None:
+                raise AssertionError("never entered")
+
+        del agent
+        return Refused()
+
+    def close(self, *, archive: bool = True) -> None:
+        self.closed.append(archive)
+
+    async def aclose(self, *, archive: bool = True) -> None:
+        self.closed.append(archive)
+
+
+def test_a_stream_that_cannot_start_is_an_error_chunk_on_both_paths() -> None:
+    body = {"id": "r1", "messages": [user("hi")]}
+    agents: list[RefusingAgent] = []
+
+    def make_agent(request: ChatRequest, session: ChatSession) -> RefusingAgent:
+        agents.append(RefusingAgent())
+        return agents[-1]
+
+    bridge = ChatBridge(make_agent)
+    sync_chunks = chunks_of(list(bridge.stream_sync(body)))
+
+    async def collect() -> list[bytes]:
+        return [frame async for frame in bridge.stream(body)]
+
+    async_chunks = chunks_of(trio.run(collect))
+    for chunks in (sync_chunks, async_chunks):
+        assert [c["type"] for c in chunks] == ["start", "error", "finish"]
+        assert chunks[1]["errorText"] == "the prompt was refused"
+    assert [a.closed for a in agents] == [[False], [False]]
