@@ -1,0 +1,1 @@
+"""A web chat on the AI SDK's ``useChat``, backed by Coder agent turns (see ``app.py``)."""
