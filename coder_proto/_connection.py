@@ -70,7 +70,7 @@ import heapq
 import itertools
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Protocol, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias, TypeVar
 
 import attrs
 
@@ -106,7 +106,9 @@ from ._transport_events import (
     TransportEventSink,
 )
 from ._wire.chats import ChatWatchEvent
-from .transcript._recorder import Recorder
+
+if TYPE_CHECKING:
+    from .transcript._recorder import Recorder
 
 __all__ = [
     "MAX_ROUNDS",
@@ -1083,13 +1085,27 @@ class ToolRun:
     value or the exception reported with ``Connection.tool_returned`` /
     ``Connection.tool_raised``. ``io`` is the embedder's slot."""
 
-    __slots__ = ("_batch", "_outcomes", "_waiting", "finished", "invocations", "io", "task")
+    __slots__ = (
+        "_batch",
+        "_outcomes",
+        "_waiting",
+        "calls",
+        "finished",
+        "invocations",
+        "io",
+        "sent",
+        "task",
+    )
 
     def __init__(
         self, task: Task, batch: ToolBatch, outcomes: list[ToolOutcome], invocations: Any
     ) -> None:
         self.task = task
         self._batch = batch
+        #: Every call of the pause, as the model made it (the ones the core answered too).
+        self.calls: tuple[ToolCall, ...] = batch.calls
+        #: When the pause was handed out (the embedder's monotonic clock).
+        self.sent = batch.sent
         self._outcomes = outcomes
         self.invocations: tuple[ToolInvocation, ...] = tuple(invocations)
         self._waiting = {invocation.tool_call_id for invocation in self.invocations}
@@ -1143,6 +1159,9 @@ _TURN = "turn"
 _GENERATE = "generate"
 _CALL = "call"
 _WATCH = "watch"
+_MACHINE = "machine"
+#: The tool runner of a ``start_machine`` task: its pauses go to the embedder unplanned.
+_RAW_TOOLS: Final = "raw"
 
 
 class Task:
@@ -1181,7 +1200,7 @@ class Task:
 
     @property
     def kind(self) -> str:
-        """``"generate"``, ``"stream"``, ``"call"`` or ``"watch"``."""
+        """``"generate"``, ``"stream"``, ``"call"``, ``"watch"`` or ``"machine"``."""
         return self._kind
 
     @property
@@ -1420,6 +1439,29 @@ class Connection:
         self._pump(now)
         return task
 
+    def start_machine(
+        self, machine: Runnable[Any], *, now: float, session: Session | None = None
+    ) -> Task:
+        """Run a core machine built by hand (a session's turn or cleanup call; ``session``
+        shares that session's connections). Its tool pauses come as ``InvokeTools`` with the
+        raw ``run.calls`` and no invocations: answer them with ``tools_answered``. The
+        task's result is the machine's."""
+        self._check_open()
+        task = Task(_MACHINE)
+        job = self._drive.start(machine, now=now, session=session, tools=_RAW_TOOLS)
+        job.owner = task
+        task._job = job
+        self._pump(now)
+        self._check_done(task, now)
+        return task
+
+    def perform(self, actions: Iterable[Action], *, session: Session, now: float) -> None:
+        """Take on the actions a session method returned (``reset_session``,
+        ``close_retained_stream``) in that session's connection scope (``start_machine``
+        users; an agent's own reset is ``reset``)."""
+        self._drive.perform(actions, session=session, now=now)
+        self._pump(now)
+
     def cancel(self, task: Task, reason: BaseException | None, *, now: float) -> None:
         """Cancel ``task``: ``reason`` is the caller's cancellation (a turn then interrupts
         the server's run in the background), ``None`` a consumer that stopped reading. Does
@@ -1500,6 +1542,18 @@ class Connection:
         """``invocation``'s function raised ``error`` (the model gets it as an error result)."""
         self._tool_outcome(run, invocation, lambda: invocation.failed(error), now)
 
+    def tools_answered(
+        self, run: ToolRun, outcomes: Sequence[ToolOutcome], *, now: float
+    ) -> None:
+        """The outcomes of ``run``'s calls, decided by the embedder (a ``start_machine`` task's
+        pause; a call without an outcome gets an error result)."""
+        if run.finished:
+            return
+        run.finished = True
+        run._waiting.clear()
+        self._drive.tools_done(run._batch, [*run._outcomes, *outcomes], now)
+        self._pump(now)
+
     def tick(self, *, now: float) -> None:
         """The timer armed at ``next_deadline()`` fired."""
         self._drive.tick(now)
@@ -1574,6 +1628,11 @@ class Connection:
 
     def _plan_tools(self, batch: ToolBatch, now: float) -> None:
         task = batch.job.owner
+        if batch.runner is _RAW_TOOLS:
+            run = ToolRun(task, batch, [], ())
+            batch.io = run
+            self._out.append(InvokeTools(run))
+            return
         plan: ToolPlan = batch.runner(batch.calls)
         outcomes = list(plan.outcomes)
         if not plan.invocations:
@@ -1593,11 +1652,11 @@ class Connection:
         if isinstance(machine, WatchMachine) and machine.cancelled:
             task._settle(None)
             return
-        error = machine.error
-        if error is not None:
-            task._settle(error=error)
+        try:
+            value = machine.result()
+        except BaseException as exc:  # the machine's error, whatever its type
+            task._settle(error=exc)
             return
-        value = machine.result()
         if task._kind == _GENERATE:
             call = task._generate
             assert call is not None
