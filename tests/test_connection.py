@@ -488,3 +488,49 @@ def test_shutdown_ends_every_task_and_closes_every_socket() -> None:
     assert any(isinstance(c, CloseSocket) for c in commands)
     assert any(isinstance(c, CancelTools) for c in commands)
     assert conn.open_connections == 0
+
+
+# -- machines built by hand ----------------------------------------------------------------------
+
+
+def test_a_machine_built_by_hand_gets_its_pause_unplanned_and_answered_with_outcomes() -> None:
+    """``start_machine``: a session's own turn; its tool pause comes as ``InvokeTools`` with
+    the raw calls and no invocations, and ``tools_answered`` takes the outcomes as decided."""
+    from coder_proto._actions import ToolOutcome
+    from tests.core_driver import weather_tool
+
+    conn, agent, e = setup()
+    e.hold_tools = True
+    session = agent.session
+    turn = session.generate("weather?", now=NOW, tools=[weather_tool()])
+    task = conn.start_machine(turn, session=session, now=NOW)
+    e.pump()
+    e.send(status("running"), action_required(WEATHER), status("requires_action"))
+    (run,) = e.runs
+    assert run.invocations == () and [c.tool_call_id for c in run.calls] == ["t1"]
+    conn.tools_answered(run, [ToolOutcome(tool_call_id="t1", output={"tempC": 5})], now=NOW)
+    conn.tools_answered(run, [ToolOutcome(tool_call_id="t1", output="late")], now=NOW)
+    e.pump()
+    (submitted,) = e.bodies("submit_tool_results")
+    assert [r["output"] for r in submitted["results"]] == [{"tempC": 5}]
+    e.send(status("running"), message(60, "5C."), status("waiting"))
+    assert task.kind == "machine" and task.result().text == "5C."
+
+
+def test_reset_closes_a_paused_stream_with_1000() -> None:
+    """A segment ends at the pause and leaves its stream open (read by the session between
+    turns); ``reset`` closes it cleanly through the session's scope."""
+    from tests.core_driver import weather_tool
+
+    conn, agent, e = setup()
+    session = agent.session
+    segment = session.segment("weather?", now=NOW, tools=[weather_tool()])
+    task = conn.start_machine(segment, session=session, now=NOW)
+    e.pump()
+    e.send(status("running"), action_required(WEATHER), status("requires_action"))
+    assert task.done and task.result().finish_reason == "tool-calls"
+    assert conn.open_connections == 1 and session.retained_stream is not None
+    conn.reset(agent, now=NOW)
+    e.pump()
+    assert conn.open_connections == 0 and session.retained_stream is None
+    assert e.sockets[-1].client_close_codes == [1000]
