@@ -1225,8 +1225,8 @@ class Task:
         return self._value
 
     def take_parts(self) -> list[OutputPart]:
-        """The output parts of a turn delivered since the last call, in order (a ``stream``
-        delivers them live; ``generate`` as each step ends)."""
+        """The output parts a ``stream`` task delivered since the last call, in order (a
+        ``generate`` task delivers none: its result holds the steps)."""
         machine = self.machine
         parts = getattr(machine, "parts", None)
         if not parts:

@@ -2,8 +2,8 @@
 
 This program is the template for code that already owns its loop (gevent, Twisted, a game
 loop, an embedded interpreter). It drives one ``coder_proto.Connection`` with the standard
-library's ``selectors``, ``socket`` and ``ssl`` and with h11 for HTTP/1.1; it imports nothing
-from ``coder_proto`` but its public names, and no asyncio, trio or httpx, which is the proof
+library's ``selectors``, ``socket`` and ``ssl`` and with h11 for HTTP/1.1. It imports nothing
+else but the public names of ``coder_proto``: no asyncio, trio or httpx, which is the proof
 that the core does no I/O of its own. Run it against the fake server
 (``coder-agent fake-server`` prints the three values)::
 
@@ -57,7 +57,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-import attrs
 import h11
 
 from coder_proto import (
@@ -594,22 +593,40 @@ def _print_part(part: OutputPart) -> None:
         sys.stdout.flush()
 
 
+def _fields(value: object, *names: str) -> dict[str, Any]:
+    """The named attributes of ``value`` that are set."""
+    found = {name: getattr(value, name, None) for name in names}
+    return {name: field for name, field in found.items() if field is not None}
+
+
 def _print_transport_event(event: TransportEvent) -> None:
     if event.type != "ws:event":  # one per stream event: too many to print
-        fields = {k: v for k, v in attrs.asdict(event).items() if k != "timestamp"}
+        names = [n for n in getattr(type(event), "__slots__", ()) if not n.startswith("_")]
+        fields = _fields(event, *(n for n in names if n != "timestamp"))
         print(f"[{event.type}] {json.dumps(fields, default=str)}", file=sys.stderr)
 
 
 def _summary(
     chat_id: str | None, result: GenerateResult | None, tools: list[dict[str, Any]]
 ) -> dict[str, Any]:
-    usage = attrs.asdict(result.usage) if result is not None else {}
+    usage: dict[str, Any] = {}
+    if result is not None:
+        usage = _fields(
+            result.usage,
+            "input_tokens",
+            "no_cache_tokens",
+            "cache_read_tokens",
+            "cache_write_tokens",
+            "output_tokens",
+            "reasoning_tokens",
+            "text_tokens",
+        )
     return {
         "chat_id": chat_id,
         "finish_reason": result.finish_reason if result is not None else None,
         "text": result.text if result is not None else None,
         "steps": len(result.steps) if result is not None else 0,
-        "usage": {k: v for k, v in usage.items() if k != "raw" and v is not None},
+        "usage": usage,
         "tools": tools,
         "runtime_modules": sorted(m for m in sys.modules if m.partition(".")[0] in RUNTIMES),
     }
