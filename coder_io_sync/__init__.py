@@ -41,8 +41,7 @@ Threads (what is and is not thread-safe):
 from coder_io_common.stores import STORE_NAMES
 from coder_io_common.stores import SQLiteStore as SQLiteStore
 from coder_proto import *  # noqa: F403
-from coder_proto import __all__ as _shared
-from coder_proto._runtime_names import RUNTIME_NAMES
+from coder_proto._runtime_names import RUNTIME_NAMES, USER_NAMES
 
 from .agent import AgentStream as AgentStream
 from .agent import CoderAgent as CoderAgent
@@ -54,4 +53,4 @@ from .durable import run_turn as run_turn
 from .durable import sweep_orphans as sweep_orphans
 from .watch import ChatWatch as ChatWatch
 
-__all__ = [*_shared, *RUNTIME_NAMES, *STORE_NAMES]
+__all__ = [*USER_NAMES, *RUNTIME_NAMES, *STORE_NAMES]

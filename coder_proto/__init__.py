@@ -5,6 +5,12 @@ responses, tool results and the current time, and return actions. No sockets, no
 no clock: any runtime can drive it (``coder_io_asyncio``, ``coder_io_trio``, ``coder_io_sync``,
 or your own loop).
 
+A loop of your own drives one ``Connection``: start tasks on it (an agent turn, a plain
+client call, the watch), perform the commands it hands out (``OpenSocket``, ``WriteSocket``,
+``CloseSocket``, ``StartHttp``, ``CancelHttp``, ``InvokeTools``, ``CancelTools``,
+``TaskMoved``) and report what happened through its input methods (``socket_*``, ``http_*``,
+``tool_returned`` / ``tool_raised``, ``tick``).
+
 ``__all__`` is the vocabulary every runtime shares: the errors, the output parts and results
 of a turn, prompt messages, client tools, the values the raw client takes and returns, history
 as UI messages, and transport events. Each adapter package re-exports exactly these names
@@ -36,9 +42,25 @@ from ._agent.prompt_plan import AttachedFile, Attachment
 from ._agent.segment import StepResult
 from ._agent.session_calls import ArchiveResult, InterruptResult
 from ._agent.structured_output import StructuredOutputError
+from ._agent.tool_calls import ToolInvocation
 from ._agent.tools import Tool, ToolContext, ToolInputError, tool
 from ._agent.turn import TurnResult
 from ._agent.workspace_files import WorkspaceFiles, WorkspaceUpload
+from ._connection import (
+    CancelHttp,
+    CancelTools,
+    CloseSocket,
+    Conn,
+    Connection,
+    HttpCall,
+    InvokeTools,
+    OpenSocket,
+    StartHttp,
+    Task,
+    TaskMoved,
+    ToolRun,
+    WriteSocket,
+)
 from ._errors import (
     CoderAgentError,
     CoderApiError,
@@ -118,6 +140,21 @@ from .durable import DurableToolContext, crash_safe
 
 # Grouped by what a user meets, not alphabetically.
 __all__ = [  # noqa: RUF022
+    # the embedder's object, its tasks and the commands it hands out
+    "Connection",
+    "Task",
+    "Conn",
+    "HttpCall",
+    "ToolRun",
+    "ToolInvocation",
+    "OpenSocket",
+    "WriteSocket",
+    "CloseSocket",
+    "StartHttp",
+    "CancelHttp",
+    "InvokeTools",
+    "CancelTools",
+    "TaskMoved",
     # errors
     "CoderAgentError",
     "CoderApiError",

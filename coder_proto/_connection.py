@@ -70,7 +70,7 @@ import heapq
 import itertools
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Protocol, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias, TypeVar
 
 import attrs
 
@@ -85,37 +85,54 @@ from ._actions import (
     SendRequest,
     ToolOutcome,
 )
+from ._agent.agent_core import AgentCore, GenerateCall
 from ._agent.session import Session
 from ._agent.session_calls import SessionArchive, SessionDispose, SessionInterrupt
+from ._agent.tool_calls import ToolInvocation, ToolPlan
 from ._agent.turn import Turn
 from ._constants import SESSION_TOKEN_HEADER
 from ._errors import CoderAgentError
-from ._outputs import ToolCall
+from ._options import OPTION_NAMES, AgentOptions, resolve_options
+from ._outputs import OutputPart, ToolCall
 from ._rest.http import HttpRequest, HttpResponse
+from ._rest.prefix import PrefixSelector
 from ._rest.settings import emits_transport_events
+from ._shells.client_calls import Call, ChatCalls
+from ._stream.watch import WatchBackoff, WatchMachine
 from ._transport_events import (
     HttpErrorEvent,
     HttpRequestEvent,
     HttpResponseEvent,
+    TransportEvent,
     TransportEventSink,
 )
-from .transcript._recorder import Recorder
+from ._wire.chats import ChatWatchEvent
+
+if TYPE_CHECKING:
+    from .transcript._recorder import Recorder
 
 __all__ = [
     "MAX_ROUNDS",
     "CancelHttp",
     "CancelToolBatch",
+    "CancelTools",
     "CloseSocket",
     "Command",
     "Conn",
+    "Connection",
+    "ConnectionCommand",
     "Drive",
     "HttpCall",
+    "InvokeTools",
     "Job",
     "OpenSocket",
     "RunToolBatch",
     "Runnable",
     "StartHttp",
+    "Task",
+    "TaskMoved",
     "ToolBatch",
+    "ToolRun",
     "Wake",
     "WriteSocket",
     "describe_error",
@@ -1056,3 +1073,615 @@ class Drive:
             recorder.data_sent(action.conn_id, action.data, now)
         elif isinstance(action, CloseConnection):
             recorder.connection_closed(action.conn_id, now)
+
+
+# -- the embedder's object -------------------------------------------------------------------------
+
+
+class ToolRun:
+    """The client tool calls of one pause, ready to run (``InvokeTools``): the core's tool-call
+    policy already answered what it could decide (duplicates, unknown tools, tools without a
+    function, invalid input, structured-output filings); each of ``invocations`` needs its
+    function called (``invocation.call()``, awaited when ``invocation.is_async``) and the
+    value or the exception reported with ``Connection.tool_returned`` /
+    ``Connection.tool_raised``. ``io`` is the embedder's slot."""
+
+    __slots__ = (
+        "_batch",
+        "_outcomes",
+        "_waiting",
+        "calls",
+        "finished",
+        "invocations",
+        "io",
+        "sent",
+        "task",
+    )
+
+    def __init__(
+        self, task: Task, batch: ToolBatch, outcomes: list[ToolOutcome], invocations: Any
+    ) -> None:
+        self.task = task
+        self._batch = batch
+        #: Every call of the pause, as the model made it (the ones the core answered too).
+        self.calls: tuple[ToolCall, ...] = batch.calls
+        #: When the pause was handed out (the embedder's monotonic clock).
+        self.sent = batch.sent
+        self._outcomes = outcomes
+        self.invocations: tuple[ToolInvocation, ...] = tuple(invocations)
+        self._waiting = {invocation.tool_call_id for invocation in self.invocations}
+        self.finished = False
+        self.io: Any = None
+
+    def __repr__(self) -> str:
+        return f"<ToolRun {[i.tool.name for i in self.invocations]}>"
+
+    @property
+    def pending(self) -> tuple[ToolInvocation, ...]:
+        """The invocations not reported yet."""
+        return tuple(i for i in self.invocations if i.tool_call_id in self._waiting)
+
+
+@attrs.frozen
+class InvokeTools:
+    """Call the function of each of ``run.invocations`` and report every value or exception
+    (``Connection.tool_returned`` / ``Connection.tool_raised``), in any order."""
+
+    run: ToolRun
+
+
+@attrs.frozen
+class CancelTools:
+    """Stop the tool calls of ``run`` if possible; their outcomes are no longer wanted."""
+
+    run: ToolRun
+
+
+@attrs.frozen
+class TaskMoved:
+    """``task`` moved (new output parts or events, or it finished): wake whoever waits on it."""
+
+    task: Task
+
+
+#: What ``Connection.commands`` hands the embedder.
+ConnectionCommand: TypeAlias = (
+    OpenSocket
+    | WriteSocket
+    | CloseSocket
+    | StartHttp
+    | CancelHttp
+    | InvokeTools
+    | CancelTools
+    | TaskMoved
+)
+
+_TURN = "turn"
+_GENERATE = "generate"
+_CALL = "call"
+_WATCH = "watch"
+_MACHINE = "machine"
+#: The tool runner of a ``start_machine`` task: its pauses go to the embedder unplanned.
+_RAW_TOOLS: Final = "raw"
+
+
+class Task:
+    """One piece of work a ``Connection`` runs: an agent turn (``generate`` with its whole
+    client-tool loop and structured-output ladder, or ``stream``), a plain client call or the
+    watch. Poll it after a ``TaskMoved`` command: ``done``, ``result()``, and the output
+    parts (``take_parts``, a stream) or watch events (``take_events``) as they arrive. ``io``
+    is the embedder's slot (a future, a waiter)."""
+
+    __slots__ = (
+        "_agent",
+        "_error",
+        "_finish",
+        "_generate",
+        "_job",
+        "_kind",
+        "_settled",
+        "_value",
+        "io",
+    )
+
+    def __init__(self, kind: str, *, agent: AgentCore | None = None) -> None:
+        self._kind = kind
+        self._agent = agent
+        self._job: Job | None = None
+        self._generate: GenerateCall | None = None
+        self._finish: Callable[[Any], Any] = _same
+        self._settled = False
+        self._value: Any = None
+        self._error: BaseException | None = None
+        self.io: Any = None
+
+    def __repr__(self) -> str:
+        state = "done" if self._settled else "running"
+        return f"<Task {self._kind} {state}>"
+
+    @property
+    def kind(self) -> str:
+        """``"generate"``, ``"stream"``, ``"call"``, ``"watch"`` or ``"machine"``."""
+        return self._kind
+
+    @property
+    def done(self) -> bool:
+        """The task finished: ``result()`` returns its value or raises its error."""
+        return self._settled
+
+    @property
+    def machine(self) -> Any:
+        """The core machine running now (a turn, a call's job, the watch), for inspection."""
+        job = self._job
+        return None if job is None else job.machine
+
+    def result(self) -> Any:
+        """The task's value (a ``GenerateResult`` for a turn, the operation's value for a
+        call, ``None`` for a watch a consumer stopped), or raise its error. Raises
+        ``CoderAgentError`` while the task runs."""
+        if not self._settled:
+            raise CoderAgentError("the task has not finished yet")
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+    def take_parts(self) -> list[OutputPart]:
+        """The output parts a ``stream`` task delivered since the last call, in order (a
+        ``generate`` task delivers none: its result holds the steps)."""
+        machine = self.machine
+        parts = getattr(machine, "parts", None)
+        if not parts:
+            return []
+        out = list(parts)
+        parts.clear()
+        return out
+
+    def take_events(self) -> list[ChatWatchEvent]:
+        """The watch events received since the last call, in order."""
+        machine = self.machine
+        if not isinstance(machine, WatchMachine):
+            return []
+        return machine.take()
+
+    def _settle(self, value: Any = None, error: BaseException | None = None) -> None:
+        self._settled = True
+        self._value = value
+        self._error = error
+        if self._agent is not None:
+            self._agent.end()
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+class Connection:
+    """Everything one client does, without I/O (the embedder performs it): agent turns, plain
+    client calls and the watch, over the sockets, HTTP requests and tool calls it asks for.
+
+    Construction does no I/O. ``base_url`` prefixes every request path; ``token`` is sent
+    as the session token and scrubbed from every message; ``on_event`` receives the transport
+    events (``wall_clock`` stamps them); ``recorder`` observes what crosses the wire for a
+    transcript; ``created_at`` returns the transcript header's wall-clock ISO timestamp.
+
+    Start work with ``agent`` + ``start_turn``, ``start_call`` (``calls`` builds the plain
+    operations) or ``start_watch``: each returns a ``Task``. Then loop:
+
+    1. perform every command of ``commands()`` in order:
+
+       - ``OpenSocket(conn)``: connect to ``conn.host:conn.port`` (TLS when ``conn.tls``,
+         verifying ``conn.server_hostname``); report ``socket_made`` or ``socket_failed``,
+         then every chunk read with ``socket_data`` and the end with ``socket_lost`` (EOF) or
+         ``socket_failed``;
+       - ``WriteSocket(conn, data)``: write the bytes; ``CloseSocket(conn)``: close it after
+         what was written (nothing more is reported for it);
+       - ``StartHttp(call)``: send ``call.method`` ``call.url`` with ``call.headers`` and
+         ``call.body``; report ``http_headers`` when the status line arrived (optional), then
+         ``http_response`` or ``http_failed``; ``CancelHttp(call)``: abandon it;
+       - ``InvokeTools(run)``: call each invocation's function and report
+         ``tool_returned`` / ``tool_raised``; ``CancelTools(run)``: stop them if possible;
+       - ``TaskMoved(task)``: wake whoever waits on ``task`` (parts, events, or done);
+    2. arm one timer at ``next_deadline()`` and call ``tick`` when it fires.
+
+    Every input takes ``now``, the embedder's monotonic clock in seconds. Inputs for a socket,
+    request or tool run that is finished are ignored.
+    """
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        token: str | None = None,
+        on_event: Callable[[TransportEvent], object] | None = None,
+        wall_clock: Callable[[], float] | None = None,
+        recorder: Recorder | None = None,
+        created_at: Callable[[], str] = _no_created_at,
+    ) -> None:
+        sink = (
+            TransportEventSink(on_event)
+            if wall_clock is None
+            else TransportEventSink(on_event, wall_clock=wall_clock)
+        )
+        self._drive = Drive(
+            base_url=base_url, token=token, sink=sink, recorder=recorder, created_at=created_at
+        )
+        self._token = token
+        self.selector = PrefixSelector()
+        self._out: list[ConnectionCommand] = []
+        self._calls: ChatCalls | None = None
+
+    def __repr__(self) -> str:
+        drive = self._drive
+        return (
+            f"<Connection {drive.base_url} connections={drive.open_connections} "
+            f"tasks={len(drive.jobs)}>"
+        )
+
+    # -- observation -------------------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        return self._drive.base_url
+
+    @property
+    def recorder(self) -> Recorder | None:
+        """Observes what crosses the wire (``coder_proto.transcript.Recorder``), or ``None``."""
+        return self._drive.recorder
+
+    @recorder.setter
+    def recorder(self, recorder: Recorder | None) -> None:
+        self._drive.recorder = recorder
+
+    @property
+    def closed(self) -> bool:
+        """``close`` or ``shutdown`` was called: no new task starts."""
+        return self._drive.closed
+
+    @property
+    def open_connections(self) -> int:
+        """Sockets open or connecting."""
+        return self._drive.open_connections
+
+    @property
+    def background_jobs(self) -> int:
+        """Background work not finished yet (a cancelled turn's interrupt of the server's run)."""
+        return self._drive.background_jobs
+
+    @property
+    def calls(self) -> ChatCalls:
+        """The plain client operations (every ``CoderChatClient`` method): each returns a call
+        for ``start_call``."""
+        if self._calls is None:
+            self._calls = ChatCalls(self.selector, self._drive.base_url)
+        return self._calls
+
+    def commands(self) -> list[ConnectionCommand]:
+        """Drain the commands produced by the inputs so far, in order."""
+        out = self._out
+        self._out = []
+        return out
+
+    def next_deadline(self) -> float | None:
+        """When to call ``tick`` (monotonic seconds), or ``None``."""
+        return self._drive.next_deadline()
+
+    # -- starting work -----------------------------------------------------------------------
+
+    def agent(self, options: AgentOptions | None = None, **settings: Any) -> AgentCore:
+        """The state of one agent on this connection (its chat, tools, structured output and
+        settings): ``options`` (an ``AgentOptions``) and the keyword arguments of
+        ``CoderAgent`` (an option keyword overrides the field of ``options``; ``chat_id``,
+        ``last_seen_message_id`` and ``workspace_files`` resume a chat and name its
+        workspace adapter). Does no I/O; raises ``CoderAgentError`` on bad settings."""
+        given = {name: settings.pop(name) for name in list(settings) if name in OPTION_NAMES}
+        return AgentCore(
+            resolve_options(options, given),
+            base_url=self._drive.base_url,
+            token=self._token,
+            selector=self.selector,
+            sink=self._drive.sink,
+            **settings,
+        )
+
+    def start_turn(
+        self, agent: AgentCore, messages: Sequence[Any], *, now: float, mode: str = _GENERATE
+    ) -> Task:
+        """Run one turn of ``agent`` on the prompt ``messages``: ``mode="generate"`` runs
+        the whole client-tool loop and the structured-output ladder (its result is a
+        ``GenerateResult``); ``mode="stream"`` delivers the output parts live
+        (``take_parts``). One turn per agent at a time (``CoderAgentError`` otherwise)."""
+        if mode not in (_GENERATE, "stream"):
+            raise CoderAgentError(f"mode must be 'generate' or 'stream', got {mode!r}")
+        self._check_open()
+        agent.begin()
+        task = Task(mode, agent=agent)
+        try:
+            if mode == _GENERATE:
+                call = agent.generate(messages, now=now)
+                task._generate = call
+                turn: Turn = call.turn
+            else:
+                turn = agent.stream(messages, now=now)
+        except BaseException:
+            agent.end()
+            raise
+        self._run_turn(task, turn, now)
+        self._pump(now)
+        self._check_done(task, now)
+        return task
+
+    def start_call(self, call: Call[Any], *, now: float, data: bytes | None = None) -> Task:
+        """Run one plain operation (a method of ``calls``, or an agent's operation).
+        ``data`` is the content of the file an upload reads (``call.read``)."""
+        self._check_open()
+        if call.read is not None and data is None and call.read.data is None:
+            raise CoderAgentError("this upload needs the file's bytes: pass them as data")
+        task = Task(_CALL)
+        task._finish = call.finish
+        machine = call.machine(now, data)
+        job = self._drive.start(machine, now=now, session=call.session)
+        job.owner = task
+        task._job = job
+        self._pump(now)
+        self._check_done(task, now)
+        return task
+
+    def start_watch(self, *, now: float, backoff: WatchBackoff | None = None) -> Task:
+        """Subscribe to the chat watch: its events arrive with ``take_events``; the task ends
+        when ``cancel`` stops it (``result()`` is ``None``) or with a terminal error."""
+        self._check_open()
+        task = Task(_WATCH)
+        machine = WatchMachine(
+            self.selector,
+            base_url=self._drive.base_url,
+            token=self._token,
+            now=now,
+            backoff=backoff,
+        )
+        job = self._drive.start(machine, now=now)
+        job.owner = task
+        task._job = job
+        self._pump(now)
+        return task
+
+    def start_machine(
+        self, machine: Runnable[Any], *, now: float, session: Session | None = None
+    ) -> Task:
+        """Run a core machine built by hand (a session's turn or cleanup call; ``session``
+        shares that session's connections). Its tool pauses come as ``InvokeTools`` with the
+        raw ``run.calls`` and no invocations: answer them with ``tools_answered``. The
+        task's result is the machine's."""
+        self._check_open()
+        task = Task(_MACHINE)
+        job = self._drive.start(machine, now=now, session=session, tools=_RAW_TOOLS)
+        job.owner = task
+        task._job = job
+        self._pump(now)
+        self._check_done(task, now)
+        return task
+
+    def perform(self, actions: Iterable[Action], *, session: Session, now: float) -> None:
+        """Take on the actions a session method returned (``reset_session``,
+        ``close_retained_stream``) in that session's connection scope (``start_machine``
+        users; an agent's own reset is ``reset``)."""
+        self._drive.perform(actions, session=session, now=now)
+        self._pump(now)
+
+    def cancel(self, task: Task, reason: BaseException | None, *, now: float) -> None:
+        """Cancel ``task``: ``reason`` is the caller's cancellation (a turn then interrupts
+        the server's run in the background), ``None`` a consumer that stopped reading. Does
+        nothing once the task is done."""
+        job = task._job
+        if task.done or job is None:
+            return
+        self._drive.cancel(job, reason, now)
+        self._pump(now)
+        self._check_done(task, now)
+
+    def reset(self, agent: AgentCore, *, now: float) -> None:
+        """Start a fresh chat on ``agent``'s next turn; a paused stream is closed."""
+        session = agent.session
+        recorder = self._drive.recorder
+        if recorder is not None:
+            recorder.session_call("reset_session", now)
+        self._drive.perform(session.reset_session(now), session=session, now=now)
+        self._pump(now)
+
+    # -- inputs ------------------------------------------------------------------------------
+
+    def socket_made(self, conn: Conn, *, now: float) -> None:
+        """``conn`` is connected (TLS included)."""
+        self._drive.socket_made(conn, now)
+        self._pump(now)
+
+    def socket_data(self, conn: Conn, data: bytes, *, now: float) -> None:
+        """Bytes read from ``conn``."""
+        self._drive.socket_data(conn, data, now)
+        self._pump(now)
+
+    def socket_lost(self, conn: Conn, *, now: float) -> None:
+        """``conn`` reached EOF."""
+        self._drive.socket_lost(conn, now)
+        self._pump(now)
+
+    def socket_failed(self, conn: Conn, error: BaseException | str, *, now: float) -> None:
+        """Connecting, TLS, reading or writing failed on ``conn``."""
+        self._drive.socket_failed(conn, error, now)
+        self._pump(now)
+
+    def http_headers(self, call: HttpCall, status: int, *, now: float) -> None:
+        """The status line of ``call`` arrived (optional: it times the response event)."""
+        self._drive.http_headers(call, status, now)
+        self._pump(now)
+
+    def http_response(
+        self,
+        call: HttpCall,
+        *,
+        status: int,
+        headers: Iterable[tuple[str, str]],
+        body: bytes,
+        reason: str = "",
+        now: float,
+    ) -> None:
+        """``call`` was answered; ``body`` is the whole body."""
+        self._drive.http_response(
+            call, status=status, headers=headers, body=body, reason=reason, now=now
+        )
+        self._pump(now)
+
+    def http_failed(self, call: HttpCall, error: BaseException | str, *, now: float) -> None:
+        """``call`` got no complete response."""
+        self._drive.http_failed(call, error, now)
+        self._pump(now)
+
+    def tool_returned(
+        self, run: ToolRun, invocation: ToolInvocation, value: Any, *, now: float
+    ) -> None:
+        """``invocation``'s function returned ``value`` (awaited when it was awaitable)."""
+        self._tool_outcome(run, invocation, lambda: invocation.succeeded(value), now)
+
+    def tool_raised(
+        self, run: ToolRun, invocation: ToolInvocation, error: BaseException, *, now: float
+    ) -> None:
+        """``invocation``'s function raised ``error`` (the model gets it as an error result)."""
+        self._tool_outcome(run, invocation, lambda: invocation.failed(error), now)
+
+    def tools_answered(
+        self, run: ToolRun, outcomes: Sequence[ToolOutcome], *, now: float
+    ) -> None:
+        """The outcomes of ``run``'s calls, decided by the embedder (a ``start_machine`` task's
+        pause; a call without an outcome gets an error result)."""
+        if run.finished:
+            return
+        run.finished = True
+        run._waiting.clear()
+        self._drive.tools_done(run._batch, [*run._outcomes, *outcomes], now)
+        self._pump(now)
+
+    def tick(self, *, now: float) -> None:
+        """The timer armed at ``next_deadline()`` fired."""
+        self._drive.tick(now)
+        self._pump(now)
+
+    def close(self) -> None:
+        """Start no new task from now on (let the background work finish, then call
+        ``shutdown``). Idempotent."""
+        self._drive.close()
+
+    def shutdown(self, *, now: float) -> None:
+        """The end: every unfinished task is cancelled, each agent's paused stream closed
+        cleanly, and every socket, request and tool run still open closed or cancelled."""
+        self._drive.shutdown(now)
+        self._pump(now)
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._drive.closed:
+            raise CoderAgentError("this connection is closed")
+
+    def _run_turn(self, task: Task, turn: Turn, now: float) -> None:
+        agent = task._agent
+        assert agent is not None
+        job = self._drive.start(turn, now=now, session=agent.session, tools=agent.plan_tools)
+        job.owner = task
+        task._job = job
+
+    def _tool_outcome(
+        self,
+        run: ToolRun,
+        invocation: ToolInvocation,
+        outcome: Callable[[], ToolOutcome],
+        now: float,
+    ) -> None:
+        tool_call_id = invocation.tool_call_id
+        if run.finished or tool_call_id not in run._waiting:
+            return
+        run._waiting.discard(tool_call_id)
+        run._outcomes.append(outcome())
+        if not run._waiting:
+            run.finished = True
+            self._drive.tools_done(run._batch, run._outcomes, now)
+            self._pump(now)
+
+    def _pump(self, now: float) -> None:
+        """Turn the drive's commands into the embedder's: tool batches planned by the core's
+        tool-call policy (answered at once when nothing needs running), finished turns of a
+        ``generate`` advanced along the structured-output ladder, wake-ups per task."""
+        drive = self._drive
+        out = self._out
+        while True:
+            commands = drive.commands()
+            if not commands:
+                return
+            for command in commands:
+                if isinstance(command, Wake):
+                    task = command.job.owner
+                    if isinstance(task, Task) and task._job is command.job:
+                        self._check_done(task, now)
+                        out.append(TaskMoved(task))
+                elif isinstance(command, RunToolBatch):
+                    self._plan_tools(command.batch, now)
+                elif isinstance(command, CancelToolBatch):
+                    run = command.batch.io
+                    if isinstance(run, ToolRun) and not run.finished:
+                        run.finished = True
+                        out.append(CancelTools(run))
+                else:
+                    out.append(command)
+
+    def _plan_tools(self, batch: ToolBatch, now: float) -> None:
+        task = batch.job.owner
+        if batch.runner is _RAW_TOOLS:
+            run = ToolRun(task, batch, [], ())
+            batch.io = run
+            self._out.append(InvokeTools(run))
+            return
+        plan: ToolPlan = batch.runner(batch.calls)
+        outcomes = list(plan.outcomes)
+        if not plan.invocations:
+            self._drive.tools_done(batch, outcomes, now)
+            return
+        run = ToolRun(task, batch, outcomes, plan.invocations)
+        batch.io = run
+        self._out.append(InvokeTools(run))
+
+    def _check_done(self, task: Task, now: float) -> None:
+        """Settle ``task`` when its machine finished (a ``generate`` turn may start the
+        next turn of its ladder instead)."""
+        job = task._job
+        if task._settled or job is None or not job.machine.done:
+            return
+        machine = job.machine
+        if isinstance(machine, WatchMachine) and machine.cancelled:
+            task._settle(None)
+            return
+        try:
+            value = machine.result()
+        except BaseException as exc:  # the machine's error, whatever its type
+            task._settle(error=exc)
+            return
+        if task._kind == _GENERATE:
+            call = task._generate
+            assert call is not None
+            try:
+                step = call.advance(value, now=now)
+            except CoderAgentError as exc:
+                task._settle(error=exc)
+                return
+            if isinstance(step, Turn):
+                self._run_turn(task, step, now)
+                return
+            task._settle(step)
+        elif task._kind == "stream":
+            agent = task._agent
+            assert agent is not None
+            task._settle(agent.stream_result(value))
+        elif task._kind == _CALL:
+            try:
+                task._settle(task._finish(value))
+            except CoderAgentError as exc:
+                task._settle(error=exc)
+        else:
+            task._settle(value)

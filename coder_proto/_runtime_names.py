@@ -4,13 +4,34 @@
 an import change)::
 
     from coder_proto import *  # noqa: F403
-    from coder_proto import __all__ as _shared
-    from coder_proto._runtime_names import RUNTIME_NAMES
+    from coder_proto._runtime_names import RUNTIME_NAMES, USER_NAMES
 
-    __all__ = [*_shared, *RUNTIME_NAMES]
+    __all__ = [*USER_NAMES, *RUNTIME_NAMES]
+
+The embedder's vocabulary (``Connection`` and its tasks and commands) is for loops of one's
+own; an adapter is such a loop already, so it re-exports only what its users meet.
 """
 
-__all__ = ["RUNTIME_NAMES"]
+__all__ = ["EMBEDDER_NAMES", "RUNTIME_NAMES", "USER_NAMES"]
+
+#: ``coder_proto.__all__`` names that belong to the embedder's object (not re-exported by the
+#: adapters).
+EMBEDDER_NAMES: tuple[str, ...] = (
+    "Connection",
+    "Task",
+    "Conn",
+    "HttpCall",
+    "ToolRun",
+    "ToolInvocation",
+    "OpenSocket",
+    "WriteSocket",
+    "CloseSocket",
+    "StartHttp",
+    "CancelHttp",
+    "InvokeTools",
+    "CancelTools",
+    "TaskMoved",
+)
 
 #: The classes and functions an adapter implements on its own runtime.
 RUNTIME_NAMES: tuple[str, ...] = (
@@ -24,3 +45,13 @@ RUNTIME_NAMES: tuple[str, ...] = (
     "sweep_orphans",
     "watch_chats",
 )
+
+
+def _user_names() -> tuple[str, ...]:
+    import coder_proto
+
+    return tuple(n for n in coder_proto.__all__ if n not in EMBEDDER_NAMES)
+
+
+#: ``coder_proto.__all__`` without the embedder's vocabulary: what every adapter re-exports.
+USER_NAMES: tuple[str, ...] = _user_names()

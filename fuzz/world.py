@@ -2,11 +2,11 @@
 (``coder_proto.fake.FakeCoderModel``) with a virtual clock and no sockets.
 
 ``ModelWorld`` is what ``coder_io_common.fake_server.FakeCoderServer`` plus an adapter do,
-collapsed into one deterministic loop: REST requests go to ``model.handle_http``, stream
-connections to ``model.handle_upgrade`` (framed server side with wsproto), client tools are
-plain functions. It reports every observation to a ``Recorder`` exactly where an adapter
-would (one call per REST exchange, per chunk of received bytes, per tool run...), so the
-transcripts it records have the shape of live ones. The fuzzing harnesses use it for seed
+collapsed into one deterministic loop: the session's machines run on a ``coder_proto.Connection``
+whose commands the world performs (REST requests go to ``model.handle_http``, stream
+connections to ``model.handle_upgrade``, framed server side with wsproto; client tools are
+plain functions). The connection reports every observation to the ``Recorder`` exactly as it
+does for an adapter, so the transcripts it records have the shape of live ones. The fuzzing harnesses use it for seed
 transcripts and the replay tests use it to compare a live run with its replay.
 """
 
@@ -23,21 +23,22 @@ from wsproto.events import AcceptConnection, Message, RejectConnection, RejectDa
 from wsproto.events import CloseConnection as WsCloseConnection
 from wsproto.utilities import LocalProtocolError, RemoteProtocolError
 
-from coder_proto import ToolCall
-from coder_proto._actions import (
-    CancelRequest,
-    CloseConnection,
-    OpenConnection,
-    RunInBackground,
-    RunTools,
-    SendData,
-    SendRequest,
-    ToolOutcome,
+from coder_proto import (
+    CancelHttp,
+    CloseSocket,
+    Conn,
+    Connection,
+    HttpCall,
+    InvokeTools,
+    OpenSocket,
+    StartHttp,
+    Task,
+    ToolRun,
+    WriteSocket,
 )
+from coder_proto._actions import ToolOutcome
 from coder_proto._agent.session import Session
 from coder_proto._agent.session_state import SessionConfig
-from coder_proto._agent.turn import Turn
-from coder_proto._rest.http import HttpRequest, HttpResponse
 from coder_proto.fake import FakeCoderModel, FakeConfig, FakeHttpResponse, StreamSubscription
 from coder_proto.transcript._recorder import Recorder
 
@@ -49,9 +50,9 @@ ToolFn = Callable[[Mapping[str, Any]], Any]
 
 
 class _Socket:
-    def __init__(self, conn_id: int, scope: Any) -> None:
-        self.conn_id = conn_id
-        self.scope = scope
+    def __init__(self, conn: Conn) -> None:
+        self.conn = conn
+        self.conn_id = conn.conn_id
         self.ws = WSConnection(ConnectionType.SERVER)
         self.sub: StreamSubscription | None = None
         self.open = True  # neither side ended it
@@ -63,7 +64,7 @@ class ModelWorld:
     """One agent session against a pure ``FakeCoderModel`` (see the module docstring).
 
     ``tool_fns`` maps tool names to functions of the parsed input; ``latency`` delays every REST
-    answer; ``recorder`` (optional) observes everything.
+    answer; ``recorder`` (optional) observes everything, through the connection.
     """
 
     def __init__(
@@ -88,38 +89,31 @@ class ModelWorld:
         session.setdefault("organization_id", self.model.organization_id)
         self.config = SessionConfig(base_url=BASE_URL, token=self.token, **session)
         self.session = Session(self.config)
-        self.foreground: Any = None
-        self.background: list[Any] = []
+        self.connection = Connection(
+            base_url=BASE_URL, token=self.token, recorder=recorder, created_at=lambda: created_at
+        )
+        self.foreground: Task | None = None
         self._sockets: dict[int, _Socket] = {}
         self._inbox: list[tuple[float, int, Any, Callable[[], None]]] = []
         self._seq = itertools.count()
         self._cancelled: set[Any] = set()
-        self._sent_at: dict[Any, tuple[HttpRequest, float]] = {}
-        if recorder is not None:
-            recorder.begin(base_url=BASE_URL, config=self.config, created_at=created_at, now=start)
 
     # -- driving -------------------------------------------------------------------------------
-
-    def _machines(self) -> list[Any]:
-        machines = [m for m in (self.foreground, *self.background) if m is not None]
-        if not isinstance(self.foreground, Turn) or self.foreground.done:
-            machines.append(self.session)
-        return machines
 
     def _schedule(self, due: float, key: Any, deliver: Callable[[], None]) -> None:
         heapq.heappush(self._inbox, (due, next(self._seq), key, deliver))
 
     def settle(self) -> None:
+        connection = self.connection
         for _ in range(1_000_000):
             busy = False
-            for machine in self._machines():
-                for action in machine.actions():
-                    self._perform(machine, action)
-                    busy = True
-                deadline = machine.next_deadline()
-                if deadline is not None and deadline <= self.now:
-                    machine.tick(self.now)
-                    busy = True
+            for command in connection.commands():
+                self._perform(command)
+                busy = True
+            deadline = connection.next_deadline()
+            if deadline is not None and deadline <= self.now:
+                connection.tick(now=self.now)
+                busy = True
             if self._pump():
                 busy = True
             if self._inbox and self._inbox[0][0] <= self.now:
@@ -133,7 +127,9 @@ class ModelWorld:
 
     def _next_due(self) -> float | None:
         times = [item[0] for item in self._inbox]
-        times += [d for d in (m.next_deadline() for m in self._machines()) if d is not None]
+        deadline = self.connection.next_deadline()
+        if deadline is not None:
+            times.append(deadline)
         model_due = self.model.next_deadline()
         if model_due is not None:
             times.append(model_due)
@@ -144,18 +140,25 @@ class ModelWorld:
                     times.append(due)
         return min(times) if times else None
 
-    def run(self, machine: Any, *, limit: float = 3600.0) -> Any:
-        """Drive ``machine`` to completion; its result, or raise its error."""
-        self.foreground = machine
+    def _start(self, machine: Any) -> Task:
+        task = self.connection.start_machine(machine, session=self.session, now=self.now)
+        self.foreground = task
+        return task
+
+    def _finish(self, task: Task, *, limit: float = 3600.0) -> Any:
         self.settle()
         end = self.now + limit
-        while not machine.done:
+        while not task.done:
             due = self._next_due()
             if due is None or due > end:
-                raise AssertionError(f"{machine!r} is stuck")
+                raise AssertionError(f"{task!r} is stuck")
             self.now = max(self.now, due)
             self.settle()
-        return machine.result()
+        return task.result()
+
+    def run(self, machine: Any, *, limit: float = 3600.0) -> Any:
+        """Drive ``machine`` to completion; its result, or raise its error."""
+        return self._finish(self._start(machine), limit=limit)
 
     def advance(self, seconds: float) -> None:
         """Let ``seconds`` of virtual time pass (background work, paused streams)."""
@@ -173,9 +176,8 @@ class ModelWorld:
     def turn(
         self, prompt: Any = "hi", *, mode: str = "generate", **kwargs: Any
     ) -> tuple[Any, list[Any]]:
-        """Run one turn; return ``(result or error, parts)`` and record its start and end."""
-        if self.recorder is not None:
-            self.recorder.turn_started(mode=mode, prompt=prompt, now=self.now, **kwargs)
+        """Run one turn; return ``(result or error, parts)`` (the connection records its start
+        and end)."""
         start = self.session.stream if mode == "stream" else self.session.generate
         turn = start(prompt, now=self.now, **kwargs)
         outcome: Any
@@ -183,35 +185,27 @@ class ModelWorld:
             outcome = self.run(turn)
         except Exception as exc:
             outcome = exc
-        if self.recorder is not None:
-            self.recorder.turn_finished(outcome, self.now)
         return outcome, list(turn.parts)
 
     def cancel_after(self, prompt: Any, seconds: float, *, mode: str = "generate") -> Any:
         """Start a turn and cancel it after ``seconds`` (the runtime's cancellation, D22)."""
-        if self.recorder is not None:
-            self.recorder.turn_started(mode=mode, prompt=prompt, now=self.now)
         start = self.session.stream if mode == "stream" else self.session.generate
-        turn = start(prompt, now=self.now)
-        self.foreground = turn
+        task = self._start(start(prompt, now=self.now))
         self.advance(seconds)
-        if not turn.done:
-            if self.recorder is not None:
-                self.recorder.cancelled(None, self.now)
-            turn.cancel(self.now, None)
-            self.settle()
-        outcome: Any = turn.error if turn.error is not None else turn.result()
-        if self.recorder is not None:
-            self.recorder.turn_finished(outcome, self.now)
-        return outcome
+        self.connection.cancel(task, None, now=self.now)
+        self.settle()
+        try:
+            return task.result()
+        except Exception as exc:
+            return exc
 
     def call(self, name: str, **kwargs: Any) -> Any:
         """A session call: ``interrupt``, ``archive``, ``dispose`` or ``reset_session``."""
-        if self.recorder is not None:
-            self.recorder.session_call(name, self.now, **kwargs)
         if name == "reset_session":
-            for action in self.session.reset_session(self.now):
-                self._perform(self.session, action)
+            if self.recorder is not None:
+                self.recorder.session_call(name, self.now, **kwargs)
+            actions = self.session.reset_session(self.now)
+            self.connection.perform(actions, session=self.session, now=self.now)
             self.settle()
             return None
         machine = getattr(self.session, name)(now=self.now, **kwargs)
@@ -223,78 +217,57 @@ class ModelWorld:
     def drain(self, limit: float = 60.0) -> None:
         """Let background jobs finish (an agent closing awaits them, D22)."""
         end = self.now + limit
-        while any(not job.done for job in self.background):
+        while self.connection.background_jobs:
             due = self._next_due()
             if due is None or due > end:
                 break
             self.now = max(self.now, due)
             self.settle()
 
-    # -- actions -----------------------------------------------------------------------------
+    # -- commands ----------------------------------------------------------------------------
 
-    def _perform(self, machine: Any, action: Any) -> None:
-        if isinstance(action, SendRequest):
-            self._request(machine, action.request_id, action.request)
-        elif isinstance(action, CancelRequest):
-            key = (id(machine), action.request_id)
-            self._cancelled.add(key)
-            sent = self._sent_at.pop(key, None)
-            if sent is not None and self.recorder is not None:
-                self.recorder.rest_exchange(sent[0], None, sent=sent[1], now=self.now)
-        elif isinstance(action, OpenConnection):
-            sock = _Socket(action.conn_id, None)
-            self._sockets[action.conn_id] = sock
-            if self.recorder is not None:
-                self.recorder.connection_opened(action, self.now)
-            self._schedule(self.now, None, lambda: self._deliver(sock, "made", None))
-        elif isinstance(action, SendData):
-            sock_ = self._sockets.get(action.conn_id)
+    def _perform(self, command: Any) -> None:
+        if isinstance(command, StartHttp):
+            self._request(command.call)
+        elif isinstance(command, CancelHttp):
+            self._cancelled.add(command.call)
+        elif isinstance(command, OpenSocket):
+            sock = _Socket(command.conn)
+            self._sockets[id(command.conn)] = sock
+            self._schedule(
+                self.now, None, lambda: self.connection.socket_made(sock.conn, now=self.now)
+            )
+        elif isinstance(command, WriteSocket):
+            sock_ = self._sockets.get(id(command.conn))
             if sock_ is not None and sock_.open:
-                if self.recorder is not None:
-                    self.recorder.data_sent(action.conn_id, action.data, self.now)
-                self._from_client(sock_, action.data)
-        elif isinstance(action, CloseConnection):
-            sock_ = self._sockets.get(action.conn_id)
+                self._from_client(sock_, command.data)
+        elif isinstance(command, CloseSocket):
+            sock_ = self._sockets.get(id(command.conn))
             if sock_ is not None and sock_.open:
                 sock_.open = False
                 if sock_.sub is not None:
                     sock_.sub.close()
-                if self.recorder is not None:
-                    self.recorder.connection_closed(action.conn_id, self.now)
-        elif isinstance(action, RunTools):
-            self._run_tools(machine, action.calls)
-        elif isinstance(action, RunInBackground):
-            self.background.append(action.job)
-        else:  # pragma: no cover
-            raise AssertionError(f"unknown action {action!r}")
+        elif isinstance(command, InvokeTools):
+            self._run_tools(command.run)
+        # CancelTools: the tools ran already; TaskMoved: the loops look at their task.
 
-    def _request(self, machine: Any, request_id: int, request: HttpRequest) -> None:
-        headers = {"Coder-Session-Token": self.token}
-        for name, value in request.headers:
-            headers[name] = value
+    def _request(self, call: HttpCall) -> None:
+        headers = dict(call.headers)
         answer: FakeHttpResponse = self.model.handle_http(
-            request.method, request.path, headers, request.body or b"", self.now
+            call.method, call.request.path, headers, call.body or b"", self.now
         )
-        key = (id(machine), request_id)
-        self._sent_at[key] = (request, self.now)
-        response = HttpResponse(
-            status=answer.status,
-            body=answer.body,
-            headers=tuple((k.lower(), v) for k, v in answer.headers),
-        )
+        status, body, response_headers = answer.status, answer.body, list(answer.headers)
 
         def deliver() -> None:
-            sent = self._sent_at.pop(key, None)
-            if self.recorder is not None and sent is not None:
-                self.recorder.rest_exchange(request, response, sent=sent[1], now=self.now)
-            machine.response_received(request_id, response, self.now)
+            self.connection.http_response(
+                call, status=status, headers=response_headers, body=body, now=self.now
+            )
 
-        self._schedule(self.now + self.latency + answer.delay, key, deliver)
+        self._schedule(self.now + self.latency + answer.delay, call, deliver)
 
-    def _run_tools(self, machine: Any, calls: tuple[ToolCall, ...]) -> None:
-        sent = self.now
+    def _run_tools(self, run: ToolRun) -> None:
         outcomes = []
-        for call in calls:
+        for call in run.calls:
             fn = self.tools.get(call.tool_name)
             if fn is None:
                 outcomes.append(
@@ -311,36 +284,22 @@ class ModelWorld:
                 )
             else:
                 outcomes.append(ToolOutcome(tool_call_id=call.tool_call_id, output=output))
-
-        def deliver() -> None:
-            if self.recorder is not None:
-                self.recorder.tools_run(calls, outcomes, sent=sent, now=self.now)
-            machine.tool_results(outcomes, self.now)
-
-        self._schedule(self.now + self.tool_delay, None, deliver)
+        connection = self.connection
+        self._schedule(
+            self.now + self.tool_delay,
+            None,
+            lambda: connection.tools_answered(run, outcomes, now=self.now),
+        )
 
     # -- sockets -------------------------------------------------------------------------------
 
-    def _target(self) -> Any:
-        if isinstance(self.foreground, Turn) and not self.foreground.done:
-            return self.foreground
-        return self.session
-
-    def _deliver(self, sock: _Socket, kind: str, payload: Any) -> None:
-        if kind != "made" and not sock.open and kind != "lost":
-            return
-        target = self._target()
-        recorder = self.recorder
-        if kind == "made":
-            target.connection_made(sock.conn_id, self.now)
-        elif kind == "data":
-            if recorder is not None:
-                recorder.data_received(sock.conn_id, payload, self.now)
-            target.data_received(sock.conn_id, payload, self.now)
-
     def _to_client(self, sock: _Socket, data: bytes) -> None:
         if data and sock.open:
-            self._schedule(self.now, None, lambda: self._deliver(sock, "data", data))
+            self._schedule(self.now, None, lambda: self._data(sock, data))
+
+    def _data(self, sock: _Socket, data: bytes) -> None:
+        if sock.open:
+            self.connection.socket_data(sock.conn, data, now=self.now)
 
     def _end(self, sock: _Socket) -> None:
         if sock.open and not sock.ending:
@@ -353,10 +312,7 @@ class ModelWorld:
         if not sock.open:
             return
         sock.open = False
-        target = self._target()
-        if self.recorder is not None:
-            self.recorder.connection_lost(sock.conn_id, self.now)
-        target.connection_lost(sock.conn_id, self.now)
+        self.connection.socket_lost(sock.conn, now=self.now)
 
     def _from_client(self, sock: _Socket, data: bytes) -> None:
         try:

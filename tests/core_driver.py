@@ -1,19 +1,20 @@
 """An in-memory driver for the core's machines: the reference for how an adapter drives them.
 
-An adapter has one job: perform the actions a machine asks for, feed the outcomes back with
-the current time, and call ``tick`` at ``next_deadline()``. ``Driver.settle`` is that loop,
-with in-memory I/O instead of sockets and a fake monotonic clock instead of a real one:
+An adapter has one job: perform the commands of a ``coder_proto.Connection``, report the
+outcomes with the current time, and call ``tick`` at ``next_deadline()``. ``Driver.settle`` is
+that loop, with in-memory I/O instead of sockets and a fake monotonic clock instead of a real
+one:
 
-* ``SendRequest`` goes to ``http`` (a function from request to ``Respond`` / ``Hang`` /
-  ``NetworkError``); the answer is fed back after its delay, unless a ``CancelRequest`` came;
-* ``OpenConnection`` creates a ``FakeSocket`` (the server end of a WebSocket, built from
-  wsproto) whose bytes are fed back as ``data_received``;
-* ``RunTools`` runs ``tools`` (a function from call to ``ToolOutcome``) and feeds
-  ``tool_results``;
-* ``RunInBackground`` drives the job beside the foreground machine (D22).
+* ``StartHttp`` goes to ``http`` (a function from request to ``Respond`` / ``Hang`` /
+  ``NetworkError``); the answer is reported after its delay, unless a ``CancelHttp`` came;
+* ``OpenSocket`` creates a ``FakeSocket`` (the server end of a WebSocket, built from wsproto)
+  whose bytes are reported with ``socket_data``;
+* ``InvokeTools`` runs ``tools`` (a function from call to ``ToolOutcome``) on the pause's calls
+  and reports them with ``tools_answered``.
 
-Connection inputs go to the turn being driven, or to the session between turns (so a paused
-stream keeps reading, H.6). Nothing here decides anything a machine should decide.
+The connection routes every input (to the turn being driven, or to the session between turns,
+so a paused stream keeps reading, H.6) and drives the background jobs (D22). Nothing here
+decides anything a machine should decide.
 
 The second half holds the scripted environments the conformance runners use (D25): REST
 answers from a case's ``rest`` map with the unscripted defaults, and ``ScriptedReader``, the
@@ -32,20 +33,25 @@ from wsproto import ConnectionType, WSConnection
 from wsproto.events import AcceptConnection, Message, Ping, RejectConnection, RejectData, Request
 from wsproto.events import CloseConnection as WsCloseConnection
 
-from coder_proto import CoderAgentError, ToolCall
-from coder_proto._actions import (
-    CancelRequest,
-    CloseConnection,
-    OpenConnection,
-    RunInBackground,
-    RunTools,
-    SendData,
-    SendRequest,
-    ToolOutcome,
+from coder_proto import (
+    CancelHttp,
+    CloseSocket,
+    CoderAgentError,
+    Conn,
+    Connection,
+    HttpCall,
+    InvokeTools,
+    OpenSocket,
+    StartHttp,
+    Task,
+    ToolCall,
+    WriteSocket,
 )
+from coder_proto._actions import ToolOutcome
 from coder_proto._agent.session import Session
 from coder_proto._agent.turn import Turn
 from coder_proto._rest.http import HttpRequest, HttpResponse
+from coder_proto._stream.watch import WatchMachine
 from coder_proto._wire import events_from_json
 
 # -- what the in-memory server answers ----------------------------------------------------------
@@ -196,7 +202,9 @@ def _no_tools(call: ToolCall) -> ToolOutcome:
 
 
 class Driver:
-    """Drives a session's machines against in-memory I/O with a fake clock."""
+    """Drives a session's machines on a ``coder_proto.Connection`` against in-memory I/O with
+    a fake clock: the connection routes every input and drives the background jobs; this
+    performs its commands."""
 
     def __init__(
         self,
@@ -214,38 +222,50 @@ class Driver:
         self.now = now
         self.auto_accept = auto_accept
         self.tool_delay = tool_delay
+        # No token: requests reach ``http`` as the machines made them, messages unscrubbed.
+        self.connection = Connection(base_url=session.config.base_url)
         self.foreground: Any = None
+        #: Machines to drive beside the foreground one, in the session's scope (a test may
+        #: add one; the connection's own background jobs are counted by ``background_jobs``).
         self.background: list[Any] = []
+        self._tasks: dict[int, Task] = {}
         self.sent: list[Sent] = []
         self.sockets: list[FakeSocket] = []
         self.tool_runs: list[tuple[ToolCall, ...]] = []
-        self._by_conn: dict[int, FakeSocket] = {}
-        # (due, seq, key, deliver); key identifies a request for CancelRequest.
+        self._by_conn: dict[int, tuple[Conn, FakeSocket]] = {}
+        self._sent_by_call: dict[int, Sent] = {}
+        # (due, seq, key, deliver); key identifies a request for CancelHttp.
         self._inbox: list[tuple[float, int, Any, Callable[[], None]]] = []
         self._seq = 0
 
     # -- the loop an adapter would run -------------------------------------------------------
 
-    def _machines(self) -> list[Any]:
-        # A finished machine still hands over its last actions (a background interrupt, the
-        # socket's close), so it stays in the list.
-        machines = [m for m in (self.foreground, *self.background) if m is not None]
-        if not isinstance(self.foreground, Turn) or self.foreground.done:
-            machines.append(self.session)  # between turns the session owns its streams
-        return machines
+    def _scope(self, machine: Any) -> Session | None:
+        """The watch has connections of its own; every other machine shares the session's."""
+        return None if isinstance(machine, WatchMachine) else self.session
+
+    def _adopt(self) -> bool:
+        moved = False
+        for machine in self.background:
+            if id(machine) not in self._tasks:
+                self._tasks[id(machine)] = self.connection.start_machine(
+                    machine, session=self._scope(machine), now=self.now
+                )
+                moved = True
+        return moved
 
     def settle(self) -> None:
-        """Perform every action and feed every outcome due by ``now``, until nothing moves."""
+        """Perform every command and feed every outcome due by ``now``, until nothing moves."""
+        connection = self.connection
         for _ in range(100_000):
-            busy = False
-            for machine in self._machines():
-                for action in machine.actions():
-                    self._perform(machine, action)
-                    busy = True
-                deadline = machine.next_deadline()
-                if deadline is not None and deadline <= self.now:
-                    machine.tick(self.now)
-                    busy = True
+            busy = self._adopt()
+            for command in connection.commands():
+                self._perform_command(command)
+                busy = True
+            deadline = connection.next_deadline()
+            if deadline is not None and deadline <= self.now:
+                connection.tick(now=self.now)
+                busy = True
             due = [item for item in self._inbox if item[0] <= self.now]
             if due:
                 item = min(due, key=lambda i: (i[0], i[1]))
@@ -257,53 +277,73 @@ class Driver:
         raise AssertionError("the machines never settled (a deadline that is never cleared?)")
 
     def _perform(self, machine: Any, action: Any) -> None:
-        if isinstance(action, SendRequest):
-            self._send(machine, action.request_id, action.request)
-        elif isinstance(action, CancelRequest):
-            for sent in self.sent:
-                if sent.machine is machine and sent.request_id == action.request_id:
-                    sent.cancelled = True
-            key = (id(machine), action.request_id)
-            self._inbox = [i for i in self._inbox if i[2] != key]
-        elif isinstance(action, OpenConnection):
-            sock = FakeSocket(self, action.conn_id, len(self.sockets), auto_accept=self.auto_accept)
-            self.sockets.append(sock)
-            self._by_conn[action.conn_id] = sock
-            self.deliver_connection(action.conn_id, "made", None)
-        elif isinstance(action, SendData):
-            sock = self._by_conn.get(action.conn_id)
-            if sock is not None and sock.open:
-                sock.from_client(action.data)
-        elif isinstance(action, CloseConnection):
-            sock = self._by_conn.get(action.conn_id)
-            if sock is not None:
-                sock.closed_by_client = True
-        elif isinstance(action, RunTools):
-            self.tool_runs.append(action.calls)
-            outcomes = [self.tools(call) for call in action.calls]
-            self._schedule(
-                self.now + self.tool_delay, None, lambda: machine.tool_results(outcomes, self.now)
-            )
-        elif isinstance(action, RunInBackground):
-            self.background.append(action.job)
-        else:  # pragma: no cover - every action is handled above
-            raise AssertionError(f"unknown action {action!r}")
+        """Take on one action a session method returned (``reset_session`` ...) and perform
+        the commands it turned into."""
+        self.connection.perform([action], session=self.session, now=self.now)
+        for command in self.connection.commands():
+            self._perform_command(command)
 
-    def _send(self, machine: Any, request_id: int, request: HttpRequest) -> None:
-        self.sent.append(Sent(machine, request_id, request, self.now))
-        reply = self.http(request)
-        key = (id(machine), request_id)
+    def _perform_command(self, command: Any) -> None:
+        connection = self.connection
+        if isinstance(command, StartHttp):
+            self._send(command.call)
+        elif isinstance(command, CancelHttp):
+            sent = self._sent_by_call.get(id(command.call))
+            if sent is not None:
+                sent.cancelled = True
+            key = id(command.call)
+            self._inbox = [i for i in self._inbox if i[2] != key]
+        elif isinstance(command, OpenSocket):
+            conn = command.conn
+            sock = FakeSocket(self, conn.conn_id, len(self.sockets), auto_accept=self.auto_accept)
+            self.sockets.append(sock)
+            self._by_conn[conn.conn_id] = (conn, sock)
+            self.deliver_connection(conn.conn_id, "made", None)
+        elif isinstance(command, WriteSocket):
+            entry = self._by_conn.get(command.conn.conn_id)
+            if entry is not None and entry[0] is command.conn and entry[1].open:
+                entry[1].from_client(command.data)
+        elif isinstance(command, CloseSocket):
+            entry = self._by_conn.get(command.conn.conn_id)
+            if entry is not None and entry[0] is command.conn:
+                entry[1].closed_by_client = True
+        elif isinstance(command, InvokeTools):
+            run = command.run
+            self.tool_runs.append(run.calls)
+            outcomes = [self.tools(call) for call in run.calls]
+            self._schedule(
+                self.now + self.tool_delay,
+                None,
+                lambda: connection.tools_answered(run, outcomes, now=self.now),
+            )
+        # CancelTools: outcomes come back at once or not at all; TaskMoved: the loop looks
+        # at its machines after every step.
+
+    def _send(self, call: HttpCall) -> None:
+        sent = Sent(call.job.machine, call.request_id, call.request, self.now)
+        self.sent.append(sent)
+        self._sent_by_call[id(call)] = sent
+        reply = self.http(call.request)
+        key = id(call)
+        connection = self.connection
         if isinstance(reply, Respond):
             response = reply.response()
             self._schedule(
                 self.now + reply.delay,
                 key,
-                lambda: machine.response_received(request_id, response, self.now),
+                lambda: connection.http_response(
+                    call,
+                    status=response.status,
+                    headers=response.headers,
+                    body=response.body,
+                    reason=response.reason,
+                    now=self.now,
+                ),
             )
         elif isinstance(reply, NetworkError):
             message = reply.message
             self._schedule(
-                self.now, key, lambda: machine.request_failed(request_id, message, self.now)
+                self.now, key, lambda: connection.http_failed(call, message, now=self.now)
             )
 
     def _schedule(self, due: float, key: Any, deliver: Callable[[], None]) -> None:
@@ -311,20 +351,23 @@ class Driver:
         self._inbox.append((due, self._seq, key, deliver))
 
     def deliver_connection(self, conn_id: int, kind: str, payload: Any) -> None:
-        """Queue a connection input; it goes to the turn being driven, else the session."""
+        """Queue a connection input; the connection routes it (the turn being driven, else
+        the session)."""
+        entry = self._by_conn.get(conn_id)
+        if entry is None:
+            return
+        conn = entry[0]
+        connection = self.connection
 
         def deliver() -> None:
-            target = self.foreground
-            if not isinstance(target, Turn) or target.done:
-                target = self.session
             if kind == "made":
-                target.connection_made(conn_id, self.now)
+                connection.socket_made(conn, now=self.now)
             elif kind == "data":
-                target.data_received(conn_id, payload, self.now)
+                connection.socket_data(conn, payload, now=self.now)
             elif kind == "lost":
-                target.connection_lost(conn_id, self.now)
+                connection.socket_lost(conn, now=self.now)
             else:
-                target.connection_failed(conn_id, payload, self.now)
+                connection.socket_failed(conn, payload, now=self.now)
 
         self._schedule(self.now, None, deliver)
 
@@ -332,7 +375,9 @@ class Driver:
 
     def next_due(self) -> float | None:
         times = [i[0] for i in self._inbox]
-        times += [d for d in (m.next_deadline() for m in self._machines()) if d is not None]
+        deadline = self.connection.next_deadline()
+        if deadline is not None:
+            times.append(deadline)
         return min(times) if times else None
 
     def advance(self, seconds: float) -> None:
@@ -350,6 +395,9 @@ class Driver:
 
     def start(self, machine: Any) -> Any:
         self.foreground = machine
+        self._tasks[id(machine)] = self.connection.start_machine(
+            machine, session=self._scope(machine), now=self.now
+        )
         self.settle()
         return machine
 
@@ -368,14 +416,15 @@ class Driver:
 
     def cancel(self, reason: BaseException | None = None) -> None:
         """The runtime cancelled the foreground call (D22)."""
-        machine = self.foreground
-        machine.cancel(self.now, reason)
+        task = self._tasks.get(id(self.foreground))
+        if task is not None:
+            self.connection.cancel(task, reason, now=self.now)
         self.settle()
 
     def drain_background(self, limit: float = 60.0) -> None:
         """Let background jobs finish (the agent closing awaits them, D22)."""
         end = self.now + limit
-        while any(not job.done for job in self.background):
+        while self.connection.background_jobs or any(not m.done for m in self.background):
             due = self.next_due()
             if due is None or due > end:
                 raise AssertionError("a background job never finished")

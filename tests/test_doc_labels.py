@@ -586,9 +586,16 @@ def _help_texts(parser: argparse.ArgumentParser) -> Iterator[str]:
 
 def test_cli_help_carries_no_rule_label() -> None:
     from coder_io_sync.cli import build_parser
-    from tests.embedding.selectors_loop import build_parser as build_loop_parser
+    import importlib.util
 
-    texts = [*_help_texts(build_parser()), *_help_texts(build_loop_parser())]
+    spec = importlib.util.spec_from_file_location(
+        "custom_loop_template", ROOT / "examples" / "custom_loop" / "selectors_loop.py"
+    )
+    assert spec is not None and spec.loader is not None
+    template = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(template)
+
+    texts = [*_help_texts(build_parser()), *_help_texts(template.build_parser())]
     for module in ("fuzz", "tests.bench"):
         out = subprocess.run(
             [sys.executable, "-m", module, "--help"],

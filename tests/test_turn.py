@@ -15,6 +15,7 @@ from coder_proto import (
     CoderChatError,
     CoderStreamError,
     Finish,
+    InvokeTools,
     StreamStart,
     TextContent,
     ToolCall,
@@ -24,7 +25,7 @@ from coder_proto import (
     Usage,
     UserMessage,
 )
-from coder_proto._actions import RunTools, ToolOutcome
+from coder_proto._actions import ToolOutcome
 from coder_proto._agent.turn import MISSING_RESULT_MESSAGE, Turn, normalize_outcomes
 from tests.core_driver import (
     CHAT,
@@ -181,16 +182,19 @@ def test_tool_results_outside_a_tool_run_are_ignored_and_a_single_outcome_is_acc
     turn.tool_results([ToolOutcome(tool_call_id="x", output=1)], h.now)
     assert turn.awaiting_tools is None and not turn.done
     h.driver.tools = lambda call: ToolOutcome(tool_call_id="ignored", output=0)
-    original_perform = h.driver._perform
+    original_perform = h.driver._perform_command
 
-    def perform(machine: Any, action: Any) -> None:
-        if isinstance(action, RunTools):
-            assert turn.awaiting_tools == action.calls
-            machine.tool_results(ToolOutcome(tool_call_id="c1", output="one"), h.now)
+    def perform(command: Any) -> None:
+        if isinstance(command, InvokeTools):
+            assert turn.awaiting_tools == command.run.calls
+            # One outcome, not a list, straight to the turn; then let the connection take on
+            # what the turn does next (the session's scope holds it).
+            turn.tool_results(ToolOutcome(tool_call_id="c1", output="one"), h.now)
+            h.driver.connection.perform([], session=h.session, now=h.now)
             return
-        original_perform(machine, action)
+        original_perform(command)
 
-    h.driver._perform = perform  # type: ignore[method-assign]
+    h.driver._perform_command = perform  # type: ignore[method-assign]
     h.send(*pause_frames(3, ("c1", "get_weather")))
     assert h.bodies("submit_tool_results")[0]["results"][0]["output"] == "one"
 

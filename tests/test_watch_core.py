@@ -29,24 +29,6 @@ V2 = "/api/v2/chats"
 LEGACY = "/api/experimental/chats"
 
 
-class WatchDriver(Driver):
-    """``tests.core_driver.Driver`` with socket inputs going to the foreground machine."""
-
-    def deliver_connection(self, conn_id: int, kind: str, payload: Any) -> None:
-        def deliver() -> None:
-            target = self.foreground
-            if kind == "made":
-                target.connection_made(conn_id, self.now)
-            elif kind == "data":
-                target.data_received(conn_id, payload, self.now)
-            elif kind == "lost":
-                target.connection_lost(conn_id, self.now)
-            else:
-                target.connection_failed(conn_id, payload, self.now)
-
-        self._schedule(self.now, None, deliver)
-
-
 def event(kind: str = "status_change", chat_id: str = "c1", status: str = "waiting") -> dict:
     return {"kind": kind, "chat": chat_stub(chat_id, status=status)}
 
@@ -66,7 +48,7 @@ class World:
         self.rest = rest or {}
         self.selector = PrefixSelector(prefix)
         session = Session(SessionConfig(base_url=base_url))
-        self.driver = WatchDriver(session, http=self.http, auto_accept=auto_accept)
+        self.driver = Driver(session, http=self.http, auto_accept=auto_accept)
         self.watch = WatchMachine(
             self.selector, base_url=base_url, token=TOKEN, now=self.driver.now, backoff=backoff
         )
@@ -340,8 +322,7 @@ def test_any_4xx_upgrade_rejection_is_terminal_with_the_watch_path(status: int) 
 def test_cancel_while_open_closes_with_1000_at_once() -> None:
     w = World()
     w.send_one(event())
-    w.watch.cancel(w.driver.now)
-    w.driver.settle()
+    w.driver.cancel()  # the runtime cancels the watch, through the connection
     assert w.watch.done and w.watch.cancelled
     assert w.socket.closed_by_client and w.socket.client_close_codes == [1000]
     w.advance(60.0)
@@ -355,8 +336,7 @@ def test_cancel_before_the_upgrade_closes_the_connection() -> None:
     w.driver.settle()
     w.advance(1.0)
     assert not w.socket.accepted
-    w.watch.cancel(w.driver.now)
-    w.driver.settle()
+    w.driver.cancel()  # the runtime cancels the watch, through the connection
     assert w.socket.closed_by_client and w.socket.client_close_codes == []
 
 
@@ -364,8 +344,7 @@ def test_cancel_during_the_backoff_sleep_never_dials_again() -> None:
     w = World()
     w.socket.drop()
     w.driver.settle()
-    w.watch.cancel(w.driver.now)
-    w.driver.settle()
+    w.driver.cancel()  # the runtime cancels the watch, through the connection
     w.advance(60.0)
     assert w.watch.done and w.watch.cancelled and w.dials == 1
     assert w.watch.next_deadline() is None
@@ -373,8 +352,7 @@ def test_cancel_during_the_backoff_sleep_never_dials_again() -> None:
 
 def test_cancel_during_the_preflight_abandons_it_quietly_wire_1_5() -> None:
     w = World(prefix=None, rest={f"GET {V2}": Hang()})
-    w.watch.cancel(w.driver.now)
-    w.driver.settle()
+    w.driver.cancel()  # the runtime cancels the watch, through the connection
     assert w.watch.done and w.watch.cancelled and w.dials == 0
     assert w.driver.sent[0].cancelled
     assert w.selector.prefix is None
@@ -468,8 +446,7 @@ def test_open_is_true_only_while_an_accepted_connection_lasts_wire_6() -> None:
     w.driver.auto_accept = True
     w.advance(1.0)
     assert w.dials == 2 and w.watch.open
-    w.watch.cancel(w.driver.now)
-    w.driver.settle()
+    w.driver.cancel()  # the runtime cancels the watch, through the connection
     assert w.watch.done and not w.watch.open
 
 

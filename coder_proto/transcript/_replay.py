@@ -1,17 +1,17 @@
 """Offline replay: run a transcript through the core's machines with no sockets and no clock
 (docs/architecture.md rule 2: the same inputs always give the same outputs).
 
-``replay(transcript)`` builds a ``Session`` from the header's settings and drives it the way
-``tests/core_driver.py`` and the adapters do (connection inputs go to the running ``Turn``,
-else to the session; background jobs run beside it, D22), with the transcript standing in for
+``replay(transcript)`` builds a ``Session`` from the header's settings and runs its machines on
+a ``Connection``, as the adapters do (the connection routes every input and drives the
+background jobs, D22), with the transcript performing the connection's commands in place of
 the world:
 
-* each ``SendRequest`` is answered by the first unused recorded exchange with the same op,
+* each request (``StartHttp``) is answered by the first unused recorded exchange with the same op,
   method and path (a recorded network error fails it, a recorded cancellation leaves it
   unanswered until the machine cancels it);
-* the n-th ``OpenConnection`` replays the n-th recorded connection: the upgrade answer, every
+* the n-th ``OpenSocket`` replays the n-th recorded connection: the upgrade answer, every
   text frame (framed here, server side), the close frame, the ending;
-* each ``RunTools`` is answered by the next recorded tool run;
+* each tool pause (``InvokeTools``) is answered by the next recorded tool run;
 * every input is fed at its recorded time (or as soon as it becomes possible, when the
   machine asked later than recorded), and ``now`` is the recorded relative time; the
   machines' own deadlines fire at their times.
@@ -37,22 +37,26 @@ from wsproto import ConnectionType, WSConnection
 from wsproto.events import AcceptConnection, RejectConnection, RejectData, Request
 from wsproto.utilities import LocalProtocolError, RemoteProtocolError
 
-from .._actions import (
-    Action,
-    CancelRequest,
-    CloseConnection,
-    OpenConnection,
-    RunInBackground,
-    RunTools,
-    SendData,
-    SendRequest,
-    ToolOutcome,
-)
+from .._actions import ToolOutcome
 from .._agent.session import Session
 from .._agent.session_state import SessionConfig
 from .._agent.turn import Turn, TurnResult
+from .._connection import (
+    CancelHttp,
+    CloseSocket,
+    Conn,
+    Connection,
+    ConnectionCommand,
+    HttpCall,
+    InvokeTools,
+    OpenSocket,
+    StartHttp,
+    Task,
+    WriteSocket,
+)
+from .._connection import ToolRun as ConnectionToolRun
 from .._errors import CoderAgentError
-from .._outputs import OutputPart, ToolCall
+from .._outputs import OutputPart
 from .._transport_events import TransportEventSink
 from ._fields import TranscriptError
 from ._format import Transcript
@@ -205,8 +209,9 @@ class _ServerConn:
     """The server end of one replayed connection: answers the upgrade from the recording and
     frames the recorded events."""
 
-    def __init__(self, conn_id: int, records: list[Any] | None) -> None:
-        self.conn_id = conn_id
+    def __init__(self, conn: Conn, records: list[Any] | None) -> None:
+        self.conn = conn
+        self.conn_id = conn.conn_id
         self.records = records
         self.ws = WSConnection(ConnectionType.SERVER)
         self.requested = False
@@ -225,6 +230,9 @@ class _Replayer:
         except CoderAgentError as exc:
             raise TranscriptError(f"the header's settings are invalid: {exc.message}") from None
         self.session = Session(config, sink=sink)
+        # The connection runs the machines (the routing rule, background jobs, deadlines);
+        # the transcript performs its commands.
+        self.connection = Connection(base_url=base_url)
         self.now = 0.0
         self.divergences: list[str] = []
         self._seq = itertools.count()
@@ -259,24 +267,13 @@ class _Replayer:
                 self._tools.append(record)
             else:
                 self._control.append(record)
-        self.foreground: Turn | None = None
-        self.background: list[Any] = []
-        self.side: list[tuple[str, Any]] = []
+        self.foreground: Task | None = None
+        self.side: list[tuple[int, Task]] = []
         self.turns: list[dict[str, Any]] = []
         self.calls: list[tuple[str, str | None]] = []
         self.stopped = False
 
     # -- the loop ----------------------------------------------------------------------------
-
-    def _machines(self) -> list[tuple[Any, bool]]:
-        out: list[tuple[Any, bool]] = []
-        if self.foreground is not None:
-            out.append((self.foreground, True))
-        out += [(m, True) for m in self.background]
-        out += [(m, True) for _, m in self.side]
-        if self.foreground is None or self.foreground.done:
-            out.append((self.session, False))
-        return out
 
     def run(self) -> None:
         steps = 0
@@ -304,25 +301,25 @@ class _Replayer:
             return False
         if self.foreground is not None and not self.foreground.done:
             return False
-        if any(not m.done for m in self.background):
+        if self.connection.background_jobs:
             return False
-        return all(m.done for _, m in self.side)
+        return all(task.done for _, task in self.side)
 
     def _stop(self, why: str) -> None:
-        turn = self.foreground
-        if turn is not None and not turn.done:
+        task = self.foreground
+        if task is not None and not task.done:
             self.divergences.append(why)
-            turn.cancel(self.now, None)
-            self._collect_turn(turn, override=TranscriptError(why))
+            self.connection.cancel(task, None, now=self.now)
+            self._perform_commands()
+            self._collect_turn(task, override=TranscriptError(why))
         # Whatever the machines would still do can no longer hear from the transcript.
         self.stopped = True
 
     def _next_time(self) -> float | None:
         times = [item[0] for item in self._inbox]
-        for machine, _ in self._machines():
-            deadline = machine.next_deadline()
-            if deadline is not None:
-                times.append(deadline)
+        deadline = self.connection.next_deadline()
+        if deadline is not None:
+            times.append(deadline)
         control = self._control[0] if self._control else None
         if control is not None and self._control_ready(control, ignore_time=True):
             times.append(control.t)
@@ -331,20 +328,17 @@ class _Replayer:
         return min(times)
 
     def _settle_once(self) -> bool:
-        busy = False
-        for machine, _owns in self._machines():
-            for action in machine.actions():
-                self._perform(machine, action)
-                busy = True
-            deadline = machine.next_deadline()
-            if deadline is not None and deadline <= self.now:
-                machine.tick(self.now)
-                busy = True
+        connection = self.connection
+        busy = self._perform_commands()
+        deadline = connection.next_deadline()
+        if deadline is not None and deadline <= self.now:
+            connection.tick(now=self.now)
+            busy = True
         if busy:
             return True
-        turn = self.foreground
-        if turn is not None and turn.done and not getattr(turn, "_replay_collected", False):
-            self._collect_turn(turn)
+        task = self.foreground
+        if task is not None and task.done and not self._collected(task):
+            self._collect_turn(task)
             return True
         if self._inbox and self._inbox[0][0] <= self.now:
             _, _, key, deliver = heapq.heappop(self._inbox)
@@ -354,15 +348,24 @@ class _Replayer:
         if self._control and self._control_ready(self._control[0], ignore_time=False):
             self._run_control(self._control.popleft())
             return True
-        self.background = [m for m in self.background if not m.done]
         for entry in list(self.side):
-            if entry[1].done:
+            index, side = entry
+            if side.done:
                 self.side.remove(entry)
-                error = entry[1].error
-                index = int(entry[0])
+                error: BaseException | None = None
+                try:
+                    side.result()
+                except BaseException as exc:  # the call's error, recorded as text
+                    error = exc
                 name = self.calls[index][0]
                 self.calls[index] = (name, str(error) if error is not None else None)
         return False
+
+    def _perform_commands(self) -> bool:
+        commands = self.connection.commands()
+        for command in commands:
+            self._perform(command)
+        return bool(commands)
 
     # -- control records -----------------------------------------------------------------------
 
@@ -380,9 +383,9 @@ class _Replayer:
             if self.turns and self.turns[-1].get("recorded") is None:
                 self.turns[-1]["recorded"] = record.outcome
         elif isinstance(record, Cancel):
-            turn = self.foreground
-            if turn is not None and not turn.done:
-                turn.cancel(self.now, None)
+            task = self.foreground
+            if task is not None and not task.done:
+                self.connection.cancel(task, None, now=self.now)
         else:
             assert isinstance(record, SessionCall)
             self._session_call(record)
@@ -405,18 +408,23 @@ class _Replayer:
         except CoderAgentError as exc:
             entry.update(result=None, error=exc, done=True)
             return
-        entry["turn"] = turn
-        self.foreground = turn
+        task = self.connection.start_machine(turn, session=self.session, now=self.now)
+        entry["task"] = task
+        self.foreground = task
 
-    def _collect_turn(self, turn: Turn, override: BaseException | None = None) -> None:
-        turn._replay_collected = True  # type: ignore[attr-defined]
+    def _collected(self, task: Task) -> bool:
+        return any(entry.get("task") is task and entry.get("done") for entry in self.turns)
+
+    def _collect_turn(self, task: Task, override: BaseException | None = None) -> None:
         for entry in self.turns:
-            if entry.get("turn") is turn:
+            if entry.get("task") is task:
                 if override is not None:
                     entry.update(result=None, error=override)
                 else:
-                    error = turn.error
-                    entry.update(result=None if error is not None else turn.result(), error=error)
+                    try:
+                        entry.update(result=task.result(), error=None)
+                    except BaseException as exc:  # the turn's error
+                        entry.update(result=None, error=exc)
                 entry["done"] = True
 
     def _session_call(self, record: SessionCall) -> None:
@@ -424,8 +432,7 @@ class _Replayer:
         name = record.name
         try:
             if name == "reset_session":
-                for action in session.reset_session(self.now):
-                    self._perform(session, action)
+                self.connection.perform(session.reset_session(self.now), session=session, now=self.now)
                 self.calls.append((name, None))
                 return
             machine: Any
@@ -440,50 +447,42 @@ class _Replayer:
             return
         # Calls are listed in the order they were made; the outcome is filled in when done.
         self.calls.append((name, None))
-        self.side.append((str(len(self.calls) - 1), machine))
+        task = self.connection.start_machine(machine, session=session, now=self.now)
+        self.side.append((len(self.calls) - 1, task))
 
-    # -- actions -----------------------------------------------------------------------------
+    # -- commands ------------------------------------------------------------------------------
 
     def _schedule(self, due: float, key: Any, deliver: Callable[[], None]) -> None:
         heapq.heappush(self._inbox, (max(due, self.now), next(self._seq), key, deliver))
 
-    def _conn_target(self) -> Any:
-        turn = self.foreground
-        if turn is not None and not turn.done:
-            return turn
-        return self.session
-
-    def _perform(self, machine: Any, action: Action) -> None:
-        if isinstance(action, SendRequest):
-            self._request(machine, action)
-        elif isinstance(action, CancelRequest):
-            self._cancelled_keys.add((id(machine), action.request_id))
-        elif isinstance(action, OpenConnection):
-            self._open(action)
-        elif isinstance(action, SendData):
-            self._send(action)
-        elif isinstance(action, CloseConnection):
-            conn = self._conns.get(action.conn_id)
+    def _perform(self, command: ConnectionCommand) -> None:
+        if isinstance(command, StartHttp):
+            self._request(command.call)
+        elif isinstance(command, CancelHttp):
+            self._cancelled_keys.add(command.call)
+        elif isinstance(command, OpenSocket):
+            self._open(command.conn)
+        elif isinstance(command, WriteSocket):
+            self._send(command.conn, command.data)
+        elif isinstance(command, CloseSocket):
+            conn = self._conns.get(id(command.conn))
             if conn is not None:
                 conn.closed = True
-        elif isinstance(action, RunTools):
-            self._run_tools(machine, action.calls)
-        elif isinstance(action, RunInBackground):
-            self.background.append(action.job)
-        else:  # pragma: no cover - every action is handled above
-            raise AssertionError(f"unknown action {action!r}")
+        elif isinstance(command, InvokeTools):
+            self._run_tools(command.run)
+        # CancelTools: a recorded run is answered at its time or not at all; TaskMoved: the
+        # loop looks at its tasks after every step.
 
-    def _request(self, machine: Any, action: SendRequest) -> None:
-        request = action.request
-        key = (id(machine), action.request_id)
+    def _request(self, call: HttpCall) -> None:
+        request = call.request
+        connection = self.connection
         queue = self._rest.get((request.op, request.method, request.path))
-        request_id = action.request_id
         if not queue:
             self.divergences.append(
                 f"{request.method} {request.path} ({request.op}) at {self.now:.3f}s: {NOT_RECORDED}"
             )
             self._schedule(
-                self.now, key, lambda: machine.request_failed(request_id, NOT_RECORDED, self.now)
+                self.now, call, lambda: connection.http_failed(call, NOT_RECORDED, now=self.now)
             )
             return
         record = queue.popleft()
@@ -499,24 +498,35 @@ class _Replayer:
             )
         response = record.http_response()
         if response is not None:
+            answer = response
             self._schedule(
-                record.t, key, lambda: machine.response_received(request_id, response, self.now)
+                record.t,
+                call,
+                lambda: connection.http_response(
+                    call,
+                    status=answer.status,
+                    headers=answer.headers,
+                    body=answer.body,
+                    reason=answer.reason,
+                    now=self.now,
+                ),
             )
         elif record.error is not None:
             message = record.error
             self._schedule(
-                record.t, key, lambda: machine.request_failed(request_id, message, self.now)
+                record.t, call, lambda: connection.http_failed(call, message, now=self.now)
             )
         # A recorded cancellation: never answered (the machine cancels it again, or hangs).
 
-    def _open(self, action: OpenConnection) -> None:
-        conn_id = action.conn_id
+    def _open(self, handle: Conn) -> None:
         recorded = self._conn_order.popleft() if self._conn_order else None
         records = self._conn_records.get(recorded) if recorded is not None else None
-        conn = _ServerConn(conn_id, records)
-        self._conns[conn_id] = conn
+        conn = _ServerConn(handle, records)
+        self._conns[id(handle)] = conn
         if records is None:
-            self.divergences.append(f"connection {conn_id} at {self.now:.3f}s: {NOT_RECORDED}")
+            self.divergences.append(
+                f"connection {conn.conn_id} at {self.now:.3f}s: {NOT_RECORDED}"
+            )
             self._schedule(self.now, None, lambda: self._conn_input(conn, "failed", NOT_RECORDED))
             return
         body = [r for r in records if not isinstance(r, WsOpenRecord)]
@@ -530,25 +540,25 @@ class _Replayer:
     def _conn_input(self, conn: _ServerConn, kind: str, payload: Any) -> None:
         if conn.closed or conn.ended:
             return
-        target = self._conn_target()
-        conn_id = conn.conn_id
+        connection = self.connection
+        handle = conn.conn
         if kind == "made":
-            target.connection_made(conn_id, self.now)
+            connection.socket_made(handle, now=self.now)
         elif kind == "data":
-            target.data_received(conn_id, payload, self.now)
+            connection.socket_data(handle, payload, now=self.now)
         elif kind == "lost":
             conn.ended = True
-            target.connection_lost(conn_id, self.now)
+            connection.socket_lost(handle, now=self.now)
         else:
             conn.ended = True
-            target.connection_failed(conn_id, payload, self.now)
+            connection.socket_failed(handle, payload, now=self.now)
 
-    def _send(self, action: SendData) -> None:
-        conn = self._conns.get(action.conn_id)
+    def _send(self, handle: Conn, data: bytes) -> None:
+        conn = self._conns.get(id(handle))
         if conn is None or conn.requested or conn.closed or conn.ended:
             return
         try:
-            conn.ws.receive_data(action.data)
+            conn.ws.receive_data(data)
             events = list(conn.ws.events())
         except (LocalProtocolError, RemoteProtocolError):
             return
@@ -609,11 +619,11 @@ class _Replayer:
         assert isinstance(record, WsError)
         return prefix + _PROTOCOL_VIOLATION
 
-    def _run_tools(self, machine: Any, calls: tuple[ToolCall, ...]) -> None:
+    def _run_tools(self, run: ConnectionToolRun) -> None:
         record = self._tools.popleft() if self._tools else None
         outcomes: list[ToolOutcome] = []
         by_id = {o.tool_call_id: o for o in record.outcomes} if record is not None else {}
-        for call in calls:
+        for call in run.calls:
             outcome = by_id.get(call.tool_call_id)
             if outcome is None:
                 self.divergences.append(
@@ -625,7 +635,8 @@ class _Replayer:
                 )
             outcomes.append(outcome)
         due = record.t if record is not None else self.now
-        self._schedule(due, None, lambda: machine.tool_results(outcomes, self.now))
+        connection = self.connection
+        self._schedule(due, None, lambda: connection.tools_answered(run, outcomes, now=self.now))
 
     # -- the result ----------------------------------------------------------------------------
 

@@ -1,1 +1,2 @@
-"""Embedding the sans-I/O core in a loop of your own: ``selectors_loop`` is the template."""
+"""Embedding the sans-I/O core in a loop of your own: the template is
+``examples/custom_loop/selectors_loop.py``."""

@@ -1,8 +1,8 @@
-"""The core embedded in a plain ``selectors`` loop (docs/architecture.md "The embedder's surface").
+"""The core embedded in a plain ``selectors`` loop (the custom-loop template).
 
-``tests/embedding/selectors_loop.py`` runs in a subprocess exactly as documented
-(``python -m tests.embedding.selectors_loop --url ... "prompt"``), with an import hook that
-refuses asyncio, trio and httpx, against the fake server. The server runs in this process
+``examples/custom_loop/selectors_loop.py`` runs in a subprocess exactly as documented
+(``python examples/custom_loop/selectors_loop.py --url ... "prompt"``), with an import hook
+that refuses asyncio, trio and httpx, against the fake server. The server runs in this process
 (its own thread) because the ``coder-agent fake-server`` command has no flags for fault
 injection. What a user of the example sees is asserted: the streamed text, the client tool
 run once with the model's input, its result on the server, the usage and finish reason of the
@@ -34,7 +34,7 @@ from coder_io_common.fake_server import FakeCoderServer
 from coder_proto.fake import CallClientTool, Say, Script, Think, Usage, Wait
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-MODULE = "tests.embedding.selectors_loop"
+SCRIPT = ROOT / "examples" / "custom_loop" / "selectors_loop.py"
 RUNTIMES = ("asyncio", "trio", "httpx")
 
 #: Installed as ``sitecustomize`` in the example's process: any attempt to import a runtime
@@ -93,8 +93,7 @@ def example(
     env["PYTHONUNBUFFERED"] = "1"
     command = [
         sys.executable,
-        "-m",
-        MODULE,
+        str(SCRIPT),
         "--url",
         url or server.url,
         "--token",
@@ -168,8 +167,8 @@ def test_a_full_tool_turn_with_a_stream_drop_on_a_selectors_loop(
 def test_an_unregistered_tool_gets_an_error_result_and_the_turn_goes_on(
     server: FakeCoderServer, hook_dir: pathlib.Path
 ) -> None:
-    """D5: a call to a tool the program does not have is answered with an error result (a
-    string), never left pending."""
+    """D5: a call to a tool the program does not have is answered by the connection with an
+    error result (a string), never left pending; the loop is never asked to run it."""
     server.config.scripts.add(
         r"forecast",
         Script((CallClientTool(name="get_forecast", args={"days": 3}), Say("Got {tool_result}"))),
@@ -178,9 +177,12 @@ def test_an_unregistered_tool_gets_an_error_result_and_the_turn_goes_on(
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 0, stderr
     summary = summary_of(stderr)
-    [ran] = summary["tools"]
-    assert ran["name"] == "get_forecast" and ran["is_error"] is True
-    assert isinstance(ran["output"], str) and "get_forecast" in ran["output"]
+    assert summary["tools"] == []
+    [chat] = server.model.chats.values()
+    results = [p for m in chat.messages if m.role == "tool" for p in m.content]
+    [result] = results
+    assert result["tool_name"] == "get_forecast" and result.get("is_error") is True
+    assert isinstance(result["result"], str) and "get_forecast" in result["result"]
     assert stdout.startswith("Got ")
     assert summary["finish_reason"] == "stop"
     assert_no_runtime(stderr, summary)

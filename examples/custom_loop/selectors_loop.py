@@ -1,34 +1,32 @@
 """Embedding the core in your own event loop: one agent turn on ``selectors``, sockets and h11.
 
-This module is the template for programs that already own their loop (gevent, Twisted, a game
-loop, an embedded interpreter). It drives ``coder_proto`` with the standard library's
-``selectors``, ``socket`` and ``ssl`` and with h11 for HTTP/1.1; it imports no asyncio, trio
-or httpx, which is the proof that the core does no I/O of its own. Run it against the fake
-server (``coder-agent fake-server`` prints the three values)::
+This program is the template for code that already owns its loop (gevent, Twisted, a game
+loop, an embedded interpreter). It drives one ``coder_proto.Connection`` with the standard
+library's ``selectors``, ``socket`` and ``ssl`` and with h11 for HTTP/1.1. It imports nothing
+else but the public names of ``coder_proto``: no asyncio, trio or httpx, which is the proof
+that the core does no I/O of its own. Run it against the fake server
+(``coder-agent fake-server`` prints the three values)::
 
-    python -m tests.embedding.selectors_loop --url URL --token TOKEN --org ORG \\
+    python examples/custom_loop/selectors_loop.py --url URL --token TOKEN --org ORG \\
         "What is the weather in Paris?"
 
 How the core is driven (read ``SelectorsLoop`` from ``run`` down):
 
-1. the machine being run (a ``Turn`` from ``Session.stream``) and every background job hand
-   over their ``actions()``; the loop performs each one: ``OpenConnection`` / ``SendData`` /
-   ``CloseConnection`` on a non-blocking socket, ``SendRequest`` as an h11 exchange on a socket
-   of its own, ``RunTools`` by calling the tool functions inline, ``RunInBackground`` by
-   adopting the job as one more machine to drive;
-2. every outcome goes back with ``now = time.monotonic()``: bytes as ``data_received``,
-   responses as ``response_received``, tool outcomes as ``tool_results``;
-3. the earliest ``next_deadline()`` is the ``select`` timeout; once it passes the loop calls
-   ``tick(now)``.
+1. the program starts a task on the connection (``start_turn``) and performs every command
+   ``commands()`` hands out: ``OpenSocket`` / ``WriteSocket`` / ``CloseSocket`` on a
+   non-blocking socket, ``StartHttp`` as an h11 exchange on a socket of its own,
+   ``InvokeTools`` by calling each invocation's function inline;
+2. every outcome goes back through the connection's input methods with
+   ``now = time.monotonic()``: ``socket_made`` / ``socket_data`` / ``socket_lost`` /
+   ``socket_failed``, ``http_headers`` / ``http_response`` / ``http_failed``,
+   ``tool_returned`` / ``tool_raised``;
+3. ``next_deadline()`` is the ``select`` timeout; once it passes the loop calls ``tick``.
 
-The routing rule: socket inputs go to the ``Turn`` while it runs and to the ``Session``
-otherwise (the session owns the stream a client-tool pause keeps open, state machines H.6);
-REST outcomes go back to the machine that sent the request. Ctrl-C cancels the turn (D22):
-the turn starts a background interrupt of the server's run, which the loop finishes (bounded)
-before the program exits with status 130.
-
-The loop decides nothing: redials after a dropped stream, retries, status checks and timeouts
-are the core's (docs/architecture.md "The adapters"). Its simplifications, each a place to do better in a
+The loop decides nothing: which machine hears a socket's bytes, which tool calls to run
+(duplicates, unknown tools and invalid input are answered by the core), redials after a dropped
+stream, retries, status checks and timeouts are the connection's. Ctrl-C cancels the task: the
+connection interrupts the server's run in the background, which the loop finishes (bounded)
+before the program exits with status 130. Its simplifications, each a place to do better in a
 production loop:
 
 * DNS resolution (``getaddrinfo``) blocks; it is instant for IP literals and ``localhost``.
@@ -36,9 +34,9 @@ production loop:
 * Every REST request gets its own connection (``Connection: close``): no pool to manage, one
   TCP (and TLS) handshake per call.
 * Client tools run inline and block the loop while they run; sockets are read again when they
-  return (the core keeps its state meanwhile). Run a slow tool in a worker thread and feed
-  ``tool_results`` when it finishes, waking ``select`` with a socket pair as done for signals.
-  Async tools are answered with an error result.
+  return (the core keeps its state meanwhile). Run a slow tool in a worker thread and report
+  ``tool_returned`` when it finishes, waking ``select`` with a socket pair as done for signals.
+  Async tools are answered with an error.
 """
 
 from __future__ import annotations
@@ -55,53 +53,40 @@ import ssl
 import sys
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol, TypeVar
-from urllib.parse import SplitResult, urlsplit
+from collections.abc import Callable, Sequence
+from typing import Any
+from urllib.parse import urlsplit
 
-import attrs
 import h11
 
 from coder_proto import (
+    CancelHttp,
+    CloseSocket,
     CoderAgentError,
-    DynamicTool,
+    Conn,
+    Connection,
+    GenerateResult,
+    HttpCall,
+    InvokeTools,
+    OpenSocket,
     OutputPart,
+    StartHttp,
+    Task,
     TextDelta,
-    Tool,
-    ToolCall,
-    ToolContext,
-    TurnResult,
+    ToolInvocation,
+    ToolRun,
+    TransportEvent,
+    WriteSocket,
     tool,
 )
-from coder_proto._actions import (
-    Action,
-    CancelRequest,
-    CloseConnection,
-    Machine,
-    OpenConnection,
-    RunInBackground,
-    RunTools,
-    SendData,
-    SendRequest,
-    ToolOutcome,
-)
-from coder_proto._agent.session import Session
-from coder_proto._agent.session_state import SessionConfig
-from coder_proto._agent.tools import encode_output, tools_by_name
-from coder_proto._agent.turn import Turn
-from coder_proto._constants import SESSION_TOKEN_HEADER
-from coder_proto._engine import CoreMachine
-from coder_proto._rest.http import HttpResponse
-from coder_proto._transport_events import TransportEventSink
 
 __all__ = ["Channel", "HttpExchange", "SelectorsLoop", "get_weather", "main"]
 
-logger = logging.getLogger("tests.embedding")
+logger = logging.getLogger("custom_loop")
 
-T = TypeVar("T")
 READ_SIZE = 65_536
-#: The most the loop waits for background jobs at exit. The jobs bound themselves (10 s for
-#: interrupts, D22); this only guards against one that never finishes.
+#: The most the loop waits for background work at exit. The work bounds itself (10 s for
+#: interrupts); this only guards against one that never finishes.
 BACKGROUND_LIMIT = 15.0
 #: The runtimes this example must never import (printed in the summary at exit).
 RUNTIMES = frozenset({"asyncio", "trio", "httpx"})
@@ -109,16 +94,6 @@ RUNTIMES = frozenset({"asyncio", "trio", "httpx"})
 
 def _now() -> float:
     return time.monotonic()
-
-
-class Driven(Protocol):
-    """What the loop needs of everything it drives: a ``Machine`` or the ``Session``."""
-
-    def actions(self) -> list[Action]: ...
-
-    def next_deadline(self) -> float | None: ...
-
-    def tick(self, now: float) -> None: ...
 
 
 # -- a non-blocking connection ------------------------------------------------------------------
@@ -302,49 +277,39 @@ class Channel:
 
 
 class HttpExchange:
-    """One ``SendRequest``: its own connection, the request written with h11, the response
-    parsed with h11 and reported to ``machine`` as ``response_received`` (any status: the
-    core classifies it) or ``request_failed`` (no complete response)."""
+    """One ``StartHttp``: its own connection, the request written with h11, the response
+    parsed with h11 and reported to the connection (any status: the core classifies it)."""
 
     def __init__(
-        self,
-        loop: SelectorsLoop,
-        machine: Machine,
-        action: SendRequest,
-        base: SplitResult,
-        tls_context: ssl.SSLContext,
-        token: str | None,
+        self, loop: SelectorsLoop, call: HttpCall, tls_context: ssl.SSLContext
     ) -> None:
         self._loop = loop
-        self.machine = machine
-        self.request_id = action.request_id
+        self.call = call
         self._h11 = h11.Connection(h11.CLIENT)
         self._response: h11.Response | None = None
         self._body = bytearray()
         self.finished = False
         self.channel: Channel | None = None
-        request = action.request
-        headers = [("Host", base.netloc), ("Connection", "close"), *request.headers]
-        if token:
-            headers.append((SESSION_TOKEN_HEADER, token))  # the adapter's job (rest.py)
-        if request.body is not None or request.method not in ("GET", "HEAD"):
-            headers.append(("Content-Length", str(len(request.body or b""))))
-        target = base.path.rstrip("/") + request.path
+        url = urlsplit(call.url)
+        target = url.path + (f"?{url.query}" if url.query else "")
+        headers = [("Host", url.netloc), ("Connection", "close"), *call.headers]
+        if call.body is not None or call.method not in ("GET", "HEAD"):
+            headers.append(("Content-Length", str(len(call.body or b""))))
         try:
-            out = self._h11.send(h11.Request(method=request.method, target=target, headers=headers))
-            if request.body:
-                out = (out or b"") + (self._h11.send(h11.Data(data=request.body)) or b"")
+            out = self._h11.send(h11.Request(method=call.method, target=target, headers=headers))
+            if call.body:
+                out = (out or b"") + (self._h11.send(h11.Data(data=call.body)) or b"")
             out = (out or b"") + (self._h11.send(h11.EndOfMessage()) or b"")
         except h11.LocalProtocolError as exc:
             message = f"invalid request: {exc}"
             loop.soon(lambda: self._fail(message))
             return
-        host = base.hostname or "localhost"
-        tls = base.scheme == "https"
+        host = url.hostname or "localhost"
+        tls = url.scheme == "https"
         self.channel = Channel(
             loop,
             host,
-            base.port or (443 if tls else 80),
+            url.port or (443 if tls else 80),
             tls_context=tls_context if tls else None,
             server_hostname=host,
             on_open=lambda: self._write(out),
@@ -353,7 +318,7 @@ class HttpExchange:
         )
 
     def cancel(self) -> None:
-        """``CancelRequest``: drop the connection; nothing is reported."""
+        """``CancelHttp``: drop the connection; nothing is reported."""
         self._close()
 
     def _write(self, data: bytes) -> None:
@@ -373,6 +338,7 @@ class HttpExchange:
         self._fail("the connection closed before the response was complete")
 
     def _parse(self) -> None:
+        connection = self._loop.connection
         while not self.finished:
             try:
                 event = self._h11.next_event()
@@ -383,20 +349,22 @@ class HttpExchange:
                 return
             if isinstance(event, h11.Response):
                 self._response = event
+                connection.http_headers(self.call, event.status_code, now=_now())
             elif isinstance(event, h11.Data):
                 self._body += event.data
             elif isinstance(event, h11.EndOfMessage) and self._response is not None:
-                response = HttpResponse(
-                    status=self._response.status_code,
-                    body=bytes(self._body),
-                    headers=tuple(
-                        (k.decode("latin-1"), v.decode("latin-1"))
-                        for k, v in self._response.headers
-                    ),
-                    reason=self._response.reason.decode("latin-1"),
-                )
+                response = self._response
                 self._close()
-                self.machine.response_received(self.request_id, response, _now())
+                connection.http_response(
+                    self.call,
+                    status=response.status_code,
+                    headers=[
+                        (k.decode("latin-1"), v.decode("latin-1")) for k, v in response.headers
+                    ],
+                    body=bytes(self._body),
+                    reason=response.reason.decode("latin-1"),
+                    now=_now(),
+                )
             elif isinstance(event, h11.ConnectionClosed):
                 self._fail("the connection closed before the response was complete")
 
@@ -404,11 +372,10 @@ class HttpExchange:
         if self.finished:
             return
         self._close()
-        self.machine.request_failed(self.request_id, message, _now())
+        self._loop.connection.http_failed(self.call, message, now=_now())
 
     def _close(self) -> None:
         self.finished = True
-        self._loop.forget_exchange(self)
         if self.channel is not None:
             self.channel.close()
 
@@ -417,30 +384,24 @@ class HttpExchange:
 
 
 class SelectorsLoop:
-    """Drives a ``Session``'s machines on one ``selectors`` selector (see the module
-    docstring). ``tools`` are the client tools by name; ``on_part`` receives the stream-mode
-    output parts live; ``on_tool`` hears of every tool call and its outcome."""
+    """Performs the commands of one ``Connection`` on a ``selectors`` selector (see the
+    module docstring). ``on_part`` receives a streamed task's output parts live; ``on_tool``
+    hears of every tool call the loop ran, with its value or exception."""
 
     def __init__(
         self,
-        session: Session,
-        tools: Mapping[str, Tool],
+        connection: Connection,
         *,
         tls_context: ssl.SSLContext | None = None,
         on_part: Callable[[OutputPart], None] | None = None,
-        on_tool: Callable[[ToolCall, ToolOutcome], None] | None = None,
+        on_tool: Callable[[ToolInvocation, Any, BaseException | None], None] | None = None,
     ) -> None:
-        self.session = session
-        self.tools = dict(tools)
+        self.connection = connection
         self.selector = selectors.DefaultSelector()
         self.tls_context = tls_context if tls_context is not None else ssl.create_default_context()
         self.on_part = on_part
         self.on_tool = on_tool
-        self.foreground: CoreMachine[Any] | None = None
-        self.background: list[Machine] = []
-        self._base = urlsplit(session.config.base_url)
-        self._connections: dict[int, Channel] = {}
-        self._exchanges: dict[tuple[int, int], HttpExchange] = {}
+        self.foreground: Task | None = None
         self._soon: deque[Callable[[], None]] = deque()
         self._interrupted = False
         self._wake_r: socket.socket | None = None
@@ -448,51 +409,44 @@ class SelectorsLoop:
         self._old_sigint: Any = None
         self._old_wakeup_fd = -1
 
-    # -- running machines --------------------------------------------------------------------
+    # -- running tasks -----------------------------------------------------------------------
 
-    def run(self, machine: CoreMachine[T]) -> T:
-        """Drive ``machine`` (a turn, or a cleanup machine such as ``session.archive``) to
-        completion and return its result or raise its typed error. On Ctrl-C the machine is
-        cancelled (D22) and ``KeyboardInterrupt`` propagates at once; the background work the
-        cancellation started is left to ``finish_background``."""
-        self.foreground = machine
+    def run(self, task: Task) -> Any:
+        """Drive ``task`` to completion and return its result or raise its typed error. On
+        Ctrl-C the task is cancelled and ``KeyboardInterrupt`` propagates at once; the
+        background work the cancellation started is left to ``finish_background``."""
+        self.foreground = task
         try:
             while True:
                 self._pump()
-                if machine.done:
-                    return machine.result()
+                if task.done:
+                    return task.result()
                 if self._interrupted:
                     raise KeyboardInterrupt
                 self._wait(None)
         except KeyboardInterrupt as exc:
-            if not machine.done:
-                machine.cancel(_now(), exc)
-                self._pump()
+            self.connection.cancel(task, exc, now=_now())
+            self._pump()
             raise
 
     def finish_background(self, limit: float = BACKGROUND_LIMIT) -> bool:
-        """Drive the background jobs (interrupts, withdrawals) until they are done, at most
-        ``limit`` seconds: an agent closing awaits them (D22). Another Ctrl-C stops the wait.
-        Returns whether every job finished."""
+        """Drive the background work (an interrupt of the server's run) until it is done, at
+        most ``limit`` seconds. Another Ctrl-C stops the wait. Returns whether it finished."""
         end = _now() + limit
         self._interrupted = False
         while True:
             self._pump()
-            if not self.background:
+            if not self.connection.background_jobs:
                 return True
             if self._interrupted or _now() >= end:
                 return False
             self._wait(end)
 
     def close(self) -> None:
-        """Close the session's retained stream and every socket, restore signal handling."""
-        for action in self.session.close_retained_stream(_now()):
-            self._perform(self.session, action)
-        for channel in list(self._connections.values()):
-            channel.close()
-        self._connections.clear()
-        for exchange in list(self._exchanges.values()):
-            exchange.cancel()
+        """Shut the connection down (a paused stream is closed cleanly), close every socket
+        and restore signal handling."""
+        self.connection.shutdown(now=_now())
+        self._pump()
         if self._wake_r is not None and self._wake_w is not None:
             signal.signal(signal.SIGINT, self._old_sigint)
             signal.set_wakeup_fd(self._old_wakeup_fd)
@@ -504,8 +458,8 @@ class SelectorsLoop:
 
     def handle_sigint(self) -> None:
         """Turn Ctrl-C into a flag checked between steps, so ``KeyboardInterrupt`` never lands
-        in the middle of a machine's step; the wake-up socket makes ``select`` return at once.
-        Call from the main thread."""
+        in the middle of an input; the wake-up socket makes ``select`` return at once. Call
+        from the main thread."""
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
@@ -517,148 +471,100 @@ class SelectorsLoop:
         """Run ``callback`` on the loop's next pass (an outcome known while performing)."""
         self._soon.append(callback)
 
-    def forget_exchange(self, exchange: HttpExchange) -> None:
-        self._exchanges.pop((id(exchange.machine), exchange.request_id), None)
-
-    # -- the heart: perform actions, feed outcomes, wait --------------------------------------
-
-    def _driven(self) -> list[Driven]:
-        machines: list[Driven] = []
-        if self.foreground is not None:
-            machines.append(self.foreground)
-        if not isinstance(self.foreground, Turn) or self.foreground.done:
-            machines.append(self.session)  # between turns the session owns its streams (H.6)
-        return machines
+    # -- the heart: perform commands, report outcomes, wait -------------------------------------
 
     def _pump(self) -> None:
-        """Feed queued outcomes, perform every action and tick every expired deadline, until
+        """Report queued outcomes, tick an expired deadline and perform every command, until
         nothing moves."""
-        busy = True
-        while busy:
-            busy = False
+        connection = self.connection
+        while True:
             while self._soon:
                 self._soon.popleft()()
-                busy = True
-            now = _now()
-            for machine in self._driven():
-                busy = self._step(machine, now) or busy
-            for job in list(self.background):
-                # A finished job still hands over its last actions once, then leaves.
-                finished = job.done
-                busy = self._step(job, now) or busy
-                if finished:
-                    self.background.remove(job)
-            turn = self.foreground
-            if isinstance(turn, Turn) and self.on_part is not None:
-                while turn.parts:
-                    self.on_part(turn.parts.popleft())
-
-    def _step(self, machine: Driven, now: float) -> bool:
-        busy = False
-        for action in machine.actions():
-            self._perform(machine, action)
-            busy = True
-        deadline = machine.next_deadline()
-        if deadline is not None and deadline <= now:
-            machine.tick(now)
-            busy = True
-        return busy
+            deadline = connection.next_deadline()
+            if deadline is not None and deadline <= _now():
+                connection.tick(now=_now())
+            commands = connection.commands()
+            for command in commands:
+                self._perform(command)
+            task = self.foreground
+            if task is not None and self.on_part is not None:
+                for part in task.take_parts():
+                    self.on_part(part)
+            if not commands and not self._soon:
+                return
 
     def _wait(self, until: float | None) -> None:
-        """Wait for I/O, at most until the earliest deadline (or ``until``)."""
-        deadlines = [d for d in (m.next_deadline() for m in self._driven()) if d is not None]
-        deadlines += [d for d in (j.next_deadline() for j in self.background) if d is not None]
-        if until is not None:
-            deadlines.append(until)
-        if not deadlines and not self._connections and not self._exchanges:
-            raise RuntimeError("the machine waits for nothing: no socket, request or deadline")
+        """Wait for I/O, at most until the connection's next deadline (or ``until``)."""
+        deadlines = [d for d in (self.connection.next_deadline(), until) if d is not None]
+        if not deadlines and not self.selector.get_map():
+            raise RuntimeError("the connection waits for nothing: no socket or deadline")
         timeout = max(0.0, min(deadlines) - _now()) if deadlines else None
         for key, mask in self.selector.select(timeout):
             key.data(mask)
 
-    def _perform(self, machine: Driven, action: Action) -> None:
-        if isinstance(action, OpenConnection):
-            self._open(action)
-        elif isinstance(action, SendData):
-            channel = self._connections.get(action.conn_id)
+    def _perform(self, command: Any) -> None:
+        if isinstance(command, OpenSocket):
+            self._open(command.conn)
+        elif isinstance(command, WriteSocket):
+            channel = command.conn.io
             if channel is not None:
-                channel.write(action.data)
-        elif isinstance(action, CloseConnection):
-            channel = self._connections.pop(action.conn_id, None)
+                channel.write(command.data)
+        elif isinstance(command, CloseSocket):
+            channel = command.conn.io
             if channel is not None:
                 channel.close()
-        elif isinstance(action, SendRequest):
-            assert isinstance(machine, CoreMachine)  # requests come from turns and jobs
-            key = (id(machine), action.request_id)
-            self._exchanges[key] = HttpExchange(
-                self, machine, action, self._base, self.tls_context, self.session.config.token
-            )
-        elif isinstance(action, CancelRequest):
-            exchange = self._exchanges.pop((id(machine), action.request_id), None)
+        elif isinstance(command, StartHttp):
+            command.call.io = HttpExchange(self, command.call, self.tls_context)
+        elif isinstance(command, CancelHttp):
+            exchange = command.call.io
             if exchange is not None:
                 exchange.cancel()
-        elif isinstance(action, RunTools):
-            assert isinstance(machine, Turn)
-            outcomes = [self._run_tool(call) for call in action.calls]
-            if not self._interrupted:  # a Ctrl-C while tools ran cancels the turn instead
-                self.soon(lambda: machine.tool_results(outcomes, _now()))
-        elif isinstance(action, RunInBackground):
-            self.background.append(action.job)
+        elif isinstance(command, InvokeTools):
+            run = command.run
+            for invocation in run.invocations:
+                self._invoke(run, invocation)
+        # CancelTools: the tools ran inline, nothing is left to stop. TaskMoved: ``run``
+        # checks its task after every pass.
 
-    def _open(self, action: OpenConnection) -> None:
-        conn_id = action.conn_id
-        self._connections[conn_id] = Channel(
+    def _open(self, conn: Conn) -> None:
+        connection = self.connection
+        conn.io = Channel(
             self,
-            action.host,
-            action.port,
-            tls_context=self.tls_context if action.tls else None,
-            server_hostname=action.server_hostname,
-            on_open=lambda: self._stream_target().connection_made(conn_id, _now()),
-            on_data=lambda data: self._stream_target().data_received(conn_id, data, _now()),
-            on_end=lambda error: self._connection_ended(conn_id, error),
+            conn.host,
+            conn.port,
+            tls_context=self.tls_context if conn.tls else None,
+            server_hostname=conn.server_hostname,
+            on_open=lambda: connection.socket_made(conn, now=_now()),
+            on_data=lambda data: connection.socket_data(conn, data, now=_now()),
+            on_end=lambda error: self._ended(conn, error),
         )
 
-    def _stream_target(self) -> Turn | Session:
-        """The routing rule: the running turn, else the session (H.6)."""
-        turn = self.foreground
-        if isinstance(turn, Turn) and not turn.done:
-            return turn
-        return self.session
-
-    def _connection_ended(self, conn_id: int, error: str | None) -> None:
-        self._connections.pop(conn_id, None)
-        target = self._stream_target()
+    def _ended(self, conn: Conn, error: str | None) -> None:
         if error is None:
-            target.connection_lost(conn_id, _now())
+            self.connection.socket_lost(conn, now=_now())
         else:
-            target.connection_failed(conn_id, error, _now())
+            self.connection.socket_failed(conn, error, now=_now())
 
-    def _run_tool(self, call: ToolCall) -> ToolOutcome:
-        """Run one client tool call inline. D5: an unknown tool, invalid input or an exception
-        becomes an error result with a string message."""
-        found = self.tools.get(call.tool_name)
-        outcome: ToolOutcome
-        if found is None or found.func is None:
-            outcome = _error(call, f"tool {call.tool_name!r} is not registered")
-        elif found.is_async:
-            outcome = _error(call, f"tool {call.tool_name!r} is async; this loop runs functions")
+    def _invoke(self, run: ToolRun, invocation: ToolInvocation) -> None:
+        """Call one tool function inline; its value or exception goes back on the next pass
+        (a Ctrl-C while it ran cancels the task instead)."""
+        connection = self.connection
+        error: BaseException | None = None
+        value: Any = None
+        if invocation.is_async:
+            error = TypeError(f"tool {invocation.tool.name!r} is async; this loop runs functions")
         else:
-            context = ToolContext(
-                chat_id=self.session.chat_id,
-                tool_call_id=call.tool_call_id,
-                tool_name=call.tool_name,
-            )
             try:
-                args, kwargs = found.call_args(found.parse_input(call.input), context)
-                value = found.func(*args, **kwargs)
+                value = invocation.call()
             except Exception as exc:
-                logger.warning("client tool %s failed: %s", call.tool_name, exc)
-                outcome = _error(call, str(exc) or type(exc).__name__)
-            else:
-                outcome = ToolOutcome(tool_call_id=call.tool_call_id, output=encode_output(value))
+                error = exc
         if self.on_tool is not None:
-            self.on_tool(call, outcome)
-        return outcome
+            self.on_tool(invocation, value, error)
+        if error is None:
+            self.soon(lambda: connection.tool_returned(run, invocation, value, now=_now()))
+        else:
+            failure = error
+            self.soon(lambda: connection.tool_raised(run, invocation, failure, now=_now()))
 
     def _on_sigint(self, signum: int, frame: Any) -> None:
         self._interrupted = True
@@ -670,10 +576,6 @@ class SelectorsLoop:
                 pass
         except BlockingIOError:
             pass
-
-
-def _error(call: ToolCall, message: str) -> ToolOutcome:
-    return ToolOutcome(tool_call_id=call.tool_call_id, output=message, is_error=True)
 
 
 # -- the example program ----------------------------------------------------------------------
@@ -691,22 +593,40 @@ def _print_part(part: OutputPart) -> None:
         sys.stdout.flush()
 
 
-def _print_transport_event(event: Any) -> None:
+def _fields(value: object, *names: str) -> dict[str, Any]:
+    """The named attributes of ``value`` that are set."""
+    found = {name: getattr(value, name, None) for name in names}
+    return {name: field for name, field in found.items() if field is not None}
+
+
+def _print_transport_event(event: TransportEvent) -> None:
     if event.type != "ws:event":  # one per stream event: too many to print
-        fields = {k: v for k, v in attrs.asdict(event).items() if k != "timestamp"}
+        names = [n for n in getattr(type(event), "__slots__", ()) if not n.startswith("_")]
+        fields = _fields(event, *(n for n in names if n != "timestamp"))
         print(f"[{event.type}] {json.dumps(fields, default=str)}", file=sys.stderr)
 
 
 def _summary(
-    session: Session, result: TurnResult | None, tools: list[dict[str, Any]]
+    chat_id: str | None, result: GenerateResult | None, tools: list[dict[str, Any]]
 ) -> dict[str, Any]:
-    usage = attrs.asdict(result.usage) if result is not None else {}
+    usage: dict[str, Any] = {}
+    if result is not None:
+        usage = _fields(
+            result.usage,
+            "input_tokens",
+            "no_cache_tokens",
+            "cache_read_tokens",
+            "cache_write_tokens",
+            "output_tokens",
+            "reasoning_tokens",
+            "text_tokens",
+        )
     return {
-        "chat_id": session.last_known_chat_id,
+        "chat_id": chat_id,
         "finish_reason": result.finish_reason if result is not None else None,
         "text": result.text if result is not None else None,
         "steps": len(result.steps) if result is not None else 0,
-        "usage": {k: v for k, v in usage.items() if k != "raw" and v is not None},
+        "usage": usage,
         "tools": tools,
         "runtime_modules": sorted(m for m in sys.modules if m.partition(".")[0] in RUNTIMES),
     }
@@ -714,7 +634,7 @@ def _summary(
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m tests.embedding.selectors_loop",
+        prog="python examples/custom_loop/selectors_loop.py",
         description="Run one agent turn with a client tool on a selectors event loop.",
     )
     env = os.environ.get
@@ -730,48 +650,37 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one streamed turn; print the text on stdout, then a one-line JSON summary on
-    stderr. Exit status: 0, 1 on a library error, 130 after Ctrl-C."""
+    stderr. Exit status: 0, 1 on a library error, 2 on bad settings, 130 after Ctrl-C."""
     args = build_parser().parse_args(argv)
     if not args.url:
         print("--url (or CODER_URL) is required", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
-    tools = tools_by_name([get_weather])
     ran: list[dict[str, Any]] = []
 
-    def record(call: ToolCall, outcome: ToolOutcome) -> None:
+    def record(invocation: ToolInvocation, value: Any, error: BaseException | None) -> None:
+        call = invocation.call_part
         try:
             arguments: Any = json.loads(call.input or "{}")
         except ValueError:
             arguments = call.input
+        output = value if error is None else f"{type(error).__name__}: {error}"
         ran.append(
-            {
-                "name": call.tool_name,
-                "input": arguments,
-                "output": outcome.output,
-                "is_error": outcome.is_error,
-            }
+            {"name": call.tool_name, "input": arguments, "output": output, "is_error": bool(error)}
         )
-        print(f"\n[tool] {call.tool_name}({call.input}) -> {outcome.output!r}", file=sys.stderr)
+        print(f"\n[tool] {call.tool_name}({call.input}) -> {output!r}", file=sys.stderr)
 
-    dynamic_tools: tuple[DynamicTool, ...] = tuple(t.to_dynamic_tool() for t in tools.values())
     status, result = 0, None
     try:
-        config = SessionConfig(
+        connection = Connection(
             base_url=args.url,
             token=args.token,
-            organization_id=args.org,
-            model=args.model,
-            # attrs types converter=tuple as Iterable[_T_co] (a typed converter would fix it)
-            tools=dynamic_tools,  # type: ignore[arg-type]
+            on_event=_print_transport_event if args.verbose else None,
+            wall_clock=time.time,
         )
-        sink = TransportEventSink(
-            _print_transport_event if args.verbose else None, wall_clock=time.time
-        )
-        session = Session(config, sink=sink)
+        agent = connection.agent(organization_id=args.org, model=args.model, tools=[get_weather])
         loop = SelectorsLoop(
-            session,
-            tools,
+            connection,
             tls_context=ssl.create_default_context(cafile=args.cafile),
             on_part=_print_part,
             on_tool=record,
@@ -781,7 +690,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     loop.handle_sigint()
     try:
-        result = loop.run(session.stream(args.prompt, now=_now()))
+        task = connection.start_turn(agent, args.prompt, mode="stream", now=_now())
+        result = loop.run(task)
         print()
     except KeyboardInterrupt:
         print("\ninterrupted: stopping the chat's run", file=sys.stderr)
@@ -793,7 +703,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not loop.finish_background():
             print("background work did not finish", file=sys.stderr)
         loop.close()
-    print("summary: " + json.dumps(_summary(session, result, ran), default=str), file=sys.stderr)
+    chat_id = agent.session.chat_id or agent.session.last_known_chat_id
+    print("summary: " + json.dumps(_summary(chat_id, result, ran), default=str), file=sys.stderr)
     return status
 
 

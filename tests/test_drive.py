@@ -1,0 +1,1336 @@
+"""The runtime-independent half of every driver (``coder_proto._connection.Drive``): the routing
+rule of ``tests/core_driver.py`` (state machines H.6), the connection, request, tool and
+background registries (D5, D22), the ``http:*`` transport events (wire 9, 11; D24), token
+scrubbing (docs/architecture.md rule 6), transcripts (``docs/transcripts.md``) and settling (only the scopes
+an input reached are visited; deadlines wait in a heap).
+
+Two kinds of machines are driven here. ``Probe`` is a machine that does what the test tells it
+and records every input, for the drive's mechanics. The real ``Session`` / ``Turn`` run
+against ``Adapter``, an in-memory adapter performing the drive's commands: REST answered by a
+D25 world (``tests.core_driver.CaseEnv``), sockets ending in wsproto server ends
+(``tests.core_driver.FakeSocket``), a fake monotonic clock.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from coder_proto import (
+    CoderAgentError,
+    CoderNetworkError,
+    HttpErrorEvent,
+    HttpRequestEvent,
+    HttpResponseEvent,
+    TextDelta,
+    ToolCall,
+)
+from coder_proto._actions import (
+    CancelRequest,
+    CloseConnection,
+    OpenConnection,
+    RunInBackground,
+    RunTools,
+    SendData,
+    SendRequest,
+    ToolOutcome,
+)
+from coder_proto._agent.session import Session
+from coder_proto._agent.session_state import SessionConfig
+from coder_proto._connection import (
+    MAX_ROUNDS,
+    CancelHttp,
+    CancelToolBatch,
+    CloseSocket,
+    Command,
+    Conn,
+    Drive,
+    Job,
+    OpenSocket,
+    RunToolBatch,
+    StartHttp,
+    ToolBatch,
+    Wake,
+    WriteSocket,
+    describe_error,
+    scrub_token,
+)
+from coder_proto._constants import SESSION_TOKEN_HEADER
+from coder_proto._rest.http import HttpRequest, HttpResponse
+from coder_proto._rest.routes import build_get_chat
+from coder_proto._transport_events import TransportEventSink
+from tests.core_driver import (
+    CaseEnv,
+    FakeSocket,
+    Hang,
+    NetworkError,
+    Respond,
+    action_required,
+    delta,
+    message,
+    status,
+    weather_tool,
+)
+
+TOKEN = "tok-secret-4c1d"
+BASE = "https://coder.test"
+NOW = 100.0
+
+
+# -- a machine that does what the test says --------------------------------------------------------
+
+
+class Probe:
+    """A driveable machine: its first actions and deadline are given, every input is recorded
+    in ``inputs`` and ``react`` is called after each one (to emit more, move the deadline or
+    finish). Like a real machine it moves only in answer to an input: with ``heartbeat`` it
+    keeps a deadline armed that often, and ``wake`` hands it actions at its next tick."""
+
+    def __init__(
+        self, *actions: Any, deadline: float | None = None, heartbeat: float | None = None
+    ) -> None:
+        self.outbox: list[Any] = list(actions)
+        self.heartbeat = heartbeat
+        self.deadline = deadline if heartbeat is None else NOW + heartbeat
+        self.scheduled: list[Any] = []
+        self.finish_at_tick = False
+        self.inputs: list[tuple[Any, ...]] = []
+        self.polls = 0
+        self.ticks = 0
+        self.value: Any = "done"
+        self.react: Callable[[Probe, tuple[Any, ...]], None] | None = None
+        self._done = False
+        self.cancelled = False
+        self.keep_past_deadline = False
+
+    def __repr__(self) -> str:
+        return "<Probe>"
+
+    # the Runnable protocol
+    @property
+    def done(self) -> bool:
+        return self._done
+
+    def actions(self) -> list[Any]:
+        self.polls += 1
+        out, self.outbox = self.outbox, []
+        return out
+
+    def next_deadline(self) -> float | None:
+        return None if self._done else self.deadline
+
+    def tick(self, now: float) -> None:
+        self.ticks += 1
+        if self.deadline is not None and now >= self.deadline and not self.keep_past_deadline:
+            self.deadline = None if self.heartbeat is None else now + self.heartbeat
+        self.outbox.extend(self.scheduled)
+        self.scheduled.clear()
+        if self.finish_at_tick:
+            self._done = True
+        self._input("tick", now)
+
+    def response_received(self, request_id: int, response: HttpResponse, now: float) -> None:
+        self._input("response", request_id, response, now)
+
+    def request_failed(self, request_id: int, message: str, now: float) -> None:
+        self._input("failed", request_id, message, now)
+
+    def cancel(self, now: float, reason: BaseException | None = None) -> None:
+        self.cancelled = True
+        self._input("cancel", reason, now)
+        self._done = True
+
+    def result(self) -> Any:
+        return self.value
+
+    # connection and tool inputs
+    def connection_made(self, conn_id: int, now: float) -> None:
+        self._input("made", conn_id, now)
+
+    def connection_failed(self, conn_id: int, message: str, now: float) -> None:
+        self._input("conn_failed", conn_id, message, now)
+
+    def data_received(self, conn_id: int, data: bytes, now: float) -> None:
+        self._input("data", conn_id, data, now)
+
+    def connection_lost(self, conn_id: int, now: float) -> None:
+        self._input("lost", conn_id, now)
+
+    def tool_results(self, outcomes: Any, now: float) -> None:
+        self._input("tools", list(outcomes), now)
+
+    # test controls
+    def emit(self, *actions: Any) -> None:
+        self.outbox.extend(actions)
+
+    def finish(self, value: Any = "done") -> None:
+        self.value = value
+        self._done = True
+
+    def kinds(self) -> list[Any]:
+        return [i[0] for i in self.inputs if i[0] != "tick"]
+
+    def _input(self, *record: Any) -> None:
+        self.inputs.append(record)
+        if self.react is not None:
+            self.react(self, record)
+
+
+class FakeSession:
+    """What the drive needs of a session: ``in_flight`` (the turn driving it, if any), its
+    own actions and deadline, ``close_retained_stream`` and its connection inputs."""
+
+    def __init__(self) -> None:
+        self.in_flight: Any = None
+        self.config = SessionConfig(base_url=BASE)
+        self.outbox: list[Any] = []
+        self.deadline: float | None = None
+        self.inputs: list[tuple[Any, ...]] = []
+        self.closing: list[Any] = []
+        self.polls = 0
+
+    def actions(self) -> list[Any]:
+        self.polls += 1
+        out, self.outbox = self.outbox, []
+        return out
+
+    def next_deadline(self) -> float | None:
+        return self.deadline
+
+    def tick(self, now: float) -> None:
+        self.inputs.append(("tick", now))
+        self.deadline = None
+
+    def close_retained_stream(self, now: float) -> list[Any]:
+        out, self.closing = self.closing, []
+        return out
+
+    def connection_made(self, conn_id: int, now: float) -> None:
+        self.inputs.append(("made", conn_id))
+
+    def data_received(self, conn_id: int, data: bytes, now: float) -> None:
+        self.inputs.append(("data", conn_id, data))
+
+    def connection_lost(self, conn_id: int, now: float) -> None:
+        self.inputs.append(("lost", conn_id))
+
+    def connection_failed(self, conn_id: int, message: str, now: float) -> None:
+        self.inputs.append(("conn_failed", conn_id, message))
+
+
+class Events:
+    """A recording ``on_transport_event``."""
+
+    def __init__(self) -> None:
+        self.events: list[Any] = []
+
+    def __call__(self, event: Any) -> None:
+        self.events.append(event)
+
+    def of(self, kind: type) -> list[Any]:
+        return [e for e in self.events if type(e) is kind]
+
+
+def drive(*, sink: Any = None, recorder: Any = None, token: str | None = TOKEN) -> Drive:
+    return Drive(
+        base_url=BASE,
+        token=token,
+        sink=TransportEventSink(sink, wall_clock=lambda: 1.5e9) if sink is not None else None,
+        recorder=recorder,
+        created_at=lambda: "2026-01-01T00:00:00+00:00",
+    )
+
+
+def get_chat(request_id: int = 1) -> SendRequest:
+    return SendRequest(request_id=request_id, request=build_get_chat("chat-1"))
+
+
+def commands(d: Drive, kind: type | None = None) -> list[Any]:
+    out = d.commands()
+    return out if kind is None else [c for c in out if type(c) is kind]
+
+
+def only(d: Drive, kind: type) -> Any:
+    (command,) = commands(d, kind)
+    return command
+
+
+def wake(d: Drive, probe: Probe, *actions: Any, finish: bool = False) -> float:
+    """``probe`` (with a heartbeat) produces ``actions`` (and finishes) at its next tick,
+    which the drive is told about; returns the time of that tick."""
+    probe.scheduled.extend(actions)
+    probe.finish_at_tick = finish
+    at = probe.deadline
+    assert at is not None
+    d.tick(at)
+    return at
+
+
+# -- small functions ---------------------------------------------------------------------------------
+
+
+def test_describe_error_is_type_and_message_or_the_string_itself() -> None:
+    assert describe_error(ConnectionResetError("peer reset")) == "ConnectionResetError: peer reset"
+    assert describe_error(TimeoutError()) == "TimeoutError"
+    assert describe_error("already a message") == "already a message"
+
+
+def test_scrub_token_redacts_every_occurrence_design_rule_6() -> None:
+    assert scrub_token(f"a {TOKEN} b {TOKEN}", TOKEN) == "a <redacted> b <redacted>"
+    assert scrub_token("nothing secret", TOKEN) == "nothing secret"
+    assert scrub_token(f"no token set {TOKEN}", None) == f"no token set {TOKEN}"
+    assert drive().scrub(f"x{TOKEN}y") == "x<redacted>y"
+
+
+# -- starting, closing ------------------------------------------------------------------------------
+
+
+def test_start_takes_the_machines_first_actions_at_once() -> None:
+    d = drive()
+    probe = Probe(get_chat())
+    job = d.start(probe, now=NOW)
+    assert isinstance(job, Job) and job.machine is probe and d.jobs == (job,)
+    start = only(d, StartHttp)
+    assert start.call.job is job and start.call.request_id == 1
+    assert "Probe" in repr(job) and "jobs=1" in repr(d)
+
+
+def test_a_closed_drive_refuses_new_machines() -> None:
+    d = drive()
+    assert not d.closed
+    d.close()
+    d.close()
+    assert d.closed
+    with pytest.raises(CoderAgentError, match="closed"):
+        d.start(Probe(), now=NOW)
+
+
+# -- REST: the request on the wire and its events (wire 11, D24) -------------------------------------
+
+
+def test_a_request_goes_out_with_the_base_url_and_the_session_token() -> None:
+    d = drive()
+    d.start(Probe(get_chat()), now=NOW)
+    call = only(d, StartHttp).call
+    assert (call.method, call.url, call.body) == ("GET", f"{BASE}/api/v2/chats/chat-1", None)
+    assert (SESSION_TOKEN_HEADER, TOKEN) in call.headers
+    # The token never shows in a repr (docs/architecture.md rule 6).
+    assert TOKEN not in repr(call) and "get_chat GET /api/v2/chats/chat-1" in repr(call)
+
+
+def test_without_a_token_no_token_header_is_sent() -> None:
+    d = drive(token=None)
+    d.start(Probe(get_chat()), now=NOW)
+    call = only(d, StartHttp).call
+    assert all(name != SESSION_TOKEN_HEADER for name, _ in call.headers)
+
+
+def test_http_request_then_http_response_with_per_client_ids_and_durations_wire_11() -> None:
+    events = Events()
+    d = drive(sink=events)
+    probe = Probe(get_chat(1), get_chat(2))
+    d.start(probe, now=NOW)
+    first, second = (c.call for c in commands(d, StartHttp))
+    assert [(e.id, e.op, e.method, e.path, e.timestamp) for e in events.of(HttpRequestEvent)] == [
+        (1, "get_chat", "GET", "/api/v2/chats/chat-1", 1.5e9),
+        (2, "get_chat", "GET", "/api/v2/chats/chat-1", 1.5e9),
+    ]
+    d.http_headers(first, 200, NOW + 0.25)
+    d.http_headers(first, 200, NOW + 0.5)  # reported once
+    (response,) = events.of(HttpResponseEvent)
+    assert (response.id, response.status, response.ok, response.duration) == (1, 200, True, 0.25)
+    assert probe.kinds() == []  # the body is not there yet
+    d.http_response(
+        first,
+        status=200,
+        headers=[("Content-Type", "application/json")],
+        body=b"{}",
+        reason="OK",
+        now=NOW + 0.5,
+    )
+    kind, request_id, answer, _ = probe.inputs[-1]
+    assert (kind, request_id, answer.status, answer.body, answer.reason) == (
+        "response",
+        1,
+        200,
+        b"{}",
+        "OK",
+    )
+    assert answer.headers == (("content-type", "application/json"),)
+    # A response without a separate status line still gets its http:response event.
+    d.http_response(second, status=404, headers=(), body=b"", now=NOW + 1.0)
+    assert [(e.id, e.status, e.ok, e.duration) for e in events.of(HttpResponseEvent)] == [
+        (1, 200, True, 0.25),
+        (2, 404, False, 1.0),
+    ]
+    assert events.of(HttpErrorEvent) == []
+
+
+@pytest.mark.parametrize(
+    ("status_code", "ok"), [(199, False), (200, True), (299, True), (300, False)]
+)
+def test_ok_is_a_2xx_status_wire_11(status_code: int, ok: bool) -> None:
+    events = Events()
+    d = drive(sink=events)
+    d.start(Probe(get_chat()), now=NOW)
+    d.http_headers(only(d, StartHttp).call, status_code, NOW)
+    assert events.of(HttpResponseEvent)[0].ok is ok
+
+
+def test_a_failure_before_any_status_is_an_http_error_with_the_token_scrubbed() -> None:
+    events = Events()
+    d = drive(sink=events)
+    probe = Probe(get_chat())
+    d.start(probe, now=NOW)
+    call = only(d, StartHttp).call
+    d.http_failed(call, ConnectionRefusedError(f"refused for {TOKEN}"), NOW + 2.0)
+    (error,) = events.of(HttpErrorEvent)
+    assert (error.id, error.op, error.duration) == (1, "get_chat", 2.0)
+    assert error.message == "ConnectionRefusedError: refused for <redacted>"
+    assert probe.inputs[-1][:3] == ("failed", 1, "ConnectionRefusedError: refused for <redacted>")
+    assert all(TOKEN not in repr(e) for e in events.events)
+
+
+def test_a_failure_after_the_status_line_is_no_http_error_but_still_a_failure() -> None:
+    events = Events()
+    d = drive(sink=events)
+    probe = Probe(get_chat())
+    d.start(probe, now=NOW)
+    call = only(d, StartHttp).call
+    d.http_headers(call, 200, NOW)
+    d.http_failed(call, "body cut short", NOW)
+    assert events.of(HttpErrorEvent) == []
+    assert probe.inputs[-1][:3] == ("failed", 1, "body cut short")
+
+
+def test_workspace_helper_requests_emit_no_http_events_wire_9() -> None:
+    events = Events()
+    d = drive(sink=events)
+    helper = HttpRequest(op="get_workspace", method="GET", path="/api/v2/workspaces/w")
+    d.start(Probe(SendRequest(request_id=1, request=helper), get_chat(2)), now=NOW)
+    unobserved, observed = (c.call for c in commands(d, StartHttp))
+    d.http_failed(unobserved, "down", NOW)
+    assert unobserved.observed is False and observed.observed is True
+    # Ids count the observed requests only: the first observed one is 1.
+    assert [(type(e), e.id) for e in events.events] == [(HttpRequestEvent, 1)]
+
+
+def test_without_a_callback_nothing_is_emitted_and_no_id_is_used() -> None:
+    d = drive()
+    d.start(Probe(get_chat()), now=NOW)
+    call = only(d, StartHttp).call
+    assert (call.observed, call.event_id) == (False, 0)
+    d.http_headers(call, 500, NOW)
+    assert call.answered
+
+
+def test_a_cancelled_request_reports_request_cancelled_and_its_late_answer_is_dropped() -> None:
+    events = Events()
+    d = drive(sink=events)
+    probe = Probe(get_chat(), heartbeat=1.0)
+    d.start(probe, now=NOW)
+    call = only(d, StartHttp).call
+    wake(d, probe, CancelRequest(request_id=1))
+    assert only(d, CancelHttp).call is call
+    (error,) = events.of(HttpErrorEvent)
+    assert (error.message, error.duration) == ("request cancelled", 1.0)
+    d.http_headers(call, 200, NOW + 1.5)
+    d.http_response(call, status=200, headers=(), body=b"{}", now=NOW + 1.5)
+    d.http_failed(call, "late", NOW + 1.5)
+    assert probe.kinds() == []
+    assert events.of(HttpResponseEvent) == []
+    # Cancelling an unknown or finished request does nothing.
+    wake(d, probe, CancelRequest(request_id=1), CancelRequest(request_id=99))
+    assert commands(d, CancelHttp) == []
+
+
+def test_a_request_cancelled_after_its_status_line_emits_no_http_error() -> None:
+    events = Events()
+    d = drive(sink=events)
+    probe = Probe(get_chat(), heartbeat=1.0)
+    d.start(probe, now=NOW)
+    call = only(d, StartHttp).call
+    d.http_headers(call, 200, NOW)
+    wake(d, probe, CancelRequest(request_id=1))
+    assert only(d, CancelHttp).call is call
+    assert events.of(HttpErrorEvent) == []
+
+
+def test_a_finished_machines_requests_are_cancelled() -> None:
+    events = Events()
+    d = drive(sink=events)
+    probe = Probe(get_chat(1), get_chat(2))
+    d.start(probe, now=NOW)
+    first, second = (c.call for c in commands(d, StartHttp))
+
+    def finish_on_answer(p: Probe, record: tuple[Any, ...]) -> None:
+        if record[0] == "response":
+            p.finish()
+
+    probe.react = finish_on_answer
+    d.http_response(first, status=200, headers=(), body=b"", now=NOW)
+    assert [c.call for c in commands(d, CancelHttp)] == [second]
+    assert d.jobs == ()
+    assert [e.message for e in events.of(HttpErrorEvent)] == ["request cancelled"]
+
+
+# -- sockets ---------------------------------------------------------------------------------------
+
+
+def open_conn(conn_id: int = 1, *, tls: bool = True, name: str | None = None) -> OpenConnection:
+    return OpenConnection(
+        conn_id=conn_id, host="coder.test", port=443, tls=tls, server_hostname=name
+    )
+
+
+def test_an_opened_connection_is_an_open_socket_command_with_its_tls_name() -> None:
+    d = drive()
+    d.start(Probe(open_conn(1), open_conn(2, tls=False), open_conn(3, name="other.test")), now=NOW)
+    conns = [c.conn for c in commands(d, OpenSocket)]
+    assert [(c.conn_id, c.host, c.port, c.tls, c.server_hostname) for c in conns] == [
+        (1, "coder.test", 443, True, "coder.test"),
+        (2, "coder.test", 443, False, None),
+        (3, "coder.test", 443, True, "other.test"),
+    ]
+    assert d.open_connections == 3
+    assert repr(conns[0]) == "<Conn 1 coder.test:443 connecting>"
+
+
+def test_writes_before_the_connect_are_held_and_released_in_order() -> None:
+    d = drive()
+    probe = Probe(
+        open_conn(),
+        SendData(conn_id=1, data=b"upgrade"),
+        SendData(conn_id=1, data=b"x"),
+        heartbeat=1.0,
+    )
+    d.start(probe, now=NOW)
+    conn = only(d, OpenSocket).conn
+    d.socket_made(conn, NOW)
+    writes = commands(d)
+    assert [type(c) for c in writes] == [WriteSocket, WriteSocket]
+    assert [c.data for c in writes] == [b"upgrade", b"x"]
+    assert "<7 bytes>" in repr(writes[0])
+    assert probe.kinds() == ["made"]
+    assert repr(conn) == "<Conn 1 coder.test:443 open>"
+    wake(d, probe, SendData(conn_id=1, data=b"later"), SendData(conn_id=9, data=b"nowhere"))
+    assert [c.data for c in commands(d, WriteSocket)] == [b"later"]
+
+
+def test_socket_inputs_reach_the_machine_and_end_the_socket() -> None:
+    d = drive()
+    probe = Probe(open_conn(1), open_conn(2))
+    d.start(probe, now=NOW)
+    one, two = (c.conn for c in commands(d, OpenSocket))
+    d.socket_made(one, NOW)
+    d.socket_data(one, b"frame", NOW)
+    d.socket_lost(one, NOW)
+    d.socket_failed(two, OSError(f"tls failure near {TOKEN}"), NOW)
+    assert probe.inputs == [
+        ("made", 1, NOW),
+        ("data", 1, b"frame", NOW),
+        ("lost", 1, NOW),
+        ("conn_failed", 2, "OSError: tls failure near <redacted>", NOW),
+    ]
+    assert d.open_connections == 0 and repr(one).endswith("closed>")
+    # Nothing more is reported for a finished socket.
+    for conn in (one, two):
+        d.socket_made(conn, NOW)
+        d.socket_data(conn, b"late", NOW)
+        d.socket_lost(conn, NOW)
+        d.socket_failed(conn, "late", NOW)
+    assert len(probe.inputs) == 4
+
+
+def test_close_connection_closes_the_socket_and_drops_held_writes() -> None:
+    d = drive()
+    probe = Probe(open_conn(), SendData(conn_id=1, data=b"held"), heartbeat=1.0)
+    d.start(probe, now=NOW)
+    conn = only(d, OpenSocket).conn
+    wake(d, probe, CloseConnection(conn_id=1), CloseConnection(conn_id=7))
+    assert only(d, CloseSocket).conn is conn
+    assert conn.pending == [] and d.open_connections == 0
+    d.socket_made(conn, NOW)  # a connect that completed anyway
+    assert commands(d) == [] and probe.kinds() == []
+
+
+def test_a_reused_connection_id_does_not_unregister_its_successor() -> None:
+    d = drive()
+    probe = Probe(open_conn(1), heartbeat=1.0)
+    d.start(probe, now=NOW)
+    old = only(d, OpenSocket).conn
+    at = wake(d, probe, open_conn(1))  # the id is reused before the old socket ended
+    new = only(d, OpenSocket).conn
+    d.socket_lost(old, at)
+    assert d.open_connections == 1
+    probe.emit(SendData(conn_id=1, data=b"to the new one"))
+    d.socket_made(new, at)
+    assert [c.conn for c in commands(d, WriteSocket)] == [new]
+
+
+# -- the routing rule (tests/core_driver.py; H.6) ----------------------------------------------------
+
+
+def test_a_standalone_machine_hears_its_own_connections_only() -> None:
+    d = drive()
+    first, second = Probe(open_conn(1)), Probe(open_conn(1))
+    d.start(first, now=NOW)
+    d.start(second, now=NOW)
+    _conn_a, conn_b = (c.conn for c in commands(d, OpenSocket))
+    d.socket_data(conn_b, b"for the second", NOW)
+    assert first.inputs == [] and second.inputs == [("data", 1, b"for the second", NOW)]
+
+
+def test_session_connections_go_to_the_running_turn_then_to_the_session_h6() -> None:
+    d = drive()
+    session = FakeSession()
+    turn = Probe(open_conn(1))
+    session.in_flight = turn
+    d.start(turn, session=session, now=NOW)  # type: ignore[arg-type]
+    conn = only(d, OpenSocket).conn
+    turn.react = lambda p, r: p.finish() if r[2] == b"last" else None
+    d.socket_data(conn, b"while running", NOW)
+    d.socket_data(conn, b"last", NOW)
+    assert session.inputs == [] and turn.done
+    d.socket_data(conn, b"paused stream", NOW)
+    d.socket_lost(conn, NOW)
+    assert session.inputs == [("data", 1, b"paused stream"), ("lost", 1)]
+    assert turn.inputs == [("data", 1, b"while running", NOW), ("data", 1, b"last", NOW)]
+
+
+def test_machines_started_with_the_same_session_share_its_connections() -> None:
+    d = drive()
+    session = FakeSession()
+    opener = Probe(open_conn(1))
+    d.start(opener, session=session, now=NOW)  # type: ignore[arg-type]
+    conn = only(d, OpenSocket).conn
+    d.socket_made(conn, NOW)
+    writer = Probe(SendData(conn_id=1, data=b"same socket"))
+    d.start(writer, session=session, now=NOW)  # type: ignore[arg-type]
+    assert only(d, WriteSocket).conn is conn
+
+
+def test_the_standing_session_is_driven_only_while_no_turn_runs() -> None:
+    d = drive()
+    session = FakeSession()
+    session.deadline = NOW + 5.0
+    job = d.attach_session(session)  # type: ignore[arg-type]
+    assert job.standing and job.session is session  # type: ignore[comparison-overlap]
+    assert d.attach_session(session) is job  # type: ignore[arg-type]
+    assert d.next_deadline() == NOW + 5.0
+    turn = Probe(deadline=NOW + 9.0)
+    session.in_flight = turn
+    d.start(turn, session=session, now=NOW)  # type: ignore[arg-type]
+    assert d.next_deadline() == NOW + 9.0  # the turn drives the session meanwhile
+    polls = session.polls
+    d.tick(NOW + 6.0)
+    assert session.polls == polls and session.inputs == []
+    turn.react = lambda p, r: p.finish()
+    d.tick(NOW + 9.0)
+    assert session.inputs == [("tick", NOW + 9.0)]
+    assert d.next_deadline() is None
+
+
+def test_perform_takes_a_session_methods_actions_in_its_scope() -> None:
+    d = drive()
+    session = FakeSession()
+    d.perform([open_conn(4)], session=session, now=NOW)  # type: ignore[arg-type]
+    conn = only(d, OpenSocket).conn
+    d.socket_data(conn, b"hello", NOW)
+    assert session.inputs == [("data", 4, b"hello")]
+    d.perform([CloseConnection(conn_id=4)], session=session, now=NOW)  # type: ignore[arg-type]
+    assert only(d, CloseSocket).conn is conn
+
+
+def test_attach_session_drives_its_pending_actions_at_the_next_settle() -> None:
+    d = drive()
+    session = FakeSession()
+    session.outbox.append(open_conn(2))
+    d.attach_session(session)  # type: ignore[arg-type]
+    assert commands(d) == []
+    d.tick(NOW)
+    assert only(d, OpenSocket).conn.conn_id == 2
+
+
+def test_a_session_whose_id_was_reused_gets_a_fresh_standing_job() -> None:
+    d = drive()
+    gone, new = FakeSession(), FakeSession()
+    old = d.attach_session(gone)  # type: ignore[arg-type]
+    # What a garbage-collected session leaves behind: its id now names another object.
+    d._sessions[id(new)] = d._sessions.pop(id(gone))
+    job = d.attach_session(new)  # type: ignore[arg-type]
+    assert job is not old and job.machine is new and old.retired
+
+
+# -- tools (D5) --------------------------------------------------------------------------------------
+
+
+CALL = ToolCall(tool_call_id="t1", tool_name="get_weather", input="{}")
+
+
+def test_without_a_tool_runner_every_call_is_answered_with_no_outcome_d5() -> None:
+    d = drive()
+    probe = Probe(RunTools(calls=(CALL,)))
+    d.start(probe, now=NOW)
+    assert probe.inputs == [("tools", [], NOW)]
+    assert commands(d, RunToolBatch) == []
+
+
+def test_a_tool_batch_goes_to_the_runner_and_its_outcomes_to_the_machine() -> None:
+    d = drive()
+    runner = object()
+    probe = Probe(RunTools(calls=(CALL,)))
+    d.start(probe, now=NOW, tools=runner)
+    batch = only(d, RunToolBatch).batch
+    assert isinstance(batch, ToolBatch) and batch.runner is runner and batch.calls == (CALL,)
+    assert "get_weather" in repr(batch)
+    outcome = ToolOutcome(tool_call_id="t1", output={"tempC": 21})
+    d.tools_done(batch, (outcome,), NOW + 1.0)
+    d.tools_done(batch, (), NOW + 2.0)  # a second answer is ignored
+    assert probe.inputs == [("tools", [outcome], NOW + 1.0)]
+
+
+def test_a_runner_that_raised_is_logged_and_every_call_still_answered_d5(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    d = drive()
+    probe = Probe(RunTools(calls=(CALL,)))
+    d.start(probe, now=NOW, tools=object())
+    batch = only(d, RunToolBatch).batch
+    with caplog.at_level(logging.WARNING, logger="coder_proto"):
+        d.tools_failed(batch, RuntimeError("tool crashed"), NOW)
+        d.tools_failed(batch, RuntimeError("again"), NOW)
+    assert probe.inputs == [("tools", [], NOW)]
+    assert [r.getMessage() for r in caplog.records] == [
+        "the tool runner raised; the calls get error results"
+    ]
+
+
+def test_a_machine_that_finishes_during_its_tool_run_cancels_it() -> None:
+    d = drive()
+    probe = Probe(RunTools(calls=(CALL,)))
+    d.start(probe, now=NOW, tools=object())
+    batch = only(d, RunToolBatch).batch
+    d.cancel(d.jobs[0], None, NOW)
+    assert only(d, CancelToolBatch).batch is batch and batch.finished
+    d.tools_done(batch, (), NOW)
+    assert probe.kinds() == ["cancel"]
+
+
+def test_a_stale_batch_answer_does_not_clear_the_newer_batch() -> None:
+    d = drive()
+    probe = Probe(RunTools(calls=(CALL,)), heartbeat=1.0)
+    job = d.start(probe, now=NOW, tools=object())
+    first = only(d, RunToolBatch).batch
+    wake(d, probe, RunTools(calls=(CALL,)))
+    second = only(d, RunToolBatch).batch
+    d.tools_done(first, (), NOW)
+    assert job.tool_batch is second
+
+
+# -- background jobs (D22) ---------------------------------------------------------------------------
+
+
+def test_a_background_job_is_driven_beside_its_parent_and_counted_d22() -> None:
+    d = drive()
+    interrupt = Probe(get_chat())
+    parent = Probe(RunInBackground(job=interrupt), heartbeat=1.0)
+    d.start(parent, now=NOW)
+    call = only(d, StartHttp).call
+    assert call.job.machine is interrupt and call.job.background
+    assert d.background_jobs == 1 and len(d.jobs) == 2
+    wake(d, parent, finish=True)
+    assert d.background_jobs == 1 and len(d.jobs) == 1  # it outlives its parent
+
+    def done(p: Probe, record: tuple[Any, ...]) -> None:
+        p.finish()
+
+    interrupt.react = done
+    d.http_response(call, status=200, headers=(), body=b"", now=NOW)
+    assert d.background_jobs == 0 and d.jobs == ()
+
+
+def test_a_session_background_job_shares_the_sessions_connections() -> None:
+    d = drive()
+    session = FakeSession()
+    turn = Probe(open_conn(1), heartbeat=1.0)
+    d.start(turn, session=session, now=NOW)  # type: ignore[arg-type]
+    conn = only(d, OpenSocket).conn
+    d.socket_made(conn, NOW)
+    wake(d, turn, RunInBackground(job=Probe(SendData(conn_id=1, data=b"bg"))))
+    assert only(d, WriteSocket).conn is conn
+
+
+def test_a_standalone_parents_background_job_has_its_own_connections() -> None:
+    d = drive()
+    parent = Probe(open_conn(1), heartbeat=1.0)
+    d.start(parent, now=NOW)
+    conn = only(d, OpenSocket).conn
+    d.socket_made(conn, NOW)
+    wake(d, parent, RunInBackground(job=Probe(SendData(conn_id=1, data=b"bg"))))
+    assert commands(d, WriteSocket) == []
+
+
+# -- cancelling and shutting down (D22) ------------------------------------------------------------
+
+
+def test_cancel_runs_the_machines_cleanup_at_once_and_only_once() -> None:
+    d = drive()
+    probe = Probe()
+
+    def cleanup(p: Probe, record: tuple[Any, ...]) -> None:
+        if record[0] == "cancel":
+            p.emit(RunInBackground(job=Probe(get_chat())))
+
+    probe.react = cleanup
+    job = d.start(probe, now=NOW)
+    reason = TimeoutError("caller's deadline")
+    d.cancel(job, reason, NOW)
+    assert probe.inputs == [("cancel", reason, NOW)]
+    # A finished machine still hands over its cleanup: the background interrupt runs.
+    assert only(d, StartHttp).call.job.background
+    d.cancel(job, None, NOW)
+    assert len(probe.inputs) == 1
+
+
+def test_shutdown_cancels_everything_and_closes_every_socket_request_and_tool_run() -> None:
+    d = drive()
+    session = FakeSession()
+    session.closing.append(CloseConnection(conn_id=1))
+    turn = Probe(open_conn(1), get_chat(), RunTools(calls=(CALL,)))
+    d.start(turn, session=session, now=NOW, tools=object())  # type: ignore[arg-type]
+    standalone = Probe(open_conn(1), get_chat(2))
+    d.start(standalone, now=NOW)
+    done_early = Probe()
+    d.start(done_early, now=NOW)
+    done_early.finish()
+    d.commands()
+    d.shutdown(NOW + 1.0)
+    out = d.commands()
+    assert turn.cancelled and standalone.cancelled and not done_early.cancelled
+    assert sum(1 for c in out if type(c) is CloseSocket) == 2
+    assert sum(1 for c in out if type(c) is CancelHttp) == 2
+    assert sum(1 for c in out if type(c) is CancelToolBatch) == 1
+    assert d.closed and d.jobs == () and d.open_connections == 0 and d.background_jobs == 0
+    assert d.next_deadline() is None
+    with pytest.raises(CoderAgentError):
+        d.start(Probe(), now=NOW)
+
+
+def test_shutdown_retires_a_job_whose_cancel_leaves_it_running() -> None:
+    d = drive()
+    stubborn = Probe(get_chat())
+    stubborn.cancel = lambda now, reason=None: None  # type: ignore[method-assign]
+    job = d.start(stubborn, now=NOW)
+    d.commands()
+    d.shutdown(NOW)
+    assert only(d, CancelHttp).call.job is job and job.retired and d.jobs == ()
+
+
+# -- settling: rounds, deadlines, wake-ups -----------------------------------------------------------
+
+
+def test_due_deadlines_are_ticked_and_the_next_one_is_reported() -> None:
+    d = drive()
+    early, late = Probe(deadline=NOW + 1.0), Probe(deadline=NOW + 3.0)
+    d.start(early, now=NOW)
+    d.start(late, now=NOW)
+    assert d.next_deadline() == NOW + 1.0
+    d.tick(NOW + 1.0)
+    assert (early.ticks, late.ticks) == (1, 0)
+    assert d.next_deadline() == NOW + 3.0
+    d.tick(NOW + 3.0)
+    assert (early.ticks, late.ticks) == (1, 1) and d.next_deadline() is None
+
+
+def test_a_deadline_moved_by_an_input_replaces_the_old_one() -> None:
+    d = drive()
+    probe = Probe(open_conn(), deadline=NOW + 10.0)
+    d.start(probe, now=NOW)
+    conn = only(d, OpenSocket).conn
+
+    def move(p: Probe, record: tuple[Any, ...]) -> None:
+        if record[0] == "data":
+            p.deadline = NOW + float(record[2].decode())
+
+    probe.react = move
+    d.socket_data(conn, b"20", NOW)
+    assert d.next_deadline() == NOW + 20.0
+    d.socket_data(conn, b"5", NOW)
+    assert d.next_deadline() == NOW + 5.0
+    d.tick(NOW + 10.0)  # the old deadline is gone; the machine is ticked once, at 5
+    assert probe.ticks == 1
+    # Many moves: the earliest live deadline is still the one reported.
+    for step in range(300):
+        d.socket_data(conn, str(1000 - step).encode(), NOW + 10.0)
+    assert d.next_deadline() == NOW + 701.0
+
+
+def test_a_deadline_the_machine_moved_away_from_does_not_tick_it() -> None:
+    d = drive()
+    probe = Probe(open_conn(), deadline=NOW + 10.0)
+    d.start(probe, now=NOW)
+    conn = only(d, OpenSocket).conn
+    probe.react = lambda p, r: setattr(p, "deadline", NOW + 20.0) if r[0] == "data" else None
+    d.socket_data(conn, b"later", NOW)
+    d.tick(NOW + 10.0)
+    assert probe.ticks == 0 and d.next_deadline() == NOW + 20.0
+
+
+def test_a_past_deadline_kept_armed_yields_after_max_rounds() -> None:
+    d = drive()
+    stuck = Probe(deadline=NOW)
+    stuck.keep_past_deadline = True
+    d.start(stuck, now=NOW)
+    assert stuck.ticks == MAX_ROUNDS
+    # The adapter's timer fires again at once.
+    assert d.next_deadline() == NOW
+    d.tick(NOW)
+    assert stuck.ticks == 2 * MAX_ROUNDS
+
+
+def test_an_input_visits_only_its_own_scope_however_many_machines_run() -> None:
+    """One input costs the same with one chat or a fleet: the machines of other scopes are
+    neither polled nor woken (and their deadlines are not rescanned)."""
+    d = drive()
+    fleet = [Probe(open_conn(), deadline=NOW + 60.0) for _ in range(50)]
+    jobs = [d.start(p, now=NOW) for p in fleet]
+    for job in jobs:
+        job.owner = object()
+    conns = [c.conn for c in commands(d, OpenSocket)]
+    before = [p.polls for p in fleet]
+    d.socket_data(conns[7], b"x", NOW)
+    assert [p.polls - b for p, b in zip(fleet, before, strict=True)] == [
+        1 if i == 7 else 0 for i in range(50)
+    ]
+    assert [c.job for c in commands(d, Wake)] == [jobs[7]]
+    assert d.next_deadline() == NOW + 60.0
+
+
+def test_waiters_are_woken_when_their_machine_moves_or_finishes() -> None:
+    d = drive()
+    probe = Probe(get_chat())
+    job = d.start(probe, now=NOW)
+    assert not job.done
+    out = d.commands()
+    assert [type(c) for c in out] == [StartHttp]  # no Wake: no one waits yet
+    job.owner = "a run"
+    (start,) = out
+    assert isinstance(start, StartHttp)
+    call = start.call
+    probe.react = lambda p, r: p.finish()
+    d.http_response(call, status=200, headers=(), body=b"", now=NOW)
+    assert only(d, Wake).job is job and job.done and d.jobs == ()
+
+
+# -- transcripts (docs/transcripts.md) ---------------------------------------------------------------
+
+
+class Recording:
+    """A ``coder_proto.transcript.Recorder`` that keeps every call."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Any]] = []
+
+    def __getattr__(self, name: str) -> Callable[..., None]:
+        def record(*args: Any, **kwargs: Any) -> None:
+            self.calls.append((name, (args, kwargs)))
+
+        return record
+
+    def names(self) -> list[str]:
+        return [name for name, _ in self.calls]
+
+    def first(self, name: str) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        value: tuple[tuple[Any, ...], dict[str, Any]] = next(
+            value for n, value in self.calls if n == name
+        )
+        return value
+
+
+def test_standalone_requests_are_recorded_but_not_their_sockets() -> None:
+    recorder = Recording()
+    d = drive(recorder=recorder)
+    probe = Probe(get_chat(), open_conn(), SendData(conn_id=1, data=b"x"))
+    d.start(probe, now=NOW)
+    out = d.commands()
+    call = next(c.call for c in out if type(c) is StartHttp)
+    conn = next(c.conn for c in out if type(c) is OpenSocket)
+    d.socket_made(conn, NOW)
+    d.socket_data(conn, b"y", NOW)
+    d.socket_lost(conn, NOW)
+    d.http_response(call, status=200, headers=(), body=b"{}", now=NOW + 1.0)
+    assert recorder.names() == ["begin", "rest_exchange"]
+    args, kwargs = recorder.first("begin")
+    assert kwargs == {
+        "base_url": BASE,
+        "config": None,
+        "created_at": "2026-01-01T00:00:00+00:00",
+        "now": NOW + 1.0,
+    }
+    args, kwargs = recorder.first("rest_exchange")
+    assert args[0] is call.request and args[1].status == 200
+    assert kwargs == {"sent": NOW, "now": NOW + 1.0}
+
+
+def test_failed_and_cancelled_requests_are_recorded_without_an_answer() -> None:
+    recorder = Recording()
+    d = drive(recorder=recorder)
+    probe = Probe(get_chat(1), get_chat(2), heartbeat=1.0)
+    d.start(probe, now=NOW)
+    first, _second = (c.call for c in commands(d, StartHttp))
+    d.http_failed(first, f"refused {TOKEN}", NOW)
+    wake(d, probe, CancelRequest(request_id=2))
+    exchanges = [value for name, value in recorder.calls if name == "rest_exchange"]
+    assert [(a[1], k) for a, k in exchanges] == [
+        (None, {"sent": NOW, "now": NOW, "error": "refused <redacted>"}),
+        (None, {"sent": NOW, "now": NOW + 1.0}),
+    ]
+
+
+def test_session_sockets_and_tool_runs_are_recorded() -> None:
+    recorder = Recording()
+    d = drive(recorder=recorder)
+    session = FakeSession()
+    probe = Probe(
+        open_conn(3), SendData(conn_id=3, data=b"up"), RunTools(calls=(CALL,)), heartbeat=1.0
+    )
+    d.start(probe, session=session, now=NOW)  # type: ignore[arg-type]
+    conn = only(d, OpenSocket).conn
+    d.socket_made(conn, NOW)
+    d.socket_data(conn, b"frame", NOW)
+    d.socket_failed(conn, f"reset {TOKEN}", NOW)
+    wake(
+        d, probe, OpenConnection(conn_id=4, host="h", port=1, tls=False), CloseConnection(conn_id=4)
+    )
+    four = only(d, OpenSocket).conn
+    d.perform([open_conn(5)], session=session, now=NOW)  # type: ignore[arg-type]
+    five = only(d, OpenSocket).conn
+    d.socket_lost(five, NOW)
+    assert four.closed
+    assert recorder.names() == [
+        "begin",
+        "connection_opened",
+        "data_sent",
+        "tools_run",
+        "data_received",
+        "connection_failed",
+        "connection_opened",
+        "connection_closed",
+        "connection_opened",
+        "connection_lost",
+    ]
+    assert recorder.first("begin")[1]["config"] is session.config
+    assert recorder.first("connection_failed")[0] == (3, "reset <redacted>", NOW)
+    assert recorder.first("tools_run") == (((CALL,), []), {"sent": NOW, "now": NOW})
+
+
+def test_cancelling_a_probe_records_nothing_but_the_cancel_of_a_turn_is_recorded() -> None:
+    recorder = Recording()
+    d = drive(recorder=recorder)
+    job = d.start(Probe(), now=NOW)
+    d.cancel(job, None, NOW)
+    assert recorder.names() == []
+
+
+# -- the real machines on an in-memory adapter -----------------------------------------------------
+
+
+class _Link:
+    """What a ``FakeSocket`` reports to: the adapter, for one ``Conn``."""
+
+    def __init__(self, adapter: Adapter, conn: Conn) -> None:
+        self.adapter = adapter
+        self.conn = conn
+
+    def deliver_connection(self, conn_id: int, kind: str, payload: Any) -> None:
+        adapter, conn = self.adapter, self.conn
+        d = adapter.drive
+
+        def deliver() -> None:
+            if kind == "data":
+                d.socket_data(conn, payload, adapter.now)
+            elif kind == "lost":
+                d.socket_lost(conn, adapter.now)
+            else:
+                d.socket_failed(conn, payload, adapter.now)
+
+        adapter.inbox.append(deliver)
+
+
+class Adapter:
+    """Performs a drive's commands in memory (the contract of ``coder_proto._connection``): REST
+    answered at once by ``http`` (``Respond`` / ``NetworkError``; ``Hang`` never answers),
+    sockets connected at once to wsproto server ends, tool batches answered by ``tools``
+    (none: they stay pending), a fake clock."""
+
+    def __init__(
+        self,
+        d: Drive,
+        http: Callable[[HttpRequest], Any],
+        *,
+        tools: Callable[[tuple[ToolCall, ...]], list[ToolOutcome]] | None = None,
+    ) -> None:
+        self.drive = d
+        self.http = http
+        self.tools = tools
+        self.now = NOW
+        self.performed: list[Command] = []
+        self.sockets: list[FakeSocket] = []
+        self.inbox: collections.deque[Callable[[], None]] = collections.deque()
+
+    def pump(self) -> None:
+        while True:
+            out = self.drive.commands()
+            for command in out:
+                self._perform(command)
+            if not out and not self.inbox:
+                return
+            if self.inbox:
+                self.inbox.popleft()()
+
+    def _perform(self, command: Command) -> None:
+        self.performed.append(command)
+        d = self.drive
+        if isinstance(command, OpenSocket):
+            conn = command.conn
+            sock = FakeSocket(_Link(self, conn), conn.conn_id, len(self.sockets), auto_accept=True)  # type: ignore[arg-type]
+            self.sockets.append(sock)
+            conn.io = sock
+            self.inbox.append(lambda: d.socket_made(conn, self.now))
+        elif isinstance(command, WriteSocket):
+            sock = command.conn.io
+            if sock.open:
+                sock.from_client(command.data)
+        elif isinstance(command, CloseSocket):
+            command.conn.io.closed_by_client = True
+        elif isinstance(command, StartHttp):
+            call = command.call
+            reply = self.http(call.request)
+            if isinstance(reply, Respond):
+                answer = reply.response()
+                self.inbox.append(
+                    lambda: d.http_response(
+                        call,
+                        status=answer.status,
+                        headers=answer.headers,
+                        body=answer.body,
+                        now=self.now,
+                    )
+                )
+            elif isinstance(reply, NetworkError):
+                self.inbox.append(lambda: d.http_failed(call, reply.message, self.now))
+        elif isinstance(command, RunToolBatch) and self.tools is not None:
+            batch = command.batch
+            outcomes = self.tools(batch.calls)
+            self.inbox.append(lambda: d.tools_done(batch, outcomes, self.now))
+
+    def send(self, *events: dict[str, Any]) -> None:
+        self.sockets[-1].send_events(events)
+        self.pump()
+
+    def routes(self) -> list[str]:
+        return [
+            f"{c.call.method} {c.call.request.path}"
+            for c in self.performed
+            if isinstance(c, StartHttp)
+        ]
+
+
+def world(
+    *,
+    rest: dict[str, Any] | None = None,
+    sink: Any = None,
+    recorder: Any = None,
+    tools: Any = None,
+    **config: Any,
+) -> tuple[Session, Drive, Adapter, CaseEnv]:
+    env = CaseEnv(rest=rest)
+    config.setdefault("organization_id", "org-1")
+    session = Session(
+        SessionConfig(base_url=BASE, token=TOKEN, **config), reader_factory=env.reader_factory
+    )
+    d = drive(sink=sink, recorder=recorder)
+    return session, d, Adapter(d, env.http, tools=tools), env
+
+
+def test_a_streamed_turn_end_to_end_through_the_drive() -> None:
+    """A real stream-mode turn: the chat is created over REST (with the token, wire 1.1),
+    the stream socket dials the base URL's host with TLS, frames reach the running turn
+    (the routing rule), its waiter is woken, and nothing is left once it settled."""
+    events = Events()
+    session, d, adapter, _env = world(sink=events)
+    turn = session.stream("hi", now=NOW)
+    job = d.start(turn, session=session, now=NOW)
+    job.owner = "a run"
+    adapter.pump()
+    assert adapter.routes()[0] == "POST /api/v2/chats"
+    (open_socket,) = [c for c in adapter.performed if isinstance(c, OpenSocket)]
+    assert (open_socket.conn.host, open_socket.conn.port, open_socket.conn.tls) == (
+        "coder.test",
+        443,
+        True,
+    )
+    assert adapter.sockets[-1].header(SESSION_TOKEN_HEADER) == TOKEN
+    adapter.send(status("running"), delta("Hel"), delta("lo"))
+    assert [p.delta for p in turn.parts if isinstance(p, TextDelta)] == ["Hel", "lo"]
+    adapter.send(message(50, "Hello"), status("waiting"))
+    assert turn.done and turn.result().text == "Hello"
+    assert any(isinstance(c, Wake) and c.job is job for c in adapter.performed)
+    assert d.jobs == () and d.background_jobs == 0
+    (create,) = events.of(HttpRequestEvent)
+    assert (create.op, create.path) == ("create_chat", "/api/v2/chats")
+
+
+def test_a_paused_stream_is_read_by_the_session_between_turns_h6() -> None:
+    session, d, adapter, _env = world(tools=[weather_tool()])
+    turn = session.segment("weather?", now=NOW)
+    d.start(turn, session=session, now=NOW)
+    adapter.pump()
+    call = ("t1", "get_weather", '{"city":"Paris"}')
+    adapter.send(status("running"), action_required(call), status("requires_action"))
+    assert turn.done and turn.result().finish_reason == "tool-calls"
+    stream = session.retained_stream
+    assert stream is not None
+    before = len(stream.events)
+    adapter.send(status("running"))  # arrives between turns: the session reads it
+    assert len(stream.events) == before + 1
+    assert adapter.sockets[-1].open and d.open_connections == 1
+
+
+def test_tool_calls_without_a_runner_are_submitted_as_errors_d5() -> None:
+    session, d, adapter, _env = world(tools=[weather_tool()])
+    turn = session.generate("weather?", now=NOW)
+    d.start(turn, session=session, now=NOW)
+    adapter.pump()
+    call = ("t1", "get_weather", '{"city":"Paris"}')
+    adapter.send(status("running"), action_required(call), status("requires_action"))
+    (body,) = [
+        json.loads(c.call.body or b"")
+        for c in adapter.performed
+        if isinstance(c, StartHttp) and c.call.request.op == "submit_tool_results"
+    ]
+    (result,) = body["results"]
+    assert result["tool_call_id"] == "t1" and result["is_error"] is True
+    adapter.send(message(60, "Sorry."), status("waiting"))
+    assert turn.done and turn.result().text == "Sorry."
+
+
+def test_a_tool_runner_answers_the_turns_calls() -> None:
+    def run(calls: tuple[ToolCall, ...]) -> list[ToolOutcome]:
+        return [ToolOutcome(tool_call_id=c.tool_call_id, output={"tempC": 21}) for c in calls]
+
+    session, d, adapter, _env = world(tools=[weather_tool()])
+    adapter.tools = run
+    turn = session.generate("weather?", now=NOW)
+    d.start(turn, session=session, now=NOW, tools=run)
+    adapter.pump()
+    call = ("t1", "get_weather", '{"city":"Paris"}')
+    adapter.send(status("running"), action_required(call), status("requires_action"))
+    (body,) = [
+        json.loads(c.call.body or b"")
+        for c in adapter.performed
+        if isinstance(c, StartHttp) and c.call.request.op == "submit_tool_results"
+    ]
+    assert body["results"][0]["output"] == {"tempC": 21}
+    assert body["results"][0].get("is_error") in (None, False)
+
+
+def test_a_network_failure_reaches_the_turn_without_the_token() -> None:
+    events = Events()
+    session, d, adapter, _env = world(
+        sink=events, rest={"POST /api/v2/chats": NetworkError(f"refused with {TOKEN}")}
+    )
+    turn = session.generate("hi", now=NOW)
+    d.start(turn, session=session, now=NOW)
+    adapter.pump()
+    assert turn.done
+    with pytest.raises(CoderNetworkError) as info:
+        turn.result()
+    assert TOKEN not in str(info.value) and "<redacted>" in str(info.value)
+    assert all(TOKEN not in e.message for e in events.of(HttpErrorEvent))
+
+
+def test_shutdown_closes_a_paused_stream_with_1000() -> None:
+    session, d, adapter, _env = world(tools=[weather_tool()])
+    d.start(session.segment("weather?", now=NOW), session=session, now=NOW)
+    adapter.pump()
+    call = ("t1", "get_weather", "{}")
+    adapter.send(status("running"), action_required(call), status("requires_action"))
+    sock = adapter.sockets[-1]
+    d.shutdown(NOW)
+    adapter.pump()
+    assert sock.client_close_codes == [1000] and sock.closed_by_client
+    assert d.open_connections == 0
+
+
+def test_a_turn_is_recorded_from_start_to_finish() -> None:
+    recorder = Recording()
+    session, d, adapter, _env = world(recorder=recorder)
+    tools = (weather_tool("other"),)
+    turn = session.stream("hi", now=NOW, tools=tools, warnings=("careful",))
+    d.start(turn, session=session, now=NOW)
+    adapter.pump()
+    adapter.send(status("running"), message(50, "ok"), status("waiting"))
+    names = recorder.names()
+    assert names[:3] == ["begin", "turn_started", "rest_exchange"]
+    assert names[-1] == "turn_finished"
+    assert {"connection_opened", "data_sent", "data_received"} <= set(names)
+    _, started = recorder.first("turn_started")
+    assert started["mode"] == "stream" and started["tools"] == tools
+    assert started["warnings"] == ("careful",) and started["single_segment"] is False
+    (outcome, _now), _ = recorder.first("turn_finished")
+    assert outcome is turn.result()
+
+
+def test_a_turn_with_the_sessions_own_tools_records_no_tools_and_a_failure_its_error() -> None:
+    recorder = Recording()
+    session, d, adapter, _env = world(
+        recorder=recorder, rest={"POST /api/v2/chats": Respond(403, {"message": "no"})}
+    )
+    turn = session.generate("hi", now=NOW)
+    d.start(turn, session=session, now=NOW)
+    adapter.pump()
+    assert recorder.first("turn_started")[1]["tools"] is None
+    (outcome, _now), _ = recorder.first("turn_finished")
+    assert outcome is turn.error and outcome is not None
+
+
+def test_a_cancelled_turn_and_cleanup_calls_are_recorded() -> None:
+    recorder = Recording()
+    session, d, adapter, _env = world(recorder=recorder, rest={"POST /api/v2/chats": Hang()})
+    turn = session.generate("hi", now=NOW)
+    job = d.start(turn, session=session, now=NOW)
+    adapter.pump()
+    reason = TimeoutError("deadline")
+    d.cancel(job, reason, NOW)
+    assert recorder.first("cancelled") == ((reason, NOW), {})
+    d.start(session.interrupt(now=NOW, wait=True, timeout=3.0), session=session, now=NOW)
+    d.start(session.archive(now=NOW), session=session, now=NOW)
+    d.start(session.dispose(now=NOW), session=session, now=NOW)
+    calls = [value for name, value in recorder.calls if name == "session_call"]
+    assert calls == [
+        (("interrupt", NOW), {"wait": True, "timeout": 3.0}),
+        (("archive", NOW), {}),
+        (("dispose", NOW), {}),
+    ]
+    assert recorder.names().count("begin") == 1
+
+
+def test_without_a_wall_clock_the_transcript_header_has_no_creation_time() -> None:
+    recorder = Recording()
+    d = Drive(base_url=BASE, token=TOKEN, recorder=recorder)
+    d.start(Probe(), session=FakeSession(), now=NOW)  # type: ignore[arg-type]
+    assert recorder.first("begin")[1]["created_at"] == ""
+
+
+def test_a_session_machine_that_is_not_a_turn_or_cleanup_call_records_only_the_header() -> None:
+    recorder = Recording()
+    session, d, _adapter, _env = world(recorder=recorder)
+    d.start(Probe(), session=session, now=NOW)
+    assert recorder.names() == ["begin"]
