@@ -15,7 +15,7 @@ from typing import Any
 
 from coder_proto import Finish, ReasoningDelta, TextDelta
 from coder_proto._actions import SendData
-from coder_proto._json import std_loads
+from coder_proto._json import orjson_loads, std_loads
 from coder_proto._stream.reader import StreamReader
 from coder_proto._stream.translator import TurnTranslator
 from coder_proto._wire import events as wire_events
@@ -50,13 +50,14 @@ Loads = Callable[[str | bytes], Any]
 def backends() -> dict[str, tuple[Loads, Loads]]:
     """``name -> (floor, core)`` decoders: the standard library always (the floor is
     ``json.loads``, the core runs ``coder_proto._json.std_loads``, its shortcut to the same
-    decoder), and orjson when it is installed (``coder_proto._json.loads`` prefers it)."""
+    decoder), and orjson when it is installed (the floor is ``orjson.loads``, the core runs
+    ``coder_proto._json.orjson_loads``, what ``coder_proto._json.loads`` is then)."""
     out: dict[str, tuple[Loads, Loads]] = {"json": (json.loads, std_loads)}
     try:
         import orjson
     except ImportError:
         return out
-    out["orjson"] = (orjson.loads, orjson.loads)
+    out["orjson"] = (orjson.loads, orjson_loads)
     return out
 
 
