@@ -331,11 +331,14 @@ class _Printer:
             self._write(self.aside, "tool", f"[{where} tool call] {part.tool_name}({part.input})")
 
     def finish(self) -> None:
-        """End the open lines."""
+        """End the open lines (a stream that is closed meanwhile is skipped)."""
         for stream in {id(self.out): self.out, id(self.aside): self.aside}.values():
             if self._last.get(id(stream)) is not None:
-                stream.write("\n")
-                stream.flush()
+                try:
+                    stream.write("\n")
+                    stream.flush()
+                except (OSError, ValueError):
+                    pass
         self._last.clear()
 
 
@@ -460,7 +463,12 @@ def _silence_stdout() -> None:
 
 def _classify(exc: BaseException, signals: _Signals) -> tuple[int, str, str]:
     """``(exit status, kind, one-line message)`` for the exception that ended a run."""
-    from coder_proto import CoderAgentError, CoderNetworkError, CoderStreamError
+    from coder_proto import (
+        CoderAgentError,
+        CoderChatError,
+        CoderNetworkError,
+        CoderStreamError,
+    )
 
     if isinstance(exc, KeyboardInterrupt):
         if signals.terminated:
@@ -470,9 +478,10 @@ def _classify(exc: BaseException, signals: _Signals) -> tuple[int, str, str]:
         return EXIT_BROKEN_PIPE, "broken_pipe", "stdout was closed; the run was interrupted"
     if isinstance(exc, UsageError):
         return EXIT_USAGE, "usage", str(exc)
-    if isinstance(exc, TimeoutError):
+    kind = getattr(exc, "kind", None) if isinstance(exc, CoderChatError) else None
+    if isinstance(exc, TimeoutError) or kind == "timeout":
         return EXIT_TIMEOUT, "timeout", "the --timeout deadline passed; the run was interrupted"
-    if isinstance(exc, (CoderNetworkError, CoderStreamError)):
+    if isinstance(exc, (CoderNetworkError, CoderStreamError)) or kind == "stream_closed":
         return EXIT_NETWORK, "network", f"{type(exc).__name__}: {exc}"
     if isinstance(exc, CoderAgentError):
         return EXIT_FAILED, "failed", f"{type(exc).__name__}: {exc}"
@@ -484,6 +493,7 @@ class _Session:
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.agent: Any = None
+        self.printer: _Printer | None = None
         self.chat_id: str | None = args.chat_id
         self.cursor: int | None = args.last_seen_message_id
 
@@ -519,6 +529,8 @@ def _run_run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         code, kind, message = _classify(exc, signals)
         if kind == "broken_pipe":
             _silence_stdout()
+        if session.printer is not None:
+            session.printer.finish()
         session.update()
         if args.json and kind != "broken_pipe":
             body = {
@@ -664,7 +676,7 @@ def _run_turn(args: argparse.Namespace, out: TextIO, session: _Session) -> int:
             session.update()
             print(json.dumps(_result_json(result), ensure_ascii=False), file=out, flush=True)
         else:
-            printer = _Printer(out, aside=sys.stderr)
+            printer = session.printer = _Printer(out, aside=sys.stderr)
             with agent.stream(prompt) as stream:
                 for part in stream:
                     printer.part(part)
