@@ -20,6 +20,9 @@ Subcommands:
   chat id and cursor: on stderr in text mode, in the JSON object (``error``, ``chat_id``,
   ``last_seen_message_id``) under ``--json``. Ctrl-C and SIGTERM interrupt the server's run.
 * ``replay FILE``: run a recorded transcript offline and print each turn's outcome.
+* ``models``: list the organization's chat model configurations.
+* ``chats list | show CHAT_ID | interrupt CHAT_ID | archive CHAT_ID``: the chats on the
+  deployment, a chat's history oldest first, interrupting its run, archiving it.
 
 Exit status (``EXIT_CODES``; the same table ends ``coder-agent --help``):
 
@@ -762,8 +765,233 @@ def _run_replay(args: argparse.Namespace, out: TextIO | None = None) -> int:
     return code
 
 
+# -- models and chats: plain operations on a deployment -------------------------------------------
+
+
+def _add_models(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "models",
+        help="list the organization's chat model configurations",
+        description=(
+            "List the chat model configurations of the organization (--organization-id, "
+            "CODER_ORGANIZATION_ID or CODER_ORG_ID) on --url / CODER_URL: id, provider/model, "
+            "display name; the default is marked with *. An id is what run --model takes."
+        ),
+        epilog=_exit_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_deployment_arguments(parser)
+    parser.add_argument("--json", action="store_true", help="print one JSON array")
+    parser.set_defaults(handler=_run_models)
+
+
+def _add_chats(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "chats",
+        help="list chats, show a chat's history, interrupt or archive a chat",
+        description=(
+            "Manage the chats on --url / CODER_URL: `chats list`, `chats show CHAT_ID`, "
+            "`chats interrupt CHAT_ID`, `chats archive CHAT_ID`."
+        ),
+        epilog=_exit_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    listing = actions.add_parser("list", help="list the chats that are not archived")
+    listing.add_argument("--query", default=None, help="the server's search query (q=)")
+    listing.add_argument(
+        "--limit", type=_count, default=None, help="at most this many chats (default: all)"
+    )
+    show = actions.add_parser("show", help="print a chat's messages, oldest first")
+    interrupt = actions.add_parser("interrupt", help="interrupt the chat's running turn")
+    archive = actions.add_parser("archive", help="archive the chat")
+    for action in (show, interrupt, archive):
+        action.add_argument("chat_id", metavar="CHAT_ID")
+    for action in (listing, show, interrupt, archive):
+        _add_deployment_arguments(action)
+        action.add_argument("--json", action="store_true", help="print JSON")
+    parser.set_defaults(handler=_run_chats)
+
+
+def _count(text: str) -> int:
+    """An argparse type: a whole number, 1 or more."""
+    try:
+        value = int(text.strip())
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"takes a whole number, 1 or more, got {text!r}")
+    return value
+
+
+def _operation(name: str, args: argparse.Namespace, body: Callable[[Any], int]) -> int:
+    """Run ``body(client)`` against the deployment; a failure is one line and its exit code."""
+    from coder_io_sync import CoderChatClient
+    from coder_proto import CoderAgentError, CoderNetworkError
+
+    try:
+        url, token = _deployment(args)
+        try:
+            client = CoderChatClient(url, token)
+        except CoderAgentError as exc:
+            raise UsageError(str(exc)) from None
+        with client:
+            return body(client)
+    except UsageError as exc:
+        print(f"coder-agent {name}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+    except CoderNetworkError as exc:
+        print(f"coder-agent {name}: {exc}", file=sys.stderr)
+        return EXIT_NETWORK
+    except CoderAgentError as exc:
+        print(f"coder-agent {name}: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+def _run_models(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    stream = out or sys.stdout
+
+    def body(client: Any) -> int:
+        organization_id = _organization_id(args)
+        if not organization_id:
+            raise UsageError("no organization: pass --organization-id or set CODER_ORGANIZATION_ID")
+        configs = client.list_model_configs(organization_id)
+        if args.json:
+            rows = [
+                {
+                    "id": c.id,
+                    "provider": c.provider,
+                    "model": c.model,
+                    "display_name": c.display_name,
+                    "is_default": bool(c.is_default),
+                    "enabled": c.enabled,
+                    "context_limit": c.context_limit,
+                    "reasoning_efforts": list(c.reasoning_efforts),
+                }
+                for c in configs
+            ]
+            print(json.dumps(rows, ensure_ascii=False), file=stream, flush=True)
+            return EXIT_OK
+        for c in configs:
+            mark = "*" if c.is_default else " "
+            disabled = "" if c.enabled is not False else "  [disabled]"
+            name = f"{c.provider or '?'}:{c.model or '?'}"
+            print(f"{mark} {c.id}  {name}  {c.display_name or ''}{disabled}", file=stream)
+        if not configs:
+            print("no model configurations", file=stream)
+        stream.flush()
+        return EXIT_OK
+
+    return _operation("models", args, body)
+
+
+def _chat_row(chat: Any) -> dict[str, Any]:
+    return {
+        "id": chat.id,
+        "title": chat.title,
+        "status": chat.status,
+        "updated_at": chat.updated_at,
+        "archived": chat.archived,
+    }
+
+
+def _part_line(part: Any) -> str:
+    kind = getattr(part, "type", "?")
+    if kind == "text":
+        return str(part.text)
+    if kind == "reasoning":
+        return f"(thinking) {part.text}"
+    if kind == "tool-call":
+        args = getattr(part, "args", None)
+        shown = json.dumps(args, ensure_ascii=False, default=repr) if args is not None else ""
+        return f"[tool call] {part.tool_name}({shown})"
+    if kind == "tool-result":
+        result = json.dumps(getattr(part, "result", None), ensure_ascii=False, default=repr)
+        error = " (error)" if part.is_error else ""
+        return f"[tool result{error}] {part.tool_name}: {result}"
+    if kind == "source":
+        return f"[source] {getattr(part, 'url', '')}"
+    return f"[{kind}]"
+
+
+def _run_chats(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    from coder_proto import CoderAgentError, CoderApiError
+
+    stream = out or sys.stdout
+
+    def body(client: Any) -> int:
+        if args.action == "list":
+            chats = client.list_chats(q=args.query, limit=args.limit)
+            if args.json:
+                rows = [_chat_row(c) for c in chats]
+                print(json.dumps(rows, ensure_ascii=False), file=stream)
+            else:
+                for chat in chats:
+                    print(
+                        f"{chat.id}  {chat.status:<15} {chat.updated_at}  {chat.title}", file=stream
+                    )
+                if not chats:
+                    print("no chats", file=stream)
+        elif args.action == "show":
+            messages: list[Any] = []
+            before: int | None = None
+            while True:
+                page = client.get_messages(args.chat_id, before_id=before)
+                messages.extend(page.messages)
+                if not page.has_more or not page.messages:
+                    break
+                before = min(m.id for m in page.messages)
+            messages.sort(key=lambda m: m.id)
+            if args.json:
+                rows = [
+                    {"id": m.id, "role": m.role, "content": [p.to_json() for p in m.content]}
+                    for m in messages
+                ]
+                print(json.dumps(rows, ensure_ascii=False, default=repr), file=stream)
+            else:
+                for m in messages:
+                    print(f"[{m.id}] {m.role}:", file=stream)
+                    for part in m.content:
+                        print(f"  {_part_line(part)}", file=stream)
+        elif args.action == "interrupt":
+            try:
+                chat = client.interrupt_chat(args.chat_id)
+            except CoderApiError as exc:
+                if exc.status == 409:
+                    raise CoderAgentError(
+                        f"chat {args.chat_id} has no running turn to interrupt"
+                    ) from None
+                raise
+            if args.json:
+                print(json.dumps(_chat_row(chat), ensure_ascii=False), file=stream)
+            else:
+                print(f"interrupted {chat.id} (status {chat.status})", file=stream)
+        else:
+            outcome = client.archive_chat(args.chat_id)
+            if args.json:
+                print(json.dumps({"id": args.chat_id, "outcome": str(outcome)}), file=stream)
+            else:
+                print(f"{args.chat_id}: {outcome}", file=stream)
+        stream.flush()
+        return EXIT_OK
+
+    return _operation(f"chats {args.action}", args, body)
+
+
 #: Subcommand registrations, in help order.
-_COMMANDS: list[Callable[[Any], None]] = [_add_fake_server, _add_demo, _add_run, _add_replay]
+_COMMANDS: list[Callable[[Any], None]] = [
+    _add_fake_server,
+    _add_demo,
+    _add_run,
+    _add_replay,
+    _add_models,
+    _add_chats,
+]
 
 
 def build_parser() -> argparse.ArgumentParser:

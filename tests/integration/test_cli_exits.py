@@ -288,3 +288,60 @@ def test_flags_and_coder_org_id_stand_in_for_the_environment(slow: FakeCoderServ
 
 def test_an_empty_prompt_on_stdin_is_a_usage_error() -> None:
     _assert_one_line(_cli("run", "--fake", "-", stdin="\n"), "stdin")
+
+
+# -- models and chats ------------------------------------------------------------------------------
+
+
+def test_models_lists_the_catalog_with_the_default_marked(slow: FakeCoderServer) -> None:
+    env = _env(
+        CODER_URL=slow.url, CODER_SESSION_TOKEN=slow.token, CODER_ORG_ID=slow.organization_id
+    )
+    text = _cli("models", env=env)
+    assert text.returncode == 0, text.stderr
+    lines = text.stdout.splitlines()
+    default = [line for line in lines if line.startswith("* ")]
+    assert len(default) == 1 and "anthropic:claude-sonnet-4-6" in default[0]
+    assert any("[disabled]" in line for line in lines)
+    rows = json.loads(_cli("models", "--json", env=env).stdout)
+    assert [r["id"] for r in rows] == [
+        line.split()[1] if line.startswith("*") else line.split()[0] for line in lines
+    ]
+    assert sum(r["is_default"] for r in rows) == 1
+    no_org = _cli("models", env=_env(CODER_URL=slow.url, CODER_SESSION_TOKEN=slow.token))
+    _assert_one_line(no_org, "--organization-id")
+
+
+def test_chats_list_show_and_archive(slow: FakeCoderServer) -> None:
+    env = _slow_env(slow)
+    assert _cli("run", "search for otters", env=env).returncode == 0
+    (chat_id,) = slow.model.chats
+    listing = _cli("chats", "list", env=env)
+    assert listing.returncode == 0 and listing.stdout.split()[:2] == [chat_id, "waiting"]
+    show = _cli("chats", "show", chat_id, env=env)
+    assert show.returncode == 0, show.stderr
+    assert show.stdout.splitlines()[:2] == ["[3] user:", "  search for otters"]
+    assert '  [tool call] web_search({"query": "search for otters"})' in show.stdout
+    assert show.stdout.rstrip().endswith("I found one result: https://example.com/")
+    history = json.loads(_cli("chats", "show", "--json", chat_id, env=env).stdout)
+    assert [m["role"] for m in history] == ["user", "assistant", "assistant"]
+    idle = _cli("chats", "interrupt", chat_id, env=env)
+    assert idle.returncode == 1 and "has no running turn to interrupt" in idle.stderr
+    archived = _cli("chats", "archive", chat_id, env=env)
+    assert archived.returncode == 0 and slow.model.chats[chat_id].archived
+    assert json.loads(_cli("chats", "list", "--json", env=env).stdout) == []
+    unknown = _cli("chats", "show", "not-a-chat", env=env)
+    assert unknown.returncode == 1 and "Traceback" not in unknown.stderr
+
+
+def test_chats_interrupt_stops_a_running_turn(slow: FakeCoderServer) -> None:
+    process = _start(slow)
+    _wait_streaming(slow, process)
+    (chat_id,) = slow.model.chats
+    stopped = _cli("chats", "interrupt", chat_id, env=_slow_env(slow))
+    assert stopped.returncode == 0, stopped.stderr
+    assert stopped.stdout.startswith(f"interrupted {chat_id}")
+    _, err = process.communicate(timeout=60)
+    # The run ended early, on the server's word: its text stops short of the whole echo.
+    assert process.returncode in (0, 1), err.decode()
+    assert slow.counters.requests["interrupt_chat"] == 1
