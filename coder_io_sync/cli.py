@@ -13,21 +13,135 @@ Subcommands:
   stream drop, then a summary of segments, redials and usage from the transport events. It
   starts the fake server in-process unless ``CODER_URL`` is set. ``demo`` and ``run`` use the
   blocking adapter (``coder_io_sync``): no event loop, and Ctrl-C interrupts the run.
-* ``run PROMPT``: one streaming turn against ``CODER_URL`` (or ``--fake``), printing the text
-  as it arrives and then the chat id and cursor to continue with; ``--json`` prints one JSON
-  object instead.
+* ``run PROMPT``: one streaming turn against ``--url`` / ``CODER_URL`` (or ``--fake``),
+  printing the text as it arrives and then the chat id and cursor to continue with; ``--json``
+  prints one JSON object instead. ``PROMPT`` ``-`` reads the prompt from stdin. Every way a
+  run ends (success, failure, Ctrl-C, SIGTERM, timeout, lost stream, closed stdout) reports the
+  chat id and cursor: on stderr in text mode, in the JSON object (``error``, ``chat_id``,
+  ``last_seen_message_id``) under ``--json``. Ctrl-C and SIGTERM interrupt the server's run.
+* ``replay FILE``: run a recorded transcript offline and print each turn's outcome.
+* ``models``: list the organization's chat model configurations.
+* ``chats list | show CHAT_ID | interrupt CHAT_ID | archive CHAT_ID``: the chats on the
+  deployment, a chat's history oldest first, interrupting its run, archiving it.
+
+Exit status (``EXIT_CODES``; the same table ends ``coder-agent --help``):
+
+====  ==========================================================================
+0     success
+1     the run failed (the server or the model reported an error, the request was
+      refused), or a replay did not reproduce its recording
+2     usage error: a bad argument or option, missing configuration, a file that
+      cannot be read or written
+3     the network or the stream was lost and could not be recovered
+4     the ``--timeout`` deadline passed (the run was interrupted)
+130   interrupted by Ctrl-C (SIGINT); the run was interrupted
+141   stdout was closed (a broken pipe, as in ``| head``); the run was interrupted
+143   terminated by SIGTERM; the run was interrupted
+====  ==========================================================================
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import json
+import math
+import os
+import signal
 import sys
-from collections.abc import Callable, Sequence
+import types
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TextIO
 
-__all__ = ["build_parser", "main"]
+__all__ = ["EXIT_CODES", "build_parser", "main"]
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_NETWORK = 3
+EXIT_TIMEOUT = 4
+EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141
+EXIT_TERMINATED = 143
+
+#: Exit status of ``coder-agent``, by failure class.
+EXIT_CODES: dict[int, str] = {
+    EXIT_OK: "success",
+    EXIT_FAILED: "the run failed, or a replay did not reproduce its recording",
+    EXIT_USAGE: "usage error: bad argument, missing configuration, unreadable or unwritable file",
+    EXIT_NETWORK: "the network or the stream was lost and could not be recovered",
+    EXIT_TIMEOUT: "the --timeout deadline passed (the run was interrupted)",
+    EXIT_INTERRUPTED: "interrupted by Ctrl-C (the run was interrupted)",
+    EXIT_BROKEN_PIPE: "stdout was closed, as in `| head` (the run was interrupted)",
+    EXIT_TERMINATED: "terminated by SIGTERM (the run was interrupted)",
+}
+
+
+class UsageError(Exception):
+    """A mistake in what the user passed: printed as one line, exit status 2."""
+
+
+def _seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds, 0 or more."""
+    try:
+        value = float(text.strip())
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"takes a number of seconds, 0 or more, got {text!r}")
+    return value
+
+
+def _cursor(text: str) -> int:
+    """An argparse type: a message id, 0 or more."""
+    try:
+        value = int(text.strip())
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"takes a message id (a whole number), got {text!r}")
+    return value
+
+
+def _exit_epilog() -> str:
+    lines = ["exit status:"]
+    lines += [f"  {code:<4} {meaning}" for code, meaning in EXIT_CODES.items()]
+    return "\n".join(lines)
+
+
+def _add_deployment_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--url", default=None, help="the Coder deployment's base URL (default: $CODER_URL)"
+    )
+    parser.add_argument(
+        "--token", default=None, help="the session token (default: $CODER_SESSION_TOKEN)"
+    )
+    parser.add_argument(
+        "--organization-id",
+        default=None,
+        help="(default: $CODER_ORGANIZATION_ID, then $CODER_ORG_ID)",
+    )
+
+
+def _organization_id(args: argparse.Namespace) -> str | None:
+    return (
+        args.organization_id
+        or os.environ.get("CODER_ORGANIZATION_ID")
+        or os.environ.get("CODER_ORG_ID")
+        or None
+    )
+
+
+def _deployment(args: argparse.Namespace) -> tuple[str, str]:
+    """The base URL and token from the flags or the environment, or a usage error."""
+    url = args.url or os.environ.get("CODER_URL")
+    if not url:
+        raise UsageError("no deployment: pass --url URL or set CODER_URL (or use --fake)")
+    token = args.token or os.environ.get("CODER_SESSION_TOKEN")
+    if not token:
+        raise UsageError("no session token: pass --token TOKEN or set CODER_SESSION_TOKEN")
+    return url, token
 
 
 def _add_fake_server(subparsers: Any) -> None:
@@ -93,13 +207,17 @@ def _add_run(subparsers: Any) -> None:
         "run",
         help="run one agent turn and print its text as it streams",
         description=(
-            "Send PROMPT as one CoderAgent turn to CODER_URL (with CODER_SESSION_TOKEN and "
-            "CODER_ORGANIZATION_ID) or, with --fake, to an in-process fake server. The text "
-            "streams to stdout; the chat id and resume cursor follow on stderr. The chat is "
-            "kept (not archived) so you can continue it with --chat-id."
+            "Send PROMPT as one CoderAgent turn to --url / CODER_URL (with --token / "
+            "CODER_SESSION_TOKEN and --organization-id / CODER_ORGANIZATION_ID or CODER_ORG_ID) "
+            "or, with --fake, to an in-process fake server. The text streams to stdout; the "
+            "chat id and resume cursor follow on stderr, however the run ends. The chat is "
+            "kept (not archived) so you can continue it with --chat-id. Ctrl-C and SIGTERM "
+            "interrupt the run on the server."
         ),
+        epilog=_exit_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("prompt", metavar="PROMPT", help="the user message")
+    parser.add_argument("prompt", metavar="PROMPT", help="the user message; - reads it from stdin")
     parser.add_argument("--fake", action="store_true", help="run against an in-process fake server")
     parser.add_argument(
         "--json",
@@ -109,24 +227,33 @@ def _add_run(subparsers: Any) -> None:
     parser.add_argument("--chat-id", default=None, help="continue this chat")
     parser.add_argument(
         "--last-seen-message-id",
-        type=int,
+        type=_cursor,
         default=None,
         help="the resume cursor printed by the previous run (needs --chat-id)",
     )
-    parser.add_argument("--organization-id", default=None, help="(default: $CODER_ORGANIZATION_ID)")
+    _add_deployment_arguments(parser)
     parser.add_argument("--model", default=None, help="model hint: config id, provider:model ...")
     parser.add_argument("--instructions", default=None, help="system prompt for a new chat")
     parser.add_argument(
         "--timeout",
-        type=float,
+        type=_seconds,
         default=None,
+        metavar="SECONDS",
         help="request_timeout in seconds for each segment (default: none)",
     )
     parser.add_argument(
         "--record",
         metavar="FILE",
         default=None,
-        help="record the session to FILE as a transcript (JSON lines; see coder-agent replay)",
+        help="record the session to FILE as a transcript (JSON lines; see coder-agent replay); "
+        "an existing FILE is kept unless --force is given",
+    )
+    parser.add_argument(
+        "--force",
+        "--overwrite",
+        dest="force",
+        action="store_true",
+        help="let --record replace an existing file",
     )
     parser.set_defaults(handler=_run_run)
 
@@ -207,11 +334,14 @@ class _Printer:
             self._write(self.aside, "tool", f"[{where} tool call] {part.tool_name}({part.input})")
 
     def finish(self) -> None:
-        """End the open lines."""
+        """End the open lines (a stream that is closed meanwhile is skipped)."""
         for stream in {id(self.out): self.out, id(self.aside): self.aside}.values():
             if self._last.get(id(stream)) is not None:
-                stream.write("\n")
-                stream.flush()
+                try:
+                    stream.write("\n")
+                    stream.flush()
+                except (OSError, ValueError):
+                    pass
         self._last.clear()
 
 
@@ -248,7 +378,7 @@ def _demo(args: argparse.Namespace, out: TextIO, *, fake: bool) -> int:
 
     events = _Events()
     with contextlib.ExitStack() as stack:
-        settings: dict[str, Any] = {"organization_id": args.organization_id, "model": args.model}
+        settings: dict[str, Any] = {"organization_id": _organization_id(args), "model": args.model}
         if fake:
             server = stack.enter_context(_demo_server())
             settings.update(
@@ -294,16 +424,164 @@ def _demo(args: argparse.Namespace, out: TextIO, *, fake: bool) -> int:
     return 0
 
 
-def _run_run(args: argparse.Namespace, out: TextIO | None = None) -> int:
-    from coder_proto import CoderAgentError
+class _Signals:
+    """SIGTERM as a Ctrl-C for the duration of a run: it goes through the same path (the
+    blocking adapter defers it to a blocking point, then the run is interrupted on the
+    server), and ``terminated`` tells the two apart for the exit status."""
 
+    def __init__(self) -> None:
+        self.terminated = False
+
+    def _handler(self, signum: int, frame: types.FrameType | None) -> None:
+        self.terminated = True
+        sigint = signal.getsignal(signal.SIGINT)
+        if callable(sigint):
+            sigint(signal.SIGINT, frame)
+        else:
+            raise KeyboardInterrupt
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[None]:
+        try:
+            previous = signal.signal(signal.SIGTERM, self._handler)
+        except ValueError:  # not the main thread: leave SIGTERM alone
+            yield
+            return
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _silence_stdout() -> None:
+    """After a broken pipe: point stdout at /dev/null so that the interpreter's final flush
+    does not report the same broken pipe again."""
     try:
-        return _run_turn(args, out or sys.stdout)
-    except KeyboardInterrupt:
-        return 130
-    except CoderAgentError as exc:
-        print(f"coder-agent run: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+
+
+def _classify(exc: BaseException, signals: _Signals) -> tuple[int, str, str]:
+    """``(exit status, kind, one-line message)`` for the exception that ended a run."""
+    from coder_proto import (
+        CoderAgentError,
+        CoderChatError,
+        CoderNetworkError,
+        CoderStreamError,
+    )
+
+    if isinstance(exc, KeyboardInterrupt):
+        if signals.terminated:
+            return EXIT_TERMINATED, "terminated", "terminated; the run was interrupted"
+        return EXIT_INTERRUPTED, "interrupted", "interrupted; the run was interrupted"
+    if isinstance(exc, BrokenPipeError):
+        return EXIT_BROKEN_PIPE, "broken_pipe", "stdout was closed; the run was interrupted"
+    if isinstance(exc, UsageError):
+        return EXIT_USAGE, "usage", str(exc)
+    kind = getattr(exc, "kind", None) if isinstance(exc, CoderChatError) else None
+    if isinstance(exc, TimeoutError) or kind == "timeout":
+        return EXIT_TIMEOUT, "timeout", "the --timeout deadline passed; the run was interrupted"
+    if isinstance(exc, (CoderNetworkError, CoderStreamError)) or kind == "stream_closed":
+        return EXIT_NETWORK, "network", f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, CoderAgentError):
+        return EXIT_FAILED, "failed", f"{type(exc).__name__}: {exc}"
+    raise exc
+
+
+class _Session:
+    """What a run knows about its chat, for the report printed however the run ends."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.agent: Any = None
+        self.printer: _Printer | None = None
+        self.chat_id: str | None = args.chat_id
+        self.cursor: int | None = args.last_seen_message_id
+
+    def update(self) -> None:
+        if self.agent is not None:
+            self.chat_id = self.agent.chat_id or self.chat_id
+            cursor = self.agent.last_seen_message_id
+            self.cursor = cursor if cursor is not None else self.cursor
+
+
+def _print_resume(session: _Session) -> None:
+    if session.chat_id is None:
+        print("no chat was created", file=sys.stderr)
+        return
+    cursor = session.cursor
+    print(f"chat_id={session.chat_id} last_seen_message_id={cursor}", file=sys.stderr)
+    resume = f"--chat-id {session.chat_id}"
+    if cursor is not None:
+        resume += f" --last-seen-message-id {cursor}"
+    print(f"continue with: coder-agent run {resume} PROMPT", file=sys.stderr)
+
+
+def _run_run(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    session = _Session(args)
+    signals = _Signals()
+    try:
+        with signals.installed():
+            code = _run_turn(args, out, session)
+    except BaseException as exc:
+        if not isinstance(exc, (Exception, KeyboardInterrupt)):
+            raise
+        code, kind, message = _classify(exc, signals)
+        if kind == "broken_pipe":
+            _silence_stdout()
+        if session.printer is not None:
+            session.printer.finish()
+        session.update()
+        if args.json and kind != "broken_pipe":
+            body = {
+                "error": message,
+                "error_kind": kind,
+                "exit_code": code,
+                "chat_id": session.chat_id,
+                "last_seen_message_id": session.cursor,
+            }
+            try:
+                print(json.dumps(body, ensure_ascii=False), file=out, flush=True)
+            except BrokenPipeError:
+                _silence_stdout()
+                code = EXIT_BROKEN_PIPE
+        else:
+            print(f"coder-agent run: {message}", file=sys.stderr)
+            if kind != "usage":
+                _print_resume(session)
+    return code
+
+
+def _prompt(args: argparse.Namespace) -> str:
+    if args.prompt != "-":
+        return str(args.prompt)
+    try:
+        text = sys.stdin.read()
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read the prompt from stdin: {exc}") from None
+    if not text.strip():
+        raise UsageError("the prompt read from stdin (PROMPT -) is empty")
+    # The newline that ends a piped line (`echo hi | coder-agent run -`) is not the prompt's.
+    return text.removesuffix("\n")
+
+
+def _open_record(path: str, force: bool) -> TextIO:
+    """Open the --record file: refuse a directory, a missing folder, and (unless --force) an
+    existing file, each with a one-line message."""
+    if os.path.isdir(path):
+        raise UsageError(f"--record {path}: is a directory; give a file name")
+    folder = os.path.dirname(path) or "."
+    if not os.path.isdir(folder):
+        raise UsageError(f"--record {path}: the folder {folder} does not exist")
+    try:
+        return open(path, "w" if force else "x", encoding="utf-8")
+    except FileExistsError:
+        raise UsageError(f"--record {path}: the file exists; pass --force to replace it") from None
+    except OSError as exc:
+        raise UsageError(f"--record {path}: {exc.strerror or exc}") from None
 
 
 def _result_json(result: Any) -> dict[str, Any]:
@@ -344,23 +622,28 @@ def _result_json(result: Any) -> dict[str, Any]:
             for r in step.tool_results
         ],
         "sources": [{"id": s.id, "url": s.url, "title": s.title} for s in result.sources],
+        "error": None if result.error is None else str(result.error),
     }
 
 
-def _run_turn(args: argparse.Namespace, out: TextIO) -> int:
-    import contextlib
-
+def _run_turn(args: argparse.Namespace, out: TextIO, session: _Session) -> int:
     from coder_io_sync import CoderAgent, CoderChatClient
+    from coder_proto import CoderAgentError
 
+    if args.last_seen_message_id is not None and args.chat_id is None:
+        raise UsageError("--last-seen-message-id needs --chat-id")
+    prompt = _prompt(args)
+    if not args.fake:
+        url, token = _deployment(args)
     with contextlib.ExitStack() as stack:
         recorder = None
-        if getattr(args, "record", None):
+        if args.record:
             from coder_proto.transcript._recorder import TranscriptRecorder
 
             # Opened first, closed last: background cleanup is still recorded.
-            transcript = stack.enter_context(open(args.record, "w", encoding="utf-8"))
+            transcript = stack.enter_context(_open_record(args.record, args.force))
             recorder = TranscriptRecorder(transcript.write)
-        organization_id = args.organization_id
+        organization_id = _organization_id(args)
         if args.fake:
             from coder_io_common.fake_server import FakeCoderServer
 
@@ -368,38 +651,45 @@ def _run_turn(args: argparse.Namespace, out: TextIO) -> int:
             client = CoderChatClient(server.url, server.token)
             organization_id = organization_id or server.organization_id
         else:
-            client = CoderChatClient()
+            try:
+                client = CoderChatClient(url, token)
+            except CoderAgentError as exc:
+                raise UsageError(str(exc)) from None
         # The client (not the agent) is closed at the end: the chat is kept for a resume.
         stack.enter_context(client)
-        agent = CoderAgent(
-            client=client,
-            organization_id=organization_id,
-            model=args.model,
-            instructions=args.instructions,
-            request_timeout=args.timeout,
-            chat_id=args.chat_id,
-            last_seen_message_id=args.last_seen_message_id,
-            recorder=recorder,
-        )
+        try:
+            agent = CoderAgent(
+                client=client,
+                organization_id=organization_id,
+                model=args.model,
+                instructions=args.instructions,
+                request_timeout=args.timeout,
+                chat_id=args.chat_id,
+                last_seen_message_id=args.last_seen_message_id,
+                recorder=recorder,
+            )
+        except CoderAgentError as exc:
+            raise UsageError(str(exc)) from None
+        session.agent = agent
+        # Closed before the client, without archiving: this waits for the background
+        # interrupt of a run that did not finish (Ctrl-C, SIGTERM, a closed stdout).
+        stack.callback(agent.close, archive=False)
         if args.json:
-            result = agent.generate(args.prompt)
-            print(json.dumps(_result_json(result), ensure_ascii=False), file=out)
+            result = agent.generate(prompt)
+            session.update()
+            print(json.dumps(_result_json(result), ensure_ascii=False), file=out, flush=True)
         else:
-            printer = _Printer(out, aside=sys.stderr)
-            with agent.stream(args.prompt) as stream:
+            printer = session.printer = _Printer(out, aside=sys.stderr)
+            with agent.stream(prompt) as stream:
                 for part in stream:
                     printer.part(part)
                 result = stream.get_final_result()
             printer.finish()
+            session.update()
             if result.error is not None:
                 print(f"coder-agent run: the run failed: {result.error}", file=sys.stderr)
-            cursor = result.last_seen_message_id
-            print(f"chat_id={result.chat_id} last_seen_message_id={cursor}", file=sys.stderr)
-            resume = f"--chat-id {result.chat_id}"
-            if cursor is not None:
-                resume += f" --last-seen-message-id {cursor}"
-            print(f"continue with: coder-agent run {resume} PROMPT", file=sys.stderr)
-        return 1 if result.finish_reason == "error" else 0
+            _print_resume(session)
+        return EXIT_FAILED if result.finish_reason == "error" else EXIT_OK
 
 
 def _add_replay(subparsers: Any) -> None:
@@ -410,7 +700,8 @@ def _add_replay(subparsers: Any) -> None:
             "Run a transcript recorded with `coder-agent run --record FILE` (or an agent's "
             "recorder=) through the core offline, without any network, and print each turn's "
             "outcome: text, reasoning, tool calls, usage, finish reason, error, and whether it "
-            "matches the recorded one. Replay is deterministic."
+            "matches the recorded one. Replay is deterministic. The exit status is 1 when "
+            "the replay diverged from the recording, 2 when FILE is not a transcript."
         ),
     )
     parser.add_argument("file", metavar="FILE", help="the transcript (JSON lines)")
@@ -429,14 +720,18 @@ def _run_replay(args: argparse.Namespace, out: TextIO | None = None) -> int:
         with open(args.file, encoding="utf-8") as f:
             result = replay(parse_transcript(f))
     except OSError as exc:
-        print(f"coder-agent replay: cannot read {args.file}: {exc.strerror}", file=sys.stderr)
-        return 1
-    except CoderAgentError as exc:
-        print(f"coder-agent replay: {exc}", file=sys.stderr)
-        return 1
+        print(
+            f"coder-agent replay: cannot read {args.file}: {exc.strerror or exc}", file=sys.stderr
+        )
+        return EXIT_USAGE
+    except (CoderAgentError, ValueError) as exc:
+        reason = "it is not text" if isinstance(exc, UnicodeDecodeError) else str(exc)
+        print(f"coder-agent replay: {args.file} is not a transcript: {reason}", file=sys.stderr)
+        return EXIT_USAGE
+    code = EXIT_OK if result.faithful else EXIT_FAILED
     if args.json:
         print(json.dumps(result.to_json(parts=args.parts), ensure_ascii=False), file=out)
-        return 0
+        return code
     for number, turn in enumerate(result.turns, 1):
         summary = turn.summary()
         print(f"turn {number} ({turn.mode})", file=out)
@@ -465,16 +760,251 @@ def _run_replay(args: argparse.Namespace, out: TextIO | None = None) -> int:
         print(f"divergence: {divergence}", file=out)
     if not result.turns:
         print("no turns in this transcript", file=out)
-    return 0
+    if code != EXIT_OK:
+        print(f"coder-agent replay: {args.file} did not replay as recorded", file=sys.stderr)
+    return code
+
+
+# -- models and chats: plain operations on a deployment -------------------------------------------
+
+
+def _add_models(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "models",
+        help="list the organization's chat model configurations",
+        description=(
+            "List the chat model configurations of the organization (--organization-id, "
+            "CODER_ORGANIZATION_ID or CODER_ORG_ID) on --url / CODER_URL: id, provider/model, "
+            "display name; the default is marked with *. An id is what run --model takes."
+        ),
+        epilog=_exit_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_deployment_arguments(parser)
+    parser.add_argument("--json", action="store_true", help="print one JSON array")
+    parser.set_defaults(handler=_run_models)
+
+
+def _add_chats(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "chats",
+        help="list chats, show a chat's history, interrupt or archive a chat",
+        description=(
+            "Manage the chats on --url / CODER_URL: `chats list`, `chats show CHAT_ID`, "
+            "`chats interrupt CHAT_ID`, `chats archive CHAT_ID`."
+        ),
+        epilog=_exit_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    listing = actions.add_parser("list", help="list the chats that are not archived")
+    listing.add_argument("--query", default=None, help="the server's search query (q=)")
+    listing.add_argument(
+        "--limit", type=_count, default=None, help="at most this many chats (default: all)"
+    )
+    show = actions.add_parser("show", help="print a chat's messages, oldest first")
+    interrupt = actions.add_parser("interrupt", help="interrupt the chat's running turn")
+    archive = actions.add_parser("archive", help="archive the chat")
+    for action in (show, interrupt, archive):
+        action.add_argument("chat_id", metavar="CHAT_ID")
+    for action in (listing, show, interrupt, archive):
+        _add_deployment_arguments(action)
+        action.add_argument("--json", action="store_true", help="print JSON")
+    parser.set_defaults(handler=_run_chats)
+
+
+def _count(text: str) -> int:
+    """An argparse type: a whole number, 1 or more."""
+    try:
+        value = int(text.strip())
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"takes a whole number, 1 or more, got {text!r}")
+    return value
+
+
+def _operation(name: str, args: argparse.Namespace, body: Callable[[Any], int]) -> int:
+    """Run ``body(client)`` against the deployment; a failure is one line and its exit code."""
+    from coder_io_sync import CoderChatClient
+    from coder_proto import CoderAgentError, CoderNetworkError
+
+    try:
+        url, token = _deployment(args)
+        try:
+            client = CoderChatClient(url, token)
+        except CoderAgentError as exc:
+            raise UsageError(str(exc)) from None
+        with client:
+            return body(client)
+    except UsageError as exc:
+        print(f"coder-agent {name}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+    except CoderNetworkError as exc:
+        print(f"coder-agent {name}: {exc}", file=sys.stderr)
+        return EXIT_NETWORK
+    except CoderAgentError as exc:
+        print(f"coder-agent {name}: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+def _run_models(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    stream = out or sys.stdout
+
+    def body(client: Any) -> int:
+        organization_id = _organization_id(args)
+        if not organization_id:
+            raise UsageError("no organization: pass --organization-id or set CODER_ORGANIZATION_ID")
+        configs = client.list_model_configs(organization_id)
+        if args.json:
+            rows = [
+                {
+                    "id": c.id,
+                    "provider": c.provider,
+                    "model": c.model,
+                    "display_name": c.display_name,
+                    "is_default": bool(c.is_default),
+                    "enabled": c.enabled,
+                    "context_limit": c.context_limit,
+                    "reasoning_efforts": list(c.reasoning_efforts),
+                }
+                for c in configs
+            ]
+            print(json.dumps(rows, ensure_ascii=False), file=stream, flush=True)
+            return EXIT_OK
+        for c in configs:
+            mark = "*" if c.is_default else " "
+            disabled = "" if c.enabled is not False else "  [disabled]"
+            name = f"{c.provider or '?'}:{c.model or '?'}"
+            print(f"{mark} {c.id}  {name}  {c.display_name or ''}{disabled}", file=stream)
+        if not configs:
+            print("no model configurations", file=stream)
+        stream.flush()
+        return EXIT_OK
+
+    return _operation("models", args, body)
+
+
+def _chat_row(chat: Any) -> dict[str, Any]:
+    return {
+        "id": chat.id,
+        "title": chat.title,
+        "status": chat.status,
+        "updated_at": chat.updated_at,
+        "archived": chat.archived,
+    }
+
+
+def _part_line(part: Any) -> str:
+    kind = getattr(part, "type", "?")
+    if kind == "text":
+        return str(part.text)
+    if kind == "reasoning":
+        return f"(thinking) {part.text}"
+    if kind == "tool-call":
+        args = getattr(part, "args", None)
+        shown = json.dumps(args, ensure_ascii=False, default=repr) if args is not None else ""
+        return f"[tool call] {part.tool_name}({shown})"
+    if kind == "tool-result":
+        result = json.dumps(getattr(part, "result", None), ensure_ascii=False, default=repr)
+        error = " (error)" if part.is_error else ""
+        return f"[tool result{error}] {part.tool_name}: {result}"
+    if kind == "source":
+        return f"[source] {getattr(part, 'url', '')}"
+    return f"[{kind}]"
+
+
+def _run_chats(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    from coder_proto import CoderAgentError, CoderApiError
+
+    stream = out or sys.stdout
+
+    def body(client: Any) -> int:
+        if args.action == "list":
+            chats = client.list_chats(q=args.query, limit=args.limit)
+            if args.json:
+                rows = [_chat_row(c) for c in chats]
+                print(json.dumps(rows, ensure_ascii=False), file=stream)
+            else:
+                for chat in chats:
+                    print(
+                        f"{chat.id}  {chat.status:<15} {chat.updated_at}  {chat.title}", file=stream
+                    )
+                if not chats:
+                    print("no chats", file=stream)
+        elif args.action == "show":
+            messages: list[Any] = []
+            before: int | None = None
+            while True:
+                page = client.get_messages(args.chat_id, before_id=before)
+                messages.extend(page.messages)
+                if not page.has_more or not page.messages:
+                    break
+                before = min(m.id for m in page.messages)
+            messages.sort(key=lambda m: m.id)
+            if args.json:
+                rows = [
+                    {"id": m.id, "role": m.role, "content": [p.to_json() for p in m.content]}
+                    for m in messages
+                ]
+                print(json.dumps(rows, ensure_ascii=False, default=repr), file=stream)
+            else:
+                for m in messages:
+                    print(f"[{m.id}] {m.role}:", file=stream)
+                    for part in m.content:
+                        print(f"  {_part_line(part)}", file=stream)
+        elif args.action == "interrupt":
+            try:
+                chat = client.interrupt_chat(args.chat_id)
+            except CoderApiError as exc:
+                if exc.status == 409:
+                    raise CoderAgentError(
+                        f"chat {args.chat_id} has no running turn to interrupt"
+                    ) from None
+                raise
+            if args.json:
+                print(json.dumps(_chat_row(chat), ensure_ascii=False), file=stream)
+            else:
+                print(f"interrupted {chat.id} (status {chat.status})", file=stream)
+        else:
+            outcome = client.archive_chat(args.chat_id)
+            if args.json:
+                print(json.dumps({"id": args.chat_id, "outcome": str(outcome)}), file=stream)
+            else:
+                print(f"{args.chat_id}: {outcome}", file=stream)
+        stream.flush()
+        return EXIT_OK
+
+    return _operation(f"chats {args.action}", args, body)
 
 
 #: Subcommand registrations, in help order.
-_COMMANDS: list[Callable[[Any], None]] = [_add_fake_server, _add_demo, _add_run, _add_replay]
+_COMMANDS: list[Callable[[Any], None]] = [
+    _add_fake_server,
+    _add_demo,
+    _add_run,
+    _add_replay,
+    _add_models,
+    _add_chats,
+]
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``coder-agent`` parser with every registered subcommand."""
-    parser = argparse.ArgumentParser(prog="coder-agent", description="Coder Agents client tools.")
+    from coder_proto import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="coder-agent",
+        description="Coder Agents client tools.",
+        epilog=_exit_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"coder-agent {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for add in _COMMANDS:
         add(subparsers)

@@ -106,10 +106,10 @@ def test_run_json_prints_one_object(no_env: None, capsys: pytest.CaptureFixture[
 
 
 def test_run_reports_configuration_errors(no_env: None, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["run", "hi"]) == 1
+    assert main(["run", "hi"]) == 2
     assert "CODER_URL" in capsys.readouterr().err
-    assert main(["run", "--fake", "--last-seen-message-id", "3", "hi"]) == 1
-    assert "needs the chat_id" in capsys.readouterr().err
+    assert main(["run", "--fake", "--last-seen-message-id", "3", "hi"]) == 2
+    assert "--last-seen-message-id needs --chat-id" in capsys.readouterr().err
 
 
 def test_run_exits_non_zero_when_the_run_fails(
