@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -323,7 +324,11 @@ def test_nesting_limits_agree_from_a_deep_stack(decode: Loads, stack: int) -> No
         doc = _nested(depth)
         want = _at_stack_depth(stack, lambda doc=doc: _depth_outcome(json_stdlib, doc))
         assert _at_stack_depth(stack, lambda doc=doc: _depth_outcome(decode, doc)) == want
-    assert _at_stack_depth(700, lambda: _depth_outcome(decode, _nested(400)))[0] == "ValueError"
+    # On 3.11 the standard library's room is what the recursion limit leaves under the caller's
+    # frames, so 700 frames down a 400-deep document is refused; from 3.12 its decoder counts
+    # C recursion only, which Python frames do not take, and the same document decodes.
+    deep = _at_stack_depth(700, lambda: _depth_outcome(decode, _nested(400)))[0]
+    assert deep == ("ValueError" if sys.version_info < (3, 12) else "ok")
 
 
 def test_both_paths_stop_at_exactly_the_same_depth() -> None:
