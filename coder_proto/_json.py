@@ -12,9 +12,9 @@ one the standard library's ``json.loads`` gives**.
   without asking orjson, because orjson reads integers beyond 64 bits as floats (the standard
   library keeps them exact). Inputs that are neither ``str`` nor ``bytes`` go to the standard
   library too (``TypeError``).
-* Nesting: the standard library stops where the interpreter's recursion limit falls (about
-  1,000 levels, less the caller's stack), here a ``ValueError`` and never a
-  ``RecursionError``; orjson stops at 1,024 levels. A document orjson decodes that has more
+* Nesting: the standard library stops where the interpreter's recursion limit falls (on 3.11
+  about 1,000 levels less the caller's stack; from 3.12 its C recursion limit, which the
+  caller's Python frames do not use), here a ``ValueError`` and never a ``RecursionError``; orjson stops at 1,024 levels. A document orjson decodes that has more
   brackets than the standard library has room for at that call is decoded again by the
   standard library, so both paths stop at the same depth.
 * Both paths give what JSON gives for the rest: the last of duplicate keys wins (at the first
@@ -65,7 +65,9 @@ _TOO_DEEP: Final = "JSON nested too deeply for the interpreter's recursion limit
 
 # The standard library's decoder takes one level of the interpreter's recursion limit per
 # nesting level, below the caller's frames and its own (json.loads, decode, raw_decode) and a
-# margin.
+# margin. From 3.12 its room is larger (the C recursion limit, which Python frames do not
+# take), so this estimate errs low and sends a deep document back to the standard library, which
+# decides it as it would have without orjson.
 _STDLIB_FRAMES: Final = 16
 # Documents of at most twice this many bytes (so at most this deep) are not checked against
 # the room left: a caller with less room than this would fail long before it got here.
