@@ -125,6 +125,42 @@ def test_the_loop_continues_over_several_pauses() -> None:
     assert [c[0].tool_call_id for c in h.driver.tool_runs] == ["c1", "c2"]
 
 
+def test_a_second_pause_whose_statuses_collapsed_still_runs_its_tools() -> None:
+    """Statuses are level-triggered (server-behaviour 3.4): when the server resumes and pauses
+    again between two syncs, the socket sees no ``status`` at all, only the new tool call and
+    its ``action_required``. That event is only ever sent while the chat waits for tool
+    results, so the pause counts; the turn must not wait for a status that never comes."""
+    h = tooled()
+    turn = h.generate("weather?")
+    h.send(*pause_frames(3, ("c1", "get_weather")))
+    h.send(
+        message(
+            5,
+            [{"type": "text", "text": "step 5"}, tool_call_part("c2", "get_weather")],
+            usage={"input_tokens": 10, "output_tokens": 2},
+        ),
+        action_required(("c2", "get_weather", '{"city":"Oslo"}')),
+    )
+    assert [c[0].tool_call_id for c in h.driver.tool_runs] == ["c1", "c2"]
+    h.send(*done_frames(7))
+    result = turn.result()
+    assert [s.finish_reason for s in result.steps] == ["tool-calls", "tool-calls", "stop"]
+    assert result.text == "It is 21."
+
+
+def test_a_replayed_action_required_for_answered_calls_does_not_pause_the_turn() -> None:
+    """An ``action_required`` naming only calls already answered is stale: it settles
+    nothing, and the turn keeps reading until the chat's real outcome."""
+    h = tooled()
+    turn = h.generate("weather?")
+    h.send(*pause_frames(3, ("c1", "get_weather")))
+    h.send(action_required(("c1", "get_weather", '{"city":"Paris"}')))
+    assert not turn.done
+    h.send(*done_frames(5))
+    result = turn.result()
+    assert [s.finish_reason for s in result.steps] == ["tool-calls", "stop"]
+
+
 def test_a_tool_the_adapter_fails_is_submitted_as_an_error_result() -> None:
     """D5: a tool that raised or is unknown gets ``is_error: true`` with a string."""
 

@@ -712,12 +712,20 @@ class TurnTranslator:
 
     def _on_action_required(self, event: ActionRequiredEvent, out: list[OutputPart]) -> None:
         """A.7: new client calls, skipping emitted ones and those the session already
-        answered (a live set: later segments' submissions count too)."""
+        answered (a live set: later segments' submissions count too).
+
+        The server sends ``action_required`` only while the chat waits for tool results, and
+        its statuses are level-triggered: a resume and a new pause between two syncs show no
+        ``status`` at all. A new call therefore pauses the segment as ``requires_action``
+        would; an event naming only answered calls (a replay after a redial) settles
+        nothing."""
         submitted = self._submitted_tool_call_ids
         for call in event.tool_calls:
             call_id = call.tool_call_id
             if call_id in self._client_tool_call_ids or call_id in submitted:
                 continue
+            if self._terminal_status is None:
+                self._terminal_status = STATUS_REQUIRES_ACTION
             self._flush_deferred(out)
             self._close_blocks(out)
             self._client_tool_call_ids.add(call_id)
