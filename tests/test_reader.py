@@ -8,6 +8,7 @@ wsproto (``tests.test_websocket.ServerSide``), with a fake monotonic clock.
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 import pytest
@@ -1054,3 +1055,42 @@ def test_no_token_means_no_token_header() -> None:
     net = Net(reader).start()
     net.connect()
     assert net.server.header("Coder-Session-Token") is None
+
+
+# -- foreign events (D31) ----------------------------------------------------------------------------
+
+
+def test_events_naming_another_chat_are_ignored_seen_and_logged_once_per_connection_d31(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    other = "2b1c3d4e-0000-4000-8000-00000000ffff"
+    foreign_delta = {**delta("injected", 1), "chat_id": other}
+    foreign_status = {**status("waiting"), "chat_id": other}
+    unnamed = {k: v for k, v in status("running").items() if k != "chat_id"}
+    reader, net, recorder = observed()
+    net.accept()
+    with caplog.at_level(logging.WARNING, logger="coder_proto"):
+        net.frame(foreign_delta, foreign_status, unnamed, delta("own", 1))
+        net.frame(foreign_status)
+    popped = net.popped()
+    assert [type(e) for e in popped] == [StatusEvent, MessagePartEvent]
+    assert popped[1].part.text == "own"
+    seen = [(e.event.chat_id, e.forwarded, e.ignored) for e in recorder.of(WsEventEvent)]
+    assert seen == [
+        (other, False, True),
+        (other, False, True),
+        ("", True, False),
+        (CHAT, True, False),
+        (other, False, True),
+    ]
+    # The foreign delta's coordinates do not move the replay filter.
+    assert reader.progress_events == 1
+    warnings = [r for r in caplog.records if "another chat" in r.getMessage()]
+    assert len(warnings) == 1 and warnings[0].levelno == logging.WARNING
+    # A new connection warns again.
+    net.drop()
+    net.sleep_backoff()
+    with caplog.at_level(logging.WARNING, logger="coder_proto"):
+        net.accept()
+        net.frame(foreign_status)
+    assert len([r for r in caplog.records if "another chat" in r.getMessage()]) == 2

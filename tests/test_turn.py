@@ -344,7 +344,11 @@ def test_a_retryable_stream_failure_is_replayed_on_a_fresh_chat() -> None:
     drop_all(h)
     assert not turn.done and h.count("create_chat") == 2
     h.socket.send_events(
-        [status("running"), message(2, "fresh", role="assistant"), status("waiting")]
+        [
+            status("running", "chat-2"),
+            {**message(2, "fresh", role="assistant"), "chat_id": "chat-2"},
+            status("waiting", "chat-2"),
+        ]
     )
     h.driver.settle()
     result = turn.result()

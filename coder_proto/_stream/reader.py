@@ -238,6 +238,8 @@ class StreamReader:
         self._snapshots: dict[int, object] = {}
         self._max_committed_id: int = after_id if after_id is not None else 0
         self._untrackable = False
+        #: The dial attempt whose foreign event was logged (D31: once per connection).
+        self._foreign_warned: int | None = None
 
     def __repr__(self) -> str:
         return (
@@ -456,9 +458,23 @@ class StreamReader:
         # a frame carries up to 256 deltas (wire 4.2) and this is the per-delta cost.
         last_hv, last_ga, last_seq = self._last_hv, self._last_ga, self._last_seq
         progress = 0
+        own = self.chat_id
         for event in decoded:
             forwarded = True
-            if type(event) is MessagePartEvent:
+            ignored = False
+            foreign = getattr(event, "chat_id", "")
+            if foreign and foreign != own:
+                # D31: another chat's event is not this stream's; it is seen, never used.
+                forwarded = False
+                ignored = True
+                if self._foreign_warned != self.attempt:
+                    self._foreign_warned = self.attempt
+                    logger.warning(
+                        "chat %s: the stream sent an event for another chat; ignoring such "
+                        "events on this connection",
+                        own,
+                    )
+            elif type(event) is MessagePartEvent:
                 hv = event.history_version
                 ga = event.generation_attempt
                 seq = event.seq
@@ -494,6 +510,7 @@ class StreamReader:
                         attempt=self.attempt,
                         event=event,
                         forwarded=forwarded,
+                        ignored=ignored,
                         timestamp=sink.now(),
                     )
                 )
