@@ -3,9 +3,11 @@ D17, D22; C.5 retries), driven through the in-memory driver."""
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
+import attrs
 import pytest
 
 from coder_proto import (
@@ -13,6 +15,7 @@ from coder_proto import (
     CoderAgentError,
     CoderApiError,
     CoderChatError,
+    CoderProtocolError,
     CoderStreamError,
     Finish,
     StreamStart,
@@ -551,3 +554,75 @@ def test_cancel_while_tools_run_after_the_pause_was_lost_still_interrupts() -> N
     h.driver.settle()
     h.driver.cancel()
     assert turn.cancelled and interrupts(h) == 1
+
+
+# -- valid Unicode (D32) -------------------------------------------------------------------------------
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in _strings(k) + _strings(v)]
+    if isinstance(value, list | tuple):
+        return [s for v in value for s in _strings(v)]
+    if attrs.has(type(value)):
+        return _strings(attrs.asdict(value, recurse=False))
+    if isinstance(value, BaseException):
+        return [str(value), *_strings(vars(value))]
+    return []
+
+
+def test_lone_surrogates_from_the_wire_reach_the_user_as_replacement_characters() -> None:
+    """D32: text, reasoning, tool calls, sources and error messages handed to the user are
+    valid Unicode; a lone surrogate the server spelled becomes U+FFFD (pairs stay)."""
+    h = tooled()
+    turn = h.stream("weather?")
+    h.send(
+        status("running"),
+        delta("a\ud800b \U0001f600", 1),
+        delta("think \udfff", 2, kind="reasoning"),
+        message(
+            3,
+            [
+                {"type": "reasoning", "text": "think \udfff"},
+                {"type": "text", "text": "a\ud800b \U0001f600"},
+                {"type": "source", "url": "https://x.example/\ud801", "title": "t\udc00"},
+                tool_call_part("c1", "get_weather", args={"city": "P\ud800"}),
+            ],
+        ),
+        status("requires_action"),
+        action_required(("c1", "get_weather", '{"city":"P\\ud800"}')),
+    )
+    h.send(error_event("bad \ud800 thing"), status("error"))
+    parts = list(turn.parts)
+    strings = [s for p in parts for s in _strings(p)]
+    assert strings
+    for text in strings:
+        text.encode("utf-8")  # raises on a lone surrogate
+    assert any("a\ufffdb \U0001f600" in s for s in strings)
+    assert any("bad \ufffd thing" in s for s in strings)
+    (run,) = h.driver.tool_runs
+    assert json.loads(run[0].input) == {"city": "P\ufffd"}
+    turn.result().text.encode("utf-8")
+
+
+@pytest.mark.parametrize("status_code", [201, 400])
+def test_a_rest_body_nested_absurdly_deep_is_a_clear_library_error(status_code: int) -> None:
+    """Not an internal ``RecursionError``: the body is simply not the JSON expected."""
+    deep = b"[" * 200_000 + b"]" * 200_000
+    h = Harness(rest={"POST /api/v2/chats": [Respond(status_code, deep)]})
+    turn = h.generate("hi")
+    assert isinstance(turn.error, CoderProtocolError | CoderApiError)
+    assert "Recursion" not in str(turn.error) and "internal error" not in str(turn.error)
+    assert f"({status_code})" in str(turn.error)
+
+
+def test_a_rest_error_message_with_a_lone_surrogate_is_valid_unicode() -> None:
+    body = b'{"message":"bad \\ud800 request","detail":"\\udfff"}'
+    h = Harness(rest={"POST /api/v2/chats": [Respond(400, body)]})
+    turn = h.generate("hi")
+    error = turn.error
+    assert isinstance(error, CoderApiError)
+    assert error.server_message == "bad \ufffd request" and error.detail == "\ufffd"
+    str(error).encode("utf-8")

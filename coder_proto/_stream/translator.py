@@ -58,6 +58,7 @@ from .._wire.message_parts import (
     ToolResultPart,
 )
 from .._wire.messages import ChatError, ChatMessage
+from .._wire.unicode import valid_json_text
 from .promotion import GateAnchored, GateDeadEnd, QueuedGate, QueuedSubmission
 from .usage import UsageAccumulator
 
@@ -139,7 +140,7 @@ def _substantive(content: Iterable[ChatMessagePart]) -> bool:
 def _tool_input(args: Any) -> str:
     """D18: the JSON text of server tool args (a string passes through)."""
     if type(args) is str:
-        return args
+        return valid_json_text(args)
     try:
         return js_stringify(args)
     except (RecursionError, TypeError, ValueError) as exc:
@@ -729,7 +730,9 @@ class TurnTranslator:
             self._flush_deferred(out)
             self._close_blocks(out)
             self._client_tool_call_ids.add(call_id)
-            tool_call = ToolCall(tool_call_id=call_id, tool_name=call.tool_name, input=call.args)
+            tool_call = ToolCall(
+                tool_call_id=call_id, tool_name=call.tool_name, input=valid_json_text(call.args)
+            )
             self._client_tool_calls.append(tool_call)
             out.append(ToolInputStart(tool_call_id=call_id, tool_name=call.tool_name))
             out.append(ToolInputEnd(tool_call_id=call_id))
