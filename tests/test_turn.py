@@ -626,3 +626,25 @@ def test_a_rest_error_message_with_a_lone_surrogate_is_valid_unicode() -> None:
     assert isinstance(error, CoderApiError)
     assert error.server_message == "bad \ufffd request" and error.detail == "\ufffd"
     str(error).encode("utf-8")
+
+
+def test_a_call_to_an_unregistered_tool_is_delivered_once_and_answered() -> None:
+    """The server waits on a client tool this agent does not know: its snapshot looks like a
+    server tool's call, its ``action_required`` like a client call. The user sees one call
+    (exactly once), and the turn answers it with an error result instead of hanging."""
+    h = tooled()
+    turn = h.stream("weather?")
+    h.send(
+        status("running"),
+        message(3, [tool_call_part("c9", "forgotten_tool", args={"x": 1})]),
+        status("requires_action"),
+        action_required(("c9", "forgotten_tool", '{"x":1}')),
+    )
+    h.send(*done_frames(5))
+    result = turn.result()
+    calls = [p for p in list(turn.parts) if isinstance(p, ToolCall)]
+    assert [c.tool_call_id for c in calls] == ["c9"]
+    assert [c.tool_call_id for s in result.steps for c in s.tool_calls] == ["c9"]
+    (submitted,) = h.bodies("submit_tool_results")
+    assert [r["tool_call_id"] for r in submitted["results"]] == ["c9"]
+    assert [c[0].tool_call_id for c in h.driver.tool_runs] == ["c9"]

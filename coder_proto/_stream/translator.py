@@ -727,12 +727,20 @@ class TurnTranslator:
                 continue
             if self._terminal_status is None:
                 self._terminal_status = STATUS_REQUIRES_ACTION
+            tool_input = valid_json_text(call.args)
+            if call_id in self._server_tool_calls:
+                # A tool this agent did not register: its snapshot was taken for a server
+                # tool's call and delivered as such. The server waits on it, so it is answered
+                # (with an error, D5), but the user sees it once.
+                self._client_tool_call_ids.add(call_id)
+                self._client_tool_calls.append(
+                    ToolCall(tool_call_id=call_id, tool_name=call.tool_name, input=tool_input)
+                )
+                continue
             self._flush_deferred(out)
             self._close_blocks(out)
             self._client_tool_call_ids.add(call_id)
-            tool_call = ToolCall(
-                tool_call_id=call_id, tool_name=call.tool_name, input=valid_json_text(call.args)
-            )
+            tool_call = ToolCall(tool_call_id=call_id, tool_name=call.tool_name, input=tool_input)
             self._client_tool_calls.append(tool_call)
             out.append(ToolInputStart(tool_call_id=call_id, tool_name=call.tool_name))
             out.append(ToolInputEnd(tool_call_id=call_id))
