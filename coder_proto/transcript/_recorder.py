@@ -21,8 +21,8 @@ from .._agent.prompt import normalize_prompt
 from .._errors import CoderAgentError
 from .._outputs import ToolCall
 from .._rest.http import HttpRequest, HttpResponse
-from .._wire.chats import DynamicTool
 from .._stream.websocket import MAX_REJECTION_BODY
+from .._wire.chats import DynamicTool
 from ._encoding import jsonable, redact_url
 from ._format import TranscriptWriter
 from ._outcomes import outcome_summary
