@@ -1094,3 +1094,17 @@ def test_events_naming_another_chat_are_ignored_seen_and_logged_once_per_connect
         net.accept()
         net.frame(foreign_status)
     assert len([r for r in caplog.records if "another chat" in r.getMessage()]) == 2
+
+
+def test_a_bad_sec_websocket_accept_is_reported_as_such_not_as_a_frame_parse_failure() -> None:
+    reader, net, recorder = observed()
+    net.connect()
+    net.feed(
+        b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        b"Sec-WebSocket-Accept: bm90IHRoZSByaWdodCBvbmU=\r\n\r\n"
+    )
+    error = reader.error
+    assert isinstance(error, CoderProtocolError)
+    assert "Sec-WebSocket-Accept" in str(error)
+    assert "parse" not in str(error)
+    assert net.closed == [1]

@@ -430,7 +430,13 @@ class StreamReader:
                 self._release()
                 self._emit_error(ws_event.message)
                 self._emit_close(None, None)
-                self._parse_failure(CoderProtocolError(ws_event.message, chat_id=self.chat_id))
+                failure = CoderProtocolError(ws_event.message, chat_id=self.chat_id)
+                if ws_event.handshake:
+                    # The upgrade's answer is wrong (a bad Sec-WebSocket-Accept ...): say so,
+                    # not that a frame failed to parse.
+                    self._fail(failure)
+                else:
+                    self._parse_failure(failure)
                 return
 
     def _on_frame(self, text: str, now: float) -> bool:

@@ -131,9 +131,11 @@ class WsRejected:
 @attrs.frozen
 class WsFailed:
     """The peer violated the WebSocket or HTTP protocol, or sent a message over the size
-    limit. The connection is unusable; a close frame is queued when one can be sent."""
+    limit. The connection is unusable; a close frame is queued when one can be sent.
+    ``handshake`` is true when the upgrade's answer was at fault (no frame was read)."""
 
     message: str
+    handshake: bool = False
 
 
 WsEvent: TypeAlias = WsOpen | WsText | WsClosed | WsRejected | WsFailed
@@ -549,7 +551,9 @@ class WebSocketClient:
             self._finish(out, WsClosed(None, None))
         else:
             self._closing = True
-            self._finish(out, WsFailed(f"WebSocket handshake failed: {message}"))
+            if "accept token" in message.lower():
+                message = "the server's Sec-WebSocket-Accept does not match the key sent"
+            self._finish(out, WsFailed(f"WebSocket handshake failed: {message}", handshake=True))
 
 
 def _header_value(value: str) -> bytes:
