@@ -1097,7 +1097,7 @@ def test_events_naming_another_chat_are_ignored_seen_and_logged_once_per_connect
 
 
 def test_a_bad_sec_websocket_accept_is_reported_as_such_not_as_a_frame_parse_failure() -> None:
-    reader, net, recorder = observed()
+    reader, net, _recorder = observed()
     net.connect()
     net.feed(
         b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
