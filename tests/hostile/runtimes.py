@@ -1,0 +1,96 @@
+"""Run one public call against a hostile server on each runtime, and observe what escapes.
+
+``call(runtime, url, op, *args, client=..., timeout=...)`` builds a ``CoderChatClient`` of that
+runtime (``asyncio``, ``trio`` or ``sync``), performs ``op``, closes the client and returns an
+``Outcome``: the value or the exception, how long the call took, and the threads left behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import trio
+
+import coder_io_asyncio
+import coder_io_sync
+import coder_io_trio
+from coder_proto import CoderAgentError
+
+RUNTIMES = ("asyncio", "trio", "sync")
+
+TOKEN = "hostile-secret-token-0123456789"
+PREFIX = "/api/experimental/chats"
+
+#: What may escape a call: the library's errors, or the runtime's own deadline.
+ALLOWED = (CoderAgentError, TimeoutError)
+
+
+@attrs.define
+class Outcome:
+    value: Any = None
+    error: BaseException | None = None
+    elapsed: float = 0.0
+    threads_left: list[str] = attrs.Factory(list)
+
+
+def _threads() -> set[threading.Thread]:
+    return set(threading.enumerate())
+
+
+def call(
+    runtime: str,
+    url: str,
+    op: str,
+    *args: Any,
+    client: dict[str, Any] | None = None,
+    after: Callable[[Any], None] | None = None,
+) -> Outcome:
+    """Perform ``client.<op>(*args)`` on ``runtime``; ``after(client)`` runs before close."""
+    kwargs: dict[str, Any] = {"prefix": PREFIX, **(client or {})}
+    before = _threads()
+    out = Outcome()
+    start = time.monotonic()
+    if runtime == "sync":
+        sync_client = coder_io_sync.CoderChatClient(url, TOKEN, **kwargs)
+        try:
+            out.value = getattr(sync_client, op)(*args)
+        except BaseException as exc:
+            out.error = exc
+        finally:
+            out.elapsed = time.monotonic() - start
+            if after is not None:
+                after(sync_client)
+            sync_client.close()
+    else:
+        module: Any = coder_io_asyncio if runtime == "asyncio" else coder_io_trio
+
+        async def run() -> None:
+            async_client = module.CoderChatClient(url, TOKEN, **kwargs)
+            try:
+                out.value = await getattr(async_client, op)(*args)
+            except BaseException as exc:
+                out.error = exc
+            finally:
+                out.elapsed = time.monotonic() - start
+                if after is not None:
+                    after(async_client)
+                await async_client.aclose()
+
+        if runtime == "asyncio":
+            asyncio.run(run())
+        else:
+            trio.run(run)
+    # Threads the client started must be gone once it is closed (a moment for them to end).
+    end = time.monotonic() + 2.0
+    while time.monotonic() < end:
+        left = [t for t in _threads() - before if t.is_alive() and not t.name.startswith("hostile")]
+        if not left:
+            break
+        time.sleep(0.02)
+    out.threads_left = [t.name for t in left]
+    return out
