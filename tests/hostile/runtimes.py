@@ -87,6 +87,50 @@ def call(
             trio.run(run)
     # Threads the client started must be gone once it is closed (a moment for them to end).
     end = time.monotonic() + 2.0
+    left: list[threading.Thread] = []
+    while time.monotonic() < end:
+        left = [t for t in _threads() - before if t.is_alive() and not t.name.startswith("hostile")]
+        if not left:
+            break
+        time.sleep(0.02)
+    out.threads_left = [t.name for t in left]
+    return out
+
+
+def generate(runtime: str, url: str, prompt: str, *, agent: dict[str, Any]) -> Outcome:
+    """``CoderAgent(...).generate(prompt)`` on ``runtime``, then close (without archiving)."""
+    kwargs: dict[str, Any] = {"base_url": url, "token": TOKEN, **agent}
+    before = _threads()
+    out = Outcome()
+    start = time.monotonic()
+    if runtime == "sync":
+        sync_agent = coder_io_sync.CoderAgent(**kwargs)
+        try:
+            out.value = sync_agent.generate(prompt)
+        except BaseException as exc:
+            out.error = exc
+        finally:
+            out.elapsed = time.monotonic() - start
+            sync_agent.close(archive=False)
+    else:
+        module: Any = coder_io_asyncio if runtime == "asyncio" else coder_io_trio
+
+        async def run() -> None:
+            async_agent = module.CoderAgent(**kwargs)
+            try:
+                out.value = await async_agent.generate(prompt)
+            except BaseException as exc:
+                out.error = exc
+            finally:
+                out.elapsed = time.monotonic() - start
+                await async_agent.aclose(archive=False)
+
+        if runtime == "asyncio":
+            asyncio.run(run())
+        else:
+            trio.run(run)
+    end = time.monotonic() + 2.0
+    left: list[threading.Thread] = []
     while time.monotonic() < end:
         left = [t for t in _threads() - before if t.is_alive() and not t.name.startswith("hostile")]
         if not left:

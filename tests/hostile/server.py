@@ -20,7 +20,7 @@ from typing import Any
 
 Handler = Callable[["Conn"], None]
 
-_WS_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC11B85"
+_WS_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
 
 class Conn:
