@@ -612,7 +612,7 @@ def test_no_redial_before_the_deadline() -> None:
     net.advance(0.001)
     assert reader.attempt == 2
     assert len(net.opened) == 2
-    assert reader.next_deadline() is None
+    assert reader.next_deadline() == net.now + 30.0  # the new dial's bound (D29)
 
 
 def test_backoff_is_capped() -> None:
@@ -953,7 +953,7 @@ def test_input_for_an_earlier_attempt_is_ignored() -> None:
 
 def test_tick_outside_backoff_and_data_before_connection_made_do_nothing() -> None:
     reader, net, _ = observed()
-    reader.tick(net.now + 1000)
+    reader.tick(net.now + 1)  # within the dial's bound
     reader.data_received(1, b"HTTP/1.1 101 ...", net.now)
     net.pump()
     assert reader.state == "connecting"
@@ -1108,3 +1108,29 @@ def test_a_bad_sec_websocket_accept_is_reported_as_such_not_as_a_frame_parse_fai
     assert "Sec-WebSocket-Accept" in str(error)
     assert "parse" not in str(error)
     assert net.closed == [1]
+
+
+@pytest.mark.parametrize("stage", ["connecting", "handshake"])
+def test_a_dial_whose_upgrade_is_not_answered_in_30_s_fails_and_is_redialed_d29(
+    stage: str,
+) -> None:
+    reader, net, recorder = observed()
+    if stage == "handshake":
+        net.connect()  # the upgrade request is written, the answer never comes
+    assert reader.next_deadline() == net.now + 30.0
+    net.advance(29.9)
+    assert reader.attempt == 1 and net.closed == []
+    net.advance(0.1)
+    assert net.closed == [1]
+    assert reader.consecutive_failures == 1 and reader.state == "backoff"
+    assert "not answered within 30 s" in recorder.of(WsErrorEvent)[-1].message
+    net.sleep_backoff()
+    assert reader.attempt == 2
+
+
+def test_an_answered_upgrade_clears_the_dial_bound_d29() -> None:
+    reader, net, _recorder = observed()
+    net.accept()
+    assert reader.next_deadline() is None
+    net.advance(3600)
+    assert reader.state == "open"

@@ -47,6 +47,7 @@ from .._constants import (
 from .._errors import CoderAgentError, CoderNetworkError, CoderProtocolError, CoderStreamError
 from .._rest.http import HttpRequest, HttpResponse, api_error_from_response, build_path
 from .._rest.routes import check_unicode
+from .._rest.settings import DIAL_TIMEOUT
 from .._transport_events import (
     TransportEventSink,
     WsCloseEvent,
@@ -266,7 +267,8 @@ class StreamReader:
         return out
 
     def next_deadline(self) -> float | None:
-        """When ``tick`` must be called (the end of the backoff wait), or ``None``."""
+        """When ``tick`` must be called (the end of the backoff wait or of the dial's bound),
+        or ``None``."""
         return self._deadline
 
     # -- inputs ----------------------------------------------------------------------------
@@ -332,11 +334,31 @@ class StreamReader:
         self._on_ws_events(client.receive_data(None), now)
 
     def tick(self, now: float) -> None:
-        """Time passed: at the end of the backoff wait, dial again (C.2.7)."""
-        if self.state == BACKOFF and self._deadline is not None and now >= self._deadline:
+        """Time passed: at the end of the backoff wait, dial again (C.2.7); a dial whose
+        upgrade is not answered within ``DIAL_TIMEOUT`` of its start fails like any dial
+        (D29: it counts in the redial budget)."""
+        deadline = self._deadline
+        if deadline is None or now < deadline:
+            return
+        if self.state == BACKOFF:
             self._deadline = None
             self.backoff = self.policy.next_backoff(self.backoff)
             self._dial(now)
+        elif self.state in (CONNECTING, HANDSHAKE):
+            self._deadline = None
+            message = f"the upgrade was not answered within {DIAL_TIMEOUT:g} s"
+            self._release()
+            self._emit_error(message)
+            self._emit_close(ABNORMAL_CLOSURE, None)
+            self._ended(
+                CoderNetworkError(
+                    f"chat stream connection failed: {message}",
+                    method="GET",
+                    path=self.path,
+                    chat_id=self.chat_id,
+                ),
+                now,
+            )
 
     def close(self, now: float) -> None:
         """The consumer is done (C.2.1): close an open connection with 1000 and end quietly.
@@ -379,6 +401,7 @@ class StreamReader:
             return
         self._client = client
         self.state = CONNECTING
+        self._deadline = now + DIAL_TIMEOUT  # D29: connect to the upgrade's answer
         self._actions.append(
             OpenConnection(
                 conn_id=self.attempt,
@@ -407,6 +430,7 @@ class StreamReader:
                     return
             elif type(ws_event) is WsOpen:
                 self.state = OPEN
+                self._deadline = None
                 sink = self._sink
                 if sink is not None:
                     sink.emit(
