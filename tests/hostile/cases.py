@@ -13,7 +13,7 @@ from .server import Conn, response
 
 #: How long a misbehaving handler keeps misbehaving before it gives up and hangs up: long
 #: past every bound a case sets, so a client that honours none of them is seen to fail.
-GIVE_UP = 8.0
+GIVE_UP = 6.5
 
 #: The bound every case sets on its call (``http_timeout``), and the margin past it that
 #: still counts as bounded: a generous outer bound that only catches a hang.

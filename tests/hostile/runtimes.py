@@ -8,6 +8,8 @@ runtime (``asyncio``, ``trio`` or ``sync``), performs ``op``, closes the client 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -36,6 +38,20 @@ class Outcome:
     error: BaseException | None = None
     elapsed: float = 0.0
     threads_left: list[str] = attrs.Factory(list)
+
+
+def open_sockets() -> int:
+    """Sockets this process holds open (Linux: ``/proc/self/fd``; 0 elsewhere)."""
+    try:
+        names = os.listdir("/proc/self/fd")
+    except OSError:  # pragma: no cover - not Linux
+        return 0
+    count = 0
+    for name in names:
+        with contextlib.suppress(OSError):
+            if os.readlink(f"/proc/self/fd/{name}").startswith("socket:"):
+                count += 1
+    return count
 
 
 def _threads() -> set[threading.Thread]:

@@ -13,7 +13,7 @@ import pytest
 from coder_proto import CoderAgentError
 
 from .cases import BOUND, MARGIN, REST_CASES, Case
-from .runtimes import ALLOWED, TOKEN, call
+from .runtimes import ALLOWED, TOKEN, call, open_sockets
 from .server import HostileServer
 
 
@@ -40,6 +40,7 @@ def _params() -> list[object]:
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize(("case", "runtime"), _params())
 def test_a_hostile_rest_answer_ends_the_call_with_a_library_error(case: Case, runtime: str) -> None:
+    sockets = open_sockets()
     with HostileServer(case.handler) as server:
         out = call(runtime, server.url, "get_chat", "c1", client=case.client)
     assert out.error is not None, f"the call returned {out.value!r}"
@@ -55,3 +56,4 @@ def test_a_hostile_rest_answer_ends_the_call_with_a_library_error(case: Case, ru
         assert "internal error" not in text and "Recursion" not in text
     assert out.elapsed < BOUND + MARGIN, f"the call took {out.elapsed:.1f} s"
     assert not out.threads_left, out.threads_left
+    assert open_sockets() <= sockets, "a socket outlived close"

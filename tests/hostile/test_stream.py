@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from .runtimes import ALLOWED, TOKEN, generate
+from .runtimes import ALLOWED, TOKEN, generate, open_sockets
 from .server import HostileServer
 from .test_rest import _chain
 from .ws_cases import ORG, TURN_BOUND, TURN_MARGIN, WS_CASES, WsCase
@@ -32,6 +32,7 @@ def _params() -> list[object]:
 def test_a_hostile_stream_ends_the_turn_bounded_with_its_own_answer_or_a_library_error(
     case: WsCase, runtime: str
 ) -> None:
+    sockets = open_sockets()
     with HostileServer(case.stream_handler) as server:
         out = generate(
             runtime,
@@ -54,3 +55,4 @@ def test_a_hostile_stream_ends_the_turn_bounded_with_its_own_answer_or_a_library
         assert out.value is None or case.forbidden not in out.value.text
     assert out.elapsed < TURN_BOUND + TURN_MARGIN, f"the turn took {out.elapsed:.1f} s"
     assert not out.threads_left, out.threads_left
+    assert open_sockets() <= sockets, "a socket outlived close"
