@@ -104,6 +104,7 @@ from coder_proto._connection import (
 )
 from coder_proto._constants import BACKGROUND_TASK_BOUND
 from coder_proto._rest.settings import CONNECT_TIMEOUT, HTTP_TIMEOUT, MAX_RESPONSE_BYTES
+from coder_proto._stream.websocket import MAX_UNSENT
 from coder_proto._transport_events import TransportEventSink
 from coder_proto.transcript import Recorder
 
@@ -1106,6 +1107,12 @@ class Driver:
             sock.write(data)
         except OSError as exc:
             self._socket_failed(conn, exc)
+            return
+        if len(sock.out) > MAX_UNSENT:
+            # D30: the peer sends (pings ...) but reads nothing; the replies would pile up.
+            self._socket_failed(
+                conn, OSError(f"more than {MAX_UNSENT} bytes wait to be sent: the peer reads nothing")
+            )
             return
         if sock.out:
             self._wake_leader()  # the leader waits for it to be writable

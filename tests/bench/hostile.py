@@ -24,7 +24,7 @@ from typing import Any
 from tests.hostile.cases import BOUND, REST_CASES
 from tests.hostile.runtimes import RUNTIMES, Outcome, call, generate
 from tests.hostile.server import HostileServer
-from tests.hostile.ws_cases import ORG, TURN_BOUND, WS_CASES
+from tests.hostile.ws_cases import ORG, WS_CASES
 
 
 def _measure(run: Any) -> tuple[Outcome, int]:
@@ -73,14 +73,14 @@ def main(argv: list[str] | None = None) -> int:
                 if not args.json:
                     _print(rows[-1])
     if args.only in (None, "stream"):
-        agent = {"organization_id": ORG, "request_timeout": TURN_BOUND}
         for ws_case in WS_CASES:
+            agent = {"organization_id": ORG, "request_timeout": ws_case.bound}
             for runtime in runtimes:
                 with HostileServer(ws_case.stream_handler) as server:
                     out, peak = _measure(
-                        lambda rt=runtime, url=server.url: generate(rt, url, "hi", agent=agent)
+                        lambda rt=runtime, url=server.url, a=agent: generate(rt, url, "hi", agent=a)
                     )
-                rows.append(_row("stream", ws_case.name, runtime, TURN_BOUND, out, peak))
+                rows.append(_row("stream", ws_case.name, runtime, ws_case.bound, out, peak))
                 if not args.json:
                     _print(rows[-1])
     if args.json:

@@ -126,10 +126,16 @@ class HostileServer:
         self.handler = handler
         self.stopping = threading.Event()
         self._listener = socket.create_server(("127.0.0.1", 0))
+        # A small receive window: a client's unread replies pile up on its side quickly.
+        self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         self._listener.settimeout(0.1)
         self.port = self._listener.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
         self.connections = 0
+        #: Connections a handler saw the client drop (``Conn.server.dropped += 1``).
+        self.dropped = 0
+        #: Stream upgrades requested (a redial is a second one).
+        self.upgrades = 0
         self._socks: list[socket.socket] = []
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()

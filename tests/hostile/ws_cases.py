@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 import struct
+import time
 from collections.abc import Callable
 from typing import Any
 
 import attrs
 
+from .cases import GIVE_UP
 from .server import Conn, response
 
 CHAT_ID = "0b1c3d4e-0000-4000-8000-00000000c0de"
@@ -86,6 +88,7 @@ def serve(stream: Stream) -> Callable[[Conn], None]:
             line = head.split(b"\r\n", 1)[0]
             target = line.split(b" ")[1].split(b"?")[0] if b" " in line else b""
             if target.endswith(b"/stream"):
+                conn.server.upgrades += 1
                 stream(conn, head)
                 return
             if line.startswith(b"POST ") and target.endswith(b"/chats"):
@@ -115,6 +118,11 @@ class WsCase:
     #: Text that must never reach the user.
     forbidden: str | None = None
     pending_async: str | None = None
+    #: The client must drop a connection whose peer reads nothing (D30), and so dial again
+    #: within the turn.
+    dropped: bool = False
+    #: The turn's ``request_timeout``.
+    bound: float = TURN_BOUND
 
     @property
     def stream_handler(self) -> Callable[[Conn], None]:
@@ -250,6 +258,22 @@ def _close_frame_mid_turn(conn: Conn, head: bytes) -> None:
     conn.drain()
 
 
+def _ping_flood_never_reads(conn: Conn, head: bytes) -> None:
+    """Pings as fast as the client takes them; nothing it sends is ever read. A client that
+    bounds what waits unsent (D30) drops the connection: the server's writes then fail."""
+    accept(conn, head)
+    ping = frame(b"p" * 125, opcode=0x9) * 64
+    end = time.monotonic() + GIVE_UP
+    while time.monotonic() < end and not conn.stopping:
+        try:
+            conn.sock.sendall(ping)
+        except TimeoutError:
+            continue
+        except OSError:
+            conn.server.dropped += 1
+            return
+
+
 WS_CASES: list[WsCase] = [
     WsCase("upgrade-rejected-huge-body", _reject_huge),
     WsCase("upgrade-bad-accept", _bad_accept),
@@ -265,5 +289,12 @@ WS_CASES: list[WsCase] = [
     WsCase("fragmented-answer-with-ping", _fragmented_answer, text="in three pieces"),
     WsCase("foreign-events", _foreign_events, text="the real answer", forbidden="INJECTED"),
     WsCase("lone-surrogates", _lone_surrogates, text="a\ufffdb"),
+    WsCase(
+        "ping-flood-peer-never-reads",
+        _ping_flood_never_reads,
+        dropped=True,
+        bound=5.0,
+        pending_async="D30: a peer that reads nothing is dropped past 1 MiB unsent",
+    ),
     WsCase("unknown-statuses", _contradictory_statuses, text="settled at last"),
 ]
