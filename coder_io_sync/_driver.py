@@ -77,11 +77,12 @@ import types
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Generic, TypeAlias, TypeVar
 
+import httpcore
 import httpx
 
 from coder_io_common.tls import VerifyTypes, ssl_context
 from coder_io_common.wallclock import created_at, event_sink
-from coder_proto import CoderAgentError, ToolCall
+from coder_proto import CoderAgentError, CoderProtocolError, ToolCall
 from coder_proto._actions import Action, ToolOutcome
 from coder_proto._agent.session import Session
 from coder_proto._connection import (
@@ -102,7 +103,8 @@ from coder_proto._connection import (
     WriteSocket,
 )
 from coder_proto._constants import BACKGROUND_TASK_BOUND
-from coder_proto._rest.settings import CONNECT_TIMEOUT
+from coder_proto._rest.settings import CONNECT_TIMEOUT, HTTP_TIMEOUT, MAX_RESPONSE_BYTES
+from coder_proto._stream.websocket import MAX_UNSENT
 from coder_proto._transport_events import TransportEventSink
 from coder_proto.transcript._recorder import Recorder
 
@@ -372,6 +374,110 @@ class _Socket:
             self.sock.close()
 
 
+# -- total deadlines for REST calls (D29) ---------------------------------------------------------
+
+
+class _CallDeadline(threading.local):
+    """The deadline of the REST call the current thread performs (``None``: none)."""
+
+    at: float | None = None
+
+
+_CALL_DEADLINE = _CallDeadline()
+
+
+def _left(timeout: float | None, error: type[Exception]) -> float | None:
+    """``timeout`` cut to what is left of the current call's deadline; ``error`` when none
+    is left. Every read and write of a REST call goes through here, so a server that trickles
+    bytes, floods ``100 Continue`` or never ends a body cannot extend the call (D29)."""
+    at = _CALL_DEADLINE.at
+    if at is None:
+        return timeout
+    left = at - _now()
+    if left <= 0:
+        raise error("the request did not finish within its deadline")
+    return left if timeout is None else min(timeout, left)
+
+
+class _BoundedStream(httpcore.NetworkStream):
+    """A network stream whose every operation ends by the current call's deadline."""
+
+    def __init__(self, inner: httpcore.NetworkStream) -> None:
+        self._inner = inner
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._inner.read(max_bytes, _left(timeout, httpcore.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._inner.write(buffer, _left(timeout, httpcore.WriteTimeout))
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore.NetworkStream:
+        inner = self._inner.start_tls(
+            ssl_context, server_hostname, _left(timeout, httpcore.ConnectTimeout)
+        )
+        return _BoundedStream(inner)
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._inner.get_extra_info(info)
+
+
+class _BoundedBackend(httpcore.NetworkBackend):
+    """httpcore's network backend, with every stream bounded by the call's deadline."""
+
+    def __init__(self, inner: httpcore.NetworkBackend) -> None:
+        self._inner = inner
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.NetworkStream:
+        stream = self._inner.connect_tcp(
+            host, port, _left(timeout, httpcore.ConnectTimeout), local_address, socket_options
+        )
+        return _BoundedStream(stream)
+
+    def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.NetworkStream:  # pragma: no cover - the client never dials a unix socket
+        stream = self._inner.connect_unix_socket(
+            path, _left(timeout, httpcore.ConnectTimeout), socket_options
+        )
+        return _BoundedStream(stream)
+
+    def sleep(self, seconds: float) -> None:  # pragma: no cover - only retries sleep
+        self._inner.sleep(seconds)
+
+
+def _bounded_transport(context: ssl.SSLContext) -> httpx.HTTPTransport:
+    """The transport of a client created here: httpx's own, its connections bounded by the
+    call's deadline. (httpx takes no network backend, so the pool's is wrapped in place.)"""
+    transport = httpx.HTTPTransport(verify=context)
+    pool = getattr(transport, "_pool", None)
+    backend = getattr(pool, "_network_backend", None)
+    if isinstance(backend, httpcore.NetworkBackend):
+        pool._network_backend = _BoundedBackend(backend)  # type: ignore[union-attr]
+    return transport
+
+
+class _TooLarge(Exception):
+    """A response body past ``max_response_bytes``."""
+
+
 def _bounded(timeout: httpx.Timeout, seconds: float) -> httpx.Timeout:
     def bound(value: float | None) -> float:
         return seconds if value is None else min(value, seconds)
@@ -496,9 +602,15 @@ class Driver:
             recorder=recorder,
             created_at=created_at,
         )
+        #: D29: the bound of a REST call no caller or core deadline bounds (``None``: none).
+        self.http_timeout: float | None = HTTP_TIMEOUT
+        #: D30: the largest response body read; a larger one fails the call.
+        self.max_response_bytes: int = MAX_RESPONSE_BYTES
         if http_client is None:
             http_client = httpx.Client(
-                timeout=httpx.Timeout(None, connect=CONNECT_TIMEOUT), verify=self._ssl
+                timeout=httpx.Timeout(None, connect=CONNECT_TIMEOUT),
+                verify=self._ssl,
+                transport=_bounded_transport(self._ssl),
             )
             # Wire 1.1: the reference sends no Accept header.
             http_client.headers.pop("Accept", None)
@@ -875,6 +987,8 @@ class Driver:
         limit = bound
         if deadline is not None:
             limit = deadline.at if limit is None else min(limit, deadline.at)
+        if limit is None and self.http_timeout is not None:
+            limit = _now() + self.http_timeout  # D29: never unbounded
         client = self.http_client
         try:
             extra: dict[str, Any] = {}
@@ -889,15 +1003,29 @@ class Driver:
             return
         status = 0
         answered = 0.0
+        most = self.max_response_bytes
         try:
             with self._unlocked():
-                response = client.send(outgoing, stream=True)
+                _CALL_DEADLINE.at = limit
                 try:
-                    answered = _now()
-                    status = response.status_code
-                    body = response.read()
+                    response = client.send(outgoing, stream=True)
+                    try:
+                        answered = _now()
+                        status = response.status_code
+                        body = self._read_body(response, limit, most)
+                    finally:
+                        # A body left unread (too large, too slow) closes the connection.
+                        response.close()
                 finally:
-                    response.close()
+                    _CALL_DEADLINE.at = None
+        except _TooLarge:
+            error = CoderProtocolError(
+                f"the response to {call.method} {call.request.path} is larger than "
+                f"the {most}-byte limit (max_response_bytes)"
+            )
+            self._drive.http_failed(call, error, _now())
+            self._absorb()
+            return
         except Exception as exc:
             now = _now()
             if limit is not None and now >= limit and isinstance(exc, httpx.TimeoutException):
@@ -928,6 +1056,22 @@ class Driver:
             now=_now(),
         )
         self._absorb()
+
+    @staticmethod
+    def _read_body(response: httpx.Response, limit: float | None, most: int) -> bytes:
+        """The body, read up to ``most`` bytes (``_TooLarge`` past it, D30) and by ``limit``
+        (``httpx.ReadTimeout`` past it, D29, also for a client supplied without our
+        transport: checked between chunks)."""
+        chunks: list[bytes] = []
+        size = 0
+        for chunk in response.iter_bytes():
+            size += len(chunk)
+            if size > most:
+                raise _TooLarge
+            chunks.append(chunk)
+            if limit is not None and _now() >= limit:
+                raise httpx.ReadTimeout("the response body did not end within its deadline")
+        return b"".join(chunks)
 
     # -- sockets -----------------------------------------------------------------------------
 
@@ -963,6 +1107,12 @@ class Driver:
             sock.write(data)
         except OSError as exc:
             self._socket_failed(conn, exc)
+            return
+        if len(sock.out) > MAX_UNSENT:
+            # D30: the peer sends (pings ...) but reads nothing; the replies would pile up.
+            self._socket_failed(
+                conn, OSError(f"more than {MAX_UNSENT} bytes wait to be sent: the peer reads nothing")
+            )
             return
         if sock.out:
             self._wake_leader()  # the leader waits for it to be writable

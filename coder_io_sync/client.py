@@ -63,10 +63,13 @@ class CoderChatClient(ClientShell[httpx.Client], Closing):
     ``base_url`` and ``token`` default to ``CODER_URL`` / ``CODER_SESSION_TOKEN`` (explicit
     values win; a missing one raises ``CoderAgentError``); one trailing ``/`` is removed.
     ``http_client`` (an ``httpx.Client``) is used as given (its transport, headers and
-    timeouts; D23) and never closed by this client; otherwise one is created (no read timeout,
-    30 s connect timeout) and closed by ``close()`` / ``with``. ``verify`` is the TLS setting
+    timeouts; D23) and never closed by this client; otherwise one is created (30 s connect
+    timeout) and closed by ``close()`` / ``with``. ``verify`` is the TLS setting
     of the stream sockets and of the created HTTP client (``True``, ``False``, a CA bundle
-    path or an ``ssl.SSLContext``). ``on_transport_event`` receives the ``http:*`` events
+    path or an ``ssl.SSLContext``). A REST call no other deadline bounds ends within
+    ``http_timeout`` seconds (60; ``None`` for none, D29), however slowly the server answers,
+    and reads at most ``max_response_bytes`` of body (32 MiB; a larger one fails the call
+    with ``CoderProtocolError``, D30). ``on_transport_event`` receives the ``http:*`` events
     (wire 11, D24); it must be a plain function. ``prefix`` pins the chat prefix (otherwise it
     is negotiated, wire 1.4). ``recorder`` (a ``coder_proto.transcript.Recorder``) is told
     what crosses the wire (``docs/transcripts.md``). Construction does no I/O. The token never
@@ -79,6 +82,11 @@ class CoderChatClient(ClientShell[httpx.Client], Closing):
     @staticmethod
     def _make_sink(callback: Callable[[Any], object] | None) -> TransportEventSink:
         return transport_sink(callback)
+
+    def _setup(self) -> None:
+        # D29, D30: the REST bounds of the client's settings.
+        self.driver.http_timeout = self.settings.http_timeout
+        self.driver.max_response_bytes = self.settings.max_response_bytes
 
     # -- life cycle ---------------------------------------------------------------------------
 

@@ -29,6 +29,7 @@ from typing import Any, Protocol, TypeAlias
 
 import attrs
 
+from ._errors import CoderAgentError
 from ._outputs import ToolCall
 from ._rest.http import HttpRequest, HttpResponse
 
@@ -128,7 +129,7 @@ class Machine(Protocol):
 
     def response_received(self, request_id: int, response: HttpResponse, now: float) -> None: ...
 
-    def request_failed(self, request_id: int, message: str, now: float) -> None: ...
+    def request_failed(self, request_id: int, message: str | CoderAgentError, now: float) -> None: ...
 
 
 @attrs.frozen(kw_only=True)

@@ -91,7 +91,7 @@ from ._agent.session_calls import SessionArchive, SessionDispose, SessionInterru
 from ._agent.tool_calls import ToolInvocation, ToolPlan
 from ._agent.turn import Turn
 from ._constants import SESSION_TOKEN_HEADER
-from ._errors import CoderAgentError
+from ._errors import CoderAgentError, CoderProtocolError
 from ._options import OPTION_NAMES, AgentOptions, resolve_options
 from ._outputs import OutputPart, ToolCall
 from ._rest.http import HttpRequest, HttpResponse
@@ -166,7 +166,7 @@ class Runnable(Protocol[T_co]):
 
     def response_received(self, request_id: int, response: HttpResponse, now: float) -> None: ...
 
-    def request_failed(self, request_id: int, message: str, now: float) -> None: ...
+    def request_failed(self, request_id: int, message: str | CoderAgentError, now: float) -> None: ...
 
     def cancel(self, now: float, reason: BaseException | None = None) -> None: ...
 
@@ -757,6 +757,10 @@ class Drive:
         if call.finished:
             return
         message = self.scrub(describe_error(error))
+        # An answer the adapter refused (D30) fails the call with the library's own error.
+        verdict: str | CoderAgentError = (
+            error if isinstance(error, CoderProtocolError) else message
+        )
         if call.observed and not call.answered:
             self._http_error(call, message, now)
         self._finish_call(call)
@@ -767,7 +771,7 @@ class Drive:
                 call.request, None, sent=call.started, now=now, error=message
             )
         self._touched[job.scope] = None
-        job.machine.request_failed(call.request_id, message, now)
+        job.machine.request_failed(call.request_id, verdict, now)
         self._settle(now)
 
     # -- tool inputs ---------------------------------------------------------------------------

@@ -148,12 +148,17 @@ class CoreMachine(Generic[T]):
             call.outcome = outcome
         self._step(now)
 
-    def request_failed(self, request_id: int, message: str, now: float) -> None:
+    def request_failed(self, request_id: int, message: str | CoderAgentError, now: float) -> None:
         """Request ``request_id`` got no response (network failure). ``message`` must not
-        contain credentials."""
+        contain credentials. A ``CoderAgentError`` instead of a message is the adapter's
+        verdict on an answer it refused (a body over ``max_response_bytes``, D30): the call
+        fails with it as is."""
         call = self._calls.pop(request_id, None)
         if call is not None:
-            call.outcome = call.exchange.on_network_error(message)
+            if isinstance(message, CoderAgentError):
+                call.outcome = Failed(message)
+            else:
+                call.outcome = call.exchange.on_network_error(message)
         self._step(now)
 
     def cancel(self, now: float, reason: BaseException | None = None) -> None:

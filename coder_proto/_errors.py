@@ -15,6 +15,7 @@ from http import HTTPStatus
 from typing import Any
 
 __all__ = [
+    "MAX_DETAIL",
     "CoderAgentError",
     "CoderApiError",
     "CoderChatError",
@@ -22,8 +23,35 @@ __all__ = [
     "CoderProtocolError",
     "CoderStreamError",
     "api_error_message",
+    "clip",
     "is_retryable_status",
 ]
+
+#: What an error keeps of any text a server sent (D30): 8 KiB, with a note of the full size.
+MAX_DETAIL = 8192
+
+
+def clip(text: str, limit: int = MAX_DETAIL) -> str:
+    """``text`` cut to at most ``limit`` characters, ending with a note of its full size when
+    cut (a clipped text is returned as is: clipping twice changes nothing)."""
+    if len(text) <= limit:
+        return text
+    note = f" [... cut: {len(text)} characters in full]"
+    return text[: max(0, limit - len(note))] + note
+
+
+def _clip_validations(items: tuple[Any, ...] | None) -> tuple[Any, ...] | None:
+    """The field errors that fit in ``MAX_DETAIL`` characters of ``repr`` (D30)."""
+    if items is None:
+        return None
+    kept: list[Any] = []
+    size = 0
+    for item in items:
+        size += len(repr(item)) + 2  # with the separator
+        if size > MAX_DETAIL:
+            break
+        kept.append(item)
+    return tuple(kept)
 
 #: Statuses the README advises retrying (D21): request timeout, too early, rate limited.
 _RETRYABLE_4XX = frozenset({408, 425, 429})
@@ -45,6 +73,7 @@ class CoderAgentError(Exception):
     retryable: bool = False
 
     def __init__(self, message: str, *, chat_id: str | None = None) -> None:
+        message = clip(message)
         super().__init__(message)
         self.message = message
         self.chat_id = chat_id
@@ -127,6 +156,9 @@ class CoderApiError(CoderAgentError):
     ) -> None:
         if server_message is None:
             server_message = _status_text(status)
+        server_message = clip(server_message)
+        detail = None if detail is None else clip(detail)
+        validations = _clip_validations(validations)
         if message is None:
             message = api_error_message(method, path, status, server_message, detail)
         super().__init__(message, chat_id=chat_id)
@@ -204,6 +236,8 @@ class CoderChatError(CoderAgentError):
         chat_id: str | None = None,
         withdrawn: bool | None = None,
     ) -> None:
+        message = clip(message)
+        detail = None if detail is None else clip(detail)
         full = f"{message}: {detail}" if detail else message
         super().__init__(full, chat_id=chat_id)
         self.server_message = message

@@ -104,7 +104,8 @@ class WsOpenEvent:
 @attrs.frozen(kw_only=True)
 class WsEventEvent:
     """One decoded stream event at arrival, before the consumer sees it. ``forwarded`` is
-    ``False`` exactly for replayed deltas the episode filter suppressed (B.2)."""
+    ``False`` for replayed deltas the episode filter suppressed (B.2) and for ignored events;
+    ``ignored`` is ``True`` for an event naming another chat than the stream's (D31)."""
 
     chat_id: str
     reader: int
@@ -112,6 +113,7 @@ class WsEventEvent:
     event: Any
     forwarded: bool
     timestamp: float = 0.0
+    ignored: bool = False
     type: ClassVar[str] = "ws:event"
 
 

@@ -14,7 +14,7 @@ from coder_proto import (
     CoderProtocolError,
     CoderStreamError,
 )
-from coder_proto._errors import api_error_message, is_retryable_status
+from coder_proto._errors import MAX_DETAIL, api_error_message, is_retryable_status
 
 
 def test_every_error_is_a_coder_agent_error_d21() -> None:
@@ -133,3 +133,29 @@ def test_errors_are_picklable_with_all_fields(err: CoderAgentError) -> None:
 def test_repr_lists_set_fields_only() -> None:
     assert repr(CoderAgentError("x")) == "CoderAgentError('x')"
     assert "chat_id='c'" in repr(CoderAgentError("x", chat_id="c"))
+
+
+def test_an_api_error_keeps_at_most_8_kib_of_what_the_server_sent_d30() -> None:
+    huge = "x" * 50_000_000
+    error = CoderApiError(
+        status=500,
+        method="POST",
+        path="/api/v2/chats",
+        server_message=huge,
+        detail=huge,
+        validations=tuple({"field": f"f{i}", "detail": "bad"} for i in range(100_000)),
+    )
+    assert len(error.server_message) <= MAX_DETAIL
+    assert error.server_message.endswith("[... cut: 50000000 characters in full]")
+    assert error.detail is not None and len(error.detail) <= MAX_DETAIL
+    assert len(str(error)) <= MAX_DETAIL
+    assert error.validations is not None and 0 < len(repr(error.validations)) <= MAX_DETAIL + 2
+    again = pickle.loads(pickle.dumps(error))
+    assert str(again) == str(error) and again.server_message == error.server_message
+
+
+def test_a_chat_error_and_any_library_error_keep_at_most_8_kib_d30() -> None:
+    error = CoderChatError("m" * 100_000, detail="d" * 100_000)
+    assert len(str(error)) <= MAX_DETAIL and "cut: 100000 characters" in error.server_message
+    assert len(str(CoderProtocolError("p" * 20_000))) <= MAX_DETAIL
+    assert str(CoderProtocolError("short")) == "short"

@@ -8,6 +8,7 @@ wsproto (``tests.test_websocket.ServerSide``), with a fake monotonic clock.
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 import pytest
@@ -611,7 +612,7 @@ def test_no_redial_before_the_deadline() -> None:
     net.advance(0.001)
     assert reader.attempt == 2
     assert len(net.opened) == 2
-    assert reader.next_deadline() is None
+    assert reader.next_deadline() == net.now + 30.0  # the new dial's bound (D29)
 
 
 def test_backoff_is_capped() -> None:
@@ -952,7 +953,7 @@ def test_input_for_an_earlier_attempt_is_ignored() -> None:
 
 def test_tick_outside_backoff_and_data_before_connection_made_do_nothing() -> None:
     reader, net, _ = observed()
-    reader.tick(net.now + 1000)
+    reader.tick(net.now + 1)  # within the dial's bound
     reader.data_received(1, b"HTTP/1.1 101 ...", net.now)
     net.pump()
     assert reader.state == "connecting"
@@ -1054,3 +1055,82 @@ def test_no_token_means_no_token_header() -> None:
     net = Net(reader).start()
     net.connect()
     assert net.server.header("Coder-Session-Token") is None
+
+
+# -- foreign events (D31) ----------------------------------------------------------------------------
+
+
+def test_events_naming_another_chat_are_ignored_seen_and_logged_once_per_connection_d31(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    other = "2b1c3d4e-0000-4000-8000-00000000ffff"
+    foreign_delta = {**delta("injected", 1), "chat_id": other}
+    foreign_status = {**status("waiting"), "chat_id": other}
+    unnamed = {k: v for k, v in status("running").items() if k != "chat_id"}
+    reader, net, recorder = observed()
+    net.accept()
+    with caplog.at_level(logging.WARNING, logger="coder_proto"):
+        net.frame(foreign_delta, foreign_status, unnamed, delta("own", 1))
+        net.frame(foreign_status)
+    popped = net.popped()
+    assert [type(e) for e in popped] == [StatusEvent, MessagePartEvent]
+    assert popped[1].part.text == "own"
+    seen = [(e.event.chat_id, e.forwarded, e.ignored) for e in recorder.of(WsEventEvent)]
+    assert seen == [
+        (other, False, True),
+        (other, False, True),
+        ("", True, False),
+        (CHAT, True, False),
+        (other, False, True),
+    ]
+    # The foreign delta's coordinates do not move the replay filter.
+    assert reader.progress_events == 1
+    warnings = [r for r in caplog.records if "another chat" in r.getMessage()]
+    assert len(warnings) == 1 and warnings[0].levelno == logging.WARNING
+    # A new connection warns again.
+    net.drop()
+    net.sleep_backoff()
+    with caplog.at_level(logging.WARNING, logger="coder_proto"):
+        net.accept()
+        net.frame(foreign_status)
+    assert len([r for r in caplog.records if "another chat" in r.getMessage()]) == 2
+
+
+def test_a_bad_sec_websocket_accept_is_reported_as_such_not_as_a_frame_parse_failure() -> None:
+    reader, net, _recorder = observed()
+    net.connect()
+    net.feed(
+        b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        b"Sec-WebSocket-Accept: bm90IHRoZSByaWdodCBvbmU=\r\n\r\n"
+    )
+    error = reader.error
+    assert isinstance(error, CoderProtocolError)
+    assert "Sec-WebSocket-Accept" in str(error)
+    assert "parse" not in str(error)
+    assert net.closed == [1]
+
+
+@pytest.mark.parametrize("stage", ["connecting", "handshake"])
+def test_a_dial_whose_upgrade_is_not_answered_in_30_s_fails_and_is_redialed_d29(
+    stage: str,
+) -> None:
+    reader, net, recorder = observed()
+    if stage == "handshake":
+        net.connect()  # the upgrade request is written, the answer never comes
+    assert reader.next_deadline() == net.now + 30.0
+    net.advance(29.9)
+    assert reader.attempt == 1 and net.closed == []
+    net.advance(0.1)
+    assert net.closed == [1]
+    assert reader.consecutive_failures == 1 and reader.state == "backoff"
+    assert "not answered within 30 s" in recorder.of(WsErrorEvent)[-1].message
+    net.sleep_backoff()
+    assert reader.attempt == 2
+
+
+def test_an_answered_upgrade_clears_the_dial_bound_d29() -> None:
+    reader, net, _recorder = observed()
+    net.accept()
+    assert reader.next_deadline() is None
+    net.advance(3600)
+    assert reader.state == "open"

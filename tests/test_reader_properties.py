@@ -53,7 +53,8 @@ def assert_defined(reader: StreamReader) -> None:
     if reader.error is not None:
         assert reader.done
         assert isinstance(reader.error, CoderAgentError)
-    if reader.state == "backoff":
+    if reader.state in ("backoff", "connecting", "handshake"):
+        # The backoff's end, or the dial's bound (D29).
         assert reader.next_deadline() is not None
     else:
         assert reader.next_deadline() is None

@@ -41,7 +41,7 @@ from coder_proto import (
 from coder_proto._actions import OpenConnection, ToolOutcome
 from coder_proto._agent.session_state import SessionConfig
 from coder_proto._rest.http import HttpRequest, HttpResponse
-from coder_proto._stream.websocket import WebSocketClient
+from coder_proto._stream.websocket import MAX_REJECTION_BODY, WebSocketClient
 from coder_proto.transcript._encoding import prompt_from_json, prompt_to_json, redact_url
 from coder_proto.transcript._fields import TranscriptError, TranscriptVersionError
 from coder_proto.transcript._format import Transcript, parse_transcript
@@ -441,6 +441,21 @@ def test_a_rejection_cut_short_by_the_end_of_stream_is_still_recorded() -> None:
     recorder.connection_lost(1, 0.2)
     records = parse_transcript("".join(lines)).records
     assert WsReject(t=0.2, conn=1, status=503, body="half") in records
+
+
+def test_the_recorder_keeps_no_more_of_a_rejection_body_than_the_client_d30() -> None:
+    lines: list[str] = []
+    recorder = TranscriptRecorder(lines.append)
+    recorder.connection_opened(OpenConnection(conn_id=1, host="h", port=80, tls=False), 0.0)
+    size = 8 * 1024 * 1024
+    recorder.data_received(1, f"HTTP/1.1 503 No\r\ncontent-length: {size}\r\n\r\n".encode(), 0.1)
+    chunk = b"x" * 65536
+    for _ in range(size // len(chunk)):
+        recorder.data_received(1, chunk, 0.1)
+    recorder.connection_lost(1, 0.2)
+    (reject,) = [r for r in parse_transcript("".join(lines)).records if isinstance(r, WsReject)]
+    assert reject.body is not None and len(reject.body) == MAX_REJECTION_BODY
+    assert len("".join(lines)) < 2 * MAX_REJECTION_BODY
 
 
 def test_protocol_violations_and_early_hangups_are_recorded() -> None:

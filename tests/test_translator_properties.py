@@ -34,6 +34,7 @@ from coder_proto._stream.promotion import QueuedSubmission
 from coder_proto._stream.translator import TurnTranslator, finish_reason
 from coder_proto._stream.usage import UsageAccumulator
 from coder_proto._wire import (
+    ActionRequiredEvent,
     ChatMessageUsage,
     MessageEvent,
     MessagePartEvent,
@@ -479,10 +480,19 @@ def test_j6_j7_j8_j11_j12_hold_for_any_mix_of_events(
     expected_terminal: str | None = None
     for event in events:
         live = not tr.settled_by_promotion
+        calls_before = len(tr.client_tool_calls)
         parts += tr.ingest(event)
         if live and type(event) is StatusEvent:
             # J.12: a non-terminal status clears the terminal one.
             expected_terminal = event.status if event.status in TERMINAL_STATUSES else None
+        elif (
+            live
+            and type(event) is ActionRequiredEvent
+            and expected_terminal is None
+            and len(tr.client_tool_calls) > calls_before
+        ):
+            # A new client call means the chat waits for results, status or not.
+            expected_terminal = "requires_action"
         assert tr.terminal_status == expected_terminal
         # J.9: max_message_id covers every message observed before a settle.
         if live and type(event) is MessageEvent:

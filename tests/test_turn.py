@@ -3,9 +3,11 @@ D17, D22; C.5 retries), driven through the in-memory driver."""
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
+import attrs
 import pytest
 
 from coder_proto import (
@@ -13,6 +15,7 @@ from coder_proto import (
     CoderAgentError,
     CoderApiError,
     CoderChatError,
+    CoderProtocolError,
     CoderStreamError,
     Finish,
     InvokeTools,
@@ -124,6 +127,42 @@ def test_the_loop_continues_over_several_pauses() -> None:
     h.send(*done_frames(7))
     assert len(turn.result().steps) == 3
     assert [c[0].tool_call_id for c in h.driver.tool_runs] == ["c1", "c2"]
+
+
+def test_a_second_pause_whose_statuses_collapsed_still_runs_its_tools() -> None:
+    """Statuses are level-triggered (server-behaviour 3.4): when the server resumes and pauses
+    again between two syncs, the socket sees no ``status`` at all, only the new tool call and
+    its ``action_required``. That event is only ever sent while the chat waits for tool
+    results, so the pause counts; the turn must not wait for a status that never comes."""
+    h = tooled()
+    turn = h.generate("weather?")
+    h.send(*pause_frames(3, ("c1", "get_weather")))
+    h.send(
+        message(
+            5,
+            [{"type": "text", "text": "step 5"}, tool_call_part("c2", "get_weather")],
+            usage={"input_tokens": 10, "output_tokens": 2},
+        ),
+        action_required(("c2", "get_weather", '{"city":"Oslo"}')),
+    )
+    assert [c[0].tool_call_id for c in h.driver.tool_runs] == ["c1", "c2"]
+    h.send(*done_frames(7))
+    result = turn.result()
+    assert [s.finish_reason for s in result.steps] == ["tool-calls", "tool-calls", "stop"]
+    assert result.text == "It is 21."
+
+
+def test_a_replayed_action_required_for_answered_calls_does_not_pause_the_turn() -> None:
+    """An ``action_required`` naming only calls already answered is stale: it settles
+    nothing, and the turn keeps reading until the chat's real outcome."""
+    h = tooled()
+    turn = h.generate("weather?")
+    h.send(*pause_frames(3, ("c1", "get_weather")))
+    h.send(action_required(("c1", "get_weather", '{"city":"Paris"}')))
+    assert not turn.done
+    h.send(*done_frames(5))
+    result = turn.result()
+    assert [s.finish_reason for s in result.steps] == ["tool-calls", "stop"]
 
 
 def test_a_tool_the_adapter_fails_is_submitted_as_an_error_result() -> None:
@@ -312,7 +351,11 @@ def test_a_retryable_stream_failure_is_replayed_on_a_fresh_chat() -> None:
     drop_all(h)
     assert not turn.done and h.count("create_chat") == 2
     h.socket.send_events(
-        [status("running"), message(2, "fresh", role="assistant"), status("waiting")]
+        [
+            status("running", "chat-2"),
+            {**message(2, "fresh", role="assistant"), "chat_id": "chat-2"},
+            status("waiting", "chat-2"),
+        ]
     )
     h.driver.settle()
     result = turn.result()
@@ -515,3 +558,97 @@ def test_cancel_while_tools_run_after_the_pause_was_lost_still_interrupts() -> N
     h.driver.settle()
     h.driver.cancel()
     assert turn.cancelled and interrupts(h) == 1
+
+
+# -- valid Unicode (D32) -------------------------------------------------------------------------------
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in _strings(k) + _strings(v)]
+    if isinstance(value, list | tuple):
+        return [s for v in value for s in _strings(v)]
+    if attrs.has(type(value)):
+        return _strings(attrs.asdict(value, recurse=False))
+    if isinstance(value, BaseException):
+        return [str(value), *_strings(vars(value))]
+    return []
+
+
+def test_lone_surrogates_from_the_wire_reach_the_user_as_replacement_characters() -> None:
+    """D32: text, reasoning, tool calls, sources and error messages handed to the user are
+    valid Unicode; a lone surrogate the server spelled becomes U+FFFD (pairs stay)."""
+    h = tooled()
+    turn = h.stream("weather?")
+    h.send(
+        status("running"),
+        delta("a\ud800b \U0001f600", 1),
+        delta("think \udfff", 2, kind="reasoning"),
+        message(
+            3,
+            [
+                {"type": "reasoning", "text": "think \udfff"},
+                {"type": "text", "text": "a\ud800b \U0001f600"},
+                {"type": "source", "url": "https://x.example/\ud801", "title": "t\udc00"},
+                tool_call_part("c1", "get_weather", args={"city": "P\ud800"}),
+            ],
+        ),
+        status("requires_action"),
+        action_required(("c1", "get_weather", '{"city":"P\\ud800"}')),
+    )
+    h.send(error_event("bad \ud800 thing"), status("error"))
+    parts = list(turn.parts)
+    strings = [s for p in parts for s in _strings(p)]
+    assert strings
+    for text in strings:
+        text.encode("utf-8")  # raises on a lone surrogate
+    assert any("a\ufffdb \U0001f600" in s for s in strings)
+    assert any("bad \ufffd thing" in s for s in strings)
+    (run,) = h.driver.tool_runs
+    assert json.loads(run[0].input) == {"city": "P\ufffd"}
+    turn.result().text.encode("utf-8")
+
+
+@pytest.mark.parametrize("status_code", [201, 400])
+def test_a_rest_body_nested_absurdly_deep_is_a_clear_library_error(status_code: int) -> None:
+    """Not an internal ``RecursionError``: the body is simply not the JSON expected."""
+    deep = b"[" * 200_000 + b"]" * 200_000
+    h = Harness(rest={"POST /api/v2/chats": [Respond(status_code, deep)]})
+    turn = h.generate("hi")
+    assert isinstance(turn.error, CoderProtocolError | CoderApiError)
+    assert "Recursion" not in str(turn.error) and "internal error" not in str(turn.error)
+    assert f"({status_code})" in str(turn.error)
+
+
+def test_a_rest_error_message_with_a_lone_surrogate_is_valid_unicode() -> None:
+    body = b'{"message":"bad \\ud800 request","detail":"\\udfff"}'
+    h = Harness(rest={"POST /api/v2/chats": [Respond(400, body)]})
+    turn = h.generate("hi")
+    error = turn.error
+    assert isinstance(error, CoderApiError)
+    assert error.server_message == "bad \ufffd request" and error.detail == "\ufffd"
+    str(error).encode("utf-8")
+
+
+def test_a_call_to_an_unregistered_tool_is_delivered_once_and_answered() -> None:
+    """The server waits on a client tool this agent does not know: its snapshot looks like a
+    server tool's call, its ``action_required`` like a client call. The user sees one call
+    (exactly once), and the turn answers it with an error result instead of hanging."""
+    h = tooled()
+    turn = h.stream("weather?")
+    h.send(
+        status("running"),
+        message(3, [tool_call_part("c9", "forgotten_tool", args={"x": 1})]),
+        status("requires_action"),
+        action_required(("c9", "forgotten_tool", '{"x":1}')),
+    )
+    h.send(*done_frames(5))
+    result = turn.result()
+    calls = [p for p in list(turn.parts) if isinstance(p, ToolCall)]
+    assert [c.tool_call_id for c in calls] == ["c9"]
+    assert [c.tool_call_id for s in result.steps for c in s.tool_calls] == ["c9"]
+    (submitted,) = h.bodies("submit_tool_results")
+    assert [r["tool_call_id"] for r in submitted["results"]] == ["c9"]
+    assert [c[0].tool_call_id for c in h.driver.tool_runs] == ["c9"]

@@ -16,7 +16,8 @@ from urllib.parse import quote, urlencode
 import attrs
 
 from .._errors import CoderApiError
-from .._json import dumps, loads
+from .._json import dumps
+from .._wire.unicode import decode_json
 
 __all__ = ["HttpRequest", "HttpResponse", "api_error_from_response", "build_path"]
 
@@ -115,8 +116,8 @@ class HttpResponse:
         if not self.body:
             return None
         try:
-            return loads(self.body)
-        except ValueError:
+            return decode_json(self.body)
+        except (ValueError, RecursionError):
             return None
 
 

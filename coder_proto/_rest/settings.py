@@ -28,6 +28,16 @@ __all__ = [
 #: D23: the connect timeout of the HTTP clients an adapter creates (no read timeout: the
 #: core's deadlines bound every wait) and of the stream sockets it opens.
 CONNECT_TIMEOUT: Final = 30.0
+
+#: D29: a REST call with no deadline from the caller or the core ends at most this many
+#: seconds after its start (to its last body byte); ``http_timeout=None`` lifts it.
+HTTP_TIMEOUT: Final = 60.0
+
+#: D29: a WebSocket dial is bounded from connect to the upgrade's answer.
+DIAL_TIMEOUT: Final = 30.0
+
+#: D30: a REST response body larger than this ends the call with ``CoderProtocolError``.
+MAX_RESPONSE_BYTES: Final = 32 * 1024 * 1024
 #: Operations that emit no ``http:*`` events: the workspace helpers (wire 9, 11).
 UNOBSERVED_OPS: Final = frozenset({"get_workspace", "get_app_host", "share_port"})
 #: The environment variables the client defaults from (wire 1.1; docs/decisions.md "Environment and defaults").
@@ -48,6 +58,36 @@ class ClientSettings:
 
     base_url: str
     token: str = attrs.field(repr=False)
+    #: D29: the bound of a REST call no caller or core deadline bounds (``None``: none).
+    http_timeout: float | None = HTTP_TIMEOUT
+    #: D30: the largest REST response body read.
+    max_response_bytes: int = MAX_RESPONSE_BYTES
+
+    @staticmethod
+    def check_limits(http_timeout: object, max_response_bytes: object) -> tuple[float | None, int]:
+        """Validate ``http_timeout`` (seconds above zero, or ``None``) and
+        ``max_response_bytes`` (bytes, one or more); anything else is ``CoderAgentError``."""
+        timeout: float | None = None
+        if http_timeout is not None:
+            if isinstance(http_timeout, bool) or not isinstance(http_timeout, int | float):
+                raise CoderAgentError(
+                    f"http_timeout must be a number of seconds or None, got {http_timeout!r}"
+                )
+            timeout = float(http_timeout)
+            if not timeout > 0:  # NaN included
+                raise CoderAgentError(f"http_timeout must be above zero, got {http_timeout!r}")
+            if timeout == float("inf"):
+                timeout = None
+        if (
+            isinstance(max_response_bytes, bool)
+            or not isinstance(max_response_bytes, int)
+            or max_response_bytes < 1
+        ):
+            raise CoderAgentError(
+                f"max_response_bytes must be a whole number of bytes above zero, "
+                f"got {max_response_bytes!r}"
+            )
+        return timeout, max_response_bytes
 
     @classmethod
     def resolve(
@@ -56,6 +96,8 @@ class ClientSettings:
         token: str | None = None,
         *,
         environ: Mapping[str, str] | None = None,
+        http_timeout: object = HTTP_TIMEOUT,
+        max_response_bytes: object = MAX_RESPONSE_BYTES,
     ) -> ClientSettings:
         """Explicit values win over ``CODER_URL`` / ``CODER_SESSION_TOKEN`` (from ``environ``,
         which the adapter passes as ``os.environ``); one trailing ``/`` of the URL is removed
@@ -90,4 +132,5 @@ class ClientSettings:
             )
         if parts.query or parts.fragment:
             raise CoderAgentError(f"base_url must not carry a query or fragment, got {url!r}")
-        return cls(base_url=url, token=secret)
+        timeout, limit = cls.check_limits(http_timeout, max_response_bytes)
+        return cls(base_url=url, token=secret, http_timeout=timeout, max_response_bytes=limit)

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar, Generic, TypeVar
 
 from .._rest.prefix import PrefixSelector
-from .._rest.settings import ClientSettings
+from .._rest.settings import HTTP_TIMEOUT, MAX_RESPONSE_BYTES, ClientSettings
 from .._transport_events import TransportEventSink
 from ..transcript._recorder import Recorder
 from .client_calls import ChatCalls
@@ -39,6 +39,9 @@ class ClientShell(Generic[HttpClientT]):
     chat prefix (otherwise it is negotiated, wire 1.4). ``recorder`` (a
     ``coder_proto.transcript.Recorder``) is told what crosses the wire. Construction does no
     I/O. The token never appears in a repr, an error, a log record or an event.
+    ``http_timeout`` bounds a REST call no other deadline bounds (60 s; ``None`` for none,
+    D29) and ``max_response_bytes`` the response bodies read (32 MiB, D30); the adapter's
+    driver applies them (``self.settings``).
     """
 
     #: The adapter's driver class: ``(base_url=, token=, http_client=, verify=, sink=,
@@ -59,8 +62,16 @@ class ClientShell(Generic[HttpClientT]):
         on_transport_event: Callable[[Any], object] | None = None,
         prefix: str | None = None,
         recorder: Recorder | None = None,
+        http_timeout: float | None = HTTP_TIMEOUT,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
     ) -> None:
-        self.settings = ClientSettings.resolve(base_url, token, environ=os.environ)
+        self.settings = ClientSettings.resolve(
+            base_url,
+            token,
+            environ=os.environ,
+            http_timeout=http_timeout,
+            max_response_bytes=max_response_bytes,
+        )
         #: The client's chat-prefix negotiation state (wire 1.4): one per client.
         self.selector = PrefixSelector(prefix)
         self.sink = self._make_sink(on_transport_event)

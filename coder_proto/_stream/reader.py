@@ -47,6 +47,7 @@ from .._constants import (
 from .._errors import CoderAgentError, CoderNetworkError, CoderProtocolError, CoderStreamError
 from .._rest.http import HttpRequest, HttpResponse, api_error_from_response, build_path
 from .._rest.routes import check_unicode
+from .._rest.settings import DIAL_TIMEOUT
 from .._transport_events import (
     TransportEventSink,
     WsCloseEvent,
@@ -238,6 +239,8 @@ class StreamReader:
         self._snapshots: dict[int, object] = {}
         self._max_committed_id: int = after_id if after_id is not None else 0
         self._untrackable = False
+        #: The dial attempt whose foreign event was logged (D31: once per connection).
+        self._foreign_warned: int | None = None
 
     def __repr__(self) -> str:
         return (
@@ -264,7 +267,8 @@ class StreamReader:
         return out
 
     def next_deadline(self) -> float | None:
-        """When ``tick`` must be called (the end of the backoff wait), or ``None``."""
+        """When ``tick`` must be called (the end of the backoff wait or of the dial's bound),
+        or ``None``."""
         return self._deadline
 
     # -- inputs ----------------------------------------------------------------------------
@@ -330,11 +334,31 @@ class StreamReader:
         self._on_ws_events(client.receive_data(None), now)
 
     def tick(self, now: float) -> None:
-        """Time passed: at the end of the backoff wait, dial again (C.2.7)."""
-        if self.state == BACKOFF and self._deadline is not None and now >= self._deadline:
+        """Time passed: at the end of the backoff wait, dial again (C.2.7); a dial whose
+        upgrade is not answered within ``DIAL_TIMEOUT`` of its start fails like any dial
+        (D29: it counts in the redial budget)."""
+        deadline = self._deadline
+        if deadline is None or now < deadline:
+            return
+        if self.state == BACKOFF:
             self._deadline = None
             self.backoff = self.policy.next_backoff(self.backoff)
             self._dial(now)
+        elif self.state in (CONNECTING, HANDSHAKE):
+            self._deadline = None
+            message = f"the upgrade was not answered within {DIAL_TIMEOUT:g} s"
+            self._release()
+            self._emit_error(message)
+            self._emit_close(ABNORMAL_CLOSURE, None)
+            self._ended(
+                CoderNetworkError(
+                    f"chat stream connection failed: {message}",
+                    method="GET",
+                    path=self.path,
+                    chat_id=self.chat_id,
+                ),
+                now,
+            )
 
     def close(self, now: float) -> None:
         """The consumer is done (C.2.1): close an open connection with 1000 and end quietly.
@@ -377,6 +401,7 @@ class StreamReader:
             return
         self._client = client
         self.state = CONNECTING
+        self._deadline = now + DIAL_TIMEOUT  # D29: connect to the upgrade's answer
         self._actions.append(
             OpenConnection(
                 conn_id=self.attempt,
@@ -405,6 +430,7 @@ class StreamReader:
                     return
             elif type(ws_event) is WsOpen:
                 self.state = OPEN
+                self._deadline = None
                 sink = self._sink
                 if sink is not None:
                     sink.emit(
@@ -428,7 +454,13 @@ class StreamReader:
                 self._release()
                 self._emit_error(ws_event.message)
                 self._emit_close(None, None)
-                self._parse_failure(CoderProtocolError(ws_event.message, chat_id=self.chat_id))
+                failure = CoderProtocolError(ws_event.message, chat_id=self.chat_id)
+                if ws_event.handshake:
+                    # The upgrade's answer is wrong (a bad Sec-WebSocket-Accept ...): say so,
+                    # not that a frame failed to parse.
+                    self._fail(failure)
+                else:
+                    self._parse_failure(failure)
                 return
 
     def _on_frame(self, text: str, now: float) -> bool:
@@ -456,9 +488,23 @@ class StreamReader:
         # a frame carries up to 256 deltas (wire 4.2) and this is the per-delta cost.
         last_hv, last_ga, last_seq = self._last_hv, self._last_ga, self._last_seq
         progress = 0
+        own = self.chat_id
         for event in decoded:
             forwarded = True
-            if type(event) is MessagePartEvent:
+            ignored = False
+            foreign = getattr(event, "chat_id", "")
+            if foreign and foreign != own:
+                # D31: another chat's event is not this stream's; it is seen, never used.
+                forwarded = False
+                ignored = True
+                if self._foreign_warned != self.attempt:
+                    self._foreign_warned = self.attempt
+                    logger.warning(
+                        "chat %s: the stream sent an event for another chat; ignoring such "
+                        "events on this connection",
+                        own,
+                    )
+            elif type(event) is MessagePartEvent:
                 hv = event.history_version
                 ga = event.generation_attempt
                 seq = event.seq
@@ -494,6 +540,7 @@ class StreamReader:
                         attempt=self.attempt,
                         event=event,
                         forwarded=forwarded,
+                        ignored=ignored,
                         timestamp=sink.now(),
                     )
                 )

@@ -58,6 +58,7 @@ from .._wire.message_parts import (
     ToolResultPart,
 )
 from .._wire.messages import ChatError, ChatMessage
+from .._wire.unicode import valid_json_text
 from .promotion import GateAnchored, GateDeadEnd, QueuedGate, QueuedSubmission
 from .usage import UsageAccumulator
 
@@ -139,7 +140,7 @@ def _substantive(content: Iterable[ChatMessagePart]) -> bool:
 def _tool_input(args: Any) -> str:
     """D18: the JSON text of server tool args (a string passes through)."""
     if type(args) is str:
-        return args
+        return valid_json_text(args)
     try:
         return js_stringify(args)
     except (RecursionError, TypeError, ValueError) as exc:
@@ -712,16 +713,34 @@ class TurnTranslator:
 
     def _on_action_required(self, event: ActionRequiredEvent, out: list[OutputPart]) -> None:
         """A.7: new client calls, skipping emitted ones and those the session already
-        answered (a live set: later segments' submissions count too)."""
+        answered (a live set: later segments' submissions count too).
+
+        The server sends ``action_required`` only while the chat waits for tool results, and
+        its statuses are level-triggered: a resume and a new pause between two syncs show no
+        ``status`` at all. A new call therefore pauses the segment as ``requires_action``
+        would; an event naming only answered calls (a replay after a redial) settles
+        nothing."""
         submitted = self._submitted_tool_call_ids
         for call in event.tool_calls:
             call_id = call.tool_call_id
             if call_id in self._client_tool_call_ids or call_id in submitted:
                 continue
+            if self._terminal_status is None:
+                self._terminal_status = STATUS_REQUIRES_ACTION
+            tool_input = valid_json_text(call.args)
+            if call_id in self._server_tool_calls:
+                # A tool this agent did not register: its snapshot was taken for a server
+                # tool's call and delivered as such. The server waits on it, so it is answered
+                # (with an error, D5), but the user sees it once.
+                self._client_tool_call_ids.add(call_id)
+                self._client_tool_calls.append(
+                    ToolCall(tool_call_id=call_id, tool_name=call.tool_name, input=tool_input)
+                )
+                continue
             self._flush_deferred(out)
             self._close_blocks(out)
             self._client_tool_call_ids.add(call_id)
-            tool_call = ToolCall(tool_call_id=call_id, tool_name=call.tool_name, input=call.args)
+            tool_call = ToolCall(tool_call_id=call_id, tool_name=call.tool_name, input=tool_input)
             self._client_tool_calls.append(tool_call)
             out.append(ToolInputStart(tool_call_id=call_id, tool_name=call.tool_name))
             out.append(ToolInputEnd(tool_call_id=call_id))

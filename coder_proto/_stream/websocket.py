@@ -70,6 +70,11 @@ MAX_REJECTION_BODY: Final = 64 * 1024
 
 _DEFAULT_PORTS: Final = {"ws": 80, "wss": 443}
 
+#: D30: what an adapter lets wait unsent on a stream connection (pongs, the close reply).
+#: A peer that sends but reads nothing would grow it without bound: past this the adapter
+#: drops the connection (an ordinary connection failure, redialed as any other).
+MAX_UNSENT: Final = 1024 * 1024
+
 #: How much of an upgrade response is searched for the end of its head; past that the
 #: connection keeps every byte on the wsproto path.
 MAX_RESPONSE_HEAD: Final = 64 * 1024
@@ -131,9 +136,11 @@ class WsRejected:
 @attrs.frozen
 class WsFailed:
     """The peer violated the WebSocket or HTTP protocol, or sent a message over the size
-    limit. The connection is unusable; a close frame is queued when one can be sent."""
+    limit. The connection is unusable; a close frame is queued when one can be sent.
+    ``handshake`` is true when the upgrade's answer was at fault (no frame was read)."""
 
     message: str
+    handshake: bool = False
 
 
 WsEvent: TypeAlias = WsOpen | WsText | WsClosed | WsRejected | WsFailed
@@ -549,7 +556,9 @@ class WebSocketClient:
             self._finish(out, WsClosed(None, None))
         else:
             self._closing = True
-            self._finish(out, WsFailed(f"WebSocket handshake failed: {message}"))
+            if "accept token" in message.lower():
+                message = "the server's Sec-WebSocket-Accept does not match the key sent"
+            self._finish(out, WsFailed(f"WebSocket handshake failed: {message}", handshake=True))
 
 
 def _header_value(value: str) -> bytes:

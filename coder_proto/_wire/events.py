@@ -17,11 +17,11 @@ from typing import Any, ClassVar, TypeAlias
 import attrs
 
 from .._errors import CoderProtocolError
-from .._json import loads
 from .chats import ActionToolCall, ChatWatchEvent
 from .fields import get_dict, get_int, get_list, get_str, opt_int, opt_str, req_dict, slot_setter
 from .message_parts import ChatMessagePart, ReasoningPart, TextPart, parse_part, set_text_part_text
 from .messages import ChatError, ChatMessage, ChatQueuedMessage, parse_queue
+from .unicode import decode_json
 
 __all__ = [
     "ActionRequiredEvent",
@@ -457,7 +457,7 @@ def parse_frame(data: str | bytes) -> list[StreamEvent]:
     Invalid JSON raises ``CoderProtocolError`` (the reader treats it as terminal, C.2.3).
     """
     try:
-        value = loads(data)
+        value = decode_json(data)
     except (ValueError, TypeError, RecursionError) as exc:
         # RecursionError: the standard parser's answer to absurdly deep nesting.
         raise CoderProtocolError("failed to parse chat stream frame") from exc
@@ -467,7 +467,7 @@ def parse_frame(data: str | bytes) -> list[StreamEvent]:
 def parse_watch_frame(data: str | bytes) -> list[ChatWatchEvent]:
     """Parse one ``/watch`` frame: one event object, or an array of them (wire 6)."""
     try:
-        value = loads(data)
+        value = decode_json(data)
     except (ValueError, TypeError, RecursionError) as exc:
         raise CoderProtocolError("failed to parse chat watch frame") from exc
     if type(value) is dict:

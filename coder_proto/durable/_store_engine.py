@@ -148,9 +148,9 @@ class RelayedRequest:
         if not self._done:
             self._outcome, self._done = response, True
 
-    def request_failed(self, request_id: int, message: str, now: float) -> None:
+    def request_failed(self, request_id: int, message: str | CoderAgentError, now: float) -> None:
         if not self._done:
-            self._outcome, self._done = message, True
+            self._outcome, self._done = str(message), True
 
     def cancel(self, now: float, reason: BaseException | None = None) -> None:
         if not self._done:

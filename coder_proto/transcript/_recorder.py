@@ -21,6 +21,7 @@ from .._agent.prompt import normalize_prompt
 from .._errors import CoderAgentError
 from .._outputs import ToolCall
 from .._rest.http import HttpRequest, HttpResponse
+from .._stream.websocket import MAX_REJECTION_BODY
 from .._wire.chats import DynamicTool
 from ._encoding import jsonable, redact_url
 from ._format import TranscriptWriter
@@ -191,8 +192,11 @@ class _PassiveDecoder:
             elif isinstance(event, h11.Response):
                 self._status = event.status_code
             elif isinstance(event, h11.Data):
-                if len(self._body) < _RECORDER_MAX_MESSAGE:
-                    self._body += event.data
+                # D30: no more of a rejection body than the client itself keeps; the rest is
+                # read and dropped, as the client does.
+                room = MAX_REJECTION_BODY - len(self._body)
+                if room > 0:
+                    self._body += event.data[:room]
             elif isinstance(event, h11.EndOfMessage | h11.ConnectionClosed):
                 if self._status is not None:
                     out.append(_Decoded("reject", (self._status, bytes(self._body))))

@@ -85,8 +85,9 @@ def test_coder_agent_run_records_and_replay_prints_the_outcome(tmp_path: Any) ->
 def test_replay_prints_text_that_is_not_valid_unicode_as_escapes(
     tmp_path: Any, flags: list[str]
 ) -> None:
-    """A streamed delta can carry a lone surrogate (``"\\ud800"`` in the frame); printing it
-    must not end the command with a ``UnicodeEncodeError``."""
+    """A streamed delta can carry a lone surrogate (``"\\ud800"`` in the frame): the
+    transcript keeps the escape, the replayed text has U+FFFD in its place (D32), and
+    printing it does not end the command with a ``UnicodeEncodeError``."""
     corpus = pathlib.Path(__file__).resolve().parents[2] / "fuzz" / "corpus"
     text = (corpus / "plain_text.jsonl").read_text(encoding="utf-8")
     marker = '\\"text\\":\\"Hello'
@@ -101,8 +102,8 @@ def test_replay_prints_text_that_is_not_valid_unicode_as_escapes(
         env={**os.environ, "PYTHONIOENCODING": "utf-8"},
     )
     # The edited frame no longer matches the recorded outcome: the replay says so (status 1)
-    # and prints every turn, without a traceback.
+    # and prints every turn, without a traceback; the lone surrogate reaches the user as U+FFFD.
     assert shown.returncode == 1, shown.stderr.decode("utf-8", "replace")
     assert b"Traceback" not in shown.stderr and b"did not replay as recorded" in shown.stderr
-    assert b"\\ud800" in shown.stdout
+    assert "Hello\ufffd".encode() in shown.stdout
     shown.stdout.decode("utf-8")  # what was printed is valid UTF-8

@@ -1,0 +1,67 @@
+"""Valid Unicode from the wire (D32).
+
+JSON can spell a lone UTF-16 surrogate (``"\\ud800"``), which Python decodes to a ``str`` no
+codec can encode. Such text never reaches a user: a decoded document that could hold one
+(its source spells a surrogate escape) has every lone surrogate replaced by U+FFFD. Valid
+pairs are already one code point once decoded, so whatever surrogate is left is lone. The
+raw text is untouched, so a transcript keeps the wire's escapes and replays to the same
+values.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from .._json import js_stringify, loads, std_loads
+
+__all__ = ["decode_json", "valid_json_text", "valid_text"]
+
+_LONE = re.compile("[\ud800-\udfff]")
+
+
+def _may_hold_surrogates(data: str | bytes) -> bool:
+    if isinstance(data, str):
+        return "\\ud" in data or "\\uD" in data
+    return b"\\ud" in data or b"\\uD" in data
+
+
+def valid_text(text: str) -> str:
+    """``text`` with every lone surrogate replaced by U+FFFD."""
+    return _LONE.sub("\ufffd", text)
+
+
+def _repair(value: Any) -> Any:
+    kind = type(value)
+    if kind is str:
+        return _LONE.sub("\ufffd", value)
+    if kind is list:
+        return [_repair(v) for v in value]
+    if kind is dict:
+        return {_LONE.sub("\ufffd", k): _repair(v) for k, v in value.items()}
+    return value
+
+
+def decode_json(data: str | bytes) -> Any:
+    """Decode a JSON document whose strings are valid Unicode. Raises what the decoder
+    raises (``ValueError``, ``RecursionError``) for a document it cannot decode."""
+    if not _may_hold_surrogates(data):
+        return loads(data)
+    # The standard decoder accepts lone surrogates (a faster one may refuse them).
+    return _repair(std_loads(data))
+
+
+def valid_json_text(text: str) -> str:
+    """JSON text (a tool call's input) whose strings decode to valid Unicode: a document
+    that spells a lone surrogate is written again with U+FFFD in its place; text that is
+    not JSON has its own lone surrogates replaced. Anything else passes through as is."""
+    text = _LONE.sub("\ufffd", text)
+    if not _may_hold_surrogates(text):
+        return text
+    try:
+        value = std_loads(text)
+    except (ValueError, RecursionError):
+        return text
+    if _repair(value) == value:
+        return text  # only valid pairs
+    return js_stringify(_repair(value))

@@ -1,0 +1,156 @@
+"""Run one public call against a hostile server on each runtime, and observe what escapes.
+
+``call(runtime, url, op, *args, client=..., timeout=...)`` builds a ``CoderChatClient`` of that
+runtime (``asyncio``, ``trio`` or ``sync``), performs ``op``, closes the client and returns an
+``Outcome``: the value or the exception, how long the call took, and the threads left behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import trio
+
+import coder_io_asyncio
+import coder_io_sync
+import coder_io_trio
+from coder_proto import CoderAgentError
+
+RUNTIMES = ("asyncio", "trio", "sync")
+
+TOKEN = "hostile-secret-token-0123456789"
+PREFIX = "/api/experimental/chats"
+
+#: What may escape a call: the library's errors, or the runtime's own deadline.
+ALLOWED = (CoderAgentError, TimeoutError)
+
+
+@attrs.define
+class Outcome:
+    value: Any = None
+    error: BaseException | None = None
+    elapsed: float = 0.0
+    threads_left: list[str] = attrs.Factory(list)
+
+
+def open_sockets() -> int:
+    """Sockets this process holds open (Linux: ``/proc/self/fd``; 0 elsewhere)."""
+    try:
+        names = os.listdir("/proc/self/fd")
+    except OSError:  # pragma: no cover - not Linux
+        return 0
+    count = 0
+    for name in names:
+        with contextlib.suppress(OSError):
+            if os.readlink(f"/proc/self/fd/{name}").startswith("socket:"):
+                count += 1
+    return count
+
+
+def _threads() -> set[threading.Thread]:
+    return set(threading.enumerate())
+
+
+def call(
+    runtime: str,
+    url: str,
+    op: str,
+    *args: Any,
+    client: dict[str, Any] | None = None,
+    after: Callable[[Any], None] | None = None,
+) -> Outcome:
+    """Perform ``client.<op>(*args)`` on ``runtime``; ``after(client)`` runs before close."""
+    kwargs: dict[str, Any] = {"prefix": PREFIX, **(client or {})}
+    before = _threads()
+    out = Outcome()
+    start = time.monotonic()
+    if runtime == "sync":
+        sync_client = coder_io_sync.CoderChatClient(url, TOKEN, **kwargs)
+        try:
+            out.value = getattr(sync_client, op)(*args)
+        except BaseException as exc:
+            out.error = exc
+        finally:
+            out.elapsed = time.monotonic() - start
+            if after is not None:
+                after(sync_client)
+            sync_client.close()
+    else:
+        module: Any = coder_io_asyncio if runtime == "asyncio" else coder_io_trio
+
+        async def run() -> None:
+            async_client = module.CoderChatClient(url, TOKEN, **kwargs)
+            try:
+                out.value = await getattr(async_client, op)(*args)
+            except BaseException as exc:
+                out.error = exc
+            finally:
+                out.elapsed = time.monotonic() - start
+                if after is not None:
+                    after(async_client)
+                await async_client.aclose()
+
+        if runtime == "asyncio":
+            asyncio.run(run())
+        else:
+            trio.run(run)
+    # Threads the client started must be gone once it is closed (a moment for them to end).
+    end = time.monotonic() + 2.0
+    left: list[threading.Thread] = []
+    while time.monotonic() < end:
+        left = [t for t in _threads() - before if t.is_alive() and not t.name.startswith("hostile")]
+        if not left:
+            break
+        time.sleep(0.02)
+    out.threads_left = [t.name for t in left]
+    return out
+
+
+def generate(runtime: str, url: str, prompt: str, *, agent: dict[str, Any]) -> Outcome:
+    """``CoderAgent(...).generate(prompt)`` on ``runtime``, then close (without archiving)."""
+    kwargs: dict[str, Any] = {"base_url": url, "token": TOKEN, **agent}
+    before = _threads()
+    out = Outcome()
+    start = time.monotonic()
+    if runtime == "sync":
+        sync_agent = coder_io_sync.CoderAgent(**kwargs)
+        try:
+            out.value = sync_agent.generate(prompt)
+        except BaseException as exc:
+            out.error = exc
+        finally:
+            out.elapsed = time.monotonic() - start
+            sync_agent.close(archive=False)
+    else:
+        module: Any = coder_io_asyncio if runtime == "asyncio" else coder_io_trio
+
+        async def run() -> None:
+            async_agent = module.CoderAgent(**kwargs)
+            try:
+                out.value = await async_agent.generate(prompt)
+            except BaseException as exc:
+                out.error = exc
+            finally:
+                out.elapsed = time.monotonic() - start
+                await async_agent.aclose(archive=False)
+
+        if runtime == "asyncio":
+            asyncio.run(run())
+        else:
+            trio.run(run)
+    end = time.monotonic() + 2.0
+    left: list[threading.Thread] = []
+    while time.monotonic() < end:
+        left = [t for t in _threads() - before if t.is_alive() and not t.name.startswith("hostile")]
+        if not left:
+            break
+        time.sleep(0.02)
+    out.threads_left = [t.name for t in left]
+    return out
