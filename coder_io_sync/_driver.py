@@ -1103,13 +1103,16 @@ class Driver:
         sock = self._sockets.get(conn)
         if sock is None:
             return
+        waiting = len(sock.out)
         try:
             sock.write(data)
         except OSError as exc:
             self._socket_failed(conn, exc)
             return
-        if len(sock.out) > MAX_UNSENT:
-            # D30: the peer sends (pings ...) but reads nothing; the replies would pile up.
+        if waiting > MAX_UNSENT:
+            # D30: more than the bound was still unsent before this write: the peer sends
+            # (pings ...) but reads nothing, and the replies would pile up. One large write
+            # to a slow reader is not that: it is flushed as the socket becomes writable.
             self._socket_failed(
                 conn, OSError(f"more than {MAX_UNSENT} bytes wait to be sent: the peer reads nothing")
             )

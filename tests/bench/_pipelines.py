@@ -18,7 +18,7 @@ from coder_proto._actions import SendData
 from coder_proto._json import orjson_loads, std_loads
 from coder_proto._stream.reader import StreamReader
 from coder_proto._stream.translator import TurnTranslator
-from coder_proto._wire import events as wire_events
+from coder_proto._wire import unicode as wire_unicode
 from coder_proto._wire.events import parse_frame
 
 from ._data import CHAT_ID, chunked, ws_frames, ws_handshake
@@ -64,12 +64,12 @@ def backends() -> dict[str, tuple[Loads, Loads]]:
 @contextlib.contextmanager
 def json_backend(loads: Loads) -> Iterator[None]:
     """Make the wire parser decode frames with ``loads`` for the duration."""
-    saved = getattr(wire_events, "loads")  # noqa: B009 - not re-exported by the module
-    setattr(wire_events, "loads", loads)  # noqa: B010
+    saved = getattr(wire_unicode, "loads")  # noqa: B009 - not re-exported by the module
+    setattr(wire_unicode, "loads", loads)  # noqa: B010
     try:
         yield
     finally:
-        setattr(wire_events, "loads", saved)  # noqa: B010
+        setattr(wire_unicode, "loads", saved)  # noqa: B010
 
 
 def open_reader() -> tuple[StreamReader, Any]:
