@@ -297,19 +297,7 @@ class StreamReader:
             if type(event) is WsRejected:
                 self._on_rejected(event, now)
                 return
-        message = message or DEFAULT_SOCKET_ERROR
-        self._release()
-        self._emit_error(message)
-        self._emit_close(ABNORMAL_CLOSURE, None)
-        self._ended(
-            CoderNetworkError(
-                f"chat stream connection failed: {message}",
-                method="GET",
-                path=self.path,
-                chat_id=self.chat_id,
-            ),
-            now,
-        )
+        self._fail_dial(message or DEFAULT_SOCKET_ERROR, now)
 
     def data_received(self, conn_id: int, data: bytes, now: float) -> None:
         """Bytes arrived on the connection. Frames are decoded and filtered at arrival, in
@@ -346,19 +334,7 @@ class StreamReader:
             self._dial(now)
         elif self.state in (CONNECTING, HANDSHAKE):
             self._deadline = None
-            message = f"the upgrade was not answered within {DIAL_TIMEOUT:g} s"
-            self._release()
-            self._emit_error(message)
-            self._emit_close(ABNORMAL_CLOSURE, None)
-            self._ended(
-                CoderNetworkError(
-                    f"chat stream connection failed: {message}",
-                    method="GET",
-                    path=self.path,
-                    chat_id=self.chat_id,
-                ),
-                now,
-            )
+            self._fail_dial(f"the upgrade was not answered within {DIAL_TIMEOUT:g} s", now)
 
     def close(self, now: float) -> None:
         """The consumer is done (C.2.1): close an open connection with 1000 and end quietly.
@@ -570,6 +546,22 @@ class StreamReader:
                 description += f": {event.reason}"
         self._ended(
             CoderNetworkError(description, method="GET", path=self.path, chat_id=self.chat_id),
+            now,
+        )
+
+    def _fail_dial(self, message: str, now: float) -> None:
+        """The dial failed (the connection, or its upgrade in time): release the socket,
+        report the error and the abnormal close, and end the attempt with a network error."""
+        self._release()
+        self._emit_error(message)
+        self._emit_close(ABNORMAL_CLOSURE, None)
+        self._ended(
+            CoderNetworkError(
+                f"chat stream connection failed: {message}",
+                method="GET",
+                path=self.path,
+                chat_id=self.chat_id,
+            ),
             now,
         )
 
