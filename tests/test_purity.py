@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import pathlib
+import os
 import subprocess
 import sys
 
@@ -93,7 +94,11 @@ def test_importing_the_core_loads_no_io_modules() -> None:
         "bad = [m for m in forbidden if m in sys.modules and (m not in baseline or m != 'threading')]\n"
         "print(','.join(bad))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    # Without coverage's start-up hook: measuring the child would load its own I/O modules.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COVERAGE_")}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    )
     assert out.stdout.strip() == "", f"coder_proto imported I/O modules: {out.stdout.strip()}"
 
 
