@@ -41,6 +41,7 @@ RUNTIME_NAMES: tuple[str, ...] = (
     "CoderChatClient",
     "archive_workflow",
     "bind_tools",
+    "instrument",
     "run_turn",
     "sweep_orphans",
     "watch_chats",
