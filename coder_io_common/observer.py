@@ -38,18 +38,30 @@ T = TypeVar("T")
 
 
 class TurnObservation:
-    """One turn as an observer follows it (no-op here). ``end`` is called when the turn ends:
-    with its result (a ``TurnResult``/``GenerateResult``), or with the error (an exception,
-    a cancellation included) that ended it, or with neither when a stream was left before
-    its result was read. Only the first call counts."""
+    """One turn as an observer follows it (no-op here). The adapter calls ``end`` when the
+    turn ends: with its result (a ``TurnResult``/``GenerateResult``), or with the error (an
+    exception, a cancellation included) that ended it, or with neither when a stream was
+    left before it finished. Only the first call counts: it calls ``finished``, which a
+    subclass overrides."""
+
+    _ended = False
 
     def end(self, result: Any = None, error: BaseException | None = None) -> None:
         """The turn ended (see the class docstring)."""
+        if self._ended:
+            return
+        self._ended = True
+        self.finished(result, error)
+
+    def finished(self, result: Any, error: BaseException | None) -> None:
+        """For subclasses: the turn ended, once."""
 
     def end_stream(self, run: Any, error: BaseException | None) -> None:
         """A streaming turn's block was left: ``run`` is the driver's ``Run`` (or ``None``
         when it never started). A finished run's result (or error) is read from its
         machine; an unfinished one was interrupted by leaving."""
+        if self._ended:
+            return
         if run is not None and run.done and error is None:
             try:
                 result = run.machine.result()
@@ -87,6 +99,9 @@ class ToolObservation:
 
 
 class _NullTurn(TurnObservation):
+    def end(self, result: Any = None, error: BaseException | None = None) -> None:
+        return None
+
     def end_stream(self, run: Any, error: BaseException | None) -> None:
         return None
 

@@ -234,9 +234,10 @@ class _ClientTracer:
                 self._spans[event.id] = span
         elif kind in ("http:response", "http:error"):
             with self._lock:
-                span = self._spans.pop(event.id, None)
-            if span is None:
+                ended: Span | None = self._spans.pop(event.id, None)
+            if ended is None:
                 return
+            span = ended
             if kind == "http:response":
                 span.set_attribute("http.response.status_code", event.status)
                 if event.status >= 400:
@@ -274,7 +275,6 @@ class _Turn(TurnObservation):
         self.started = time.monotonic()
         self.steps: list[_Step] = []
         self.open_step: _Step | None = None
-        self._ended = False
         self._lock = threading.Lock()
         attributes = {
             **tracer.common,
@@ -357,11 +357,8 @@ class _Turn(TurnObservation):
 
     # -- the end ---------------------------------------------------------------------------------
 
-    def end(self, result: Any = None, error: BaseException | None = None) -> None:
+    def finished(self, result: Any, error: BaseException | None) -> None:
         with self._lock:
-            if self._ended:
-                return
-            self._ended = True
             steps = list(self.steps)
             self.open_step = None
         tracer = self.tracer
