@@ -41,6 +41,7 @@ from coder_io_common.observer import (
     tee_events,
 )
 from coder_proto._actions import ToolOutcome
+from coder_proto._connection import CANCELLED_MESSAGE
 from coder_proto._transport_events import TransportEventSink
 
 __all__ = ["PROVIDER_NAME", "instrument", "route_template"]
@@ -99,6 +100,7 @@ _ROUTE_WORDS = frozenset(
     {"models", "model-configs", "watch", "me", "files", "messages", "cost", "stream", "host"}
 )
 _ID_LIKE = re.compile(r"[0-9A-Z_%.:]")
+_VERSION = re.compile(r"v[0-9]+")
 
 
 def route_template(path: str) -> str:
@@ -111,7 +113,7 @@ def route_template(path: str) -> str:
         before = parts[index - 1] if index else ""
         if before in _COLLECTIONS and segment and segment not in _ROUTE_WORDS:
             out.append("{" + _COLLECTIONS[before] + "}")
-        elif segment and _ID_LIKE.search(segment) and not segment.startswith("v"):
+        elif _ID_LIKE.search(segment) and not _VERSION.fullmatch(segment):
             out.append("{id}")
         else:
             out.append(segment)
@@ -123,6 +125,16 @@ def _ns(timestamp: float | None) -> int | None:
     if not timestamp:
         return None
     return int(timestamp * 1e9)
+
+
+def _failure_type(message: str) -> str:
+    """``error.type`` of a REST call that got no response, from its ``http:error`` message
+    (``"ConnectError: ..."``): the exception's class, ``cancelled`` for a call the library
+    cancelled, ``_OTHER`` otherwise."""
+    if message == CANCELLED_MESSAGE:
+        return "cancelled"
+    name = message.partition(":")[0].strip()
+    return name if name.isidentifier() else "_OTHER"
 
 
 def _error_type(error: BaseException) -> str:
@@ -244,8 +256,7 @@ class _ClientTracer:
                     span.set_attribute("error.type", str(event.status))
                     span.set_status(Status(StatusCode.ERROR))
             else:
-                name = event.message.partition(":")[0].strip()
-                error_type = name if name.isidentifier() else "_OTHER"
+                error_type = _failure_type(event.message)
                 span.set_attribute("error.type", error_type)
                 span.set_status(Status(StatusCode.ERROR, error_type))
             span.end(end_time=_ns(event.timestamp))

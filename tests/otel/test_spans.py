@@ -164,6 +164,28 @@ def test_a_dropped_stream_is_a_drop_and_a_redial_on_the_step_and_counted(
     assert metrics["coder.stream.redials"][0].attributes["gen_ai.provider.name"] == "coder"
 
 
+def test_a_rejected_stream_upgrade_is_a_stream_error_event_then_a_redial(
+    runtime: Any, server: FakeCoderServer, telemetry: Telemetry
+) -> None:
+    server.faults.reject_upgrades(503, times=1)
+
+    async def scenario(rt: Any) -> Any:
+        agent = await rt.agent(server)
+        _instrument(rt, agent, telemetry)
+        result = await rt.generate(agent, "hello")
+        await rt.close(agent)
+        return result
+
+    result = runtime.run(scenario)
+    assert result.text
+    (step,) = telemetry.named("chat")
+    names = [event.name for event in step.events]
+    assert "coder.stream.error" in names and "coder.stream.redial" in names
+    (error,) = [event for event in step.events if event.name == "coder.stream.error"]
+    assert "503" in error.attributes["coder.stream.error"]
+    assert [p.value for p in telemetry.metrics()["coder.stream.redials"]] == [1]
+
+
 # -- the client-tool loop -------------------------------------------------------------------------
 
 
