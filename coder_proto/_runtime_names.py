@@ -41,7 +41,6 @@ RUNTIME_NAMES: tuple[str, ...] = (
     "CoderChatClient",
     "archive_workflow",
     "bind_tools",
-    "instrument",
     "run_turn",
     "sweep_orphans",
     "watch_chats",
