@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 import threading
 import time
+import weakref
 from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
@@ -209,15 +210,22 @@ class _ClientTracer:
     def __init__(self, instruments: _Instruments, base_url: str) -> None:
         self.instruments = instruments
         self.server = _Server(base_url)
-        self.agents: list[_AgentTracer] = []
+        # The instrumented agents on this client, as long as they live.
+        self._agents: weakref.WeakSet[_AgentTracer] = weakref.WeakSet()
         self._spans: dict[int, Span] = {}
         self._lock = threading.Lock()
+
+    def add_agent(self, agent: _AgentTracer) -> None:
+        with self._lock:
+            self._agents.add(agent)
 
     def _parent(self, path: str) -> Any:
         """The context an HTTP span belongs to: the running turn of an instrumented agent on
         this client whose chat the path names, else the only running turn, else the
         caller's current context."""
-        turns = [agent.turn for agent in self.agents if agent.turn is not None]
+        with self._lock:
+            agents = list(self._agents)
+        turns = [agent.turn for agent in agents if agent.turn is not None]
         for turn in turns:
             chat_id = turn.chat_id
             if chat_id and f"/{chat_id}" in path:
@@ -628,7 +636,7 @@ def instrument(
         if isinstance(existing, _AgentTracer):
             return target
         tracer = _AgentTracer(instruments, target, client, agent_name)
-        client.agents.append(tracer)
+        client.add_agent(tracer)
         _own_session_sink(target)
         observe(target, tracer)
         return target

@@ -304,6 +304,7 @@ def test_a_tool_that_raises_records_its_error_class_on_execute_tool(
 def test_a_failed_turn_records_the_error_class_and_retryability(
     runtime: Any, server: FakeCoderServer, telemetry: Telemetry
 ) -> None:
+    """``generate`` raises the run's error: the turn span records it."""
     server.config.scripts.add(
         "doomed", Script((Say("partial "), Fail(message="model overloaded", retryable=True)))
     )
@@ -335,6 +336,87 @@ def test_a_failed_turn_records_the_error_class_and_retryability(
         telemetry, "gen_ai.client.operation.duration", **{"error.type": "CoderChatError"}
     )
     assert sorted(p.attributes["gen_ai.operation.name"] for p in failed) == ["chat", "invoke_agent"]
+
+
+def test_a_stream_whose_result_carries_the_runs_error_records_it(
+    runtime: Any, server: FakeCoderServer, telemetry: Telemetry
+) -> None:
+    server.config.scripts.add("doomed", Script((Say("partial "), Fail(message="model overloaded"))))
+
+    async def scenario(rt: Any) -> Any:
+        agent = await rt.agent(server)
+        _instrument(rt, agent, telemetry)
+        streamed = await rt.stream(agent, "doomed turn")
+        await rt.close(agent)
+        return streamed
+
+    streamed = runtime.run(scenario)
+    assert streamed.error is None and streamed.result.error is not None
+    (turn,) = telemetry.named("invoke_agent")
+    assert turn.attributes["error.type"] == type(streamed.result.error).__name__
+    assert turn.attributes["gen_ai.response.finish_reasons"] == ("error",)
+    assert not turn.status.is_ok
+
+
+def test_a_tool_cancelled_with_its_turn_records_the_cancellation(
+    loop_runtime: Any, server: FakeCoderServer, telemetry: Telemetry
+) -> None:
+    server.config.scripts.add("weather", _weather_script())
+    started: list[str] = []
+
+    @tool
+    async def get_weather(city: str) -> dict[str, Any]:
+        """Get the weather for a city."""
+        started.append(city)
+        if loop_runtime.name == "trio":
+            import trio
+
+            await trio.sleep(30)
+        else:
+            import asyncio
+
+            await asyncio.sleep(30)
+        return {"city": city, "temp_c": 21}  # pragma: no cover - cancelled before
+
+    async def scenario(rt: Any) -> Any:
+        agent = await rt.agent(server, tools=[get_weather])
+        _instrument(rt, agent, telemetry)
+        error = await rt.generate_within(agent, "weather in Bern", 1.0)
+        await rt.close(agent)
+        return error
+
+    error = loop_runtime.run(scenario)
+    assert isinstance(error, loop_runtime.deadline_error) and started == ["Bern"]
+    (execute,) = telemetry.named("execute_tool")
+    assert execute.attributes["error.type"] == loop_runtime.cancel_error.__name__
+    (turn,) = telemetry.named("invoke_agent")
+    assert turn.attributes["error.type"] in (
+        loop_runtime.cancel_error.__name__,
+        loop_runtime.deadline_error.__name__,
+    )
+    assert not turn.status.is_ok
+
+
+def test_the_model_hint_is_the_request_model(
+    runtime: Any, server: FakeCoderServer, telemetry: Telemetry
+) -> None:
+    async def scenario(rt: Any) -> None:
+        agent = await rt.agent(server, model="gpt-5")
+        _instrument(rt, agent, telemetry)
+        await rt.generate(agent, "hello")
+        await rt.close(agent)
+
+    runtime.run(scenario)
+    (turn,) = telemetry.named("invoke_agent")
+    (step,) = telemetry.named("chat")
+    assert step.name == "chat gpt-5"
+    assert (
+        turn.attributes["gen_ai.request.model"]
+        == step.attributes["gen_ai.request.model"]
+        == "gpt-5"
+    )
+    for points in telemetry.metrics().values():
+        assert all(p.attributes["gen_ai.request.model"] == "gpt-5" for p in points)
 
 
 def test_a_stream_left_early_ends_its_turn_span(

@@ -32,3 +32,22 @@ def test_route_templates_name_no_item() -> None:
     assert route_template(f"/api/v2/chats/files/{chat}") == "/api/v2/chats/files/{file}"
     assert route_template("/api/v2/workspaceagents/abc123/x") == "/api/v2/workspaceagents/{agent}/x"
     assert route_template("/api/v2/something/1234") == "/api/v2/something/{id}"
+
+
+def test_a_client_forgets_the_agents_it_traced_for_once_they_are_gone() -> None:
+    import gc
+
+    import coder_io_sync
+    from coder_io_common.otel import instrument
+
+    client = coder_io_sync.CoderChatClient("http://127.0.0.1:9", "t0ken")
+    with client:
+        for _ in range(3):
+            agent = coder_io_sync.CoderAgent(client=client, organization_id="org")
+            instrument(agent)
+            assert instrument(agent) is agent
+            agent.close()
+        del agent
+    # The client's tracer holds its agents' tracers weakly: they go with their sessions.
+    gc.collect()
+    assert len(client._otel_tracer._agents) == 0
