@@ -527,15 +527,25 @@ def test_agents_sharing_a_client_keep_their_spans_apart(
     assert len(steps) == 3
     parents = sorted(telemetry.parent_of(s).name for s in steps)  # type: ignore[union-attr]
     assert parents == ["invoke_agent first", "invoke_agent first", "invoke_agent second"]
-    for turn in [*firsts, second]:
-        chat_id = turn.attributes["gen_ai.conversation.id"]
-        for span in telemetry.spans():
-            if telemetry.parent_of(span) is not None and span.name.startswith(("POST", "GET")):
-                owner = telemetry.parent_of(span)
-                while telemetry.parent_of(owner) is not None:  # type: ignore[arg-type]
-                    owner = telemetry.parent_of(owner)  # type: ignore[arg-type]
-                if owner is turn and "{chat}" in span.name:
-                    assert owner.attributes["gen_ai.conversation.id"] == chat_id
+
+    # Each REST call that started a round trip is under that agent's turn.
+    def root(span: Any) -> Any:
+        while telemetry.parent_of(span) is not None:
+            span = telemetry.parent_of(span)
+        return span
+
+    creates = telemetry.named("POST /api/v2/chats")
+    assert sorted(root(s).name for s in creates) == ["invoke_agent first", "invoke_agent second"]
+    (message,) = telemetry.named("POST /api/v2/chats/{chat}/messages")
+    assert root(message) is firsts[1]
+    assert (
+        firsts[0].attributes["gen_ai.conversation.id"]
+        == firsts[1].attributes["gen_ai.conversation.id"]
+    )
+    assert (
+        second.attributes["gen_ai.conversation.id"]
+        != firsts[0].attributes["gen_ai.conversation.id"]
+    )
 
 
 def test_an_instrumented_client_traces_its_rest_calls(
