@@ -7,8 +7,9 @@ it, so an observer may make its own context current for the tool) and every tran
 of the agent's session (``segment:*``, ``ws:*``, and ``http:*`` when the agent's session and
 its client share one event sink). ``observe(agent, observer)`` attaches one; the adapters
 call the hooks only when one is attached, so an agent without an observer does no extra
-work. ``coder_io_common.otel`` is the OpenTelemetry observer; ``instrument`` (re-exported by
-every adapter) turns it on without importing OpenTelemetry before it is called.
+work. ``coder_io_common.otel`` is the OpenTelemetry observer;
+``coder_io_common.instrumentation.instrument`` (re-exported by every adapter) turns it on
+without importing OpenTelemetry before it is called.
 
 This module imports nothing beyond the standard library and the core.
 """
@@ -26,7 +27,6 @@ __all__ = [
     "AgentObserver",
     "ToolObservation",
     "TurnObservation",
-    "instrument",
     "observe",
     "observed_async_tool",
     "observed_tool",
@@ -208,25 +208,3 @@ def observe(agent: Any, observer: AgentObserver) -> None:
     to every observer attached so far)."""
     agent._observer = observer
     tee_events(agent._core.session.sink, observer.transport_event)
-
-
-def instrument(
-    target: Any,
-    *,
-    tracer_provider: Any = None,
-    meter_provider: Any = None,
-    agent_name: str | None = None,
-) -> Any:
-    """Turn on OpenTelemetry tracing and metrics for ``target``, a ``CoderAgent`` or a
-    ``CoderChatClient`` of any adapter (docs/observability.md); needs the ``otel`` extra
-    (``opentelemetry-api``). ``tracer_provider`` / ``meter_provider`` default to the global
-    ones. Call it before the first turn. Returns ``target``. OpenTelemetry is imported only
-    when this is called."""
-    from coder_io_common.otel import instrument as otel_instrument
-
-    return otel_instrument(
-        target,
-        tracer_provider=tracer_provider,
-        meter_provider=meter_provider,
-        agent_name=agent_name,
-    )

@@ -25,7 +25,7 @@ def test_importing_the_adapters_and_the_core_imports_no_opentelemetry() -> None:
         """
         import sys
         import coder_proto, coder_io_asyncio, coder_io_trio, coder_io_sync
-        import coder_io_common.observer
+        import coder_io_common.observer, coder_io_common.instrumentation
         assert callable(coder_io_sync.instrument)
         print(sorted(m for m in sys.modules if m.startswith("opentelemetry")))
         """
