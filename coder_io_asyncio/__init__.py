@@ -4,6 +4,7 @@ The runtime-independent names (errors, output parts, results, messages, tools) a
 core's (``coder_proto``); the classes and functions below perform I/O on asyncio.
 """
 
+from coder_io_common.instrumentation import instrument as instrument
 from coder_io_common.stores import STORE_NAMES
 from coder_io_common.stores import SQLiteStore as SQLiteStore
 from coder_proto import *  # noqa: F403

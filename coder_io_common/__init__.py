@@ -14,6 +14,9 @@
   ``coder_proto.fake`` on loopback for every runtime's tests.
 * ``stores``: the durable stores (SQLite; PostgreSQL with the ``postgres`` extra), usable from
   every adapter.
+* ``observer``: the hooks an agent calls around its turns, client tools and session events;
+  ``otel``: the OpenTelemetry observer behind them (the ``otel`` extra, docs/observability.md),
+  turned on by ``instrumentation.instrument`` (which imports it when called).
 
 Everything else runtime-independent lives in ``coder_proto``.
 """

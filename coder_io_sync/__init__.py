@@ -38,6 +38,7 @@ Threads (what is and is not thread-safe):
   the same client or agent; ``close()`` must not race other calls on the same object.
 """
 
+from coder_io_common.instrumentation import instrument as instrument
 from coder_io_common.stores import STORE_NAMES
 from coder_io_common.stores import SQLiteStore as SQLiteStore
 from coder_proto import *  # noqa: F403

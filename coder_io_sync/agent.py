@@ -32,6 +32,7 @@ import httpx
 
 from coder_io_common.closing import Closing
 from coder_io_common.files import read_path
+from coder_io_common.observer import AgentObserver, observed_tool, turn_observation
 from coder_proto import (
     ArchiveResult,
     CoderAgentError,
@@ -92,6 +93,8 @@ class CoderAgent(AgentShell[CoderChatClient, httpx.Client], Closing):
 
     _client_class: ClassVar[type[Any]] = CoderChatClient
     _driver: Driver
+    #: Hooks around turns, tools and events (``coder_io_common.observer``), or ``None``.
+    _observer: AgentObserver | None = None
 
     def _setup(self) -> None:
         # The single-flight check and entry are one step, whichever thread calls (G.2).
@@ -134,6 +137,7 @@ class CoderAgent(AgentShell[CoderChatClient, httpx.Client], Closing):
         core = self._core
         driver = self._driver
         self._begin()
+        seen = turn_observation(self._observer, self, streaming=False)
         try:
             with sigint_deferred():
                 plan = prepare_prompt(prompt, messages)
@@ -148,8 +152,12 @@ class CoderAgent(AgentShell[CoderChatClient, httpx.Client], Closing):
                     with driver.locked() as now:
                         step = call.advance(result, now=now)
                     if isinstance(step, GenerateResult):
+                        seen.end(step)
                         return step
                     turn = step
+        except BaseException as exc:
+            seen.end(error=exc)
+            raise
         finally:
             self._end()
 
@@ -174,13 +182,14 @@ class CoderAgent(AgentShell[CoderChatClient, httpx.Client], Closing):
             plan = self._core.plan_tools(calls)
         outcomes = list(plan.outcomes)
         invocations = plan.invocations
+        invoke = observed_tool(self._observer, _invoke)
         if len(invocations) == 1:
-            outcomes.append(_invoke(invocations[0]))
+            outcomes.append(invoke(invocations[0]))
         elif invocations:
             with concurrent.futures.ThreadPoolExecutor(
                 max_workers=len(invocations), thread_name_prefix="coder-io-sync-tool"
             ) as pool:
-                outcomes += list(pool.map(_invoke, invocations))
+                outcomes += list(pool.map(invoke, invocations))
         return outcomes
 
     # -- cleanup (H.3-H.5) -------------------------------------------------------------------
@@ -278,6 +287,7 @@ class AgentStream:
         self._run: Run[Any] | None = None
         self._final: GenerateResult | None = None
         self._entered = False
+        self._seen = turn_observation(None, agent, streaming=True)
 
     def __repr__(self) -> str:
         state = "not started" if self._run is None else ("done" if self._run.done else "live")
@@ -292,6 +302,7 @@ class AgentStream:
         core = agent._core
         driver = agent._driver
         agent._begin()
+        self._seen = turn_observation(agent._observer, agent, streaming=True)
         try:
             with sigint_deferred():
                 plan = prepare_prompt(self._prompt, self._messages)
@@ -299,7 +310,8 @@ class AgentStream:
                 with driver.locked() as now:
                     turn = core.stream(built, now=now)
                 self._run = driver.start(turn, session=core.session, tools=agent._run_tools)
-        except BaseException:
+        except BaseException as exc:
+            self._seen.end(error=exc)
             agent._end()
             raise
         self._deadline = deadline
@@ -317,6 +329,7 @@ class AgentStream:
                 # cancellation"); with an exception it is the caller's reason (D22).
                 self._run.cancel(exc)
         finally:
+            self._seen.end_stream(self._run, exc)
             self._agent._end()
 
     def _live(self) -> Run[Any]:
@@ -353,6 +366,7 @@ class AgentStream:
             agent = self._agent
             with agent._driver.locked():
                 self._final = agent._core.stream_result(result)
+            self._seen.end(self._final)
         return self._final
 
 

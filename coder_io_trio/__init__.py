@@ -7,6 +7,7 @@ on trio: run it inside ``trio.run``. Cancellation is trio's (``move_on_after``,
 (``coder_proto``).
 """
 
+from coder_io_common.instrumentation import instrument as instrument
 from coder_io_common.stores import STORE_NAMES
 from coder_io_common.stores import SQLiteStore as SQLiteStore
 from coder_proto import *  # noqa: F403

@@ -30,6 +30,7 @@ import httpx
 
 from coder_io_common.closing import AsyncClosing
 from coder_io_common.files import read_path
+from coder_io_common.observer import AgentObserver, observed_async_tool, turn_observation
 from coder_proto._actions import ToolOutcome
 from coder_proto._agent.agent_core import GenerateResult
 from coder_proto._agent.prompt_plan import PromptPlan, prepare_prompt
@@ -97,6 +98,8 @@ class CoderAgent(AgentShell[CoderChatClient, httpx.AsyncClient], AsyncClosing):
     #: The adapter's ``AgentStream`` class.
     _stream_class: ClassVar[type[AgentStream]]
     _driver: Driver
+    #: Hooks around turns, tools and events (``coder_io_common.observer``), or ``None``.
+    _observer: AgentObserver | None = None
 
     def _setup(self) -> None:
         self._runtime: AsyncRuntime = self._client.driver.runtime
@@ -121,6 +124,7 @@ class CoderAgent(AgentShell[CoderChatClient, httpx.AsyncClient], AsyncClosing):
         on the server and re-raises the cancellation (D22)."""
         core = self._core
         core.begin()
+        seen = turn_observation(self._observer, self, streaming=False)
         try:
             plan = prepare_prompt(prompt, messages)
             call = core.generate(await self._build(plan), now=_now())
@@ -129,8 +133,12 @@ class CoderAgent(AgentShell[CoderChatClient, httpx.AsyncClient], AsyncClosing):
                 result = await self._driver.run(turn, session=core.session, tools=self._run_tools)
                 step = call.advance(result, now=_now())
                 if isinstance(step, GenerateResult):
+                    seen.end(step)
                     return step
                 turn = step
+        except BaseException as exc:
+            seen.end(error=exc)
+            raise
         finally:
             core.end()
 
@@ -149,7 +157,7 @@ class CoderAgent(AgentShell[CoderChatClient, httpx.AsyncClient], AsyncClosing):
         plan = self._core.plan_tools(calls)
         outcomes = list(plan.outcomes)
         if plan.invocations:
-            outcomes += await invoke_all(self._runtime, plan.invocations)
+            outcomes += await invoke_all(self._runtime, plan.invocations, self._observer)
         return outcomes
 
     # -- cleanup (H.3-H.5) -------------------------------------------------------------------
@@ -237,6 +245,7 @@ class AgentStream:
         self._run: Run[Any] | None = None
         self._final: GenerateResult | None = None
         self._entered = False
+        self._seen = turn_observation(None, agent, streaming=True)
 
     def __repr__(self) -> str:
         state = "not started" if self._run is None else ("done" if self._run.done else "live")
@@ -249,11 +258,13 @@ class AgentStream:
         agent = self._agent
         core = agent._core
         core.begin()
+        self._seen = turn_observation(agent._observer, agent, streaming=True)
         try:
             plan = prepare_prompt(self._prompt, self._messages)
             turn = core.stream(await agent._build(plan), now=_now())
             self._run = agent._driver.start(turn, session=core.session, tools=agent._run_tools)
-        except BaseException:
+        except BaseException as exc:
+            self._seen.end(error=exc)
             core.end()
             raise
         return self
@@ -270,6 +281,7 @@ class AgentStream:
                 # cancellation"); with an exception it is the caller's reason (D22).
                 self._run.cancel(exc)
         finally:
+            self._seen.end_stream(self._run, exc)
             self._agent._core.end()
 
     def _live(self) -> Run[Any]:
@@ -304,6 +316,7 @@ class AgentStream:
             async for _part in run.parts():
                 pass
             self._final = self._agent._core.stream_result(await run.result())
+            self._seen.end(self._final)
         return self._final
 
 
@@ -311,14 +324,18 @@ class AgentStream:
 
 
 async def invoke_all(
-    runtime: AsyncRuntime, invocations: Sequence[ToolInvocation]
+    runtime: AsyncRuntime,
+    invocations: Sequence[ToolInvocation],
+    observer: AgentObserver | None = None,
 ) -> list[ToolOutcome]:
     """Run the calls of one pause concurrently; one outcome per call, in order (a tool that
-    raises is an error outcome, D5). The caller's cancellation cancels them all."""
+    raises is an error outcome, D5). The caller's cancellation cancels them all. Each call
+    runs inside ``observer``'s tool hook, if any."""
     outcomes: list[ToolOutcome | None] = [None] * len(invocations)
+    invoke = observed_async_tool(observer, _invoke)
 
     async def one(index: int, invocation: ToolInvocation) -> None:
-        outcomes[index] = await _invoke(runtime, invocation)
+        outcomes[index] = await invoke(runtime, invocation)
 
     async with runtime.task_group() as group:
         for index, invocation in enumerate(invocations):
