@@ -13,6 +13,9 @@ import pytest
 from coder_io_common.fake_server import FakeCoderServer
 from coder_proto import CoderAgentError
 from coder_proto.fake import _deployment
+from coder_proto.transcript._recorder import TranscriptRecorder
+
+from .test_recording import check_replay
 
 ORG_VARIABLES = ("CODER_ORGANIZATION_ID", "CODER_ORG_ID")
 #: The fake's name for ``GET /api/v2/users/{user}``.
@@ -193,3 +196,22 @@ def test_d33_a_user_without_an_organization_gets_an_error_naming_what_to_pass(
 
     runtime.run(scenario)
     assert asked(server, "create_chat") == 0
+
+
+def test_d33_a_recording_with_the_lookup_replays_to_the_live_outcome(
+    runtime: Any, server: FakeCoderServer
+) -> None:
+    lines: list[str] = []
+
+    async def scenario(rt: Any) -> list[Any]:
+        agent = await rt.agent(
+            server, organization_id=None, recorder=TranscriptRecorder(lines.append)
+        )
+        try:
+            return [await rt.generate(agent, "hello")]
+        finally:
+            await rt.close(agent)
+
+    live = runtime.run(scenario)
+    assert asked(server) == 1
+    check_replay("".join(lines), server.token, live)
