@@ -6,10 +6,12 @@ no organization gets a ``CoderAgentError`` saying what to pass."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from coder_io_asyncio import Attachment
 from coder_io_common.fake_server import FakeCoderServer
 from coder_proto import CoderAgentError
 from coder_proto.fake import _deployment
@@ -50,7 +52,9 @@ def test_d33_an_agent_without_an_organization_creates_its_chat_in_the_users_firs
     async def scenario(rt: Any) -> None:
         agent = await rt.agent(server, organization_id=None)
         try:
-            result = await rt.generate(agent, "hello")
+            # The upload the prompt carries comes first: it asks, and the chat reuses it.
+            csv = Attachment(content=b"a,b\n1,2", filename="data.csv")
+            result = await rt.generate(agent, ["hello", csv])
             assert result.text
             chat = await rt.client_call(agent, "get_chat", agent.chat_id)
             assert chat.organization_id == server.organization_id
@@ -58,6 +62,7 @@ def test_d33_an_agent_without_an_organization_creates_its_chat_in_the_users_firs
             await rt.reset_session(agent)
             await rt.generate(agent, "again")
             assert asked(server, "create_chat") == 2
+            assert asked(server, "upload_chat_file") == 1
         finally:
             await rt.close(agent)
 
@@ -98,23 +103,27 @@ def test_d33_users_me_is_asked_once_per_client_not_per_agent_or_chat(
 
 
 def test_d33_uploads_and_model_listing_of_an_agent_use_the_default_organization(
-    runtime: Any, server: FakeCoderServer
+    runtime: Any, server: FakeCoderServer, tmp_path: Path
 ) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_bytes(b"notes from a file")
+
     async def scenario(rt: Any) -> None:
         agent = await rt.agent(server, organization_id=None)
         try:
             models = await rt.list_models(agent)
             assert models and {m.organization_id for m in models} == {server.organization_id}
             attached = await rt.attach(agent, b"notes", media_type="text/plain")
-            assert attached.file_id
-            result = await rt.generate(agent, ["read this", attached])
+            from_file = await rt.attach(agent, notes)
+            assert attached.file_id and from_file.file_id
+            result = await rt.generate(agent, ["read this", attached, from_file])
             assert result.text
         finally:
             await rt.close(agent)
 
     runtime.run(scenario)
     assert asked(server) == 1
-    assert asked(server, "upload_chat_file") == 1
+    assert asked(server, "upload_chat_file") == 2
 
 
 @pytest.mark.parametrize("variable", ORG_VARIABLES)
