@@ -194,3 +194,22 @@ def test_a_watch_that_redials_is_a_warning(
     assert len(warnings) == 2
     assert all("the chat watch connection ended" in m and "redialing in" in m for m in warnings)
     assert_no_token(caplog, server)
+
+
+def test_a_normal_watch_logs_nothing_but_the_prefix_lock(
+    runtime: Any, server: FakeCoderServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+
+    async def scenario(rt: Any) -> None:
+        client = await rt.client(server)
+        watch = await rt.enter(client.watch_chats(backoff=FAST))
+        await watch_a_chat_once_connected(rt, server, client, watch, dials=1)
+        await rt.leave(watch)
+        await rt.close_client(client)
+
+    runtime.run(scenario)
+    assert [(r.levelno, r.getMessage()) for r in library_records(caplog)] == [
+        (logging.DEBUG, "chat route prefix locked to /api/v2/chats")
+    ]
+    assert_no_token(caplog, server)
