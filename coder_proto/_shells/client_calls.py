@@ -284,29 +284,27 @@ class ChatCalls:
         organization (D33)."""
         plan = plan_upload(content, media_type=media_type, filename=filename)
         selector = self.selector
+
+        def job(now: float, data: Any) -> RestJob[str]:
+            if organization_id is not None:
+                request = plan.request(organization_id, data)
+                return RestJob(selector, request, parse_upload_chat_file, now=now)
+            return OrganizationRestJob(
+                selector, None, lambda org: plan.request(org, data), parse_upload_chat_file, now=now
+            )
+
         if plan.data is not None:
             data = plan.data
-            plan.request(organization_id or UNKNOWN_ORGANIZATION, data)  # checks, no request yet
-            return Call(
-                machine=lambda now, _data: OrganizationRestJob(
-                    selector,
-                    organization_id,
-                    lambda org: plan.request(org, data),
-                    parse_upload_chat_file,
-                    now=now,
+            # Every check runs now, before any request (the organization may be unknown yet).
+            checked = plan.request(organization_id or UNKNOWN_ORGANIZATION, data)
+            if organization_id is not None:
+                return Call(
+                    machine=lambda now, _data: RestJob(
+                        selector, checked, parse_upload_chat_file, now=now
+                    )
                 )
-            )
-
-        def machine(now: float, data: Any) -> RestJob[str]:
-            return OrganizationRestJob(
-                selector,
-                organization_id,
-                lambda org: plan.request(org, data),
-                parse_upload_chat_file,
-                now=now,
-            )
-
-        return Call(machine=machine, read=plan)
+            return Call(machine=lambda now, _data: job(now, data))
+        return Call(machine=job, read=plan)
 
     def get_chat_file(self, file_id: str) -> Call[ChatFile]:
         """``GET {P}/files/{file_id}``: the bytes and media type."""
