@@ -11,7 +11,8 @@ import pytest
 
 from coder_proto import CoderAgentError, CoderApiError, CoderProtocolError
 from coder_proto._rest.http import HttpResponse
-from coder_proto._rest.organization import organization_from_env
+from coder_proto._rest.jobs import ModelConfigsJob
+from coder_proto._rest.organization import LOOKUP_POLL, LOOKUP_WAIT, organization_from_env
 from coder_proto._rest.prefix import PrefixSelector
 from coder_proto._rest.routes import build_get_current_user, parse_default_organization
 
@@ -85,3 +86,54 @@ def test_d33_a_refused_request_raises_the_servers_error() -> None:
 def test_d33_the_environment_is_read_in_order(env: dict[str, str], expected: str | None) -> None:
     assert organization_from_env(env) == expected
     assert organization_from_env(None) is None
+
+
+ME_BODY = {"id": "u1", "username": "ada", "organization_ids": [ORG_A]}
+MODELS = {"models": []}
+
+
+def sent(machine: Any) -> list[Any]:
+    return [a for a in machine.actions() if type(a).__name__ == "SendRequest"]
+
+
+def test_d33_one_client_asks_once_and_a_second_call_waits_for_the_answer() -> None:
+    selector = PrefixSelector()
+    first = ModelConfigsJob(selector, None, now=0.0)
+    (ask,) = sent(first)
+    assert ask.request.path == "/api/v2/users/me" and selector.organization_lookups == 1
+    second = ModelConfigsJob(selector, None, now=0.0)
+    assert sent(second) == [] and second.next_deadline() == LOOKUP_POLL
+    first.response_received(ask.request_id, answer(ME_BODY), now=0.01)
+    assert selector.default_organization_id == ORG_A and selector.organization_lookups == 0
+    (listing,) = sent(first)
+    assert ORG_A in listing.request.path
+    second.tick(now=LOOKUP_POLL)
+    (listing,) = sent(second)
+    assert ORG_A in listing.request.path
+    # Known now: a later call sends the listing at once.
+    (listing,) = sent(ModelConfigsJob(selector, None, now=1.0))
+    assert ORG_A in listing.request.path
+
+
+def test_d33_a_cancelled_question_lets_the_waiting_call_ask() -> None:
+    selector = PrefixSelector()
+    first = ModelConfigsJob(selector, None, now=0.0)
+    assert len(sent(first)) == 1
+    second = ModelConfigsJob(selector, None, now=0.0)
+    first.cancel(now=0.01)
+    assert first.cancelled and selector.organization_lookups == 0
+    second.tick(now=LOOKUP_POLL)
+    (ask,) = sent(second)
+    assert ask.request.path == "/api/v2/users/me"
+
+
+def test_d33_a_call_waits_for_another_at_most_lookup_wait() -> None:
+    selector = PrefixSelector()
+    selector.organization_lookups = 1  # a question that never ends
+    waiting = ModelConfigsJob(selector, None, now=0.0)
+    now = 0.0
+    while not (asks := sent(waiting)):
+        now = waiting.next_deadline() or now
+        waiting.tick(now=now)
+    assert LOOKUP_WAIT <= now < LOOKUP_WAIT + 1
+    assert asks[0].request.path == "/api/v2/users/me"

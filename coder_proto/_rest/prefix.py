@@ -209,7 +209,7 @@ class PrefixSelector:
     named (D33; ``coder_proto._rest.organization``), ``None`` until it was asked.
     """
 
-    __slots__ = ("_prefix", "default_organization_id")
+    __slots__ = ("_prefix", "default_organization_id", "organization_lookups")
 
     def __init__(self, initial: str | None = None) -> None:
         if initial not in (None, V2_PREFIX, LEGACY_PREFIX):
@@ -219,6 +219,8 @@ class PrefixSelector:
         self._prefix: str | None = initial
         #: The organization new chats default to (D33), once ``users/me`` answered.
         self.default_organization_id: str | None = None
+        #: ``users/me`` requests in flight for it (D33): later calls wait for their answer.
+        self.organization_lookups = 0
 
     @property
     def prefix(self) -> str | None:

@@ -13,7 +13,7 @@ import pytest
 
 from coder_io_asyncio import Attachment
 from coder_io_common.fake_server import FakeCoderServer
-from coder_proto import CoderAgentError
+from coder_proto import CoderAgentError, CoderApiError
 from coder_proto.fake import _deployment
 from coder_proto.transcript._recorder import TranscriptRecorder
 
@@ -100,6 +100,60 @@ def test_d33_users_me_is_asked_once_per_client_not_per_agent_or_chat(
     runtime.run(scenario)
     assert asked(server) == 1
     assert asked(server, "create_chat") == 4
+
+
+def test_d33_agents_starting_together_on_one_client_ask_once(
+    runtime: Any, server: FakeCoderServer
+) -> None:
+    """While the first question is out, the other agents' turns wait for its answer."""
+    server.faults.delay_requests(USERS_ME, 0.3)
+
+    async def scenario(rt: Any) -> None:
+        client = await rt.client(server)
+        agents = [
+            await rt.agent(server, client=client, base_url=None, token=None, organization_id=None)
+            for _ in range(3)
+        ]
+        try:
+            results = await rt.concurrently(*(lambda a=a: rt.generate(a, "hi") for a in agents))
+            assert not [r for r in results if isinstance(r, BaseException)], results
+            assert len({r.chat_id for r in results}) == 3
+        finally:
+            for agent in agents:
+                await rt.close(agent)
+            await rt.close_client(client)
+
+    runtime.run(scenario)
+    assert asked(server) == 1
+    assert asked(server, "create_chat") == 3
+
+
+def test_d33_when_the_first_question_fails_a_waiting_agent_asks_again(
+    runtime: Any, server: FakeCoderServer
+) -> None:
+    server.faults.delay_requests(USERS_ME, 0.2, times=1)
+    server.faults.fail_requests(USERS_ME, 503, times=1)
+
+    async def scenario(rt: Any) -> list[Any]:
+        client = await rt.client(server)
+        agents = [
+            await rt.agent(server, client=client, base_url=None, token=None, organization_id=None)
+            for _ in range(3)
+        ]
+        try:
+            return list(await rt.concurrently(*(lambda a=a: rt.generate(a, "hi") for a in agents)))
+        finally:
+            for agent in agents:
+                await rt.close(agent)
+            await rt.close_client(client)
+
+    results = runtime.run(scenario)
+    failed = [r for r in results if isinstance(r, BaseException)]
+    assert len(failed) == 1
+    assert isinstance(failed[0], CoderApiError) and failed[0].status == 503
+    assert failed[0].path == "/api/v2/users/me"
+    assert asked(server) == 2
+    assert asked(server, "create_chat") == 2
 
 
 def test_d33_uploads_and_model_listing_of_an_agent_use_the_default_organization(
