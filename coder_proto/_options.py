@@ -82,7 +82,8 @@ class AgentOptions:
     """How an agent runs its turns (H.2). Every field is optional; durations are seconds.
 
     * ``organization_id``: the organization new chats belong to (default: the
-      ``CODER_ORGANIZATION_ID`` environment variable, read when the agent is built);
+      ``CODER_ORGANIZATION_ID`` or ``CODER_ORG_ID`` environment variable, read when the agent
+      is built, else the signed-in user's first organization, asked once per client, D33);
     * ``model``: a model hint, resolved once per session (a model-config UUID,
       ``provider:model``, a model id or a display-name substring);
     * ``instructions``: the system prompt of new chats;

@@ -88,9 +88,16 @@ def call(name: str, args: str = "{}", call_id: str = "c1", **kw: Any) -> ToolCal
 # -- settings (H.1, H.2) --------------------------------------------------------------------------
 
 
-def test_h2_organization_id_is_required_and_defaults_from_the_environment() -> None:
-    with pytest.raises(CoderAgentError, match="organization_id is required"):
-        AgentCore(base_url=BASE, token="t")
+def test_d33_organization_id_defaults_from_the_environment_else_stays_unknown() -> None:
+    # With neither, the first turn asks the deployment (tests/integration/test_organization.py).
+    assert AgentCore(base_url=BASE, token="t").organization_id is None
+    assert AgentCore(base_url=BASE, token="t", env={"CODER_ORG_ID": "org-b"}).organization_id == (
+        "org-b"
+    )
+    both = {ENV_ORGANIZATION_ID: "org-a", "CODER_ORG_ID": "org-b"}
+    assert AgentCore(base_url=BASE, token="t", env=both).organization_id == "org-a"
+    blank = {ENV_ORGANIZATION_ID: "  ", "CODER_ORG_ID": "org-b"}
+    assert AgentCore(base_url=BASE, token="t", env=blank).organization_id == "org-b"
     agent = AgentCore(base_url=BASE, token="t", env={ENV_ORGANIZATION_ID: "org-env"})
     assert agent.organization_id == "org-env" and agent.config.organization_id == "org-env"
     explicit = AgentCore(
@@ -100,8 +107,11 @@ def test_h2_organization_id_is_required_and_defaults_from_the_environment() -> N
         env={ENV_ORGANIZATION_ID: "org-env"},
     )
     assert explicit.organization_id == "org-x"
-    with pytest.raises(CoderAgentError):
-        AgentCore(base_url=BASE, token="t", env={ENV_ORGANIZATION_ID: "  "})
+    assert (
+        AgentCore(base_url=BASE, token="t", env={ENV_ORGANIZATION_ID: "  "}).organization_id is None
+    )
+    with pytest.raises(CoderAgentError, match="organization_id must be a non-empty string"):
+        AgentCore(AgentOptions(organization_id=" "), base_url=BASE, token="t")
 
 
 def test_h2_defaults_max_retries_zero_and_64_steps_and_construction_does_no_io() -> None:

@@ -39,6 +39,7 @@ from coder_proto._rest.jobs import (
     interrupt_job,
     rest_job,
 )
+from coder_proto._rest.organization import UNKNOWN_ORGANIZATION
 from coder_proto._rest.prefix import PrefixSelector
 from coder_proto._rest.routes import build_get_chat, parse_get_chat
 from coder_proto._rest.settings import CONNECT_TIMEOUT, ClientSettings, emits_transport_events
@@ -342,7 +343,6 @@ def test_create_chat_request_passes_a_request_through() -> None:
     [
         ((CreateChatRequest(organization_id=ORG, content=()),), {"content": "x"}, "not both"),
         (("body",), {}, "CreateChatRequest"),
-        ((), {"content": "x"}, "organization_id"),
         ((), {"organization_id": ORG}, "content"),
         ((), {"organization_id": ORG, "content": "x", "tools": ["t"]}, "DynamicTool"),
         ((), {"organization_id": ORG, "content": "x", "labels": {"a": 1}}, "labels"),
@@ -725,3 +725,9 @@ def test_any_file_name_gives_a_header_safe_content_disposition_d20(name: str) ->
     header = dict(plan.request(ORG, b"x").headers)["Content-Disposition"]
     assert header.startswith("attachment; filename=")
     assert all(0x20 <= ord(c) <= 0x7E for c in header)
+
+
+def test_d33_create_chat_request_without_an_organization_holds_a_stand_in() -> None:
+    # The client's default organization replaces it before the request is sent.
+    body = create_chat_request(content="x")
+    assert body.organization_id == UNKNOWN_ORGANIZATION

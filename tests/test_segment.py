@@ -229,11 +229,24 @@ def test_unset_optional_fields_are_not_sent_at_creation() -> None:
     ]
 
 
-def test_creation_needs_an_organization() -> None:
-    h = Harness(organization_id=None)
+ME = "/api/v2/users/me"
+
+
+def test_d33_creation_without_an_organization_asks_users_me_for_the_first() -> None:
+    h = Harness(organization_id=None, rest={f"GET {ME}": {"organization_ids": ["org-a", "org-b"]}})
+    turn = h.segment("hi")
+    settle_ok(h)
+    assert result_of(turn).chat_id == CHAT
+    assert h.routes()[:2] == [f"GET {ME}", "POST /api/v2/chats"]
+    assert [b["organization_id"] for b in h.bodies("create_chat")] == ["org-a"]
+    assert h.session.selector.default_organization_id == "org-a"
+
+
+def test_d33_creation_for_a_user_with_no_organization_fails_before_creating() -> None:
+    h = Harness(organization_id=None, rest={f"GET {ME}": {"organization_ids": []}})
     turn = h.segment("hi")
     assert isinstance(turn.error, CoderAgentError) and "organization_id" in str(turn.error)
-    assert h.routes() == []
+    assert h.routes() == [f"GET {ME}"]
 
 
 def test_later_turns_post_the_message_and_dial_after_the_committed_prompt() -> None:

@@ -79,7 +79,7 @@ class CoderAgent(AgentShell[CoderChatClient, httpx.AsyncClient], AsyncClosing):
     with ``http_client`` (an ``httpx.AsyncClient``) and ``verify``. Settings: ``options`` (an
     ``AgentOptions``) and the same settings as keywords, a keyword passed explicitly
     overriding the field of ``options``. ``organization_id`` defaults to
-    ``CODER_ORGANIZATION_ID``. Durations are seconds: ``request_timeout`` bounds each segment
+    ``CODER_ORGANIZATION_ID`` / ``CODER_ORG_ID``, else the user's first (D33). Durations are seconds: ``request_timeout`` bounds each segment
     (C.3), ``settle_deadline`` and ``settle_retry_delay`` bound cleanup (H.4, H.5). ``tools``
     are ``@tool`` functions, ``Tool`` objects (explicit JSON Schema, attrs classes,
     dataclasses, pydantic models) or plain functions, as a sequence or a name -> tool mapping.

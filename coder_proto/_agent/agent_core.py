@@ -7,7 +7,8 @@ one ``AgentCore``:
 
 * construction validates the settings and builds the ``SessionConfig`` and ``Session``
   (H.2): the client tools (``coder_proto._agent.tools``), the ``organization_id`` default from
-  ``CODER_ORGANIZATION_ID``, the structured-output tool and the workspace-files adapter check;
+  ``CODER_ORGANIZATION_ID`` or ``CODER_ORG_ID`` (without either, the first turn asks the
+  deployment, D33), the structured-output tool and the workspace-files adapter check;
 * the adapter turns what a caller passes into prompt messages with ``prepare_prompt``
   (``coder_proto._agent.prompt_plan``: the files it must read first, appendix P);
 * ``plan_tools`` answers a ``RunTools`` action as far as the core can (D5,
@@ -36,6 +37,7 @@ import attrs
 from .._errors import CoderAgentError
 from .._options import AgentOptions
 from .._outputs import ToolCall
+from .._rest.organization import ENV_ORGANIZATION_ID, organization_from_env
 from .._rest.prefix import PrefixSelector
 from .._rest.uploads import plan_upload
 from .._stream.usage import sum_usage
@@ -63,9 +65,6 @@ from .workspace_files import (
 __all__ = ["ENV_ORGANIZATION_ID", "AgentCore", "GenerateCall", "GenerateResult"]
 
 logger = logging.getLogger("coder_proto")
-
-#: The environment variable ``organization_id`` defaults from (the fake server prints it).
-ENV_ORGANIZATION_ID: Final = "CODER_ORGANIZATION_ID"
 
 
 _SINGLE_FLIGHT: Final = (
@@ -117,11 +116,6 @@ def _idle(result: TurnResult) -> bool:
     return result.finish_reason == "stop" and result.settled_by is None and bool(result.chat_id)
 
 
-def _env_str(env: Mapping[str, str] | None, name: str) -> str | None:
-    value = (env or {}).get(name)
-    return value if isinstance(value, str) and value.strip() else None
-
-
 class GenerateCall:
     """One ``generate()`` call: its first ``turn``, then ``advance`` with each turn's result
     until a ``GenerateResult`` comes back (docs/agents.md "Structured output", rule 3)."""
@@ -164,7 +158,9 @@ class AgentCore:
     """The pure part of one ``CoderAgent`` (see the module docstring). ``options`` are its
     settings (``AgentOptions``; the defaults when ``None``); ``base_url`` and ``token`` come
     from the adapter's client; ``selector`` is that client's prefix state
-    (one per client, wire 1.4); ``env`` supplies ``CODER_ORGANIZATION_ID``. Construction does
+    (one per client, wire 1.4); ``env`` supplies ``CODER_ORGANIZATION_ID`` / ``CODER_ORG_ID``
+    (D33: with neither and no ``organization_id``, ``organization_id`` stays ``None`` and
+    the first request that needs one asks the deployment). Construction does
     no I/O (H.1) and raises ``CoderAgentError`` on bad settings."""
 
     def __init__(
@@ -188,11 +184,12 @@ class AgentCore:
         self.options = options
         organization_id = options.organization_id
         if organization_id is None:
-            organization_id = _env_str(env, ENV_ORGANIZATION_ID)
-        if not isinstance(organization_id, str) or not organization_id.strip():
+            # D33: else the environment; else the first turn asks users/me.
+            organization_id = organization_from_env(env)
+        elif not organization_id.strip():
             raise CoderAgentError(
-                "organization_id is required: pass it, or set the "
-                f"{ENV_ORGANIZATION_ID} environment variable"
+                "organization_id must be a non-empty string: pass an organization's id, or "
+                "leave it out to use the signed-in user's first organization"
             )
         self.tools: dict[str, Tool] = dict(options.tools)
         self.output: StructuredOutput | None = None

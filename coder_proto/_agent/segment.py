@@ -56,6 +56,7 @@ from .._rest.model_hints import (
     is_model_config_uuid,
     resolve_model_hint,
 )
+from .._rest.organization import default_organization
 from .._rest.prefix import Completed, Failed
 from .._rest.routes import (
     build_create_chat,
@@ -508,8 +509,9 @@ class Segment:
         model_config_id = yield from self._resolve_model()
         content = yield from self._upload(planned)
         if session.chat_id is None:
+            organization_id = yield from self._organization()
             body = CreateChatRequest(
-                organization_id=config.organization_id or "",
+                organization_id=organization_id,
                 content=content,
                 client_type="api",
                 system_prompt=system_prompt(config.instructions, self.messages),
@@ -586,6 +588,14 @@ class Segment:
                 self.owns_run = False
             raise
 
+    def _organization(self) -> Wait[str]:
+        """The organization new chats, uploads and model listings use: the agent's own, else
+        the client's default, asked of the deployment once (D33)."""
+        given = self.session.config.organization_id
+        if given is not None:
+            return given
+        return (yield from default_organization(self.turn))
+
     def _resolve_model(self) -> Wait[str | None]:
         """Wire 8, H.1: resolve the model hint once per session (cached even when nothing
         matches, in which case the server's default model is used)."""
@@ -599,9 +609,8 @@ class Segment:
         elif is_model_config_uuid(hint):
             value = hint
         else:
-            exchange = ModelConfigsExchange(
-                session.config.organization_id, op="resolve_model_config_id"
-            )
+            organization_id = yield from self._organization()
+            exchange = ModelConfigsExchange(organization_id, op="resolve_model_config_id")
             call = self.turn._begin_exchange(exchange)
 
             def configs(outcome: Any) -> Any:
@@ -620,7 +629,10 @@ class Segment:
         """P.3: upload every file with bytes, concurrently, and splice the returned ids in.
         Every upload request is validated before any is sent (wire 7)."""
         turn = self.turn
-        organization_id = self.session.config.organization_id or ""
+        uploads = [item for item in planned if isinstance(item, PendingUpload)]
+        if not uploads:
+            return tuple(planned)
+        organization_id = yield from self._organization()
         requests = [
             build_upload_chat_file(
                 organization_id,
@@ -628,11 +640,8 @@ class Segment:
                 media_type=item.file.media_type or "",
                 filename=item.file.filename,
             )
-            for item in planned
-            if isinstance(item, PendingUpload)
+            for item in uploads
         ]
-        if not requests:
-            return tuple(planned)
         calls = [turn._begin_call(r) for r in requests]
         file_ids: list[str] = []
         try:

@@ -207,7 +207,9 @@ class SessionDispose(CoreMachine[DisposeResult]):
                 session.last_status = chat.status
                 interrupt_result = InterruptResult(interrupted=True, chat_id=target, chat=chat)
             except (CoderAgentError, TimeoutError) as exc:
-                logger.debug("interrupt during disposal failed: %s", exc)
+                if not (isinstance(exc, CoderApiError) and exc.status == 409):
+                    # A 409 is an idle chat, the usual case on a normal close: not logged.
+                    logger.info("interrupt during disposal failed: %s", exc)
                 errors.append(exc)
         try:
             archive_result = yield from archive_session(self, session, deadline)

@@ -61,7 +61,13 @@ class ToolInvocation:
 
     def failed(self, exc: BaseException) -> ToolOutcome:
         """The D5 error outcome for an exception the function raised."""
-        logger.info("client tool %r raised %s", self.tool.name, type(exc).__name__, exc_info=exc)
+        logger.warning(
+            "client tool %r raised %s (call %s); the model gets an error result",
+            self.tool.name,
+            type(exc).__name__,
+            self.tool_call_id,
+            exc_info=exc,
+        )
         return ToolOutcome(tool_call_id=self.tool_call_id, output=_failure_text(exc), is_error=True)
 
 

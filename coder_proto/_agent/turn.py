@@ -249,7 +249,7 @@ class Turn(CoreMachine[TurnResult]):
                 if self.mode != "generate" or not exc.retryable or attempt >= retries:
                     raise
                 attempt += 1
-                logger.info(
+                logger.warning(
                     "retrying the turn on a fresh chat after a stream failure (%d/%d): %s",
                     attempt,
                     retries,

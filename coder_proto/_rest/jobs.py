@@ -31,6 +31,7 @@ from .model_hints import (
     is_model_config_uuid,
     resolve_model_hint,
 )
+from .organization import UNKNOWN_ORGANIZATION, default_organization
 from .prefix import PrefixSelector
 from .routes import (
     build_archive_chat,
@@ -75,6 +76,7 @@ from .workspaces import (
 
 __all__ = [
     "ModelConfigsJob",
+    "OrganizationRestJob",
     "PreviewJob",
     "ResolveModelJob",
     "RestJob",
@@ -118,6 +120,32 @@ class RestJob(CoreMachine[R], Generic[R]):
         return f"RestJob(op={self.request.op!r}, done={self.done})"
 
     def _run(self) -> Generator[None, None, R]:
+        return (yield from self._rest(self.request, self._parse))
+
+
+class OrganizationRestJob(RestJob[R], Generic[R]):
+    """A ``RestJob`` whose request names an organization (a new chat, an upload): ``build``
+    makes the request for an organization id. With ``organization_id=None`` the client's
+    default organization is asked of the deployment first, once per client (D33); the
+    request is built and checked before anything is sent either way."""
+
+    def __init__(
+        self,
+        selector: PrefixSelector,
+        organization_id: str | None,
+        build: Callable[[str], HttpRequest],
+        parse: Callable[[HttpRequest, HttpResponse], R],
+        *,
+        now: float,
+    ) -> None:
+        self._build = build
+        self._given = organization_id
+        super().__init__(selector, build(organization_id or UNKNOWN_ORGANIZATION), parse, now=now)
+
+    def _run(self) -> Generator[None, None, R]:
+        if self._given is None:
+            organization_id = yield from default_organization(self)
+            self.request = self._build(organization_id)
         return (yield from self._rest(self.request, self._parse))
 
 
@@ -187,19 +215,23 @@ def interrupt_job(
 class ModelConfigsJob(CoreMachine[tuple[ChatModelConfig, ...]]):
     """``list_model_configs(organization_id)`` (wire 8, D16): the org route, and only on its
     404 the legacy route once (entries of other organizations dropped); never touches the
-    prefix lock. ``source`` tells which route answered."""
+    prefix lock. ``source`` tells which route answered. ``organization_id=None`` lists the
+    client's default organization (D33: asked of the deployment once per client)."""
 
     def __init__(
         self,
         selector: PrefixSelector,
-        organization_id: str,
+        organization_id: str | None,
         *,
         now: float,
         op: str = "list_model_configs",
     ) -> None:
-        self.exchange = ModelConfigsExchange(
-            check_chat_id(organization_id, "organization_id"), op=op
-        )
+        self._op = op
+        self.exchange: ModelConfigsExchange | None = None
+        if organization_id is not None:
+            self.exchange = ModelConfigsExchange(
+                check_chat_id(organization_id, "organization_id"), op=op
+            )
         super().__init__(selector)
         #: The route that answered (``"org"`` or ``"legacy"``), once known.
         self.source: str | None = None
@@ -210,6 +242,9 @@ class ModelConfigsJob(CoreMachine[tuple[ChatModelConfig, ...]]):
         return listing.configs
 
     def _list(self) -> Wait[ModelConfigs]:
+        if self.exchange is None:
+            organization_id = yield from default_organization(self)
+            self.exchange = ModelConfigsExchange(organization_id, op=self._op)
         call = self._begin_exchange(self.exchange)
         listing: ModelConfigs = yield from self._await_call(call, _as_model_configs)
         self.source = listing.source

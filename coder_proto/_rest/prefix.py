@@ -203,9 +203,13 @@ class PrefixSelector:
 
     ``initial`` pins the prefix up front (for example a standalone stream helper that assumes
     v2, wire 1.5, or a client restored with a known prefix).
+
+    The selector is also where the client keeps the one other fact it learns from the
+    deployment once: ``default_organization_id``, the organization ``GET /api/v2/users/me``
+    named (D33; ``coder_proto._rest.organization``), ``None`` until it was asked.
     """
 
-    __slots__ = ("_prefix",)
+    __slots__ = ("_prefix", "default_organization_id", "organization_lookups")
 
     def __init__(self, initial: str | None = None) -> None:
         if initial not in (None, V2_PREFIX, LEGACY_PREFIX):
@@ -213,6 +217,10 @@ class PrefixSelector:
                 f"unknown chat prefix {initial!r}: expected {V2_PREFIX!r} or {LEGACY_PREFIX!r}"
             )
         self._prefix: str | None = initial
+        #: The organization new chats default to (D33), once ``users/me`` answered.
+        self.default_organization_id: str | None = None
+        #: ``users/me`` requests in flight for it (D33): later calls wait for their answer.
+        self.organization_lookups = 0
 
     @property
     def prefix(self) -> str | None:

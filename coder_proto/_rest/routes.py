@@ -33,7 +33,7 @@ from .._wire.chats import (
     parse_chat_list,
     tool_results_body,
 )
-from .._wire.fields import get_str, opt_int, req_dict
+from .._wire.fields import get_list, get_str, opt_int, req_dict
 from .http import HttpRequest, HttpResponse, api_error_from_response
 from .uploads import build_upload_chat_file, parse_upload_chat_file
 
@@ -48,6 +48,7 @@ __all__ = [
     "build_get_chat",
     "build_get_chat_cost",
     "build_get_chat_file",
+    "build_get_current_user",
     "build_get_messages",
     "build_interrupt_chat",
     "build_list_chats",
@@ -62,6 +63,7 @@ __all__ = [
     "parse_archive_chat",
     "parse_create_chat",
     "parse_create_chat_message",
+    "parse_default_organization",
     "parse_delete_queued_message",
     "parse_get_chat",
     "parse_get_chat_cost",
@@ -420,3 +422,43 @@ def build_get_chat_cost(chat_id: str) -> HttpRequest:
 def parse_get_chat_cost(request: HttpRequest, response: HttpResponse) -> ChatCost:
     """The ``ChatCost`` (200)."""
     return _shape(request, response, ChatCost.from_json)
+
+
+# -- the signed-in user (D33) -----------------------------------------------------------------
+
+#: The signed-in user's route: outside the chat routes, so it never takes part in prefix
+#: selection (wire 1.3) and is sent the same way whichever prefix is locked.
+CURRENT_USER_PATH = "/api/v2/users/me"
+
+#: What a user who belongs to no organization is told (D33).
+NO_ORGANIZATION_MESSAGE = (
+    "the signed-in user belongs to no organization, so there is none to create chats in: "
+    "pass organization_id, or set CODER_ORGANIZATION_ID (or CODER_ORG_ID)"
+)
+
+
+def build_get_current_user() -> HttpRequest:
+    """``GET /api/v2/users/me``: the signed-in user, read for the default organization
+    (D33)."""
+    return HttpRequest.build("get_current_user", "GET", CURRENT_USER_PATH)
+
+
+def _first_organization(obj: Any) -> str | None:
+    w = "user"
+    ids = get_list(req_dict(obj, w), "organization_ids", w) or []
+    for index, value in enumerate(ids):
+        if type(value) is not str or not value.strip():
+            raise CoderProtocolError(
+                f"user.organization_ids[{index}] must be a non-empty string, got {value!r}"
+            )
+    return ids[0] if ids else None
+
+
+def parse_default_organization(request: HttpRequest, response: HttpResponse) -> str:
+    """The first of the user's ``organization_ids`` (D33). A user with none (an empty list,
+    ``null`` or no field) raises ``CoderAgentError`` telling the caller to pass
+    ``organization_id``; a body of another shape raises ``CoderProtocolError``."""
+    organization_id = _shape(request, response, _first_organization)
+    if organization_id is None:
+        raise CoderAgentError(NO_ORGANIZATION_MESSAGE)
+    return organization_id

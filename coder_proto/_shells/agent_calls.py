@@ -46,7 +46,8 @@ class AgentCalls:
         )
 
     def list_models(self) -> Call[tuple[ChatModelConfig, ...]]:
-        """The organization's model configs (wire 8), to pick a ``model`` hint."""
+        """The organization's model configs (wire 8), to pick a ``model`` hint (the agent's
+        organization, else the client's default, D33)."""
         return self._chat_calls().list_model_configs(self._core.organization_id)
 
     def get_chat_cost(self, chat_id: str | None = None) -> Call[ChatCost]:
@@ -64,7 +65,7 @@ class AgentCalls:
         kind = plan.media_type
         assert kind is not None
         name = plan.filename
-        upload = self._chat_calls().upload_chat_file(
+        upload = self._chat_calls().upload(
             self._core.organization_id, content, media_type=kind, filename=name
         )
         return Call(

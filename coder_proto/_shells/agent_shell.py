@@ -72,7 +72,8 @@ class AgentShell(Generic[ClientT, HttpClientT]):
 
     Settings: ``options`` (an ``AgentOptions``) and the same settings as keywords; a keyword
     passed explicitly overrides the field of ``options`` (see ``AgentOptions``).
-    ``organization_id`` defaults to ``CODER_ORGANIZATION_ID``. Durations are seconds:
+    ``organization_id`` defaults to ``CODER_ORGANIZATION_ID`` or ``CODER_ORG_ID``, else the
+    signed-in user's first organization (D33). Durations are seconds:
     ``request_timeout`` bounds each segment (C.3), ``settle_deadline`` and
     ``settle_retry_delay`` bound cleanup (H.4, H.5). ``tools`` are ``@tool`` functions,
     ``Tool`` objects (explicit JSON Schema, attrs classes, dataclasses, pydantic models) or

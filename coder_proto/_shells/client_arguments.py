@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 
 from .._actions import ToolOutcome
 from .._errors import CoderAgentError
+from .._rest.organization import UNKNOWN_ORGANIZATION
 from .._rest.routes import check_chat_id
 from .._wire.chats import (
     ChatInputPart,
@@ -89,8 +90,9 @@ def create_chat_request(
     labels: Mapping[str, str] | None = None,
 ) -> CreateChatRequest:
     """The ``CreateChatRequest`` of ``create_chat`` (wire 2.1): ``request`` as given, or one
-    built from the keyword fields (``organization_id`` and ``content`` required). Giving both
-    is an error."""
+    built from the keyword fields (``content`` required). Giving both is an error. Without
+    ``organization_id`` the body carries ``UNKNOWN_ORGANIZATION`` until the client's default
+    organization is known (D33)."""
     fields = (
         organization_id,
         content,
@@ -108,7 +110,7 @@ def create_chat_request(
             raise CoderAgentError("pass either a CreateChatRequest or keyword fields, not both")
         return request
     if organization_id is None:
-        raise CoderAgentError("create_chat needs organization_id")
+        organization_id = UNKNOWN_ORGANIZATION
     if content is None:
         raise CoderAgentError("create_chat needs content")
     if not all(isinstance(t, DynamicTool) for t in tools):

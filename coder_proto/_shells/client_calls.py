@@ -20,8 +20,10 @@ from typing import Any, Generic, TypeVar
 import attrs
 
 from .._agent.session import Session
+from .._rest.http import HttpRequest
 from .._rest.jobs import (
     ModelConfigsJob,
+    OrganizationRestJob,
     PreviewJob,
     ResolveModelJob,
     RestJob,
@@ -29,8 +31,9 @@ from .._rest.jobs import (
     interrupt_job,
     rest_job,
 )
+from .._rest.organization import UNKNOWN_ORGANIZATION
 from .._rest.prefix import PrefixSelector
-from .._rest.routes import ArchiveOutcome, ChatCost, ChatFile
+from .._rest.routes import ArchiveOutcome, ChatCost, ChatFile, build_create_chat, parse_create_chat
 from .._rest.uploads import UploadPlan, parse_upload_chat_file, plan_upload
 from .._wire.chats import (
     Chat,
@@ -121,7 +124,10 @@ class ChatCalls:
         labels: Mapping[str, str] | None = None,
     ) -> Call[Chat]:
         """``POST {P}`` (wire 2.1): a ``CreateChatRequest``, or the same fields as keywords
-        (``content`` is a string or input parts). Returns the created ``Chat``."""
+        (``content`` is a string or input parts). Returns the created ``Chat``. Without
+        ``organization_id`` the chat goes to the client's default organization:
+        ``CODER_ORGANIZATION_ID`` / ``CODER_ORG_ID``, else the signed-in user's first (D33;
+        ``GET /api/v2/users/me``, asked once per client)."""
         body = create_chat_request(
             request,
             organization_id=organization_id,
@@ -135,7 +141,18 @@ class ChatCalls:
             plan_mode=plan_mode,
             labels=labels,
         )
-        return self._rest("create_chat", body)
+        if request is not None or organization_id is not None:
+            return self._rest("create_chat", body)
+        selector = self.selector
+
+        def build(organization: str) -> HttpRequest:
+            return build_create_chat(attrs.evolve(body, organization_id=organization))
+
+        return Call(
+            machine=lambda now, _data: OrganizationRestJob(
+                selector, None, build, parse_create_chat, now=now
+            )
+        )
 
     def get_chat(self, chat_id: str) -> Call[Chat]:
         """``GET {P}/{chat_id}``."""
@@ -253,21 +270,41 @@ class ChatCalls:
         """``POST {P}/files?organization=...`` with the raw bytes (wire 7, D20); returns the
         file id. ``content`` is bytes, a path or a binary file object; the media type defaults
         from the file name's extension. Allowlist and 10 MiB checks run before any request."""
+        return self.upload(organization_id, content, media_type=media_type, filename=filename)
+
+    def upload(
+        self,
+        organization_id: str | None,
+        content: object,
+        *,
+        media_type: str | None = None,
+        filename: str | None = None,
+    ) -> Call[str]:
+        """``upload_chat_file``, with ``organization_id=None`` meaning the client's default
+        organization (D33)."""
         plan = plan_upload(content, media_type=media_type, filename=filename)
         selector = self.selector
-        if plan.data is not None:
-            request = plan.request(organization_id, plan.data)
-            return Call(
-                machine=lambda now, _data: RestJob(
-                    selector, request, parse_upload_chat_file, now=now
-                )
+
+        def job(now: float, data: Any) -> RestJob[str]:
+            if organization_id is not None:
+                request = plan.request(organization_id, data)
+                return RestJob(selector, request, parse_upload_chat_file, now=now)
+            return OrganizationRestJob(
+                selector, None, lambda org: plan.request(org, data), parse_upload_chat_file, now=now
             )
 
-        def machine(now: float, data: Any) -> RestJob[str]:
-            read = plan.request(organization_id, data)
-            return RestJob(selector, read, parse_upload_chat_file, now=now)
-
-        return Call(machine=machine, read=plan)
+        if plan.data is not None:
+            data = plan.data
+            # Every check runs now, before any request (the organization may be unknown yet).
+            checked = plan.request(organization_id or UNKNOWN_ORGANIZATION, data)
+            if organization_id is not None:
+                return Call(
+                    machine=lambda now, _data: RestJob(
+                        selector, checked, parse_upload_chat_file, now=now
+                    )
+                )
+            return Call(machine=lambda now, _data: job(now, data))
+        return Call(machine=job, read=plan)
 
     def get_chat_file(self, file_id: str) -> Call[ChatFile]:
         """``GET {P}/files/{file_id}``: the bytes and media type."""
@@ -275,9 +312,12 @@ class ChatCalls:
 
     # -- models ---------------------------------------------------------------------------
 
-    def list_model_configs(self, organization_id: str) -> Call[tuple[ChatModelConfig, ...]]:
+    def list_model_configs(
+        self, organization_id: str | None = None
+    ) -> Call[tuple[ChatModelConfig, ...]]:
         """The organization's model configs (wire 8, D16): the org route, falling back once to
-        the legacy route on 404. Never touches the chat prefix."""
+        the legacy route on 404. Never touches the chat prefix. Without ``organization_id``,
+        the client's default organization (as for ``create_chat``, D33)."""
         selector = self.selector
         return Call(machine=lambda now, _data: ModelConfigsJob(selector, organization_id, now=now))
 

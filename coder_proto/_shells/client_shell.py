@@ -11,6 +11,7 @@ import os
 from collections.abc import Callable
 from typing import Any, ClassVar, Generic, TypeVar
 
+from .._rest.organization import organization_from_env
 from .._rest.prefix import PrefixSelector
 from .._rest.settings import HTTP_TIMEOUT, MAX_RESPONSE_BYTES, ClientSettings
 from .._transport_events import TransportEventSink
@@ -32,6 +33,8 @@ class ClientShell(Generic[HttpClientT]):
 
     ``base_url`` and ``token`` default to ``CODER_URL`` / ``CODER_SESSION_TOKEN`` (explicit
     values win; a missing one raises ``CoderAgentError``); one trailing ``/`` is removed.
+    Calls that name no organization use ``CODER_ORGANIZATION_ID`` (or ``CODER_ORG_ID``), else
+    the signed-in user's first organization, asked once per client (D33).
     ``http_client`` is used as given (its transport, headers and timeouts; D23) and never
     closed by the client. ``verify`` is the TLS setting of the stream sockets and of a created
     HTTP client (``True``, ``False``, a CA bundle path or an ``ssl.SSLContext``).
@@ -74,6 +77,9 @@ class ClientShell(Generic[HttpClientT]):
         )
         #: The client's chat-prefix negotiation state (wire 1.4): one per client.
         self.selector = PrefixSelector(prefix)
+        # D33: the organization calls that name none use; without either variable, the first
+        # such call asks GET /api/v2/users/me.
+        self.selector.default_organization_id = organization_from_env(os.environ)
         self.sink = self._make_sink(on_transport_event)
         self.driver: Any = self._driver_class(
             base_url=self.settings.base_url,

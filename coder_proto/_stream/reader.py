@@ -589,6 +589,12 @@ class StreamReader:
         if self.state == DONE:  # the consumer closed the reader meanwhile (C.2.1)
             return
         if self._untrackable:
+            logger.warning(
+                "chat %s: the stream connection ended (%s) and cannot be redialed: this "
+                "server does not stamp deltas; giving up",
+                self.chat_id,
+                failure.message,
+            )
             error = CoderStreamError(
                 UNTRACKABLE_MESSAGE, url=self.url, chat_id=self.chat_id, reason="untrackable-deltas"
             )
@@ -599,6 +605,14 @@ class StreamReader:
         self.consecutive_failures += 1
         limit = self.policy.max_consecutive_failures
         if self.consecutive_failures >= limit:
+            logger.warning(
+                "chat %s: the stream connection ended (%s); giving up after %d/%d failures "
+                "in a row without progress",
+                self.chat_id,
+                failure.message,
+                self.consecutive_failures,
+                limit,
+            )
             error = CoderStreamError(
                 budget_exhausted_message(self.path, self.consecutive_failures),
                 url=self.url,
@@ -621,12 +635,14 @@ class StreamReader:
                     timestamp=sink.now(),
                 )
             )
-        logger.debug(
-            "chat stream reader %d attempt %d ended (%s); redialing in %.3fs",
-            self.reader_id,
-            self.attempt,
+        logger.warning(
+            "chat %s: the stream connection ended (%s); redialing in %.1f s "
+            "(%d/%d failures in a row)",
+            self.chat_id,
             failure.message,
             self.backoff,
+            self.consecutive_failures,
+            limit,
         )
         self.state = BACKOFF
         self._deadline = now + self.backoff

@@ -175,8 +175,10 @@ class WatchMachine(CoreMachine[None]):
         url = websocket_url(self._base_url, self.path)
         while True:
             yield from self._connection(url)
-            logger.debug(
-                "chat watch connection %d ended; redialing in %.3fs", self.attempt, self.backoff
+            logger.warning(
+                "the chat watch connection ended (connection %d); redialing in %.1f s",
+                self.attempt,
+                self.backoff,
             )
             yield from self._sleep_until(self.now + self.backoff)
             self.backoff = self.policy.next_backoff(self.backoff)
