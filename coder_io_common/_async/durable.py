@@ -148,6 +148,10 @@ async def _run_effects(
     return step.value
 
 
+async def _awaited(value: Awaitable[Any]) -> None:
+    await value
+
+
 class _Tasks:
     """The concurrent work of one durable machine's drive: keyed tasks of a task group, each
     waking the drive when it ends."""
@@ -567,8 +571,10 @@ class DurableFunctions:
 
     async def _generate(self, durable: DurableStep, effect: RunAgentTurn, agent: Any) -> Any:
         """``agent.generate`` for one step turn; on a fresh chat, the early checkpoint (D28)
-        is written as soon as the create call answered (alongside the stream's dial), and
-        always finished before the turn's result is reported."""
+        is written as soon as the create call answered. A plain store's write happens right
+        there, on the loop, before the stream's dial starts (one short write per workflow,
+        which the guarantee is worth); an ``AsyncDurableStore``'s write runs alongside the
+        dial. Either is finished before the turn's result is reported."""
         runtime = self._runtime
         if effect.chat_id is not None:
             return await agent.generate(effect.prompt)
@@ -586,7 +592,19 @@ class DurableFunctions:
                     logger.warning("the early checkpoint of chat %s failed: %s", chat_id, exc)
 
             def chat_created(chat_id: str) -> None:
-                group.start_soon(write, chat_id)
+                op = effect.early_checkpoint(chat_id)
+                if op is None:
+                    return
+                if inspect.iscoroutinefunction(getattr(store, op.method, None)):
+                    group.start_soon(write, chat_id)
+                    return
+                try:
+                    durable.guard(op)
+                    value = op.apply(store)
+                    if inspect.isawaitable(value):
+                        group.start_soon(_awaited, value)
+                except Exception as exc:
+                    logger.warning("the early checkpoint of chat %s failed: %s", chat_id, exc)
 
             agent._core.session.on_chat_created = chat_created
             failure: Exception | None = None
