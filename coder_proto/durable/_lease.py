@@ -93,7 +93,7 @@ class WorkflowLease:
     workflow_id: str
     owner: str
     duration: float = DEFAULT_LEASE_DURATION
-    wait: float = 0.0
+    wait: float = attrs.field(default=0.0, converter=check_lease_wait)
     poll: float = DEFAULT_LEASE_POLL
     what: str = "step"
     #: The expiry of the lease as last confirmed by the store (wall clock), when held.
@@ -108,7 +108,6 @@ class WorkflowLease:
         check_key_part(self.workflow_id, "workflow_id")
         check_key_part(self.owner, "owner")
         self.duration = _positive(self.duration, "lease_duration")
-        self.wait = check_lease_wait(self.wait)
         self.poll = _positive(self.poll, "the lease poll interval")
 
     @property
