@@ -38,8 +38,8 @@ from .test_crash_matrix import (
     Zygote,
     _chats,
     _scripts,
+    check_outcome,
     run_scenario,
-    test_crash_point,
 )
 
 pytestmark = [
@@ -105,7 +105,7 @@ def test_a_kill_in_the_first_segment_is_recovered_on_the_same_chat_d28(
     for outcome in outcomes:
         # Killed at the point, then finished: one chat (no orphan), each effect once, every
         # prompt as often as allowed, everything archived.
-        test_crash_point(outcome.scenario, {outcome.scenario.name: outcome})
+        check_outcome(outcome.scenario, outcome)
     print(f"\nD28 kill trials on {store}: {len(outcomes)} killed processes, all recovered")
 
 
