@@ -391,3 +391,75 @@ def test_a_fresh_chat_is_checkpointed_before_its_turn_goes_on_d28(
     assert early.last_seen_message_id is None
     final = store.get_checkpoint("default", "wf-early")
     assert final is not None and final.outcome == OUTCOME_FINISHED
+
+
+class FlakyStore(MemoryStore):
+    """A ``MemoryStore`` whose renewals fail twice, whose release fails, and whose early
+    checkpoint write fails: none of them may fail the step."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.renewals = 0
+
+    def renew_lease(
+        self, tenant: str, workflow_id: str, owner: str, now: float, duration: float
+    ) -> bool:
+        self.renewals += 1
+        if self.renewals <= 2:
+            raise OSError("database is locked")
+        return super().renew_lease(tenant, workflow_id, owner, now, duration)
+
+    def release_lease(self, tenant: str, workflow_id: str, owner: str) -> None:
+        raise OSError("connection reset")
+
+    def put_checkpoint(self, tenant: str, workflow_id: str, checkpoint: Any) -> None:
+        if checkpoint.outcome == OUTCOME_IN_FLIGHT:
+            raise OSError("disk full")
+        super().put_checkpoint(tenant, workflow_id, checkpoint)
+
+
+def test_store_failures_around_the_lease_do_not_fail_the_step_d27(
+    runtime: Any, server: FakeCoderServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Renewals that fail while the lease has not expired yet are tried again soon; a release
+    that fails leaves the lease to expire; an early checkpoint that fails leaves the step's
+    own checkpoint at its end. The step's result stands in each case, and each failure is
+    logged."""
+    store = FlakyStore()
+
+    async def scenario(rt: Any) -> Any:
+        return await rt.durable(
+            "run_turn",
+            "wf-flaky",
+            "Slow please.",
+            step="slow",
+            lease_duration=1.5,
+            **options(server, store, poll_interval=0.05),
+        )
+
+    result = runtime.run(scenario)
+    assert result.text.endswith("done")
+    assert store.renewals >= 3
+    cp = store.get_checkpoint("default", "wf-flaky")
+    assert cp is not None and cp.outcome == OUTCOME_FINISHED and cp.chat_id == result.chat_id
+    lease = store.get_lease("default", "wf-flaky")
+    assert lease is not None and lease.expires_at < time.time() + 2.0  # left to expire
+    logged = caplog.text
+    assert "renewing the lease" in logged and "releasing the lease" in logged
+    assert "early checkpoint" in logged
+
+
+def test_a_cancelled_step_releases_its_lease_d27(runtime: Any, server: FakeCoderServer) -> None:
+    """The runtime's own cancellation (a cancelled task or scope, Ctrl-C) during the turn:
+    the step still checkpoints and releases the lease, so the retry runs at once."""
+    store = MemoryStore()
+    opts = options(server, store)
+
+    async def scenario(rt: Any) -> Any:
+        step = ("durable", "run_turn", "wf-cancel", "Slow please.")
+        assert await rt.cancelled_after(0.3, *step, step="slow", **opts)
+        assert store.get_lease("default", "wf-cancel") is None
+        return await rt.durable("run_turn", "wf-cancel", "Slow please.", step="slow", **opts)
+
+    result = runtime.run(scenario)
+    assert result.text.endswith("done")
