@@ -14,8 +14,10 @@ in the calling thread:
   agent is never disposed (disposal archives the chat, and archiving ends resumability);
   the client created for a call is closed at its end.
 
-Run steps of one workflow strictly one after another (sessions are single-flight across the
-whole system). Archive at the end of the workflow only. A ``KeyboardInterrupt`` while a step
+Steps of one workflow run one after another (sessions are single-flight across the whole
+system): each step, and the archive, holds the workflow's lease (D27), taken before anything
+is read and renewed by a thread of the call while it runs. Archive at the end of the workflow
+only. A ``KeyboardInterrupt`` while a step
 waits cancels what runs (D22) and propagates.
 """
 

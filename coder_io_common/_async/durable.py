@@ -20,8 +20,9 @@ classes); the adapter exports its bound methods. Cancellation is the runtime's: 
 ``run_turn`` interrupts the turn (D22); the checkpoint is still written (bounded) before the
 cancellation propagates, unwrapped.
 
-Run steps of one workflow strictly one after another (sessions are single-flight across the
-whole system). Archive at the end of the workflow only.
+Steps of one workflow run one after another (sessions are single-flight across the whole
+system): each step, and the archive, holds the workflow's lease (D27), taken before anything
+is read and renewed by a task while it runs. Archive at the end of the workflow only.
 """
 
 from __future__ import annotations
