@@ -14,16 +14,22 @@ in the calling thread:
   agent is never disposed (disposal archives the chat, and archiving ends resumability);
   the client created for a call is closed at its end.
 
-Run steps of one workflow strictly one after another (sessions are single-flight across the
-whole system). Archive at the end of the workflow only. A ``KeyboardInterrupt`` while a step
+Steps of one workflow run one after another (sessions are single-flight across the whole
+system): each step, and the archive, holds the workflow's lease (D27), taken before anything
+is read and renewed by a thread of the call while it runs. Archive at the end of the workflow
+only. A ``KeyboardInterrupt`` while a step
 waits cancels what runs (D22) and propagates.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
+import logging
+import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -52,7 +58,8 @@ from coder_proto.durable import (
     check_store,
 )
 from coder_proto.durable._archiving import ArchiveWorkflow, OrphanSweep
-from coder_proto.durable._effects import Invoke, WallClock
+from coder_proto.durable._effects import Invoke, Sleep, WallClock
+from coder_proto.durable._lease import WorkflowLease
 from coder_proto.durable._runtime import (
     ApplyStore,
     DurableDrive,
@@ -65,7 +72,7 @@ from coder_proto.durable._runtime import (
     turn_report,
 )
 from coder_proto.durable._step import Drive, RunAgentTurn, TurnReport
-from coder_proto.durable._store import StoreOp
+from coder_proto.durable._store import DEFAULT_LEASE_DURATION, StoreOp
 from coder_proto.durable._store_engine import DurableMachine, RelayedRequest
 from coder_proto.durable._tools import DurableBinding
 
@@ -76,6 +83,9 @@ from .client import CoderChatClient
 __all__ = ["archive_workflow", "bind_tools", "run_turn", "sweep_orphans"]
 
 ToolRunner = Callable[[tuple[ToolCall, ...]], Sequence[ToolOutcome]]
+Guard = Callable[[object], None]
+
+logger = logging.getLogger("coder_io_sync")
 
 
 # -- performing effects ---------------------------------------------------------------------------
@@ -106,12 +116,18 @@ def _apply(store: Any, op: StoreOp) -> Any:
     return _plain(method, f"{type(store).__name__}.{op.method}", *op.args)
 
 
-def _run_effects(program: Any, perform: Callable[[Any], Any]) -> Any:
+def _run_effects(program: Any, perform: Callable[[Any], Any], guard: Guard | None = None) -> Any:
     """Run an effect program in the calling thread: each effect's value is sent back, an
     exception it raised thrown back in. An interruption (``KeyboardInterrupt``) closes the
-    program and propagates."""
+    program and propagates; so does what ``guard`` raises before an effect (a lost lease)."""
     step = EffectStep(program)
     while not step.done:
+        if guard is not None:
+            try:
+                guard(step.effect)
+            except BaseException:
+                step.close()
+                raise
         try:
             value = perform(step.effect)
         except Exception as exc:
@@ -128,17 +144,20 @@ class _BoundCrashSafe:
     """The function of a bound crash-safe tool: runs ``CrashSafeTool.program`` with the store
     (a plain function, as the blocking agent runs tools)."""
 
-    def __init__(self, tool: CrashSafeTool, binding: DurableBinding, store: Any) -> None:
+    def __init__(
+        self, tool: CrashSafeTool, binding: DurableBinding, store: Any, guard: Guard | None = None
+    ) -> None:
         self._tool = tool
         self._binding = binding
         self._store = store
+        self._guard = guard
 
     def __repr__(self) -> str:
         return f"<crash-safe {self._tool.name} tenant={self._binding.tenant!r}>"
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         program = self._tool.program(self._binding, args, kwargs)
-        return _run_effects(program, self._perform)
+        return _run_effects(program, self._perform, self._guard)
 
     def _perform(self, effect: Any) -> Any:
         if isinstance(effect, StoreOp):
@@ -169,14 +188,15 @@ def _drive(
     client: CoderChatClient,
     store: Any,
     tools: ToolRunner | None = None,
+    guard: Guard | None = None,
 ) -> Any:
     """Drive a durable machine to its result (or raise its error) in the calling thread:
     requests through the client's driver, store calls on ``store``, tool runs with ``tools``,
     ticks at its deadline. The machine is stepped under the driver's lock (it shares the
-    prefix selector with the driver's machines). An interruption cancels it (D22) and
-    propagates."""
+    prefix selector with the driver's machines). An interruption, or what ``guard`` raises
+    before a side effect (a lost lease), cancels it (D22) and propagates."""
     driver = client.driver
-    drive = DurableDrive(machine)
+    drive = DurableDrive(machine, guard)
 
     def perform(command: Any) -> None:
         if isinstance(command, Relay):
@@ -226,6 +246,61 @@ def _drive(
             drive.cancel(exc, now)
         raise
     return drive.result()
+
+
+# -- the workflow lease (D27) -----------------------------------------------------------------------
+
+
+def _perform_plain(store: Any, effect: Any) -> Any:
+    """The effects of a lease's program: store calls, the wall clock, sleeps."""
+    if isinstance(effect, StoreOp):
+        return _apply(store, effect)
+    if isinstance(effect, WallClock):
+        return time.time()
+    assert isinstance(effect, Sleep)
+    blocking_sleep(effect.seconds)
+    return None
+
+
+def _renew(store: Any, lease: WorkflowLease, stop: threading.Event) -> None:
+    """The renewal timer (a thread of the call): renew every third of the duration until
+    ``stop`` is set or the lease is lost; the core judges each answer."""
+    while not lease.lost and not stop.wait(lease.renew_delay(time.time())):
+        wall = time.time()
+        try:
+            ok = _apply(store, lease.renew_op(wall))
+        except Exception as exc:
+            lease.renew_failed(exc, wall)
+        else:
+            lease.renewed(ok, wall)
+
+
+def _leased(store: Any, lease: WorkflowLease, work: Callable[[], Any]) -> Any:
+    """Take ``lease`` (``WorkflowBusyError`` when another worker holds it, after waiting
+    as the lease allows), run ``work()`` while a thread renews it, then release it however
+    ``work`` ended."""
+    _run_effects(lease.acquire(), lambda effect: _perform_plain(store, effect))
+    stop = threading.Event()
+    renewer = threading.Thread(
+        target=_renew, args=(store, lease, stop), name="coder-lease-renewal", daemon=True
+    )
+    renewer.start()
+    try:
+        return work()
+    finally:
+        stop.set()
+        renewer.join()
+        try:
+            _apply(store, lease.release_op())
+        except Exception as exc:
+            # The lease expires on its own; the work's own outcome matters more.
+            logger.warning("releasing the lease on workflow %s failed: %s", lease.workflow_id, exc)
+        lease.released()
+
+
+def _owner() -> str:
+    """A lease owner id unique to one call (D27)."""
+    return uuid.uuid4().hex
 
 
 # -- clients --------------------------------------------------------------------------------------
@@ -289,6 +364,8 @@ def run_turn(
     interrupt_timeout: float = INTERRUPT_WAIT_TIMEOUT,
     poll_interval: float = INTERRUPT_POLL_INTERVAL,
     timeout: float | None = None,
+    lease_duration: float = DEFAULT_LEASE_DURATION,
+    lease_wait: float | None = None,
     on_transport_event: Callable[[Any], object] | None = None,
     client: CoderChatClient | None = None,
     base_url: str | None = None,
@@ -317,6 +394,15 @@ def run_turn(
     probe and interrupt, ``poll_interval`` the poll period. ``timeout`` is the caller's
     deadline for the agent turn (``generate(timeout=...)``): a turn it cuts is checkpointed as
     aborted (the next attempt recovers and resubmits) and the builtin ``TimeoutError`` raised.
+
+    The step holds the workflow's lease (D27) from before it reads anything until it ends:
+    while another worker holds it, ``WorkflowBusyError`` (retryable) is raised before
+    anything is read or sent, unless ``lease_wait`` (seconds) allows waiting for it.
+    ``lease_duration`` (60 s) is how long a dead worker's lease outlives it; it is renewed
+    every third of that while the step runs. A step that lost its lease raises
+    ``WorkflowLeaseLostError`` before its next side effect. A fresh chat is checkpointed as
+    soon as the server created it, before its stream opens (D28).
+
     Connection: ``client`` or
     ``base_url`` / ``token`` (``CODER_URL`` / ``CODER_SESSION_TOKEN``) with ``http_client`` and
     ``verify``; ``on_transport_event`` receives every transport event.
@@ -337,7 +423,13 @@ def run_turn(
         poll_interval=poll_interval,
         supplied_client=client is not None,
         on_transport_event=on_transport_event,
+        lease_owner=_owner(),
+        lease_duration=lease_duration,
+        lease_wait=lease_wait,
     )
+    lease = durable.lease
+    assert lease is not None
+    bind = functools.partial(_BoundCrashSafe, guard=durable.guard)
     with _client_for(
         client, base_url, token, http_client, verify, on_transport_event
     ) as chat_client:
@@ -350,9 +442,9 @@ def run_turn(
             if isinstance(effect, Drive):
                 with chat_client.driver.locked() as now:
                     machine = effect.build(chat_client.selector, now, time.time())
-                bound = durable.bound_tools(durable.binding, _BoundCrashSafe)
+                bound = durable.bound_tools(durable.binding, bind)
                 runner = _tool_runner(bound, getattr(machine, "chat_id", None))
-                return _drive(machine, chat_client, store, runner)
+                return _drive(machine, chat_client, store, runner, durable.guard)
             assert isinstance(effect, RunAgentTurn)
             return agent_turn(effect)
 
@@ -360,9 +452,23 @@ def run_turn(
             agent = CoderAgent(
                 client=chat_client,
                 **durable.agent_kwargs(
-                    effect.chat_id, effect.last_seen_message_id, effect.binding, _BoundCrashSafe
+                    effect.chat_id, effect.last_seen_message_id, effect.binding, bind
                 ),
             )
+            if effect.chat_id is None:
+
+                def chat_created(chat_id: str) -> None:
+                    # D28, before the stream opens (called as the create call answered).
+                    op = effect.early_checkpoint(chat_id)
+                    if op is None:
+                        return
+                    try:
+                        durable.guard(op)
+                        _apply(store, op)
+                    except Exception as exc:
+                        logger.warning("the early checkpoint of chat %s failed: %s", chat_id, exc)
+
+                agent._core.session.on_chat_created = chat_created
             try:
                 report = turn_report(agent, result=agent.generate(effect.prompt, timeout=timeout))
             except KeyboardInterrupt as exc:
@@ -376,8 +482,10 @@ def run_turn(
 
         # Construction does no I/O: bad agent settings fail here, before anything is
         # journaled or sent.
-        CoderAgent(client=chat_client, **durable.dry_kwargs(_BoundCrashSafe))
-        result: DurableStepResult = _run_effects(durable.program(), perform)
+        CoderAgent(client=chat_client, **durable.dry_kwargs(bind))
+        result: DurableStepResult = _leased(
+            store, lease, lambda: _run_effects(durable.program(), perform, durable.guard)
+        )
         return result
 
 
@@ -389,6 +497,8 @@ def archive_workflow(
     settle_deadline: float = SETTLE_DEADLINE,
     settle_retry_delay: float = SETTLE_RETRY_DELAY,
     interrupt_timeout: float = INTERRUPT_WAIT_TIMEOUT,
+    lease_duration: float = DEFAULT_LEASE_DURATION,
+    lease_wait: float | None = None,
     on_transport_event: Callable[[Any], object] | None = None,
     client: CoderChatClient | None = None,
     base_url: str | None = None,
@@ -400,22 +510,36 @@ def archive_workflow(
     run, archive the checkpointed chat and every stranded chat recorded for the workflow
     (409s retried within ``settle_deadline``, D10), then forget them in the store
     (``coder_proto.durable.ArchiveWorkflow``). ``archived`` is ``False`` when the workflow
-    never created a chat."""
+    never created a chat. It holds the workflow's lease like a step (D27; ``lease_wait``,
+    ``lease_duration`` as for ``run_turn``): ``WorkflowBusyError`` while a step runs."""
     check_store(store)
+    lease = WorkflowLease(
+        tenant=tenant,
+        workflow_id=workflow_id,
+        owner=_owner(),
+        duration=lease_duration,
+        wait=lease_wait,
+        what="archive",
+    )
     with _client_for(
         client, base_url, token, http_client, verify, on_transport_event
     ) as chat_client:
-        with chat_client.driver.locked() as now:
-            machine = ArchiveWorkflow(
-                chat_client.selector,
-                tenant=tenant,
-                workflow_id=workflow_id,
-                now=now,
-                settle_deadline=settle_deadline,
-                retry_delay=settle_retry_delay,
-                interrupt_timeout=interrupt_timeout,
-            )
-        result: ArchiveWorkflowResult = _drive(machine, chat_client, store)
+
+        def work() -> ArchiveWorkflowResult:
+            with chat_client.driver.locked() as now:
+                machine = ArchiveWorkflow(
+                    chat_client.selector,
+                    tenant=tenant,
+                    workflow_id=workflow_id,
+                    now=now,
+                    settle_deadline=settle_deadline,
+                    retry_delay=settle_retry_delay,
+                    interrupt_timeout=interrupt_timeout,
+                )
+            archived: ArchiveWorkflowResult = _drive(machine, chat_client, store, guard=lease.guard)
+            return archived
+
+        result: ArchiveWorkflowResult = _leased(store, lease, work)
         return result
 
 
@@ -426,6 +550,7 @@ def sweep_orphans(
     settle_deadline: float = SETTLE_DEADLINE,
     settle_retry_delay: float = SETTLE_RETRY_DELAY,
     interrupt_timeout: float = INTERRUPT_WAIT_TIMEOUT,
+    lease_duration: float = DEFAULT_LEASE_DURATION,
     on_transport_event: Callable[[Any], object] | None = None,
     client: CoderChatClient | None = None,
     base_url: str | None = None,
@@ -436,7 +561,9 @@ def sweep_orphans(
     """Interrupt and archive every chat the token can see that no checkpoint in ``store``
     accounts for, whatever its status (``coder_proto.durable.OrphanSweep``). Run it where the
     token is dedicated to the workflows using ``store``; with workers inside a first turn at
-    the same time, pass ``min_age`` (seconds) longer than a first turn can take."""
+    the same time, pass ``min_age`` (seconds) longer than a first turn can take. A stranded
+    chat is retired under its workflow's lease (D27); while a step of that workflow runs, it
+    is left for the next sweep (in ``failed``, with a ``WorkflowBusyError``)."""
     check_store(store)
     with _client_for(
         client, base_url, token, http_client, verify, on_transport_event
@@ -450,6 +577,8 @@ def sweep_orphans(
                 settle_deadline=settle_deadline,
                 retry_delay=settle_retry_delay,
                 interrupt_timeout=interrupt_timeout,
+                lease_owner=_owner(),
+                lease_duration=lease_duration,
             )
         result: SweepResult = _drive(machine, chat_client, store)
         return result

@@ -20,8 +20,9 @@ classes); the adapter exports its bound methods. Cancellation is the runtime's: 
 ``run_turn`` interrupts the turn (D22); the checkpoint is still written (bounded) before the
 cancellation propagates, unwrapped.
 
-Run steps of one workflow strictly one after another (sessions are single-flight across the
-whole system). Archive at the end of the workflow only.
+Steps of one workflow run one after another (sessions are single-flight across the whole
+system): each step, and the archive, holds the workflow's lease (D27), taken before anything
+is read and renewed by a task while it runs. Archive at the end of the workflow only.
 """
 
 from __future__ import annotations
@@ -29,13 +30,16 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import logging
 import time
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 import httpx
 
 from coder_io_common.tls import VerifyTypes
+from coder_proto import CoderAgentError
 from coder_proto._actions import ToolOutcome
 from coder_proto._agent.tool_calls import plan_tool_calls
 from coder_proto._constants import (
@@ -58,7 +62,8 @@ from coder_proto.durable import (
     check_store,
 )
 from coder_proto.durable._archiving import ArchiveWorkflow, OrphanSweep
-from coder_proto.durable._effects import Invoke, WallClock
+from coder_proto.durable._effects import Invoke, Sleep, WallClock
+from coder_proto.durable._lease import WorkflowLease
 from coder_proto.durable._runtime import (
     Abandon,
     ApplyStore,
@@ -74,7 +79,7 @@ from coder_proto.durable._runtime import (
     turn_report,
 )
 from coder_proto.durable._step import Drive, RunAgentTurn, TurnReport
-from coder_proto.durable._store import StoreOp
+from coder_proto.durable._store import DEFAULT_LEASE_DURATION, StoreOp
 from coder_proto.durable._store_engine import DurableMachine, RelayedRequest
 from coder_proto.durable._tools import DurableBinding
 
@@ -85,6 +90,9 @@ from .runtime import AsyncRuntime, Event, Task, TaskGroup
 __all__ = ["DurableFunctions"]
 
 ToolRunner = Callable[[tuple[ToolCall, ...]], Awaitable[Sequence[ToolOutcome]]]
+Guard = Callable[[object], None]
+
+logger = logging.getLogger("coder_io_common")
 
 #: How long the checkpoint writes after a cancelled turn may take.
 _AFTER_CANCEL_BOUND = 30.0
@@ -113,12 +121,22 @@ async def _apply(runtime: AsyncRuntime, store: Any, op: StoreOp) -> Any:
 
 
 async def _run_effects(
-    runtime: AsyncRuntime, program: Any, perform: Callable[[Any], Awaitable[Any]]
+    runtime: AsyncRuntime,
+    program: Any,
+    perform: Callable[[Any], Awaitable[Any]],
+    guard: Guard | None = None,
 ) -> Any:
     """Run an effect program: each effect performed and its value sent back, an exception it
-    raised thrown back in. The runtime's cancellation closes the program and propagates."""
+    raised thrown back in. The runtime's cancellation closes the program and propagates; so
+    does what ``guard`` raises before an effect (a lost lease)."""
     step = EffectStep(program)
     while not step.done:
+        if guard is not None:
+            try:
+                guard(step.effect)
+            except BaseException:
+                step.close()
+                raise
         try:
             value = await perform(step.effect)
         except runtime.cancelled:
@@ -129,6 +147,10 @@ async def _run_effects(
         else:
             step.send(value)
     return step.value
+
+
+async def _awaited(value: Awaitable[Any]) -> None:
+    await value
 
 
 class _Tasks:
@@ -170,19 +192,25 @@ class _BoundCrashSafe:
     Plain functions run in a worker thread, as the agent runs plain tools."""
 
     def __init__(
-        self, tool: CrashSafeTool, binding: DurableBinding, store: Any, runtime: AsyncRuntime
+        self,
+        tool: CrashSafeTool,
+        binding: DurableBinding,
+        store: Any,
+        runtime: AsyncRuntime,
+        guard: Guard | None = None,
     ) -> None:
         self._tool = tool
         self._binding = binding
         self._store = store
         self._runtime = runtime
+        self._guard = guard
 
     def __repr__(self) -> str:
         return f"<crash-safe {self._tool.name} tenant={self._binding.tenant!r}>"
 
     async def __call__(self, *args: Any, **kwargs: Any) -> Any:
         program = self._tool.program(self._binding, args, kwargs)
-        return await _run_effects(self._runtime, program, self._perform)
+        return await _run_effects(self._runtime, program, self._perform, self._guard)
 
     async def _perform(self, effect: Any) -> Any:
         if isinstance(effect, StoreOp):
@@ -218,8 +246,64 @@ class DurableFunctions:
 
     # -- plumbing --------------------------------------------------------------------------
 
-    def _bind(self, tool: CrashSafeTool, binding: DurableBinding, store: Any) -> _BoundCrashSafe:
-        return _BoundCrashSafe(tool, binding, store, self._runtime)
+    def _bind(
+        self, tool: CrashSafeTool, binding: DurableBinding, store: Any, guard: Guard | None = None
+    ) -> _BoundCrashSafe:
+        return _BoundCrashSafe(tool, binding, store, self._runtime, guard)
+
+    # -- the workflow lease (D27) -----------------------------------------------------------
+
+    async def _perform_plain(self, store: Any, effect: Any) -> Any:
+        """The effects of a lease's program: store calls, the wall clock, sleeps."""
+        runtime = self._runtime
+        if isinstance(effect, StoreOp):
+            return await _apply(runtime, store, effect)
+        if isinstance(effect, WallClock):
+            return time.time()
+        assert isinstance(effect, Sleep)
+        await runtime.wait(runtime.event(), effect.seconds)
+        return None
+
+    async def _renew(self, store: Any, lease: WorkflowLease) -> None:
+        """The renewal timer: renew every third of the duration until the lease is lost or
+        the task is cancelled; the core judges each answer."""
+        runtime = self._runtime
+        never = runtime.event()
+        while not lease.lost:
+            await runtime.wait(never, lease.renew_delay(time.time()))
+            wall = time.time()
+            try:
+                ok = await _apply(runtime, store, lease.renew_op(wall))
+            except Exception as exc:
+                lease.renew_failed(exc, wall)
+            else:
+                lease.renewed(ok, wall)
+
+    async def _leased(
+        self, store: Any, lease: WorkflowLease, work: Callable[[], Awaitable[Any]]
+    ) -> Any:
+        """Take ``lease`` (``WorkflowBusyError`` when another worker holds it, after waiting
+        as the lease allows), run ``work()`` while a task renews it, then release it however
+        ``work`` ended (a cancelled caller's release is bounded)."""
+        runtime = self._runtime
+        await _run_effects(runtime, lease.acquire(), functools.partial(self._perform_plain, store))
+        try:
+            async with runtime.task_group() as group:
+                group.start_soon(self._renew, store, lease)
+                try:
+                    return await work()
+                finally:
+                    group.cancel()
+        finally:
+            with runtime.finishing(_AFTER_CANCEL_BOUND):
+                try:
+                    await _apply(runtime, store, lease.release_op())
+                except Exception as exc:
+                    # The lease expires on its own; the work's own outcome matters more.
+                    logger.warning(
+                        "releasing the lease on workflow %s failed: %s", lease.workflow_id, exc
+                    )
+            lease.released()
 
     @contextlib.asynccontextmanager
     async def _client_for(
@@ -265,13 +349,15 @@ class DurableFunctions:
         client: CoderChatClient,
         store: Any,
         tools: ToolRunner | None = None,
+        guard: Guard | None = None,
     ) -> Any:
         """Drive a durable machine to its result (or raise its error): requests through the
         client's driver, store calls on ``store``, tool runs with ``tools``, ticks at its
         deadline. On cancellation the machine is cancelled (D22) and the cancellation
-        re-raised."""
+        re-raised; what ``guard`` raises before a side effect (a lost lease) ends the drive
+        the same way."""
         runtime = self._runtime
-        drive = DurableDrive(machine)
+        drive = DurableDrive(machine, guard)
 
         async def relay(command: Relay) -> None:
             outcome = await client.driver.run(RelayedRequest(command.request))
@@ -315,7 +401,7 @@ class DurableFunctions:
                     if drive.done:
                         break
                     await tasks.wait(drive.delay(_now()))
-            except runtime.cancelled as exc:
+            except (runtime.cancelled, CoderAgentError) as exc:
                 for abandon in drive.cancel(exc, _now()):
                     perform(tasks, abandon)
                 raise
@@ -355,6 +441,8 @@ class DurableFunctions:
         settle_timeout: float = DEFAULT_SETTLE_TIMEOUT,
         interrupt_timeout: float = INTERRUPT_WAIT_TIMEOUT,
         poll_interval: float = INTERRUPT_POLL_INTERVAL,
+        lease_duration: float = DEFAULT_LEASE_DURATION,
+        lease_wait: float | None = None,
         on_transport_event: Callable[[Any], object] | None = None,
         client: CoderChatClient | None = None,
         base_url: str | None = None,
@@ -381,9 +469,19 @@ class DurableFunctions:
         structured output (``result.output``). ``commit_window`` is how long a crashed
         attempt's send may still land (default ``request_timeout``, else 300 s);
         ``settle_timeout`` bounds recovery's settle poll (turn scale), ``interrupt_timeout``
-        its probe and interrupt, ``poll_interval`` the poll period. Connection: ``client`` or
-        ``base_url`` / ``token`` (``CODER_URL`` / ``CODER_SESSION_TOKEN``) with
-        ``http_client`` and ``verify``; ``on_transport_event`` receives every transport event.
+        its probe and interrupt, ``poll_interval`` the poll period.
+
+        The step holds the workflow's lease (D27) from before it reads anything until it
+        ends: while another worker holds it, ``WorkflowBusyError`` (retryable) is raised
+        before anything is read or sent, unless ``lease_wait`` (seconds) allows waiting for
+        it. ``lease_duration`` (60 s) is how long a dead worker's lease outlives it; it is
+        renewed every third of that while the step runs. A step that lost its lease raises
+        ``WorkflowLeaseLostError`` before its next side effect. A fresh chat is checkpointed
+        as soon as the server created it (D28).
+
+        Connection: ``client`` or ``base_url`` / ``token`` (``CODER_URL`` /
+        ``CODER_SESSION_TOKEN``) with ``http_client`` and ``verify``; ``on_transport_event``
+        receives every transport event.
         """
         # The option keywords are folded into ``options`` (``option_keywords``).
         assert options is not None
@@ -400,15 +498,23 @@ class DurableFunctions:
             poll_interval=poll_interval,
             supplied_client=client is not None,
             on_transport_event=on_transport_event,
+            lease_owner=uuid.uuid4().hex,
+            lease_duration=lease_duration,
+            lease_wait=lease_wait,
         )
+        lease = durable.lease
+        assert lease is not None
         async with self._client_for(
             client, base_url, token, http_client, verify, on_transport_event
         ) as chat_client:
             # Construction does no I/O: bad agent settings fail here, before anything is
             # journaled or sent.
             self._agent_class(client=chat_client, **durable.dry_kwargs(self._bind))
-            result: DurableStepResult = await _run_effects(
-                self._runtime, durable.program(), self._step_performer(durable, chat_client)
+            perform = self._step_performer(durable, chat_client)
+            result: DurableStepResult = await self._leased(
+                durable.store,
+                lease,
+                lambda: _run_effects(self._runtime, durable.program(), perform, durable.guard),
             )
             return result
 
@@ -419,6 +525,7 @@ class DurableFunctions:
         runtime = self._runtime
         store = durable.store
         cancelled_turn = False
+        bind = functools.partial(self._bind, guard=durable.guard)
 
         async def perform(effect: Any) -> Any:
             if cancelled_turn:
@@ -435,9 +542,9 @@ class DurableFunctions:
                 return time.time()
             if isinstance(effect, Drive):
                 machine = effect.build(chat_client.selector, _now(), time.time())
-                bound = durable.bound_tools(durable.binding, self._bind)
+                bound = durable.bound_tools(durable.binding, bind)
                 runner = self._tool_runner(bound, getattr(machine, "chat_id", None))
-                return await self._drive(machine, chat_client, store, runner)
+                return await self._drive(machine, chat_client, store, runner, durable.guard)
             assert isinstance(effect, RunAgentTurn)
             return await agent_turn(effect)
 
@@ -446,11 +553,11 @@ class DurableFunctions:
             agent = self._agent_class(
                 client=chat_client,
                 **durable.agent_kwargs(
-                    effect.chat_id, effect.last_seen_message_id, effect.binding, self._bind
+                    effect.chat_id, effect.last_seen_message_id, effect.binding, bind
                 ),
             )
             try:
-                report = turn_report(agent, result=await agent.generate(effect.prompt))
+                report = turn_report(agent, result=await self._generate(durable, effect, agent))
             except runtime.cancelled as exc:
                 cancelled_turn = True
                 report = turn_report(agent, error=exc, cancelled=True)
@@ -463,6 +570,59 @@ class DurableFunctions:
 
         return perform
 
+    async def _generate(self, durable: DurableStep, effect: RunAgentTurn, agent: Any) -> Any:
+        """``agent.generate`` for one step turn; on a fresh chat, the early checkpoint (D28)
+        is written as soon as the create call answered. A plain store's write happens right
+        there, on the loop, before the stream's dial starts (one short write per workflow,
+        which the guarantee is worth); an ``AsyncDurableStore``'s write runs alongside the
+        dial. Either is finished before the turn's result is reported."""
+        runtime = self._runtime
+        if effect.chat_id is not None:
+            return await agent.generate(effect.prompt)
+        store = durable.store
+        async with runtime.task_group() as group:
+
+            async def write(chat_id: str) -> None:
+                op = effect.early_checkpoint(chat_id)
+                if op is None:
+                    return
+                try:
+                    durable.guard(op)
+                    await _apply(runtime, store, op)
+                except Exception as exc:
+                    logger.warning("the early checkpoint of chat %s failed: %s", chat_id, exc)
+
+            def chat_created(chat_id: str) -> None:
+                op = effect.early_checkpoint(chat_id)
+                if op is None:
+                    return
+                if inspect.iscoroutinefunction(getattr(store, op.method, None)):
+                    group.start_soon(write, chat_id)
+                    return
+                try:
+                    durable.guard(op)
+                    value = op.apply(store)
+                    if inspect.isawaitable(value):
+                        group.start_soon(_awaited, value)
+                except Exception as exc:
+                    logger.warning("the early checkpoint of chat %s failed: %s", chat_id, exc)
+
+            agent._core.session.on_chat_created = chat_created
+            failure: Exception | None = None
+            try:
+                result = await agent.generate(effect.prompt)
+            except runtime.cancelled:
+                raise
+            except Exception as exc:
+                # Leave the group normally: the write, if any, finishes before the step's
+                # own checkpoint writes (a late one would overwrite them).
+                failure = exc
+            finally:
+                agent._core.session.on_chat_created = None
+        if failure is not None:
+            raise failure
+        return result
+
     async def archive_workflow(
         self,
         workflow_id: str,
@@ -472,6 +632,8 @@ class DurableFunctions:
         settle_deadline: float = SETTLE_DEADLINE,
         settle_retry_delay: float = SETTLE_RETRY_DELAY,
         interrupt_timeout: float = INTERRUPT_WAIT_TIMEOUT,
+        lease_duration: float = DEFAULT_LEASE_DURATION,
+        lease_wait: float | None = None,
         on_transport_event: Callable[[Any], object] | None = None,
         client: CoderChatClient | None = None,
         base_url: str | None = None,
@@ -483,21 +645,37 @@ class DurableFunctions:
         live run, archive the checkpointed chat and every stranded chat recorded for the
         workflow (409s retried within ``settle_deadline``, D10), then forget them in the store
         (``coder_proto.durable.ArchiveWorkflow``). ``archived`` is ``False`` when the workflow
-        never created a chat."""
+        never created a chat. It holds the workflow's lease like a step (D27; ``lease_wait``,
+        ``lease_duration`` as for ``run_turn``): ``WorkflowBusyError`` while a step runs."""
         check_store(store)
+        lease = WorkflowLease(
+            tenant=tenant,
+            workflow_id=workflow_id,
+            owner=uuid.uuid4().hex,
+            duration=lease_duration,
+            wait=lease_wait,
+            what="archive",
+        )
         async with self._client_for(
             client, base_url, token, http_client, verify, on_transport_event
         ) as chat_client:
-            machine = ArchiveWorkflow(
-                chat_client.selector,
-                tenant=tenant,
-                workflow_id=workflow_id,
-                now=_now(),
-                settle_deadline=settle_deadline,
-                retry_delay=settle_retry_delay,
-                interrupt_timeout=interrupt_timeout,
-            )
-            result: ArchiveWorkflowResult = await self._drive(machine, chat_client, store)
+
+            async def work() -> ArchiveWorkflowResult:
+                machine = ArchiveWorkflow(
+                    chat_client.selector,
+                    tenant=tenant,
+                    workflow_id=workflow_id,
+                    now=_now(),
+                    settle_deadline=settle_deadline,
+                    retry_delay=settle_retry_delay,
+                    interrupt_timeout=interrupt_timeout,
+                )
+                archived: ArchiveWorkflowResult = await self._drive(
+                    machine, chat_client, store, guard=lease.guard
+                )
+                return archived
+
+            result: ArchiveWorkflowResult = await self._leased(store, lease, work)
             return result
 
     async def sweep_orphans(
@@ -508,6 +686,7 @@ class DurableFunctions:
         settle_deadline: float = SETTLE_DEADLINE,
         settle_retry_delay: float = SETTLE_RETRY_DELAY,
         interrupt_timeout: float = INTERRUPT_WAIT_TIMEOUT,
+        lease_duration: float = DEFAULT_LEASE_DURATION,
         on_transport_event: Callable[[Any], object] | None = None,
         client: CoderChatClient | None = None,
         base_url: str | None = None,
@@ -519,7 +698,9 @@ class DurableFunctions:
         accounts for, whatever its status (``coder_proto.durable.OrphanSweep``). Run it where
         the token is dedicated to the workflows using ``store``; with workers inside a first
         turn at the same time, pass ``min_age`` (seconds) longer than a first turn can
-        take."""
+        take. A stranded chat is retired under its workflow's lease (D27); while a step of
+        that workflow runs, it is left for the next sweep (in ``failed``, with a
+        ``WorkflowBusyError``)."""
         check_store(store)
         async with self._client_for(
             client, base_url, token, http_client, verify, on_transport_event
@@ -532,6 +713,8 @@ class DurableFunctions:
                 settle_deadline=settle_deadline,
                 retry_delay=settle_retry_delay,
                 interrupt_timeout=interrupt_timeout,
+                lease_owner=uuid.uuid4().hex,
+                lease_duration=lease_duration,
             )
             result: SweepResult = await self._drive(machine, chat_client, store)
             return result

@@ -528,6 +528,8 @@ class Segment:
             self.created = True
             self.chat_id = chat.id
             session.chat_id = chat.id
+            if session.on_chat_created is not None:
+                session.on_chat_created(chat.id)
             if chat.status:
                 session.last_status = chat.status
             if chat.workspace_id or chat.mcp_server_ids:

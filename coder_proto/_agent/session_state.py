@@ -239,6 +239,9 @@ class SessionState:
         self._stranded: dict[str, None] = {}
         #: Client tool call ids whose results were submitted (a live set, A.7).
         self.submitted_tool_call_ids: set[str] = set()
+        #: Called with the chat id right after a turn's create call answered, before the
+        #: stream opens (durable steps checkpoint the chat then, D28). Must not raise.
+        self.on_chat_created: Callable[[str], None] | None = None
         #: The last chat status the session observed (for D4's follow-up interrupt).
         self.last_status: str | None = None
         #: The model hint is resolved once per session and cached, even to ``None`` (H.1).

@@ -13,7 +13,7 @@ and effects (programs), the server through ``SendRequest``, the clock through ``
 """
 
 from ._archiving import ArchiveWorkflowResult, SweepResult
-from ._errors import DurableStoreError, RecoveryError, WorkflowBusyError
+from ._errors import DurableStoreError, RecoveryError, WorkflowBusyError, WorkflowLeaseLostError
 from ._records import (
     COMMITTING,
     CUT_SHORT,
@@ -79,6 +79,7 @@ __all__ = [
     "StrandedChat",
     "SweepResult",
     "WorkflowBusyError",
+    "WorkflowLeaseLostError",
     "check_store",
     "crash_safe",
     "idempotency_key",

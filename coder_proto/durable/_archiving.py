@@ -36,7 +36,9 @@ from .._rest.routes import build_get_chat, build_list_chats, parse_get_chat, par
 from .._rest.stopping import MIN_ARCHIVE_BUDGET, archive_when_settled, interrupt_chat
 from .._timestamps import parse_rfc3339
 from .._wire.chats import Chat
+from ._errors import WorkflowBusyError
 from ._records import Checkpoint, StrandedChat, check_key_part
+from ._store import DEFAULT_LEASE_DURATION, Lease
 from ._store_engine import DurableMachine
 
 __all__ = [
@@ -171,7 +173,9 @@ class ArchiveWorkflow(DurableMachine[ArchiveWorkflowResult]):
                 )
             except CoderApiError as exc:
                 if exc.status == 404 and not is_primary:
-                    logger.warning("stranded chat %s no longer exists; no longer archiving it", target)
+                    logger.warning(
+                        "stranded chat %s no longer exists; no longer archiving it", target
+                    )
                     yield from self._store("remove_stranded", self.tenant, target)
                     continue
                 failures.append(exc)
@@ -210,9 +214,13 @@ class SweepResult:
 
 class OrphanSweep(DurableMachine[SweepResult]):
     """Retire every chat no checkpoint accounts for (see the module docstring). ``wall`` is
-    the wall clock at ``now`` (for ``min_age``). Each orphan gets its own ``settle_deadline``
-    for the interrupt and the archive loop; a failure is reported in the result and the sweep
-    goes on. A failed listing raises."""
+    the wall clock at ``now`` (for ``min_age`` and leases). Each orphan gets its own
+    ``settle_deadline`` for the interrupt and the archive loop; a failure is reported in the
+    result and the sweep goes on. A failed listing raises.
+
+    With ``lease_owner`` (D27), an orphan recorded as a workflow's stranded chat is retired
+    only under that workflow's lease: while another worker holds it, the chat is left for the
+    next sweep and reported in ``failed`` with a ``WorkflowBusyError``."""
 
     def __init__(
         self,
@@ -225,8 +233,18 @@ class OrphanSweep(DurableMachine[SweepResult]):
         retry_delay: float = SETTLE_RETRY_DELAY,
         interrupt_timeout: float = INTERRUPT_WAIT_TIMEOUT,
         page_size: int = SWEEP_PAGE_SIZE,
+        lease_owner: str | None = None,
+        lease_duration: float = DEFAULT_LEASE_DURATION,
     ) -> None:
         super().__init__(selector)
+        if lease_owner is not None:
+            check_key_part(lease_owner, "owner")
+        self.lease_owner = lease_owner
+        # One retire is bounded (its interrupt, then its archive loop): the lease on a
+        # stranded chat's workflow outlives it without renewal.
+        self.lease_duration = max(
+            float(lease_duration), settle_deadline + interrupt_timeout + MIN_ARCHIVE_BUDGET
+        )
         if isinstance(min_age, bool) or not isinstance(min_age, int | float) or not min_age >= 0:
             raise CoderAgentError(
                 f"min_age must be a non-negative number of seconds, got {min_age!r}"
@@ -283,28 +301,71 @@ class OrphanSweep(DurableMachine[SweepResult]):
             if not self._old_enough(chat):
                 skipped.append(chat.id)
                 continue
-            try:
-                yield from _retire(
-                    self,
-                    chat.id,
-                    status=chat.status,
-                    archived=False,
-                    deadline=self.now + self.settle_deadline,
-                    retry_delay=self.retry_delay,
-                    interrupt_timeout=self.interrupt_timeout,
+            owners = [r for r in records if r.chat_id == chat.id]
+            held: list[StrandedChat] = []
+            busy: WorkflowBusyError | None = None
+            if self.lease_owner is not None:
+                # D27: a stranded chat belongs to a workflow; act on it only under its lease.
+                for record in owners:
+                    lease: Lease = yield from self._store(
+                        "acquire_lease",
+                        record.tenant,
+                        record.workflow_id,
+                        self.lease_owner,
+                        self.now + self._wall_offset,
+                        self.lease_duration,
+                    )
+                    if not lease.held_by(self.lease_owner):
+                        busy = WorkflowBusyError(
+                            tenant=record.tenant,
+                            workflow_id=record.workflow_id,
+                            owner=lease.owner,
+                            expires_at=lease.expires_at,
+                            chat_id=chat.id,
+                        )
+                        break
+                    held.append(record)
+            if busy is None:
+                yield from self._retire_orphan(chat, records, archived, failed)
+            else:
+                logger.info("the sweep leaves stranded chat %s: %s", chat.id, busy)
+                failed.append((chat.id, busy))
+            # (A store failure above ends the sweep; the leases then expire on their own.)
+            for record in held:
+                yield from self._store(
+                    "release_lease", record.tenant, record.workflow_id, self.lease_owner
                 )
-            except (CoderAgentError, TimeoutError) as exc:
-                logger.warning("the sweep could not archive orphan chat %s: %s", chat.id, exc)
-                failed.append((chat.id, exc))
-                continue
-            logger.info("the sweep archived orphan chat %s (status %s)", chat.id, chat.status)
-            archived.append(chat.id)
-            for record in records:
-                if record.chat_id == chat.id:
-                    yield from self._store("remove_stranded", record.tenant, record.chat_id)
         return SweepResult(
             archived_chat_ids=tuple(archived),
             failed=tuple(failed),
             skipped_chat_ids=tuple(skipped),
             accounted=sum(1 for c in chats if c.id in accounted),
         )
+
+    def _retire_orphan(
+        self,
+        chat: Chat,
+        records: tuple[StrandedChat, ...],
+        archived: list[str],
+        failed: list[tuple[str, BaseException]],
+    ) -> Generator[None, None, None]:
+        """Retire one orphan (its failure is recorded in ``failed``)."""
+        try:
+            yield from _retire(
+                self,
+                chat.id,
+                status=chat.status,
+                archived=False,
+                deadline=self.now + self.settle_deadline,
+                retry_delay=self.retry_delay,
+                interrupt_timeout=self.interrupt_timeout,
+            )
+        except (CoderAgentError, TimeoutError) as exc:
+            logger.warning("the sweep could not archive orphan chat %s: %s", chat.id, exc)
+            failed.append((chat.id, exc))
+            return
+        logger.info("the sweep archived orphan chat %s (status %s)", chat.id, chat.status)
+        archived.append(chat.id)
+        for record in records:
+            if record.chat_id == chat.id:
+                yield from self._store("remove_stranded", record.tenant, record.chat_id)

@@ -1,5 +1,6 @@
 """Effects the durable programs yield besides store calls (``coder_proto.durable._store``):
-the wall clock and a tool function's invocation. An adapter's trampoline performs them."""
+the wall clock, a pause, and a tool function's invocation. An adapter's trampoline performs
+them."""
 
 from __future__ import annotations
 
@@ -8,12 +9,20 @@ from typing import Any
 
 import attrs
 
-__all__ = ["Invoke", "WallClock"]
+__all__ = ["Invoke", "Sleep", "WallClock"]
 
 
 @attrs.frozen
 class WallClock:
     """Send back the wall clock, in seconds since the epoch."""
+
+
+@attrs.frozen
+class Sleep:
+    """Wait ``seconds`` (the runtime's sleep; its cancellation applies), then send back
+    ``None``."""
+
+    seconds: float
 
 
 @attrs.frozen

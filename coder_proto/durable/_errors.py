@@ -10,7 +10,7 @@ from typing import Any
 
 from .._errors import CoderAgentError
 
-__all__ = ["DurableStoreError", "RecoveryError", "WorkflowBusyError"]
+__all__ = ["DurableStoreError", "RecoveryError", "WorkflowBusyError", "WorkflowLeaseLostError"]
 
 
 class DurableStoreError(CoderAgentError):
@@ -68,3 +68,43 @@ class WorkflowBusyError(CoderAgentError):
             "expires_at": self.expires_at,
             **super()._state(),
         }
+
+
+class WorkflowLeaseLostError(WorkflowBusyError):
+    """A running step (or archive) lost the workflow's lease (D27): it could not renew it in
+    time, and another worker has taken it over (or may have, once its expiry passed while the
+    store failed). The step stopped before its next side effect, leaving the workflow's
+    chat and records to the new holder; in particular it wrote no checkpoint.
+
+    A ``WorkflowBusyError``, hence ``retryable``: the same call, made again, recovers what
+    this attempt did once the new holder is done."""
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        tenant: str,
+        workflow_id: str,
+        what: str = "step",
+        owner: str | None = None,
+        expires_at: float | None = None,
+        chat_id: str | None = None,
+    ) -> None:
+        if message is None:
+            message = (
+                f"this {what} lost its lease on workflow {workflow_id!r} of tenant {tenant!r} "
+                "(not renewed in time; another worker may run the workflow now) and stopped "
+                "before its next side effect"
+            )
+        super().__init__(
+            message,
+            tenant=tenant,
+            workflow_id=workflow_id,
+            owner=owner,
+            expires_at=expires_at,
+            chat_id=chat_id,
+        )
+        self.what = what
+
+    def _state(self) -> dict[str, Any]:
+        return {"what": self.what, **super()._state()}

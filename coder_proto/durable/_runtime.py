@@ -34,10 +34,11 @@ from .._errors import CoderAgentError
 from .._options import AgentOptions
 from .._outputs import ToolCall
 from .._rest.http import HttpRequest, HttpResponse
+from ._lease import DEFAULT_LEASE_POLL, WorkflowLease
 from ._records import DEFAULT_TENANT
 from ._recovery import DEFAULT_COMMIT_WINDOW, DEFAULT_SETTLE_TIMEOUT
 from ._step import DurableStepResult, StepPlan, TurnReport, step_program
-from ._store import StoreCall, StoreOp, check_store
+from ._store import DEFAULT_LEASE_DURATION, StoreCall, StoreOp, check_store
 from ._store_engine import DurableMachine
 from ._tools import CrashSafeTool, DurableBinding
 
@@ -120,6 +121,9 @@ class DurableStep:
         poll_interval: float = INTERRUPT_POLL_INTERVAL,
         supplied_client: bool = False,
         on_transport_event: Callable[[Any], object] | None = None,
+        lease_owner: str | None = None,
+        lease_duration: float = DEFAULT_LEASE_DURATION,
+        lease_wait: float | None = None,
     ) -> None:
         check_store(store)
         self.store = store
@@ -140,9 +144,28 @@ class DurableStep:
             interrupt_timeout=interrupt_timeout,
             poll_interval=poll_interval,
         )
+        #: The workflow's lease this step holds (D27); ``None`` without an owner id.
+        self.lease: WorkflowLease | None = None
+        if lease_owner is not None:
+            self.lease = WorkflowLease(
+                tenant=tenant,
+                workflow_id=workflow_id,
+                owner=lease_owner,
+                duration=lease_duration,
+                wait=lease_wait,
+                poll=min(poll_interval, DEFAULT_LEASE_POLL)
+                if poll_interval > 0
+                else DEFAULT_LEASE_POLL,
+            )
 
     def __repr__(self) -> str:
         return f"DurableStep({self.plan.marker!r})"
+
+    def guard(self, effect: object) -> None:
+        """Before a side effect of the step: raise ``WorkflowLeaseLostError`` once the step
+        lost its lease (D27)."""
+        if self.lease is not None:
+            self.lease.guard(effect)
 
     def program(self) -> Generator[Any, Any, DurableStepResult]:
         """The step's effect program (``coder_proto.durable.step_program``)."""
@@ -327,6 +350,9 @@ DurableCommand: TypeAlias = Relay | Abandon | ApplyStore | RunCalls
 class DurableDrive:
     """One durable machine being driven to its result (``coder_proto.durable._store_engine``).
 
+    With a ``guard`` (a lease's), ``commands`` raises instead of returning a side effect
+    the guard refuses; the adapter then cancels the drive as on its own cancellation.
+
     The adapter's loop: perform ``commands(now)`` (due deadlines are ticked first) in order;
     stop when ``done``; otherwise wait for an outcome at most ``delay(now)`` seconds
     (``None``: no deadline) and loop. Outcomes may be reported at any time, from the
@@ -334,9 +360,13 @@ class DurableDrive:
     cancellation: perform ``cancel(reason, now)`` (``Abandon`` commands) and re-raise.
     ``result()`` is the machine's value, or raises its error."""
 
-    def __init__(self, machine: DurableMachine[Any]) -> None:
+    def __init__(
+        self, machine: DurableMachine[Any], guard: Callable[[object], None] | None = None
+    ) -> None:
         self.machine = machine
         self._requests: set[int] = set()
+        #: Called before each side effect (``WorkflowLease.guard``): raises to stop the drive.
+        self._guard = guard
 
     def __repr__(self) -> str:
         return f"<DurableDrive {self.machine!r}>"
@@ -361,6 +391,11 @@ class DurableDrive:
         out: list[DurableCommand] = []
         for action in machine.actions():
             out.append(self._command(action))
+        guard = self._guard
+        if guard is not None:
+            for command in out:
+                if not isinstance(command, Abandon):
+                    guard(command.op if isinstance(command, ApplyStore) else command)
         return out
 
     def delay(self, now: float) -> float | None:

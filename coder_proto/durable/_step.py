@@ -16,8 +16,12 @@ resubmitting").
 
 The program, in order:
 
-1. Load the checkpoint. None: the turn creates a fresh chat (a crash before a first turn's
-   checkpoint leaves an orphan for the sweep).
+0. (The adapter took the workflow's lease first, D27, and checks it before every side
+   effect of the program: ``coder_proto.durable._lease``.)
+1. Load the checkpoint. None: the turn creates a fresh chat, and the adapter performs
+   ``RunAgentTurn.early_checkpoint`` as soon as the create call answered (D28), so a crash
+   from then on is recovered on that chat; only a crash between the create call and that
+   write leaves an orphan for the sweep.
 2. With a checkpoint: a step that finished before the step sent last is a replay, answered
    from history without touching the chat (``PastStep``). Otherwise skip recovery only when
    the store proves the chat was left settled by a finished turn of another step and nothing
@@ -25,9 +29,9 @@ The program, in order:
    returned without resubmitting.
 3. Journal the send write-ahead (``submitting``, the marker, the step's committed attempts,
    the wall clock), then run the turn with the marker embedded in the prompt.
-4. In every case (the ``finally`` of the guide): record the chats a failed fresh-chat turn
-   discarded as stranded, then checkpoint the chat, the cursor, the step, how the turn ended
-   and the finished steps; a discarded chat that a crash-safe tool had claimed is unclaimed.
+4. In every case (the ``finally`` of the guide): when a failed fresh-chat turn discarded
+   its chat, undo the early checkpoint naming it (D28) and record it as stranded; otherwise
+   checkpoint the chat, the cursor, the step, how the turn ended and the finished steps.
    Then return the result or raise the turn's error.
 """
 
@@ -46,6 +50,7 @@ from ._records import (
     OUTCOME_ABORTED,
     OUTCOME_FAILED,
     OUTCOME_FINISHED,
+    OUTCOME_IN_FLIGHT,
     SUBMITTING,
     Checkpoint,
     JournalEntry,
@@ -61,7 +66,7 @@ from ._recovery import (
     StructuredAnswer,
 )
 from ._scan import default_step, marked_prompt, step_marker
-from ._store import store_call
+from ._store import StoreOp, store_call
 from ._store_engine import DurableMachine
 from ._tools import DurableBinding
 
@@ -97,6 +102,19 @@ class RunAgentTurn:
     last_seen_message_id: int | None
     prompt: str
     binding: DurableBinding
+
+    def early_checkpoint(self, chat_id: str) -> StoreOp | None:
+        """D28: the store write to perform as soon as a fresh chat's create call answered with
+        ``chat_id``, before the stream opens: the checkpoint naming the chat, with the step's
+        first turn in flight. ``None`` on a turn that resumes a checkpointed chat."""
+        if self.chat_id is not None or self.binding.workflow_id is None:
+            return None
+        checkpoint = Checkpoint(
+            chat_id=chat_id, step=self.binding.marker, outcome=OUTCOME_IN_FLIGHT
+        )
+        return StoreOp(
+            "put_checkpoint", (self.binding.tenant, self.binding.workflow_id, checkpoint)
+        )
 
 
 @attrs.frozen(kw_only=True)
@@ -305,6 +323,13 @@ def step_program(plan: StepPlan) -> Generator[Any, Any, DurableStepResult]:
         ),
     )
     # The guide's ``finally``: checkpoint even when the turn failed.
+    if report.chat_id is None and report.stranded_chat_ids:
+        # The session was discarded (C.5): undo the early checkpoint (D28), or a claim a
+        # crash-safe tool wrote, for the dead chat first, so that the next attempt starts
+        # fresh ("clear the eagerly checkpointed id yourself"); then list it as stranded.
+        current: Checkpoint | None = yield from store_call("get_checkpoint", tenant, workflow_id)
+        if current is not None and current.chat_id in report.stranded_chat_ids:
+            yield from store_call("delete_checkpoint", tenant, workflow_id)
     for stranded in report.stranded_chat_ids:
         yield from store_call("add_stranded", tenant, workflow_id, stranded)
     if report.chat_id is not None:
@@ -328,12 +353,6 @@ def step_program(plan: StepPlan) -> Generator[Any, Any, DurableStepResult]:
                 steps=steps,
             ),
         )
-    elif report.stranded_chat_ids:
-        # The session was discarded; a claim a crash-safe tool wrote for the dead chat must
-        # not be resumed ("clear the eagerly checkpointed id yourself").
-        current: Checkpoint | None = yield from store_call("get_checkpoint", tenant, workflow_id)
-        if current is not None and current.chat_id in report.stranded_chat_ids:
-            yield from store_call("delete_checkpoint", tenant, workflow_id)
     if report.error is not None:
         raise report.error
     result = report.result

@@ -407,9 +407,7 @@ class MemoryStore:
 
     def stranded_chats(self, tenant: str | None = None) -> tuple[StrandedChat, ...]:
         with self._mutex:
-            return tuple(
-                r for (t, _), r in self.stranded.items() if tenant is None or t == tenant
-            )
+            return tuple(r for (t, _), r in self.stranded.items() if tenant is None or t == tenant)
 
     def remove_stranded(self, tenant: str, chat_id: str) -> None:
         with self._mutex:

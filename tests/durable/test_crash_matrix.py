@@ -323,7 +323,11 @@ def outcomes(request: pytest.FixtureRequest) -> Iterator[dict[str, Outcome]]:
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.name)
 def test_crash_point(scenario: Scenario, outcomes: dict[str, Outcome]) -> None:
-    outcome = outcomes[scenario.name]
+    check_outcome(scenario, outcomes[scenario.name])
+
+
+def check_outcome(scenario: Scenario, outcome: Outcome) -> None:
+    """What every scenario must end with (see the module docstring)."""
     context = f"{scenario.name}\n{outcome.log}"
     # Every killed process was killed at its crash point, and the last one finished.
     assert outcome.exits == (*(-signal.SIGKILL for _ in scenario.crashes), 0), context

@@ -19,7 +19,14 @@ and ``DURABLE_CRASH``: the crash point, ``<step>/<point>``, where ``<step>`` is 
   and, for records, their state (``put_ledger:committing``, ``put_journal:resumed``,
   ``put_checkpoint:finished``, ``put_checkpoint:in_flight`` ...);
 * ``event:<op>``: right after a successful response of a REST operation (``create_chat``,
-  ``create_chat_message``, ``submit_tool_results``, ``interrupt_chat``, ``archive_chat``...).
+  ``create_chat_message``, ``submit_tool_results``, ``interrupt_chat``, ``archive_chat``...);
+* ``ws:<event>``: at a stream event (``ws:open``, ``ws:event``: the first frame...).
+
+With ``DURABLE_WORKFLOWS`` set (a comma-separated list of workflow ids), the process runs the
+two steps of each of those workflows instead, as one of several competing workers (D27):
+a step that meets another worker's lease records ``busy`` for its workflow and the process
+goes on with the next one; ``DURABLE_LEASE_WAIT`` (seconds) makes the steps wait for the
+lease instead. Nothing is archived or swept in that mode.
 
 The process SIGKILLs itself the first time the point is reached.
 """
@@ -36,7 +43,7 @@ from typing import Any
 from coder_io_asyncio import CoderChatClient
 from coder_io_asyncio.durable import archive_workflow, run_turn, sweep_orphans
 from coder_io_common.stores import AsyncPostgresStore, PostgresStore, SQLiteStore
-from coder_proto.durable import DurableToolContext, crash_safe
+from coder_proto.durable import DurableToolContext, WorkflowBusyError, crash_safe
 
 from . import payments
 
@@ -49,6 +56,10 @@ STEPS = (
 )
 
 _current = {"step": ""}
+
+#: A killed process leaves its lease behind (D27): the next process waits until it expires,
+#: so the leases are short here.
+LEASE: dict[str, Any] = {"lease_duration": 1.5, "lease_wait": 20.0}
 
 
 def crash_here(point: str) -> None:
@@ -131,6 +142,8 @@ def charge_card(amount_cents: int, ctx: DurableToolContext) -> str:
 def on_event(event: Any) -> None:
     if event.type == "http:response" and event.ok:
         crash_here("event:" + event.op)
+    elif event.type.startswith("ws:"):
+        crash_here(event.type)
 
 
 async def main() -> None:
@@ -142,7 +155,10 @@ async def main() -> None:
     store = CrashingStore(inner)
     try:
         async with CoderChatClient(on_transport_event=on_event) as client:
-            results = await _workflow(workflow, store, client)
+            if os.environ.get("DURABLE_WORKFLOWS"):
+                results = await _compete(os.environ["DURABLE_WORKFLOWS"].split(","), store, client)
+            else:
+                results = await _workflow(workflow, store, client)
     finally:
         if isinstance(inner, AsyncPostgresStore):
             await inner.aclose()
@@ -150,6 +166,40 @@ async def main() -> None:
             inner.close()
     with open(os.environ["DURABLE_RESULT"], "w") as f:
         json.dump(results, f)
+
+
+async def _compete(workflows: list[str], store: Any, client: CoderChatClient) -> dict[str, Any]:
+    wait = os.environ.get("DURABLE_LEASE_WAIT") or None
+    results: dict[str, Any] = {}
+    for workflow in workflows:
+        steps: dict[str, Any] = {}
+        for step, prompt in STEPS:
+            try:
+                result = await run_turn(
+                    workflow,
+                    prompt,
+                    step=step,
+                    store=store,
+                    tools=[reserve_stock, charge_card],
+                    organization_id=os.environ["CODER_ORGANIZATION_ID"],
+                    request_timeout=30.0,
+                    commit_window=0.5,
+                    poll_interval=0.05,
+                    settle_retry_delay=0.05,
+                    lease_wait=float(wait) if wait else None,
+                    lease_duration=LEASE["lease_duration"],
+                    client=client,
+                )
+            except WorkflowBusyError as exc:
+                steps["busy"] = {"step": step, "retryable": exc.retryable}
+                break
+            steps[step] = {
+                "text": result.text,
+                "recovered": result.recovered,
+                "chat_id": result.chat_id,
+            }
+        results[workflow] = steps
+    return results
 
 
 async def _workflow(workflow: str, store: Any, client: CoderChatClient) -> dict[str, Any]:
@@ -168,10 +218,13 @@ async def _workflow(workflow: str, store: Any, client: CoderChatClient) -> dict[
             poll_interval=0.05,
             settle_retry_delay=0.05,
             client=client,
+            **LEASE,
         )
         results[step] = {"text": result.text, "recovered": result.recovered}
     _current["step"] = "archive"
-    archived = await archive_workflow(workflow, store=store, settle_retry_delay=0.05, client=client)
+    archived = await archive_workflow(
+        workflow, store=store, settle_retry_delay=0.05, client=client, **LEASE
+    )
     results["archive"] = {"archived": archived.archived, "chat_id": archived.chat_id}
     _current["step"] = "sweep"
     swept = await sweep_orphans(store=store, settle_retry_delay=0.05, client=client)
