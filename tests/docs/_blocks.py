@@ -12,9 +12,19 @@ line before the fence (blank lines between are allowed) changes what happens to 
     the block needs something the tests do not start for it (a Coder deployment with real
     credentials, a PostgreSQL server, a queue): a Python block is compiled only, a shell block
     is not run;
+``<!-- example: runs-in-ci -->``
+    a shell block of commands that ``.ci/run`` runs itself (the README's install and test
+    commands): each line either stands in ``.ci/run`` as written, or ends in a ``coder-agent``
+    command, which runs here (the installing commands before it are left to CI);
+``<!-- example: serves -->``
+    a shell block whose command serves until interrupted (``coder-agent fake-server``): it is
+    started, must print ``CODER_URL=`` and keep running, then is stopped with SIGINT;
+``<!-- example: pytest -->``
+    a Python block that is a test module: written to ``test_<line>.py`` and run with pytest;
 ``<!-- example: file NAME -->``
     the block (of any language) is written to ``NAME`` in the working directory of the page's
-    examples before they run, so a later example can read it.
+    examples before they run, so a later example can read or import it (a Python block marked
+    so is not run by itself).
 
 Everything else runs as it is written: a Python block in a fresh process, with the top-level
 ``await`` of an ``async`` example run by ``asyncio.run``.
@@ -29,7 +39,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 SHELL_LANGUAGES = frozenset({"sh", "shell", "bash", "console"})
-MARKERS = frozenset({"continues", "needs-deployment", "file"})
+MARKERS = frozenset(
+    {"continues", "needs-deployment", "runs-in-ci", "serves", "pytest", "file"}
+)
 
 _FENCE = re.compile(r"^(?P<indent> *)(?P<fence>```+|~~~+)\s*(?P<info>[\w+-]*)[^\n]*$")
 _MARKER = re.compile(r"^\s*<!--\s*example:\s*(?P<marker>[\w-]+)(?:\s+(?P<arg>\S+))?\s*-->\s*$")
@@ -143,10 +155,10 @@ def python_programs(blocks: list[Block]) -> list[Program]:
         if block.language != "python":
             continue
         if block.marker == "continues":
-            if previous is None or previous.marker == "needs-deployment":
+            if previous is None or previous.marker in ("needs-deployment", "pytest", "file"):
                 raise ValueError(f"{block.where}: 'continues' follows no runnable Python block")
             programs[-1].blocks.append(block)
-        elif block.marker != "needs-deployment":
+        elif block.marker not in ("needs-deployment", "pytest", "file"):
             programs.append(Program([block]))
         previous = block
     return programs

@@ -16,6 +16,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -46,8 +47,11 @@ SHELL: list[Block] = [
     b
     for blocks in BLOCKS.values()
     for b in blocks
-    if b.is_shell_example and b.marker != "needs-deployment"
+    if b.is_shell_example and b.marker not in ("needs-deployment", "runs-in-ci", "serves")
 ]
+SERVES: list[Block] = [b for blocks in BLOCKS.values() for b in blocks if b.marker == "serves"]
+IN_CI: list[Block] = [b for blocks in BLOCKS.values() for b in blocks if b.marker == "runs-in-ci"]
+PYTEST: list[Block] = [b for blocks in BLOCKS.values() for b in blocks if b.marker == "pytest"]
 
 
 @pytest.fixture(scope="module")
@@ -73,6 +77,7 @@ def workdirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         for block in blocks:
             if block.marker == "file":
                 assert block.argument, f"{block.where}: 'file' needs a file name"
+                (path / block.argument).parent.mkdir(parents=True, exist_ok=True)
                 (path / block.argument).write_text(block.text, encoding="utf-8")
         dirs[page] = path
     return dirs
@@ -144,6 +149,73 @@ def test_shell_example_runs(
         _environment(deployment),
     )
     assert result.returncode == 0, _report(result, script)
+
+
+@pytest.mark.timeout(EXAMPLE_TIMEOUT + 60)
+@pytest.mark.parametrize("block", IN_CI, ids=[b.where for b in IN_CI])
+def test_ci_example_is_what_ci_runs(
+    block: Block, deployment: dict[str, str], workdirs: dict[str, Path]
+) -> None:
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    for line in block.text.splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        command = line.split("&&")[-1].strip()
+        if "coder-agent" in command:
+            result = _run(["bash", "-c", command], workdirs[block.page], _environment({}))
+            assert result.returncode == 0, _report(result, command)
+        else:
+            assert line.strip() in ci, f"{block.where}: .ci/run does not run {line.strip()!r}"
+
+
+@pytest.mark.timeout(EXAMPLE_TIMEOUT + 60)
+@pytest.mark.parametrize("block", PYTEST, ids=[b.where for b in PYTEST])
+def test_pytest_example_passes(
+    block: Block, deployment: dict[str, str], workdirs: dict[str, Path]
+) -> None:
+    cwd = workdirs[block.page]
+    module = cwd / f"test_example_{block.line}.py"
+    module.write_text(block.text, encoding="utf-8")
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", module.name]
+    result = _run(argv, cwd, _environment(deployment))
+    assert result.returncode == 0, _report(result, block.text)
+
+
+@pytest.mark.timeout(EXAMPLE_TIMEOUT + 60)
+@pytest.mark.parametrize("block", SERVES, ids=[b.where for b in SERVES])
+def test_serving_example_serves(block: Block, workdirs: dict[str, Path]) -> None:
+    script = block.commands()
+    proc = subprocess.Popen(
+        ["bash", "-c", script],
+        cwd=workdirs[block.page],
+        env=_environment({}),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    seen: list[str] = []
+    timer = threading.Timer(EXAMPLE_TIMEOUT, os.killpg, (proc.pid, signal.SIGKILL))
+    timer.start()
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            seen.append(line)
+            if line.startswith("CODER_URL="):
+                break
+        assert proc.poll() is None, "".join(seen)
+        assert seen and seen[-1].startswith("CODER_URL="), "".join(seen)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGINT)
+        try:
+            proc.communicate(timeout=30)
+        finally:
+            timer.cancel()
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
 
 
 def test_the_examples_are_found() -> None:
