@@ -44,6 +44,7 @@ MARKERS = frozenset(
 )
 
 _FENCE = re.compile(r"^(?P<indent> *)(?P<fence>```+|~~~+)\s*(?P<info>[\w+-]*)[^\n]*$")
+_CODER_AGENT = re.compile(r"(?:^|[\s/;&|(])coder-agent(?=\s|$)", re.M)
 _MARKER = re.compile(r"^\s*<!--\s*example:\s*(?P<marker>[\w-]+)(?:\s+(?P<arg>\S+))?\s*-->\s*$")
 
 
@@ -64,7 +65,7 @@ class Block:
 
     @property
     def is_shell_example(self) -> bool:
-        return self.language in SHELL_LANGUAGES and "coder-agent" in self.commands()
+        return self.language in SHELL_LANGUAGES and bool(_CODER_AGENT.search(self.commands()))
 
     def commands(self) -> str:
         """The text bash runs: the whole block, or a console block's prompted lines."""
