@@ -39,9 +39,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 SHELL_LANGUAGES = frozenset({"sh", "shell", "bash", "console"})
-MARKERS = frozenset(
-    {"continues", "needs-deployment", "runs-in-ci", "serves", "pytest", "file"}
-)
+MARKERS = frozenset({"continues", "needs-deployment", "runs-in-ci", "serves", "pytest", "file"})
 
 _FENCE = re.compile(r"^(?P<indent> *)(?P<fence>```+|~~~+)\s*(?P<info>[\w+-]*)[^\n]*$")
 _CODER_AGENT = re.compile(r"(?:^|[\s/;&|(])coder-agent(?=\s|$)", re.M)

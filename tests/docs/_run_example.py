@@ -16,9 +16,7 @@ from pathlib import Path
 
 def main(path: str) -> None:
     source = Path(path).read_text(encoding="utf-8")
-    code = compile(
-        source, path, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True
-    )
+    code = compile(source, path, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
     module = types.ModuleType("__main__")
     module.__file__ = path
     sys.modules["__main__"] = module
