@@ -10,8 +10,8 @@ line before the fence (blank lines between are allowed) changes what happens to 
     in one process, so the block uses the names the earlier one defined;
 ``<!-- example: needs-deployment -->``
     the block needs something the tests do not start for it (a Coder deployment with real
-    credentials, a PostgreSQL server, a queue): a Python block is compiled only, a shell block
-    is not run;
+    credentials, a PostgreSQL server, a queue): a Python block is compiled and type-checked
+    with mypy instead, a shell block is not run;
 ``<!-- example: runs-in-ci -->``
     a shell block of commands that ``.ci/run`` runs itself (the README's install and test
     commands): each line either stands in ``.ci/run`` as written, or ends in a ``coder-agent``

@@ -3,7 +3,7 @@
 Python examples run in a process of their own against a fake Coder server started here:
 ``CODER_URL``, ``CODER_SESSION_TOKEN`` and ``CODER_ORGANIZATION_ID`` point at it, so an example
 written for a deployment runs unchanged. Shell examples that run ``coder-agent`` run with bash,
-the same way. Examples marked as needing a deployment are compiled instead. Each page's
+the same way. Examples marked as needing a deployment are compiled and type-checked instead. Each page's
 examples share a working directory (a fresh temporary one per page, holding a small
 ``report.pdf`` and the blocks marked ``file``); the markers are described in
 ``tests/docs/_blocks.py`` and docs/development.md.
@@ -135,6 +135,25 @@ def test_python_example_runs(
 @pytest.mark.parametrize("block", COMPILED_ONLY, ids=[b.where for b in COMPILED_ONLY])
 def test_deployment_example_compiles(block: Block) -> None:
     compile(block.text, block.where, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+
+
+@pytest.mark.timeout(EXAMPLE_TIMEOUT + 60)
+def test_deployment_examples_type_check(tmp_path: Path) -> None:
+    """The examples that cannot run are type-checked against the library instead.
+
+    Names the example leaves to the reader (``payments``, a database pool) are not errors, nor
+    is the top-level ``await`` the pages use for ``async`` code.
+    """
+    files = []
+    for i, block in enumerate(COMPILED_ONLY):
+        path = tmp_path / f"example_{i}.py"
+        path.write_text(f"# {block.where}\n{block.text}", encoding="utf-8")
+        files.append(path.name)
+    argv = [sys.executable, "-m", "mypy", "--ignore-missing-imports", "--follow-imports=silent"]
+    argv += ["--disable-error-code=name-defined", "--disable-error-code=top-level-await"]
+    argv += ["--cache-dir", str(tmp_path / ".mypy_cache"), "--no-error-summary", *files]
+    result = _run(argv, tmp_path, dict(os.environ))
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 @pytest.mark.timeout(EXAMPLE_TIMEOUT + 60)
