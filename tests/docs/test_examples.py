@@ -2,10 +2,10 @@
 
 Python examples run in a process of their own against a fake Coder server started here:
 ``CODER_URL``, ``CODER_SESSION_TOKEN`` and ``CODER_ORGANIZATION_ID`` point at it, so an example
-written for a deployment runs unchanged. Shell examples that run ``coder-agent`` run with bash,
-the same way. Examples marked as needing a deployment are compiled and type-checked instead. Each page's
-examples share a working directory (a fresh temporary one per page, holding a small
-``report.pdf`` and the blocks marked ``file``); the markers are described in
+written for a deployment runs unchanged. Shell examples that run ``coder-agent`` run with
+bash, the same way. Examples marked as needing a deployment are compiled and type-checked
+instead. Each page's examples share a working directory (a fresh temporary one per page,
+holding a small ``report.pdf`` and the blocks marked ``file``); the markers are described in
 ``tests/docs/_blocks.py`` and docs/development.md.
 """
 
