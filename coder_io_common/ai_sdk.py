@@ -111,7 +111,6 @@ __all__ = [
 
 logger = logging.getLogger("coder_io_common.ai_sdk")
 
-#: The response headers of a UI message stream (the protocol marker and no buffering).
 UI_MESSAGE_STREAM_HEADERS: Mapping[str, str] = {
     "content-type": "text/event-stream",
     "cache-control": "no-cache",
@@ -119,9 +118,10 @@ UI_MESSAGE_STREAM_HEADERS: Mapping[str, str] = {
     "x-vercel-ai-ui-message-stream": "v1",
     "x-accel-buffering": "no",
 }
+"""The response headers of a UI message stream (the protocol marker and no buffering)."""
 
-#: The event that ends the stream.
 SSE_DONE = b"data: [DONE]\n\n"
+"""The event that ends the stream."""
 
 #: The finish reasons the protocol accepts; anything else is reported as ``other``.
 _FINISH_REASONS = frozenset(

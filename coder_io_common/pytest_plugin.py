@@ -42,8 +42,8 @@ if TYPE_CHECKING:
 
 __all__ = ["FAST_FAKE", "FakeCoder"]
 
-#: The fake's knobs in tests: stream almost at once, wind an interrupt down quickly.
 FAST_FAKE: Mapping[str, Any] = {"chunk_delay": 0.0005, "interrupt_delay": 0.05}
+"""The fake's knobs in tests: stream almost at once, wind an interrupt down quickly."""
 
 
 def _server_class() -> type[FakeCoderServer]:

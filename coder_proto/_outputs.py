@@ -351,6 +351,7 @@ OutputPart: TypeAlias = (
     | StreamStart
     | Finish
 )
+"""Any output part a stream yields (``TextDelta``, ``ToolCall``, ``Finish`` ...)."""
 
 
 def part_to_dict(part: OutputPart) -> dict[str, Any]:

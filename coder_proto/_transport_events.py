@@ -196,6 +196,7 @@ TransportEvent: TypeAlias = (
     | SegmentStartEvent
     | SegmentSettleEvent
 )
+"""Any event an ``on_transport_event`` callback receives: HTTP, WebSocket and segment events."""
 
 
 def _no_clock() -> float:

@@ -19,8 +19,8 @@ if TYPE_CHECKING:
 
 __all__ = ["STORE_NAMES", "AsyncPostgresStore", "PostgresStore", "SQLiteStore"]
 
-#: The store names every adapter exports beside its own.
 STORE_NAMES: tuple[str, ...] = ("SQLiteStore",)
+"""The store names every adapter exports beside its own."""
 
 _POSTGRES = frozenset({"AsyncPostgresStore", "PostgresStore"})
 

@@ -78,8 +78,8 @@ __all__ = [
 
 T = TypeVar("T")
 
-#: What ``parse_archive_chat`` reports: archived by this call, or already archived (D10).
 ArchiveOutcome = Literal["archived", "already_archived"]
+"""What ``parse_archive_chat`` reports: archived by this call, or already archived (D10)."""
 
 _DEFAULT_FILE_MEDIA_TYPE = "application/octet-stream"
 

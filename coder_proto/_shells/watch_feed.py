@@ -142,6 +142,9 @@ def standalone_watch(
         client = client_class(base_url, token, verify=verify, prefix=V2_PREFIX)
         return watch_class(client, backoff=backoff, owns_client=True)
 
-    watch_chats.__module__ = getattr(watch_class, "__module__", __name__)
+    # Named as the module-level function it becomes in the adapter's client module, so that
+    # introspection (the API reference, ``help()``) finds it there.
+    watch_chats.__module__ = getattr(client_class, "__module__", __name__)
+    watch_chats.__qualname__ = "watch_chats"
     watch_chats.__annotations__["return"] = getattr(watch_class, "__name__", "ChatWatch")
     return watch_chats

@@ -52,6 +52,7 @@ class Missing:
 
 
 MISSING: Final = Missing()
+"""A key the server's JSON left out, as opposed to one present with ``null`` (falsy)."""
 
 
 def fail(where: str, key: str, expected: str, value: Any) -> CoderProtocolError:

@@ -305,6 +305,9 @@ ChatMessagePart: TypeAlias = (
     | HookNoticePart
     | UnknownPart
 )
+"""Any part of a chat message as the wire carries it (text, reasoning, tool call and result, file,
+source ...).
+"""
 
 _W = "message part"
 

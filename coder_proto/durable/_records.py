@@ -52,40 +52,45 @@ __all__ = [
     "idempotency_key",
 ]
 
-#: The tenant used when none is given.
 DEFAULT_TENANT: Final = "default"
+"""The tenant used when none is given."""
 
 # -- ledger states ("Make client tools crash-safe") --------------------------------------------
 
-#: Written before the effect: the call may or may not have committed its effect.
 COMMITTING: Final[Literal["committing"]] = "committing"
-#: Written after the effect, with the output the tool returned.
+"""Written before the effect: the call may or may not have committed its effect."""
 DONE: Final[Literal["done"]] = "done"
+"""Written after the effect, with the output the tool returned."""
 LedgerState: TypeAlias = Literal["committing", "done"]
+"""A tool ledger entry's state: ``committing`` or ``done``."""
 
 # -- journal states ("Recover after a crash", the settle-wait) ---------------------------------
 
-#: Written ahead of every send on a checkpointed chat.
 SUBMITTING: Final[Literal["submitting"]] = "submitting"
-#: A recovery pass answered the pause with a complete result set and nothing was unstarted.
+"""Written ahead of every send on a checkpointed chat."""
 RESUMED: Final[Literal["resumed"]] = "resumed"
-#: A recovery pass found an unstarted call and interrupts (D26).
+"""A recovery pass answered the pause with a complete result set and nothing was unstarted."""
 CUT_SHORT: Final[Literal["cut-short"]] = "cut-short"
+"""A recovery pass found an unstarted call and interrupts (D26)."""
 JournalState: TypeAlias = Literal["submitting", "resumed", "cut-short"]
+"""A send journal entry's state: ``submitting``, ``resumed`` or ``cut-short``."""
 
 # -- how the last attempt of the checkpointed step ended ---------------------------------------
 
-#: A crash-safe tool claimed the chat before its effect; the turn had not ended (or the
-#: process died).
 OUTCOME_IN_FLIGHT: Final[Literal["in_flight"]] = "in_flight"
-#: The turn returned a result: the chat was left settled by it.
+"""A crash-safe tool claimed the chat before its effect; the turn had not ended (or the process
+died).
+"""
 OUTCOME_FINISHED: Final[Literal["finished"]] = "finished"
-#: The turn raised (a turn error, a stream loss on a resumed chat, an API error).
+"""The turn returned a result: the chat was left settled by it."""
 OUTCOME_FAILED: Final[Literal["failed"]] = "failed"
-#: The turn was cut by its own deadline or the caller's cancellation: an interrupt was fired,
-#: so a later recovery must not trust its own 409 (pin ``cut_short``).
+"""The turn raised (a turn error, a stream loss on a resumed chat, an API error)."""
 OUTCOME_ABORTED: Final[Literal["aborted"]] = "aborted"
+"""The turn was cut by its own deadline or the caller's cancellation: an interrupt was fired, so a
+later recovery must not trust its own 409 (pin ``cut_short``).
+"""
 StepOutcome: TypeAlias = Literal["in_flight", "finished", "failed", "aborted"]
+"""How the last attempt of a checkpointed step ended."""
 
 _LEDGER_STATES: Final = frozenset({COMMITTING, DONE})
 _JOURNAL_STATES: Final = frozenset({SUBMITTING, RESUMED, CUT_SHORT})

@@ -90,12 +90,14 @@ logger = logging.getLogger("coder_proto")
 
 #: D26: the error result of a pending call the ledger has no entry for.
 NOT_EXECUTED_MESSAGE: Final = "not executed: the process stopped before this tool ran"
-#: How long a journaled send may still land after its write, when the caller gives no bound
-#: (the guide's conservative horizon is the step's request timeout).
 DEFAULT_COMMIT_WINDOW: Final = 300.0
-#: The turn-scale budget of the settle poll: a reconciled pause revives a whole model/tool
-#: continuation.
+"""How long a journaled send may still land after its write, when the caller gives no bound (the
+guide's conservative horizon is the step's request timeout).
+"""
 DEFAULT_SETTLE_TIMEOUT: Final = 600.0
+"""The turn-scale budget of the settle poll: a reconciled pause revives a whole model/tool
+continuation.
+"""
 
 
 class StructuredAnswer(Protocol):

@@ -266,6 +266,7 @@ def tool_binder(bound_function: BoundFunction) -> BindTools:
         return bind_crash_safe(tools, binding, store, bound_function)
 
     bind_tools.__module__ = getattr(bound_function, "__module__", __name__)
+    bind_tools.__qualname__ = "bind_tools"
     return bind_tools
 
 

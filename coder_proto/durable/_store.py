@@ -63,8 +63,8 @@ __all__ = [
     "store_call",
 ]
 
-#: How long a workflow lease lasts unless the caller asks otherwise, in seconds (D27).
 DEFAULT_LEASE_DURATION: Final = 60.0
+"""How long a workflow lease lasts unless the caller asks otherwise, in seconds (D27)."""
 
 
 @attrs.frozen(kw_only=True)

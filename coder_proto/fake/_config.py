@@ -37,6 +37,7 @@ DEFAULT_MODELS: Final = (
         enabled=False,
     ),
 )
+"""The model catalog the fake serves unless its configuration names another."""
 
 #: 2026-01-01T00:00:00Z: the wall clock of a pure model at monotonic time 0.
 DEFAULT_WALL_CLOCK_OFFSET: Final = 1_767_225_600.0

@@ -57,3 +57,4 @@ class ScriptContext:
 
 
 ScriptFactory: TypeAlias = Callable[[ScriptContext], Script]
+"""A function of the turn's ``ScriptContext`` that returns the turn's ``Script``."""

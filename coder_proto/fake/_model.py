@@ -64,9 +64,10 @@ __all__ = ["MAX_REQUEST_BODY_BYTES", "FakeCoderModel"]
 
 logger = logging.getLogger("coder_proto")
 
-#: The largest body read for a route with no limit of its own: far above any real request,
-#: there so that nothing a client sends grows the server without bound.
 MAX_REQUEST_BODY_BYTES: Final = 4 * 1024 * 1024
+"""The largest body read for a route with no limit of its own: far above any real request, there so
+that nothing a client sends grows the server without bound.
+"""
 
 #: Body limits of their own (server-behaviour 1.2, 1.3): operation, bytes.
 _BODY_LIMITS: Final = {

@@ -105,14 +105,15 @@ READ_ONLY_OPS: Final = frozenset(
 PUBLIC_OPS: Final = frozenset({"get_buildinfo"})
 #: Routes served as WebSocket upgrades.
 UPGRADE_OPS: Final = frozenset({"stream_chat", "watch_chats"})
-#: The REST operations a request fault can name (the upgrade routes have faults of their
-#: own); ``archive_chat`` is the ``update_chat`` that archives or unarchives a chat.
 OPERATIONS: Final = frozenset(
     {op for _, _, op in _CHAT_ROUTES if op not in UPGRADE_OPS}
     | {op for _, _, op in _DEPLOYMENT_ROUTES}
     | set(_EXPERIMENTAL_ONLY.values())
     | {"list_models", "archive_chat"}
 )
+"""The REST operations a request fault can name (the upgrade routes have faults of their own);
+``archive_chat`` is the ``update_chat`` that archives or unarchives a chat.
+"""
 
 
 @attrs.frozen(kw_only=True)

@@ -155,6 +155,7 @@ class Usage:
 ScriptItem: TypeAlias = (
     Say | Think | Cite | CallServerTool | CallClientTool | Wait | Retry | Fail | Usage
 )
+"""One item of a ``Script``: what the simulated model does next."""
 
 _TOOL_ITEMS = (CallServerTool, CallClientTool)
 

@@ -30,11 +30,17 @@ __all__ = [
 
 #: The results of tool calls cancelled by a transition (server-behaviour 4.2).
 CANCEL_BY_USER: Final = "Tool execution interrupted by user"
+"""The result of a client tool call cancelled by an interrupt (server-behaviour 4.2)."""
 CANCEL_BY_USER_MESSAGE: Final = "Tool execution interrupted by user message"
+"""The result of a client tool call cancelled by a new user message."""
 CANCEL_BY_PROMOTION: Final = "Tool execution interrupted by queued message promotion"
+"""The result of a client tool call cancelled by a queued message's promotion."""
 CANCEL_BY_EDIT: Final = "Tool execution interrupted by message edit"
-#: The requires_action deadline's reason; the server's exact text was not read (server-behaviour Q2).
+"""The result of a client tool call cancelled by a message edit."""
 CANCEL_BY_TIMEOUT: Final = "Tool execution timed out waiting for client tool results"
+"""The requires_action deadline's reason; the server's exact text was not read (server-behaviour
+Q2).
+"""
 
 
 def content_text(content: Iterable[Mapping[str, Any]]) -> str:

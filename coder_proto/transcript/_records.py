@@ -51,10 +51,10 @@ __all__ = [
 ]
 
 
-#: The header's ``format`` value.
 FORMAT_NAME: Final = "coder-agents-transcript"
-#: The format version this module writes and the newest it reads.
+"""The header's ``format`` value."""
 FORMAT_VERSION: Final = 1
+"""The format version this module writes and the newest it reads."""
 
 
 # -- field helpers -------------------------------------------------------------------------------
@@ -688,6 +688,7 @@ Record: TypeAlias = (
     | SessionCall
     | TurnEnd
 )
+"""Any record of a transcript after its header (one JSON line each)."""
 
 _RECORD_TYPES: Final[dict[str, Any]] = {
     cls.kind: cls

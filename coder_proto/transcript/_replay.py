@@ -85,8 +85,8 @@ __all__ = [
     "text_frame",
 ]
 
-#: The failure message of a request, connection or tool the transcript cannot answer.
 NOT_RECORDED: Final = "not in the transcript"
+"""The failure message of a request, connection or tool the transcript cannot answer."""
 #: The base URL of a transcript whose header has none.
 _FALLBACK_BASE_URL: Final = "http://transcript.invalid"
 #: Bounds that keep a replay of any transcript finite.
