@@ -30,8 +30,6 @@ class Case:
     handler: Callable[[Conn], None]
     #: The error class the call must end with (``None``: any allowed error).
     expect: type[BaseException] | tuple[type[BaseException], ...] | None = None
-    #: The decision the async adapters do not implement yet (they fail the case), if any.
-    pending_async: str | None = None
     client: dict[str, Any] = attrs.Factory(
         lambda: {"http_timeout": BOUND, "max_response_bytes": LIMIT}
     )
@@ -156,11 +154,11 @@ REST_CASES: list[Case] = [
     Case("truncated-body", _truncated_body),
     Case("reset-mid-body", _reset_mid_body),
     Case("garbage-status-line", _garbage_status_line),
-    Case("never-answers", _never_answers, pending_async="D29: default and total REST bounds"),
-    Case("trickled-body", _trickled_body, pending_async="D29: deadlines are totals"),
-    Case("trickled-head", _trickled_head, pending_async="D29: deadlines are totals"),
-    Case("continue-flood", _continue_flood, pending_async="D29: deadlines are totals"),
-    Case("slow-endless-chunked", _slow_endless_chunked, pending_async="D29: deadlines are totals"),
-    Case("endless-chunked", _endless_chunked, pending_async="D30: max_response_bytes"),
-    Case("body-over-limit", _too_large, pending_async="D30: max_response_bytes"),
+    Case("never-answers", _never_answers),
+    Case("trickled-body", _trickled_body),
+    Case("trickled-head", _trickled_head),
+    Case("continue-flood", _continue_flood),
+    Case("slow-endless-chunked", _slow_endless_chunked),
+    Case("endless-chunked", _endless_chunked),
+    Case("body-over-limit", _too_large),
 ]

@@ -117,7 +117,6 @@ class WsCase:
     text: str | None = None
     #: Text that must never reach the user.
     forbidden: str | None = None
-    pending_async: str | None = None
     #: The client must drop a connection whose peer reads nothing (D30), and so dial again
     #: within the turn.
     dropped: bool = False
@@ -294,7 +293,6 @@ WS_CASES: list[WsCase] = [
         _ping_flood_never_reads,
         dropped=True,
         bound=5.0,
-        pending_async="D30: a peer that reads nothing is dropped past 1 MiB unsent",
     ),
     WsCase("unknown-statuses", _contradictory_statuses, text="settled at last"),
 ]
