@@ -128,9 +128,12 @@ class WsCase:
         return serve(self.stream)
 
 
+#: Built once, at import (the report traces the whole process, server included).
+_HUGE_REJECTION = response(500, b"x" * (8 * 1024 * 1024), {"Content-Type": "text/plain"})
+
+
 def _reject_huge(conn: Conn, head: bytes) -> None:
-    body = b"x" * (8 * 1024 * 1024)
-    conn.send(response(500, body, {"Content-Type": "text/plain"}))
+    conn.send(_HUGE_REJECTION)
     conn.drain()
 
 
