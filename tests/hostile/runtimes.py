@@ -37,6 +37,8 @@ class Outcome:
     value: Any = None
     error: BaseException | None = None
     elapsed: float = 0.0
+    #: How long closing the client (or agent) took after the call.
+    closing: float = 0.0
     threads_left: list[str] = attrs.Factory(list)
 
 
@@ -85,7 +87,9 @@ def call(
             out.elapsed = time.monotonic() - start
             if after is not None:
                 after(sync_client)
+            closing = time.monotonic()
             sync_client.close()
+            out.closing = time.monotonic() - closing
     else:
         module: Any = coder_io_asyncio if runtime == "asyncio" else coder_io_trio
 
@@ -99,7 +103,9 @@ def call(
                 out.elapsed = time.monotonic() - start
                 if after is not None:
                     after(async_client)
+                closing = time.monotonic()
                 await async_client.aclose()
+                out.closing = time.monotonic() - closing
 
         if runtime == "asyncio":
             asyncio.run(run())
@@ -143,7 +149,9 @@ def generate(
             out.error = exc
         finally:
             out.elapsed = time.monotonic() - start
+            closing = time.monotonic()
             sync_agent.close(archive=False)
+            out.closing = time.monotonic() - closing
     else:
         module: Any = coder_io_asyncio if runtime == "asyncio" else coder_io_trio
 
@@ -162,7 +170,9 @@ def generate(
                 out.error = exc
             finally:
                 out.elapsed = time.monotonic() - start
+                closing = time.monotonic()
                 await async_agent.aclose(archive=False)
+                out.closing = time.monotonic() - closing
 
         if runtime == "asyncio":
             asyncio.run(run())

@@ -28,7 +28,7 @@ from coder_proto.transcript import TranscriptRecorder, WsReject, parse_transcrip
 
 from . import cases, ws_cases
 from .runtimes import ALLOWED, TOKEN, call, generate, open_sockets
-from .server import Conn, HostileServer
+from .server import Conn, HostileServer, response
 from .test_rest import _chain
 from .ws_cases import CHAT_ID, ORG, accept, events, own, serve
 
@@ -158,6 +158,29 @@ def test_listing_models_stops_reading_at_the_size_limit(runtime: str) -> None:
     assert not out.threads_left, out.threads_left
 
 
+_HUGE_MESSAGE = response(500, json.dumps({"message": "m" * (4 * 1024 * 1024)}).encode())
+
+
+@pytest.mark.timeout(60)
+def test_an_error_keeps_no_more_than_8_kib_of_a_huge_server_message(runtime: str) -> None:
+    """A 4 MiB error message, within the body limit: the ``CoderApiError`` holds at most
+    8 KiB of it, with a note of its real size (D30)."""
+
+    def handler(conn: Conn) -> None:
+        if conn.read_request()[0]:
+            conn.send(_HUGE_MESSAGE)
+            conn.drain()
+
+    with HostileServer(handler) as server:
+        out = call(runtime, server.url, "get_chat", "c1", client={"http_timeout": 20.0})
+    assert isinstance(out.error, CoderApiError), repr(out.error)
+    assert out.error.status == 500
+    for error in _chain(out.error):
+        assert len(str(error)) <= 8192 + 512 and len(repr(error)) <= 2 * (8192 + 512)
+    assert len(out.error.server_message or "") <= 8192
+    assert not out.threads_left, out.threads_left
+
+
 @pytest.mark.timeout(60)
 def test_a_transcript_keeps_no_more_of_a_rejection_than_the_client(runtime: str) -> None:
     """The upgrade is refused with an 8 MiB body: the recorded rejection holds at most the
@@ -179,6 +202,25 @@ def test_a_transcript_keeps_no_more_of_a_rejection_than_the_client(runtime: str)
     assert rejects
     assert all(r.body is None or len(r.body) <= MAX_REJECTION_BODY for r in rejects)
     assert len("".join(lines)) < len(rejects) * 2 * MAX_REJECTION_BODY + 256 * 1024
+
+
+@pytest.mark.timeout(60)
+def test_closing_after_a_peer_that_reads_nothing_is_bounded_and_leaves_no_socket(
+    runtime: str,
+) -> None:
+    """Pongs pile up for a peer that floods pings and reads nothing: the connection is
+    dropped past 1 MiB unsent, and closing the agent waits at most about 1 s per socket for
+    the peer before aborting (D30); no socket is left open."""
+    sockets = open_sockets()
+    with HostileServer(serve(ws_cases._ping_flood_never_reads)) as server:
+        out = generate(
+            runtime, server.url, "hi", agent={"organization_id": ORG, "request_timeout": 5.0}
+        )
+    assert open_sockets() <= sockets, "a socket outlived close"
+    assert isinstance(out.error, ALLOWED), repr(out.error)
+    assert server.upgrades >= 2, "the client kept a connection whose peer reads nothing"
+    assert out.closing < 5.0, f"closing took {out.closing:.1f} s"
+    assert not out.threads_left, out.threads_left
 
 
 # -- wire answers reach the user right -----------------------------------------------------------
