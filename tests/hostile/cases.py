@@ -114,7 +114,7 @@ def _endless_chunked(conn: Conn) -> None:
     # Enough to pass the limit many times over, then stall: a client without the limit
     # holds it all, a client without a deadline waits for the rest.
     while sent < 48 * LIMIT:
-        if not conn.send(chunk):
+        if not conn.send_patiently(chunk):
             return
         sent += 65536
     conn.pause(GIVE_UP)
@@ -127,8 +127,8 @@ _TOO_LARGE = response(200, b'{"id":"c1","pad":"' + b"x" * (4 * LIMIT) + b'"}')
 
 def _too_large(conn: Conn) -> None:
     conn.read_request()
-    conn.send(_TOO_LARGE)
-    conn.drain()
+    if conn.send_patiently(_TOO_LARGE):
+        conn.drain()
 
 
 def _slow_endless_chunked(conn: Conn) -> None:

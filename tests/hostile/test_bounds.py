@@ -167,8 +167,7 @@ def test_an_error_keeps_no_more_than_8_kib_of_a_huge_server_message(runtime: str
     8 KiB of it, with a note of its real size (D30)."""
 
     def handler(conn: Conn) -> None:
-        if conn.read_request()[0]:
-            conn.send(_HUGE_MESSAGE)
+        if conn.read_request()[0] and conn.send_patiently(_HUGE_MESSAGE):
             conn.drain()
 
     with HostileServer(handler) as server:

@@ -133,8 +133,8 @@ _HUGE_REJECTION = response(500, b"x" * (8 * 1024 * 1024), {"Content-Type": "text
 
 
 def _reject_huge(conn: Conn, head: bytes) -> None:
-    conn.send(_HUGE_REJECTION)
-    conn.drain()
+    if conn.send_patiently(_HUGE_REJECTION):
+        conn.drain()
 
 
 def _bad_accept(conn: Conn, head: bytes) -> None:
