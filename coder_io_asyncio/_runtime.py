@@ -164,14 +164,13 @@ class _Socket:
 
 
 async def _close_writer(writer: asyncio.StreamWriter) -> None:
-    """Close ``writer``'s transport after what it buffered, waiting at most ``CLOSE_GRACE``
-    seconds for that (a peer that reads nothing never takes it); then abort it. Runs to the
-    end even in a task cancelled again meanwhile."""
+    """Close ``writer``'s transport after what it buffered (and, on TLS, the closing
+    handshake), waiting at most ``CLOSE_GRACE`` seconds for that (a peer that reads nothing
+    never takes it); then abort it. Runs to the end even in a task cancelled again
+    meanwhile."""
     transport = writer.transport
     try:
         writer.close()
-        if not transport.get_write_buffer_size():
-            return
         with contextlib.suppress(OSError, TimeoutError, ssl.SSLError):
             async with asyncio.timeout(CLOSE_GRACE):
                 await writer.wait_closed()
