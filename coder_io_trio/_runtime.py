@@ -351,7 +351,7 @@ class TrioRuntime(AsyncRuntime):
             sock.outbox.clear()
             if sock.reading is not None:
                 sock.reading.cancel()
-            else:
+            else:  # pragma: no cover - the reader reads before a connection can fill up
                 sock.cancel()
             return
         sock.outbox.append(data)
