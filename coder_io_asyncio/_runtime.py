@@ -10,8 +10,10 @@ the asyncio ``Driver``.
 * cancellation: ``asyncio.CancelledError``, delivered once, so cleanup after it needs no
   shield;
 * stream sockets: ``asyncio.open_connection`` (TLS with the driver's context) bounded by the
-  connect timeout; one task reads, writes go to the transport's buffer, closing closes the
-  transport at once.
+  connect timeout; one task reads, writes go to the transport's buffer (a peer that lets
+  more than ``MAX_UNSENT`` bytes pile up there is dropped, D30); closing flushes what is
+  buffered and waits for the transport to close for at most ``CLOSE_GRACE`` seconds, then
+  aborts it, so no socket outlives its client (D30).
 """
 
 from __future__ import annotations
@@ -26,10 +28,17 @@ from contextlib import AbstractContextManager
 from typing import Any, ClassVar
 
 from coder_io_common._async import driver
-from coder_io_common._async.runtime import AsyncRuntime, Event, SocketHost, Task
+from coder_io_common._async.runtime import (
+    CLOSE_GRACE,
+    AsyncRuntime,
+    Event,
+    SocketHost,
+    Task,
+)
 from coder_io_common.tls import VerifyTypes, ssl_context
 from coder_proto._connection import Conn
 from coder_proto._rest.settings import CONNECT_TIMEOUT
+from coder_proto._stream.websocket import MAX_UNSENT
 
 __all__ = ["ASYNCIO", "AsyncioRuntime", "Driver", "VerifyTypes", "ssl_context", "transport_sink"]
 
@@ -133,14 +142,41 @@ class _LoopToken:
             loop.call_soon_threadsafe(fn, *args)
 
 
-class _Socket:
-    """The asyncio side of one ``Conn``: its task and, once connected, its writer."""
+class _Cut:
+    """``AsyncRuntime.cut_after``'s verdict."""
 
-    __slots__ = ("task", "writer")
+    __slots__ = ("expired",)
+
+    def __init__(self) -> None:
+        self.expired = False
+
+
+class _Socket:
+    """The asyncio side of one ``Conn``: its task, once connected its writer, and why it was
+    dropped (D30), if it was."""
+
+    __slots__ = ("dropped", "task", "writer")
 
     def __init__(self) -> None:
         self.task: Task | None = None
         self.writer: asyncio.StreamWriter | None = None
+        self.dropped: OSError | None = None
+
+
+async def _close_writer(writer: asyncio.StreamWriter) -> None:
+    """Close ``writer``'s transport after what it buffered (and, on TLS, the closing
+    handshake), waiting at most ``CLOSE_GRACE`` seconds for that (a peer that reads nothing
+    never takes it); then abort it. Runs to the end even in a task cancelled again
+    meanwhile."""
+    transport = writer.transport
+    try:
+        writer.close()
+        with contextlib.suppress(OSError, TimeoutError, ssl.SSLError):
+            async with asyncio.timeout(CLOSE_GRACE):
+                await writer.wait_closed()
+    finally:
+        # Nothing after a graceful close; the socket at once otherwise.
+        transport.abort()
 
 
 class AsyncioRuntime(AsyncRuntime):
@@ -195,6 +231,18 @@ class AsyncioRuntime(AsyncRuntime):
                 await event.wait()
         return event.is_set()
 
+    @contextlib.asynccontextmanager
+    async def cut_after(self, seconds: float | None) -> AsyncIterator[_Cut]:
+        cut = _Cut()
+        limit = asyncio.timeout(seconds)
+        try:
+            async with limit:
+                yield cut
+        except TimeoutError:
+            if not limit.expired():
+                raise  # the block's own error, not the cut
+            cut.expired = True
+
     def timer(self, callback: Callable[[], None]) -> _Timer:
         return _Timer(callback)
 
@@ -233,16 +281,30 @@ class AsyncioRuntime(AsyncRuntime):
         sock.task = host.spawn(self._socket, host, conn, sock)
 
     def write_socket(self, conn: Conn, data: bytes) -> None:
-        writer = conn.io.writer
-        if writer is not None:
-            writer.write(data)
+        sock: _Socket = conn.io
+        writer = sock.writer
+        if writer is None or sock.dropped is not None:
+            return
+        waiting = writer.transport.get_write_buffer_size()
+        if waiting > MAX_UNSENT:
+            # D30: the peer sends but reads nothing. The reading task sees the abort and
+            # reports the failure (one report per connection, from its task).
+            sock.dropped = OSError(
+                f"more than {MAX_UNSENT} bytes wait to be sent: the peer reads nothing"
+            )
+            writer.transport.abort()
+            return
+        writer.write(data)
 
     def close_socket(self, conn: Conn) -> None:
         sock: _Socket = conn.io
-        if sock.writer is not None:
-            sock.writer.close()
         if sock.task is not None:
+            # The task closes the transport (``_close_writer``), bounded: the client's close
+            # gives it that time.
+            sock.task.lingering = True
             sock.task.cancel()
+        elif sock.writer is not None:  # pragma: no cover - a connected socket has its task
+            sock.writer.transport.abort()
 
     async def _socket(self, host: SocketHost, conn: Conn, sock: _Socket) -> None:
         """Open the connection, then read it until it ends; every outcome is reported."""
@@ -269,7 +331,10 @@ class AsyncioRuntime(AsyncRuntime):
                 try:
                     data = await reader.read(_READ_CHUNK)
                 except (OSError, ssl.SSLError) as exc:
-                    host.socket_failed(conn, exc)
+                    host.socket_failed(conn, sock.dropped or exc)
+                    return
+                if sock.dropped is not None:
+                    host.socket_failed(conn, sock.dropped)
                     return
                 if not data:
                     host.socket_lost(conn)
@@ -277,7 +342,7 @@ class AsyncioRuntime(AsyncRuntime):
                 host.socket_data(conn, data)
         finally:
             if writer is not None:
-                writer.close()
+                await _close_writer(writer)
 
 
 #: The runtime every asyncio object of the adapter uses.

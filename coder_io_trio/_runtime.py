@@ -12,8 +12,10 @@ trio ``Driver``.
   bounded cancel scopes;
 * stream sockets: ``trio.open_tcp_stream`` wrapped in ``trio.SSLStream`` for TLS (the
   driver's context, verification on by default) bounded by the connect timeout; one task
-  reads the stream, another writes what the machine sends in order; closing sends our end
-  after what was written and waits (bounded) for the peer's.
+  reads the stream, another writes what the machine sends in order (a peer that lets more
+  than ``MAX_UNSENT`` bytes wait unsent is dropped, D30); closing sends our end after what
+  was written and waits for the peer's, all within ``CLOSE_GRACE`` seconds of the close,
+  then closes the socket anyway (D30).
 
 Construction does no I/O and needs no running trio loop; everything else runs inside
 ``trio.run``.
@@ -37,6 +39,7 @@ from coder_io_common._async.runtime import CLOSE_GRACE, AsyncRuntime, Event, Soc
 from coder_io_common.tls import VerifyTypes, ssl_context
 from coder_proto._connection import Conn
 from coder_proto._rest.settings import CONNECT_TIMEOUT
+from coder_proto._stream.websocket import MAX_UNSENT
 
 __all__ = [
     "TRIO",
@@ -171,19 +174,44 @@ class _LoopToken:
         self._token.run_sync_soon(fn, *args)
 
 
-class _Socket:
-    """The trio side of one ``Conn``: its stream, the bytes to write, its reader and writer
-    tasks and the writer's wake-up."""
+class _Cut:
+    """``AsyncRuntime.cut_after``'s verdict."""
 
-    __slots__ = ("closing", "outbox", "reader", "stream", "wake", "writer")
+    __slots__ = ("expired",)
+
+    def __init__(self) -> None:
+        self.expired = False
+
+
+class _Socket:
+    """The trio side of one ``Conn``: its stream, the bytes to write (and how many are not
+    sent yet), its reader and writer tasks, the writer's wake-up and scope, the reader's
+    reading scope, and why the connection was dropped (D30), if it was."""
+
+    __slots__ = (
+        "closing",
+        "dropped",
+        "outbox",
+        "reader",
+        "reading",
+        "sending",
+        "stream",
+        "unsent",
+        "wake",
+        "writer",
+    )
 
     def __init__(self) -> None:
         self.stream: trio.abc.Stream | None = None
         self.outbox: list[bytes] = []
+        self.unsent = 0
         self.wake = trio.Event()
         self.closing = False
+        self.dropped: OSError | None = None
         self.reader: Task | None = None
         self.writer: Task | None = None
+        self.reading: trio.CancelScope | None = None
+        self.sending: trio.CancelScope | None = None
 
     def kick(self) -> None:
         self.wake.set()
@@ -260,6 +288,13 @@ class TrioRuntime(AsyncRuntime):
             await event.wait()
         return event.is_set()
 
+    @contextlib.asynccontextmanager
+    async def cut_after(self, seconds: float | None) -> AsyncIterator[_Cut]:
+        cut = _Cut()
+        with trio.move_on_after(math.inf if seconds is None else seconds) as scope:
+            yield cut
+        cut.expired = scope.cancelled_caught
+
     def timer(self, callback: Callable[[], None]) -> _Timer:
         return _Timer(callback)
 
@@ -305,7 +340,22 @@ class TrioRuntime(AsyncRuntime):
 
     def write_socket(self, conn: Conn, data: bytes) -> None:
         sock: _Socket = conn.io
+        if sock.dropped is not None:
+            return
+        if sock.unsent > MAX_UNSENT:
+            # D30: the peer sends but reads nothing. The reader stops reading, reports the
+            # failure and closes the socket.
+            sock.dropped = OSError(
+                f"more than {MAX_UNSENT} bytes wait to be sent: the peer reads nothing"
+            )
+            sock.outbox.clear()
+            if sock.reading is not None:
+                sock.reading.cancel()
+            else:  # pragma: no cover - the reader reads before a connection can fill up
+                sock.cancel()
+            return
         sock.outbox.append(data)
+        sock.unsent += len(data)
         sock.kick()
 
     def close_socket(self, conn: Conn) -> None:
@@ -316,8 +366,11 @@ class TrioRuntime(AsyncRuntime):
                 task.lingering = True
         if sock.stream is None or sock.writer is None:
             sock.cancel()
-        else:
-            sock.kick()
+            return
+        if sock.sending is not None:
+            # Flushing, our end and the peer's: CLOSE_GRACE at most from now (D30).
+            sock.sending.deadline = min(sock.sending.deadline, trio.current_time() + CLOSE_GRACE)
+        sock.kick()
 
     async def _socket(self, host: SocketHost, conn: Conn, sock: _Socket) -> None:
         """Open the connection, then read it until it ends; every outcome is reported."""
@@ -359,19 +412,22 @@ class TrioRuntime(AsyncRuntime):
             host.socket_made(conn)
             # After CloseSocket the writer flushes what came before it, then cancels this
             # task; what is read meanwhile is ignored by the drive.
-            while True:
-                try:
-                    data = await stream.receive_some(_READ_CHUNK)
-                except (OSError, ssl.SSLError, trio.BrokenResourceError) as exc:
-                    error = exc.__cause__ if exc.__cause__ is not None else exc
-                    host.socket_failed(conn, error)
-                    return
-                except trio.ClosedResourceError:
-                    return
-                if not data:
-                    host.socket_lost(conn)
-                    return
-                host.socket_data(conn, bytes(data))
+            with trio.CancelScope() as sock.reading:
+                while True:
+                    try:
+                        data = await stream.receive_some(_READ_CHUNK)
+                    except (OSError, ssl.SSLError, trio.BrokenResourceError) as exc:
+                        error = exc.__cause__ if exc.__cause__ is not None else exc
+                        host.socket_failed(conn, error)
+                        return
+                    except trio.ClosedResourceError:
+                        return
+                    if not data:
+                        host.socket_lost(conn)
+                        return
+                    host.socket_data(conn, bytes(data))
+            if sock.dropped is not None:
+                host.socket_failed(conn, sock.dropped)
         finally:
             if sock.writer is not None:
                 sock.writer.cancel()
@@ -382,26 +438,31 @@ class TrioRuntime(AsyncRuntime):
         once everything before it is written."""
         stream = sock.stream
         assert stream is not None
-        try:
-            while True:
-                while sock.outbox:
-                    data = b"".join(sock.outbox)
-                    sock.outbox.clear()
-                    await stream.send_all(data)
-                if sock.closing:
-                    break
-                await sock.wake.wait()
-                sock.wake = trio.Event()
-        except (OSError, ssl.SSLError, trio.BrokenResourceError, trio.ClosedResourceError):
-            # The reader sees the same failure and reports it.
-            pass
-        if sock.closing:
-            # A graceful close: the end of our side goes out after the last bytes, and the
-            # reader drains what the peer still sends until its end (a socket closed with
-            # unread bytes is reset, losing what we wrote last), bounded by a grace period.
-            _shutdown_write(stream)
-            with trio.move_on_after(CLOSE_GRACE):
+        with trio.CancelScope() as sock.sending:
+            if sock.closing:
+                sock.sending.deadline = trio.current_time() + CLOSE_GRACE
+            try:
+                while True:
+                    while sock.outbox:
+                        data = b"".join(sock.outbox)
+                        sock.outbox.clear()
+                        await stream.send_all(data)
+                        sock.unsent -= len(data)
+                    if sock.closing:
+                        break
+                    await sock.wake.wait()
+                    sock.wake = trio.Event()
+            except (OSError, ssl.SSLError, trio.BrokenResourceError, trio.ClosedResourceError):
+                # The reader sees the same failure and reports it.
+                pass
+            if sock.closing:
+                # A graceful close: the end of our side goes out after the last bytes, and
+                # the reader drains what the peer still sends until its end (a socket closed
+                # with unread bytes is reset, losing what we wrote last), all of it within
+                # CLOSE_GRACE of the close (the scope's deadline).
+                _shutdown_write(stream)
                 await trio.sleep_forever()
+        if sock.closing:
             sock.cancel()
 
 

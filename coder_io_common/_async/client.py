@@ -66,7 +66,10 @@ class CoderChatClient(ClientShell[httpx.AsyncClient], AsyncClosing):
     timeouts; D23) and never closed by this client; otherwise one is created (no read timeout,
     30 s connect timeout) and closed by ``aclose()`` / ``async with``. ``verify`` is the TLS
     setting of the stream sockets and of the created HTTP client (``True``, ``False``, a CA
-    bundle path or an ``ssl.SSLContext``). ``on_transport_event`` receives the ``http:*``
+    bundle path or an ``ssl.SSLContext``). A REST call no turn deadline bounds ends within
+    ``http_timeout`` seconds (60; ``None`` for none, D29), however slowly the server answers,
+    and reads at most ``max_response_bytes`` of body (32 MiB; a larger one fails the call
+    with ``CoderProtocolError``, D30). ``on_transport_event`` receives the ``http:*``
     events (wire 11, D24); it may be a coroutine function. ``prefix`` pins the chat prefix
     (otherwise it is negotiated, wire 1.4). ``recorder`` (a
     ``coder_proto.transcript.Recorder``) is told what crosses the wire
@@ -89,6 +92,9 @@ class CoderChatClient(ClientShell[httpx.AsyncClient], AsyncClosing):
 
     def _setup(self) -> None:
         self._runtime.prepare_http()
+        # D29, D30: the REST bounds of the client's settings.
+        self.driver.http_timeout = self.settings.http_timeout
+        self.driver.max_response_bytes = self.settings.max_response_bytes
 
     async def _to_thread(self, fn: Callable[..., Any], /, *args: Any) -> Any:
         return await self._runtime.to_thread(fn, *args)

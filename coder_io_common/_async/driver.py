@@ -8,9 +8,11 @@ scrubbing, tool batches, transcripts) is ``coder_proto._connection.Drive``'s; th
 the drive's commands (docs/architecture.md "The adapters"; D12, D21-D24), the same way on every runtime:
 
 * ``StartHttp`` -> an ``httpx.AsyncClient`` request (httpx runs on asyncio and on trio) in a
-  task of the client; ``CancelHttp`` cancels it. On a client the driver created, at most
-  ``HTTP_CONCURRENCY`` (its pool size) are in flight at once; the others wait their turn here
-  rather than in httpx's pool;
+  task of the client; ``CancelHttp`` cancels it. The whole exchange, from sending to the
+  last byte of the body, ends within ``http_timeout`` when the core sets no deadline of its
+  own (D29), and the body is read as it comes, at most ``max_response_bytes`` of it (D30).
+  On a client the driver created, at most ``HTTP_CONCURRENCY`` (its pool size) are in
+  flight at once; the others wait their turn here rather than in httpx's pool;
 * ``OpenSocket`` / ``WriteSocket`` / ``CloseSocket`` -> the runtime's stream sockets
   (``AsyncRuntime.open_socket``), which report back through the driver's ``socket_*``
   methods;
@@ -84,9 +86,9 @@ from coder_proto._connection import (
     WriteSocket,
 )
 from coder_proto._constants import BACKGROUND_TASK_BOUND
-from coder_proto._errors import CoderAgentError
+from coder_proto._errors import CoderAgentError, CoderProtocolError
 from coder_proto._outputs import ToolCall
-from coder_proto._rest.settings import CONNECT_TIMEOUT
+from coder_proto._rest.settings import CONNECT_TIMEOUT, HTTP_TIMEOUT, MAX_RESPONSE_BYTES
 from coder_proto._transport_events import TransportEventSink
 from coder_proto.transcript._recorder import Recorder
 
@@ -132,6 +134,31 @@ async def _await_callback(logger: logging.Logger, awaitable: Awaitable[Any]) -> 
         await awaitable
     except Exception:
         logger.debug("transport event handler raised; ignored", exc_info=True)
+
+
+class _TooLarge(Exception):
+    """A response body past ``max_response_bytes``."""
+
+
+async def _read_body(response: httpx.Response, most: int) -> bytes:
+    """The body of ``response``, read as it comes; ``_TooLarge`` once it passes ``most``
+    bytes (D30), so no more than that is ever held."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_bytes():
+        size += len(chunk)
+        if size > most:
+            raise _TooLarge
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _abort_deadline(machine: Any) -> float | None:
+    """The deadline at which ``machine`` abandons whatever it waits for: a turn's
+    ``request_timeout`` (C.3, ``CoreMachine.abort_deadline``). Machines that are not
+    ``CoreMachine`` (a relayed request) have none."""
+    value = getattr(machine, "abort_deadline", None)
+    return value if isinstance(value, float | int) else None
 
 
 class Run(Generic[T]):
@@ -247,6 +274,10 @@ class Driver:
         else:
             self._owns_client = False
         self.http_client = http_client
+        #: D29: the total bound of a REST call the core sets no deadline for (``None``: none).
+        self.http_timeout: float | None = HTTP_TIMEOUT
+        #: D30: the largest response body read; a larger one fails the call.
+        self.max_response_bytes: int = MAX_RESPONSE_BYTES
         self._tasks: set[Task] = set()
         self._tasks_done: Event | None = None
         self._timer = runtime.timer(self._on_timer)
@@ -454,21 +485,40 @@ class Driver:
                 await self._exchange(call)
 
     async def _exchange(self, call: HttpCall) -> None:
+        """Send ``call`` and read its answer, all of it within the call's bound (D29) and
+        at most ``max_response_bytes`` of body (D30)."""
         drive = self.drive
-        try:
-            client = self.http_client
-            outgoing = client.build_request(
-                call.method, call.url, headers=call.headers, content=call.body
-            )
-            response = await client.send(outgoing, stream=True)
+        runtime = self.runtime
+        bound = self._bound(call)
+        most = self.max_response_bytes
+        failure: BaseException | None = None
+        async with runtime.cut_after(bound) as cut:
             try:
-                drive.http_headers(call, response.status_code, time.monotonic())
-                body = await response.aread()
-            finally:
-                with self.runtime.shield():
-                    await response.aclose()
-        except Exception as exc:
-            drive.http_failed(call, exc, time.monotonic())
+                client = self.http_client
+                outgoing = client.build_request(
+                    call.method, call.url, headers=call.headers, content=call.body
+                )
+                response = await client.send(outgoing, stream=True)
+                try:
+                    drive.http_headers(call, response.status_code, time.monotonic())
+                    body = await _read_body(response, most)
+                finally:
+                    # A body left unread (too large, too slow) closes the connection.
+                    with runtime.shield(CLOSE_GRACE):
+                        await response.aclose()
+            except _TooLarge:
+                failure = CoderProtocolError(
+                    f"the response to {call.method} {call.request.path} is larger than "
+                    f"the {most}-byte limit (max_response_bytes)"
+                )
+            except Exception as exc:
+                failure = exc
+        if cut.expired:
+            failure = httpx.ReadTimeout(
+                f"the request did not finish within its deadline of {bound:g} s (http_timeout)"
+            )
+        if failure is not None:
+            drive.http_failed(call, failure, time.monotonic())
         else:
             drive.http_response(
                 call,
@@ -481,6 +531,14 @@ class Driver:
         # A cancelled request (CancelHttp) ends above with the runtime's cancellation: the
         # drive already reported it.
         self._pump()
+
+    def _bound(self, call: HttpCall) -> float | None:
+        """The total deadline of ``call``, in seconds from now: ``http_timeout`` (D29),
+        unless its machine abandons it at a deadline of its own (a turn's
+        ``request_timeout``, C.3), which the drive's timer enforces (``CancelHttp``)."""
+        if _abort_deadline(call.job.machine) is not None:
+            return None
+        return self.http_timeout
 
     # -- tools -------------------------------------------------------------------------------
 

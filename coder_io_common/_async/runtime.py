@@ -28,6 +28,7 @@ from coder_proto._connection import Conn
 __all__ = [
     "CLOSE_GRACE",
     "AsyncRuntime",
+    "Cut",
     "Event",
     "LoopToken",
     "SocketHost",
@@ -61,6 +62,12 @@ class Event(Protocol):
     def is_set(self) -> bool: ...
 
     async def wait(self) -> Any: ...
+
+
+class Cut(Protocol):
+    """What ``AsyncRuntime.cut_after`` yields: whether its time ran out (the block was cut)."""
+
+    expired: bool
 
 
 class Timer(Protocol):
@@ -158,6 +165,14 @@ class AsyncRuntime(abc.ABC):
         whether it was set."""
 
     @abc.abstractmethod
+    def cut_after(self, seconds: float | None) -> AbstractAsyncContextManager[Cut]:
+        """A block cut short ``seconds`` after it began (``None``: never): the work awaited
+        inside is cancelled, the block ends without an exception and the ``Cut`` it yields
+        says ``expired``. A cancellation from outside passes through as it came. This is
+        how a REST call gets a total deadline (D29): however slowly the server sends, the
+        whole exchange ends by then."""
+
+    @abc.abstractmethod
     def timer(self, callback: Callable[[], None]) -> Timer:
         """A timer calling ``callback`` (on the loop) at the time it is armed for."""
 
@@ -211,8 +226,13 @@ class AsyncRuntime(abc.ABC):
 
     @abc.abstractmethod
     def write_socket(self, conn: Conn, data: bytes) -> None:
-        """Send ``data`` on ``conn`` after what was sent before."""
+        """Send ``data`` on ``conn`` after what was sent before. When more than
+        ``MAX_UNSENT`` bytes were still waiting to be sent before this write, the peer reads
+        nothing: the connection is dropped at once and reported to the host as failed
+        (``socket_failed``, D30), from the socket's own task."""
 
     @abc.abstractmethod
     def close_socket(self, conn: Conn) -> None:
-        """Close ``conn`` (what was written before still goes out where the runtime can)."""
+        """Close ``conn``: what was written before still goes out, and the peer's end is
+        awaited, for at most ``CLOSE_GRACE`` seconds; then the connection is aborted (D30).
+        The socket's task lingers until then (``Task.lingering``)."""

@@ -383,3 +383,119 @@ def test_the_runtimes_name_and_cancellation() -> None:
     assert (TRIO.name, TRIO.cancelled) == ("trio", trio.Cancelled)
     assert ASYNCIO.logger.name == "coder_io_asyncio" and TRIO.logger.name == "coder_io_trio"
     assert repr(TRIO) == "<TrioRuntime>"
+
+
+def test_a_cut_block_ends_at_its_time_without_an_exception(h: Harness) -> None:
+    """``cut_after``: the work inside is cancelled when its time is up (a REST call's total
+    deadline, D29), the block ends normally and says so; a block done in time is not cut."""
+
+    async def body(h: Harness) -> tuple[bool, bool, bool, bool]:
+        reached: list[bool] = []
+        async with h.runtime.cut_after(0.05) as cut:
+            await h.runtime.event().wait()
+            reached.append(True)  # never: the wait is cut
+        async with h.runtime.cut_after(None) as uncut:
+            await h.sleep(0.01)
+        async with h.runtime.cut_after(5.0) as early:
+            await h.sleep(0.01)
+        return cut.expired, bool(reached), uncut.expired, early.expired
+
+    assert h.run(body) == (True, False, False, False)
+
+
+def test_a_cut_block_lets_its_own_errors_and_the_callers_cancellation_through(
+    h: Harness,
+) -> None:
+    async def body(h: Harness) -> tuple[bool, bool]:
+        runtime = h.runtime
+        own = False
+        try:
+            async with runtime.cut_after(5.0):
+                raise TimeoutError("a socket's own timeout, not the cut")
+        except TimeoutError:
+            own = True
+
+        async def caller() -> None:
+            async with runtime.cut_after(5.0):
+                await runtime.event().wait()
+
+        return own, await h.within(0.05, caller)
+
+    assert h.run(body) == (True, True)
+
+
+class _Host:
+    """A ``SocketHost`` that records what a socket reports."""
+
+    def __init__(self, runtime: AsyncRuntime) -> None:
+        import ssl
+
+        self.runtime = runtime
+        self.ssl = ssl.create_default_context()
+        self.reports: list[object] = []
+        self.tasks: list[Task] = []
+        self.ended: list[Task] = []
+
+    def spawn(self, fn: Callable[..., Awaitable[None]], *args: Any) -> Task:
+        task = self.runtime.spawn(fn, *args, done=self.ended.append)
+        self.tasks.append(task)
+        return task
+
+    def socket_made(self, conn: Any) -> None:
+        self.reports.append("made")
+
+    def socket_data(self, conn: Any, data: bytes) -> None:
+        self.reports.append("data")
+
+    def socket_lost(self, conn: Any) -> None:
+        self.reports.append("lost")
+
+    def socket_failed(self, conn: Any, error: BaseException) -> None:
+        self.reports.append(error)
+
+
+def test_a_peer_that_reads_nothing_is_dropped_past_1_mib_unsent(h: Harness) -> None:
+    """D30: what waits unsent is bounded; past ``MAX_UNSENT`` the socket reports one failure,
+    later writes are ignored, and closing ends every task of the socket."""
+    import socket
+
+    from coder_proto._actions import OpenConnection
+    from coder_proto._connection import Conn
+    from coder_proto._stream.websocket import MAX_UNSENT
+
+    # A listener nobody accepts on: the kernel completes the connection, and a small window
+    # fills at once; nothing is ever read.
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    port = listener.getsockname()[1]
+
+    async def body(h: Harness) -> _Host:
+        runtime = h.runtime
+        host = _Host(runtime)
+        conn = Conn(None, OpenConnection(conn_id=1, host="127.0.0.1", port=port, tls=False))  # type: ignore[arg-type]
+        runtime.open_socket(host, conn)
+        while "made" not in host.reports:
+            await h.sleep(0.01)
+        chunk = b"x" * 65536
+        for _ in range(20 * MAX_UNSENT // len(chunk)):
+            if any(isinstance(r, OSError) for r in host.reports):
+                break
+            runtime.write_socket(conn, chunk)
+            await h.sleep(0.002)
+        runtime.write_socket(conn, chunk)  # after the drop: ignored
+        await h.sleep(0.02)
+        conn.closed = True
+        runtime.close_socket(conn)
+        for _ in range(300):
+            if len(host.ended) == len(host.tasks):
+                break
+            await h.sleep(0.01)
+        return host
+
+    try:
+        host = h.run(body)
+    finally:
+        listener.close()
+    failures = [r for r in host.reports if isinstance(r, BaseException)]
+    assert len(failures) == 1 and "reads nothing" in str(failures[0]), host.reports
+    assert len(host.ended) == len(host.tasks)

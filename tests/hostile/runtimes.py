@@ -37,6 +37,8 @@ class Outcome:
     value: Any = None
     error: BaseException | None = None
     elapsed: float = 0.0
+    #: How long closing the client (or agent) took after the call.
+    closing: float = 0.0
     threads_left: list[str] = attrs.Factory(list)
 
 
@@ -65,37 +67,45 @@ def call(
     *args: Any,
     client: dict[str, Any] | None = None,
     after: Callable[[Any], None] | None = None,
+    options: dict[str, Any] | None = None,
+    token: str = TOKEN,
 ) -> Outcome:
-    """Perform ``client.<op>(*args)`` on ``runtime``; ``after(client)`` runs before close."""
+    """Perform ``client.<op>(*args, **options)`` on ``runtime``; ``after(client)`` runs
+    before close."""
     kwargs: dict[str, Any] = {"prefix": PREFIX, **(client or {})}
+    named = options or {}
     before = _threads()
     out = Outcome()
     start = time.monotonic()
     if runtime == "sync":
-        sync_client = coder_io_sync.CoderChatClient(url, TOKEN, **kwargs)
+        sync_client = coder_io_sync.CoderChatClient(url, token, **kwargs)
         try:
-            out.value = getattr(sync_client, op)(*args)
+            out.value = getattr(sync_client, op)(*args, **named)
         except BaseException as exc:
             out.error = exc
         finally:
             out.elapsed = time.monotonic() - start
             if after is not None:
                 after(sync_client)
+            closing = time.monotonic()
             sync_client.close()
+            out.closing = time.monotonic() - closing
     else:
         module: Any = coder_io_asyncio if runtime == "asyncio" else coder_io_trio
 
         async def run() -> None:
-            async_client = module.CoderChatClient(url, TOKEN, **kwargs)
+            async_client = module.CoderChatClient(url, token, **kwargs)
             try:
-                out.value = await getattr(async_client, op)(*args)
+                out.value = await getattr(async_client, op)(*args, **named)
             except BaseException as exc:
                 out.error = exc
             finally:
                 out.elapsed = time.monotonic() - start
                 if after is not None:
                     after(async_client)
+                closing = time.monotonic()
                 await async_client.aclose()
+                out.closing = time.monotonic() - closing
 
         if runtime == "asyncio":
             asyncio.run(run())
@@ -113,8 +123,17 @@ def call(
     return out
 
 
-def generate(runtime: str, url: str, prompt: str, *, agent: dict[str, Any]) -> Outcome:
-    """``CoderAgent(...).generate(prompt)`` on ``runtime``, then close (without archiving)."""
+def generate(
+    runtime: str,
+    url: str,
+    prompt: str,
+    *,
+    agent: dict[str, Any],
+    timeout: float | None = None,
+) -> Outcome:
+    """``CoderAgent(...).generate(prompt)`` on ``runtime``, then close (without archiving).
+    ``timeout`` is the caller's own deadline: ``generate(timeout=)`` on the blocking adapter,
+    ``asyncio.timeout`` and ``trio.fail_after`` on the event loops."""
     kwargs: dict[str, Any] = {"base_url": url, "token": TOKEN, **agent}
     before = _threads()
     out = Outcome()
@@ -122,24 +141,38 @@ def generate(runtime: str, url: str, prompt: str, *, agent: dict[str, Any]) -> O
     if runtime == "sync":
         sync_agent = coder_io_sync.CoderAgent(**kwargs)
         try:
-            out.value = sync_agent.generate(prompt)
+            if timeout is None:
+                out.value = sync_agent.generate(prompt)
+            else:
+                out.value = sync_agent.generate(prompt, timeout=timeout)
         except BaseException as exc:
             out.error = exc
         finally:
             out.elapsed = time.monotonic() - start
+            closing = time.monotonic()
             sync_agent.close(archive=False)
+            out.closing = time.monotonic() - closing
     else:
         module: Any = coder_io_asyncio if runtime == "asyncio" else coder_io_trio
 
         async def run() -> None:
             async_agent = module.CoderAgent(**kwargs)
             try:
-                out.value = await async_agent.generate(prompt)
+                if timeout is None:
+                    out.value = await async_agent.generate(prompt)
+                elif runtime == "asyncio":
+                    async with asyncio.timeout(timeout):
+                        out.value = await async_agent.generate(prompt)
+                else:
+                    with trio.fail_after(timeout):
+                        out.value = await async_agent.generate(prompt)
             except BaseException as exc:
                 out.error = exc
             finally:
                 out.elapsed = time.monotonic() - start
+                closing = time.monotonic()
                 await async_agent.aclose(archive=False)
+                out.closing = time.monotonic() - closing
 
         if runtime == "asyncio":
             asyncio.run(run())

@@ -94,6 +94,22 @@ class Conn:
             return False
         return True
 
+    def send_patiently(self, data: bytes) -> bool:
+        """Write all of ``data`` however long the client pauses reading (``send`` gives up
+        at the socket's 0.1 s timeout, which a loaded machine can exceed); ``False`` once
+        the client is gone or the server stops."""
+        view = memoryview(data)
+        while view:
+            if self.stopping:
+                return False
+            try:
+                view = view[self.sock.send(view) :]
+            except TimeoutError:
+                continue
+            except OSError:
+                return False
+        return True
+
     def pause(self, seconds: float) -> bool:
         """Sleep, waking early when the server stops (``False`` then)."""
         return not self.server.stopping.wait(seconds)

@@ -20,10 +20,7 @@ def _params() -> list[object]:
     out: list[object] = []
     for case in WS_CASES:
         for runtime in ("asyncio", "trio", "sync"):
-            marks = []
-            if case.pending_async and runtime != "sync":
-                marks.append(pytest.mark.xfail(strict=True, reason=case.pending_async))
-            out.append(pytest.param(case, runtime, id=f"{case.name}-{runtime}", marks=marks))
+            out.append(pytest.param(case, runtime, id=f"{case.name}-{runtime}"))
     return out
 
 
