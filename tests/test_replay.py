@@ -195,6 +195,18 @@ def test_rejections_protocol_errors_and_socket_failures_replay() -> None:
     assert "consecutive connection failures" in str(failing.turns[0].error)
 
 
+def test_a_recorded_handshake_failure_replays_as_one() -> None:
+    """The reader refused the upgrade's answer (recorded as a protocol failure before any
+    accept): the replay answers the upgrade wrongly again, so the turn fails the same way."""
+    turn = TurnStarted(t=0, mode="stream", prompt=_prompt("hi"))  # type: ignore[arg-type]
+    message = "WebSocket handshake failed: the server's Sec-WebSocket-Accept does not match"
+    result = replay(_minimal(turn, _chat(), WsError(t=0.02, conn=1, message=message)))
+    error = result.turns[0].error
+    assert isinstance(error, CoderAgentError)
+    assert "WebSocket handshake failed" in str(error)
+    assert "Sec-WebSocket-Accept" in str(error)
+
+
 def test_invalid_settings_in_the_header_are_a_transcript_error() -> None:
     with pytest.raises(TranscriptError, match="settings"):
         replay(_minimal(max_steps=0))
