@@ -1294,6 +1294,23 @@ def test_a_turn_is_recorded_from_start_to_finish() -> None:
     assert outcome is turn.result()
 
 
+def test_a_turn_is_recorded_from_the_time_it_was_built_not_when_the_drive_took_it() -> None:
+    """Regression: an adapter that builds a turn, then awaits something before handing it to
+    the drive, recorded the turn as starting later than it did; a replay then armed the
+    turn's request_timeout later than the live run and let a later record (a dispose call)
+    overtake it."""
+    recorder = Recording()
+    session, d, adapter, _env = world(recorder=recorder)
+    turn = session.stream("hi", now=NOW)
+    d.start(turn, session=session, now=NOW + 0.25)
+    adapter.pump()
+    assert recorder.first("begin")[1]["now"] == NOW
+    assert recorder.first("turn_started")[1]["now"] == NOW
+    archive = session.archive(now=NOW + 0.5)
+    d.start(archive, session=session, now=NOW + 0.75)
+    assert recorder.first("session_call")[0] == ("archive", NOW + 0.5)
+
+
 def test_a_turn_with_the_sessions_own_tools_records_no_tools_and_a_failure_its_error() -> None:
     recorder = Recording()
     session, d, adapter, _env = world(
