@@ -1398,6 +1398,18 @@ class Connection:
         """When to call ``tick`` (monotonic seconds), or ``None``."""
         return self._drive.next_deadline()
 
+    def next_background_deadline(self) -> float | None:
+        """The earliest deadline of the background work alone (a cancelled turn's interrupt
+        of the server's run), or ``None``: for an embedder that drives the background work
+        on a thread of its own while no caller waits."""
+        due: float | None = None
+        for job in self._drive.jobs:
+            if job.background:
+                deadline = job.machine.next_deadline()
+                if deadline is not None and (due is None or deadline < due):
+                    due = deadline
+        return due
+
     # -- starting work -----------------------------------------------------------------------
 
     def agent(self, options: AgentOptions | None = None, **settings: Any) -> AgentCore:
@@ -1492,6 +1504,12 @@ class Connection:
         self._pump(now)
         self._check_done(task, now)
         return task
+
+    def attach_session(self, session: Session) -> None:
+        """Keep reading ``session``'s paused stream between its turns (state machines H.6);
+        ``start_machine(..., session=session)`` does this implicitly. The next input (or
+        ``tick``) visits it."""
+        self._drive.attach_session(session)
 
     def perform(self, actions: Iterable[Action], *, session: Session, now: float) -> None:
         """Take on the actions a session method returned (``reset_session``,
