@@ -483,7 +483,7 @@ class StreamReader:
         for event in decoded:
             forwarded = True
             ignored = False
-            foreign = getattr(event, "chat_id", "")
+            foreign = event.chat_id
             if foreign and foreign != own:
                 # D31: another chat's event is not this stream's; it is seen, never used.
                 forwarded = False
