@@ -1,8 +1,8 @@
 """The blocking driver: runs core machines by performing their I/O in the calling thread.
 
 One ``Driver`` belongs to one client (``CoderChatClient``, or an agent through its client). The
-bookkeeping (routing, registries, ``http:*`` events, token scrubbing, tool batches,
-transcripts) is ``coder_proto._connection.Drive``; this module performs the I/O it asks for, with
+bookkeeping (routing, registries, ``http:*`` events, token scrubbing, tool pauses,
+transcripts) is ``coder_proto.Connection``; this module performs the commands it gives, with
 no event loop anywhere (docs/architecture.md "The adapters"; D12, D21-D24):
 
 * ``StartHttp`` -> a blocking ``httpx.Client`` request (no read timeout on a client created
@@ -20,7 +20,7 @@ no event loop anywhere (docs/architecture.md "The adapters"; D12, D21-D24):
   paused stream is left unread, which the session allows, H.6);
 * ``WriteSocket`` / ``CloseSocket`` -> non-blocking writes (the rest is flushed when the
   socket is writable) and closes;
-* ``RunToolBatch`` -> the tool runner in a daemon thread of its own, so the stream keeps being
+* ``InvokeTools`` -> the run's tool runner in a daemon thread of its own, so the stream keeps being
   read (and a caller's deadline keeps running) while a tool works;
 * background jobs (interrupts and withdrawals, D22) -> the driver's worker thread, started
   when one appears and ending when none is left; each request is bounded by the job's own
@@ -87,19 +87,20 @@ from coder_proto._actions import Action, ToolOutcome
 from coder_proto._agent.session import Session
 from coder_proto._connection import (
     CancelHttp,
-    CancelToolBatch,
+    CancelTools,
     CloseSocket,
-    Command,
     Conn,
-    Drive,
+    Connection,
+    ConnectionCommand,
     HttpCall,
+    InvokeTools,
     Job,
     OpenSocket,
     Runnable,
-    RunToolBatch,
     StartHttp,
-    ToolBatch,
-    Wake,
+    Task,
+    TaskMoved,
+    ToolRun,
     WriteSocket,
 )
 from coder_proto._constants import BACKGROUND_TASK_BOUND
@@ -508,23 +509,26 @@ class Run(Generic[T]):
     The thread that waits on a run performs its requests and connects; use a run from one
     thread at a time."""
 
-    def __init__(self, driver: Driver, job: Job) -> None:
+    def __init__(self, driver: Driver, task: Task, machine: Any, tools: ToolRunner | None) -> None:
         self._driver = driver
-        self._job = job
+        self._task = task
+        self._machine = machine
+        #: Runs the machine's tool pauses (``None``: every call fails, D5).
+        self._tools = tools
         #: Requests and connects of this run, performed by the thread that waits on it.
-        self._owned: collections.deque[Command] = collections.deque()
+        self._owned: collections.deque[ConnectionCommand] = collections.deque()
 
     def __repr__(self) -> str:
-        return f"<Run {self._job.machine!r}>"
+        return f"<Run {self._machine!r}>"
 
     @property
     def machine(self) -> Any:
         """The machine being run."""
-        return self._job.machine
+        return self._machine
 
     @property
     def done(self) -> bool:
-        return bool(self._job.machine.done)
+        return bool(self._machine.done)
 
     def cancel(self, reason: BaseException | None = None) -> None:
         """Cancel the machine now (D22): ``reason`` is the caller's cancellation, or ``None``
@@ -536,7 +540,7 @@ class Run(Generic[T]):
         """Drive until the machine finished and return its result (or raise its error). At
         ``deadline`` the machine is cancelled and ``TimeoutError`` raised."""
         self._driver._wait(self, lambda: self.done, deadline)
-        value: T = self._job.machine.result()
+        value: T = self._machine.result()
         return value
 
     def wait_until(self, predicate: Callable[[], bool], deadline: Deadline | None = None) -> None:
@@ -549,7 +553,7 @@ class Run(Generic[T]):
         """The machine's ``parts`` deque (a stream-mode ``Turn``), drained live in order until
         the machine is done; the consumer's code runs between parts with nothing held. The
         final result or error is ``run.result()``."""
-        machine = self._job.machine
+        machine = self._machine
         parts = machine.parts
         take = self._driver._take
         while True:
@@ -562,6 +566,14 @@ class Run(Generic[T]):
             if finished:
                 return
             self._driver._wait(self, lambda: bool(parts) or machine.done, deadline)
+
+
+def _run_of(job: Job) -> Run[Any] | None:
+    """The run waiting for ``job``: the ``io`` of the connection's task that owns it (a
+    background job has none)."""
+    task = job.owner
+    run = task.io if isinstance(task, Task) else None
+    return run if isinstance(run, Run) else None
 
 
 # -- the driver ------------------------------------------------------------------------------------
@@ -595,10 +607,11 @@ class Driver:
         self.base_url = base_url
         self._ssl = ssl_context(verify)
         self.sink = sink if sink is not None else TransportEventSink()
-        self._drive = Drive(
+        self._connection = Connection(
             base_url=base_url,
             token=token,
-            sink=self.sink,
+            on_event=self.sink.callback,
+            wall_clock=self.sink.wall_clock,
             recorder=recorder,
             created_at=created_at,
         )
@@ -624,7 +637,7 @@ class Driver:
         self._sockets: dict[Conn, _Socket] = {}
         self._runs: dict[int, Run[Any]] = {}
         #: Requests and connects no waiting run owns (a session's redial between turns).
-        self._general: collections.deque[Command] = collections.deque()
+        self._general: collections.deque[ConnectionCommand] = collections.deque()
         #: Requests of background jobs, for the worker thread.
         self._background: collections.deque[HttpCall] = collections.deque()
         self._worker: threading.Thread | None = None
@@ -649,12 +662,12 @@ class Driver:
     @property
     def open_connections(self) -> int:
         """Sockets currently open or connecting."""
-        return self._drive.open_connections
+        return self._connection.open_connections
 
     @property
     def background_jobs(self) -> int:
         """Background jobs (D22) not finished yet."""
-        return self._drive.background_jobs
+        return self._connection.background_jobs
 
     @property
     def worker_alive(self) -> bool:
@@ -665,11 +678,11 @@ class Driver:
     @property
     def recorder(self) -> Recorder | None:
         """Observes what crosses the wire (``coder_proto.transcript.Recorder``), or ``None``."""
-        return self._drive.recorder
+        return self._connection.recorder
 
     @recorder.setter
     def recorder(self, value: Recorder | None) -> None:
-        self._drive.recorder = value
+        self._connection.recorder = value
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[float]:
@@ -692,9 +705,9 @@ class Driver:
         with self._lock:
             if self._closed:
                 raise CoderAgentError("this client is closed")
-            job = self._drive.start(machine, now=_now(), session=session, tools=tools)
-            run: Run[T] = Run(self, job)
-            job.owner = run
+            task = self._connection.start_machine(machine, now=_now(), session=session)
+            run: Run[T] = Run(self, task, machine, tools)
+            task.io = run
             self._runs[id(machine)] = run
             self._absorb()
         return run
@@ -714,7 +727,7 @@ class Driver:
         """Drive ``session``'s paused stream whenever a thread waits on this driver (H.6).
         ``start(..., session=session)`` does this implicitly."""
         with self._lock:
-            self._drive.attach_session(session)
+            self._connection.attach_session(session)
 
     def perform(
         self,
@@ -730,7 +743,7 @@ class Driver:
                 actions = actions(_now())
             todo = list(actions)
             if todo:
-                self._drive.perform(todo, session=session, now=_now())
+                self._connection.perform(todo, session=session, now=_now())
                 self._absorb()
                 self._wake_leader()
 
@@ -739,7 +752,7 @@ class Driver:
         (``False``)."""
         end = _now() + timeout
         with self._lock:
-            while self._drive.background_jobs:
+            while self._connection.background_jobs:
                 self._ensure_worker()
                 left = end - _now()
                 if left <= 0:
@@ -756,13 +769,13 @@ class Driver:
             if self._closed:
                 return
             self._closed = True
-            self._drive.close()
+            self._connection.close()
         end = _now() + background_timeout
         try:
             self.wait_background(background_timeout)
         finally:
             with self._lock:
-                self._drive.shutdown(_now())
+                self._connection.shutdown(now=_now())
                 self._absorb()
                 for sock in self._sockets.values():
                     sock.close()
@@ -838,9 +851,9 @@ class Driver:
         """One round of the leader: tick due machines, or wait on every socket (and the wake
         socket) until the next deadline and feed what arrived."""
         now = _now()
-        due = self._drive.next_deadline()
+        due = self._connection.next_deadline()
         if due is not None and due <= now:
-            self._drive.tick(now)
+            self._connection.tick(now=now)
             self._absorb()
             return
         if deadline is not None:
@@ -875,14 +888,14 @@ class Driver:
 
     def _read(self, conn: Conn, sock: _Socket) -> None:
         chunks, eof, error = sock.read()
-        drive = self._drive
+        connection = self._connection
         for chunk in chunks:
-            drive.socket_data(conn, chunk, _now())
+            connection.socket_data(conn, chunk, now=_now())
         if error is not None:
             self._socket_failed(conn, error)
         elif eof:
             self._drop(conn)
-            drive.socket_lost(conn, _now())
+            connection.socket_lost(conn, now=_now())
         self._absorb()
 
     @contextlib.contextmanager
@@ -908,20 +921,20 @@ class Driver:
     # -- commands ----------------------------------------------------------------------------
 
     def _absorb(self) -> None:
-        """Take the drive's commands: non-blocking ones are performed at once, requests and
-        connects go to the thread that owns them (the run waiting for them, the worker for
-        background jobs, else the leader). Lock held."""
-        drive = self._drive
+        """Take the connection's commands: non-blocking ones are performed at once, requests
+        and connects go to the thread that owns them (the run waiting for them, the worker
+        for background jobs, else the leader). Lock held."""
+        connection = self._connection
         while True:
-            commands = drive.commands()
+            commands = connection.commands()
             if not commands:
                 break
             for command in commands:
                 self._route(command)
-        if drive.background_jobs:
+        if connection.background_jobs:
             self._ensure_worker()
 
-    def _route(self, command: Command) -> None:
+    def _route(self, command: ConnectionCommand) -> None:
         if isinstance(command, StartHttp):
             job = command.call.job
             if job.background:
@@ -929,7 +942,7 @@ class Driver:
                 self._ensure_worker()
                 self._cond.notify_all()
                 return
-            self._hand_over(command, job.owner)
+            self._hand_over(command, _run_of(job))
         elif isinstance(command, OpenSocket):
             self._hand_over(command, self._runs.get(id(command.conn.scope.target())))
         elif isinstance(command, WriteSocket):
@@ -938,18 +951,18 @@ class Driver:
             sock = self._sockets.pop(command.conn, None)
             if sock is not None:
                 sock.close()
-        elif isinstance(command, RunToolBatch):
-            self._start_tools(command.batch)
-        elif isinstance(command, Wake):
+        elif isinstance(command, InvokeTools):
+            self._start_tools(command.run)
+        elif isinstance(command, TaskMoved):
             self._cond.notify_all()
-        elif isinstance(command, CancelHttp | CancelToolBatch):
+        elif isinstance(command, CancelHttp | CancelTools):
             # A blocking request or a tool thread cannot be stopped from here; the drive
             # ignores what they report later.
             pass
         else:  # pragma: no cover - every command is handled above
             raise CoderAgentError(f"unknown command {command!r}")
 
-    def _hand_over(self, command: Command, owner: Any) -> None:
+    def _hand_over(self, command: ConnectionCommand, owner: Any) -> None:
         if isinstance(owner, Run) and not owner.done and self._runs.get(id(owner.machine)) is owner:
             owner._owned.append(command)
         else:
@@ -958,7 +971,7 @@ class Driver:
         self._wake_leader()
 
     def _perform_owned(
-        self, command: Command, run: Run[Any] | None, deadline: Deadline | None
+        self, command: ConnectionCommand, run: Run[Any] | None, deadline: Deadline | None
     ) -> None:
         if isinstance(command, StartHttp):
             call = command.call
@@ -998,7 +1011,7 @@ class Driver:
                 call.method, call.url, headers=call.headers, content=call.body, **extra
             )
         except Exception as exc:
-            self._drive.http_failed(call, exc, _now())
+            self._connection.http_failed(call, exc, now=_now())
             self._absorb()
             return
         status = 0
@@ -1023,7 +1036,7 @@ class Driver:
                 f"the response to {call.method} {call.request.path} is larger than "
                 f"the {most}-byte limit (max_response_bytes)"
             )
-            self._drive.http_failed(call, error, _now())
+            self._connection.http_failed(call, error, now=_now())
             self._absorb()
             return
         except Exception as exc:
@@ -1031,23 +1044,23 @@ class Driver:
             if limit is not None and now >= limit and isinstance(exc, httpx.TimeoutException):
                 if deadline is not None and now >= deadline.at:
                     return  # the caller's deadline: its waiter cancels the machine
-                self._drive.tick(now)
+                self._connection.tick(now=now)
                 self._absorb()
                 if call.finished:
                     return  # the job abandoned the request at its deadline
-            self._drive.http_failed(call, exc, now)
+            self._connection.http_failed(call, exc, now=now)
             self._absorb()
             return
         except BaseException:
             # Our own call is released when the run is cancelled; anyone else's must not wait
             # for an answer that will never be reported.
-            if not call.finished and call.job.owner is not run:
-                self._drive.http_failed(call, "the request was interrupted", _now())
+            if not call.finished and _run_of(call.job) is not run:
+                self._connection.http_failed(call, "the request was interrupted", now=_now())
                 self._absorb()
             raise
-        drive = self._drive
-        drive.http_headers(call, status, answered)
-        drive.http_response(
+        connection = self._connection
+        connection.http_headers(call, status, now=answered)
+        connection.http_response(
             call,
             status=status,
             headers=response.headers.multi_items(),
@@ -1087,7 +1100,7 @@ class Driver:
         except (OSError, ValueError, UnicodeError) as exc:
             if deadline is not None and _now() >= deadline.at and isinstance(exc, TimeoutError):
                 return  # the caller's deadline: its waiter cancels the machine
-            self._drive.socket_failed(conn, exc, _now())
+            self._connection.socket_failed(conn, exc, now=_now())
             self._absorb()
             return
         if conn.closed:
@@ -1095,7 +1108,7 @@ class Driver:
                 sock.close()
             return
         self._sockets[conn] = _Socket(sock)
-        self._drive.socket_made(conn, _now())
+        self._connection.socket_made(conn, now=_now())
         self._absorb()
         self._wake_leader()
 
@@ -1128,24 +1141,30 @@ class Driver:
 
     def _socket_failed(self, conn: Conn, error: BaseException) -> None:
         self._drop(conn)
-        self._drive.socket_failed(conn, error, _now())
+        self._connection.socket_failed(conn, error, now=_now())
         self._absorb()
 
     # -- tools -------------------------------------------------------------------------------
 
-    def _start_tools(self, batch: ToolBatch) -> None:
+    def _start_tools(self, run: ToolRun) -> None:
+        owner = run.task.io if isinstance(run.task, Task) else None
+        runner = owner._tools if isinstance(owner, Run) else None
+        if runner is None:
+            # D5: a machine started without a runner; every call still gets a result.
+            self._connection.tools_answered(run, (), now=_now())
+            return
         thread = threading.Thread(
-            target=self._tools_main, args=(batch,), name="coder-io-sync-tools", daemon=True
+            target=self._tools_main, args=(run, runner), name="coder-io-sync-tools", daemon=True
         )
-        batch.io = thread
+        run.io = thread
         self._tool_threads.add(thread)
         thread.start()
 
-    def _tools_main(self, batch: ToolBatch) -> None:
+    def _tools_main(self, run: ToolRun, runner: ToolRunner) -> None:
         error: BaseException | None = None
         outcomes: Sequence[ToolOutcome] = ()
         try:
-            outcomes = batch.runner(batch.calls)
+            outcomes = runner(run.calls)
         except BaseException as exc:
             # Even a ``SystemExit`` in a tool ends only this thread: the turn still gets an
             # answer for every call (D5) instead of waiting forever.
@@ -1153,9 +1172,14 @@ class Driver:
         with self._lock:
             self._tool_threads.discard(threading.current_thread())
             if error is not None:
-                self._drive.tools_failed(batch, error, _now())
+                if not run.finished:
+                    logger.warning(
+                        "the tool runner raised; the calls get error results",
+                        exc_info=(type(error), error, error.__traceback__),
+                    )
+                self._connection.tools_answered(run, (), now=_now())
             else:
-                self._drive.tools_done(batch, outcomes, _now())
+                self._connection.tools_answered(run, outcomes, now=_now())
             self._absorb()
             self._cond.notify_all()
             self._wake_leader()
@@ -1179,7 +1203,7 @@ class Driver:
 
     def _cancel_locked(self, run: Run[Any], reason: BaseException | None) -> None:
         if not run.done:
-            self._drive.cancel(run._job, reason, _now())
+            self._connection.cancel(run._task, reason, now=_now())
             self._absorb()
         self._retire(run)
         self._cond.notify_all()
@@ -1209,7 +1233,7 @@ class Driver:
             worker.start()
 
     def _closed_for_good(self) -> bool:
-        return self._closed and not self._drive.background_jobs and not self._background
+        return self._closed and not self._connection.background_jobs and not self._background
 
     def _worker_main(self) -> None:
         """Drive the background jobs: their requests (each bounded by the job's deadline)
@@ -1223,17 +1247,12 @@ class Driver:
                             self._http(call, None, None, bound=call.job.machine.next_deadline())
                         continue
                     now = _now()
-                    due: float | None = None
-                    for job in self._drive.jobs:
-                        if job.background:
-                            deadline = job.machine.next_deadline()
-                            if deadline is not None and (due is None or deadline < due):
-                                due = deadline
+                    due = self._connection.next_background_deadline()
                     if due is not None and due <= now:
-                        self._drive.tick(now)
+                        self._connection.tick(now=now)
                         self._absorb()
                         continue
-                    if not self._drive.background_jobs:
+                    if not self._connection.background_jobs:
                         return
                     self._cond.wait(None if due is None else due - now)
             except BaseException:  # pragma: no cover - a bug must not kill silently

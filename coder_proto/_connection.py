@@ -25,7 +25,8 @@ drivers differ only in how they perform I/O (docs/architecture.md "The adapters"
 * **tools**: ``RunTools`` becomes a ``RunToolBatch`` for the machine's tool runner (a machine
   started without one gets an empty outcome list at once, so the core reports every call as
   failed, D5); a runner that raised is logged and answered the same way;
-* **transcripts**: every observation reported to a ``coder_proto.transcript.Recorder``.
+* **transcripts**: every observation reported to a ``coder_proto.transcript.Recorder``; the
+  stream connections as their readers decoded them (each session's ``ws_observer``).
 
 The adapter's side of the contract (what a driver must do):
 
@@ -91,6 +92,7 @@ from ._agent.session_calls import SessionArchive, SessionDispose, SessionInterru
 from ._agent.tool_calls import ToolInvocation, ToolPlan
 from ._agent.turn import Turn
 from ._constants import SESSION_TOKEN_HEADER
+from ._engine import CoreMachine
 from ._errors import CoderAgentError, CoderProtocolError
 from ._options import OPTION_NAMES, AgentOptions, resolve_options
 from ._outputs import OutputPart, ToolCall
@@ -99,6 +101,7 @@ from ._rest.prefix import PrefixSelector
 from ._rest.settings import emits_transport_events
 from ._shells.client_calls import Call, ChatCalls
 from ._stream.watch import WatchBackoff, WatchMachine
+from ._stream.websocket import WsEvent
 from ._transport_events import (
     HttpErrorEvent,
     HttpRequestEvent,
@@ -668,8 +671,6 @@ class Drive:
         """Bytes read from ``conn``."""
         if conn.closed:
             return
-        if self.recorder is not None and conn.scope.session is not None:
-            self.recorder.data_received(conn.conn_id, data, now)
         self._touched[conn.scope] = None
         conn.scope.target().data_received(conn.conn_id, data, now)
         self._settle(now)
@@ -680,10 +681,10 @@ class Drive:
         if conn.closed:
             return
         self._forget(conn)
-        if self.recorder is not None and conn.scope.session is not None:
-            self.recorder.connection_lost(conn.conn_id, now)
         self._touched[conn.scope] = None
         conn.scope.target().connection_lost(conn.conn_id, now)
+        if self.recorder is not None and conn.scope.session is not None:
+            self.recorder.connection_lost(conn.conn_id, now)
         self._settle(now)
 
     def socket_failed(self, conn: Conn, error: BaseException | str, now: float) -> None:
@@ -692,10 +693,10 @@ class Drive:
             return
         self._forget(conn)
         message = self.scrub(describe_error(error))
-        if self.recorder is not None and conn.scope.session is not None:
-            self.recorder.connection_failed(conn.conn_id, message, now)
         self._touched[conn.scope] = None
         conn.scope.target().connection_failed(conn.conn_id, message, now)
+        if self.recorder is not None and conn.scope.session is not None:
+            self.recorder.connection_failed(conn.conn_id, message, now)
         self._settle(now)
 
     # -- REST inputs ---------------------------------------------------------------------------
@@ -811,6 +812,8 @@ class Drive:
             job = Job(session, scope, standing=True)
             scope.standing = job
             self._sessions[id(session)] = job
+            # What the session's stream readers see goes to this drive's recorder.
+            session.ws_observer = _RecorderTap(self)
         return job
 
     def _add(self, job: Job) -> Job:
@@ -1049,6 +1052,13 @@ class Drive:
     def _record_start(self, machine: Any, session: Session, now: float) -> None:
         recorder = self.recorder
         assert recorder is not None
+        # A machine is started by its constructor, with the adapter's clock read then: its
+        # deadlines count from that time, so the transcript starts it then too (a replay
+        # arms them where the live run did).
+        started = machine.now if isinstance(machine, CoreMachine) else now
+        if started > now:
+            started = now
+        now = started
         self._record_begin(session, now)
         if isinstance(machine, Turn):
             recorder.turn_started(
@@ -1073,10 +1083,29 @@ class Drive:
         assert recorder is not None
         if isinstance(action, OpenConnection):
             recorder.connection_opened(action, now)
-        elif isinstance(action, SendData):
-            recorder.data_sent(action.conn_id, action.data, now)
         elif isinstance(action, CloseConnection):
             recorder.connection_closed(action.conn_id, now)
+
+
+class _RecorderTap:
+    """A session's ``WsObserver`` under a drive: the upgrades its stream readers sent and
+    the events their connections decoded go to the drive's recorder, when it has one (a
+    transcript records what the core saw, not a second reading of the bytes)."""
+
+    __slots__ = ("_drive",)
+
+    def __init__(self, drive: Drive) -> None:
+        self._drive = drive
+
+    def upgrade_sent(self, conn_id: int, target: str, now: float) -> None:
+        recorder = self._drive.recorder
+        if recorder is not None:
+            recorder.upgrade_sent(conn_id, target, now)
+
+    def ws_events(self, conn_id: int, events: Sequence[WsEvent], now: float) -> None:
+        recorder = self._drive.recorder
+        if recorder is not None:
+            recorder.ws_events(conn_id, events, now)
 
 
 # -- the embedder's object -------------------------------------------------------------------------
@@ -1369,6 +1398,18 @@ class Connection:
         """When to call ``tick`` (monotonic seconds), or ``None``."""
         return self._drive.next_deadline()
 
+    def next_background_deadline(self) -> float | None:
+        """The earliest deadline of the background work alone (a cancelled turn's interrupt
+        of the server's run), or ``None``: for an embedder that drives the background work
+        on a thread of its own while no caller waits."""
+        due: float | None = None
+        for job in self._drive.jobs:
+            if job.background:
+                deadline = job.machine.next_deadline()
+                if deadline is not None and (due is None or deadline < due):
+                    due = deadline
+        return due
+
     # -- starting work -----------------------------------------------------------------------
 
     def agent(self, options: AgentOptions | None = None, **settings: Any) -> AgentCore:
@@ -1463,6 +1504,12 @@ class Connection:
         self._pump(now)
         self._check_done(task, now)
         return task
+
+    def attach_session(self, session: Session) -> None:
+        """Keep reading ``session``'s paused stream between its turns (state machines H.6);
+        ``start_machine(..., session=session)`` does this implicitly. The next input (or
+        ``tick``) visits it."""
+        self._drive.attach_session(session)
 
     def perform(self, actions: Iterable[Action], *, session: Session, now: float) -> None:
         """Take on the actions a session method returned (``reset_session``,

@@ -534,3 +534,41 @@ def test_reset_closes_a_paused_stream_with_1000() -> None:
     e.pump()
     assert conn.open_connections == 0 and session.retained_stream is None
     assert e.sockets[-1].client_close_codes == [1000]
+
+
+def test_the_background_deadline_is_the_background_works_alone() -> None:
+    """``next_background_deadline``: what an embedder driving the background work on a thread
+    of its own waits for; nothing before a cancel, the interrupt's bound after it."""
+    conn, agent, e = setup()
+    task = conn.start_turn(agent, "hi", now=NOW)
+    e.pump()
+    e.send(status("running"))
+    assert conn.next_background_deadline() is None
+    conn.cancel(task, KeyboardInterrupt(), now=NOW)
+    assert conn.background_jobs == 1
+    deadline = conn.next_background_deadline()
+    assert deadline is not None and deadline > NOW
+    e.pump()
+    assert conn.background_jobs == 0 and conn.next_background_deadline() is None
+
+
+def test_attaching_a_session_keeps_it_driven_between_turns() -> None:
+    """A segment that paused leaves its stream to the session; an attached session keeps
+    reading it, and a reset closes it through the session's scope."""
+    from tests.core_driver import weather_tool
+
+    conn, agent, e = setup()
+    session = agent.session
+    conn.attach_session(session)  # before any turn: nothing to do
+    assert conn.commands() == [] and conn.next_deadline() is None
+    segment = session.segment("weather?", now=NOW, tools=[weather_tool()])
+    task = conn.start_machine(segment, session=session, now=NOW)
+    e.pump()
+    e.send(status("running"), action_required(WEATHER), status("requires_action"))
+    assert task.done
+    stream = session.retained_stream
+    assert stream is not None
+    before = len(stream.events)
+    conn.attach_session(session)
+    e.send(status("running"))  # read by the session between turns
+    assert len(stream.events) == before + 1

@@ -63,6 +63,7 @@ from coder_proto._connection import (
 from coder_proto._constants import SESSION_TOKEN_HEADER
 from coder_proto._rest.http import HttpRequest, HttpResponse
 from coder_proto._rest.routes import build_get_chat
+from coder_proto._stream.websocket import WsText
 from coder_proto._transport_events import TransportEventSink
 from tests.core_driver import (
     CaseEnv,
@@ -183,7 +184,8 @@ class Probe:
 
 class FakeSession:
     """What the drive needs of a session: ``in_flight`` (the turn driving it, if any), its
-    own actions and deadline, ``close_retained_stream`` and its connection inputs."""
+    own actions and deadline, ``close_retained_stream``, its connection inputs and the
+    ``ws_observer`` slot."""
 
     def __init__(self) -> None:
         self.in_flight: Any = None
@@ -193,6 +195,8 @@ class FakeSession:
         self.inputs: list[tuple[Any, ...]] = []
         self.closing: list[Any] = []
         self.polls = 0
+        #: Set by the drive: where its stream readers report what they decode.
+        self.ws_observer: Any = None
 
     def actions(self) -> list[Any]:
         self.polls += 1
@@ -1003,7 +1007,9 @@ def test_session_sockets_and_tool_runs_are_recorded() -> None:
     d.start(probe, session=session, now=NOW)  # type: ignore[arg-type]
     conn = only(d, OpenSocket).conn
     d.socket_made(conn, NOW)
-    d.socket_data(conn, b"frame", NOW)
+    d.socket_data(conn, b"frame", NOW)  # the session's readers report what they decode
+    session.ws_observer.upgrade_sent(3, "/stream", NOW)
+    session.ws_observer.ws_events(3, [WsText("frame")], NOW)
     d.socket_failed(conn, f"reset {TOKEN}", NOW)
     wake(
         d, probe, OpenConnection(conn_id=4, host="h", port=1, tls=False), CloseConnection(conn_id=4)
@@ -1016,9 +1022,9 @@ def test_session_sockets_and_tool_runs_are_recorded() -> None:
     assert recorder.names() == [
         "begin",
         "connection_opened",
-        "data_sent",
         "tools_run",
-        "data_received",
+        "upgrade_sent",
+        "ws_events",
         "connection_failed",
         "connection_opened",
         "connection_closed",
@@ -1280,12 +1286,29 @@ def test_a_turn_is_recorded_from_start_to_finish() -> None:
     names = recorder.names()
     assert names[:3] == ["begin", "turn_started", "rest_exchange"]
     assert names[-1] == "turn_finished"
-    assert {"connection_opened", "data_sent", "data_received"} <= set(names)
+    assert {"connection_opened", "upgrade_sent", "ws_events"} <= set(names)
     _, started = recorder.first("turn_started")
     assert started["mode"] == "stream" and started["tools"] == tools
     assert started["warnings"] == ("careful",) and started["single_segment"] is False
     (outcome, _now), _ = recorder.first("turn_finished")
     assert outcome is turn.result()
+
+
+def test_a_turn_is_recorded_from_the_time_it_was_built_not_when_the_drive_took_it() -> None:
+    """Regression: an adapter that builds a turn, then awaits something before handing it to
+    the drive, recorded the turn as starting later than it did; a replay then armed the
+    turn's request_timeout later than the live run and let a later record (a dispose call)
+    overtake it."""
+    recorder = Recording()
+    session, d, adapter, _env = world(recorder=recorder)
+    turn = session.stream("hi", now=NOW)
+    d.start(turn, session=session, now=NOW + 0.25)
+    adapter.pump()
+    assert recorder.first("begin")[1]["now"] == NOW
+    assert recorder.first("turn_started")[1]["now"] == NOW
+    archive = session.archive(now=NOW + 0.5)
+    d.start(archive, session=session, now=NOW + 0.75)
+    assert recorder.first("session_call")[0] == ("archive", NOW + 0.5)
 
 
 def test_a_turn_with_the_sessions_own_tools_records_no_tools_and_a_failure_its_error() -> None:

@@ -21,6 +21,7 @@ from coder_proto import CoderProtocolError, ReasoningDelta, ReasoningPart, TextD
 from coder_proto._outputs import make_reasoning_delta, make_text_delta
 from coder_proto._wire.events import MessagePartEvent, events_from_json, parse_frame
 from coder_proto._wire.message_parts import parse_part
+from coder_proto._wire.unicode import _may_hold_surrogates
 
 CLASSES: list[tuple[type[Any], dict[str, Any]]] = [
     (TextPart, {"text": "hi"}),
@@ -299,3 +300,16 @@ def test_pending_runs_do_not_change_the_output(events: list[Any]) -> None:
             return out + t.finish()
 
     assert translate(2) == translate(10**9)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.text(alphabet=st.sampled_from(["\\", "u", "U", "d", "D", "8", "é", "✓", "a", '"']), max_size=16),
+    st.booleans(),
+)
+def test_the_surrogate_escape_scan_agrees_with_substring_search(text: str, as_bytes: bool) -> None:
+    """The one-search scan before decoding (``_may_hold_surrogates``) answers what the two
+    substring searches it replaced answer, for text and bytes."""
+    expected = "\\ud" in text or "\\uD" in text
+    data: str | bytes = text.encode("utf-8") if as_bytes else text
+    assert _may_hold_surrogates(data) is expected

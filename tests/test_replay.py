@@ -195,6 +195,18 @@ def test_rejections_protocol_errors_and_socket_failures_replay() -> None:
     assert "consecutive connection failures" in str(failing.turns[0].error)
 
 
+def test_a_recorded_handshake_failure_replays_as_one() -> None:
+    """The reader refused the upgrade's answer (recorded as a protocol failure before any
+    accept): the replay answers the upgrade wrongly again, so the turn fails the same way."""
+    turn = TurnStarted(t=0, mode="stream", prompt=_prompt("hi"))  # type: ignore[arg-type]
+    message = "WebSocket handshake failed: the server's Sec-WebSocket-Accept does not match"
+    result = replay(_minimal(turn, _chat(), WsError(t=0.02, conn=1, message=message)))
+    error = result.turns[0].error
+    assert isinstance(error, CoderAgentError)
+    assert "WebSocket handshake failed" in str(error)
+    assert "Sec-WebSocket-Accept" in str(error)
+
+
 def test_invalid_settings_in_the_header_are_a_transcript_error() -> None:
     with pytest.raises(TranscriptError, match="settings"):
         replay(_minimal(max_steps=0))
@@ -271,3 +283,38 @@ def test_a_tool_call_id_that_is_not_unicode_is_answered_not_an_internal_error() 
     corpus = pathlib.Path(__file__).resolve().parents[1] / "fuzz" / "corpus"
     text = (corpus / "live_client_tool_loop.jsonl").read_text(encoding="utf-8")
     check_replay(text, "retype", random.Random(4025014981))
+
+
+def test_what_the_reader_refused_is_recorded_as_it_saw_it_and_replays_to_the_same_error() -> None:
+    """The transcript holds the stream reader's own reading of the bytes: an upgrade answered
+    with a wrong Sec-WebSocket-Accept is recorded as the handshake failure the reader
+    reported (not as an accepted upgrade, which a second parser that checks no key saw),
+    and the replay ends the turn with the same error."""
+    from coder_proto.transcript._recorder import TranscriptRecorder
+    from coder_proto.transcript._records import WsAccept
+    from tests.core_driver import Harness
+
+    lines: list[str] = []
+    h = Harness()
+    h.driver.connection.recorder = TranscriptRecorder(lines.append)
+    h.driver.auto_accept = False
+    turn = h.stream("hi")
+    bad_101 = (
+        b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        b"Sec-WebSocket-Accept: not-the-key\r\n\r\n"
+    )
+    h.driver.deliver_connection(h.socket.conn_id, "data", bad_101 + text_frame("[]"))
+    h.driver.settle()
+    for _ in range(100):
+        if turn.done:
+            break
+        h.advance(1.0)
+    assert isinstance(turn.error, CoderAgentError)
+    assert "Sec-WebSocket-Accept" in str(turn.error)
+    transcript = parse_transcript("".join(lines))
+    errors = transcript.of(WsError)
+    assert errors and "Sec-WebSocket-Accept" in errors[0].message
+    assert not transcript.of(WsAccept) and not transcript.of(WsFrame)
+    result = replay(transcript)
+    (replayed,) = result.turns
+    assert replayed.matches_recording, (replayed.summary(), replayed.recorded)

@@ -41,7 +41,7 @@ from coder_proto import (
 from coder_proto._actions import OpenConnection, ToolOutcome
 from coder_proto._agent.session_state import SessionConfig
 from coder_proto._rest.http import HttpRequest, HttpResponse
-from coder_proto._stream.websocket import MAX_REJECTION_BODY, WebSocketClient
+from coder_proto._stream.websocket import MAX_REJECTION_BODY, WebSocketClient, WsText
 from coder_proto.transcript._encoding import prompt_from_json, prompt_to_json, redact_url
 from coder_proto.transcript._fields import TranscriptError, TranscriptVersionError
 from coder_proto.transcript._format import Transcript, parse_transcript
@@ -346,6 +346,20 @@ def _upgrade(
     return client.initiate(), client
 
 
+def _received(
+    recorder: TranscriptRecorder,
+    conn: int,
+    client: WebSocketClient,
+    data: bytes | None,
+    now: float,
+) -> None:
+    """What a stream reader does with bytes it read (``None``: the end of stream): the
+    connection decodes them and the recorder hears the events it decoded."""
+    events = client.receive_data(data)
+    if events:
+        recorder.ws_events(conn, events, now)
+
+
 def test_the_recorder_keeps_only_the_request_target_of_the_upgrade() -> None:
     """The upgrade request carries ``Coder-Session-Token``; the transcript keeps the URL."""
     lines: list[str] = []
@@ -354,10 +368,11 @@ def test_the_recorder_keeps_only_the_request_target_of_the_upgrade() -> None:
     recorder.connection_opened(
         OpenConnection(conn_id=1, host="coder.test", port=3000, tls=False), 0.0
     )
-    request, _ = _upgrade(target="/api/v2/chats/c/stream?after_id=4&coder_session_token=" + TOKEN)
+    target = "/api/v2/chats/c/stream?after_id=4&coder_session_token=" + TOKEN
+    request, client = _upgrade(target=target)
     assert TOKEN.encode() in request
-    recorder.data_sent(1, request, 0.1)
-    recorder.data_sent(1, b"later bytes", 0.2)  # only the first write is looked at
+    recorder.upgrade_sent(1, client.target, 0.1)
+    recorder.upgrade_sent(1, "/later", 0.2)  # only the first upgrade is recorded
     text = "".join(lines)
     assert TOKEN not in text
     records = parse_transcript(text).records
@@ -366,13 +381,14 @@ def test_the_recorder_keeps_only_the_request_target_of_the_upgrade() -> None:
     )
 
 
-def test_the_recorder_decodes_frames_closes_and_ignores_pings_and_binary() -> None:
+def test_the_recorder_records_the_frames_and_close_the_connection_decoded() -> None:
+    """Pings and binary messages decode to no event; fragments to one message."""
     lines: list[str] = []
     recorder = TranscriptRecorder(lines.append)
     recorder.begin(base_url="https://h", config=None, created_at="", now=5.0)
     recorder.connection_opened(OpenConnection(conn_id=3, host="::1", port=443, tls=True), 5.0)
-    request, _ = _upgrade()
-    recorder.data_sent(3, b"garbage without a request line", 5.0)
+    request, client = _upgrade()
+    recorder.upgrade_sent(3, "not a path", 5.0)
     data = _server_reply(
         request,
         AcceptConnection(),
@@ -385,7 +401,7 @@ def test_the_recorder_decodes_frames_closes_and_ignores_pings_and_binary() -> No
         WsCloseConnection(code=1001, reason="bye"),
     )
     for i in range(0, len(data), 7):
-        recorder.data_received(3, data[i : i + 7], 6.0)
+        _received(recorder, 3, client, data[i : i + 7], 6.0)
     recorder.connection_lost(3, 7.0)
     recorder.connection_lost(3, 8.0)  # ignored: already ended
     records = parse_transcript("".join(lines)).records
@@ -400,6 +416,23 @@ def test_the_recorder_decodes_frames_closes_and_ignores_pings_and_binary() -> No
     )
 
 
+def test_the_recorder_ignores_events_of_a_connection_it_does_not_know_or_that_ended() -> None:
+    lines: list[str] = []
+    recorder = TranscriptRecorder(lines.append)
+    recorder.begin(base_url="http://h", config=None, created_at="", now=0.0)
+    recorder.ws_events(9, [WsText("x")], 0.0)
+    recorder.upgrade_sent(9, "/x", 0.0)
+    recorder.connection_opened(OpenConnection(conn_id=1, host="h", port=80, tls=False), 0.0)
+    recorder.connection_closed(1, 0.1)
+    recorder.ws_events(1, [WsText("late")], 0.2)
+    recorder.upgrade_sent(1, "/late", 0.2)
+    records = parse_transcript("".join(lines)).records
+    assert records == (
+        WsOpenRecord(t=0.1, conn=1, url=None),
+        WsEnd(t=0.1, conn=1, how="closed"),
+    )
+
+
 @pytest.mark.parametrize(
     ("body", "text", "size"),
     [(b'{"message":"gone"}', '{"message":"gone"}', None), (b"\xff\x00", None, 2)],
@@ -410,8 +443,8 @@ def test_the_recorder_records_upgrade_rejections_with_their_body(
     lines: list[str] = []
     recorder = TranscriptRecorder(lines.append)
     recorder.connection_opened(OpenConnection(conn_id=1, host="h", port=80, tls=False), 0.0)
-    request, _ = _upgrade()
-    recorder.data_sent(1, request, 0.0)
+    request, client = _upgrade()
+    recorder.upgrade_sent(1, client.target, 0.0)
     reply = _server_reply(
         request,
         RejectConnection(
@@ -424,7 +457,7 @@ def test_the_recorder_records_upgrade_rejections_with_their_body(
         ),
         RejectData(data=body, body_finished=True),
     )
-    recorder.data_received(1, reply, 0.5)
+    _received(recorder, 1, client, reply, 0.5)
     recorder.connection_lost(1, 0.6)
     records = parse_transcript("".join(lines)).records
     assert WsReject(t=0.5, conn=1, status=410, body=text, body_bytes=size) in records
@@ -435,9 +468,10 @@ def test_a_rejection_cut_short_by_the_end_of_stream_is_still_recorded() -> None:
     lines: list[str] = []
     recorder = TranscriptRecorder(lines.append)
     recorder.connection_opened(OpenConnection(conn_id=1, host="h", port=80, tls=False), 0.0)
-    recorder.data_received(
-        1, b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 100\r\n\r\nhalf", 0.1
-    )
+    _, client = _upgrade()
+    head = b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 100\r\n\r\nhalf"
+    _received(recorder, 1, client, head, 0.1)
+    _received(recorder, 1, client, None, 0.2)  # the end of stream completes the rejection
     recorder.connection_lost(1, 0.2)
     records = parse_transcript("".join(lines)).records
     assert WsReject(t=0.2, conn=1, status=503, body="half") in records
@@ -447,11 +481,13 @@ def test_the_recorder_keeps_no_more_of_a_rejection_body_than_the_client_d30() ->
     lines: list[str] = []
     recorder = TranscriptRecorder(lines.append)
     recorder.connection_opened(OpenConnection(conn_id=1, host="h", port=80, tls=False), 0.0)
+    _, client = _upgrade()
     size = 8 * 1024 * 1024
-    recorder.data_received(1, f"HTTP/1.1 503 No\r\ncontent-length: {size}\r\n\r\n".encode(), 0.1)
+    head = f"HTTP/1.1 503 No\r\ncontent-length: {size}\r\n\r\n".encode()
+    _received(recorder, 1, client, head, 0.1)
     chunk = b"x" * 65536
     for _ in range(size // len(chunk)):
-        recorder.data_received(1, chunk, 0.1)
+        _received(recorder, 1, client, chunk, 0.1)
     recorder.connection_lost(1, 0.2)
     (reject,) = [r for r in parse_transcript("".join(lines)).records if isinstance(r, WsReject)]
     assert reject.body is not None and len(reject.body) == MAX_REJECTION_BODY
@@ -463,12 +499,15 @@ def test_protocol_violations_and_early_hangups_are_recorded() -> None:
     recorder = TranscriptRecorder(lines.append)
     for conn in (1, 2, 3):
         recorder.connection_opened(OpenConnection(conn_id=conn, host="h", port=80, tls=False), 0.0)
-    request, _ = _upgrade()
+    request, one = _upgrade()
+    _, two = _upgrade()
+    _, three = _upgrade()
     accept = _server_reply(request, AcceptConnection())
-    recorder.data_received(1, accept + bytes((0xC1, 0x00)), 0.1)  # a reserved bit
-    recorder.data_received(1, b"more", 0.1)  # nothing after a violation
-    recorder.data_received(2, b"NOT HTTP\r\n\r\n", 0.1)
-    recorder.connection_lost(3, 0.1)  # hung up before answering: just an ending
+    _received(recorder, 1, one, accept + bytes((0xC1, 0x00)), 0.1)  # a reserved bit
+    _received(recorder, 1, one, b"more", 0.1)  # nothing after a violation
+    _received(recorder, 2, two, b"NOT HTTP\r\n\r\n", 0.1)
+    _received(recorder, 3, three, None, 0.1)  # hung up before answering: just an ending
+    recorder.connection_lost(3, 0.1)
     recorder.connection_failed(1, "reset", 0.2)
     recorder.connection_closed(2, 0.3)
     records = parse_transcript("".join(lines)).records
@@ -614,7 +653,7 @@ def test_received_text_frames_are_recorded_verbatim(
     lines: list[str] = []
     recorder = TranscriptRecorder(lines.append)
     recorder.connection_opened(OpenConnection(conn_id=1, host="h", port=80, tls=False), 0.0)
-    request, _ = _upgrade()
+    request, client = _upgrade()
     events: list[object] = [AcceptConnection()]
     for text in frames:
         if fragment and len(text) > 1:
@@ -624,7 +663,7 @@ def test_received_text_frames_are_recorded_verbatim(
             events.append(TextMessage(data=text))
     data = _server_reply(request, *events)
     for i in range(0, len(data), chunk):
-        recorder.data_received(1, data[i : i + chunk], 0.0)
+        _received(recorder, 1, client, data[i : i + chunk], 0.0)
     got = [r.text for r in parse_transcript("".join(lines)).records if isinstance(r, WsFrame)]
     assert got == frames
 

@@ -36,6 +36,7 @@ from .._errors import CoderAgentError
 from .._rest.prefix import PrefixSelector
 from .._stream.reader import BackoffPolicy, StreamReader
 from .._stream.session_stream import ReaderLike, SessionStream, new_reader_id
+from .._stream.websocket import WsObserver
 from .._transport_events import TransportEventSink
 from .._wire.chats import DynamicTool
 
@@ -253,6 +254,9 @@ class SessionState:
         self._conn_ids = itertools.count(1)
         self._retained: SessionStream | None = None
         self._streams: list[SessionStream] = []
+        #: Hears what the stream connections did, as the readers saw it (the driver's
+        #: transcript recorder), or ``None``.
+        self.ws_observer: WsObserver | None = None
 
     def __repr__(self) -> str:
         return (
@@ -350,6 +354,7 @@ class SessionState:
             reader_id=reader_id,
             after_id=after_id,
             conn_ids=self._next_conn_id,
+            observer=self._ws_observer,
         )
         self._streams.append(stream)
         self._retained = stream
@@ -358,6 +363,9 @@ class SessionState:
 
     def _next_conn_id(self) -> int:
         return next(self._conn_ids)
+
+    def _ws_observer(self) -> WsObserver | None:
+        return self.ws_observer
 
     def release_stream(self, stream: SessionStream, now: float) -> None:
         """Close ``stream`` and drop it from the retention slot (G.4)."""

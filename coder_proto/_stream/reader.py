@@ -64,6 +64,7 @@ from .websocket import (
     WsClosed,
     WsEvent,
     WsFailed,
+    WsObserver,
     WsOpen,
     WsRejected,
     WsText,
@@ -241,6 +242,9 @@ class StreamReader:
         self._untrackable = False
         #: The dial attempt whose foreign event was logged (D31: once per connection).
         self._foreign_warned: int | None = None
+        #: Hears each upgrade sent and every event the connections decoded (a transcript
+        #: recorder), or ``None``.
+        self.observer: WsObserver | None = None
 
     def __repr__(self) -> str:
         return (
@@ -285,6 +289,8 @@ class StreamReader:
             return
         self.state = HANDSHAKE
         self._actions.append(SendData(conn_id=conn_id, data=client.initiate()))
+        if self.observer is not None:
+            self.observer.upgrade_sent(conn_id, client.target, now)
 
     def connection_failed(self, conn_id: int, message: str, now: float) -> None:
         """The connection failed (TCP, TLS, DNS, or a socket error later on): an ordinary
@@ -293,7 +299,10 @@ class StreamReader:
         if client is None or conn_id != self.attempt:
             return
         # A rejection whose body was cut off is still a rejection (its status decides).
-        for event in client.receive_data(None):
+        events = client.receive_data(None)
+        if self.observer is not None and events:
+            self.observer.ws_events(conn_id, events, now)
+        for event in events:
             if type(event) is WsRejected:
                 self._on_rejected(event, now)
                 return
@@ -305,7 +314,10 @@ class StreamReader:
         client = self._client
         if client is None or conn_id != self.attempt or self.state not in (HANDSHAKE, OPEN):
             return
-        self._on_ws_events(client.receive_data(data), now)
+        events = client.receive_data(data)
+        if self.observer is not None and events:
+            self.observer.ws_events(conn_id, events, now)
+        self._on_ws_events(events, now)
         if self._client is client:
             pending = client.data_to_send()
             if pending:
@@ -319,7 +331,10 @@ class StreamReader:
         if self.state == CONNECTING:
             self.connection_failed(conn_id, "connection closed before it was established", now)
             return
-        self._on_ws_events(client.receive_data(None), now)
+        events = client.receive_data(None)
+        if self.observer is not None and events:
+            self.observer.ws_events(conn_id, events, now)
+        self._on_ws_events(events, now)
 
     def tick(self, now: float) -> None:
         """Time passed: at the end of the backoff wait, dial again (C.2.7); a dial whose
@@ -468,7 +483,7 @@ class StreamReader:
         for event in decoded:
             forwarded = True
             ignored = False
-            foreign = getattr(event, "chat_id", "")
+            foreign = event.chat_id
             if foreign and foreign != own:
                 # D31: another chat's event is not this stream's; it is seen, never used.
                 forwarded = False

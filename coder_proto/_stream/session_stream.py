@@ -27,7 +27,7 @@ from __future__ import annotations
 import itertools
 import logging
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import attrs
@@ -35,6 +35,7 @@ import attrs
 from .._actions import Action, CloseConnection, OpenConnection, SendData
 from .._constants import PAUSED_STREAM_GRACE, PAUSED_STREAM_MAX_BUFFERED, REQUIRES_ACTION_DEADLINE
 from .._errors import CoderAgentError
+from .websocket import WsEvent, WsObserver
 
 __all__ = ["ReaderLike", "SessionStream", "new_reader_id"]
 
@@ -91,6 +92,7 @@ class SessionStream:
         conn_ids: Callable[[], int],
         pause_limit: float = REQUIRES_ACTION_DEADLINE + PAUSED_STREAM_GRACE,
         max_buffered: int = PAUSED_STREAM_MAX_BUFFERED,
+        observer: Callable[[], WsObserver | None] | None = None,
     ) -> None:
         self.reader = reader
         self.chat_id = chat_id
@@ -106,6 +108,11 @@ class SessionStream:
         self.reusable = False
         self.closed = False
         self.paused_at: float | None = None
+        # What the reader's connections did goes to the session's observer of the moment
+        # (a transcript recorder), with session-unique connection ids.
+        self._observer = observer
+        if observer is not None and hasattr(reader, "observer"):
+            setattr(reader, "observer", self)  # noqa: B010 - a ReaderLike may have none
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else "attached" if self.attached else "paused"
@@ -169,6 +176,18 @@ class SessionStream:
         self.reusable = False
         self.paused_at = None
         self.reader.close(now)
+
+    # -- what the reader's connections did (``WsObserver``) ------------------------------
+
+    def upgrade_sent(self, conn_id: int, target: str, now: float) -> None:
+        observer = self._observer() if self._observer is not None else None
+        if observer is not None:
+            observer.upgrade_sent(self._to_global.get(conn_id, -1), target, now)
+
+    def ws_events(self, conn_id: int, events: Sequence[WsEvent], now: float) -> None:
+        observer = self._observer() if self._observer is not None else None
+        if observer is not None:
+            observer.ws_events(self._to_global.get(conn_id, -1), events, now)
 
     # -- I/O ---------------------------------------------------------------------------------
 

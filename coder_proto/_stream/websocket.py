@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from http import HTTPStatus
-from typing import Final, TypeAlias
+from typing import Final, Protocol, TypeAlias
 from urllib.parse import SplitResult, urlsplit
 
 import attrs
@@ -54,6 +54,7 @@ __all__ = [
     "WsClosed",
     "WsEvent",
     "WsFailed",
+    "WsObserver",
     "WsOpen",
     "WsRejected",
     "WsText",
@@ -146,6 +147,16 @@ class WsFailed:
 WsEvent: TypeAlias = WsOpen | WsText | WsClosed | WsRejected | WsFailed
 
 _WS_OPEN: Final = WsOpen()
+
+
+class WsObserver(Protocol):
+    """Hears what a stream reader's connections did, as the reader saw it: the request
+    target of each upgrade it sent, and the events its ``WebSocketClient`` decoded (a
+    transcript recorder takes these instead of parsing the bytes again). Must not raise."""
+
+    def upgrade_sent(self, conn_id: int, target: str, now: float) -> None: ...
+
+    def ws_events(self, conn_id: int, events: Sequence[WsEvent], now: float) -> None: ...
 
 
 # -- the connection ----------------------------------------------------------------------------

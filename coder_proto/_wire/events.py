@@ -433,7 +433,28 @@ def events_from_json(value: Any) -> list[StreamEvent]:
                 continue
             kind = item.get("type")
             if kind == "message_part":
-                # The hot path; never an envelope (D13 envelopes are data/ping/error).
+                # The hot path; never an envelope (D13 envelopes are data/ping/error). A text
+                # delta, nearly every event of a turn, is built here without a call (as
+                # _message_part builds it); anything else goes to _message_part.
+                payload = item.get("message_part")
+                if type(payload) is dict:
+                    raw_part = payload.get("part")
+                    if type(raw_part) is dict and raw_part.get("type") == "text":
+                        text = raw_part.get("text")
+                        if type(text) is str:
+                            part = _new(TextPart)
+                            set_text_part_text(part, text)
+                            role = payload.get("role")
+                            chat_id = item.get("chat_id")
+                            event = _new(MessagePartEvent)
+                            _set_mp_role(event, role if type(role) is str else None)
+                            _set_mp_part(event, part)
+                            _set_mp_history_version(event, payload.get("history_version"))
+                            _set_mp_generation_attempt(event, payload.get("generation_attempt"))
+                            _set_mp_seq(event, payload.get("seq"))
+                            _set_mp_chat_id(event, chat_id if type(chat_id) is str else "")
+                            append(event)
+                            continue
                 append(_message_part(item))
                 continue
             parser = parsers.get(kind) if type(kind) is str else None

@@ -10,18 +10,24 @@ import json
 import logging
 import math
 from collections.abc import Callable, Sequence
-from typing import Any, Final, Protocol
+from typing import Any, Protocol
 
 import attrs
-import h11
-from wsproto.frame_protocol import FrameProtocol, Opcode, ParseFailed
 
 from .._actions import OpenConnection, ToolOutcome
 from .._agent.prompt import normalize_prompt
 from .._errors import CoderAgentError
 from .._outputs import ToolCall
 from .._rest.http import HttpRequest, HttpResponse
-from .._stream.websocket import MAX_REJECTION_BODY
+from .._stream.websocket import (
+    MAX_REJECTION_BODY,
+    WsClosed,
+    WsEvent,
+    WsFailed,
+    WsOpen,
+    WsRejected,
+    WsText,
+)
 from .._wire.chats import DynamicTool
 from ._encoding import jsonable, redact_url
 from ._format import TranscriptWriter
@@ -51,19 +57,16 @@ __all__ = ["Recorder", "TranscriptRecorder"]
 logger = logging.getLogger("coder_proto")
 
 
-#: The recorder's frame decoder accepts messages up to this size, so that a frame the reader
-#: refuses as too big is still recorded whole and refused again on replay.
-_RECORDER_MAX_MESSAGE: Final = 1 << 30
-
-
 class Recorder(Protocol):
     """What an adapter tells a recorder (every call carries the ``now`` it fed the machine).
 
     The adapter calls ``begin`` once before anything else, then one method per observation:
     a turn starting or ending, each REST exchange (once its outcome is known, or when it is
-    cancelled), each connection opened, the first bytes written on it (the upgrade request,
-    from which only the request target is kept), each chunk of bytes received, its ending,
-    each tool run, a cancellation, a session call. A recorder never raises into the adapter.
+    cancelled), each stream connection opened, the request target of its upgrade, the
+    events its reader decoded from the bytes received (the core's own reading: the upgrade
+    accepted or rejected, each text message, the close frame, a protocol failure), its
+    ending, each tool run, a cancellation, a session call. A recorder never raises into the
+    adapter.
     """
 
     def begin(self, *, base_url: str, config: Any, created_at: str, now: float) -> None: ...
@@ -93,9 +96,9 @@ class Recorder(Protocol):
 
     def connection_opened(self, action: OpenConnection, now: float) -> None: ...
 
-    def data_sent(self, conn_id: int, data: bytes, now: float) -> None: ...
+    def upgrade_sent(self, conn_id: int, target: str, now: float) -> None: ...
 
-    def data_received(self, conn_id: int, data: bytes, now: float) -> None: ...
+    def ws_events(self, conn_id: int, events: Sequence[WsEvent], now: float) -> None: ...
 
     def connection_lost(self, conn_id: int, now: float) -> None: ...
 
@@ -119,118 +122,10 @@ class Recorder(Protocol):
     ) -> None: ...
 
 
-class _Decoded:
-    """What the passive decoder saw in one chunk (the recorder's own events)."""
-
-    __slots__ = ("kind", "value")
-
-    def __init__(self, kind: str, value: Any = None) -> None:
-        self.kind = kind
-        self.value = value
-
-
-class _PassiveDecoder:
-    """Decodes the bytes a client received on one stream connection without taking part in
-    it: h11 reads the upgrade answer (a 101, or a rejection with its body), then wsproto's
-    frame parser reads the frames. Nothing is ever written, no key is checked (the client
-    checks its own), and every violation is reported once and ends the decoding."""
-
-    def __init__(self) -> None:
-        self._http: h11.Connection | None = h11.Connection(h11.CLIENT)
-        self._http.send(
-            h11.Request(
-                method="GET",
-                target="/",
-                headers=[("Host", "recorder"), ("Connection", "Upgrade"), ("Upgrade", "websocket")],
-            )
-        )
-        self._http.send(h11.EndOfMessage())
-        self._frames: FrameProtocol | None = None
-        self._status: int | None = None
-        self._body = bytearray()
-        self._text: list[str] = []
-        self.done = False
-
-    def feed(self, data: bytes | None) -> list[_Decoded]:
-        out: list[_Decoded] = []
-        if self.done:
-            return out
-        try:
-            if self._frames is None:
-                self._feed_http(data, out)
-            elif data is not None:
-                self._feed_frames(data, out)
-            else:
-                self.done = True
-        except (h11.ProtocolError, ParseFailed, ValueError, UnicodeError) as exc:
-            if data is None and self._frames is None and self._status is None:
-                pass  # the peer hung up before answering: an ordinary ending
-            elif self._status is not None and self._frames is None:
-                out.append(_Decoded("reject", (self._status, bytes(self._body))))
-            else:
-                out.append(_Decoded("error", f"WebSocket protocol error: {exc}"))
-            self.done = True
-        return out
-
-    def _feed_http(self, data: bytes | None, out: list[_Decoded]) -> None:
-        http = self._http
-        assert http is not None
-        http.receive_data(b"" if data is None else data)
-        while True:
-            event = http.next_event()
-            if event is h11.NEED_DATA or event is h11.PAUSED:
-                break
-            if isinstance(event, h11.InformationalResponse):
-                if event.status_code == 101:
-                    rest, _closed = http.trailing_data
-                    self._http = None
-                    self._frames = FrameProtocol(client=True, extensions=[])
-                    out.append(_Decoded("accept"))
-                    if rest:
-                        self._feed_frames(bytes(rest), out)
-                    return
-            elif isinstance(event, h11.Response):
-                self._status = event.status_code
-            elif isinstance(event, h11.Data):
-                # D30: no more of a rejection body than the client itself keeps; the rest is
-                # read and dropped, as the client does.
-                room = MAX_REJECTION_BODY - len(self._body)
-                if room > 0:
-                    self._body += event.data[:room]
-            elif isinstance(event, h11.EndOfMessage | h11.ConnectionClosed):
-                if self._status is not None:
-                    out.append(_Decoded("reject", (self._status, bytes(self._body))))
-                self.done = True
-                return
-        if data is None:
-            if self._status is not None:
-                out.append(_Decoded("reject", (self._status, bytes(self._body))))
-            self.done = True
-
-    def _feed_frames(self, data: bytes, out: list[_Decoded]) -> None:
-        frames = self._frames
-        assert frames is not None
-        frames.receive_bytes(data)
-        for frame in frames.received_frames():
-            opcode = frame.opcode
-            if opcode is Opcode.TEXT or (opcode is Opcode.CONTINUATION and self._text):
-                assert isinstance(frame.payload, str)
-                self._text.append(frame.payload)
-                if frame.message_finished:
-                    out.append(_Decoded("text", "".join(self._text)))
-                    self._text = []
-            elif opcode is Opcode.CLOSE:
-                payload = frame.payload
-                assert isinstance(payload, tuple)
-                out.append(_Decoded("close", (int(payload[0]), str(payload[1] or ""))))
-                self.done = True
-                return
-
-
 class _Conn:
     """The recorder's view of one connection."""
 
-    __slots__ = ("decoder", "ended", "host", "port", "tls", "url_known")
+    __slots__ = ("ended", "host", "port", "tls", "url_known")
 
     def __init__(self, action: OpenConnection) -> None:
         self.host = action.host
@@ -238,7 +133,6 @@ class _Conn:
         self.tls = action.tls
         self.url_known = False
         self.ended = False
-        self.decoder = _PassiveDecoder()
 
     def url(self, target: str) -> str:
         scheme = "wss" if self.tls else "ws"
@@ -246,19 +140,6 @@ class _Conn:
         default = 443 if self.tls else 80
         netloc = host if self.port == default else f"{host}:{self.port}"
         return redact_url(f"{scheme}://{netloc}{target}")
-
-
-def _request_target(data: bytes) -> str | None:
-    """The target of an HTTP request line (``GET /path?q HTTP/1.1``); the rest of the bytes,
-    headers included, is never looked at."""
-    line = data.split(b"\r\n", 1)[0]
-    pieces = line.split(b" ")
-    if len(pieces) != 3 or not pieces[1].startswith(b"/"):
-        return None
-    try:
-        return pieces[1].decode("ascii")
-    except UnicodeDecodeError:
-        return None
 
 
 def _body_fields(data: bytes | None) -> tuple[Any, str | None, int | None]:
@@ -402,42 +283,51 @@ class TranscriptRecorder:
         self._ensure_header(now)
         self._conns[action.conn_id] = _Conn(action)
 
-    def data_sent(self, conn_id: int, data: bytes, now: float) -> None:
+    def upgrade_sent(self, conn_id: int, target: str, now: float) -> None:
+        """The upgrade request went out on ``conn_id``: its target completes the URL (the
+        request's headers, the token among them, never reach the recorder)."""
         conn = self._conns.get(conn_id)
         if conn is None or conn.url_known or conn.ended:
             return
         conn.url_known = True
-        target = _request_target(data)
-        url = conn.url(target) if target is not None else None
+        url = conn.url(target) if target.startswith("/") else None
         self._emit(WsOpenRecord(t=self._t(now), conn=conn_id, url=url))
 
-    def data_received(self, conn_id: int, data: bytes, now: float) -> None:
+    def ws_events(self, conn_id: int, events: Sequence[WsEvent], now: float) -> None:
+        """What the reader decoded from the bytes ``conn_id`` received, in order."""
         conn = self._conns.get(conn_id)
         if conn is None or conn.ended:
             return
-        self._decode(conn_id, conn, data, now)
-
-    def _decode(self, conn_id: int, conn: _Conn, data: bytes | None, now: float) -> None:
         t = self._t(now)
-        for item in conn.decoder.feed(data):
-            kind = item.kind
-            if kind == "text":
-                self._emit(WsFrame(t=t, conn=conn_id, text=item.value))
-            elif kind == "accept":
+        for event in events:
+            kind = type(event)
+            if kind is WsText:
+                assert isinstance(event, WsText)
+                self._emit(WsFrame(t=t, conn=conn_id, text=event.text))
+            elif kind is WsOpen:
                 self._emit(WsAccept(t=t, conn=conn_id))
-            elif kind == "close":
-                code, reason = item.value
-                self._emit(WsClose(t=t, conn=conn_id, code=code, reason=reason))
-            elif kind == "reject":
-                status, raw = item.value
+            elif kind is WsClosed:
+                assert isinstance(event, WsClosed)
+                if event.code is not None:  # an end of stream without a close frame: WsEnd
+                    self._emit(
+                        WsClose(t=t, conn=conn_id, code=event.code, reason=event.reason or "")
+                    )
+            elif kind is WsRejected:
+                assert isinstance(event, WsRejected)
+                # D30: the client keeps no more of a rejection body than this; nor does the
+                # transcript.
+                raw = event.body[:MAX_REJECTION_BODY]
                 try:
                     body: str | None = raw.decode("utf-8")
                     size: int | None = None
                 except UnicodeDecodeError:
                     body, size = None, len(raw)
-                self._emit(WsReject(t=t, conn=conn_id, status=status, body=body, body_bytes=size))
-            else:
-                self._emit(WsError(t=t, conn=conn_id, message=item.value))
+                self._emit(
+                    WsReject(t=t, conn=conn_id, status=event.status, body=body, body_bytes=size)
+                )
+            elif kind is WsFailed:
+                assert isinstance(event, WsFailed)
+                self._emit(WsError(t=t, conn=conn_id, message=event.message))
 
     def _end(self, conn_id: int, how: str, message: str | None, now: float) -> None:
         conn = self._conns.pop(conn_id, None)
@@ -447,9 +337,6 @@ class TranscriptRecorder:
         if not conn.url_known:
             conn.url_known = True
             self._emit(WsOpenRecord(t=self._t(now), conn=conn_id, url=None))
-        if how == "lost" and not conn.decoder.done:
-            # What the end of stream completes (a rejection whose body was cut short).
-            self._decode(conn_id, conn, None, now)
         self._emit(WsEnd(t=self._t(now), conn=conn_id, how=how, message=message))
 
     def connection_lost(self, conn_id: int, now: float) -> None:

@@ -10,7 +10,9 @@ the world:
   method and path (a recorded network error fails it, a recorded cancellation leaves it
   unanswered until the machine cancels it);
 * the n-th ``OpenSocket`` replays the n-th recorded connection: the upgrade answer, every
-  text frame (framed here, server side), the close frame, the ending;
+  text frame (framed here, server side), the close frame, the ending (a recorded protocol
+  failure is a frame no client accepts, or, before the upgrade was answered, a 101 with a
+  wrong ``Sec-WebSocket-Accept``);
 * each tool pause (``InvokeTools``) is answered by the next recorded tool run;
 * every input is fed at its recorded time (or as soon as it becomes possible, when the
   machine asked later than recorded), and ``now`` is the recorded relative time; the
@@ -120,6 +122,12 @@ def _close_frame(code: int, reason: str) -> bytes:
 
 #: A frame with a reserved bit set: every client must fail the connection (RFC 6455 5.2).
 _PROTOCOL_VIOLATION: Final = bytes((0xC1, 0x00))
+#: A 101 whose ``Sec-WebSocket-Accept`` cannot match any key: every client fails the
+#: handshake (RFC 6455 4.1).
+_BAD_UPGRADE: Final = (
+    b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+    b"Sec-WebSocket-Accept: not-the-key\r\n\r\n"
+)
 
 
 @attrs.frozen(kw_only=True)
@@ -606,6 +614,10 @@ class _Replayer:
             return out + conn.ws.send(RejectData(data=body, body_finished=True))
         if isinstance(record, WsEnd):
             return None
+        if isinstance(record, WsError) and not conn.accepted:
+            # The reader refused the upgrade's answer: answer it wrongly again.
+            conn.accepted = True
+            return _BAD_UPGRADE
         prefix = b""
         if not conn.accepted:
             conn.accepted = True
