@@ -458,7 +458,8 @@ class _Session:
         self.printer: Printer | None = None
         self.progress: Progress | None = None
         self.chat_id: str | None = args.chat_id
-        self.cursor: int | None = args.last_seen_message_id
+        # The given cursor is reported back only once the chat confirmed it (_check_cursor).
+        self.cursor: int | None = None
 
     def update(self) -> None:
         if self.agent is not None:
@@ -636,6 +637,7 @@ def _run_turn(args: argparse.Namespace, out: TextIO, session: _Session) -> int:
         stack.callback(progress.stop)
         if args.chat_id is not None and args.last_seen_message_id is not None:
             _check_cursor(client, args.chat_id, args.last_seen_message_id)
+            session.cursor = args.last_seen_message_id
         try:
             agent = CoderAgent(
                 client=client,

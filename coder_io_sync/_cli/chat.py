@@ -137,7 +137,9 @@ class _Chat:
                 outcome = agent.archive()
                 if outcome.archived:
                     agent.reset_session()
-                    self.say(f"[archived chat {outcome.chat_id}; the next message starts a new one]")
+                    self.say(
+                        f"[archived chat {outcome.chat_id}; the next message starts a new one]"
+                    )
                 else:
                     self.say("[no chat yet: nothing to archive]")
             else:

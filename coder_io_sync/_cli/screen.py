@@ -165,11 +165,12 @@ class Progress:
         means the answer is streaming."""
         if not self.enabled:
             return
-        from coder_proto import ToolCall
+        from coder_proto import ReasoningDelta, TextDelta, ToolCall
 
-        if type(part) is ToolCall and not part.provider_executed:
+        kind = type(part)
+        if kind is ToolCall and not part.provider_executed:
             self.status(f"waiting for the tool {part.tool_name}")
-        elif self._status != "streaming":
+        elif kind in (TextDelta, ReasoningDelta, ToolCall) and self._status != "streaming":
             self.status("streaming")
 
 
@@ -192,16 +193,20 @@ class Printer:
             if self.progress is not None:
                 self.progress.erase()
             last = self.lines.last.get(key)
-            if last != kind or kind == "tool":
+            if last != kind:
                 if last is not None:
-                    if last == "reasoning" and styled:
+                    if last == "reasoning" and key == "terminal":
                         stream.write(RESET)
                     stream.write("\n")
                     stream.flush()
                 stream.write(DIM + prefix if styled else prefix)
             stream.write(text)
+            if kind == "tool":  # a line of its own, ended at once
+                stream.write("\n")
+                self.lines.last.pop(key, None)
+            else:
+                self.lines.last[key] = kind
             stream.flush()
-            self.lines.last[key] = kind
 
     def part(self, part: Any) -> None:
         """Print one output part."""
