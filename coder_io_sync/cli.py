@@ -51,6 +51,7 @@ import os
 import signal
 import sys
 import types
+import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TextIO
 
@@ -140,6 +141,13 @@ def _deployment(args: argparse.Namespace) -> tuple[str, str]:
     url = args.url or os.environ.get("CODER_URL")
     if not url:
         raise UsageError("no deployment: pass --url URL or set CODER_URL (or use --fake)")
+    parts = urllib.parse.urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        given = f"--url {url}" if args.url else f"CODER_URL={url}"
+        raise UsageError(
+            f"{given}: not a deployment URL; give http:// or https:// and a host, "
+            "as in https://coder.example.com"
+        )
     token = args.token or os.environ.get("CODER_SESSION_TOKEN")
     if not token:
         raise UsageError("no session token: pass --token TOKEN or set CODER_SESSION_TOKEN")
