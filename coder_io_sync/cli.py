@@ -207,7 +207,11 @@ def _add_demo(subparsers: Any) -> None:
         action="store_true",
         help="use the in-process fake server even when CODER_URL is set",
     )
-    parser.add_argument("--organization-id", default=None, help="(default: $CODER_ORGANIZATION_ID)")
+    parser.add_argument(
+        "--organization-id",
+        default=None,
+        help="(default: $CODER_ORGANIZATION_ID, then $CODER_ORG_ID)",
+    )
     parser.add_argument("--model", default=None, help="model hint for a real deployment")
     parser.set_defaults(handler=_run_demo)
 
