@@ -19,10 +19,17 @@ Subcommands:
   run ends (success, failure, Ctrl-C, SIGTERM, timeout, lost stream, closed stdout) reports the
   chat id and cursor: on stderr in text mode, in the JSON object (``error``, ``chat_id``,
   ``last_seen_message_id``) under ``--json``. Ctrl-C and SIGTERM interrupt the server's run.
+* ``chat``: an interactive multi-turn session on one chat, with client tools loaded from a
+  Python module (``--tools``), slash commands and Ctrl-C interrupting the turn, not the
+  session (``coder_io_sync._cli.chat``).
 * ``replay FILE``: run a recorded transcript offline and print each turn's outcome.
 * ``models``: list the organization's chat model configurations.
-* ``chats list | show CHAT_ID | interrupt CHAT_ID | archive CHAT_ID``: the chats on the
-  deployment, a chat's history oldest first, interrupting its run, archiving it.
+* ``chats list | show CHAT_ID | interrupt CHAT_ID | archive CHAT_ID | watch``: the chats on
+  the deployment, a chat's history oldest first, interrupting its run, archiving it, and the
+  watch stream of their lifecycle events.
+
+On a terminal, ``run`` and ``chat`` show progress on stderr (``coder_io_sync._cli.screen``);
+docs/cli.md describes every command, flag and exit code.
 
 Exit status (``EXIT_CODES``; the same table ends ``coder-agent --help``):
 
