@@ -206,3 +206,60 @@ def test_tools_from_a_module_name_with_a_tools_list(
     assert result.returncode == 0, result.stderr
     assert "[client tool call] check_stock" in result.stdout
     assert "check_stock returned 3" in result.stdout
+
+
+def _piped(
+    server: FakeCoderServer | None, *argv: str, stdin: str
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CLI, "chat", *argv],
+        input=stdin,
+        env=_env(server) if server is not None else environment(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_a_failed_or_late_turn_ends_the_turn_not_the_session(server: FakeCoderServer) -> None:
+    from coder_proto.fake import Fail, Script
+
+    server.config.scripts.add("doomed", Script((Fail(message="model unavailable"),)))
+    result = _piped(server, "--timeout", "0.3", stdin=f"doomed prompt\n{LONG}\nhello there\n")
+    assert result.returncode == 0, result.stderr
+    assert "model unavailable" in result.stderr
+    assert "[the --timeout deadline passed: the run was interrupted]" in result.stderr
+    assert "Hello! I am the fake Coder agent" in result.stdout
+    (chat_id,) = server.model.chats
+    assert _chat_id(result.stderr) == chat_id
+
+
+def test_an_unreachable_deployment_fails_each_turn_and_creates_no_chat() -> None:
+    flags = ["--url", "http://127.0.0.1:9", "--token", "t", "--organization-id", "o"]
+    result = _piped(None, *flags, stdin="hi\n")
+    assert result.returncode == 0, result.stderr
+    assert "[the turn failed: CoderNetworkError" in result.stderr
+    assert result.stderr.rstrip().endswith("no chat was created")
+
+
+def test_an_unknown_chat_is_one_line_and_exit_1(server: FakeCoderServer) -> None:
+    result = _piped(server, "--chat-id", "not-a-chat", "--last-seen-message-id", "3", stdin="")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.startswith("coder-agent chat: CoderApiError")
+
+
+def test_sigterm_during_a_turn_interrupts_it_and_ends_the_session(
+    server: FakeCoderServer,
+) -> None:
+    import signal
+
+    with Terminal("chat", env=_env(server)) as term:
+        term.expect("> ")
+        term.type(LONG)
+        term.expect("You said: word0 word1")
+        term.process.send_signal(signal.SIGTERM)
+        term.expect("coder-agent chat: terminated; the run was interrupted")
+        assert term.wait() == 143
+    (chat_id,) = server.model.chats
+    assert _chat_id(term.screen) == chat_id
+    assert server.counters.requests["interrupt_chat"] == 1
