@@ -5,6 +5,7 @@ reasoning set apart; and that none of it appears when stdout and stderr are pipe
 from __future__ import annotations
 
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -94,3 +95,33 @@ def test_waiting_for_a_client_tool_shows_on_the_terminal(tmp_path: Path) -> None
         term.expect("> ")
         term.ctrl_d()
         assert term.wait() == 0
+
+
+def test_a_run_queued_behind_another_says_so_on_the_terminal() -> None:
+    import threading
+
+    from coder_io_sync import CoderAgent
+
+    with FakeCoderServer(chunk_delay=0.03) as server:
+        first = CoderAgent(
+            base_url=server.url, token=server.token, organization_id=server.organization_id
+        )
+        first.generate("hello there")
+        chat_id = first.chat_id
+        assert chat_id is not None
+        busy = threading.Thread(target=first.generate, args=(" ".join(["busy"] * 150),))
+        busy.start()
+        try:
+            deadline = time.monotonic() + 30
+            while server.model.chats[chat_id].status != "running":
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+            cursor = max(m.id for m in server.model.chats[chat_id].messages)
+            argv = ("run", "--chat-id", chat_id, "--last-seen-message-id", str(cursor), "next")
+            with Terminal(*argv, env=_env(server)) as term:
+                term.expect("queued behind another run (1 in the queue)")
+                term.expect("You said: next")
+                assert term.wait() == 0
+        finally:
+            busy.join(60)
+            first.close(archive=False)
