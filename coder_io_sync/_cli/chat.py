@@ -153,6 +153,23 @@ def _read(prompt: str) -> str:
     return input(prompt)
 
 
+def _step(chat: _Chat, interactive: bool, terminated: Any) -> bool:
+    """Read one line and act on it; ``False`` ends the session."""
+    try:
+        line = _read("> " if interactive else "")
+    except EOFError:
+        if interactive:
+            print(file=chat.out, flush=True)
+        return False
+    line = line.strip()
+    if not line:
+        return True
+    if line.startswith("/"):
+        return chat.command(line)
+    chat.turn(line, terminated)
+    return True
+
+
 def run_chat(args: argparse.Namespace, out: TextIO | None = None) -> int:
     """The ``chat`` handler: exit 0 when the session ends (Ctrl-D, /quit), 2 for a usage
     error, 143 on SIGTERM."""
@@ -178,25 +195,15 @@ def run_chat(args: argparse.Namespace, out: TextIO | None = None) -> int:
                     "interrupts a turn, Ctrl-D ends the session"
                 )
             while True:
+                # Ctrl-C outside a turn (at the prompt, during a command, between the two)
+                # discards what was going on; only SIGTERM ends the session.
                 try:
-                    line = _read("> " if interactive else "")
-                except EOFError:
-                    if interactive:
-                        print(file=out, flush=True)
-                    break
+                    if not _step(chat, interactive, lambda: signals.terminated):
+                        break
                 except KeyboardInterrupt:
                     if signals.terminated:
                         raise
                     print("^C", file=out, flush=True)
-                    continue
-                line = line.strip()
-                if not line:
-                    continue
-                if line.startswith("/"):
-                    if not chat.command(line):
-                        break
-                    continue
-                chat.turn(line, lambda: signals.terminated)
     except cli.UsageError as exc:
         print(f"coder-agent chat: {exc}", file=err)
         return cli.EXIT_USAGE
