@@ -19,10 +19,17 @@ Subcommands:
   run ends (success, failure, Ctrl-C, SIGTERM, timeout, lost stream, closed stdout) reports the
   chat id and cursor: on stderr in text mode, in the JSON object (``error``, ``chat_id``,
   ``last_seen_message_id``) under ``--json``. Ctrl-C and SIGTERM interrupt the server's run.
+* ``chat``: an interactive multi-turn session on one chat, with client tools loaded from a
+  Python module (``--tools``), slash commands and Ctrl-C interrupting the turn, not the
+  session (``coder_io_sync._cli.chat``).
 * ``replay FILE``: run a recorded transcript offline and print each turn's outcome.
 * ``models``: list the organization's chat model configurations.
-* ``chats list | show CHAT_ID | interrupt CHAT_ID | archive CHAT_ID``: the chats on the
-  deployment, a chat's history oldest first, interrupting its run, archiving it.
+* ``chats list | show CHAT_ID | interrupt CHAT_ID | archive CHAT_ID | watch``: the chats on
+  the deployment, a chat's history oldest first, interrupting its run, archiving it, and the
+  watch stream of their lifecycle events.
+
+On a terminal, ``run`` and ``chat`` show progress on stderr (``coder_io_sync._cli.screen``);
+docs/cli.md describes every command, flag and exit code.
 
 Exit status (``EXIT_CODES``; the same table ends ``coder-agent --help``):
 
@@ -51,8 +58,11 @@ import os
 import signal
 import sys
 import types
+import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TextIO
+
+from ._cli.screen import Printer, Progress
 
 __all__ = ["EXIT_CODES", "build_parser", "main"]
 
@@ -138,6 +148,13 @@ def _deployment(args: argparse.Namespace) -> tuple[str, str]:
     url = args.url or os.environ.get("CODER_URL")
     if not url:
         raise UsageError("no deployment: pass --url URL or set CODER_URL (or use --fake)")
+    parts = urllib.parse.urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        given = f"--url {url}" if args.url else f"CODER_URL={url}"
+        raise UsageError(
+            f"{given}: not a deployment URL; give http:// or https:// and a host, "
+            "as in https://coder.example.com"
+        )
     token = args.token or os.environ.get("CODER_SESSION_TOKEN")
     if not token:
         raise UsageError("no session token: pass --token TOKEN or set CODER_SESSION_TOKEN")
@@ -197,7 +214,11 @@ def _add_demo(subparsers: Any) -> None:
         action="store_true",
         help="use the in-process fake server even when CODER_URL is set",
     )
-    parser.add_argument("--organization-id", default=None, help="(default: $CODER_ORGANIZATION_ID)")
+    parser.add_argument(
+        "--organization-id",
+        default=None,
+        help="(default: $CODER_ORGANIZATION_ID, then $CODER_ORG_ID)",
+    )
     parser.add_argument("--model", default=None, help="model hint for a real deployment")
     parser.set_defaults(handler=_run_demo)
 
@@ -302,49 +323,6 @@ class _Events:
             self.dials += 1
 
 
-class _Printer:
-    """Prints a live stream: text to ``out`` as it comes; reasoning and tool calls on lines of
-    their own, to ``aside`` when given (so that ``out`` carries only the text)."""
-
-    def __init__(self, out: TextIO, aside: TextIO | None = None) -> None:
-        self.out = out
-        self.aside = aside or out
-        self._last: dict[int, str] = {}
-
-    def _write(self, stream: TextIO, kind: str, text: str, prefix: str = "") -> None:
-        last = self._last.get(id(stream))
-        if last != kind or kind == "tool":
-            if last is not None:
-                stream.write("\n")
-            stream.write(prefix)
-        stream.write(text)
-        stream.flush()
-        self._last[id(stream)] = kind
-
-    def part(self, part: Any) -> None:
-        from coder_proto import ReasoningDelta, TextDelta, ToolCall
-
-        kind = type(part)
-        if kind is TextDelta:
-            self._write(self.out, "text", part.delta)
-        elif kind is ReasoningDelta:
-            self._write(self.aside, "reasoning", part.delta, "(thinking) ")
-        elif kind is ToolCall:
-            where = "server" if part.provider_executed else "client"
-            self._write(self.aside, "tool", f"[{where} tool call] {part.tool_name}({part.input})")
-
-    def finish(self) -> None:
-        """End the open lines (a stream that is closed meanwhile is skipped)."""
-        for stream in {id(self.out): self.out, id(self.aside): self.aside}.values():
-            if self._last.get(id(stream)) is not None:
-                try:
-                    stream.write("\n")
-                    stream.flush()
-                except (OSError, ValueError):
-                    pass
-        self._last.clear()
-
-
 def _usage_line(usage: Any) -> str:
     def n(value: int | None) -> str:
         return "?" if value is None else str(value)
@@ -400,7 +378,7 @@ def _demo(args: argparse.Namespace, out: TextIO, *, fake: bool) -> int:
         )
         print(f"> {_DEMO_PROMPT}\n", file=out)
         started = time.monotonic()
-        printer = _Printer(out)
+        printer = Printer(out)
         with agent.stream(_DEMO_PROMPT) as stream:
             for part in stream:
                 printer.part(part)
@@ -496,9 +474,11 @@ class _Session:
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.agent: Any = None
-        self.printer: _Printer | None = None
+        self.printer: Printer | None = None
+        self.progress: Progress | None = None
         self.chat_id: str | None = args.chat_id
-        self.cursor: int | None = args.last_seen_message_id
+        # The given cursor is reported back only once the chat confirmed it (_check_cursor).
+        self.cursor: int | None = None
 
     def update(self) -> None:
         if self.agent is not None:
@@ -534,6 +514,8 @@ def _run_run(args: argparse.Namespace, out: TextIO | None = None) -> int:
             _silence_stdout()
         if session.printer is not None:
             session.printer.finish()
+        if session.progress is not None:
+            session.progress.stop()
         session.update()
         if args.json and kind != "broken_pipe":
             body = {
@@ -582,6 +564,19 @@ def _open_record(path: str, force: bool) -> TextIO:
         raise UsageError(f"--record {path}: the file exists; pass --force to replace it") from None
     except OSError as exc:
         raise UsageError(f"--record {path}: {exc.strerror or exc}") from None
+
+
+def _check_cursor(client: Any, chat_id: str, cursor: int) -> None:
+    """A given cursor must be a message id the chat has reached: the server skips nothing
+    beyond its last message, so a larger one would be reported back as if it were real (and
+    would hide a queued turn's answer). A usage error names the chat's last id."""
+    page = client.get_messages(chat_id, limit=1)
+    newest = max((m.id for m in page.messages), default=0)
+    if cursor > newest:
+        raise UsageError(
+            f"--last-seen-message-id {cursor} is beyond the last message of chat {chat_id} "
+            f"({newest}); pass the cursor a previous run printed"
+        )
 
 
 def _result_json(result: Any) -> dict[str, Any]:
@@ -644,19 +639,24 @@ def _run_turn(args: argparse.Namespace, out: TextIO, session: _Session) -> int:
             transcript = stack.enter_context(_open_record(args.record, args.force))
             recorder = TranscriptRecorder(transcript.write)
         organization_id = _organization_id(args)
+        # Progress on a terminal only, and never under --json.
+        progress = session.progress = Progress(sys.stderr, enabled=False if args.json else None)
         if args.fake:
             from coder_io_common.fake_server import FakeCoderServer
 
             server = stack.enter_context(FakeCoderServer(chunk_delay=0.01))
-            client = CoderChatClient(server.url, server.token)
+            url, token = server.url, server.token
             organization_id = organization_id or server.organization_id
-        else:
-            try:
-                client = CoderChatClient(url, token)
-            except CoderAgentError as exc:
-                raise UsageError(str(exc)) from None
+        try:
+            client = CoderChatClient(url, token, on_transport_event=progress)
+        except CoderAgentError as exc:
+            raise UsageError(str(exc)) from None
         # The client (not the agent) is closed at the end: the chat is kept for a resume.
         stack.enter_context(client)
+        stack.callback(progress.stop)
+        if args.chat_id is not None and args.last_seen_message_id is not None:
+            _check_cursor(client, args.chat_id, args.last_seen_message_id)
+            session.cursor = args.last_seen_message_id
         try:
             agent = CoderAgent(
                 client=client,
@@ -667,6 +667,7 @@ def _run_turn(args: argparse.Namespace, out: TextIO, session: _Session) -> int:
                 chat_id=args.chat_id,
                 last_seen_message_id=args.last_seen_message_id,
                 recorder=recorder,
+                on_transport_event=progress,
             )
         except CoderAgentError as exc:
             raise UsageError(str(exc)) from None
@@ -679,12 +680,14 @@ def _run_turn(args: argparse.Namespace, out: TextIO, session: _Session) -> int:
             session.update()
             print(json.dumps(_result_json(result), ensure_ascii=False), file=out, flush=True)
         else:
-            printer = session.printer = _Printer(out, aside=sys.stderr)
+            printer = session.printer = Printer(out, aside=sys.stderr, progress=progress)
+            progress.start()
             with agent.stream(prompt) as stream:
                 for part in stream:
                     printer.part(part)
                 result = stream.get_final_result()
             printer.finish()
+            progress.finished("done")
             session.update()
             if result.error is not None:
                 print(f"coder-agent run: the run failed: {result.error}", file=sys.stderr)
@@ -788,10 +791,10 @@ def _add_models(subparsers: Any) -> None:
 def _add_chats(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "chats",
-        help="list chats, show a chat's history, interrupt or archive a chat",
+        help="list chats, show a chat's history, interrupt or archive a chat, watch them",
         description=(
             "Manage the chats on --url / CODER_URL: `chats list`, `chats show CHAT_ID`, "
-            "`chats interrupt CHAT_ID`, `chats archive CHAT_ID`."
+            "`chats interrupt CHAT_ID`, `chats archive CHAT_ID`, `chats watch`."
         ),
         epilog=_exit_epilog(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -803,11 +806,27 @@ def _add_chats(subparsers: Any) -> None:
         "--limit", type=_count, default=None, help="at most this many chats (default: all)"
     )
     show = actions.add_parser("show", help="print a chat's messages, oldest first")
+    watch = actions.add_parser(
+        "watch",
+        help="print the chats' lifecycle events as they happen, until Ctrl-C or --timeout",
+        description=(
+            "Print one line per event of the watch stream of the user's chats (kind, chat "
+            "id, status, title; the pending tool calls of action_required), until Ctrl-C "
+            "(exit 130) or --timeout SECONDS (exit 0). Lost connections are redialed."
+        ),
+    )
+    watch.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="stop watching after SECONDS (default: until Ctrl-C)",
+    )
     interrupt = actions.add_parser("interrupt", help="interrupt the chat's running turn")
     archive = actions.add_parser("archive", help="archive the chat")
     for action in (show, interrupt, archive):
         action.add_argument("chat_id", metavar="CHAT_ID")
-    for action in (listing, show, interrupt, archive):
+    for action in (listing, show, interrupt, archive, watch):
         _add_deployment_arguments(action)
         action.add_argument("--json", action="store_true", help="print JSON")
     parser.set_defaults(handler=_run_chats)
@@ -958,6 +977,10 @@ def _run_chats(args: argparse.Namespace, out: TextIO | None = None) -> int:
                     print(f"[{m.id}] {m.role}:", file=stream)
                     for part in m.content:
                         print(f"  {_part_line(part)}", file=stream)
+        elif args.action == "watch":
+            from ._cli.watch import watch_chats
+
+            return watch_chats(client, args, stream)
         elif args.action == "interrupt":
             try:
                 chat = client.interrupt_chat(args.chat_id)
@@ -983,11 +1006,39 @@ def _run_chats(args: argparse.Namespace, out: TextIO | None = None) -> int:
     return _operation(f"chats {args.action}", args, body)
 
 
+def _add_chat(subparsers: Any) -> None:
+    from ._cli import chat
+
+    parser = subparsers.add_parser(
+        "chat",
+        help="an interactive multi-turn session on one chat",
+        description=(
+            "Chat with the agent on --url / CODER_URL (or --fake): each line you type is one "
+            "turn of the same chat, its answer streamed. Commands: "
+            + "; ".join(f"{name} {meaning}" for name, meaning in chat.COMMANDS.items())
+            + ". Ctrl-C interrupts the running turn on the server and the session goes on; "
+            "Ctrl-D ends the session and prints the chat id and cursor to continue it."
+        ),
+        epilog=_exit_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    chat.add_arguments(parser)
+    _add_deployment_arguments(parser)
+    parser.set_defaults(handler=_run_chat)
+
+
+def _run_chat(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    from ._cli.chat import run_chat
+
+    return run_chat(args, out)
+
+
 #: Subcommand registrations, in help order.
 _COMMANDS: list[Callable[[Any], None]] = [
     _add_fake_server,
     _add_demo,
     _add_run,
+    _add_chat,
     _add_replay,
     _add_models,
     _add_chats,

@@ -123,6 +123,36 @@ def test_missing_deployment_names_the_flag_and_the_variable() -> None:
     _assert_one_line(_cli("run", "--url", "http://127.0.0.1:9", "hi"), "--token")
 
 
+def test_a_url_that_is_not_a_deployment_names_the_flag_or_the_variable() -> None:
+    flag = _cli("run", "--url", "notaurl", "--token", "t", "hi")
+    _assert_one_line(flag, "--url notaurl: not a deployment URL", "https://")
+    variable = _cli("models", env=_env(CODER_URL="ftp://x", CODER_SESSION_TOKEN="t"))
+    assert variable.returncode == 2 and "Traceback" not in variable.stderr
+    assert variable.stderr.strip() == (
+        "coder-agent models: CODER_URL=ftp://x: not a deployment URL; give http:// or "
+        "https:// and a host, as in https://coder.example.com"
+    )
+    # The library's own names (base_url=) do not reach the user.
+    assert "base_url" not in flag.stderr + variable.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["chat", "--fake", "--last-seen-message-id", "3"], "needs --chat-id"),
+        (["chat", "--fake", "--timeout", "-1"], "--timeout"),
+        (["chat"], "CODER_URL"),
+        (["chats", "watch", "--timeout", "-5"], "--timeout"),
+        (["chats", "list", "--limit", "0"], "--limit"),
+        (["run", "--fake", "--last-seen-message-id", "-3", "hi"], "--last-seen-message-id"),
+    ],
+)
+def test_mistakes_in_chat_and_chats_are_one_line(argv: list[str], needle: str) -> None:
+    result = _cli(*argv, stdin="")
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr and needle in result.stderr.strip().splitlines()[-1]
+
+
 def test_replay_of_a_binary_file(tmp_path: Path) -> None:
     binary = tmp_path / "blob.jsonl"
     binary.write_bytes(bytes(range(256)) * 4)
