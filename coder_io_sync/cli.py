@@ -53,6 +53,7 @@ import argparse
 import contextlib
 import io
 import json
+import logging
 import math
 import os
 import signal
@@ -1062,6 +1063,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: The loggers of the library (docs/logging.md).
+_LIBRARY_LOGGERS = ("coder_proto", "coder_io_sync", "coder_io_common")
+
+
+def _library_logs() -> None:
+    """The command reports redials, failures and tool errors in its own words, so the
+    library's log records are not printed as well, unless ``CODER_AGENT_LOG`` names a level
+    (``DEBUG``, ``INFO``, ``WARNING``, ``ERROR``): then they go to stderr from that level up. A
+    program that configured logging itself keeps its configuration."""
+    wanted = os.environ.get("CODER_AGENT_LOG", "").strip().upper()
+    if logging.getLogger().handlers:
+        return
+    level = logging.getLevelName(wanted) if wanted else None
+    if isinstance(level, int):
+        logging.basicConfig(
+            level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
+        )
+        return
+    for name in _LIBRARY_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(h, logging.NullHandler) for h in logger.handlers):
+            logger.addHandler(logging.NullHandler())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``coder-agent`` script; returns the exit status."""
     for stream in (sys.stdout, sys.stderr):
@@ -1069,6 +1094,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # as that escape rather than fail mid-turn.
         if isinstance(stream, io.TextIOWrapper):
             stream.reconfigure(errors="backslashreplace")
+    _library_logs()
     parser = build_parser()
     args = parser.parse_args(argv)
     handler = getattr(args, "handler", None)

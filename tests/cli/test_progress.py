@@ -77,6 +77,25 @@ def test_pipes_get_the_answer_and_nothing_else(dropping: FakeCoderServer) -> Non
     assert dropping.counters.requests["stream_chat"] == 2
 
 
+def test_coder_agent_log_prints_the_library_records_from_that_level(
+    dropping: FakeCoderServer,
+) -> None:
+    """The library's WARNING for a redial is not printed unless CODER_AGENT_LOG asks for it
+    (the command reports a lost stream itself on a terminal)."""
+    result = subprocess.run(
+        [*CLI, "run", "think about it"],
+        env={**_env(dropping), "CODER_AGENT_LOG": "warning"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == ANSWER + "\n"
+    (line,) = [text for text in result.stderr.splitlines() if "redialing" in text]
+    assert "WARNING coder_proto: " in line and "(1/5 failures in a row)" in line
+    assert dropping.token not in result.stderr
+
+
 def test_waiting_for_a_client_tool_shows_on_the_terminal(tmp_path: Path) -> None:
     tools = tmp_path / "slow_tools.py"
     tools.write_text(
