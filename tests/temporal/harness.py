@@ -1,0 +1,187 @@
+"""What the Temporal tests share: the fake Coder server's scripts for the order workflow,
+worker processes (``tests/temporal/worker.py``) and what a run left behind (chats on the fake
+server, effects at the fake payment service)."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+from typing import Any
+
+from coder_io_common.fake_server import FakeCoderServer
+from coder_proto.fake import CallClientTool, Say, Script
+from tests.durable import payments
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+#: The heartbeat timeout of the tests' steps: how soon a killed worker's step moves on.
+HEARTBEAT_TIMEOUT = 2.0
+
+
+def add_scripts(server: FakeCoderServer) -> None:
+    """The model's answers to the three steps of ``OrderWorkflow``."""
+    scripts = server.config.scripts
+    scripts.add(
+        r"Reserve 2 units",
+        Script(
+            (
+                Say("Reserving."),
+                CallClientTool(name="reserve_stock", args={"sku": "SKU-1", "quantity": 2}),
+                Say("Reserved: {tool_result}"),
+            )
+        ),
+    )
+    scripts.add(
+        r"Charge the card",
+        Script(
+            (
+                Say("Charging."),
+                CallClientTool(name="charge_card", args={"amount_cents": 500}),
+                Say("Charged: {tool_result}"),
+            )
+        ),
+    )
+    scripts.add(r"Confirm the order", Script((Say("Order confirmed."),)))
+
+
+def fake_server(**config: Any) -> FakeCoderServer:
+    """A fake Coder server with fast runs."""
+    config.setdefault("chunk_delay", 0.0005)
+    config.setdefault("interrupt_delay", 0.02)
+    config.setdefault("run_start_delay", 0.0)
+    return FakeCoderServer(**config)
+
+
+class WorkerProcess:
+    """One ``tests.temporal.worker`` process."""
+
+    def __init__(self, env: dict[str, str], ready: str, log: str) -> None:
+        self.ready = ready
+        if os.path.exists(ready):
+            os.remove(ready)
+        self.log = log
+        with open(log, "ab") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "tests.temporal.worker"],
+                cwd=ROOT,
+                env={**os.environ, **env, "PYTHONPATH": str(ROOT), "WORKER_READY": ready},
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not os.path.exists(self.ready):
+            assert self.proc.poll() is None, f"the worker exited: {self.tail()}"
+            assert time.monotonic() < deadline, f"the worker never started: {self.tail()}"
+            time.sleep(0.05)
+
+    def tail(self) -> str:
+        with open(self.log, errors="replace") as f:
+            return f.read()[-6000:]
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=30)
+
+    def stop(self) -> int:
+        """SIGTERM (the worker shuts down gracefully), then its exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=30)
+        return int(self.proc.returncode)
+
+
+def worker_env(
+    temporal: str, queue: str, server: FakeCoderServer, store: str, payments_db: str, **extra: str
+) -> dict[str, str]:
+    """The environment of a worker process (see ``tests/temporal/worker.py``)."""
+    return {
+        "TEMPORAL_ADDRESS": temporal,
+        "TEMPORAL_TASK_QUEUE": queue,
+        "CODER_URL": server.url,
+        "CODER_SESSION_TOKEN": server.token,
+        "CODER_ORGANIZATION_ID": server.organization_id,
+        "DURABLE_DB": store,
+        "DURABLE_PG_SCHEMA": "",
+        "PAYMENTS_DB": payments_db,
+        "DURABLE_CRASH": "",
+        "DURABLE_REACHED": "",
+        **extra,
+    }
+
+
+def chats(server: FakeCoderServer) -> list[dict[str, Any]]:
+    """Every chat on the fake server: id, archived, status and its user prompts."""
+    out = []
+    for chat in server.model.chats.values():
+        prompts = [
+            "".join(p.get("text", "") for p in m.content)
+            for m in chat.messages
+            if m.role == "user" and not m.deleted
+        ]
+        out.append(
+            {"id": chat.id, "archived": chat.archived, "status": chat.status, "prompts": prompts}
+        )
+    return out
+
+
+def check_exactly_once(
+    server: FakeCoderServer,
+    payments_db: str,
+    results: dict[str, dict[str, Any]],
+    *,
+    resent: frozenset[str] = frozenset(),
+    max_sends: int = 2,
+) -> dict[str, int]:
+    """The exactly-once proof for finished ``OrderWorkflow`` runs (``results``: workflow id to
+    its result): each workflow's steps ran on one chat, where each step's prompt was sent once
+    (or, for the steps in ``resent``, up to ``max_sends`` times: a send cut short before its
+    tool ran is sent again); its reservation and charge were applied once, on that chat; every
+    chat on the server is archived, orphans included, and no orphan saw an effect. Returns
+    counts (chats, orphans, effects, payment calls, resends)."""
+    all_chats = chats(server)
+    effects = payments.effects(payments_db)
+    by_kind: dict[str, list[dict[str, Any]]] = {}
+    for effect in effects:
+        by_kind.setdefault(effect["kind"], []).append(effect)
+    owned = set()
+    resends = 0
+    for workflow_id, result in results.items():
+        chat_id = result["reserve"]["chat_id"]
+        assert chat_id is not None, (workflow_id, result)
+        for step in ("reserve", "charge", "confirm"):
+            assert result[step]["chat_id"] == chat_id, (workflow_id, step, result)
+        (chat,) = [c for c in all_chats if c["id"] == chat_id]
+        owned.add(chat_id)
+        for step in ("reserve", "charge", "confirm"):
+            sent = sum(1 for p in chat["prompts"] if p.startswith(f"[{workflow_id}/{step}]"))
+            allowed = max_sends if step in resent else 1
+            assert 1 <= sent <= allowed, (workflow_id, step, chat["prompts"])
+            resends += sent - 1
+        for kind in ("reserve", "charge"):
+            applied = by_kind.get(f"{kind}:{chat_id}", [])
+            assert len(applied) == 1, (workflow_id, kind, applied)
+        receipt = by_kind[f"charge:{chat_id}"][0]["receipt"]
+        assert result["charge"]["text"] == f'Charged: "charged: receipt {receipt}"', result
+        assert result["confirm"]["text"] == "Order confirmed.", result
+        assert result["archive"]["archived"] is True, result
+    assert len(effects) == 2 * len(results), effects
+    assert all(c["archived"] for c in all_chats), [c for c in all_chats if not c["archived"]]
+    return {
+        "chats": len(all_chats),
+        "orphans": len(all_chats) - len(owned),
+        "effects": len(effects),
+        "calls": len(payments.calls(payments_db)),
+        "resends": resends,
+    }
