@@ -46,6 +46,9 @@ def add_scripts(server: FakeCoderServer) -> None:
         ),
     )
     scripts.add(r"Confirm the order", Script((Say("Order confirmed."),)))
+    scripts.add(
+        r"Write slowly", Script(tuple(Say(f"Part {n} of a long answer. ") for n in range(400)))
+    )
 
 
 def fake_server(**config: Any) -> FakeCoderServer:

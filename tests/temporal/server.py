@@ -118,12 +118,16 @@ class TemporalServer:
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
-                return f"the Temporal dev server exited ({self._process.returncode}): {self._tail()}"
+                return (
+                    f"the Temporal dev server exited ({self._process.returncode}): {self._tail()}"
+                )
             if _answers(self.port) and self._ready(cli):
                 return ""
             time.sleep(0.1)
         self._stop_process()
-        return f"the Temporal dev server did not answer within {START_TIMEOUT:.0f} s: {self._tail()}"
+        return (
+            f"the Temporal dev server did not answer within {START_TIMEOUT:.0f} s: {self._tail()}"
+        )
 
     def _ready(self, cli: str) -> bool:
         """The default namespace answers (the frontend may listen before it serves)."""

@@ -6,13 +6,17 @@ exactly-once proof of ``harness.check_exactly_once``."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
+import signal
 import tempfile
 import uuid
 from typing import Any
 
+import attrs
 import pytest
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.exceptions import CancelledError, WorkflowAlreadyStartedError
 
 from coder_io_asyncio.temporal import OrphanSweepWorkflow, SweepOutcome, SweepRequest
 
@@ -26,7 +30,7 @@ from .harness import (
     worker_env,
 )
 from .server import TemporalServer
-from .workflows import OrderWorkflow
+from .workflows import OrderWorkflow, SlowTurnWorkflow
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -48,7 +52,10 @@ async def _run_orders(
 async def _sweep(address: str, queue: str) -> SweepOutcome:
     client = await Client.connect(address)
     result: SweepOutcome = await client.execute_workflow(
-        OrphanSweepWorkflow.run, SweepRequest(), id=f"sweep-{uuid.uuid4().hex[:8]}", task_queue=queue
+        OrphanSweepWorkflow.run,
+        SweepRequest(),
+        id=f"sweep-{uuid.uuid4().hex[:8]}",
+        task_queue=queue,
     )
     return result
 
@@ -59,7 +66,11 @@ def test_three_step_workflow_completes(temporal_server: TemporalServer) -> None:
         add_scripts(server)
         paths = {n: os.path.join(tmp, n) for n in ("store.sqlite3", "payments.sqlite3", "log")}
         env = worker_env(
-            temporal_server.address, queue, server, paths["store.sqlite3"], paths["payments.sqlite3"]
+            temporal_server.address,
+            queue,
+            server,
+            paths["store.sqlite3"],
+            paths["payments.sqlite3"],
         )
         worker = WorkerProcess(env, os.path.join(tmp, "ready"), paths["log"])
         try:
@@ -76,3 +87,236 @@ def test_three_step_workflow_completes(temporal_server: TemporalServer) -> None:
         assert counts["chats"] == 1 and counts["orphans"] == 0, counts
         assert swept.archived_chat_ids == [], swept
         assert all(c["archived"] for c in chats(server))
+
+
+# -- the worker killed at each interesting point ------------------------------------------------
+
+
+@attrs.frozen
+class Kill:
+    """``point``: where the first worker SIGKILLs itself (``tests/temporal/worker.py``);
+    ``recovered``: the step the second worker answers from the durable layer; ``resent``:
+    the steps whose prompt may be sent twice (cut short before its tool ran)."""
+
+    name: str
+    point: str
+    recovered: str | None
+    resent: frozenset[str] = frozenset()
+
+
+KILLS = (
+    # Inside the first segment: the chat exists, nothing is checkpointed yet.
+    Kill("first-segment", "event:create_chat", None, frozenset({"reserve"})),
+    Kill("reserve-tool-before-effect", "reserve_stock:before", "reserve"),
+    Kill("reserve-tool-after-effect", "reserve_stock:after", "reserve"),
+    Kill("reserve-after-results", "event:submit_tool_results", "reserve"),
+    Kill("reserve-after-checkpoint", "after:put_checkpoint:finished", "reserve"),
+    Kill("charge-tool-before-effect", "charge_card:before", "charge"),
+    Kill("charge-tool-after-effect", "charge_card:after", "charge"),
+)
+
+
+@attrs.frozen
+class KillOutcome:
+    kill: Kill
+    first_exit: int
+    reached: str
+    results: dict[str, dict[str, Any]]
+    swept: SweepOutcome
+    counts: dict[str, int]
+    log: str
+
+
+def _run_kill(kill: Kill, address: str) -> KillOutcome:
+    queue = f"kill-{kill.name}-{uuid.uuid4().hex[:6]}"
+    workflow_id = f"order-{kill.name}"
+    with tempfile.TemporaryDirectory() as tmp, fake_server() as server:
+        add_scripts(server)
+        paths = {
+            n: os.path.join(tmp, n)
+            for n in ("store.sqlite3", "payments.sqlite3", "log", "reached", "ready")
+        }
+        env = worker_env(
+            address,
+            queue,
+            server,
+            paths["store.sqlite3"],
+            paths["payments.sqlite3"],
+            DURABLE_REACHED=paths["reached"],
+        )
+
+        async def scenario() -> tuple[int, dict[str, Any], SweepOutcome]:
+            client = await Client.connect(address)
+            first = WorkerProcess(
+                {**env, "DURABLE_CRASH": kill.point}, paths["ready"], paths["log"]
+            )
+            try:
+                await asyncio.to_thread(first.wait_ready)
+                handle = await client.start_workflow(
+                    OrderWorkflow.run, HEARTBEAT_TIMEOUT, id=workflow_id, task_queue=queue
+                )
+                first_exit = await asyncio.to_thread(first.proc.wait, 120)
+            finally:
+                first.kill()
+            second = WorkerProcess(env, paths["ready"], paths["log"])
+            try:
+                await asyncio.to_thread(second.wait_ready)
+                result = await asyncio.wait_for(handle.result(), 120)
+                swept = await _sweep(address, queue)
+            finally:
+                assert second.stop() == 0, second.tail()
+            return first_exit, result, swept
+
+        first_exit, result, swept = asyncio.run(scenario())
+        with open(paths["log"], errors="replace") as f:
+            log = f.read()[-8000:]
+        reached = ""
+        if os.path.exists(paths["reached"]):
+            with open(paths["reached"]) as f:
+                reached = f.read()
+        server.wait_idle(5.0)
+        results = {workflow_id: result}
+        context = f"{kill.name}\n{log}"
+        try:
+            counts = check_exactly_once(
+                server, paths["payments.sqlite3"], results, resent=kill.resent
+            )
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{context}") from exc
+        return KillOutcome(kill, first_exit, reached, results, swept, counts, log)
+
+
+@pytest.fixture(scope="module")
+def kill_outcomes(temporal_server: TemporalServer) -> dict[str, KillOutcome | BaseException]:
+    def run(kill: Kill) -> KillOutcome | BaseException:
+        try:
+            return _run_kill(kill, temporal_server.address)
+        except BaseException as exc:  # reported by the test of that point
+            return exc
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
+        return {k.name: o for k, o in zip(KILLS, pool.map(run, KILLS), strict=True)}
+
+
+@pytest.mark.parametrize("kill", KILLS, ids=lambda k: k.name)
+def test_worker_killed(kill: Kill, kill_outcomes: dict[str, KillOutcome | BaseException]) -> None:
+    outcome = kill_outcomes[kill.name]
+    if isinstance(outcome, BaseException):
+        raise outcome
+    context = f"{kill.name}\n{outcome.log}"
+    assert outcome.first_exit == -signal.SIGKILL, context
+    assert outcome.reached == kill.point, context
+    result = outcome.results[f"order-{kill.name}"]
+    for step in ("reserve", "charge", "confirm"):
+        assert result[step]["recovered"] == (step == kill.recovered), (step, result, context)
+    # The step the worker died in ran again on the second worker (a later Temporal attempt).
+    died_in = kill.recovered or "reserve"
+    assert result[died_in]["attempt"] >= 2, (result, context)
+    # Nothing is left: the sweep retired the orphan of a chat that was never checkpointed.
+    assert outcome.counts["orphans"] == len(outcome.swept.archived_chat_ids), (outcome, context)
+
+
+# -- workers racing ---------------------------------------------------------------------------
+
+RACERS = 4
+RACE_WORKFLOWS = 12
+
+
+def test_workers_race_the_same_workflows(temporal_server: TemporalServer) -> None:
+    """Four worker processes serve one task queue; each workflow is started by four starters
+    at once. Temporal admits one run per workflow id, and whichever worker picks up a step,
+    each workflow ends with one chat and its effects once."""
+    queue = f"race-{uuid.uuid4().hex[:8]}"
+    address = temporal_server.address
+    workflow_ids = [f"race-{n}" for n in range(RACE_WORKFLOWS)]
+    with tempfile.TemporaryDirectory() as tmp, fake_server() as server:
+        add_scripts(server)
+        store, payments_db = os.path.join(tmp, "store.sqlite3"), os.path.join(tmp, "pay.sqlite3")
+        env = worker_env(address, queue, server, store, payments_db)
+        workers = [
+            WorkerProcess(env, os.path.join(tmp, f"ready-{n}"), os.path.join(tmp, f"log-{n}"))
+            for n in range(RACERS)
+        ]
+
+        async def race() -> tuple[dict[str, Any], int, int]:
+            client = await Client.connect(address)
+
+            async def start(workflow_id: str) -> bool:
+                try:
+                    await client.start_workflow(
+                        OrderWorkflow.run, HEARTBEAT_TIMEOUT, id=workflow_id, task_queue=queue
+                    )
+                except WorkflowAlreadyStartedError:
+                    return False
+                return True
+
+            starts = await asyncio.gather(*(start(w) for w in workflow_ids for _ in range(RACERS)))
+            results = await asyncio.wait_for(
+                asyncio.gather(*(client.get_workflow_handle(w).result() for w in workflow_ids)),
+                180,
+            )
+            return dict(zip(workflow_ids, results, strict=True)), sum(starts), len(starts)
+
+        try:
+            for worker in workers:
+                worker.wait_ready()
+            results, started, attempts = asyncio.run(race())
+        finally:
+            codes = [w.stop() for w in workers]
+        assert codes == [0] * RACERS, [w.tail() for w in workers]
+        assert (started, attempts) == (RACE_WORKFLOWS, RACE_WORKFLOWS * RACERS)
+        server.wait_idle(5.0)
+        counts = check_exactly_once(server, payments_db, results)
+        assert counts["chats"] == RACE_WORKFLOWS and counts["resends"] == 0, counts
+        for result in results.values():
+            assert not any(result[s]["recovered"] for s in ("reserve", "charge", "confirm"))
+
+
+# -- cancellation -----------------------------------------------------------------------------
+
+
+def test_cancelling_the_workflow_interrupts_the_run(temporal_server: TemporalServer) -> None:
+    """The running step heartbeats its progress; cancelling the workflow cancels the
+    activity, which interrupts the server's run."""
+    queue = f"cancel-{uuid.uuid4().hex[:8]}"
+    address = temporal_server.address
+    with tempfile.TemporaryDirectory() as tmp, fake_server(chunk_delay=0.01) as server:
+        add_scripts(server)
+        store, payments_db = os.path.join(tmp, "store.sqlite3"), os.path.join(tmp, "pay.sqlite3")
+        env = worker_env(address, queue, server, store, payments_db)
+        worker = WorkerProcess(env, os.path.join(tmp, "ready"), os.path.join(tmp, "log"))
+
+        async def cancel() -> tuple[dict[str, Any], BaseException]:
+            client = await Client.connect(address)
+            handle = await client.start_workflow(
+                SlowTurnWorkflow.run, 5.0, id=f"slow-{uuid.uuid4().hex[:6]}", task_queue=queue
+            )
+            details: dict[str, Any] = {}
+            for _ in range(300):
+                description = await handle.describe()
+                pending = description.raw_description.pending_activities
+                if pending and pending[0].heartbeat_details.payloads:
+                    (details,) = await client.data_converter.decode(
+                        pending[0].heartbeat_details.payloads, [dict]
+                    )
+                    if details.get("phase") == "turn" and details.get("events", 0) > 5:
+                        break
+                await asyncio.sleep(0.1)
+            await handle.cancel()
+            try:
+                await asyncio.wait_for(handle.result(), 60)
+            except WorkflowFailureError as exc:
+                return details, exc
+            raise AssertionError("the cancelled workflow completed")
+
+        try:
+            worker.wait_ready()
+            details, error = asyncio.run(cancel())
+        finally:
+            assert worker.stop() == 0, worker.tail()
+        assert details["step"] == "slow" and details["attempt"] == 1, details
+        assert details["segments"] >= 1, details
+        assert isinstance(error.cause, CancelledError), error
+        assert server.counters.requests["interrupt_chat"] >= 1
+        (chat,) = chats(server)
+        assert chat["status"] != "running", chat

@@ -33,7 +33,7 @@ from coder_io_common.stores import PostgresStore, SQLiteStore
 from coder_proto.durable import DurableToolContext, crash_safe
 from tests.durable import payments
 
-from .workflows import OrderWorkflow
+from .workflows import OrderWorkflow, SlowTurnWorkflow
 
 _crash = {"point": os.environ.get("DURABLE_CRASH", "")}
 
@@ -133,7 +133,7 @@ async def main() -> None:
             worker = Worker(
                 client,
                 task_queue=os.environ["TEMPORAL_TASK_QUEUE"],
-                workflows=[OrderWorkflow, OrphanSweepWorkflow],
+                workflows=[OrderWorkflow, OrphanSweepWorkflow, SlowTurnWorkflow],
                 activities=activities.activities(),
                 workflow_runner=workflow_runner(),
                 sticky_queue_schedule_to_start_timeout=timedelta(seconds=1),

@@ -51,3 +51,16 @@ class OrderWorkflow:
         archived = await turns.archive()
         out["archive"] = {"archived": archived.archived, "chat_id": archived.chat_id}
         return out
+
+
+@workflow.defn(name="SlowTurn")
+class SlowTurnWorkflow:
+    """One long step, for cancellation: cancelling the workflow cancels its activity."""
+
+    @workflow.run
+    async def run(self, heartbeat_timeout: float) -> str:
+        turns = DurableTurns(
+            heartbeat_timeout=timedelta(seconds=heartbeat_timeout), retry_policy=RETRY
+        )
+        result = await turns.turn("Write slowly about the weather.", step="slow")
+        return result.text
