@@ -4,13 +4,18 @@ server, effects at the fake payment service)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import pathlib
+import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from typing import Any
+
+import attrs
 
 from coder_io_common.fake_server import FakeCoderServer
 from coder_proto.fake import CallClientTool, Say, Script
@@ -188,3 +193,97 @@ def check_exactly_once(
         "calls": len(payments.calls(payments_db)),
         "resends": resends,
     }
+
+
+@attrs.define
+class FleetRun:
+    """What ``run_fleet`` measured: the workflows' results, the wall time from the first start
+    to the last result, the kills, and the sweep's archived orphans."""
+
+    results: dict[str, dict[str, Any]]
+    elapsed: float
+    kills: int
+    swept: list[str]
+    workers: int
+    logs: list[str]
+
+
+def run_fleet(
+    address: str,
+    env: dict[str, str],
+    tmp: str,
+    *,
+    workers: int = 3,
+    workflows: int = 50,
+    kills: int = 0,
+    seed: int = 0,
+    kill_every: tuple[float, float] = (1.0, 3.0),
+    timeout: float = 300.0,
+) -> FleetRun:
+    """``workflows`` order workflows on ``workers`` worker processes (``env``: their
+    environment, task queue included); with ``kills``, a supervisor SIGKILLs a random worker
+    every ``kill_every`` seconds (uniform, seeded) and starts a fresh one in its place, until
+    that many were killed or every workflow finished. Then one orphan sweep."""
+    from temporalio.client import Client
+
+    from coder_io_asyncio.temporal import OrphanSweepWorkflow, SweepOutcome, SweepRequest
+
+    from .workflows import OrderWorkflow
+
+    rng = random.Random(seed)
+    queue = env["TEMPORAL_TASK_QUEUE"]
+    serial = iter(range(10_000))
+
+    def spawn() -> WorkerProcess:
+        n = next(serial)
+        return WorkerProcess(env, os.path.join(tmp, f"ready-{n}"), os.path.join(tmp, f"log-{n}"))
+
+    pool = [spawn() for _ in range(workers)]
+    every = list(pool)
+    for worker in pool:
+        worker.wait_ready()
+    done = threading.Event()
+    killed = 0
+
+    def supervise() -> None:
+        nonlocal killed
+        while killed < kills and not done.wait(rng.uniform(*kill_every)):
+            victim = rng.randrange(len(pool))
+            pool[victim].kill()
+            killed += 1
+            pool[victim] = spawn()
+            every.append(pool[victim])
+
+    async def drive() -> tuple[dict[str, Any], float, SweepOutcome]:
+        client = await Client.connect(address)
+        ids = [f"fleet-{seed}-{n}" for n in range(workflows)]
+        started = time.monotonic()
+        handles = [
+            await client.start_workflow(
+                OrderWorkflow.run, HEARTBEAT_TIMEOUT, id=workflow_id, task_queue=queue
+            )
+            for workflow_id in ids
+        ]
+        try:
+            results = await asyncio.wait_for(
+                asyncio.gather(*(h.result() for h in handles)), timeout
+            )
+        finally:
+            done.set()
+        elapsed = time.monotonic() - started
+        swept: SweepOutcome = await client.execute_workflow(
+            OrphanSweepWorkflow.run, SweepRequest(), id=f"sweep-{queue}", task_queue=queue
+        )
+        return dict(zip(ids, results, strict=True)), elapsed, swept
+
+    supervisor = threading.Thread(target=supervise, name="fleet-supervisor")
+    supervisor.start()
+    try:
+        results, elapsed, swept = asyncio.run(drive())
+    finally:
+        done.set()
+        supervisor.join()
+        codes = [w.stop() for w in pool]
+    logs = [w.tail() for w in every]
+    assert codes == [0] * len(pool), logs
+    return FleetRun(results, elapsed, killed, list(swept.archived_chat_ids), workers, logs)

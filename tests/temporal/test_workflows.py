@@ -19,6 +19,7 @@ from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import CancelledError, WorkflowAlreadyStartedError
 
 from coder_io_asyncio.temporal import OrphanSweepWorkflow, SweepOutcome, SweepRequest
+from tests.stores.postgres_server import PostgresServer
 
 from .harness import (
     HEARTBEAT_TIMEOUT,
@@ -27,6 +28,7 @@ from .harness import (
     chats,
     check_exactly_once,
     fake_server,
+    run_fleet,
     worker_env,
 )
 from .server import TemporalServer
@@ -320,3 +322,50 @@ def test_cancelling_the_workflow_interrupts_the_run(temporal_server: TemporalSer
         assert server.counters.requests["interrupt_chat"] >= 1
         (chat,) = chats(server)
         assert chat["status"] != "running", chat
+
+
+# -- a fleet on PostgreSQL ----------------------------------------------------------------------
+
+FLEET_WORKERS = 3
+FLEET_WORKFLOWS = 50
+FLEET_KILLS = 5
+
+
+def test_fleet_with_random_kills(
+    temporal_server: TemporalServer, postgres_server: PostgresServer, pg_schema: str
+) -> None:
+    """Three worker processes share a PostgreSQL store and run fifty three-step workflows
+    while a supervisor SIGKILLs a random worker every one to three seconds (and starts a new
+    one): every workflow completes, every effect exactly once, every chat archived."""
+    queue = f"fleet-{uuid.uuid4().hex[:8]}"
+    with tempfile.TemporaryDirectory() as tmp, fake_server() as server:
+        add_scripts(server)
+        payments_db = os.path.join(tmp, "pay.sqlite3")
+        env = worker_env(
+            temporal_server.address,
+            queue,
+            server,
+            postgres_server.conninfo(),
+            payments_db,
+            DURABLE_PG_SCHEMA=pg_schema,
+        )
+        run = run_fleet(
+            temporal_server.address,
+            env,
+            tmp,
+            workers=FLEET_WORKERS,
+            workflows=FLEET_WORKFLOWS,
+            kills=FLEET_KILLS,
+            seed=int(os.environ.get("CODER_FLEET_SEED", "16")),
+        )
+        server.wait_idle(5.0)
+        counts = check_exactly_once(
+            server, payments_db, run.results, resent=frozenset({"reserve", "charge", "confirm"})
+        )
+        assert run.kills >= 1, run
+        assert counts["orphans"] == len(run.swept), (counts, run.swept)
+        per_minute = FLEET_WORKFLOWS / (run.elapsed / 60) / FLEET_WORKERS
+        print(
+            f"\nfleet: {FLEET_WORKFLOWS} workflows, {FLEET_WORKERS} workers, {run.kills} kills,"
+            f" {run.elapsed:.1f} s, {per_minute:.1f} workflows/min/worker, {counts}"
+        )
