@@ -12,13 +12,15 @@ It runs the example's workflow and the library's activities on the task queue
 * ``PAYMENTS_DB``: the example's stand-in payment service, an SQLite file (default
   ``example-payments.sqlite3``).
 
-Start as many as you like, on as many machines as share the store; Ctrl-C stops one.
+Start as many as you like, on as many machines as share the store; SIGTERM or Ctrl-C stops
+one.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import sqlite3
 from typing import Any
 
@@ -77,14 +79,17 @@ async def main() -> None:
                 activities=activities.activities(),
                 workflow_runner=workflow_runner(),
             )
-            print(f"worker {os.getpid()} serving {TASK_QUEUE!r}", flush=True)
-            await worker.run()
+            # SIGTERM and Ctrl-C shut the worker down: its running steps are cancelled (their
+            # runs interrupted, their checkpoints written) and retried on another worker.
+            stop = asyncio.Event()
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                asyncio.get_running_loop().add_signal_handler(signum, stop.set)
+            async with worker:
+                print(f"worker {os.getpid()} serving {TASK_QUEUE!r}", flush=True)
+                await stop.wait()
     finally:
         store.close()
 
 
 if __name__ == "__main__":
-    try:
-        asyncio.run(main())
-    except KeyboardInterrupt:
-        pass
+    asyncio.run(main())

@@ -52,11 +52,12 @@ def test_worker_and_starter(temporal_server: TemporalServer) -> None:
                 check=False,
             )
         finally:
-            worker.terminate()
-            worker.wait(timeout=30)
+            worker.terminate()  # SIGTERM: a graceful shutdown
+            code = worker.wait(timeout=30)
         with open(log, errors="replace") as f:
             worker_log = f.read()
         assert starter.returncode == 0, (starter.stdout, starter.stderr, worker_log)
+        assert code == 0, worker_log
         assert "serving 'coder-orders'" in worker_log, worker_log
         lines = starter.stdout.splitlines()
         assert sum(1 for line in lines if line.startswith("order-")) == 2, lines
