@@ -25,10 +25,11 @@ which passes the library's packages through the sandbox.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import dataclasses
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -156,9 +157,11 @@ class ArchiveOutcome:
 @dataclasses.dataclass
 class SweepRequest:
     """The input of ``coder.sweep_orphans``: ``min_age`` (seconds) spares chats younger than
-    that, which may belong to a first turn still running."""
+    that, which may belong to a first turn still running; ``heartbeat_timeout`` (seconds) is
+    how soon ``OrphanSweepWorkflow`` retries a sweep whose worker stopped heartbeating."""
 
     min_age: float = 0.0
+    heartbeat_timeout: float = 60.0
 
 
 @dataclasses.dataclass
@@ -229,8 +232,9 @@ def application_error(exc: BaseException) -> ApplicationError | None:
 class _Progress:
     """What a running turn has done so far: the heartbeat's details."""
 
-    def __init__(self, request: TurnRequest, attempt: int) -> None:
-        self.request = request
+    def __init__(self, workflow_id: str | None, step: str | None, attempt: int) -> None:
+        self.workflow_id = workflow_id
+        self.step = step
         self.attempt = attempt
         self.phase = "starting"
         self.events = 0
@@ -253,8 +257,8 @@ class _Progress:
 
     def details(self) -> dict[str, Any]:
         return {
-            "workflow_id": self.request.workflow_id,
-            "step": self.request.step,
+            "workflow_id": self.workflow_id,
+            "step": self.step,
             "attempt": self.attempt,
             "phase": self.phase,
             "segments": self.segments,
@@ -357,60 +361,66 @@ class DurableActivities:
             activity.heartbeat(progress.details())
             await asyncio.sleep(self._heartbeat_interval)
 
+    @contextlib.asynccontextmanager
+    async def _heartbeating(
+        self, workflow_id: str | None, step: str | None
+    ) -> AsyncIterator[_Progress]:
+        """Heartbeat the activity's progress while the body runs (Temporal delivers
+        cancellation with the heartbeats, and retries elsewhere when they stop)."""
+        progress = _Progress(workflow_id, step, activity.info().attempt)
+        token = _PROGRESS.set(progress)
+        beating = asyncio.create_task(self._heartbeat(progress))
+        try:
+            yield progress
+        finally:
+            _PROGRESS.reset(token)
+            beating.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beating
+
     @activity.defn(name=ACTIVITY_RUN_TURN)
     async def run_turn(self, request: TurnRequest) -> TurnOutcome:
         """Run one durable step (``run_turn``), heartbeating its progress while it runs.
         Cancellation interrupts the server's run and propagates; errors are raised as
         ``application_error`` maps them."""
-        info = activity.info()
-        progress = _Progress(request, info.attempt)
-        token = _PROGRESS.set(progress)
-        beating = asyncio.create_task(self._heartbeat(progress))
         try:
-            result = await run_turn(
-                request.workflow_id,
-                request.prompt,
-                step=request.step,
-                store=self.store,
-                tenant=request.tenant or self.tenant,
-                tools=self.tools,
-                client=self._chat_client(),
-                **self._turn_options,
-            )
-        except asyncio.CancelledError:
-            raise
+            async with self._heartbeating(request.workflow_id, request.step) as progress:
+                result = await run_turn(
+                    request.workflow_id,
+                    request.prompt,
+                    step=request.step,
+                    store=self.store,
+                    tenant=request.tenant or self.tenant,
+                    tools=self.tools,
+                    client=self._chat_client(),
+                    **self._turn_options,
+                )
         except Exception as exc:
             error = application_error(exc)
             if error is None:
                 raise
             raise error from exc
-        finally:
-            _PROGRESS.reset(token)
-            beating.cancel()
-            try:
-                await beating
-            except asyncio.CancelledError:
-                pass
         return TurnOutcome(
             text=result.text,
             recovered=result.recovered,
             chat_id=result.chat_id,
             step=result.step,
             output=_plain(result.output),
-            attempt=info.attempt,
+            attempt=progress.attempt,
         )
 
     @activity.defn(name=ACTIVITY_ARCHIVE)
     async def archive_workflow(self, request: ArchiveRequest) -> ArchiveOutcome:
-        """Retire the workflow's chats (``archive_workflow``)."""
+        """Retire the workflow's chats (``archive_workflow``), heartbeating."""
         try:
-            result = await archive_workflow(
-                request.workflow_id,
-                store=self.store,
-                tenant=request.tenant or self.tenant,
-                client=self._chat_client(),
-                **self._archive_options,
-            )
+            async with self._heartbeating(request.workflow_id, "archive"):
+                result = await archive_workflow(
+                    request.workflow_id,
+                    store=self.store,
+                    tenant=request.tenant or self.tenant,
+                    client=self._chat_client(),
+                    **self._archive_options,
+                )
         except Exception as exc:
             error = application_error(exc)
             if error is None:
@@ -424,14 +434,15 @@ class DurableActivities:
 
     @activity.defn(name=ACTIVITY_SWEEP)
     async def sweep_orphans(self, request: SweepRequest) -> SweepOutcome:
-        """Retire every chat no checkpoint accounts for (``sweep_orphans``)."""
+        """Retire every chat no checkpoint accounts for (``sweep_orphans``), heartbeating."""
         try:
-            result = await sweep_orphans(
-                store=self.store,
-                min_age=request.min_age,
-                client=self._chat_client(),
-                **self._sweep_options,
-            )
+            async with self._heartbeating(None, "sweep"):
+                result = await sweep_orphans(
+                    store=self.store,
+                    min_age=request.min_age,
+                    client=self._chat_client(),
+                    **self._sweep_options,
+                )
         except Exception as exc:
             error = application_error(exc)
             if error is None:
@@ -457,9 +468,11 @@ class DurableTurns:
     same chat. Deterministic: it reads nothing but ``workflow.info()``.
 
     ``task_queue`` defaults to the workflow's; ``start_to_close_timeout`` bounds one attempt
-    of a step (make it longer than a turn, recovery included); ``heartbeat_timeout`` is how
-    soon a dead worker's step is retried elsewhere (longer than the workers'
-    ``heartbeat_interval``); ``retry_policy`` defaults to ``DEFAULT_RETRY_POLICY``.
+    of a step (make it longer than a turn, recovery included), ``archive_timeout`` one
+    attempt of the archive; ``heartbeat_timeout`` is how soon a step or archive whose worker
+    stopped heartbeating is retried elsewhere (longer than the workers'
+    ``heartbeat_interval`` and their longest event-loop stall); ``retry_policy`` defaults to
+    ``DEFAULT_RETRY_POLICY``.
     """
 
     def __init__(
@@ -507,6 +520,7 @@ class DurableTurns:
             result_type=ArchiveOutcome,
             task_queue=self.task_queue,
             start_to_close_timeout=self.archive_timeout,
+            heartbeat_timeout=self.heartbeat_timeout,
             retry_policy=self.retry_policy,
         )
         return result
@@ -526,6 +540,7 @@ class OrphanSweepWorkflow:
             request,
             result_type=SweepOutcome,
             start_to_close_timeout=timedelta(minutes=30),
+            heartbeat_timeout=timedelta(seconds=request.heartbeat_timeout),
             retry_policy=DEFAULT_RETRY_POLICY,
         )
         return result

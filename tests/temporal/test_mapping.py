@@ -14,7 +14,6 @@ from temporalio.exceptions import ApplicationError
 
 from coder_io_asyncio.temporal import (
     DurableActivities,
-    TurnRequest,
     _plain,
     _Progress,
     application_error,
@@ -106,7 +105,7 @@ def test_progress_details() -> None:
         def __init__(self, type: str) -> None:
             self.type = type
 
-    progress = _Progress(TurnRequest("wf", "Hello", step="greet"), attempt=2)
+    progress = _Progress("wf", "greet", attempt=2)
     assert progress.details()["phase"] == "starting"
     for kind in ("segment:start", "ws:open", "segment:settle"):
         progress.seen(Event(kind))
