@@ -147,7 +147,10 @@ class ArchiveRequest:
 
 @dataclasses.dataclass
 class ArchiveOutcome:
-    """The result of ``coder.archive_workflow`` (``ArchiveWorkflowResult`` as data)."""
+    """The result of ``coder.archive_workflow`` (``ArchiveWorkflowResult`` as data).
+    ``archived`` is ``False`` when there was nothing to archive: the workflow never created a
+    chat, or an earlier attempt of the archive finished the job (archived and forgotten) but
+    its worker died before Temporal recorded the result."""
 
     archived: bool
     chat_id: str | None = None

@@ -185,7 +185,10 @@ def check_exactly_once(
         receipt = by_kind[f"charge:{chat_id}"][0]["receipt"]
         assert result["charge"]["text"] == f'Charged: "charged: receipt {receipt}"', result
         assert result["confirm"]["text"] == "Order confirmed.", result
-        assert result["archive"]["archived"] is True, result
+        # An archive retried after its first attempt had forgotten the workflow finds nothing
+        # left to archive; the chat itself is archived either way (checked below).
+        archive = result["archive"]
+        assert archive["archived"] is True or archive["chat_id"] is None, result
     assert len(effects) == 2 * len(results), effects
     assert all(c["archived"] for c in all_chats), [c for c in all_chats if not c["archived"]]
     return {

@@ -124,6 +124,7 @@ KILLS = (
     Kill("charge-tool-after-effect", "charge_card:after", "charge", died_in="charge"),
     # The archive is retried elsewhere as soon as its heartbeats stop, not after its timeout.
     Kill("archive-after-archived", "event:archive_chat", None, died_in="archive"),
+    Kill("archive-after-forget", "after:forget_chat", None, died_in="archive"),
 )
 
 
