@@ -11,6 +11,12 @@
 * ``fleet.core-asyncio.memory`` / ``.cpu``: the core's reader and translator on a minimal
   asyncio driver, one loopback socket per chat to the fake server (``_agent.core_turn_asyncio``):
   RSS growth per open chat, and CPU per delta against one chat alone.
+* ``fleet.temporal.sqlite`` / ``fleet.temporal.postgres``: durable workflows on Temporal
+  (docs/scale-out.md): three worker processes run the three-step order workflow of
+  ``tests/temporal`` (50 workflows; 20 in quick mode) on a Temporal dev server and the fake
+  server, with the store on SQLite, then on PostgreSQL. Each line reports workflows per minute
+  per worker; the PostgreSQL line's ratio is its wall time against the SQLite run's (the cost
+  of a store shared across machines, the workflow lease included).
 """
 
 from __future__ import annotations
@@ -388,8 +394,131 @@ def _agent_single_cpu(cls: Any, info: dict[str, Any], rounds: int) -> float:
     return statistics.median(asyncio.run(main()))
 
 
+# -- durable workflows on Temporal ------------------------------------------------------------
+
+#: Worker processes of the Temporal fleet.
+TEMPORAL_WORKERS = 3
+
+
+def _temporal_workflows(settings: Settings) -> int:
+    return {"full": 50, "quick": 20}.get(settings.mode, 0)
+
+
+def _temporal_fleet(store: str, workflows: int, temporal: Any, postgres: Any) -> tuple[float, int]:
+    """One fleet run without kills: its wall time (first start to last result) and the
+    number of chats it left (all archived, checked as in the tests)."""
+    import os
+    import tempfile
+    import uuid
+
+    from tests.temporal.harness import (
+        add_scripts,
+        check_exactly_once,
+        fake_server,
+        run_fleet,
+        worker_env,
+    )
+
+    queue = f"bench-{store}-{uuid.uuid4().hex[:6]}"
+    with tempfile.TemporaryDirectory() as tmp, fake_server() as server:
+        add_scripts(server)
+        payments_db = os.path.join(tmp, "pay.sqlite3")
+        if store == "postgres":
+            schema = f"bench_{uuid.uuid4().hex[:12]}"
+            env = worker_env(
+                temporal.address, queue, server, postgres.conninfo(), payments_db,
+                DURABLE_PG_SCHEMA=schema,
+            )  # fmt: skip
+        else:
+            env = worker_env(
+                temporal.address, queue, server, os.path.join(tmp, "s.sqlite3"), payments_db
+            )
+        try:
+            fleet = run_fleet(
+                temporal.address, env, tmp, workers=TEMPORAL_WORKERS, workflows=workflows
+            )
+        finally:
+            if store == "postgres":
+                postgres.drop_schema(schema)
+        server.wait_idle(5.0)
+        counts = check_exactly_once(server, payments_db, fleet.results)
+    return fleet.elapsed, counts["chats"]
+
+
+def _temporal(settings: Settings) -> list[Result]:
+    workflows = _temporal_workflows(settings)
+    names = ("fleet.temporal.sqlite", "fleet.temporal.postgres")
+    if not workflows:
+        reason = "runs in quick and full modes (tests/temporal checks it in every run)"
+        return [skipped(name, 0, reason) for name in names]
+    try:
+        from tests.stores.postgres_server import PostgresServer, ServerUnavailable
+        from tests.temporal.server import ServerUnavailable as TemporalUnavailable
+        from tests.temporal.server import TemporalServer
+    except ImportError as exc:  # temporalio or psycopg missing
+        return [skipped(name, workflows, f"needs the test extra: {exc}") for name in names]
+    temporal, postgres = TemporalServer(), PostgresServer()
+    try:
+        temporal.start()
+        postgres.start()
+        sqlite_s, sqlite_chats = _temporal_fleet("sqlite", workflows, temporal, postgres)
+        pg_s, pg_chats = _temporal_fleet("postgres", workflows, temporal, postgres)
+    except (ServerUnavailable, TemporalUnavailable) as exc:
+        return [skipped(name, workflows, str(exc)) for name in names]
+    except Exception as exc:  # the fleet failed: report it, go on
+        reason = f"failed: {type(exc).__name__}: {str(exc)[:300]}"
+        return [skipped(name, workflows, reason) for name in names]
+    finally:
+        postgres.stop()
+        temporal.stop()
+
+    def rate(seconds: float) -> float:
+        return workflows / (seconds / 60) / TEMPORAL_WORKERS
+
+    via = f"{TEMPORAL_WORKERS} worker processes, three-step order workflow, fake server"
+    return [
+        Result(
+            names[0],
+            workflows,
+            sqlite_s,
+            None,
+            None,
+            {
+                "workflows_per_min_per_worker": round(rate(sqlite_s), 1),
+                "chats": sqlite_chats,
+                "target": "report",
+                "note": f"{rate(sqlite_s):.1f} workflows/min/worker",
+                "via": via + ", SQLiteStore",
+            },
+        ),
+        Result(
+            names[1],
+            workflows,
+            pg_s,
+            sqlite_s,
+            pg_s / sqlite_s,
+            {
+                "workflows_per_min_per_worker": round(rate(pg_s), 1),
+                "sqlite_workflows_per_min_per_worker": round(rate(sqlite_s), 1),
+                "chats": pg_chats,
+                "target": "report: wall time against the same run on SQLite",
+                "note": f"{rate(pg_s):.1f} workflows/min/worker (SQLite {rate(sqlite_s):.1f})",
+                "via": via + ", PostgresStore",
+            },
+        ),
+    ]
+
+
 def run(settings: Settings) -> list[Result]:
-    """Core results always; the asyncio client's when the adapter and the fake exist."""
+    """Core results always; the asyncio client's when the adapter and the fake exist; the
+    Temporal fleet in quick and full modes."""
+    out = _run_chats(settings)
+    out.extend(_temporal(settings))
+    return out
+
+
+def _run_chats(settings: Settings) -> list[Result]:
+    """The chat-fleet lines (core, core on asyncio, the asyncio client)."""
     chats, deltas = settings.fleet_chats, settings.fleet_deltas
     frames = one_event_frames(transcript_lines(deltas))
     out = [_core_memory(chats, frames), _core_cpu(chats, frames, max(settings.rounds // 2, 1))]
