@@ -19,8 +19,8 @@ Two checks:
 from __future__ import annotations
 
 import ast
-import pathlib
 import os
+import pathlib
 import subprocess
 import sys
 
