@@ -347,6 +347,16 @@ class Driver:
         ``start(..., session=session)`` does this implicitly."""
         self.drive.attach_session(session)
 
+    def release_session(self, session: Session) -> None:
+        """Forget ``session`` (its agent is closed) once its work is done and its
+        connections are closed."""
+        self.drive.release_session(session)
+
+    @property
+    def attached_sessions(self) -> int:
+        """Sessions this driver keeps between their turns: one per open agent."""
+        return self.drive.attached_sessions
+
     def perform(self, actions: Iterable[Action], *, session: Session) -> None:
         """Perform actions a session method returned (``reset_session``,
         ``close_retained_stream`` ...) in that session's connection scope."""
