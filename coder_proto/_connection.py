@@ -70,6 +70,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
+import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias, TypeVar
 
@@ -186,12 +187,22 @@ def describe_error(error: BaseException | str) -> str:
     return f"{name}: {text}" if text else name
 
 
+#: Tokens this long or longer are redacted wherever they occur; shorter ones (no real session
+#: token is that short) only where they stand alone, so that ``t`` leaves ``Error`` alone.
+_MIN_SUBSTRING_TOKEN: Final = 8
+
+
 def scrub_token(message: str, token: str | None) -> str:
-    """``message`` with every occurrence of the session token replaced by ``<redacted>``
-    (docs/architecture.md rule 6: a token never appears in an error, event or log)."""
-    if token and token in message:
+    """``message`` with the session token replaced by ``<redacted>`` (docs/architecture.md
+    rule 6: a token never appears in an error, event or log): every occurrence of a token of
+    8 characters or more; a shorter token only where no letter, digit, ``-`` or ``_`` touches
+    it, so that the words around it stay readable."""
+    if not token or token not in message:
+        return message
+    if len(token) >= _MIN_SUBSTRING_TOKEN:
         return message.replace(token, "<redacted>")
-    return message
+    alone = rf"(?<![\w-]){re.escape(token)}(?![\w-])"
+    return re.sub(alone, "<redacted>", message)
 
 
 # -- handles ---------------------------------------------------------------------------------------

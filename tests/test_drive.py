@@ -291,6 +291,21 @@ def test_scrub_token_redacts_every_occurrence_design_rule_6() -> None:
     assert drive().scrub(f"x{TOKEN}y") == "x<redacted>y"
 
 
+def test_scrub_token_leaves_words_alone_when_the_token_is_short() -> None:
+    # A token under 8 characters is no real session token: only whole-token occurrences are
+    # redacted, so a one-letter token never mangles the words around it.
+    message = "ConnectionRefusedError: [Errno 111] Connection refused"
+    assert scrub_token(message, "t") == message
+    assert scrub_token(message, "Error") == message
+    assert scrub_token("token t in ?coder_session_token=t&x=1", "t") == (
+        "token <redacted> in ?coder_session_token=<redacted>&x=1"
+    )
+    assert scrub_token("t", "t") == "<redacted>"
+    assert scrub_token("a.b? a.b", "a.b") == "<redacted>? <redacted>"
+    # From 8 characters on every occurrence goes, inside a word too.
+    assert scrub_token("xabcd1234y abcd1234", "abcd1234") == "x<redacted>y <redacted>"
+
+
 # -- starting, closing ------------------------------------------------------------------------------
 
 

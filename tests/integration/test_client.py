@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import logging
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -613,3 +614,23 @@ def test_the_token_never_appears_in_reprs_errors_logs_or_events(
     with pytest.raises(CoderAgentError) as refused:
         runtime.adapter.CoderChatClient(server.url, token + "\n")
     assert token not in str(refused.value)
+
+
+def test_a_short_token_is_redacted_without_mangling_the_error_rule_6(runtime: Any) -> None:
+    # A one-letter token must not cut letters out of the words of an error message.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+
+    async def scenario(rt: Any) -> str:
+        client = rt.client_class(f"http://127.0.0.1:{port}", "t")
+        try:
+            with pytest.raises(CoderAgentError) as failed:
+                await rt.call(client, "get_chat", UNKNOWN)
+        finally:
+            await rt.close_client(client)
+        return str(failed.value)
+
+    message = runtime.run(scenario)
+    assert "ConnectError" in message or "ConnectionRefusedError" in message, message
+    assert "<redacted>" not in message and "Connec<" not in message
