@@ -686,6 +686,35 @@ def test_a_session_whose_id_was_reused_gets_a_fresh_standing_job() -> None:
     assert job is not old and job.machine is new and old.retired
 
 
+def test_a_released_session_is_forgotten_once_its_work_and_connections_are_done() -> None:
+    d = drive()
+    idle = FakeSession()
+    d.attach_session(idle)  # type: ignore[arg-type]
+    d.release_session(idle)  # type: ignore[arg-type]
+    assert d.attached_sessions == 0
+    d.release_session(idle)  # type: ignore[arg-type]  # idempotent; unknown sessions too
+    busy = FakeSession()
+    d.perform([open_conn(4)], session=busy, now=NOW)  # type: ignore[arg-type]
+    conn = only(d, OpenSocket).conn
+    cleanup = Probe(deadline=NOW + 1.0)
+    d.start(cleanup, session=busy, now=NOW)  # type: ignore[arg-type]
+    d.release_session(busy)  # type: ignore[arg-type]
+    assert d.attached_sessions == 1  # a job runs and a connection is open
+    cleanup.react = lambda p, r: p.finish()
+    d.tick(NOW + 1.0)
+    assert cleanup.done and d.attached_sessions == 1  # the connection is still open
+    d.socket_data(conn, b"hi", NOW + 1.0)
+    assert busy.inputs[-1] == ("data", 4, b"hi") and d.attached_sessions == 1
+    busy.outbox.append(CloseConnection(conn_id=4))  # its answer to the next input
+    d.socket_data(conn, b"bye", NOW + 2.0)
+    assert d.attached_sessions == 0 and d.open_connections == 0
+    # Attaching again (start, perform) keeps a session until it is released again.
+    d.perform([], session=busy, now=NOW)  # type: ignore[arg-type]
+    d.release_session(busy)  # type: ignore[arg-type]
+    d.perform([], session=busy, now=NOW)  # type: ignore[arg-type]
+    assert d.attached_sessions == 1
+
+
 # -- tools (D5) --------------------------------------------------------------------------------------
 
 
