@@ -319,7 +319,7 @@ def test_p3_attachment_bytes_are_uploaded_by_the_turn_with_a_media_type_from_the
     ("kwargs", "match"),
     [
         ({"content": b"x"}, "media type"),
-        ({"content": b"x", "filename": "archive.zip"}, "media type"),
+        ({"content": b"x", "filename": "archive.zip"}, r'"\.zip" of "archive\.zip" is not'),
         ({"content": b"x", "media_type": "application/zip"}, "not allowed"),
     ],
 )

@@ -820,3 +820,24 @@ def test_a_shared_client_keeps_no_state_of_closed_agents(
     held, after, connections = runtime.run(scenario)
     assert held == [1] * 50
     assert (after, connections) == (0, 0)
+
+
+def test_attaching_a_file_type_the_server_does_not_accept_says_so_wire_7(
+    runtime: Any, server: FakeCoderServer, tmp_path: pathlib.Path
+) -> None:
+    archive = tmp_path / "logs.zip"
+    archive.write_bytes(b"PK\x03\x04")
+
+    async def scenario(rt: Any) -> CoderAgentError:
+        agent = await rt.agent(server)
+        try:
+            with pytest.raises(CoderAgentError) as refused:
+                await rt.attach(agent, archive)
+        finally:
+            await rt.close(agent)
+        return refused.value
+
+    message = str(runtime.run(scenario))
+    assert message.startswith('File type ".zip" of "logs.zip" is not accepted'), message
+    assert ".pdf" in message and "media type" not in message
+    assert server.counters.requests["upload_chat_file"] == 0

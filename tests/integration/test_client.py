@@ -510,6 +510,8 @@ def test_refused_uploads_never_reach_the_server_wire_7(
             )
         with pytest.raises(CoderAgentError, match="Could not determine"):
             await rt.call(client, upload, org, b"x")
+        with pytest.raises(CoderAgentError, match=r'File type "\.zip" of "a\.zip" is not accepted'):
+            await rt.call(client, upload, org, b"PK", filename="a.zip")
         with pytest.raises(CoderAgentError, match="cannot read"):
             await rt.call(client, upload, org, tmp_path / "missing.txt")
         with pytest.raises(CoderAgentError, match="binary mode"):
