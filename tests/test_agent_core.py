@@ -223,7 +223,7 @@ def test_h2_3_the_workspace_files_adapter_must_match_the_workspace() -> None:
 
 
 def test_upload_to_workspace_without_an_adapter_is_a_clear_error() -> None:
-    with pytest.raises(CoderAgentError, match="workspace_files adapter"):
+    with pytest.raises(CoderAgentError, match=r"created with workspace_files=\.\.\."):
         core().workspace_upload("a.zip")
 
 
