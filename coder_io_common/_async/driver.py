@@ -249,6 +249,11 @@ class Driver:
         sink: TransportEventSink | None = None,
         recorder: Recorder | None = None,
     ) -> None:
+        if http_client is not None and not isinstance(http_client, httpx.AsyncClient):
+            raise CoderAgentError(
+                f"http_client must be an httpx.AsyncClient on the {self.runtime.name} adapter "
+                f"(got {type(http_client).__name__})"
+            )
         self.base_url = base_url
         self._ssl = ssl_context(verify)
         self.sink = sink if sink is not None else TransportEventSink()

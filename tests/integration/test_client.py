@@ -636,3 +636,18 @@ def test_a_short_token_is_redacted_without_mangling_the_error_rule_6(runtime: An
     message = runtime.run(scenario)
     assert "ConnectError" in message or "ConnectionRefusedError" in message, message
     assert "<redacted>" not in message and "Connec<" not in message
+
+
+def test_an_http_client_of_the_wrong_kind_is_refused_by_name(runtime: Any) -> None:
+    # Each adapter names the httpx client class it needs, before any request.
+    wanted = "httpx.Client" if runtime.name == "sync" else "httpx.AsyncClient"
+    wrong = httpx.AsyncClient() if runtime.name == "sync" else httpx.Client()
+    try:
+        for given in (wrong, object()):
+            with pytest.raises(CoderAgentError) as refused:
+                runtime.client_class("http://127.0.0.1:9", "tok", http_client=given)
+            assert f"http_client must be an {wanted}" in str(refused.value)
+            assert type(given).__name__ in str(refused.value)
+    finally:
+        if isinstance(wrong, httpx.Client):
+            wrong.close()
