@@ -732,6 +732,17 @@ class Driver:
         with self._lock:
             self._connection.attach_session(session)
 
+    def release_session(self, session: Session) -> None:
+        """Forget ``session`` (its agent is closed) once its work is done and its
+        connections are closed."""
+        with self._lock:
+            self._connection.release_session(session)
+
+    @property
+    def attached_sessions(self) -> int:
+        """Sessions this driver keeps between their turns: one per open agent."""
+        return self._connection.attached_sessions
+
     def perform(
         self,
         actions: Iterable[Action] | Callable[[float], Iterable[Action]],

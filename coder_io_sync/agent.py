@@ -235,7 +235,10 @@ class CoderAgent(AgentShell[CoderChatClient, httpx.Client], Closing):
             if self._owns_client:
                 self._client.close()
             elif not driver.closed:
-                driver.wait_background(BACKGROUND_TASK_BOUND)
+                try:
+                    driver.wait_background(BACKGROUND_TASK_BOUND)
+                finally:
+                    driver.release_session(session)
 
     # -- plain operations (coder_proto._shells.agent_calls.AgentCalls) ---------------------------------------
 

@@ -70,6 +70,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
+import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias, TypeVar
 
@@ -186,12 +187,22 @@ def describe_error(error: BaseException | str) -> str:
     return f"{name}: {text}" if text else name
 
 
+#: Tokens this long or longer are redacted wherever they occur; shorter ones (no real session
+#: token is that short) only where they stand alone, so that ``t`` leaves ``Error`` alone.
+_MIN_SUBSTRING_TOKEN: Final = 8
+
+
 def scrub_token(message: str, token: str | None) -> str:
-    """``message`` with every occurrence of the session token replaced by ``<redacted>``
-    (docs/architecture.md rule 6: a token never appears in an error, event or log)."""
-    if token and token in message:
+    """``message`` with the session token replaced by ``<redacted>`` (docs/architecture.md
+    rule 6: a token never appears in an error, event or log): every occurrence of a token of
+    8 characters or more; a shorter token only where no letter, digit, ``-`` or ``_`` touches
+    it, so that the words around it stay readable."""
+    if not token or token not in message:
+        return message
+    if len(token) >= _MIN_SUBSTRING_TOKEN:
         return message.replace(token, "<redacted>")
-    return message
+    alone = rf"(?<![\w-]){re.escape(token)}(?![\w-])"
+    return re.sub(alone, "<redacted>", message)
 
 
 # -- handles ---------------------------------------------------------------------------------------
@@ -203,11 +214,14 @@ class _Scope:
     machines and their background jobs. An input to one of them can move any of them (they
     share the session's state), so a scope is the unit a settle visits."""
 
-    __slots__ = ("jobs", "machine", "session", "standing")
+    __slots__ = ("jobs", "machine", "releasing", "session", "standing")
 
     def __init__(self, *, session: Session | None = None, machine: Any = None) -> None:
         self.session = session
         self.machine = machine
+        #: The session was released (``Drive.release_session``): its standing job is dropped
+        #: once the scope has no running job and no open connection.
+        self.releasing = False
         #: The scope's running jobs (not the standing session's), oldest first.
         self.jobs: dict[Job, None] = {}
         #: The session's standing job (``Drive.attach_session``), if any.
@@ -537,6 +551,11 @@ class Drive:
         """The machines being driven (foreground and background), oldest first."""
         return tuple(self._jobs)
 
+    @property
+    def attached_sessions(self) -> int:
+        """Sessions this drive keeps driving between their turns (attached, not released)."""
+        return len(self._sessions)
+
     def commands(self) -> list[Command]:
         """Drain the I/O requests produced by the inputs so far, in order."""
         out = self._out
@@ -588,6 +607,16 @@ class Drive:
         self._touched[job.scope] = None
         self._file_deadline(job)
         return job
+
+    def release_session(self, session: Session) -> None:
+        """Stop keeping ``session`` (its agent is closed): the drive forgets it as soon as its
+        turns, cleanup and background jobs are finished and its connections closed, at once
+        when they already are. Attaching it again (``start``, ``perform``) keeps it."""
+        job = self._sessions.get(id(session))
+        if job is None or job.machine is not session:
+            return
+        job.scope.releasing = True
+        self._drop_released(job.scope)
 
     def perform(self, actions: Iterable[Action], *, session: Session, now: float) -> None:
         """Take on actions a session method returned (``reset_session``,
@@ -814,7 +843,23 @@ class Drive:
             self._sessions[id(session)] = job
             # What the session's stream readers see goes to this drive's recorder.
             session.ws_observer = _RecorderTap(self)
+        job.scope.releasing = False
         return job
+
+    def _drop_released(self, scope: _Scope) -> None:
+        """Forget a released session whose scope has nothing left to drive."""
+        standing = scope.standing
+        if standing is None or scope.jobs:
+            return
+        if any(conn.scope is scope for conn in self._conns.values()):
+            return
+        key = id(standing.machine)
+        if self._sessions.get(key) is standing:
+            del self._sessions[key]
+        scope.releasing = False
+        scope.standing = None
+        standing.retired = True
+        standing.deadline = None
 
     def _add(self, job: Job) -> Job:
         """Drive ``job`` from now on; the next settle visits its scope."""
@@ -881,6 +926,8 @@ class Drive:
                     )
                 self._release(job, now)
                 self._retire(job)
+            if scope.releasing:
+                self._drop_released(scope)
             for job in scope.members():
                 self._file_deadline(job)
         touched.clear()
@@ -1510,6 +1557,16 @@ class Connection:
         ``start_machine(..., session=session)`` does this implicitly. The next input (or
         ``tick``) visits it."""
         self._drive.attach_session(session)
+
+    def release_session(self, session: Session) -> None:
+        """Stop keeping ``session`` once its work is done and its connections closed (its
+        agent is closed); see ``Drive.release_session``."""
+        self._drive.release_session(session)
+
+    @property
+    def attached_sessions(self) -> int:
+        """Sessions kept between their turns (attached and not released)."""
+        return self._drive.attached_sessions
 
     def perform(self, actions: Iterable[Action], *, session: Session, now: float) -> None:
         """Take on the actions a session method returned (``reset_session``,

@@ -223,7 +223,7 @@ def test_h2_3_the_workspace_files_adapter_must_match_the_workspace() -> None:
 
 
 def test_upload_to_workspace_without_an_adapter_is_a_clear_error() -> None:
-    with pytest.raises(CoderAgentError, match="workspace_files adapter"):
+    with pytest.raises(CoderAgentError, match=r"created with workspace_files=\.\.\."):
         core().workspace_upload("a.zip")
 
 
@@ -319,7 +319,7 @@ def test_p3_attachment_bytes_are_uploaded_by_the_turn_with_a_media_type_from_the
     ("kwargs", "match"),
     [
         ({"content": b"x"}, "media type"),
-        ({"content": b"x", "filename": "archive.zip"}, "media type"),
+        ({"content": b"x", "filename": "archive.zip"}, r'"\.zip" of "archive\.zip" is not'),
         ({"content": b"x", "media_type": "application/zip"}, "not allowed"),
     ],
 )

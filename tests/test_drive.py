@@ -291,6 +291,21 @@ def test_scrub_token_redacts_every_occurrence_design_rule_6() -> None:
     assert drive().scrub(f"x{TOKEN}y") == "x<redacted>y"
 
 
+def test_scrub_token_leaves_words_alone_when_the_token_is_short() -> None:
+    # A token under 8 characters is no real session token: only whole-token occurrences are
+    # redacted, so a one-letter token never mangles the words around it.
+    message = "ConnectionRefusedError: [Errno 111] Connection refused"
+    assert scrub_token(message, "t") == message
+    assert scrub_token(message, "Error") == message
+    assert scrub_token("token t in ?coder_session_token=t&x=1", "t") == (
+        "token <redacted> in ?coder_session_token=<redacted>&x=1"
+    )
+    assert scrub_token("t", "t") == "<redacted>"
+    assert scrub_token("a.b? a.b", "a.b") == "<redacted>? <redacted>"
+    # From 8 characters on every occurrence goes, inside a word too.
+    assert scrub_token("xabcd1234y abcd1234", "abcd1234") == "x<redacted>y <redacted>"
+
+
 # -- starting, closing ------------------------------------------------------------------------------
 
 
@@ -669,6 +684,35 @@ def test_a_session_whose_id_was_reused_gets_a_fresh_standing_job() -> None:
     d._sessions[id(new)] = d._sessions.pop(id(gone))
     job = d.attach_session(new)  # type: ignore[arg-type]
     assert job is not old and job.machine is new and old.retired
+
+
+def test_a_released_session_is_forgotten_once_its_work_and_connections_are_done() -> None:
+    d = drive()
+    idle = FakeSession()
+    d.attach_session(idle)  # type: ignore[arg-type]
+    d.release_session(idle)  # type: ignore[arg-type]
+    assert d.attached_sessions == 0
+    d.release_session(idle)  # type: ignore[arg-type]  # idempotent; unknown sessions too
+    busy = FakeSession()
+    d.perform([open_conn(4)], session=busy, now=NOW)  # type: ignore[arg-type]
+    conn = only(d, OpenSocket).conn
+    cleanup = Probe(deadline=NOW + 1.0)
+    d.start(cleanup, session=busy, now=NOW)  # type: ignore[arg-type]
+    d.release_session(busy)  # type: ignore[arg-type]
+    assert d.attached_sessions == 1  # a job runs and a connection is open
+    cleanup.react = lambda p, r: p.finish()
+    d.tick(NOW + 1.0)
+    assert cleanup.done and d.attached_sessions == 1  # the connection is still open
+    d.socket_data(conn, b"hi", NOW + 1.0)
+    assert busy.inputs[-1] == ("data", 4, b"hi") and d.attached_sessions == 1
+    busy.outbox.append(CloseConnection(conn_id=4))  # its answer to the next input
+    d.socket_data(conn, b"bye", NOW + 2.0)
+    assert d.attached_sessions == 0 and d.open_connections == 0
+    # Attaching again (start, perform) keeps a session until it is released again.
+    d.perform([], session=busy, now=NOW)  # type: ignore[arg-type]
+    d.release_session(busy)  # type: ignore[arg-type]
+    d.perform([], session=busy, now=NOW)  # type: ignore[arg-type]
+    assert d.attached_sessions == 1
 
 
 # -- tools (D5) --------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ import pydantic
 import pytest
 
 from coder_proto import CoderAgentError, Tool, ToolContext, ToolInputError, tool
+from coder_proto._agent.structured_output import StructuredOutput
 from coder_proto._agent.tools import (
     encode_output,
     json_schema_for,
@@ -116,6 +117,20 @@ def test_schema_for_containers_and_classes() -> None:
     ]
     with pytest.raises(CoderAgentError, match="cannot derive"):
         json_schema_for(complex)
+
+
+
+def test_a_type_without_a_schema_names_the_argument_that_gives_one() -> None:
+    def spin(angle: complex) -> str:
+        return str(angle)
+
+    with pytest.raises(CoderAgentError) as info:
+        tool(spin)
+    assert "cannot derive a JSON Schema" in str(info.value)
+    assert "@tool(schema=...)" in str(info.value)
+    with pytest.raises(CoderAgentError) as info:
+        StructuredOutput(complex)
+    assert "output_type" in str(info.value) and "@tool" not in str(info.value)
 
 
 def test_parse_input_converts_to_declared_types() -> None:

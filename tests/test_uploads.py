@@ -21,6 +21,7 @@ from coder_proto._rest.uploads import (
     content_disposition,
     normalize_media_type,
     parse_upload_chat_file,
+    plan_upload,
 )
 
 ALLOWED = (
@@ -78,6 +79,35 @@ def test_wire_7_disallowed_media_type_message_is_exact() -> None:
 def test_wire_7_missing_media_type_is_a_clear_error(missing: Any) -> None:
     with pytest.raises(CoderAgentError, match="Could not determine the file's media type"):
         check_media_type(missing)
+
+
+ACCEPTED_EXTENSIONS = ".json, .pdf, .gif, .jpg, .png, .webp, .csv, .md, .txt"
+
+
+@pytest.mark.parametrize("name", ["archive.zip", "/tmp/Build.TAR.GZ", "photo.heic"])
+def test_wire_7_a_file_type_not_accepted_is_named_with_the_accepted_ones(name: str) -> None:
+    extension = "." + name.rsplit(".", 1)[1].lower()
+    base = name.rsplit("/", 1)[-1]
+    plan = plan_upload(b"x", filename=name)
+    with pytest.raises(CoderAgentError) as info:
+        plan.request("org", b"x")
+    assert str(info.value) == (
+        f'File type "{extension}" of "{base}" is not accepted for chat attachments '
+        f"(accepted: {ACCEPTED_EXTENSIONS}). Write other file types to a workspace instead."
+    )
+    with pytest.raises(CoderAgentError, match="is not accepted") as info:
+        check_media_type(None, filename=name)
+    assert "media type" not in str(info.value)
+
+
+def test_wire_7_a_file_without_a_known_type_asks_for_media_type() -> None:
+    for name in (None, "README", "notes."):
+        with pytest.raises(CoderAgentError) as info:
+            plan_upload(b"x", filename=name).request("org", b"x")
+        assert str(info.value) == (
+            "Could not determine the file's media type: pass media_type "
+            f"(accepted: {ALLOWED})."
+        )
 
 
 def test_wire_7_size_cap_is_10_mib_inclusive() -> None:

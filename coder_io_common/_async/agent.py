@@ -201,7 +201,10 @@ class CoderAgent(AgentShell[CoderChatClient, httpx.AsyncClient], AsyncClosing):
             if self._owns_client:
                 await self._client.aclose()
             elif not self._driver.closed:
-                await self._driver.wait_background(BACKGROUND_TASK_BOUND)
+                try:
+                    await self._driver.wait_background(BACKGROUND_TASK_BOUND)
+                finally:
+                    self._driver.release_session(session)
 
     # -- plain operations (coder_proto.agent.AgentCalls) ---------------------------------------
 

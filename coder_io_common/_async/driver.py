@@ -249,6 +249,11 @@ class Driver:
         sink: TransportEventSink | None = None,
         recorder: Recorder | None = None,
     ) -> None:
+        if http_client is not None and not isinstance(http_client, httpx.AsyncClient):
+            raise CoderAgentError(
+                f"http_client must be an httpx.AsyncClient on the {self.runtime.name} adapter "
+                f"(got {type(http_client).__name__})"
+            )
         self.base_url = base_url
         self._ssl = ssl_context(verify)
         self.sink = sink if sink is not None else TransportEventSink()
@@ -346,6 +351,16 @@ class Driver:
         """Keep driving ``session`` between turns (its paused stream keeps reading, H.6).
         ``start(..., session=session)`` does this implicitly."""
         self.drive.attach_session(session)
+
+    def release_session(self, session: Session) -> None:
+        """Forget ``session`` (its agent is closed) once its work is done and its
+        connections are closed."""
+        self.drive.release_session(session)
+
+    @property
+    def attached_sessions(self) -> int:
+        """Sessions this driver keeps between their turns: one per open agent."""
+        return self.drive.attached_sessions
 
     def perform(self, actions: Iterable[Action], *, session: Session) -> None:
         """Perform actions a session method returned (``reset_session``,

@@ -288,7 +288,8 @@ class AgentCore:
         """``upload_to_workspace()``'s checks: the adapter and the validated path."""
         if self.workspace_files is None:
             raise CoderAgentError(
-                "upload_to_workspace needs a workspace_files adapter (and its workspace_id)"
+                "upload_to_workspace needs an agent created with workspace_files=... "
+                "(the workspace's file adapter)"
             )
         return self.workspace_files, check_workspace_path(path)
 

@@ -60,7 +60,9 @@ class Attachment:
         """The upload plan with its media type checked against the allowlist (wire 7): the
         bytes in ``data``, or the ``path`` / ``stream`` the adapter reads."""
         plan = plan_upload(self.content, media_type=self.media_type, filename=self.filename)
-        return attrs.evolve(plan, media_type=check_media_type(plan.media_type))
+        return attrs.evolve(
+            plan, media_type=check_media_type(plan.media_type, filename=plan.filename)
+        )
 
 
 @attrs.frozen(kw_only=True)

@@ -12,7 +12,7 @@ from typing import Any, Final
 from .._actions import ToolOutcome
 from .._errors import CoderAgentError
 from .._outputs import ToolCall
-from .tools import Tool, ToolInputError, _is_model_type
+from .tools import Tool, ToolInputError, _is_model_type, json_schema_for
 from .turn import TurnResult
 
 __all__ = [
@@ -99,6 +99,13 @@ class StructuredOutput:
             self.tool = Tool.from_model(output_type, name=self.name, description=desc)
         else:
             self.wrapped = True
+            try:
+                json_schema_for(output_type)
+            except CoderAgentError as exc:
+                raise CoderAgentError(
+                    f"output_type: {exc}; pass an attrs class, a dataclass, a pydantic model "
+                    "or a JSON Schema dict as output_type"
+                ) from None
 
             # Only the signature matters: ``answer`` acknowledges filings in the core.
             def structured_output(value: Any) -> None: ...

@@ -193,7 +193,7 @@ def _schema(tp: Any, seen: set[Any]) -> dict[str, Any]:
             {_attrs_init_name(tp, k) for k in required},
             seen,
         )
-    raise CoderAgentError(f"cannot derive a JSON Schema for {tp!r}; pass an explicit schema")
+    raise CoderAgentError(f"cannot derive a JSON Schema for {tp!r}")
 
 
 def _attrs_init_name(cls: Any, name: str) -> str:
@@ -444,7 +444,13 @@ class Tool:
         required: list[str] = []
         for param in params:
             hint = hints.get(param.name, Any)
-            properties[param.name] = json_schema_for(hint)
+            try:
+                properties[param.name] = json_schema_for(hint)
+            except CoderAgentError as exc:
+                raise CoderAgentError(
+                    f"tool {tool_name!r}, parameter {param.name!r}: {exc}; give the tool an "
+                    "explicit input schema with @tool(schema=...)"
+                ) from None
             if param.default is inspect.Parameter.empty:
                 required.append(param.name)
         schema: dict[str, Any] = {

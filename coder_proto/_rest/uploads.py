@@ -38,7 +38,11 @@ __all__ = [
 #: The message of the ``CoderApiError`` raised for a 2xx upload answer without an id (wire 2).
 NO_FILE_ID_MESSAGE: Final = "upload succeeded but the response contained no file id"
 
-_NO_MEDIA_TYPE: Final = "Could not determine the file's media type. Pass `media_type`."
+_NO_MEDIA_TYPE: Final = (
+    "Could not determine the file's media type: pass media_type "
+    f"(accepted: {', '.join(ALLOWED_MEDIA_TYPES)})."
+)
+_ACCEPTED_EXTENSIONS: Final = ", ".join(f".{ext}" for ext in MEDIA_TYPE_EXTENSIONS.values())
 _UNSUPPORTED_CONTENT: Final = "Unsupported file content: expected bytes, bytearray or memoryview."
 _NON_ASCII_PRINTABLE: Final = re.compile(r"[^\x20-\x7e]")
 _QUOTED_SPECIALS: Final = re.compile(r'(["\\])')
@@ -53,15 +57,29 @@ def normalize_media_type(media_type: str) -> str:
     return media_type.split(";", 1)[0].strip().lower()
 
 
-def check_media_type(media_type: str | None) -> str:
+def _missing_media_type(filename: str | None) -> CoderAgentError:
+    """The error for a file without a media type: a name whose extension is none of the
+    accepted ones is a file type that is not accepted, anything else asks for ``media_type``."""
+    base = _base_name(filename) if type(filename) is str else ""
+    extension = base.rsplit(".", 1)[1].lower() if "." in base else ""
+    if extension and extension not in _EXTENSION_TYPES:
+        return CoderAgentError(
+            f'File type ".{extension}" of "{base}" is not accepted for chat attachments '
+            f"(accepted: {_ACCEPTED_EXTENSIONS}). Write other file types to a workspace instead."
+        )
+    return CoderAgentError(_NO_MEDIA_TYPE)
+
+
+def check_media_type(media_type: str | None, *, filename: str | None = None) -> str:
     """Normalise ``media_type`` and check it against the allowlist (wire 7). Returns the
     normalised type; raises ``CoderAgentError`` with wire 7's message when it is missing or not
-    allowed."""
+    allowed. Without a media type, ``filename``'s extension says whether the file's type is
+    one the server does not accept."""
     if media_type is None or type(media_type) is not str:
-        raise CoderAgentError(_NO_MEDIA_TYPE)
+        raise _missing_media_type(filename)
     normalised = normalize_media_type(media_type)
     if not normalised:
-        raise CoderAgentError(_NO_MEDIA_TYPE)
+        raise _missing_media_type(filename)
     if normalised not in ALLOWED_MEDIA_TYPES:
         raise CoderAgentError(
             f'Media type "{normalised}" is not allowed for chat attachments '
@@ -122,7 +140,7 @@ def build_upload_chat_file(
         raise CoderAgentError(_UNSUPPORTED_CONTENT)
     if filename is not None and type(filename) is not str:
         raise CoderAgentError(f"filename must be a string, got {filename!r}")
-    normalised = check_media_type(media_type)
+    normalised = check_media_type(media_type, filename=filename)
     body = bytes(data)
     check_attachment_size(len(body))
     return HttpRequest.build(
@@ -174,10 +192,14 @@ def guess_media_type(filename: str | None) -> str | None:
     ``application/pdf``), or ``None``. Deterministic: no system MIME database is read."""
     if not filename or type(filename) is not str:
         return None
-    base = filename.replace("\\", "/").rsplit("/", 1)[-1]
+    base = _base_name(filename)
     if "." not in base:
         return None
     return _EXTENSION_TYPES.get(base.rsplit(".", 1)[1].lower())
+
+
+def _base_name(filename: str) -> str:
+    return filename.replace("\\", "/").rsplit("/", 1)[-1]
 
 
 @attrs.frozen(kw_only=True)

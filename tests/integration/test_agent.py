@@ -797,3 +797,47 @@ def test_a_supplied_client_gets_the_http_and_ws_events_and_the_agent_the_segment
     client_kinds = {e.type.split(":")[0] for e in client_events}
     assert client_kinds == {"http", "ws"}
     runtime.recorder.events.extend(client_events + agent_events)
+
+
+def test_a_shared_client_keeps_no_state_of_closed_agents(
+    runtime: Any, server: FakeCoderServer
+) -> None:
+    # A long-lived client shared by many short-lived agents: each closed agent's session is
+    # released, so the client's driver holds nothing per agent afterwards.
+    async def scenario(rt: Any) -> tuple[list[int], int, int]:
+        client = await rt.client(server)
+        held: list[int] = []
+        for index in range(50):
+            agent = await rt.agent(server, client=client, base_url=None, token=None)
+            await rt.generate(agent, f"hi {index}")
+            held.append(client.driver.attached_sessions)
+            await rt.close(agent, archive=index % 2 == 0)
+        after = client.driver.attached_sessions
+        connections = client.driver.open_connections
+        await rt.close_client(client)
+        return held, after, connections
+
+    held, after, connections = runtime.run(scenario)
+    assert held == [1] * 50
+    assert (after, connections) == (0, 0)
+
+
+def test_attaching_a_file_type_the_server_does_not_accept_says_so_wire_7(
+    runtime: Any, server: FakeCoderServer, tmp_path: pathlib.Path
+) -> None:
+    archive = tmp_path / "logs.zip"
+    archive.write_bytes(b"PK\x03\x04")
+
+    async def scenario(rt: Any) -> CoderAgentError:
+        agent = await rt.agent(server)
+        try:
+            with pytest.raises(CoderAgentError) as refused:
+                await rt.attach(agent, archive)
+        finally:
+            await rt.close(agent)
+        return refused.value
+
+    message = str(runtime.run(scenario))
+    assert message.startswith('File type ".zip" of "logs.zip" is not accepted'), message
+    assert ".pdf" in message and "media type" not in message
+    assert server.counters.requests["upload_chat_file"] == 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import logging
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -509,6 +510,8 @@ def test_refused_uploads_never_reach_the_server_wire_7(
             )
         with pytest.raises(CoderAgentError, match="Could not determine"):
             await rt.call(client, upload, org, b"x")
+        with pytest.raises(CoderAgentError, match=r'File type "\.zip" of "a\.zip" is not accepted'):
+            await rt.call(client, upload, org, b"PK", filename="a.zip")
         with pytest.raises(CoderAgentError, match="cannot read"):
             await rt.call(client, upload, org, tmp_path / "missing.txt")
         with pytest.raises(CoderAgentError, match="binary mode"):
@@ -613,3 +616,38 @@ def test_the_token_never_appears_in_reprs_errors_logs_or_events(
     with pytest.raises(CoderAgentError) as refused:
         runtime.adapter.CoderChatClient(server.url, token + "\n")
     assert token not in str(refused.value)
+
+
+def test_a_short_token_is_redacted_without_mangling_the_error_rule_6(runtime: Any) -> None:
+    # A one-letter token must not cut letters out of the words of an error message.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+
+    async def scenario(rt: Any) -> str:
+        client = rt.client_class(f"http://127.0.0.1:{port}", "t")
+        try:
+            with pytest.raises(CoderAgentError) as failed:
+                await rt.call(client, "get_chat", UNKNOWN)
+        finally:
+            await rt.close_client(client)
+        return str(failed.value)
+
+    message = runtime.run(scenario)
+    assert "ConnectError" in message or "ConnectionRefusedError" in message, message
+    assert "<redacted>" not in message and "Connec<" not in message
+
+
+def test_an_http_client_of_the_wrong_kind_is_refused_by_name(runtime: Any) -> None:
+    # Each adapter names the httpx client class it needs, before any request.
+    wanted = "httpx.Client" if runtime.name == "sync" else "httpx.AsyncClient"
+    wrong = httpx.AsyncClient() if runtime.name == "sync" else httpx.Client()
+    try:
+        for given in (wrong, object()):
+            with pytest.raises(CoderAgentError) as refused:
+                runtime.client_class("http://127.0.0.1:9", "tok", http_client=given)
+            assert f"http_client must be an {wanted}" in str(refused.value)
+            assert type(given).__name__ in str(refused.value)
+    finally:
+        if isinstance(wrong, httpx.Client):
+            wrong.close()
