@@ -29,9 +29,9 @@ import contextlib
 import contextvars
 import dataclasses
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from temporalio import activity, workflow
 from temporalio.common import RetryPolicy
@@ -272,6 +272,44 @@ class _Progress:
         }
 
 
+_T = TypeVar("_T")
+
+
+def _stale_attempt() -> bool:
+    """True when Temporal cancelled the running activity because the attempt is no longer
+    its own (it timed out, its heartbeats having stopped, or the server forgot it), not
+    because the workflow asked."""
+    details = activity.cancellation_details()
+    return (
+        details is not None
+        and (details.timed_out or details.not_found)
+        and not (details.cancel_requested or details.worker_shutdown)
+    )
+
+
+async def _unless_stale(work: Awaitable[_T]) -> _T:
+    """Await ``work``, cancelling it when Temporal cancels the activity, except when the
+    attempt went stale (``_stale_attempt``): a worker that stalled or froze past the
+    heartbeat timeout, while Temporal retried the step elsewhere. Such an attempt goes on
+    under the workflow's lease (D27) to its end, and the retry, turned away with
+    ``WorkflowBusyError`` meanwhile, answers the step from the durable layer; or it stops
+    before its next side effect once the retry took the lease over. Interrupting its run
+    instead would cut the step short, and the retry would send the step's prompt again."""
+    task = asyncio.ensure_future(work)
+    while True:
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if task.done() or not _stale_attempt():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+                raise
+            current = asyncio.current_task()
+            if current is not None:
+                current.uncancel()
+
+
 _PROGRESS: contextvars.ContextVar[_Progress | None] = contextvars.ContextVar(
     "coder_temporal_progress", default=None
 )
@@ -384,19 +422,23 @@ class DurableActivities:
     @activity.defn(name=ACTIVITY_RUN_TURN)
     async def run_turn(self, request: TurnRequest) -> TurnOutcome:
         """Run one durable step (``run_turn``), heartbeating its progress while it runs.
-        Cancellation interrupts the server's run and propagates; errors are raised as
-        ``application_error`` maps them."""
+        The workflow's cancellation interrupts the server's run and propagates; an attempt
+        that Temporal timed out (its worker stalled past the heartbeat timeout) runs on to its
+        end under the workflow's lease, or stops once it lost the lease, while Temporal's retry
+        waits for it. Errors are raised as ``application_error`` maps them."""
         try:
             async with self._heartbeating(request.workflow_id, request.step) as progress:
-                result = await run_turn(
-                    request.workflow_id,
-                    request.prompt,
-                    step=request.step,
-                    store=self.store,
-                    tenant=request.tenant or self.tenant,
-                    tools=self.tools,
-                    client=self._chat_client(),
-                    **self._turn_options,
+                result = await _unless_stale(
+                    run_turn(
+                        request.workflow_id,
+                        request.prompt,
+                        step=request.step,
+                        store=self.store,
+                        tenant=request.tenant or self.tenant,
+                        tools=self.tools,
+                        client=self._chat_client(),
+                        **self._turn_options,
+                    )
                 )
         except Exception as exc:
             error = application_error(exc)
@@ -417,12 +459,14 @@ class DurableActivities:
         """Retire the workflow's chats (``archive_workflow``), heartbeating."""
         try:
             async with self._heartbeating(request.workflow_id, "archive"):
-                result = await archive_workflow(
-                    request.workflow_id,
-                    store=self.store,
-                    tenant=request.tenant or self.tenant,
-                    client=self._chat_client(),
-                    **self._archive_options,
+                result = await _unless_stale(
+                    archive_workflow(
+                        request.workflow_id,
+                        store=self.store,
+                        tenant=request.tenant or self.tenant,
+                        client=self._chat_client(),
+                        **self._archive_options,
+                    )
                 )
         except Exception as exc:
             error = application_error(exc)
