@@ -30,7 +30,7 @@ import contextvars
 import dataclasses
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from temporalio import activity, workflow
@@ -287,6 +287,29 @@ def _stale_attempt() -> bool:
     )
 
 
+def _check_attempt_current() -> None:
+    """Refuse an attempt that Temporal handed out longer than its heartbeat timeout ago
+    without a heartbeat: a worker that stalled or froze with a poll outstanding gets such a
+    task when it goes on, after Temporal timed the attempt out and retried the step
+    elsewhere, maybe after the whole workflow finished and was archived (a step run then
+    would start a new chat). Its failure is dropped by Temporal, which has moved on. Relies
+    on the workers' clocks agreeing with the Temporal server's, as the lease does."""
+    info = activity.info()
+    timeout, started = info.heartbeat_timeout, info.started_time
+    if not timeout or started is None:
+        return
+    if started.tzinfo is None:
+        started = started.replace(tzinfo=UTC)
+    late = datetime.now(UTC) - started
+    if late > timeout:
+        raise ApplicationError(
+            f"this attempt started {late.total_seconds():.1f} s after Temporal handed it out,"
+            " past its heartbeat timeout: Temporal has retried the step already",
+            {"retryable": True, "attempt": info.attempt},
+            type="StaleAttemptError",
+        )
+
+
 async def _unless_stale(work: Awaitable[_T]) -> _T:
     """Await ``work``, cancelling it when Temporal cancels the activity, except when the
     attempt went stale (``_stale_attempt``): a worker that stalled or froze past the
@@ -426,6 +449,7 @@ class DurableActivities:
         that Temporal timed out (its worker stalled past the heartbeat timeout) runs on to its
         end under the workflow's lease, or stops once it lost the lease, while Temporal's retry
         waits for it. Errors are raised as ``application_error`` maps them."""
+        _check_attempt_current()
         try:
             async with self._heartbeating(request.workflow_id, request.step) as progress:
                 result = await _unless_stale(
@@ -457,6 +481,7 @@ class DurableActivities:
     @activity.defn(name=ACTIVITY_ARCHIVE)
     async def archive_workflow(self, request: ArchiveRequest) -> ArchiveOutcome:
         """Retire the workflow's chats (``archive_workflow``), heartbeating."""
+        _check_attempt_current()
         try:
             async with self._heartbeating(request.workflow_id, "archive"):
                 result = await _unless_stale(

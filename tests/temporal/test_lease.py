@@ -166,12 +166,15 @@ FROZEN_HEARTBEAT_TIMEOUT = 2.0
 FROZEN_LEASE = 12.0
 
 
-def test_frozen_worker_outlived_by_its_lease(temporal_server: TemporalServer) -> None:
+@pytest.mark.parametrize("resume", ["while-leased", "after-takeover"])
+def test_frozen_worker_outlived_by_its_lease(temporal_server: TemporalServer, resume: str) -> None:
     """A worker stops (SIGSTOP) right after the charge's effect, before it submits the tool
     result. Temporal retries the step on the other worker once its heartbeats stop; the retry
     meets ``WorkflowBusyError`` while the frozen attempt's lease lasts. The frozen worker goes
-    on (SIGCONT) after that: whichever attempt holds the lease, the charge is applied once, on
-    the workflow's one chat, and no finished turn is sent again."""
+    on (SIGCONT) after that, either while its lease still stands (its attempt runs to its end,
+    then the retry answers the step from the durable layer) or once the lease expired and the
+    retry took it over and finished the workflow (the frozen attempt stops). Either way the
+    charge is applied once, on the workflow's one chat, and no finished turn is sent again."""
     queue = f"frozen-{uuid.uuid4().hex[:8]}"
     workflow_id = f"frozen-order-{uuid.uuid4().hex[:6]}"
     address = temporal_server.address
@@ -234,8 +237,17 @@ def test_frozen_worker_outlived_by_its_lease(temporal_server: TemporalServer) ->
             frozen_pid.append(await frozen())
             # Temporal retried the step on the other worker, which met the frozen lease.
             busy = await busy_retry(handle)
-            os.kill(frozen_pid[0], signal.SIGCONT)
-            result = await asyncio.wait_for(handle.result(), 120)
+            if resume == "after-takeover":
+                result = await asyncio.wait_for(handle.result(), 120)
+                os.kill(frozen_pid[0], signal.SIGCONT)
+                (frozen_worker,) = [w for w in workers if w.proc.pid == frozen_pid[0]]
+                deadline = time.monotonic() + 60
+                while "WorkflowLeaseLostError" not in frozen_worker.tail():
+                    assert time.monotonic() < deadline, frozen_worker.tail()
+                    await asyncio.sleep(0.1)
+            else:
+                os.kill(frozen_pid[0], signal.SIGCONT)
+                result = await asyncio.wait_for(handle.result(), 120)
             return result, busy, await _attempts(handle)
 
         try:
