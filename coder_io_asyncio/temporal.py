@@ -245,6 +245,22 @@ class _Progress:
         self.settled = 0
         self.last_event: str | None = None
         self.started = time.monotonic()
+        self.beat = self.started
+        self.longest_gap = 0.0
+        self.heartbeat_timeout = 0.0
+
+    def beating(self) -> None:
+        """A heartbeat tick: how long since the last one (a stalled or frozen worker's gap
+        shows here)."""
+        now = time.monotonic()
+        self.longest_gap = max(self.longest_gap, now - self.beat)
+        self.beat = now
+
+    def stalled(self) -> bool:
+        """True when the worker went longer than the heartbeat timeout between two ticks
+        (or since the last one): Temporal may have timed the attempt out."""
+        gap = max(self.longest_gap, time.monotonic() - self.beat)
+        return self.heartbeat_timeout > 0 and gap > self.heartbeat_timeout
 
     def seen(self, event: Any) -> None:
         kind = getattr(event, "type", None)
@@ -275,16 +291,16 @@ class _Progress:
 _T = TypeVar("_T")
 
 
-def _stale_attempt() -> bool:
+def _stale_attempt(progress: _Progress) -> bool:
     """True when Temporal cancelled the running activity because the attempt is no longer
-    its own (it timed out, its heartbeats having stopped, or the server forgot it), not
-    because the workflow asked."""
+    its own, not because the workflow asked: it timed out, or the server no longer knows it
+    after this worker stalled (or froze) past the heartbeat timeout, so Temporal has retried
+    it. (The server also forgets the attempt of a workflow that was cancelled or closed; a
+    worker that kept heartbeating treats that as the workflow's cancellation.)"""
     details = activity.cancellation_details()
-    return (
-        details is not None
-        and (details.timed_out or details.not_found)
-        and not (details.cancel_requested or details.worker_shutdown)
-    )
+    if details is None or details.cancel_requested or details.worker_shutdown:
+        return False
+    return details.timed_out or (details.not_found and progress.stalled())
 
 
 def _check_attempt_current() -> None:
@@ -310,7 +326,7 @@ def _check_attempt_current() -> None:
         )
 
 
-async def _unless_stale(work: Awaitable[_T]) -> _T:
+async def _unless_stale(work: Awaitable[_T], progress: _Progress) -> _T:
     """Await ``work``, cancelling it when Temporal cancels the activity, except when the
     attempt went stale (``_stale_attempt``): a worker that stalled or froze past the
     heartbeat timeout, while Temporal retried the step elsewhere. Such an attempt goes on
@@ -323,7 +339,7 @@ async def _unless_stale(work: Awaitable[_T]) -> _T:
         try:
             return await asyncio.shield(task)
         except asyncio.CancelledError:
-            if task.done() or not _stale_attempt():
+            if task.done() or not _stale_attempt(progress):
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
@@ -422,6 +438,7 @@ class DurableActivities:
 
     async def _heartbeat(self, progress: _Progress) -> None:
         while True:
+            progress.beating()
             activity.heartbeat(progress.details())
             await asyncio.sleep(self._heartbeat_interval)
 
@@ -431,7 +448,10 @@ class DurableActivities:
     ) -> AsyncIterator[_Progress]:
         """Heartbeat the activity's progress while the body runs (Temporal delivers
         cancellation with the heartbeats, and retries elsewhere when they stop)."""
-        progress = _Progress(workflow_id, step, activity.info().attempt)
+        info = activity.info()
+        progress = _Progress(workflow_id, step, info.attempt)
+        if info.heartbeat_timeout:
+            progress.heartbeat_timeout = info.heartbeat_timeout.total_seconds()
         token = _PROGRESS.set(progress)
         beating = asyncio.create_task(self._heartbeat(progress))
         try:
@@ -462,7 +482,8 @@ class DurableActivities:
                         tools=self.tools,
                         client=self._chat_client(),
                         **self._turn_options,
-                    )
+                    ),
+                    progress,
                 )
         except Exception as exc:
             error = application_error(exc)
@@ -483,7 +504,7 @@ class DurableActivities:
         """Retire the workflow's chats (``archive_workflow``), heartbeating."""
         _check_attempt_current()
         try:
-            async with self._heartbeating(request.workflow_id, "archive"):
+            async with self._heartbeating(request.workflow_id, "archive") as progress:
                 result = await _unless_stale(
                     archive_workflow(
                         request.workflow_id,
@@ -491,7 +512,8 @@ class DurableActivities:
                         tenant=request.tenant or self.tenant,
                         client=self._chat_client(),
                         **self._archive_options,
-                    )
+                    ),
+                    progress,
                 )
         except Exception as exc:
             error = application_error(exc)
