@@ -29,9 +29,9 @@ import contextlib
 import contextvars
 import dataclasses
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
-from datetime import timedelta
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
 
 from temporalio import activity, workflow
 from temporalio.common import RetryPolicy
@@ -245,6 +245,22 @@ class _Progress:
         self.settled = 0
         self.last_event: str | None = None
         self.started = time.monotonic()
+        self.beat = self.started
+        self.longest_gap = 0.0
+        self.heartbeat_timeout = 0.0
+
+    def beating(self) -> None:
+        """A heartbeat tick: how long since the last one (a stalled or frozen worker's gap
+        shows here)."""
+        now = time.monotonic()
+        self.longest_gap = max(self.longest_gap, now - self.beat)
+        self.beat = now
+
+    def stalled(self) -> bool:
+        """True when the worker went longer than the heartbeat timeout between two ticks
+        (or since the last one): Temporal may have timed the attempt out."""
+        gap = max(self.longest_gap, time.monotonic() - self.beat)
+        return self.heartbeat_timeout > 0 and gap > self.heartbeat_timeout
 
     def seen(self, event: Any) -> None:
         kind = getattr(event, "type", None)
@@ -270,6 +286,67 @@ class _Progress:
             "last_event": self.last_event,
             "elapsed_s": round(time.monotonic() - self.started, 3),
         }
+
+
+_T = TypeVar("_T")
+
+
+def _stale_attempt(progress: _Progress) -> bool:
+    """True when Temporal cancelled the running activity because the attempt is no longer
+    its own, not because the workflow asked: it timed out, or the server no longer knows it
+    after this worker stalled (or froze) past the heartbeat timeout, so Temporal has retried
+    it. (The server also forgets the attempt of a workflow that was cancelled or closed; a
+    worker that kept heartbeating treats that as the workflow's cancellation.)"""
+    details = activity.cancellation_details()
+    if details is None or details.cancel_requested or details.worker_shutdown:
+        return False
+    return details.timed_out or (details.not_found and progress.stalled())
+
+
+def _check_attempt_current() -> None:
+    """Refuse an attempt that Temporal handed out longer than its heartbeat timeout ago
+    without a heartbeat: a worker that stalled or froze with a poll outstanding gets such a
+    task when it goes on, after Temporal timed the attempt out and retried the step
+    elsewhere, maybe after the whole workflow finished and was archived (a step run then
+    would start a new chat). Its failure is dropped by Temporal, which has moved on. Relies
+    on the workers' clocks agreeing with the Temporal server's, as the lease does."""
+    info = activity.info()
+    timeout, started = info.heartbeat_timeout, info.started_time
+    if not timeout or started is None:
+        return
+    if started.tzinfo is None:
+        started = started.replace(tzinfo=UTC)
+    late = datetime.now(UTC) - started
+    if late > timeout:
+        raise ApplicationError(
+            f"this attempt started {late.total_seconds():.1f} s after Temporal handed it out,"
+            " past its heartbeat timeout: Temporal has retried the step already",
+            {"retryable": True, "attempt": info.attempt},
+            type="StaleAttemptError",
+        )
+
+
+async def _unless_stale(work: Awaitable[_T], progress: _Progress) -> _T:
+    """Await ``work``, cancelling it when Temporal cancels the activity, except when the
+    attempt went stale (``_stale_attempt``): a worker that stalled or froze past the
+    heartbeat timeout, while Temporal retried the step elsewhere. Such an attempt goes on
+    under the workflow's lease (D27) to its end, and the retry, turned away with
+    ``WorkflowBusyError`` meanwhile, answers the step from the durable layer; or it stops
+    before its next side effect once the retry took the lease over. Interrupting its run
+    instead would cut the step short, and the retry would send the step's prompt again."""
+    task = asyncio.ensure_future(work)
+    while True:
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if task.done() or not _stale_attempt(progress):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+                raise
+            current = asyncio.current_task()
+            if current is not None:
+                current.uncancel()
 
 
 _PROGRESS: contextvars.ContextVar[_Progress | None] = contextvars.ContextVar(
@@ -361,6 +438,7 @@ class DurableActivities:
 
     async def _heartbeat(self, progress: _Progress) -> None:
         while True:
+            progress.beating()
             activity.heartbeat(progress.details())
             await asyncio.sleep(self._heartbeat_interval)
 
@@ -370,7 +448,10 @@ class DurableActivities:
     ) -> AsyncIterator[_Progress]:
         """Heartbeat the activity's progress while the body runs (Temporal delivers
         cancellation with the heartbeats, and retries elsewhere when they stop)."""
-        progress = _Progress(workflow_id, step, activity.info().attempt)
+        info = activity.info()
+        progress = _Progress(workflow_id, step, info.attempt)
+        if info.heartbeat_timeout:
+            progress.heartbeat_timeout = info.heartbeat_timeout.total_seconds()
         token = _PROGRESS.set(progress)
         beating = asyncio.create_task(self._heartbeat(progress))
         try:
@@ -384,19 +465,25 @@ class DurableActivities:
     @activity.defn(name=ACTIVITY_RUN_TURN)
     async def run_turn(self, request: TurnRequest) -> TurnOutcome:
         """Run one durable step (``run_turn``), heartbeating its progress while it runs.
-        Cancellation interrupts the server's run and propagates; errors are raised as
-        ``application_error`` maps them."""
+        The workflow's cancellation interrupts the server's run and propagates; an attempt
+        that Temporal timed out (its worker stalled past the heartbeat timeout) runs on to its
+        end under the workflow's lease, or stops once it lost the lease, while Temporal's retry
+        waits for it. Errors are raised as ``application_error`` maps them."""
+        _check_attempt_current()
         try:
             async with self._heartbeating(request.workflow_id, request.step) as progress:
-                result = await run_turn(
-                    request.workflow_id,
-                    request.prompt,
-                    step=request.step,
-                    store=self.store,
-                    tenant=request.tenant or self.tenant,
-                    tools=self.tools,
-                    client=self._chat_client(),
-                    **self._turn_options,
+                result = await _unless_stale(
+                    run_turn(
+                        request.workflow_id,
+                        request.prompt,
+                        step=request.step,
+                        store=self.store,
+                        tenant=request.tenant or self.tenant,
+                        tools=self.tools,
+                        client=self._chat_client(),
+                        **self._turn_options,
+                    ),
+                    progress,
                 )
         except Exception as exc:
             error = application_error(exc)
@@ -415,14 +502,18 @@ class DurableActivities:
     @activity.defn(name=ACTIVITY_ARCHIVE)
     async def archive_workflow(self, request: ArchiveRequest) -> ArchiveOutcome:
         """Retire the workflow's chats (``archive_workflow``), heartbeating."""
+        _check_attempt_current()
         try:
-            async with self._heartbeating(request.workflow_id, "archive"):
-                result = await archive_workflow(
-                    request.workflow_id,
-                    store=self.store,
-                    tenant=request.tenant or self.tenant,
-                    client=self._chat_client(),
-                    **self._archive_options,
+            async with self._heartbeating(request.workflow_id, "archive") as progress:
+                result = await _unless_stale(
+                    archive_workflow(
+                        request.workflow_id,
+                        store=self.store,
+                        tenant=request.tenant or self.tenant,
+                        client=self._chat_client(),
+                        **self._archive_options,
+                    ),
+                    progress,
                 )
         except Exception as exc:
             error = application_error(exc)

@@ -54,6 +54,10 @@ def add_scripts(server: FakeCoderServer) -> None:
     )
     scripts.add(r"Confirm the order", Script((Say("Order confirmed."),)))
     scripts.add(
+        r"Draft the order note",
+        Script(tuple(Say(f"Draft line {n}. ") for n in range(40)), chunk_delay=0.02),
+    )
+    scripts.add(
         r"Write slowly", Script(tuple(Say(f"Part {n} of a long answer. ") for n in range(400)))
     )
 

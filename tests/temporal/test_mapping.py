@@ -117,6 +117,20 @@ def test_progress_details() -> None:
     assert details["last_event"] == "segment:settle"
 
 
+def test_a_stall_past_the_heartbeat_timeout_shows_in_the_progress() -> None:
+    """What tells an attempt Temporal timed out (its worker stalled or froze) from one whose
+    workflow was cancelled or closed, both of which the server no longer knows."""
+    progress = _Progress("wf", "charge", attempt=1)
+    progress.beating()
+    assert not progress.stalled()  # no heartbeat timeout: never stale
+    progress.heartbeat_timeout = 5.0
+    assert not progress.stalled()
+    progress.beat -= 10.0  # the worker stopped for 10 s since its last tick
+    assert progress.stalled()
+    progress.beating()
+    assert progress.longest_gap >= 10.0 and progress.stalled()
+
+
 def test_activities_settings() -> None:
     with pytest.raises(ValueError, match="heartbeat_interval"):
         DurableActivities(store=MemoryStore(), heartbeat_interval=0)

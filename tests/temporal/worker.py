@@ -14,6 +14,13 @@ there (after writing the point to ``DURABLE_REACHED``):
 * ``<tool>:before`` / ``<tool>:after``: inside a crash-safe tool, around its effect;
 * ``after:<write>``: after a store write (``put_checkpoint:finished``...).
 
+``DURABLE_FREEZE`` names such a point where the process stops itself (SIGSTOP) instead, the
+first time any worker sharing ``DURABLE_FROZEN`` gets there: it creates that file with its pid
+first, and goes on where it stopped once it gets SIGCONT. ``DURABLE_LEASE_DURATION`` is the
+steps' ``lease_duration`` (seconds; the library's default when empty), and
+``WORKER_ACTIVITY_POLLS`` how many activity tasks the worker asks Temporal for at once (a
+frozen worker's outstanding polls still take tasks, which then time out).
+
 Once its worker runs, the process writes ``WORKER_READY``.
 """
 
@@ -33,7 +40,12 @@ from coder_io_common.stores import PostgresStore, SQLiteStore
 from coder_proto.durable import DurableToolContext, crash_safe
 from tests.durable import payments
 
-from .workflows import OrderWorkflow, SlowTurnWorkflow
+from .workflows import (
+    ArchiveDurableWorkflow,
+    OrderWorkflow,
+    SharedOrderWorkflow,
+    SlowTurnWorkflow,
+)
 
 _crash = {"point": os.environ.get("DURABLE_CRASH", "")}
 
@@ -43,6 +55,19 @@ def crash_here(point: str) -> None:
         with open(os.environ["DURABLE_REACHED"], "w") as f:
             f.write(point)
         os.kill(os.getpid(), signal.SIGKILL)
+    freeze_here(point)
+
+
+def freeze_here(point: str) -> None:
+    if not point or os.environ.get("DURABLE_FREEZE", "") != point:
+        return
+    try:
+        fd = os.open(os.environ["DURABLE_FROZEN"], os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    except FileExistsError:  # another worker froze there first
+        return
+    with os.fdopen(fd, "w") as f:
+        f.write(str(os.getpid()))
+    os.kill(os.getpid(), signal.SIGSTOP)
 
 
 def _detail(args: tuple[Any, ...]) -> str:
@@ -115,6 +140,12 @@ async def main() -> None:
     loop.add_signal_handler(signal.SIGINT, stop.set)
     store = open_store()
     client = await Client.connect(os.environ["TEMPORAL_ADDRESS"])
+    lease: dict[str, Any] = {}
+    if os.environ.get("DURABLE_LEASE_DURATION"):
+        lease["lease_duration"] = float(os.environ["DURABLE_LEASE_DURATION"])
+    polls: dict[str, Any] = {}
+    if os.environ.get("WORKER_ACTIVITY_POLLS"):
+        polls["max_concurrent_activity_task_polls"] = int(os.environ["WORKER_ACTIVITY_POLLS"])
     activities = DurableActivities(
         store=CrashingStore(store),
         tools=[reserve_stock, charge_card],
@@ -127,19 +158,27 @@ async def main() -> None:
         settle_retry_delay=0.05,
         archive_options={"settle_retry_delay": 0.05},
         sweep_options={"settle_retry_delay": 0.05},
+        **lease,
     )
     try:
         async with activities:
             worker = Worker(
                 client,
                 task_queue=os.environ["TEMPORAL_TASK_QUEUE"],
-                workflows=[OrderWorkflow, OrphanSweepWorkflow, SlowTurnWorkflow],
+                workflows=[
+                    OrderWorkflow,
+                    OrphanSweepWorkflow,
+                    SlowTurnWorkflow,
+                    SharedOrderWorkflow,
+                    ArchiveDurableWorkflow,
+                ],
                 activities=activities.activities(),
                 workflow_runner=workflow_runner(),
                 sticky_queue_schedule_to_start_timeout=timedelta(seconds=1),
                 max_heartbeat_throttle_interval=timedelta(milliseconds=300),
                 default_heartbeat_throttle_interval=timedelta(milliseconds=300),
                 graceful_shutdown_timeout=timedelta(seconds=5),
+                **polls,
             )
             async with worker:
                 ready = os.environ.get("WORKER_READY")
