@@ -67,19 +67,22 @@ __all__ = [
     "workflow_runner",
 ]
 
-#: The activity names the workers register and ``DurableTurns`` calls.
 ACTIVITY_RUN_TURN = "coder.run_turn"
+"""The activity that runs one durable step (``DurableActivities`` registers it,
+``DurableTurns.turn`` calls it)."""
 ACTIVITY_ARCHIVE = "coder.archive_workflow"
+"""The activity that archives a workflow's chats (``DurableTurns.archive`` calls it)."""
 ACTIVITY_SWEEP = "coder.sweep_orphans"
+"""The activity that retires orphaned chats (``OrphanSweepWorkflow`` calls it)."""
 
-#: The retry policy of ``DurableTurns``: unlimited attempts with a capped backoff. A step is
-#: safe to repeat (the durable layer recovers before it resubmits); errors that can never
-#: succeed are raised non-retryable (``application_error``).
 DEFAULT_RETRY_POLICY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
     backoff_coefficient=2.0,
     maximum_interval=timedelta(seconds=60),
 )
+"""The retry policy of ``DurableTurns``: unlimited attempts with a capped backoff. A step is
+safe to repeat (the durable layer recovers before it resubmits); errors that can never
+succeed are raised non-retryable (``application_error``)."""
 
 #: The packages ``workflow_runner`` passes through the workflow sandbox.
 _PASSTHROUGH = (

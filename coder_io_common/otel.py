@@ -47,8 +47,8 @@ from coder_proto._transport_events import TransportEventSink
 
 __all__ = ["PROVIDER_NAME", "instrument", "route_template"]
 
-#: ``gen_ai.provider.name`` of every span and metric: the model runs behind Coder.
 PROVIDER_NAME = "coder"
+"""``gen_ai.provider.name`` of every span and metric: the model runs behind Coder."""
 _SCOPE = "coder_agents"
 
 # Bucket boundaries the GenAI conventions advise for their two histograms.
