@@ -14,6 +14,7 @@ import contextlib
 import sys
 from typing import Any, TextIO
 
+from . import common
 from .screen import Printer, Progress, is_terminal
 from .tools import ToolsError, load_tools
 
@@ -31,13 +32,12 @@ COMMANDS: dict[str, str] = {
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags of ``chat`` beside the deployment's."""
-    from coder_io_sync import cli
 
     parser.add_argument("--fake", action="store_true", help="chat with an in-process fake server")
     parser.add_argument("--chat-id", default=None, help="continue this chat")
     parser.add_argument(
         "--last-seen-message-id",
-        type=cli._cursor,
+        type=common._cursor,
         default=None,
         help="the resume cursor printed when the chat was left (needs --chat-id)",
     )
@@ -53,7 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--instructions", default=None, help="system prompt for a new chat")
     parser.add_argument(
         "--timeout",
-        type=cli._seconds,
+        type=common._seconds,
         default=None,
         metavar="SECONDS",
         help="request_timeout in seconds for each segment (default: none)",
@@ -173,15 +173,14 @@ def _step(chat: _Chat, interactive: bool, terminated: Any) -> bool:
 def run_chat(args: argparse.Namespace, out: TextIO | None = None) -> int:
     """The ``chat`` handler: exit 0 when the session ends (Ctrl-D, /quit), 2 for a usage
     error, 143 on SIGTERM."""
-    from coder_io_sync import cli
     from coder_proto import CoderAgentError, CoderNetworkError
 
     out = out or sys.stdout
     err = sys.stderr
-    signals = cli._Signals()
+    signals = common._Signals()
     agent: Any = None
     chat: _Chat | None = None
-    code = cli.EXIT_OK
+    code = common.EXIT_OK
     try:
         with signals.installed(), contextlib.ExitStack() as stack:
             agent, progress = _open(args, stack, err)
@@ -204,19 +203,19 @@ def run_chat(args: argparse.Namespace, out: TextIO | None = None) -> int:
                     if signals.terminated:
                         raise
                     print("^C", file=out, flush=True)
-    except cli.UsageError as exc:
+    except common.UsageError as exc:
         print(f"coder-agent chat: {exc}", file=err)
-        return cli.EXIT_USAGE
+        return common.EXIT_USAGE
     except KeyboardInterrupt:
-        code = cli.EXIT_TERMINATED if signals.terminated else cli.EXIT_INTERRUPTED
+        code = common.EXIT_TERMINATED if signals.terminated else common.EXIT_INTERRUPTED
         word = "terminated" if signals.terminated else "interrupted"
         print(f"coder-agent chat: {word}; the run was interrupted", file=err)
     except CoderNetworkError as exc:
         print(f"coder-agent chat: {type(exc).__name__}: {exc}", file=err)
-        code = cli.EXIT_NETWORK
+        code = common.EXIT_NETWORK
     except CoderAgentError as exc:
         print(f"coder-agent chat: {type(exc).__name__}: {exc}", file=err)
-        code = cli.EXIT_FAILED
+        code = common.EXIT_FAILED
     if agent is not None:
         _print_end(agent, err)
     return code
@@ -226,16 +225,16 @@ def _open(
     args: argparse.Namespace, stack: contextlib.ExitStack, err: TextIO
 ) -> tuple[Any, Progress]:
     """The session's agent and its progress line, the agent closed (without archiving) when ``stack`` unwinds."""
-    from coder_io_sync import CoderAgent, CoderChatClient, cli
+    from coder_io_sync import CoderAgent, CoderChatClient
     from coder_proto import CoderAgentError
 
     if args.last_seen_message_id is not None and args.chat_id is None:
-        raise cli.UsageError("--last-seen-message-id needs --chat-id")
+        raise common.UsageError("--last-seen-message-id needs --chat-id")
     try:
         tools = load_tools(args.tools)
     except ToolsError as exc:
-        raise cli.UsageError(str(exc)) from None
-    organization_id = cli._organization_id(args)
+        raise common.UsageError(str(exc)) from None
+    organization_id = common._organization_id(args)
     progress = Progress(err)
     if args.fake:
         from coder_io_common.fake_server import FakeCoderServer
@@ -244,14 +243,14 @@ def _open(
         url, token = server.url, server.token
         organization_id = organization_id or server.organization_id
     else:
-        url, token = cli._deployment(args)
+        url, token = common._deployment(args)
     try:
         client = CoderChatClient(url, token, on_transport_event=progress)
     except CoderAgentError as exc:
-        raise cli.UsageError(str(exc)) from None
+        raise common.UsageError(str(exc)) from None
     stack.enter_context(client)
     if args.chat_id is not None and args.last_seen_message_id is not None:
-        cli._check_cursor(client, args.chat_id, args.last_seen_message_id)
+        common._check_cursor(client, args.chat_id, args.last_seen_message_id)
     try:
         agent = CoderAgent(
             client=client,
@@ -265,7 +264,7 @@ def _open(
             on_transport_event=progress,
         )
     except CoderAgentError as exc:
-        raise cli.UsageError(str(exc)) from None
+        raise common.UsageError(str(exc)) from None
     stack.callback(progress.stop)
     stack.callback(agent.close, archive=False)
     return agent, progress

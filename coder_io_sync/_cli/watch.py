@@ -8,6 +8,8 @@ import json
 import threading
 from typing import Any, TextIO
 
+from . import common
+
 __all__ = ["watch_chats"]
 
 
@@ -38,7 +40,6 @@ def _json(event: Any) -> str:
 
 def watch_chats(client: Any, args: argparse.Namespace, out: TextIO) -> int:
     """Print the events of ``client.watch_chats()`` until Ctrl-C or ``args.timeout``."""
-    from coder_io_sync import cli
 
     expired = threading.Event()
     with client.watch_chats() as watch:
@@ -58,11 +59,11 @@ def watch_chats(client: Any, args: argparse.Namespace, out: TextIO) -> int:
                 if expired.is_set():
                     break
         except KeyboardInterrupt:
-            return cli.EXIT_INTERRUPTED
+            return common.EXIT_INTERRUPTED
         except Exception:
             if not expired.is_set():
                 raise
         finally:
             if timer is not None:
                 timer.cancel()
-    return cli.EXIT_OK
+    return common.EXIT_OK
