@@ -225,7 +225,7 @@ def test_ctrl_c_interrupts_the_run_once_and_leaves_no_socket(
 def certificate(tmp_path: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
     """A self-signed certificate for 127.0.0.1 (the openssl command line makes it)."""
     if shutil.which("openssl") is None:
-        pytest.skip("the openssl command is needed to make a test certificate")
+        pytest.fail("openssl makes the test certificate: tests/setup-machine installs it")
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
     subprocess.run(
         [

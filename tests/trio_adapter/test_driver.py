@@ -77,7 +77,7 @@ async def until(predicate: Any, timeout: float = 5.0) -> None:
 @pytest.fixture(scope="module")
 def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     if shutil.which("openssl") is None:
-        pytest.skip("the openssl command is needed to make a test certificate")
+        pytest.fail("openssl makes the test certificate: tests/setup-machine installs it")
     folder = tmp_path_factory.mktemp("tls")
     cert, key = folder / "cert.pem", folder / "key.pem"
     subprocess.run(
