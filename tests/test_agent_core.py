@@ -779,8 +779,8 @@ def test_rule3_invalid_filings_report_their_problems() -> None:
     gen = w.core.generate(prepare_prompt("triage").build([]), now=w.driver.now)
     w.driver.start(gen.turn)
     w.send(*filed(3, {"severity": "huge", "summary": "x"}))
-    # The invalid filing was answered with its validation error (rule 2), so the model could
-    # retry in the loop; here it gives up in prose.
+    # The invalid filing was answered with its validation error (docs/agents.md rule 2), so the
+    # model could retry in the loop; here it gives up in prose.
     (submitted,) = [r.json for r in w.driver.requests() if r.op == "submit_tool_results"]
     assert submitted["results"][0]["is_error"] is True
     w.send(*prose(5))

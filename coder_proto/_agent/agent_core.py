@@ -110,9 +110,9 @@ def _merge(results: Sequence[TurnResult]) -> TurnResult:
 
 
 def _idle(result: TurnResult) -> bool:
-    """The chat is idle after ``result``: the run settled by itself (rule 3 never nudges a
-    chat that is still busy: a tool-call stop winds down after D7's interrupt, and a
-    promotion settle means another prompt is running)."""
+    """The chat is idle after ``result``: the run settled by itself (docs/agents.md rule 3
+    never nudges a chat that is still busy: a tool-call stop winds down after D7's interrupt,
+    and a promotion settle means another prompt is running)."""
     return result.finish_reason == "stop" and result.settled_by is None and bool(result.chat_id)
 
 

@@ -1,7 +1,8 @@
-"""The ``structured_output`` tool pattern (docs/agents.md "Structured output"): the tool whose
-input schema is the answer's schema, the acknowledgement of a valid filing, the validation
-error an invalid one gets (so the model retries in the loop, rule 2), the search for the
-newest valid filing across a turn's steps, and the one nudge an idle chat gets (rule 3).
+"""The ``structured_output`` tool pattern (docs/agents.md "Structured output", rules 1-3):
+the tool whose input schema is the answer's schema, the acknowledgement of a valid filing
+(rule 1), the validation error an invalid one gets (so the model retries in the loop, rule 2),
+the search for the newest valid filing across a turn's steps, and the one nudge an idle chat
+gets (rule 3).
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ _STRUCTURED_OUTPUT_DESCRIPTION: Final = (
     "complete."
 )
 #: The result the structured-output tool answers a valid filing with: an acknowledgement, so
-#: the model ends its turn naturally instead of the loop stopping on the call (rule 1).
+#: the model ends its turn naturally instead of the loop stopping on the call (docs/agents.md
+#: rule 1).
 STRUCTURED_OUTPUT_ACK: Final = (
     "Output received. Wind down and end your turn. Do not call structured_output again."
 )
@@ -40,7 +42,8 @@ STRUCTURED_OUTPUT_ACK: Final = (
 STRUCTURED_OUTPUT_INSTRUCTIONS: Final = (
     "Submit your final answer by calling the structured_output tool exactly once."
 )
-#: The one re-prompt sent to an idle chat whose turn ended without a valid filing (rule 3).
+#: The one re-prompt sent to an idle chat whose turn ended without a valid filing
+#: (docs/agents.md rule 3).
 NUDGE_PROMPT: Final = (
     "Call the structured_output tool now with your final answer, matching its input schema "
     "exactly. Do not answer in prose."
@@ -130,7 +133,8 @@ class StructuredOutput:
         return ToolOutcome(tool_call_id=call.tool_call_id, output=STRUCTURED_OUTPUT_ACK)
 
     def find(self, result: TurnResult) -> tuple[bool, Any, tuple[str, ...]]:
-        """``(found, answer, problems)``: the newest valid filing across all steps (rule 2);
+        """``(found, answer, problems)``: the newest valid filing across all steps
+        (docs/agents.md rule 2);
         ``problems`` describe the newest invalid one when none validates."""
         problems: tuple[str, ...] = ()
         for step in reversed(result.steps):

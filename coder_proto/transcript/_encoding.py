@@ -1,6 +1,6 @@
-"""The JSON forms of the values records carry: URLs without credentials (rule 6: user info and
-credential-like query parameters are dropped), prompts, client tools, tool calls, and any
-value made JSON-safe.
+"""The JSON forms of the values records carry: URLs without credentials (docs/architecture.md
+rule 6: user info and credential-like query parameters are dropped), prompts, client tools,
+tool calls, and any value made JSON-safe.
 """
 
 from __future__ import annotations
