@@ -41,6 +41,22 @@ def test_every_exported_name_is_there_once(face: str) -> None:
     assert missing == [], f"{face}.__all__ names what it does not define: {missing}"
 
 
+def test_a_name_exported_twice_is_one_object() -> None:
+    """A name in two public faces (``coder_proto.crash_safe`` and
+    ``coder_proto.durable.crash_safe``) is the same object there: two different things of one
+    name would collide in a user's imports."""
+    seen: dict[str, tuple[str, object]] = {}
+    clashes = []
+    for face in ("coder_proto", *PUBLIC_PACKAGES):
+        module = importlib.import_module(face)
+        for name in module.__all__:
+            value = getattr(module, name)
+            first = seen.setdefault(name, (face, value))
+            if first[1] is not value:
+                clashes.append(f"{first[0]}.{name} is not {face}.{name}")
+    assert clashes == []
+
+
 def test_the_core_exports_no_module() -> None:
     """``__all__`` holds values a user meets, never an implementation module."""
     modules = [n for n in coder_proto.__all__ if type(getattr(coder_proto, n)).__name__ == "module"]

@@ -18,7 +18,7 @@ from coder_proto.transcript._format import Transcript, parse_transcript
 from coder_proto.transcript._records import (
     Header,
     RestExchange,
-    ToolRun,
+    ToolRunRecord,
     TranscriptSettings,
     TurnEnd,
     TurnStarted,
@@ -102,7 +102,7 @@ def test_a_transcript_that_ends_mid_turn_cancels_the_turn() -> None:
 
 def test_missing_connections_and_tool_runs_are_divergences() -> None:
     text, _ = record("client_tool_loop")
-    transcript = _without(text, lambda r: isinstance(r, ToolRun))
+    transcript = _without(text, lambda r: isinstance(r, ToolRunRecord))
     result = replay(transcript)
     assert any("tool call" in d for d in result.divergences)
     transcript = _without(text, lambda r: type(r).__name__.startswith("Ws"))

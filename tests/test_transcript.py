@@ -54,7 +54,7 @@ from coder_proto.transcript._records import (
     Header,
     RestExchange,
     SessionCall,
-    ToolRun,
+    ToolRunRecord,
     TranscriptSettings,
     TurnEnd,
     TurnStarted,
@@ -119,7 +119,7 @@ def _every_record() -> list[object]:
         WsEnd(t=2, conn=1, how="lost"),
         WsEnd(t=2, conn=2, how="failed", message="reset"),
         WsEnd(t=2, conn=3, how="closed"),
-        ToolRun(
+        ToolRunRecord(
             t=3,
             sent=2.5,
             calls=(call,),
@@ -593,7 +593,7 @@ def test_turns_tools_cancels_and_calls_are_recorded() -> None:
     records = parse_transcript("".join(lines)).records
     assert [type(r).__name__ for r in records] == [
         "TurnStarted",
-        "ToolRun",
+        "ToolRunRecord",
         "Cancel",
         "Cancel",
         "SessionCall",

@@ -11,7 +11,7 @@ A ``Script`` is a list of items the fake's worker plays back as model steps
   ``requires_action`` until results arrive, then the remaining items run;
 * ``Wait`` runs slowly; ``Retry`` emits ``retry`` events then recovers; ``Fail`` emits
   ``retry`` events then fails the turn (``status: error``);
-* ``Usage`` overrides the usage stamped on the step's assistant message.
+* ``ReportUsage`` overrides the usage stamped on the step's assistant message.
 
 Consecutive tool calls form one step (parallel calls); any other item after a tool call starts
 the next model step. Texts, tool arguments and server tool results may hold placeholders
@@ -35,12 +35,12 @@ __all__ = [
     "CallServerTool",
     "Cite",
     "Fail",
+    "ReportUsage",
     "Retry",
     "Say",
     "Script",
     "ScriptItem",
     "Think",
-    "Usage",
     "Wait",
 ]
 
@@ -137,8 +137,8 @@ class Fail:
 
 
 @attrs.frozen(kw_only=True)
-class Usage:
-    """Usage for the current step's assistant message, replacing the computed one."""
+class ReportUsage:
+    """Report this usage for the current step's assistant message, replacing the computed one."""
 
     input_tokens: int | None = None
     output_tokens: int | None = None
@@ -153,7 +153,7 @@ class Usage:
 
 
 ScriptItem: TypeAlias = (
-    Say | Think | Cite | CallServerTool | CallClientTool | Wait | Retry | Fail | Usage
+    Say | Think | Cite | CallServerTool | CallClientTool | Wait | Retry | Fail | ReportUsage
 )
 """One item of a ``Script``: what the simulated model does next."""
 
@@ -163,9 +163,7 @@ _TOOL_ITEMS = (CallServerTool, CallClientTool)
 def _as_items(value: Iterable[ScriptItem]) -> tuple[ScriptItem, ...]:
     items = tuple(value)
     for item in items:
-        if not isinstance(
-            item, Say | Think | Cite | CallServerTool | CallClientTool | Wait | Retry | Fail | Usage
-        ):
+        if not isinstance(item, ScriptItem):
             raise ScriptError(f"not a script item: {item!r}")
     return items
 
@@ -242,7 +240,7 @@ _ITEM_TYPES: dict[str, type[Any]] = {
     "wait": Wait,
     "retry": Retry,
     "fail": Fail,
-    "usage": Usage,
+    "usage": ReportUsage,
 }
 _TYPE_NAMES = {v: k for k, v in _ITEM_TYPES.items()}
 
@@ -292,7 +290,7 @@ def _item_from_json(obj: Any, index: int) -> ScriptItem:
         if key not in fields:
             raise ScriptError(f"{where}: unknown field {key!r} for {kind!r}")
         expected = _FIELD_TYPES.get(key)
-        if expected is None and cls is Usage:
+        if expected is None and cls is ReportUsage:
             expected = (int, type(None))
         if expected is not None and (
             not isinstance(value, expected) or (isinstance(value, bool) and bool not in expected)

@@ -39,7 +39,7 @@ from ._records import (
     Record,
     RestExchange,
     SessionCall,
-    ToolRun,
+    ToolRunRecord,
     TranscriptSettings,
     TurnEnd,
     TurnStarted,
@@ -358,7 +358,7 @@ class TranscriptRecorder:
     ) -> None:
         self._ensure_header(now)
         self._emit(
-            ToolRun(
+            ToolRunRecord(
                 t=self._t(now),
                 sent=self._t(sent),
                 calls=tuple(calls),

@@ -37,7 +37,7 @@ __all__ = [
     "Record",
     "RestExchange",
     "SessionCall",
-    "ToolRun",
+    "ToolRunRecord",
     "TranscriptSettings",
     "TurnEnd",
     "TurnStarted",
@@ -549,7 +549,7 @@ class WsEnd:
 
 
 @attrs.frozen(kw_only=True)
-class ToolRun:
+class ToolRunRecord:
     """Client tools ran: ``calls`` (what ``RunTools`` asked for, ``input`` as JSON text) and
     the ``outcomes`` reported, from ``sent`` until ``t``."""
 
@@ -576,7 +576,7 @@ class ToolRun:
         }
 
     @classmethod
-    def from_fields(cls, f: Fields) -> ToolRun:
+    def from_fields(cls, f: Fields) -> ToolRunRecord:
         calls = []
         for raw in f.list_("calls"):
             c = sub_fields(raw, "tool call", f.line)
@@ -683,7 +683,7 @@ Record: TypeAlias = (
     | WsReject
     | WsError
     | WsEnd
-    | ToolRun
+    | ToolRunRecord
     | Cancel
     | SessionCall
     | TurnEnd
@@ -702,7 +702,7 @@ _RECORD_TYPES: Final[dict[str, Any]] = {
         WsReject,
         WsError,
         WsEnd,
-        ToolRun,
+        ToolRunRecord,
         Cancel,
         SessionCall,
         TurnEnd,

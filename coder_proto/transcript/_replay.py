@@ -54,9 +54,9 @@ from .._connection import (
     OpenSocket,
     StartHttp,
     Task,
+    ToolRun,
     WriteSocket,
 )
-from .._connection import ToolRun as ConnectionToolRun
 from .._errors import CoderAgentError
 from .._outputs import OutputPart
 from .._transport_events import TransportEventSink
@@ -67,7 +67,7 @@ from ._records import (
     Cancel,
     RestExchange,
     SessionCall,
-    ToolRun,
+    ToolRunRecord,
     TurnEnd,
     TurnStarted,
     WsAccept,
@@ -254,7 +254,7 @@ class _Replayer:
         self._conn_records: dict[int, list[Any]] = {}
         self._conn_order: deque[int] = deque()
         self._conns: dict[int, _ServerConn] = {}
-        self._tools: deque[ToolRun] = deque()
+        self._tools: deque[ToolRunRecord] = deque()
         self._control: deque[Any] = deque()
         for record in transcript.records:
             if isinstance(record, RestExchange):
@@ -271,7 +271,7 @@ class _Replayer:
                     self._conn_order.append(record.conn)
                     recs = self._conn_records[record.conn] = []
                 recs.append(record)
-            elif isinstance(record, ToolRun):
+            elif isinstance(record, ToolRunRecord):
                 self._tools.append(record)
             else:
                 self._control.append(record)
@@ -631,7 +631,7 @@ class _Replayer:
         assert isinstance(record, WsError)
         return prefix + _PROTOCOL_VIOLATION
 
-    def _run_tools(self, run: ConnectionToolRun) -> None:
+    def _run_tools(self, run: ToolRun) -> None:
         record = self._tools.popleft() if self._tools else None
         outcomes: list[ToolOutcome] = []
         by_id = {o.tool_call_id: o for o in record.outcomes} if record is not None else {}

@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 
 from coder_io_common.fake_server import FakeCoderServer
-from coder_proto.fake import CallClientTool, Say, Script, Think, Usage, Wait
+from coder_proto.fake import CallClientTool, ReportUsage, Say, Script, Think, Wait
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "examples" / "custom_loop" / "selectors_loop.py"
@@ -56,10 +56,10 @@ WEATHER = {"city": "Paris", "temperature_c": 21, "conditions": "sunny"}
 WEATHER_SCRIPT = Script(
     (
         Think("Checking the weather."),
-        Usage(input_tokens=10, output_tokens=5),
+        ReportUsage(input_tokens=10, output_tokens=5),
         CallClientTool(name="get_weather", args={"city": "Paris"}),
         Say("In Paris it is {tool_result}, enjoy."),
-        Usage(input_tokens=20, output_tokens=7),
+        ReportUsage(input_tokens=20, output_tokens=7),
     )
 )
 EXPECTED_TEXT = 'In Paris it is {"city":"Paris","temperature_c":21,"conditions":"sunny"}, enjoy.'

@@ -18,6 +18,7 @@ from coder_proto.fake import (
     CallServerTool,
     Cite,
     Fail,
+    ReportUsage,
     Retry,
     Say,
     Script,
@@ -25,7 +26,6 @@ from coder_proto.fake import (
     ScriptContext,
     ScriptError,
     Think,
-    Usage,
     Wait,
     default_script,
 )
@@ -52,7 +52,7 @@ EVERY_ITEM = Script(
         CallClientTool(name="get_weather", args={"city": "Paris"}, tool_call_id="t2"),
         Wait(0.5),
         Retry(times=2, error="e", kind="overloaded", status_code=None, provider=None),
-        Usage(input_tokens=1, output_tokens=2),
+        ReportUsage(input_tokens=1, output_tokens=2),
         Fail(
             message="m",
             kind="k",
@@ -243,7 +243,7 @@ def test_render_placeholders() -> None:
 def test_usage_item_replaces_the_computed_usage() -> None:
     api = Api()
     chat_id = api.create(
-        "x", script=Script((Say("hi"), Usage(input_tokens=7, cache_read_tokens=100)))
+        "x", script=Script((Say("hi"), ReportUsage(input_tokens=7, cache_read_tokens=100)))
     )
     api.run_until(chat_id, {"waiting"})
     assert api.messages(chat_id)["messages"][0]["usage"] == {
