@@ -24,11 +24,7 @@ def _is_private(name: str) -> bool:
 
 def test_every_module_outside_the_public_packages_is_private() -> None:
     public = [name for name in _modules() if not _is_private(name)]
-    stray = [
-        name
-        for name in public
-        if name not in PUBLIC_PACKAGES and not name.startswith("coder_proto.fake.")
-    ]
+    stray = [name for name in public if name not in PUBLIC_PACKAGES]
     assert stray == [], f"public modules outside the public packages: {stray}"
 
 
