@@ -8,16 +8,17 @@ a seeded ``random.Random``, so a seeded fake answers with the same ids every run
 from __future__ import annotations
 
 import random
-import re
 import uuid
 from typing import Any, Final
 
+from .._constants import UUID_PATTERN
 from .._json import dumps
 from .._timestamps import format_rfc3339
 
 __all__ = ["UUID_RE", "encode_json", "new_uuid", "rfc3339"]
 
-UUID_RE: Final = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+#: A UUID in its canonical text form (the client's own pattern: one for both sides).
+UUID_RE: Final = UUID_PATTERN
 
 #: Go's encoding/json escapes these inside strings; they never occur outside strings in JSON
 #: text, so a plain replacement on the encoded text is exact.

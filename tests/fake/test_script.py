@@ -295,7 +295,7 @@ def test_rfc3339_examples() -> None:
 @given(st.integers(min_value=0, max_value=2**32))
 def test_uuids_are_version_4_and_deterministic(seed: int) -> None:
     a = new_uuid(random.Random(seed))
-    assert UUID_RE.match(a)
+    assert UUID_RE.match(a) and a == a.lower()
     assert a[14] == "4"
     assert a[19] in "89ab"
     assert a == new_uuid(random.Random(seed))
