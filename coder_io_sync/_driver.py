@@ -607,17 +607,15 @@ class Driver:
         self.base_url = base_url
         self._ssl = ssl_context(verify)
         self.sink = sink if sink is not None else TransportEventSink()
+        # The connection reports to this very sink, so a listener attached to it later (an
+        # agent's observer, OpenTelemetry's HTTP spans) hears the connection's events too.
         self._connection = Connection(
             base_url=base_url,
             token=token,
-            on_event=self.sink.callback,
-            wall_clock=self.sink.wall_clock,
+            sink=self.sink,
             recorder=recorder,
             created_at=created_at,
         )
-        # The connection reports to this very sink, so a listener attached to it later (an
-        # agent's observer, OpenTelemetry's HTTP spans) hears the connection's events too.
-        self._connection._drive.sink = self.sink
         #: D29: the bound of a REST call no caller or core deadline bounds (``None``: none).
         self.http_timeout: float | None = HTTP_TIMEOUT
         #: D30: the largest response body read; a larger one fails the call.

@@ -1343,6 +1343,8 @@ class Connection:
     as the session token and scrubbed from every message; ``on_event`` receives the transport
     events (``wall_clock`` stamps them); ``recorder`` observes what crosses the wire for a
     transcript; ``created_at`` returns the transcript header's wall-clock ISO timestamp.
+    ``sink`` (an adapter's ``TransportEventSink``, instead of ``on_event`` and ``wall_clock``)
+    receives the events itself, so a listener attached to it later hears them too.
 
     Start work with ``agent`` + ``start_turn``, ``start_call`` (``calls`` builds the plain
     operations) or ``start_watch``: each returns a ``Task``. Then loop:
@@ -1376,12 +1378,16 @@ class Connection:
         wall_clock: Callable[[], float] | None = None,
         recorder: Recorder | None = None,
         created_at: Callable[[], str] = _no_created_at,
+        sink: TransportEventSink | None = None,
     ) -> None:
-        sink = (
-            TransportEventSink(on_event)
-            if wall_clock is None
-            else TransportEventSink(on_event, wall_clock=wall_clock)
-        )
+        if sink is None:
+            sink = (
+                TransportEventSink(on_event)
+                if wall_clock is None
+                else TransportEventSink(on_event, wall_clock=wall_clock)
+            )
+        elif on_event is not None or wall_clock is not None:
+            raise CoderAgentError("pass either sink or on_event and wall_clock, not both")
         self._drive = Drive(
             base_url=base_url, token=token, sink=sink, recorder=recorder, created_at=created_at
         )

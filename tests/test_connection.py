@@ -41,6 +41,7 @@ from coder_proto import (
 )
 from coder_proto._agent.structured_output import STRUCTURED_OUTPUT_TOOL
 from coder_proto._rest.http import HttpRequest
+from coder_proto._transport_events import TransportEventSink
 from tests.core_driver import (
     CaseEnv,
     FakeSocket,
@@ -423,6 +424,27 @@ def test_a_plain_call_runs_with_the_token_and_events() -> None:
     e.pump()
     assert task.done and task.result().id == "chat-1"
     assert [type(ev) for ev in events][:1] == [HttpRequestEvent]
+
+
+def test_a_sink_of_the_embedders_own_gets_the_events_and_later_listeners() -> None:
+    """``sink=``: the connection reports to that very object, so a listener attached to it
+    after construction (an adapter's observer) hears the REST events too; ``sink`` with
+    ``on_event`` or ``wall_clock`` is refused."""
+    sink = TransportEventSink(wall_clock=lambda: 1234.5)
+    env = CaseEnv()
+    conn = Connection(base_url=BASE, token=TOKEN, sink=sink)
+    e = Embedder(conn, env.http)
+    events: list[Any] = []
+    sink.callback = events.append
+    sink.enabled = True
+    task = conn.start_call(conn.calls.get_chat("chat-1"), now=NOW)
+    e.pump()
+    assert task.done
+    assert [ev.type for ev in events] == ["http:request", "http:response"]
+    assert {ev.timestamp for ev in events} == {1234.5}
+    for bad in ({"on_event": events.append}, {"wall_clock": lambda: 0.0}):
+        with pytest.raises(CoderAgentError, match="either sink"):
+            Connection(base_url=BASE, token=TOKEN, sink=sink, **bad)
 
 
 def test_a_failed_plain_call_raises_its_error() -> None:

@@ -4,8 +4,10 @@ its commands on an ``AsyncRuntime``.
 One ``Driver`` belongs to one client (``CoderChatClient``, or the agent through its client).
 Every runtime-independent decision of driving (routing socket inputs to the running turn or
 the session, the connection and request registries, background jobs, ``http:*`` events, token
-scrubbing, tool batches, transcripts) is ``coder_proto._connection.Drive``'s; this module performs
-the drive's commands (docs/architecture.md "The adapters"; D12, D21-D24), the same way on every runtime:
+scrubbing, tool pauses, transcripts) is ``coder_proto.Connection``'s: each machine the driver
+runs is one of its tasks (``Connection.start_machine``). This module performs the
+connection's commands (docs/architecture.md "The adapters"; D12, D21-D24), the same way on
+every runtime:
 
 * ``StartHttp`` -> an ``httpx.AsyncClient`` request (httpx runs on asyncio and on trio) in a
   task of the client; ``CancelHttp`` cancels it. The whole exchange, from sending to the
@@ -16,16 +18,22 @@ the drive's commands (docs/architecture.md "The adapters"; D12, D21-D24), the sa
 * ``OpenSocket`` / ``WriteSocket`` / ``CloseSocket`` -> the runtime's stream sockets
   (``AsyncRuntime.open_socket``), which report back through the driver's ``socket_*``
   methods;
-* ``RunToolBatch`` -> the caller's async tool runner in a task; ``CancelToolBatch`` cancels it;
-* ``Wake`` -> the ``Run``'s waiters; one timer at ``drive.next_deadline()``.
+* ``InvokeTools`` -> the run's async tool runner in a task, its outcomes answered with
+  ``tools_answered`` (a run started without a runner answers none at once: every call gets an
+  error result, D5); ``CancelTools`` cancels the task;
+* ``TaskMoved`` -> the ``Run``'s waiters; one timer at ``connection.next_deadline()``.
+
+``_perform`` dispatches on the command's type, one branch per command: a new command is one
+more branch there and, when it does I/O, one more task method reporting its outcome to the
+connection and ending with ``_pump``.
 
 The driver's tasks belong to the client, not to the caller, so a caller's cancellation never
 cancels the interrupt it fires (D22); they end when the client closes. Every task reports its
-outcome to the drive and never raises.
+outcome to the connection and never raises.
 
 Cancellation (D22): when the task awaiting a ``Run`` is cancelled (``asyncio.timeout``, a
 cancelled task, ``trio.move_on_after``, ``trio.fail_after``, a cancelled nursery), the driver
-cancels the machine (``Drive.cancel``), performs the resulting commands (background
+cancels the machine (``Connection.cancel``), performs the resulting commands (background
 interrupts are started, sockets closed, requests cancelled) and lets the runtime's
 cancellation propagate unwrapped, without waiting for the background work: a caller's
 ``asyncio.timeout`` surfaces as the builtin ``TimeoutError``, ``trio.fail_after`` as
@@ -70,21 +78,21 @@ from coder_proto._actions import Action, ToolOutcome
 from coder_proto._agent.session import Session
 from coder_proto._connection import (
     CancelHttp,
-    CancelToolBatch,
+    CancelTools,
     CloseSocket,
-    Command,
     Conn,
-    Drive,
+    Connection,
+    ConnectionCommand,
     HttpCall,
-    Job,
+    InvokeTools,
     OpenSocket,
     Runnable,
-    RunToolBatch,
     StartHttp,
-    ToolBatch,
-    Wake,
+    TaskMoved,
+    ToolRun,
     WriteSocket,
 )
+from coder_proto._connection import Task as ConnectionTask
 from coder_proto._constants import BACKGROUND_TASK_BOUND
 from coder_proto._errors import CoderAgentError, CoderProtocolError
 from coder_proto._outputs import ToolCall
@@ -164,32 +172,37 @@ def _abort_deadline(machine: Any) -> float | None:
 class Run(Generic[T]):
     """A machine started with ``Driver.start``: await its result, or follow its progress."""
 
-    __slots__ = ("_changed", "_driver", "_job", "_runtime")
+    __slots__ = ("_changed", "_driver", "_machine", "_runtime", "_task", "_tools")
 
-    def __init__(self, driver: Driver, job: Job) -> None:
+    def __init__(
+        self, driver: Driver, task: ConnectionTask, machine: Any, tools: ToolRunner | None
+    ) -> None:
         self._driver = driver
         self._runtime = driver.runtime
-        self._job = job
+        self._task = task
+        self._machine = machine
+        #: Runs the machine's tool pauses (``None``: every call fails, D5).
+        self._tools = tools
         self._changed: Event = self._runtime.event()
-        job.owner = self
+        task.io = self
 
     def __repr__(self) -> str:
-        return f"<Run {self._job.machine!r}>"
+        return f"<Run {self._machine!r}>"
 
     @property
     def machine(self) -> Any:
         """The machine being run."""
-        return self._job.machine
+        return self._machine
 
     @property
     def done(self) -> bool:
-        return bool(self._job.machine.done)
+        return bool(self._machine.done)
 
     def cancel(self, reason: BaseException | None = None) -> None:
         """Cancel the machine now (D22): ``reason`` is the caller's cancellation, or ``None``
         for a consumer teardown. Its cleanup actions are performed at once; background work
         it starts is not waited for. Does nothing once the machine is done."""
-        self._driver._cancel(self._job, reason)
+        self._driver._cancel(self._task, reason)
 
     def _wake(self) -> None:
         self._changed.set()
@@ -212,13 +225,13 @@ class Run(Generic[T]):
         """Wait for the machine to finish and return its result (or raise its error)."""
         while not self.done:
             await self.wait_changed()
-        result: T = self._job.machine.result()
+        result: T = self._machine.result()
         return result
 
     async def parts(self) -> AsyncIterator[Any]:
         """The machine's ``parts`` deque (a stream-mode ``Turn``), drained live in order until
         the machine is done. The final result or error is ``await run.result()``."""
-        parts = self._job.machine.parts
+        parts = self._machine.parts
         while True:
             while parts:
                 yield parts.popleft()
@@ -257,7 +270,9 @@ class Driver:
         self.base_url = base_url
         self._ssl = ssl_context(verify)
         self.sink = sink if sink is not None else TransportEventSink()
-        self.drive = Drive(
+        # The connection reports to this very sink, so a listener attached to it later (an
+        # agent's observer, OpenTelemetry's HTTP spans) hears the connection's events too.
+        self._connection = Connection(
             base_url=base_url,
             token=token,
             sink=self.sink,
@@ -291,8 +306,8 @@ class Driver:
 
     def __repr__(self) -> str:
         return (
-            f"<Driver {self.base_url} connections={self.drive.open_connections} "
-            f"machines={len(self.drive.jobs)}>"
+            f"<Driver {self.base_url} connections={self.open_connections} "
+            f"background={self.background_jobs}>"
         )
 
     # -- public ------------------------------------------------------------------------------
@@ -300,11 +315,11 @@ class Driver:
     @property
     def recorder(self) -> Recorder | None:
         """Observes what crosses the wire (``coder_proto.transcript.Recorder``), or ``None``."""
-        return self.drive.recorder
+        return self._connection.recorder
 
     @recorder.setter
     def recorder(self, value: Recorder | None) -> None:
-        self.drive.recorder = value
+        self._connection.recorder = value
 
     @property
     def closed(self) -> bool:
@@ -313,12 +328,12 @@ class Driver:
     @property
     def open_connections(self) -> int:
         """Sockets currently open or connecting."""
-        return self.drive.open_connections
+        return self._connection.open_connections
 
     @property
     def background_jobs(self) -> int:
         """Background jobs (D22) not finished yet."""
-        return self.drive.background_jobs
+        return self._connection.background_jobs
 
     def start(
         self,
@@ -332,8 +347,8 @@ class Driver:
         ``RunTools`` batches. Must be called on the runtime's loop."""
         if self._closed:
             raise CoderAgentError("this client is closed")
-        job = self.drive.start(machine, session=session, tools=tools, now=time.monotonic())
-        run: Run[T] = Run(self, job)
+        task = self._connection.start_machine(machine, now=time.monotonic(), session=session)
+        run: Run[T] = Run(self, task, machine, tools)
         self._pump()
         return run
 
@@ -350,22 +365,22 @@ class Driver:
     def attach_session(self, session: Session) -> None:
         """Keep driving ``session`` between turns (its paused stream keeps reading, H.6).
         ``start(..., session=session)`` does this implicitly."""
-        self.drive.attach_session(session)
+        self._connection.attach_session(session)
 
     def release_session(self, session: Session) -> None:
         """Forget ``session`` (its agent is closed) once its work is done and its
         connections are closed."""
-        self.drive.release_session(session)
+        self._connection.release_session(session)
 
     @property
     def attached_sessions(self) -> int:
         """Sessions this driver keeps between their turns: one per open agent."""
-        return self.drive.attached_sessions
+        return self._connection.attached_sessions
 
     def perform(self, actions: Iterable[Action], *, session: Session) -> None:
         """Perform actions a session method returned (``reset_session``,
         ``close_retained_stream`` ...) in that session's connection scope."""
-        self.drive.perform(actions, session=session, now=time.monotonic())
+        self._connection.perform(actions, session=session, now=time.monotonic())
         self._pump()
 
     async def wait_background(self, timeout: float = BACKGROUND_TASK_BOUND) -> bool:
@@ -389,13 +404,13 @@ class Driver:
         if self._closed:
             return
         self._closed = True
-        self.drive.close()
+        self._connection.close()
         runtime = self.runtime
         try:
             with runtime.finishing(background_timeout + _TASKS_GRACE):
                 await self.wait_background(background_timeout)
         finally:
-            self.drive.shutdown(time.monotonic())
+            self._connection.shutdown(now=time.monotonic())
             self._pump()
             self._timer.close()
             # Sockets closing gracefully finish their close (what was written goes out);
@@ -426,39 +441,38 @@ class Driver:
         return task
 
     def socket_made(self, conn: Conn) -> None:
-        self.drive.socket_made(conn, time.monotonic())
+        self._connection.socket_made(conn, now=time.monotonic())
         self._pump()
 
     def socket_data(self, conn: Conn, data: bytes) -> None:
-        self.drive.socket_data(conn, data, time.monotonic())
+        self._connection.socket_data(conn, data, now=time.monotonic())
         self._pump()
 
     def socket_lost(self, conn: Conn) -> None:
-        self.drive.socket_lost(conn, time.monotonic())
+        self._connection.socket_lost(conn, now=time.monotonic())
         self._pump()
 
     def socket_failed(self, conn: Conn, error: BaseException) -> None:
-        self.drive.socket_failed(conn, error, time.monotonic())
+        self._connection.socket_failed(conn, error, now=time.monotonic())
         self._pump()
 
-    # -- performing the drive's commands -------------------------------------------------------
+    # -- performing the connection's commands --------------------------------------------------
 
     def _pump(self) -> None:
-        """Perform every command the drive produced, re-arm the timer, wake the waiters."""
-        drive = self.drive
-        for command in drive.commands():
-            self._perform(command)
-        due = drive.next_deadline()
-        if self._closed and not drive.jobs:
-            due = None
-        self._timer.arm(due)
+        """Perform every command the connection produced (and those performing them
+        produced), re-arm the timer, wake the waiters."""
+        connection = self._connection
+        while commands := connection.commands():
+            for command in commands:
+                self._perform(command)
+        self._timer.arm(connection.next_deadline())
         idle = self._background_idle
-        if idle is not None and not drive.background_jobs:
+        if idle is not None and not connection.background_jobs:
             idle.set()
 
-    def _perform(self, command: Command) -> None:
-        if isinstance(command, Wake):
-            command.job.owner._wake()
+    def _perform(self, command: ConnectionCommand) -> None:
+        if isinstance(command, TaskMoved):
+            command.task.io._wake()
         elif isinstance(command, WriteSocket):
             self.runtime.write_socket(command.conn, command.data)
         elif isinstance(command, StartHttp):
@@ -467,21 +481,21 @@ class Driver:
             self.runtime.open_socket(self, command.conn)
         elif isinstance(command, CloseSocket):
             self.runtime.close_socket(command.conn)
-        elif isinstance(command, CancelHttp | CancelToolBatch):
-            handle = command.call if isinstance(command, CancelHttp) else command.batch
-            if handle.io is not None:
-                handle.io.cancel()
-        elif isinstance(command, RunToolBatch):
-            command.batch.io = self.spawn(self._run_tools, command.batch)
+        elif isinstance(command, CancelHttp):
+            command.call.io.cancel()
+        elif isinstance(command, InvokeTools):
+            self._start_tools(command.run)
+        elif isinstance(command, CancelTools):
+            command.run.io.cancel()
         else:  # pragma: no cover - every command is handled above
             raise CoderAgentError(f"unknown command {command!r}")
 
     def _on_timer(self) -> None:
-        self.drive.tick(time.monotonic())
+        self._connection.tick(now=time.monotonic())
         self._pump()
 
-    def _cancel(self, job: Job, reason: BaseException | None) -> None:
-        self.drive.cancel(job, reason, time.monotonic())
+    def _cancel(self, task: ConnectionTask, reason: BaseException | None) -> None:
+        self._connection.cancel(task, reason, now=time.monotonic())
         self._pump()
 
     def _task_done(self, task: Task) -> None:
@@ -502,7 +516,7 @@ class Driver:
     async def _exchange(self, call: HttpCall) -> None:
         """Send ``call`` and read its answer, all of it within the call's bound (D29) and
         at most ``max_response_bytes`` of body (D30)."""
-        drive = self.drive
+        connection = self._connection
         runtime = self.runtime
         bound = self._bound(call)
         most = self.max_response_bytes
@@ -515,7 +529,7 @@ class Driver:
                 )
                 response = await client.send(outgoing, stream=True)
                 try:
-                    drive.http_headers(call, response.status_code, time.monotonic())
+                    connection.http_headers(call, response.status_code, now=time.monotonic())
                     body = await _read_body(response, most)
                 finally:
                     # A body left unread (too large, too slow) closes the connection.
@@ -533,9 +547,9 @@ class Driver:
                 f"the request did not finish within its deadline of {bound:g} s (http_timeout)"
             )
         if failure is not None:
-            drive.http_failed(call, failure, time.monotonic())
+            connection.http_failed(call, failure, now=time.monotonic())
         else:
-            drive.http_response(
+            connection.http_response(
                 call,
                 status=response.status_code,
                 headers=response.headers.multi_items(),
@@ -544,24 +558,38 @@ class Driver:
                 now=time.monotonic(),
             )
         # A cancelled request (CancelHttp) ends above with the runtime's cancellation: the
-        # drive already reported it.
+        # connection already reported it.
         self._pump()
 
     def _bound(self, call: HttpCall) -> float | None:
         """The total deadline of ``call``, in seconds from now: ``http_timeout`` (D29),
         unless its machine abandons it at a deadline of its own (a turn's
-        ``request_timeout``, C.3), which the drive's timer enforces (``CancelHttp``)."""
+        ``request_timeout``, C.3), which the connection's timer enforces (``CancelHttp``)."""
         if _abort_deadline(call.job.machine) is not None:
             return None
         return self.http_timeout
 
     # -- tools -------------------------------------------------------------------------------
 
-    async def _run_tools(self, batch: ToolBatch) -> None:
+    def _start_tools(self, run: ToolRun) -> None:
+        runner = run.task.io._tools
+        if runner is None:
+            # D5: a machine started without a runner; every call still gets a result.
+            self._connection.tools_answered(run, (), now=time.monotonic())
+            return
+        run.io = self.spawn(self._run_tools, run, runner)
+
+    async def _run_tools(self, run: ToolRun, runner: ToolRunner) -> None:
+        """Run one tool pause; a runner that raises is logged and every call gets an error
+        result (D5). Cancelled (``CancelTools``), it ends with the runtime's cancellation and
+        reports nothing."""
+        outcomes: Sequence[ToolOutcome] = ()
         try:
-            outcomes = await batch.runner(batch.calls)
+            outcomes = await runner(run.calls)
         except Exception as exc:
-            self.drive.tools_failed(batch, exc, time.monotonic())
-        else:
-            self.drive.tools_done(batch, outcomes, time.monotonic())
+            self.runtime.logger.warning(
+                "the tool runner raised; the calls get error results",
+                exc_info=(type(exc), exc, exc.__traceback__),
+            )
+        self._connection.tools_answered(run, outcomes, now=time.monotonic())
         self._pump()

@@ -365,19 +365,35 @@ async def test_a_client_tool_turn_runs_on_one_socket(server: FakeCoderServer) ->
 
 @arun
 async def test_a_tool_runner_that_raises_still_answers_every_call_d5(
-    server: FakeCoderServer,
+    server: FakeCoderServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     async def broken(calls: tuple[Any, ...]) -> list[ToolOutcome]:
         raise RuntimeError("tool crashed")
 
     driver = Driver(base_url=server.url, token=server.token)
     session = session_for(server, PrefixSelector())
-    result = await driver.run(
-        session.generate("weather?", now=time.monotonic()), session=session, tools=broken
-    )
+    with caplog.at_level("WARNING", logger="coder_io_asyncio"):
+        result = await driver.run(
+            session.generate("weather?", now=time.monotonic()), session=session, tools=broken
+        )
     (step_with_tool, _final) = result.steps
     (tool_result,) = step_with_tool.tool_results
     assert tool_result.is_error is True
+    assert "the tool runner raised" in caplog.text and "tool crashed" in caplog.text
+    await driver.aclose()
+
+
+@arun
+async def test_a_turn_run_without_a_tool_runner_gets_an_error_result_per_call_d5(
+    server: FakeCoderServer,
+) -> None:
+    driver = Driver(base_url=server.url, token=server.token)
+    session = session_for(server, PrefixSelector())
+    result = await driver.run(session.generate("weather?", now=time.monotonic()), session=session)
+    (step_with_tool, _final) = result.steps
+    (tool_result,) = step_with_tool.tool_results
+    assert tool_result.is_error is True
+    assert server.counters.requests["submit_tool_results"] == 1
     await driver.aclose()
 
 
