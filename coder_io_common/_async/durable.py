@@ -504,6 +504,7 @@ class DurableFunctions:
         )
         lease = durable.lease
         assert lease is not None
+        lease.clock = time.time
         async with self._client_for(
             client, base_url, token, http_client, verify, on_transport_event
         ) as chat_client:
@@ -653,8 +654,9 @@ class DurableFunctions:
             workflow_id=workflow_id,
             owner=uuid.uuid4().hex,
             duration=lease_duration,
-            wait=lease_wait,
+                wait=lease_wait,
             what="archive",
+            clock=time.time,
         )
         async with self._client_for(
             client, base_url, token, http_client, verify, on_transport_event
