@@ -2,8 +2,9 @@
 
 Each scenario runs the workflow of ``tests/durable/worker.py`` in a subprocess against the
 fake server (which stays up in the test process), SIGKILLs it at the named crash point, maybe
-again at a point of the recovery pass that follows, then runs a fresh process to the end. For
-every scenario:
+again at a point of the recovery pass that follows, then runs a fresh process to the end. The
+lease a killed process left behind is let run out before the next process starts (the tests
+of ``test_lease_processes.py`` wait for one). For every scenario:
 
 * each external effect (the stock reservation, the charge) is applied exactly once: the
   payment service honours idempotency keys, and holds exactly one reservation and one charge;
@@ -44,6 +45,7 @@ from coder_proto.fake import CallClientTool, Say, Script
 from tests.stores.postgres_server import PostgresServer
 
 from . import payments
+from .worker import expire_lease
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -262,6 +264,9 @@ def run_scenario(
             with open(paths["log"], "a") as f:
                 f.write(f"--- crash point {crash!r}\n")
             exits.append(zygote.run({**env, "DURABLE_CRASH": crash}))
+            if exits[-1] == -signal.SIGKILL:
+                # The killed process's lease runs out before the next process starts.
+                expire_lease(env)
             if os.path.exists(paths["reached"]):
                 with open(paths["reached"]) as f:
                     reached.append(f.read())

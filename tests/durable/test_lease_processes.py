@@ -271,8 +271,8 @@ def test_a_killed_holder_blocks_until_its_lease_expires_then_is_taken_over_d27(
     with tempfile.TemporaryDirectory() as tmp:
         db = os.path.join(tmp, "store.sqlite3")
         with SQLiteStore(db) as store:
-            # The dead holder: a lease that ran for a while and expires soon.
-            lease = store.acquire_lease("default", "wf-dead", "dead-worker", time.time(), 1.5)
+            # The dead holder's lease: live for a minute, however slowly the worker starts.
+            lease = store.acquire_lease("default", "wf-dead", "dead-worker", time.time(), 60.0)
             assert lease.owner == "dead-worker"
         with FakeCoderServer(chunk_delay=0.0005, interrupt_delay=0.02) as server:
             _scripts(server)
@@ -300,7 +300,10 @@ def test_a_killed_holder_blocks_until_its_lease_expires_then_is_taken_over_d27(
                 assert busy == {"wf-dead": {"busy": {"step": "reserve", "retryable": True}}}
                 # Nothing reached the server while the dead holder's lease was live.
                 assert server.model.chats == {}
-                time.sleep(1.6)
+                # The lease runs out: its last renewal is now a whole duration ago.
+                with SQLiteStore(db) as store:
+                    ago = time.time() - 61.0
+                    assert store.renew_lease("default", "wf-dead", "dead-worker", ago, 60.0)
                 assert zygote.run(env) == 0
             finally:
                 zygotes.put(zygote)

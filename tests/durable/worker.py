@@ -38,12 +38,18 @@ import inspect
 import json
 import os
 import signal
+import time
 from typing import Any
 
 from coder_io_asyncio import CoderChatClient
 from coder_io_asyncio.durable import archive_workflow, run_turn, sweep_orphans
 from coder_io_common.stores import AsyncPostgresStore, PostgresStore, SQLiteStore
-from coder_proto.durable import DurableToolContext, WorkflowBusyError, crash_safe
+from coder_proto.durable import (
+    DEFAULT_TENANT,
+    DurableToolContext,
+    WorkflowBusyError,
+    crash_safe,
+)
 
 from . import payments
 
@@ -57,9 +63,30 @@ STEPS = (
 
 _current = {"step": ""}
 
-#: A killed process leaves its lease behind (D27): the next process waits until it expires,
-#: so the leases are short here.
-LEASE: dict[str, Any] = {"lease_duration": 1.5, "lease_wait": 20.0}
+#: The steps' lease: far longer than any stall of a live process on a loaded machine, so no
+#: live holder ever sees its lease expire. A killed process leaves its lease behind (D27);
+#: the test lets it run out (``expire_lease``) before the next process starts, instead of
+#: waiting for it.
+LEASE: dict[str, Any] = {"lease_duration": 30.0}
+
+
+def expire_lease(env: dict[str, str]) -> None:
+    """Let the lease that a killed process left on ``DURABLE_WORKFLOW`` run out now, as it
+    would ``lease_duration`` seconds after the dead holder's last renewal: the store records
+    it as renewed that long ago (through the store's own ``renew_lease``, on the store the
+    environment names)."""
+    schema = env.get("DURABLE_PG_SCHEMA")
+    store: Any = (
+        PostgresStore(env["DURABLE_DB"], schema=schema)
+        if schema
+        else SQLiteStore(env["DURABLE_DB"])
+    )
+    with store:
+        lease = store.get_lease(DEFAULT_TENANT, env["DURABLE_WORKFLOW"])
+        if lease is not None:
+            duration = LEASE["lease_duration"]
+            long_ago = time.time() - 2 * duration
+            store.renew_lease(DEFAULT_TENANT, lease.workflow_id, lease.owner, long_ago, duration)
 
 
 def crash_here(point: str) -> None:
