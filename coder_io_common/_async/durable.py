@@ -654,7 +654,7 @@ class DurableFunctions:
             workflow_id=workflow_id,
             owner=uuid.uuid4().hex,
             duration=lease_duration,
-                wait=lease_wait,
+            wait=lease_wait,
             what="archive",
             clock=time.time,
         )
