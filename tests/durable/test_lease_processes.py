@@ -32,12 +32,11 @@ from coder_io_sync.durable import archive_workflow, sweep_orphans
 from tests.stores.postgres_server import PostgresServer
 
 from . import payments
+from .orders import add_scripts, chats
 from .test_crash_matrix import (
     Outcome,
     Scenario,
     Zygote,
-    _chats,
-    _scripts,
     check_outcome,
     run_scenario,
 )
@@ -126,7 +125,7 @@ def _race(
         tempfile.TemporaryDirectory() as tmp,
         FakeCoderServer(chunk_delay=0.0005, interrupt_delay=0.02, run_start_delay=0.0) as server,
     ):
-        _scripts(server)
+        add_scripts(server)
         tag = uuid.uuid4().hex[:8]
         workflows = [f"race-{tag}-{n}" for n in range(WORKFLOWS)]
         base = {
@@ -190,7 +189,7 @@ def _race(
         summary = {
             "workflows": workflows,
             "logs": logs,
-            "chats": _chats(server),
+            "chats": chats(server),
             "effects": payments.effects(base["PAYMENTS_DB"]),
             "swept": swept,
         }
@@ -275,7 +274,7 @@ def test_a_killed_holder_blocks_until_its_lease_expires_then_is_taken_over_d27(
             lease = store.acquire_lease("default", "wf-dead", "dead-worker", time.time(), 60.0)
             assert lease.owner == "dead-worker"
         with FakeCoderServer(chunk_delay=0.0005, interrupt_delay=0.02) as server:
-            _scripts(server)
+            add_scripts(server)
             env = {
                 "CODER_URL": server.url,
                 "CODER_SESSION_TOKEN": server.token,
