@@ -3,8 +3,9 @@
 Each scenario runs the workflow of ``tests/durable/worker.py`` in a subprocess against the
 fake server (which stays up in the test process), SIGKILLs it at the named crash point, maybe
 again at a point of the recovery pass that follows, then runs a fresh process to the end. The
-lease a killed process left behind is let run out before the next process starts (the tests
-of ``test_lease_processes.py`` wait for one). For every scenario:
+lease a killed process left behind is let run out before the next process starts (that such
+a lease holds the workflow until then is ``test_lease_processes.py``'s part). For every
+scenario:
 
 * each external effect (the stock reservation, the charge) is applied exactly once: the
   payment service honours idempotency keys, and holds exactly one reservation and one charge;
