@@ -465,6 +465,34 @@ class DurableActivities:
             with contextlib.suppress(asyncio.CancelledError):
                 await beating
 
+    async def _perform(
+        self,
+        workflow_id: str | None,
+        step: str | None,
+        work: Callable[[], Awaitable[_T]],
+        *,
+        attempt_bound: bool = True,
+    ) -> tuple[_T, _Progress]:
+        """What every activity does around its ``work``: heartbeat while it runs; for work
+        bound to a workflow attempt (a step, an archive), refuse an attempt that went stale
+        before it started (``_check_attempt_current``) and let one that goes stale meanwhile
+        run on (``_unless_stale``); raise errors as ``application_error`` maps them. Returns
+        the work's result and the activity's progress."""
+        if attempt_bound:
+            _check_attempt_current()
+        try:
+            async with self._heartbeating(workflow_id, step) as progress:
+                if attempt_bound:
+                    result = await _unless_stale(work(), progress)
+                else:
+                    result = await work()
+        except Exception as exc:
+            error = application_error(exc)
+            if error is None:
+                raise
+            raise error from exc
+        return result, progress
+
     @activity.defn(name=ACTIVITY_RUN_TURN)
     async def run_turn(self, request: TurnRequest) -> TurnOutcome:
         """Run one durable step (``run_turn``), heartbeating its progress while it runs.
@@ -472,27 +500,20 @@ class DurableActivities:
         that Temporal timed out (its worker stalled past the heartbeat timeout) runs on to its
         end under the workflow's lease, or stops once it lost the lease, while Temporal's retry
         waits for it. Errors are raised as ``application_error`` maps them."""
-        _check_attempt_current()
-        try:
-            async with self._heartbeating(request.workflow_id, request.step) as progress:
-                result = await _unless_stale(
-                    run_turn(
-                        request.workflow_id,
-                        request.prompt,
-                        step=request.step,
-                        store=self.store,
-                        tenant=request.tenant or self.tenant,
-                        tools=self.tools,
-                        client=self._chat_client(),
-                        **self._turn_options,
-                    ),
-                    progress,
-                )
-        except Exception as exc:
-            error = application_error(exc)
-            if error is None:
-                raise
-            raise error from exc
+        result, progress = await self._perform(
+            request.workflow_id,
+            request.step,
+            lambda: run_turn(
+                request.workflow_id,
+                request.prompt,
+                step=request.step,
+                store=self.store,
+                tenant=request.tenant or self.tenant,
+                tools=self.tools,
+                client=self._chat_client(),
+                **self._turn_options,
+            ),
+        )
         return TurnOutcome(
             text=result.text,
             recovered=result.recovered,
@@ -505,24 +526,17 @@ class DurableActivities:
     @activity.defn(name=ACTIVITY_ARCHIVE)
     async def archive_workflow(self, request: ArchiveRequest) -> ArchiveOutcome:
         """Retire the workflow's chats (``archive_workflow``), heartbeating."""
-        _check_attempt_current()
-        try:
-            async with self._heartbeating(request.workflow_id, "archive") as progress:
-                result = await _unless_stale(
-                    archive_workflow(
-                        request.workflow_id,
-                        store=self.store,
-                        tenant=request.tenant or self.tenant,
-                        client=self._chat_client(),
-                        **self._archive_options,
-                    ),
-                    progress,
-                )
-        except Exception as exc:
-            error = application_error(exc)
-            if error is None:
-                raise
-            raise error from exc
+        result, _ = await self._perform(
+            request.workflow_id,
+            "archive",
+            lambda: archive_workflow(
+                request.workflow_id,
+                store=self.store,
+                tenant=request.tenant or self.tenant,
+                client=self._chat_client(),
+                **self._archive_options,
+            ),
+        )
         return ArchiveOutcome(
             archived=result.archived,
             chat_id=result.chat_id,
@@ -532,19 +546,17 @@ class DurableActivities:
     @activity.defn(name=ACTIVITY_SWEEP)
     async def sweep_orphans(self, request: SweepRequest) -> SweepOutcome:
         """Retire every chat no checkpoint accounts for (``sweep_orphans``), heartbeating."""
-        try:
-            async with self._heartbeating(None, "sweep"):
-                result = await sweep_orphans(
-                    store=self.store,
-                    min_age=request.min_age,
-                    client=self._chat_client(),
-                    **self._sweep_options,
-                )
-        except Exception as exc:
-            error = application_error(exc)
-            if error is None:
-                raise
-            raise error from exc
+        result, _ = await self._perform(
+            None,
+            "sweep",
+            lambda: sweep_orphans(
+                store=self.store,
+                min_age=request.min_age,
+                client=self._chat_client(),
+                **self._sweep_options,
+            ),
+            attempt_bound=False,
+        )
         return SweepOutcome(
             archived_chat_ids=list(result.archived_chat_ids),
             failed_chat_ids=[chat for chat, _ in result.failed],

@@ -70,7 +70,8 @@ from ._cli.common import (
     EXIT_TIMEOUT,
     EXIT_USAGE,
     UsageError,
-    _check_cursor,
+    _agent,
+    _connect,
     _cursor,
     _deployment,
     _organization_id,
@@ -80,6 +81,7 @@ from ._cli.common import (
 from ._cli.screen import Printer, Progress
 
 __all__ = ["EXIT_CODES", "build_parser", "main"]
+
 
 def _exit_epilog() -> str:
     lines = ["exit status:"]
@@ -520,14 +522,10 @@ def _result_json(result: Any) -> dict[str, Any]:
 
 
 def _run_turn(args: argparse.Namespace, out: TextIO, session: _Session) -> int:
-    from coder_io_sync import CoderAgent, CoderChatClient
-    from coder_proto import CoderAgentError
-
     if args.last_seen_message_id is not None and args.chat_id is None:
         raise UsageError("--last-seen-message-id needs --chat-id")
     prompt = _prompt(args)
-    if not args.fake:
-        url, token = _deployment(args)
+    deployment = None if args.fake else _deployment(args)
     with contextlib.ExitStack() as stack:
         recorder = None
         if args.record:
@@ -536,43 +534,15 @@ def _run_turn(args: argparse.Namespace, out: TextIO, session: _Session) -> int:
             # Opened first, closed last: background cleanup is still recorded.
             transcript = stack.enter_context(_open_record(args.record, args.force))
             recorder = TranscriptRecorder(transcript.write)
-        organization_id = _organization_id(args)
         # Progress on a terminal only, and never under --json.
         progress = session.progress = Progress(sys.stderr, enabled=False if args.json else None)
-        if args.fake:
-            from coder_io_common.fake_server import FakeCoderServer
-
-            server = stack.enter_context(FakeCoderServer(chunk_delay=0.01))
-            url, token = server.url, server.token
-            organization_id = organization_id or server.organization_id
-        try:
-            client = CoderChatClient(url, token, on_transport_event=progress)
-        except CoderAgentError as exc:
-            raise UsageError(str(exc)) from None
         # The client (not the agent) is closed at the end: the chat is kept for a resume.
-        stack.enter_context(client)
-        stack.callback(progress.stop)
+        client, organization_id = _connect(args, stack, progress, deployment)
         if args.chat_id is not None and args.last_seen_message_id is not None:
-            _check_cursor(client, args.chat_id, args.last_seen_message_id)
             session.cursor = args.last_seen_message_id
-        try:
-            agent = CoderAgent(
-                client=client,
-                organization_id=organization_id,
-                model=args.model,
-                instructions=args.instructions,
-                request_timeout=args.timeout,
-                chat_id=args.chat_id,
-                last_seen_message_id=args.last_seen_message_id,
-                recorder=recorder,
-                on_transport_event=progress,
-            )
-        except CoderAgentError as exc:
-            raise UsageError(str(exc)) from None
-        session.agent = agent
-        # Closed before the client, without archiving: this waits for the background
-        # interrupt of a run that did not finish (Ctrl-C, SIGTERM, a closed stdout).
-        stack.callback(agent.close, archive=False)
+        agent = session.agent = _agent(
+            args, stack, client, organization_id, progress, recorder=recorder
+        )
         if args.json:
             result = agent.generate(prompt)
             session.update()

@@ -429,6 +429,7 @@ def run_turn(
     )
     lease = durable.lease
     assert lease is not None
+    lease.clock = time.time
     bind = functools.partial(_BoundCrashSafe, guard=durable.guard)
     with _client_for(
         client, base_url, token, http_client, verify, on_transport_event
@@ -520,6 +521,7 @@ def archive_workflow(
         duration=lease_duration,
         wait=lease_wait,
         what="archive",
+        clock=time.time,
     )
     with _client_for(
         client, base_url, token, http_client, verify, on_transport_event

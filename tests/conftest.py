@@ -1,33 +1,51 @@
-"""Fixtures shared across the test directories: a real PostgreSQL server started by the tests
-themselves (``tests/stores/postgres_server.py``), once per run, and a schema per test."""
+"""Fixtures shared across the test directories: the real servers the tests start themselves,
+once per run (a PostgreSQL server, ``tests/stores/postgres_server.py``; a Temporal dev
+server, ``tests/temporal/server.py``), and a PostgreSQL schema per test. A server that cannot
+start fails the tests that need it, never skips them."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from typing import TypeVar
 
 import pytest
 
-from tests.stores.postgres_server import PostgresServer, ServerUnavailable
+from tests.stores.postgres_server import PostgresServer
+from tests.stores.postgres_server import ServerUnavailable as PostgresUnavailable
+from tests.temporal.server import ServerUnavailable as TemporalUnavailable
+from tests.temporal.server import TemporalServer
+
+_Server = TypeVar("_Server", PostgresServer, TemporalServer)
 
 
-@pytest.fixture(scope="session")
-def postgres_server() -> Iterator[PostgresServer]:
-    """One PostgreSQL server for the whole run. It fails the tests that need it when it
-    cannot start (never a skip)."""
-    server = PostgresServer()
+def _serve(server: _Server, unavailable: type[Exception], name: str) -> Iterator[_Server]:
+    """Start ``server`` for the run and stop it at the end; ``unavailable`` (its start's
+    error) fails the test that needs it."""
     problem = None
     try:
         server.start()
-    except ServerUnavailable as exc:
+    except unavailable as exc:
         problem = str(exc)
     if problem is not None:
         server.stop()
-        pytest.fail(f"the PostgreSQL test server is unavailable: {problem}", pytrace=False)
+        pytest.fail(f"the {name} test server is unavailable: {problem}", pytrace=False)
     try:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """One PostgreSQL server for the whole run."""
+    yield from _serve(PostgresServer(), PostgresUnavailable, "PostgreSQL")
+
+
+@pytest.fixture(scope="session")
+def temporal_server() -> Iterator[TemporalServer]:
+    """One Temporal dev server for the whole run."""
+    yield from _serve(TemporalServer(), TemporalUnavailable, "Temporal")
 
 
 @pytest.fixture

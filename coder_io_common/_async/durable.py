@@ -504,6 +504,7 @@ class DurableFunctions:
         )
         lease = durable.lease
         assert lease is not None
+        lease.clock = time.time
         async with self._client_for(
             client, base_url, token, http_client, verify, on_transport_event
         ) as chat_client:
@@ -655,6 +656,7 @@ class DurableFunctions:
             duration=lease_duration,
             wait=lease_wait,
             what="archive",
+            clock=time.time,
         )
         async with self._client_for(
             client, base_url, token, http_client, verify, on_transport_event

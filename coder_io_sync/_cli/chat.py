@@ -224,49 +224,17 @@ def run_chat(args: argparse.Namespace, out: TextIO | None = None) -> int:
 def _open(
     args: argparse.Namespace, stack: contextlib.ExitStack, err: TextIO
 ) -> tuple[Any, Progress]:
-    """The session's agent and its progress line, the agent closed (without archiving) when ``stack`` unwinds."""
-    from coder_io_sync import CoderAgent, CoderChatClient
-    from coder_proto import CoderAgentError
-
+    """The session's agent and its progress line, the agent closed (without archiving) when
+    ``stack`` unwinds."""
     if args.last_seen_message_id is not None and args.chat_id is None:
         raise common.UsageError("--last-seen-message-id needs --chat-id")
     try:
         tools = load_tools(args.tools)
     except ToolsError as exc:
         raise common.UsageError(str(exc)) from None
-    organization_id = common._organization_id(args)
     progress = Progress(err)
-    if args.fake:
-        from coder_io_common.fake_server import FakeCoderServer
-
-        server = stack.enter_context(FakeCoderServer(chunk_delay=0.01))
-        url, token = server.url, server.token
-        organization_id = organization_id or server.organization_id
-    else:
-        url, token = common._deployment(args)
-    try:
-        client = CoderChatClient(url, token, on_transport_event=progress)
-    except CoderAgentError as exc:
-        raise common.UsageError(str(exc)) from None
-    stack.enter_context(client)
-    if args.chat_id is not None and args.last_seen_message_id is not None:
-        common._check_cursor(client, args.chat_id, args.last_seen_message_id)
-    try:
-        agent = CoderAgent(
-            client=client,
-            organization_id=organization_id,
-            model=args.model,
-            instructions=args.instructions,
-            request_timeout=args.timeout,
-            chat_id=args.chat_id,
-            last_seen_message_id=args.last_seen_message_id,
-            tools=tools,
-            on_transport_event=progress,
-        )
-    except CoderAgentError as exc:
-        raise common.UsageError(str(exc)) from None
-    stack.callback(progress.stop)
-    stack.callback(agent.close, archive=False)
+    client, organization_id = common._connect(args, stack, progress)
+    agent = common._agent(args, stack, client, organization_id, progress, tools=tools)
     return agent, progress
 
 

@@ -1,7 +1,7 @@
 """What ``coder-agent``'s commands share (``coder_io_sync.cli`` and the ``chat`` and
 ``chats watch`` modules beside this one): the exit statuses, the usage error, the argument
-types, the deployment from the flags or the environment, SIGTERM handling and the cursor
-check."""
+types, the deployment from the flags or the environment, SIGTERM handling, and the
+connection to a chat: the client, the cursor check and the agent."""
 
 from __future__ import annotations
 
@@ -130,3 +130,71 @@ def _check_cursor(client: Any, chat_id: str, cursor: int) -> None:
             f"--last-seen-message-id {cursor} is beyond the last message of chat {chat_id} "
             f"({newest}); pass the cursor a previous run printed"
         )
+
+
+def _connect(
+    args: argparse.Namespace,
+    stack: contextlib.ExitStack,
+    progress: Any,
+    deployment: tuple[str, str] | None = None,
+) -> tuple[Any, str | None]:
+    """The command's ``CoderChatClient`` (its transport events shown by ``progress``), closed
+    when ``stack`` unwinds, after ``progress`` stops: on an in-process fake server with
+    ``--fake`` (started on ``stack``), else on ``deployment`` (the base URL and token;
+    ``_deployment(args)`` when not given). A ``--last-seen-message-id`` given with
+    ``--chat-id`` is checked (``_check_cursor``). Returns the client and the organization id:
+    the flag's or the environment's, else the fake server's."""
+    from coder_io_sync import CoderChatClient
+    from coder_proto import CoderAgentError
+
+    organization_id = _organization_id(args)
+    if args.fake:
+        from coder_io_common.fake_server import FakeCoderServer
+
+        server = stack.enter_context(FakeCoderServer(chunk_delay=0.01))
+        url, token = server.url, server.token
+        organization_id = organization_id or server.organization_id
+    else:
+        url, token = deployment or _deployment(args)
+    try:
+        client = CoderChatClient(url, token, on_transport_event=progress)
+    except CoderAgentError as exc:
+        raise UsageError(str(exc)) from None
+    stack.enter_context(client)
+    stack.callback(progress.stop)
+    if args.chat_id is not None and args.last_seen_message_id is not None:
+        _check_cursor(client, args.chat_id, args.last_seen_message_id)
+    return client, organization_id
+
+
+def _agent(
+    args: argparse.Namespace,
+    stack: contextlib.ExitStack,
+    client: Any,
+    organization_id: str | None,
+    progress: Any,
+    **options: Any,
+) -> Any:
+    """The ``CoderAgent`` of the command's flags (``--model``, ``--instructions``,
+    ``--timeout``, ``--chat-id``, ``--last-seen-message-id``) on ``client``, with
+    ``options`` (``tools``, ``recorder``); closed without archiving when ``stack`` unwinds
+    (the chat is kept for a resume). A refused setting is a usage error."""
+    from coder_io_sync import CoderAgent
+    from coder_proto import CoderAgentError
+
+    try:
+        agent = CoderAgent(
+            client=client,
+            organization_id=organization_id,
+            model=args.model,
+            instructions=args.instructions,
+            request_timeout=args.timeout,
+            chat_id=args.chat_id,
+            last_seen_message_id=args.last_seen_message_id,
+            on_transport_event=progress,
+            **options,
+        )
+    except CoderAgentError as exc:
+        raise UsageError(str(exc)) from None
+    stack.callback(agent.close, archive=False)
+    return agent

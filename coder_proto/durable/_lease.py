@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import Any, Final
 
 import attrs
@@ -102,6 +102,11 @@ class WorkflowLease:
     lost: bool = False
     #: The wall-clock time of the last successful acquisition or renewal.
     renewed_at: float | None = None
+    #: The holder's wall clock (supplied by the adapter; the core never reads a clock). With
+    #: it, ``guard`` and ``check`` also count the lease lost once its confirmed expiry has
+    #: passed: a holder that stalled longer than the lease (a frozen process, a long pause)
+    #: stops before its first side effect on waking, not only after a renewal failed.
+    clock: Callable[[], float] | None = attrs.field(default=None, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         check_key_part(self.tenant, "tenant")
@@ -206,15 +211,35 @@ class WorkflowLease:
             tenant=self.tenant, workflow_id=self.workflow_id, what=self.what
         )
 
+    def _expire(self) -> None:
+        """With a clock: the lease counts as lost once its confirmed expiry has passed."""
+        if self.lost or self.clock is None or self.expires_at is None:
+            return
+        if self.clock() >= self.expires_at:
+            logger.warning(
+                "the lease on workflow %s of tenant %s expired before it was renewed; this %s "
+                "stops before its next side effect",
+                self.workflow_id,
+                self.tenant,
+                self.what,
+            )
+            self.lost = True
+
     def check(self) -> None:
-        """Raise ``WorkflowLeaseLostError`` once the lease is lost."""
+        """Raise ``WorkflowLeaseLostError`` once the lease is lost (or, with a ``clock``,
+        past its confirmed expiry)."""
+        self._expire()
         if self.lost:
             raise self.lost_error()
 
     def guard(self, effect: object) -> None:
         """Before performing ``effect``: raise ``WorkflowLeaseLostError`` when it is a side
-        effect (``is_side_effect``) and the lease is lost."""
-        if self.lost and is_side_effect(effect):
+        effect (``is_side_effect``) and the lease is lost (or, with a ``clock``, past its
+        confirmed expiry)."""
+        if not is_side_effect(effect):
+            return
+        self._expire()
+        if self.lost:
             raise self.lost_error()
 
     # -- releasing -----------------------------------------------------------------------------

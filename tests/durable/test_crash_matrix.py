@@ -2,8 +2,10 @@
 
 Each scenario runs the workflow of ``tests/durable/worker.py`` in a subprocess against the
 fake server (which stays up in the test process), SIGKILLs it at the named crash point, maybe
-again at a point of the recovery pass that follows, then runs a fresh process to the end. For
-every scenario:
+again at a point of the recovery pass that follows, then runs a fresh process to the end. The
+lease a killed process left behind is let run out before the next process starts (that such
+a lease holds the workflow until then is ``test_lease_processes.py``'s part). For every
+scenario:
 
 * each external effect (the stock reservation, the charge) is applied exactly once: the
   payment service honours idempotency keys, and holds exactly one reservation and one charge;
@@ -40,10 +42,10 @@ import attrs
 import pytest
 
 from coder_io_common.fake_server import FakeCoderServer
-from coder_proto.fake import CallClientTool, Say, Script
 from tests.stores.postgres_server import PostgresServer
 
 from . import payments
+from .orders import add_scripts, chats, expire_lease
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -155,44 +157,6 @@ class Outcome:
     log: str
 
 
-def _scripts(server: FakeCoderServer) -> None:
-    scripts = server.config.scripts
-    scripts.add(
-        r"Reserve 2 units",
-        Script(
-            (
-                Say("Reserving."),
-                CallClientTool(name="reserve_stock", args={"sku": "SKU-1", "quantity": 2}),
-                Say("Reserved: {tool_result}"),
-            )
-        ),
-    )
-    scripts.add(
-        r"Charge the card",
-        Script(
-            (
-                Say("Charging."),
-                CallClientTool(name="charge_card", args={"amount_cents": 500}),
-                Say("Charged: {tool_result}"),
-            )
-        ),
-    )
-
-
-def _chats(server: FakeCoderServer) -> list[dict[str, Any]]:
-    out = []
-    for chat in server.model.chats.values():
-        prompts = [
-            "".join(p.get("text", "") for p in m.content)
-            for m in chat.messages
-            if m.role == "user" and not m.deleted
-        ]
-        out.append(
-            {"id": chat.id, "archived": chat.archived, "status": chat.status, "prompts": prompts}
-        )
-    return out
-
-
 class Zygote:
     """One ``tests.durable.zygote`` process: forks a workflow process per ``run``."""
 
@@ -232,7 +196,7 @@ def run_scenario(
         tempfile.TemporaryDirectory() as tmp,
         FakeCoderServer(chunk_delay=0.0005, interrupt_delay=0.02, run_start_delay=0.0) as server,
     ):
-        _scripts(server)
+        add_scripts(server)
         paths = {
             name: os.path.join(tmp, name)
             for name in ("store.sqlite3", "payments.sqlite3", "result.json", "reached", "log")
@@ -262,6 +226,9 @@ def run_scenario(
             with open(paths["log"], "a") as f:
                 f.write(f"--- crash point {crash!r}\n")
             exits.append(zygote.run({**env, "DURABLE_CRASH": crash}))
+            if exits[-1] == -signal.SIGKILL:
+                # The killed process's lease runs out before the next process starts.
+                expire_lease(env["DURABLE_DB"], env["DURABLE_PG_SCHEMA"], env["DURABLE_WORKFLOW"])
             if os.path.exists(paths["reached"]):
                 with open(paths["reached"]) as f:
                     reached.append(f.read())
@@ -288,7 +255,7 @@ def run_scenario(
             results=results,
             effects=payments.effects(paths["payments.sqlite3"]),
             calls=payments.calls(paths["payments.sqlite3"]),
-            chats=_chats(server),
+            chats=chats(server),
             log=log,
         )
 

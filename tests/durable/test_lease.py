@@ -3,8 +3,10 @@ server over loopback (docs/durable-workflows.md "Run one step of a workflow at a
 
 Another worker is played by the test itself, through the store's lease methods: a lease some
 other owner holds is exactly what a worker running a step of the workflow leaves in the
-store. The leases here are short (a second or less), so expiry and renewal happen within a
-test.
+store. The leases of the steps under test last a few seconds: long enough that a loaded
+machine's stalls never let one expire (a holder's own clock counts it lost past its expiry),
+short enough that their renewals come within a test. Another worker's lease that must expire
+is a short one, or is renewed by the test with another clock.
 """
 
 from __future__ import annotations
@@ -32,6 +34,14 @@ from coder_proto.fake import CallClientTool, Say, Script, Wait
 from .test_runtimes import options
 
 CHARGES: dict[str, int] = {}
+
+#: The lease of a step that renews it in the test: renewed every 1.5 s, and lost only when a
+#: renewal comes 3 s late.
+RENEWED_LEASE = 4.5
+#: How long a "Linger" turn lasts: past the first renewal of ``RENEWED_LEASE``.
+LINGER = 2.4
+#: How long an "Intrude" turn lasts before its tool: past two renewals of ``RENEWED_LEASE``.
+INTRUDE_AFTER = 3.8
 
 
 @crash_safe
@@ -102,6 +112,13 @@ def server() -> Iterator[FakeCoderServer]:
         )
         fake.config.scripts.add(r"Peek", Script((CallClientTool(name="peek"), Say("Seen."))))
         fake.config.scripts.add(r"Slow", Script((Say("thinking"), Wait(1.2), Say("done"))))
+        fake.config.scripts.add(r"Linger", Script((Say("thinking"), Wait(LINGER), Say("done"))))
+        fake.config.scripts.add(
+            r"Intrude",
+            Script(
+                (Say("thinking"), Wait(INTRUDE_AFTER), CallClientTool(name="intrude"), Say("done"))
+            ),
+        )
         fake.config.scripts.add(
             r"Steal",
             Script(
@@ -292,34 +309,32 @@ def test_a_waiting_step_runs_as_soon_as_the_holder_releases_d27(
 
 
 def test_a_long_step_renews_its_lease_d27(runtime: Any, server: FakeCoderServer) -> None:
-    """A step that lasts several lease durations renews the lease every third of it, so no
-    other worker can take the workflow meanwhile."""
-    store = RecordingStore()
+    """A step that outlasts its lease renews it every third of its duration, so no other
+    worker can take the workflow meanwhile: an intruder whose clock is past the lease's first
+    expiry (a tool of the step, near its end) is turned away."""
+    store = FirstLeaseStore()
     stolen: list[Any] = []
 
-    def try_to_take() -> None:
-        time.sleep(0.9)  # past the first expiry, were it not renewed
-        stolen.append(store.acquire_lease("default", "wf-long", "intruder", time.time(), 60.0))
-
-    intruder = threading.Thread(target=try_to_take)
+    def intrude() -> str:
+        """Try to take the workflow over."""
+        first = store.first_expiry
+        assert first is not None
+        stolen.append(store.acquire_lease("default", "wf-long", "intruder", first + 0.1, 60.0))
+        return "tried"
 
     async def scenario(rt: Any) -> Any:
-        intruder.start()
         return await rt.durable(
             "run_turn",
             "wf-long",
-            "Slow please.",
-            step="slow",
-            lease_duration=0.6,
-            **options(server, store),
+            "Intrude please.",
+            step="long",
+            lease_duration=RENEWED_LEASE,
+            **options(server, store, tools=[intrude]),
         )
 
-    try:
-        result = runtime.run(scenario)
-    finally:
-        intruder.join()
+    result = runtime.run(scenario)
     assert result.text.endswith("done")
-    assert store.calls.count("renew_lease") >= 3, store.calls
+    assert store.calls.count("renew_lease") >= 2, store.calls
     (seen,) = stolen
     assert seen.owner != "intruder"  # the step held it
     cp = store.get_checkpoint("default", "wf-long")
@@ -333,13 +348,17 @@ def test_a_step_that_lost_its_lease_stops_before_its_next_side_effect_d27(
     The renewal finds it taken; the crash-safe tool that comes next does not run its effect,
     and the step ends with ``WorkflowLeaseLostError`` without writing its checkpoint (the
     early checkpoint of D28 stays as it was) and without freeing the new holder's lease."""
-    store = MemoryStore()
+    store = RecordingStore()
 
     def steal() -> str:
         """Let another worker take the lease over."""
+        renewals = store.calls.count("renew_lease")
         lease = store.acquire_lease("default", "wf-lost", "new-holder", time.time() + 3600, 60.0)
         assert lease.owner == "new-holder"
-        time.sleep(0.5)  # a renewal is due meanwhile
+        deadline = time.monotonic() + 30
+        while store.calls.count("renew_lease") == renewals:  # the step's next renewal
+            assert time.monotonic() < deadline, store.calls
+            time.sleep(0.02)
         return "taken"
 
     async def scenario(rt: Any) -> None:
@@ -349,7 +368,7 @@ def test_a_step_that_lost_its_lease_stops_before_its_next_side_effect_d27(
                 "wf-lost",
                 "Steal it.",
                 step="one",
-                lease_duration=0.6,
+                lease_duration=RENEWED_LEASE,
                 **options(server, store, tools=[steal, charge_card]),
             )
         assert lost.value.retryable and isinstance(lost.value, WorkflowBusyError)
@@ -393,6 +412,22 @@ def test_a_fresh_chat_is_checkpointed_before_its_turn_goes_on_d28(
     assert final is not None and final.outcome == OUTCOME_FINISHED
 
 
+class FirstLeaseStore(RecordingStore):
+    """A ``RecordingStore`` that keeps the expiry of the first lease it granted."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first_expiry: float | None = None
+
+    def acquire_lease(
+        self, tenant: str, workflow_id: str, owner: str, now: float, duration: float
+    ) -> Any:
+        lease = super().acquire_lease(tenant, workflow_id, owner, now, duration)
+        if self.first_expiry is None:
+            self.first_expiry = lease.expires_at
+        return lease
+
+
 class FlakyStore(MemoryStore):
     """A ``MemoryStore`` whose renewals fail twice, whose release fails, and whose early
     checkpoint write fails: none of them may fail the step."""
@@ -431,9 +466,9 @@ def test_store_failures_around_the_lease_do_not_fail_the_step_d27(
         return await rt.durable(
             "run_turn",
             "wf-flaky",
-            "Slow please.",
-            step="slow",
-            lease_duration=1.5,
+            "Linger please.",
+            step="long",
+            lease_duration=RENEWED_LEASE,
             **options(server, store, poll_interval=0.05),
         )
 
@@ -443,7 +478,7 @@ def test_store_failures_around_the_lease_do_not_fail_the_step_d27(
     cp = store.get_checkpoint("default", "wf-flaky")
     assert cp is not None and cp.outcome == OUTCOME_FINISHED and cp.chat_id == result.chat_id
     lease = store.get_lease("default", "wf-flaky")
-    assert lease is not None and lease.expires_at < time.time() + 2.0  # left to expire
+    assert lease is not None and lease.expires_at < time.time() + RENEWED_LEASE  # left to expire
     logged = caplog.text
     assert "renewing the lease" in logged and "releasing the lease" in logged
     assert "early checkpoint" in logged

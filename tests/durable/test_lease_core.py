@@ -146,6 +146,31 @@ def test_a_failing_store_loses_the_lease_only_after_its_expiry() -> None:
     assert mine.lost
 
 
+def test_a_holder_that_stalled_past_its_expiry_stops_before_its_first_side_effect() -> None:
+    """A worker frozen longer than its lease wakes up with no failed renewal to tell it; its
+    clock does: past the confirmed expiry, the next side effect is refused, reads are not."""
+    store = MemoryStore()
+    clock = Clock(store)
+    mine = lease(duration=3.0, clock=lambda: clock.wall)
+    clock.run(mine.acquire())
+    clock.wall += 2.9
+    mine.guard(StoreOp("put_checkpoint", ()))
+    mine.check()
+    assert mine.held
+    clock.wall += 0.1
+    mine.guard(StoreOp("get_checkpoint", ()))
+    with pytest.raises(WorkflowLeaseLostError):
+        mine.guard(Invoke((), {}))
+    assert mine.lost and not mine.held
+    with pytest.raises(WorkflowLeaseLostError):
+        mine.check()
+    # Without a clock only a refused or failed renewal loses it (the pure default).
+    blind = lease("other", duration=3.0)
+    clock.run(blind.acquire())
+    clock.wall += 100
+    blind.guard(Invoke((), {}))
+
+
 def test_lease_settings_are_checked() -> None:
     assert check_lease_wait(None) == 0.0 and check_lease_wait(0) == 0.0
     assert check_lease_wait(2) == 2.0

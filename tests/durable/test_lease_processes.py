@@ -32,12 +32,11 @@ from coder_io_sync.durable import archive_workflow, sweep_orphans
 from tests.stores.postgres_server import PostgresServer
 
 from . import payments
+from .orders import add_scripts, chats
 from .test_crash_matrix import (
     Outcome,
     Scenario,
     Zygote,
-    _chats,
-    _scripts,
     check_outcome,
     run_scenario,
 )
@@ -126,7 +125,7 @@ def _race(
         tempfile.TemporaryDirectory() as tmp,
         FakeCoderServer(chunk_delay=0.0005, interrupt_delay=0.02, run_start_delay=0.0) as server,
     ):
-        _scripts(server)
+        add_scripts(server)
         tag = uuid.uuid4().hex[:8]
         workflows = [f"race-{tag}-{n}" for n in range(WORKFLOWS)]
         base = {
@@ -190,7 +189,7 @@ def _race(
         summary = {
             "workflows": workflows,
             "logs": logs,
-            "chats": _chats(server),
+            "chats": chats(server),
             "effects": payments.effects(base["PAYMENTS_DB"]),
             "swept": swept,
         }
@@ -271,11 +270,11 @@ def test_a_killed_holder_blocks_until_its_lease_expires_then_is_taken_over_d27(
     with tempfile.TemporaryDirectory() as tmp:
         db = os.path.join(tmp, "store.sqlite3")
         with SQLiteStore(db) as store:
-            # The dead holder: a lease that ran for a while and expires soon.
-            lease = store.acquire_lease("default", "wf-dead", "dead-worker", time.time(), 1.5)
+            # The dead holder's lease: live for a minute, however slowly the worker starts.
+            lease = store.acquire_lease("default", "wf-dead", "dead-worker", time.time(), 60.0)
             assert lease.owner == "dead-worker"
         with FakeCoderServer(chunk_delay=0.0005, interrupt_delay=0.02) as server:
-            _scripts(server)
+            add_scripts(server)
             env = {
                 "CODER_URL": server.url,
                 "CODER_SESSION_TOKEN": server.token,
@@ -300,7 +299,10 @@ def test_a_killed_holder_blocks_until_its_lease_expires_then_is_taken_over_d27(
                 assert busy == {"wf-dead": {"busy": {"step": "reserve", "retryable": True}}}
                 # Nothing reached the server while the dead holder's lease was live.
                 assert server.model.chats == {}
-                time.sleep(1.6)
+                # The lease runs out: its last renewal is now a whole duration ago.
+                with SQLiteStore(db) as store:
+                    ago = time.time() - 61.0
+                    assert store.renew_lease("default", "wf-dead", "dead-worker", ago, 60.0)
                 assert zygote.run(env) == 0
             finally:
                 zygotes.put(zygote)

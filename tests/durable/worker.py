@@ -34,7 +34,6 @@ The process SIGKILLs itself the first time the point is reached.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import os
 import signal
@@ -43,9 +42,14 @@ from typing import Any
 from coder_io_asyncio import CoderChatClient
 from coder_io_asyncio.durable import archive_workflow, run_turn, sweep_orphans
 from coder_io_common.stores import AsyncPostgresStore, PostgresStore, SQLiteStore
-from coder_proto.durable import DurableToolContext, WorkflowBusyError, crash_safe
+from coder_proto.durable import (
+    DurableToolContext,
+    WorkflowBusyError,
+    crash_safe,
+)
 
 from . import payments
+from .orders import CrashingStore
 
 #: The crash point and the payment service of this process (read by ``main``).
 _config = {"crash": "", "payments": ""}
@@ -57,9 +61,11 @@ STEPS = (
 
 _current = {"step": ""}
 
-#: A killed process leaves its lease behind (D27): the next process waits until it expires,
-#: so the leases are short here.
-LEASE: dict[str, Any] = {"lease_duration": 1.5, "lease_wait": 20.0}
+#: The steps' lease: far longer than any stall of a live process on a loaded machine, so no
+#: live holder ever sees its lease expire. A killed process leaves its lease behind (D27);
+#: the test lets it run out (``orders.expire_lease``) before the next process starts, instead
+#: of waiting for it.
+LEASE: dict[str, Any] = {"lease_duration": 30.0}
 
 
 def crash_here(point: str) -> None:
@@ -68,47 +74,6 @@ def crash_here(point: str) -> None:
         with open(os.environ["DURABLE_REACHED"], "w") as f:
             f.write(crash)
         os.kill(os.getpid(), signal.SIGKILL)
-
-
-def _detail(args: tuple[Any, ...]) -> str:
-    for arg in reversed(args):
-        for name in ("state", "outcome"):
-            value = getattr(arg, name, None)
-            if isinstance(value, str):
-                return ":" + value
-    return ""
-
-
-class CrashingStore:
-    """A store with the crash points around every write (after an async store's write has
-    been awaited, not merely started)."""
-
-    def __init__(self, inner: Any) -> None:
-        self._inner = inner
-
-    def __getattr__(self, name: str) -> Any:
-        method = getattr(self._inner, name)
-        if not name.startswith(("put_", "delete_", "add_", "remove_", "forget_")):
-            return method
-        if inspect.iscoroutinefunction(method):
-
-            async def awrite(*args: Any) -> Any:
-                point = name + _detail(args)
-                crash_here("before:" + point)
-                result = await method(*args)
-                crash_here("after:" + point)
-                return result
-
-            return awrite
-
-        def write(*args: Any) -> Any:
-            point = name + _detail(args)
-            crash_here("before:" + point)
-            result = method(*args)
-            crash_here("after:" + point)
-            return result
-
-        return write
 
 
 def open_store() -> Any:
@@ -152,7 +117,7 @@ async def main() -> None:
     _config["payments"] = os.environ["PAYMENTS_DB"]
     workflow = os.environ["DURABLE_WORKFLOW"]
     inner = open_store()
-    store = CrashingStore(inner)
+    store = CrashingStore(inner, crash_here)
     try:
         async with CoderChatClient(on_transport_event=on_event) as client:
             if os.environ.get("DURABLE_WORKFLOWS"):
@@ -168,6 +133,21 @@ async def main() -> None:
         json.dump(results, f)
 
 
+def _step_options(store: Any, client: CoderChatClient) -> dict[str, Any]:
+    """``run_turn``'s settings for every step this process runs."""
+    return {
+        "store": store,
+        "tools": [reserve_stock, charge_card],
+        "organization_id": os.environ["CODER_ORGANIZATION_ID"],
+        "request_timeout": 30.0,
+        "commit_window": 0.5,
+        "poll_interval": 0.05,
+        "settle_retry_delay": 0.05,
+        "client": client,
+        **LEASE,
+    }
+
+
 async def _compete(workflows: list[str], store: Any, client: CoderChatClient) -> dict[str, Any]:
     wait = os.environ.get("DURABLE_LEASE_WAIT") or None
     results: dict[str, Any] = {}
@@ -179,16 +159,8 @@ async def _compete(workflows: list[str], store: Any, client: CoderChatClient) ->
                     workflow,
                     prompt,
                     step=step,
-                    store=store,
-                    tools=[reserve_stock, charge_card],
-                    organization_id=os.environ["CODER_ORGANIZATION_ID"],
-                    request_timeout=30.0,
-                    commit_window=0.5,
-                    poll_interval=0.05,
-                    settle_retry_delay=0.05,
                     lease_wait=float(wait) if wait else None,
-                    lease_duration=LEASE["lease_duration"],
-                    client=client,
+                    **_step_options(store, client),
                 )
             except WorkflowBusyError as exc:
                 steps["busy"] = {"step": step, "retryable": exc.retryable}
@@ -206,20 +178,7 @@ async def _workflow(workflow: str, store: Any, client: CoderChatClient) -> dict[
     results: dict[str, Any] = {}
     for step, prompt in STEPS:
         _current["step"] = step
-        result = await run_turn(
-            workflow,
-            prompt,
-            step=step,
-            store=store,
-            tools=[reserve_stock, charge_card],
-            organization_id=os.environ["CODER_ORGANIZATION_ID"],
-            request_timeout=30.0,
-            commit_window=0.5,
-            poll_interval=0.05,
-            settle_retry_delay=0.05,
-            client=client,
-            **LEASE,
-        )
+        result = await run_turn(workflow, prompt, step=step, **_step_options(store, client))
         results[step] = {"text": result.text, "recovered": result.recovered}
     _current["step"] = "archive"
     archived = await archive_workflow(

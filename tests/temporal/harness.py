@@ -18,8 +18,9 @@ from typing import Any
 import attrs
 
 from coder_io_common.fake_server import FakeCoderServer
-from coder_proto.fake import CallClientTool, Say, Script
-from tests.durable import payments
+from coder_proto.fake import Say, Script
+from tests.durable import orders, payments
+from tests.durable.orders import chats
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -31,27 +32,8 @@ HEARTBEAT_TIMEOUT = 10.0
 
 def add_scripts(server: FakeCoderServer) -> None:
     """The model's answers to the three steps of ``OrderWorkflow``."""
+    orders.add_scripts(server)
     scripts = server.config.scripts
-    scripts.add(
-        r"Reserve 2 units",
-        Script(
-            (
-                Say("Reserving."),
-                CallClientTool(name="reserve_stock", args={"sku": "SKU-1", "quantity": 2}),
-                Say("Reserved: {tool_result}"),
-            )
-        ),
-    )
-    scripts.add(
-        r"Charge the card",
-        Script(
-            (
-                Say("Charging."),
-                CallClientTool(name="charge_card", args={"amount_cents": 500}),
-                Say("Charged: {tool_result}"),
-            )
-        ),
-    )
     scripts.add(r"Confirm the order", Script((Say("Order confirmed."),)))
     scripts.add(
         r"Draft the order note",
@@ -133,21 +115,6 @@ def worker_env(
         "DURABLE_REACHED": "",
         **extra,
     }
-
-
-def chats(server: FakeCoderServer) -> list[dict[str, Any]]:
-    """Every chat on the fake server: id, archived, status and its user prompts."""
-    out = []
-    for chat in server.model.chats.values():
-        prompts = [
-            "".join(p.get("text", "") for p in m.content)
-            for m in chat.messages
-            if m.role == "user" and not m.deleted
-        ]
-        out.append(
-            {"id": chat.id, "archived": chat.archived, "status": chat.status, "prompts": prompts}
-        )
-    return out
 
 
 def check_exactly_once(

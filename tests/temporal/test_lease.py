@@ -159,11 +159,14 @@ def test_two_workflows_share_one_durable_workflow(temporal_server: TemporalServe
 # -- a worker frozen past its heartbeat timeout ----------------------------------------------
 
 FROZEN_HEARTBEAT_TIMEOUT = 2.0
-#: The steps' lease: long enough that Temporal's retry meets the frozen attempt's lease, short
-#: enough that it expires soon after. The frozen worker's outstanding activity poll takes one
-#: more attempt, which times out too, before the other worker gets one: two heartbeat
-#: timeouts, and the lease's last renewal may be a third of it before the freeze.
-FROZEN_LEASE = 12.0
+#: The steps' lease, by when the frozen worker goes on. ``after-takeover``: long enough that
+#: Temporal's retry surely meets the frozen attempt's lease, short enough that it expires soon
+#: after. The frozen worker's outstanding activity poll takes one more attempt, which times
+#: out too, before the other worker gets one: two heartbeat timeouts and a retry (about 6 s),
+#: and the lease's last renewal may be a third of it before the freeze, so it lasts at least
+#: 13 s past the freeze. ``while-leased``: far longer than the freeze, however slow the
+#: machine (the frozen attempt releases it when it ends).
+FROZEN_LEASE = {"after-takeover": 20.0, "while-leased": 120.0}
 
 
 @pytest.mark.parametrize("resume", ["while-leased", "after-takeover"])
@@ -190,7 +193,7 @@ def test_frozen_worker_outlived_by_its_lease(temporal_server: TemporalServer, re
             payments_db,
             DURABLE_FREEZE="charge_card:after",
             DURABLE_FROZEN=frozen_file,
-            DURABLE_LEASE_DURATION=str(FROZEN_LEASE),
+            DURABLE_LEASE_DURATION=str(FROZEN_LEASE[resume]),
             WORKER_ACTIVITY_POLLS="1",
         )
         workers = _workers(env, tmp, 2)

@@ -12,7 +12,7 @@ there (after writing the point to ``DURABLE_REACHED``):
 * ``event:<op>``: right after a successful response of a REST operation (``create_chat``:
   inside the first segment; ``submit_tool_results``: the results were submitted);
 * ``<tool>:before`` / ``<tool>:after``: inside a crash-safe tool, around its effect;
-* ``after:<write>``: after a store write (``put_checkpoint:finished``...).
+* ``before:<write>`` / ``after:<write>``: around a store write (``put_checkpoint:finished``...).
 
 ``DURABLE_FREEZE`` names such a point where the process stops itself (SIGSTOP) instead, the
 first time any worker sharing ``DURABLE_FROZEN`` gets there: it creates that file with its pid
@@ -39,6 +39,7 @@ from coder_io_asyncio.temporal import DurableActivities, OrphanSweepWorkflow, wo
 from coder_io_common.stores import PostgresStore, SQLiteStore
 from coder_proto.durable import DurableToolContext, crash_safe
 from tests.durable import payments
+from tests.durable.orders import CrashingStore
 
 from .workflows import (
     ArchiveDurableWorkflow,
@@ -68,34 +69,6 @@ def freeze_here(point: str) -> None:
     with os.fdopen(fd, "w") as f:
         f.write(str(os.getpid()))
     os.kill(os.getpid(), signal.SIGSTOP)
-
-
-def _detail(args: tuple[Any, ...]) -> str:
-    for arg in reversed(args):
-        for name in ("state", "outcome"):
-            value = getattr(arg, name, None)
-            if isinstance(value, str):
-                return ":" + value
-    return ""
-
-
-class CrashingStore:
-    """The store with a crash point after every write."""
-
-    def __init__(self, inner: Any) -> None:
-        self._inner = inner
-
-    def __getattr__(self, name: str) -> Any:
-        method = getattr(self._inner, name)
-        if not name.startswith(("put_", "delete_", "add_", "remove_", "forget_")):
-            return method
-
-        def write(*args: Any) -> Any:
-            result = method(*args)
-            crash_here(f"after:{name}{_detail(args)}")
-            return result
-
-        return write
 
 
 @crash_safe
@@ -147,7 +120,7 @@ async def main() -> None:
     if os.environ.get("WORKER_ACTIVITY_POLLS"):
         polls["max_concurrent_activity_task_polls"] = int(os.environ["WORKER_ACTIVITY_POLLS"])
     activities = DurableActivities(
-        store=CrashingStore(store),
+        store=CrashingStore(store, crash_here),
         tools=[reserve_stock, charge_card],
         organization_id=os.environ["CODER_ORGANIZATION_ID"],
         on_transport_event=on_event,
