@@ -69,6 +69,7 @@ from coder_io_common.wallclock import created_at, event_sink
 from coder_proto._actions import Action, ToolOutcome
 from coder_proto._agent.session import Session
 from coder_proto._connection import (
+    ApplyStore,
     CancelHttp,
     CancelToolBatch,
     CloseSocket,
@@ -81,6 +82,7 @@ from coder_proto._connection import (
     Runnable,
     RunToolBatch,
     StartHttp,
+    StoreRequest,
     ToolBatch,
     Wake,
     WriteSocket,
@@ -473,6 +475,8 @@ class Driver:
                 handle.io.cancel()
         elif isinstance(command, RunToolBatch):
             command.batch.io = self.spawn(self._run_tools, command.batch)
+        elif isinstance(command, ApplyStore):
+            command.call.io = self.spawn(self._apply_store, command.call)
         else:  # pragma: no cover - every command is handled above
             raise CoderAgentError(f"unknown command {command!r}")
 
@@ -564,4 +568,13 @@ class Driver:
             self.drive.tools_failed(batch, exc, time.monotonic())
         else:
             self.drive.tools_done(batch, outcomes, time.monotonic())
+        self._pump()
+
+    async def _apply_store(self, call: StoreRequest) -> None:
+        try:
+            value = await call.runner(call.op)
+        except Exception as exc:
+            self.drive.store_raised(call, exc, time.monotonic())
+        else:
+            self.drive.store_returned(call, value, time.monotonic())
         self._pump()
