@@ -17,6 +17,7 @@ import pytest
 from coder_proto import AgentOptions
 from coder_proto._actions import ToolOutcome
 from coder_proto._agent.tools import Tool, tool
+from coder_proto._connection import CancelHttp, RunToolBatch, StartHttp
 from coder_proto._errors import CoderAgentError, CoderNetworkError
 from coder_proto._outputs import ToolCall
 from coder_proto._rest.http import HttpResponse
@@ -30,7 +31,6 @@ from coder_proto.durable import (
     MemoryStore,
     crash_safe,
 )
-from coder_proto._connection import CancelHttp, RunToolBatch, StartHttp
 from coder_proto.durable._runtime import (
     ApplyStore,
     DurableDrive,
@@ -40,8 +40,8 @@ from coder_proto.durable._runtime import (
     tool_binder,
     turn_report,
 )
-from coder_proto.durable._step import RunAgentTurn
 from coder_proto.durable._scan import step_marker
+from coder_proto.durable._step import RunAgentTurn
 from coder_proto.durable._store import StoreOp
 from coder_proto.durable._store_engine import DurableMachine
 from coder_proto.durable._tools import DurableBinding
