@@ -1,24 +1,27 @@
 """Durable workflows, blocking: ``run_turn``, ``archive_workflow``, ``sweep_orphans`` and
 ``bind_tools`` (docs/durable-workflows.md; ``coder_proto.durable``).
 
-Every decision lives in the core (``coder_proto.durable``): the step program, the recovery
-and cleanup machines, the crash-safe tool programs. This module only performs their effects,
-in the calling thread:
+Every decision lives in the core (``coder_proto.durable``): each call is one effect program
+(``coder_proto.durable._runtime``: the step program, the recovery and cleanup machines, the
+crash-safe tool programs, the workflow lease around them). This module only performs their
+effects, in the calling thread:
 
 * store calls on the durable store: a ``DurableStore`` (``SQLiteStore``, ``MemoryStore``) is
   called directly; an ``AsyncDurableStore`` (coroutine methods) is refused, since nothing here
   runs an event loop;
-* the durable machines' requests, sent through the client's driver (its HTTP client, session
-  token, ``http:*`` events and prefix selector), their deadlines, and their tool runs;
+* the durable machines, run on the client's driver like any other machine (its HTTP client,
+  session token, ``http:*`` events and prefix selector): their store calls are performed as
+  above, their tool runs with the step's tools;
 * agent turns: a ``CoderAgent`` on the client, with the step's tools bound to the store. The
   agent is never disposed (disposal archives the chat, and archiving ends resumability);
-  the client created for a call is closed at its end.
+  the client created for a call is closed at its end;
+* the lease's renewal timer: a thread of the call.
 
 Steps of one workflow run one after another (sessions are single-flight across the whole
 system): each step, and the archive, holds the workflow's lease (D27), taken before anything
-is read and renewed by a thread of the call while it runs. Archive at the end of the workflow
-only. A ``KeyboardInterrupt`` while a step
-waits cancels what runs (D22) and propagates.
+is read and renewed while it runs. Archive at the end of the workflow only. A
+``KeyboardInterrupt`` while a step waits cancels what runs (D22); the lease is released
+before it propagates.
 """
 
 from __future__ import annotations

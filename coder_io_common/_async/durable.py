@@ -1,28 +1,30 @@
 """Durable workflows on the event-loop adapters: ``run_turn``, ``archive_workflow``,
 ``sweep_orphans`` and ``bind_tools`` (docs/durable-workflows.md; ``coder_proto.durable``).
 
-Every decision lives in the core (``coder_proto.durable``): the step program, the recovery
-and cleanup machines, the crash-safe tool programs, and what driving them takes
-(``coder_proto.durable._runtime``). This module only performs their effects, on a runtime:
+Every decision lives in the core (``coder_proto.durable``): each call is one effect program
+(``coder_proto.durable._runtime``: the step program, the recovery and cleanup machines, the
+crash-safe tool programs, the workflow lease around them). This module only performs their
+effects, on a runtime:
 
 * store calls on the durable store: a ``DurableStore`` (``SQLiteStore``, ``MemoryStore``) is
   called in a worker thread (a write may wait on another process's lock, which must never
   stall the event loop); an ``AsyncDurableStore``'s coroutines are awaited;
-* the durable machines' requests, sent through the client's driver (its HTTP client, session
-  token, ``http:*`` events and prefix selector), their deadlines, and their tool runs, all in
-  one task group per machine;
+* the durable machines, run on the client's driver like any other machine (its HTTP client,
+  session token, ``http:*`` events and prefix selector): their store calls are performed as
+  above, their tool runs with the step's tools;
 * agent turns: a ``CoderAgent`` on the client, with the step's tools bound to the store. The
   agent is never disposed (disposal archives the chat, and archiving ends resumability);
-  the client created for a call is closed at its end.
+  the client created for a call is closed at its end;
+* the lease's renewal timer: a task of the call.
 
 ``DurableFunctions`` holds the functions for one adapter (its runtime, client and agent
 classes); the adapter exports its bound methods. Cancellation is the runtime's: a cancelled
-``run_turn`` interrupts the turn (D22); the checkpoint is still written (bounded) before the
-cancellation propagates, unwrapped.
+``run_turn`` interrupts the turn (D22); the checkpoint is still written and the lease
+released (bounded) before the cancellation propagates, unwrapped.
 
 Steps of one workflow run one after another (sessions are single-flight across the whole
 system): each step, and the archive, holds the workflow's lease (D27), taken before anything
-is read and renewed by a task while it runs. Archive at the end of the workflow only.
+is read and renewed while it runs. Archive at the end of the workflow only.
 """
 
 from __future__ import annotations
