@@ -20,8 +20,9 @@ performs each effect and sends its value back (an exception is thrown back in):
   ``renewal(lease)``'s effects beside the call until it is stopped, and stop it.
 
 The runtime's cancellation (any ``BaseException``) is thrown into the program too: the lease
-is still stopped and released (bounded) before it propagates. ``tool_binder`` builds an adapter's ``bind_tools``
-from its crash-safe function class, whose runs are ``crash_safe_program``.
+is still stopped and released (bounded) before it propagates. ``tool_binder`` builds an
+adapter's ``bind_tools`` from its crash-safe function class, whose runs are
+``crash_safe_program``. ``DurableDrive`` steps one durable machine by hand, without a client.
 """
 
 from __future__ import annotations
