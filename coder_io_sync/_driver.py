@@ -86,6 +86,7 @@ from coder_proto import CoderAgentError, CoderProtocolError, ToolCall
 from coder_proto._actions import Action, ToolOutcome
 from coder_proto._agent.session import Session
 from coder_proto._connection import (
+    ApplyStore,
     CancelHttp,
     CancelTools,
     CloseSocket,
@@ -98,6 +99,7 @@ from coder_proto._connection import (
     OpenSocket,
     Runnable,
     StartHttp,
+    StoreRequest,
     Task,
     TaskMoved,
     ToolRun,
@@ -957,6 +959,8 @@ class Driver:
             self._hand_over(command, _run_of(job))
         elif isinstance(command, OpenSocket):
             self._hand_over(command, self._runs.get(id(command.conn.scope.target())))
+        elif isinstance(command, ApplyStore):
+            self._hand_over(command, _run_of(command.call.job))
         elif isinstance(command, WriteSocket):
             self._write(command.conn, command.data)
         elif isinstance(command, CloseSocket):
@@ -990,8 +994,29 @@ class Driver:
             self._http(call, run, deadline, bound=_abort_deadline(call.job.machine))
         elif isinstance(command, OpenSocket):
             self._connect(command.conn, deadline)
-        else:  # pragma: no cover - only requests and connects are handed over
+        elif isinstance(command, ApplyStore):
+            self._apply_store(command.call)
+        else:  # pragma: no cover - only requests, connects and store calls are handed over
             self._route(command)
+
+    def _apply_store(self, call: StoreRequest) -> None:
+        """Perform a durable store call with the lock released (Ctrl-C stays deferred: a
+        store call is never cut halfway), then report it."""
+        if call.finished:
+            return
+        error: Exception | None = None
+        self._lock.release()
+        try:
+            value = call.runner(call.op)
+        except Exception as exc:
+            error = exc
+        finally:
+            self._lock.acquire()
+        if error is not None:
+            self._connection.store_raised(call, error, now=_now())
+        else:
+            self._connection.store_returned(call, value, now=_now())
+        self._absorb()
 
     # -- REST --------------------------------------------------------------------------------
 

@@ -1,30 +1,32 @@
 """Durable workflows, blocking: ``run_turn``, ``archive_workflow``, ``sweep_orphans`` and
 ``bind_tools`` (docs/durable-workflows.md; ``coder_proto.durable``).
 
-Every decision lives in the core (``coder_proto.durable``): the step program, the recovery
-and cleanup machines, the crash-safe tool programs. This module only performs their effects,
-in the calling thread:
+Every decision lives in the core (``coder_proto.durable``): each call is one effect program
+(``coder_proto.durable._runtime``: the step program, the recovery and cleanup machines, the
+crash-safe tool programs, the workflow lease around them). This module only performs their
+effects, in the calling thread:
 
 * store calls on the durable store: a ``DurableStore`` (``SQLiteStore``, ``MemoryStore``) is
   called directly; an ``AsyncDurableStore`` (coroutine methods) is refused, since nothing here
   runs an event loop;
-* the durable machines' requests, sent through the client's driver (its HTTP client, session
-  token, ``http:*`` events and prefix selector), their deadlines, and their tool runs;
+* the durable machines, run on the client's driver like any other machine (its HTTP client,
+  session token, ``http:*`` events and prefix selector): their store calls are performed as
+  above, their tool runs with the step's tools;
 * agent turns: a ``CoderAgent`` on the client, with the step's tools bound to the store. The
   agent is never disposed (disposal archives the chat, and archiving ends resumability);
-  the client created for a call is closed at its end.
+  the client created for a call is closed at its end;
+* the lease's renewal timer: a thread of the call.
 
 Steps of one workflow run one after another (sessions are single-flight across the whole
 system): each step, and the archive, holds the workflow's lease (D27), taken before anything
-is read and renewed by a thread of the call while it runs. Archive at the end of the workflow
-only. A ``KeyboardInterrupt`` while a step
-waits cancels what runs (D22) and propagates.
+is read and renewed while it runs. Archive at the end of the workflow only. A
+``KeyboardInterrupt`` while a step waits cancels what runs (D22); the lease is released
+before it propagates.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import inspect
 import logging
 import threading
@@ -38,7 +40,6 @@ import httpx
 from coder_io_common.tls import VerifyTypes
 from coder_proto import CoderAgentError, ToolCall
 from coder_proto._actions import ToolOutcome
-from coder_proto._agent.tool_calls import plan_tool_calls
 from coder_proto._constants import (
     DEFAULT_MAX_STEPS,
     INTERRUPT_POLL_INTERVAL,
@@ -55,35 +56,34 @@ from coder_proto.durable import (
     CrashSafeTool,
     DurableStepResult,
     SweepResult,
-    check_store,
 )
-from coder_proto.durable._archiving import ArchiveWorkflow, OrphanSweep
 from coder_proto.durable._effects import Invoke, Sleep, WallClock
 from coder_proto.durable._lease import WorkflowLease
 from coder_proto.durable._runtime import (
-    ApplyStore,
-    DurableDrive,
     DurableStep,
     EffectStep,
-    Relay,
-    RunCalls,
+    Guard,
+    RunDurable,
+    StartRenewal,
+    StopRenewal,
     ToolsArg,
+    archive_call,
+    crash_safe_program,
+    renewal,
+    sweep_call,
     tool_binder,
     turn_report,
 )
-from coder_proto.durable._step import Drive, RunAgentTurn, TurnReport
+from coder_proto.durable._step import RunAgentTurn, TurnReport
 from coder_proto.durable._store import DEFAULT_LEASE_DURATION, StoreOp
-from coder_proto.durable._store_engine import DurableMachine, RelayedRequest
+from coder_proto.durable._store_engine import DurableJob
 from coder_proto.durable._tools import DurableBinding
 
-from ._driver import Deadline, blocking_sleep, sigint_deferred
+from ._driver import Deadline, blocking_sleep
 from .agent import CoderAgent, _discard, _invoke
 from .client import CoderChatClient
 
 __all__ = ["archive_workflow", "bind_tools", "run_turn", "sweep_orphans"]
-
-ToolRunner = Callable[[tuple[ToolCall, ...]], Sequence[ToolOutcome]]
-Guard = Callable[[object], None]
 
 logger = logging.getLogger("coder_io_sync")
 
@@ -112,37 +112,27 @@ def _plain(fn: Callable[..., Any], what: str, /, *args: Any, **kwargs: Any) -> A
 def _apply(store: Any, op: StoreOp) -> Any:
     """Perform one store call on a ``DurableStore`` (plain methods; ``check_store`` made sure
     they exist)."""
-    method = getattr(store, op.method)
-    return _plain(method, f"{type(store).__name__}.{op.method}", *op.args)
+    return _plain(getattr(store, op.method), f"{type(store).__name__}.{op.method}", *op.args)
 
 
-def _run_effects(program: Any, perform: Callable[[Any], Any], guard: Guard | None = None) -> Any:
-    """Run an effect program in the calling thread: each effect's value is sent back, an
-    exception it raised thrown back in. An interruption (``KeyboardInterrupt``) closes the
-    program and propagates; so does what ``guard`` raises before an effect (a lost lease)."""
+def _run_effects(program: Any, perform: Callable[[Any], Any]) -> Any:
+    """Run an effect program in the calling thread: each effect's value is sent back, what
+    performing it raised thrown back in (an interruption too: the program's ``finally``
+    releases the lease before it propagates)."""
     step = EffectStep(program)
     while not step.done:
-        if guard is not None:
-            try:
-                guard(step.effect)
-            except BaseException:
-                step.close()
-                raise
         try:
             value = perform(step.effect)
-        except Exception as exc:
+        except BaseException as exc:
             step.throw(exc)
-        except BaseException:
-            step.close()
-            raise
         else:
             step.send(value)
     return step.value
 
 
 class _BoundCrashSafe:
-    """The function of a bound crash-safe tool: runs ``CrashSafeTool.program`` with the store
-    (a plain function, as the blocking agent runs tools)."""
+    """The function of a bound crash-safe tool: runs its program with the store (a plain
+    function, as the blocking agent runs tools)."""
 
     def __init__(
         self, tool: CrashSafeTool, binding: DurableBinding, store: Any, guard: Guard | None = None
@@ -156,146 +146,123 @@ class _BoundCrashSafe:
         return f"<crash-safe {self._tool.name} tenant={self._binding.tenant!r}>"
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        program = self._tool.program(self._binding, args, kwargs)
-        return _run_effects(program, self._perform, self._guard)
+        program = crash_safe_program(self._tool, self._binding, args, kwargs, self._guard)
+        return _run_effects(program, self._perform)
 
     def _perform(self, effect: Any) -> Any:
-        if isinstance(effect, StoreOp):
-            return _apply(self._store, effect)
-        if isinstance(effect, WallClock):
-            return time.time()
-        assert isinstance(effect, Invoke)
-        return _plain(self._tool.inner, f"tool {self._tool.name!r}", *effect.args, **effect.kwargs)
+        if isinstance(effect, Invoke):
+            tool = self._tool
+            return _plain(tool.inner, f"tool {tool.name!r}", *effect.args, **effect.kwargs)
+        return _Effects(self._store)(effect)
 
 
 #: ``bind_tools``, blocking (``coder_proto.durable._runtime.tool_binder``).
 bind_tools = tool_binder(_BoundCrashSafe)
 
 
-def _tool_runner(tools: dict[str, Any], chat_id: str | None) -> ToolRunner:
-    def run(calls: tuple[ToolCall, ...]) -> list[ToolOutcome]:
-        plan = plan_tool_calls(calls, tools, chat_id=chat_id)
-        return [*plan.outcomes, *(_invoke(invocation) for invocation in plan.invocations)]
-
-    return run
+class _Stopped(Exception):
+    """The renewal timer was stopped."""
 
 
-# -- driving durable machines ---------------------------------------------------------------------
+class _Effects:
+    """Performs a durable call's effects in the calling thread: store calls on ``store``,
+    durable jobs on ``client``'s driver, agent turns of ``step`` cut at ``timeout``, the
+    lease's renewal timer in a thread of the call."""
 
+    def __init__(
+        self,
+        store: Any,
+        client: CoderChatClient | None = None,
+        step: DurableStep | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        self._store = store
+        self._client = client
+        self._step = step
+        self._timeout = timeout
+        self._renewer: tuple[threading.Thread, threading.Event] | None = None
 
-def _drive(
-    machine: DurableMachine[Any],
-    client: CoderChatClient,
-    store: Any,
-    tools: ToolRunner | None = None,
-    guard: Guard | None = None,
-) -> Any:
-    """Drive a durable machine to its result (or raise its error) in the calling thread:
-    requests through the client's driver, store calls on ``store``, tool runs with ``tools``,
-    ticks at its deadline. The machine is stepped under the driver's lock (it shares the
-    prefix selector with the driver's machines). An interruption, or what ``guard`` raises
-    before a side effect (a lost lease), cancels it (D22) and propagates."""
-    driver = client.driver
-    drive = DurableDrive(machine, guard)
-
-    def perform(command: Any) -> None:
-        if isinstance(command, Relay):
-            # An earlier outcome of the same batch may have made the machine abandon it.
-            if drive.wanted(command.request_id):
-                outcome = driver.run(RelayedRequest(command.request))
-                with driver.locked() as now:
-                    drive.relayed(command.request_id, outcome, now)
-        elif isinstance(command, ApplyStore):
-            try:
-                value = _apply(store, command.op)
-            except Exception as exc:
-                with driver.locked() as now:
-                    drive.store_raised(command.call_id, exc, now)
-            else:
-                with driver.locked() as now:
-                    drive.stored(command.call_id, value, now)
-        elif isinstance(command, RunCalls):
-            try:
-                outcomes = () if tools is None else tools(command.calls)
-            except Exception as exc:
-                with driver.locked() as now:
-                    drive.tools_raised(exc, now)
-            else:
-                with driver.locked() as now:
-                    drive.tools_returned(outcomes, now)
-        # Abandon: a blocking request is never in flight while its machine is stepped.
-
-    try:
-        with sigint_deferred():
-            while True:
-                with driver.locked() as now:
-                    commands = drive.commands(now)
-                for command in commands:
-                    perform(command)
-                with driver.locked() as now:
-                    if drive.done:
-                        break
-                    if commands:
-                        continue
-                    delay = drive.delay(now)
-                if delay is None:  # pragma: no cover - a machine waiting for nothing
-                    raise CoderAgentError(f"{machine!r} waits for nothing")
-                blocking_sleep(delay)
-    except BaseException as exc:
-        with driver.locked() as now:
-            drive.cancel(exc, now)
-        raise
-    return drive.result()
-
-
-# -- the workflow lease (D27) -----------------------------------------------------------------------
-
-
-def _perform_plain(store: Any, effect: Any) -> Any:
-    """The effects of a lease's program: store calls, the wall clock, sleeps."""
-    if isinstance(effect, StoreOp):
-        return _apply(store, effect)
-    if isinstance(effect, WallClock):
-        return time.time()
-    assert isinstance(effect, Sleep)
-    blocking_sleep(effect.seconds)
-    return None
-
-
-def _renew(store: Any, lease: WorkflowLease, stop: threading.Event) -> None:
-    """The renewal timer (a thread of the call): renew every third of the duration until
-    ``stop`` is set or the lease is lost; the core judges each answer."""
-    while not lease.lost and not stop.wait(lease.renew_delay(time.time())):
-        wall = time.time()
-        try:
-            ok = _apply(store, lease.renew_op(wall))
-        except Exception as exc:
-            lease.renew_failed(exc, wall)
-        else:
-            lease.renewed(ok, wall)
-
-
-def _leased(store: Any, lease: WorkflowLease, work: Callable[[], Any]) -> Any:
-    """Take ``lease`` (``WorkflowBusyError`` when another worker holds it, after waiting
-    as the lease allows), run ``work()`` while a thread renews it, then release it however
-    ``work`` ended."""
-    _run_effects(lease.acquire(), lambda effect: _perform_plain(store, effect))
-    stop = threading.Event()
-    renewer = threading.Thread(
-        target=_renew, args=(store, lease, stop), name="coder-lease-renewal", daemon=True
-    )
-    renewer.start()
-    try:
-        return work()
-    finally:
+    def __call__(self, effect: Any) -> Any:
+        if isinstance(effect, StoreOp):
+            return _apply(self._store, effect)
+        if isinstance(effect, WallClock):
+            return time.time()
+        if isinstance(effect, Sleep):
+            return blocking_sleep(effect.seconds)
+        if isinstance(effect, RunDurable):
+            return self._run(effect)
+        if isinstance(effect, RunAgentTurn):
+            return self._turn(effect)
+        if isinstance(effect, StartRenewal):
+            stop = threading.Event()
+            thread = threading.Thread(
+                target=self._renew, args=(effect.lease, stop), name="coder-lease-renewal"
+            )
+            thread.daemon = True
+            self._renewer = (thread, stop)
+            return thread.start()
+        assert isinstance(effect, StopRenewal)
+        assert self._renewer is not None
+        thread, stop = self._renewer
         stop.set()
-        renewer.join()
+        return thread.join()
+
+    def _run(self, effect: RunDurable) -> Any:
+        client = self._client
+        assert client is not None
+        with client.driver.locked() as now:
+            job = effect.job(client.selector, now, time.time(), store=self._apply)
+        return client.driver.run(job, tools=lambda calls: _run_tools(job, calls))
+
+    def _apply(self, op: StoreOp) -> Any:
+        return _apply(self._store, op)
+
+    def _renew(self, lease: WorkflowLease, stop: threading.Event) -> None:
+        """The renewal timer (a thread of the call): ``renewal(lease)`` until ``stop``."""
+
+        def perform(effect: Any) -> Any:
+            if isinstance(effect, Sleep):
+                if stop.wait(effect.seconds):
+                    raise _Stopped
+                return None
+            return self(effect)
+
+        with contextlib.suppress(_Stopped):
+            _run_effects(renewal(lease), perform)
+
+    def _turn(self, effect: RunAgentTurn) -> TurnReport:
+        step, client = self._step, self._client
+        assert step is not None
+        assert client is not None
+        agent = CoderAgent(client=client, **step.turn_kwargs(effect))
+        if effect.chat_id is None:
+
+            def chat_created(chat_id: str) -> None:
+                # D28, before the stream opens (called as the create call answered).
+                op = step.early_checkpoint(effect, chat_id)
+                if op is not None:
+                    try:
+                        self._apply(op)
+                    except Exception as exc:
+                        step.early_checkpoint_failed(chat_id, exc)
+
+            agent._core.session.on_chat_created = chat_created
         try:
-            _apply(store, lease.release_op())
+            result = agent.generate(effect.prompt, timeout=self._timeout)
+            report = turn_report(agent, result=result)
+        except KeyboardInterrupt as exc:
+            report = turn_report(agent, error=exc, cancelled=True)
         except Exception as exc:
-            # The lease expires on its own; the work's own outcome matters more.
-            logger.warning("releasing the lease on workflow %s failed: %s", lease.workflow_id, exc)
-        lease.released()
+            report = turn_report(agent, error=exc)
+        # Never archive: archiving ends resumability. Closing waits (bounded) for the
+        # interrupt a timeout or cancellation fired, before the checkpoint is written.
+        agent.close(archive=False)
+        return report
+
+
+def _run_tools(job: DurableJob, calls: tuple[ToolCall, ...]) -> list[ToolOutcome]:
+    plan = job.plan_tools(calls)
+    return [*plan.outcomes, *(_invoke(invocation) for invocation in plan.invocations)]
 
 
 def _owner() -> str:
@@ -417,6 +384,7 @@ def run_turn(
         step=step,
         tenant=tenant,
         agent=options,
+        bound_function=_BoundCrashSafe,
         commit_window=commit_window,
         settle_timeout=settle_timeout,
         interrupt_timeout=interrupt_timeout,
@@ -427,66 +395,16 @@ def run_turn(
         lease_duration=lease_duration,
         lease_wait=lease_wait,
     )
-    lease = durable.lease
-    assert lease is not None
-    lease.clock = time.time
-    bind = functools.partial(_BoundCrashSafe, guard=durable.guard)
+    assert durable.lease is not None
+    durable.lease.clock = time.time
     with _client_for(
         client, base_url, token, http_client, verify, on_transport_event
     ) as chat_client:
-
-        def perform(effect: Any) -> Any:
-            if isinstance(effect, StoreOp):
-                return _apply(store, effect)
-            if isinstance(effect, WallClock):
-                return time.time()
-            if isinstance(effect, Drive):
-                with chat_client.driver.locked() as now:
-                    machine = effect.build(chat_client.selector, now, time.time())
-                bound = durable.bound_tools(durable.binding, bind)
-                runner = _tool_runner(bound, getattr(machine, "chat_id", None))
-                return _drive(machine, chat_client, store, runner, durable.guard)
-            assert isinstance(effect, RunAgentTurn)
-            return agent_turn(effect)
-
-        def agent_turn(effect: RunAgentTurn) -> TurnReport:
-            agent = CoderAgent(
-                client=chat_client,
-                **durable.agent_kwargs(
-                    effect.chat_id, effect.last_seen_message_id, effect.binding, bind
-                ),
-            )
-            if effect.chat_id is None:
-
-                def chat_created(chat_id: str) -> None:
-                    # D28, before the stream opens (called as the create call answered).
-                    op = effect.early_checkpoint(chat_id)
-                    if op is None:
-                        return
-                    try:
-                        durable.guard(op)
-                        _apply(store, op)
-                    except Exception as exc:
-                        logger.warning("the early checkpoint of chat %s failed: %s", chat_id, exc)
-
-                agent._core.session.on_chat_created = chat_created
-            try:
-                report = turn_report(agent, result=agent.generate(effect.prompt, timeout=timeout))
-            except KeyboardInterrupt as exc:
-                report = turn_report(agent, error=exc, cancelled=True)
-            except Exception as exc:
-                report = turn_report(agent, error=exc)
-            # Never archive: archiving ends resumability. Closing waits (bounded) for the
-            # interrupt a timeout or cancellation fired, before the checkpoint is written.
-            agent.close(archive=False)
-            return report
-
         # Construction does no I/O: bad agent settings fail here, before anything is
         # journaled or sent.
-        CoderAgent(client=chat_client, **durable.dry_kwargs(bind))
-        result: DurableStepResult = _leased(
-            store, lease, lambda: _run_effects(durable.program(), perform, durable.guard)
-        )
+        CoderAgent(client=chat_client, **durable.dry_kwargs())
+        effects = _Effects(store, chat_client, durable, timeout)
+        result: DurableStepResult = _run_effects(durable.program(), effects)
         return result
 
 
@@ -513,35 +431,23 @@ def archive_workflow(
     (``coder_proto.durable.ArchiveWorkflow``). ``archived`` is ``False`` when the workflow
     never created a chat. It holds the workflow's lease like a step (D27; ``lease_wait``,
     ``lease_duration`` as for ``run_turn``): ``WorkflowBusyError`` while a step runs."""
-    check_store(store)
-    lease = WorkflowLease(
+    call = archive_call(
+        workflow_id,
+        store=store,
         tenant=tenant,
-        workflow_id=workflow_id,
-        owner=_owner(),
-        duration=lease_duration,
-        wait=lease_wait,
-        what="archive",
-        clock=time.time,
+        lease_owner=_owner(),
+        settle_deadline=settle_deadline,
+        settle_retry_delay=settle_retry_delay,
+        interrupt_timeout=interrupt_timeout,
+        lease_duration=lease_duration,
+        lease_wait=lease_wait,
     )
+    assert call.lease is not None
+    call.lease.clock = time.time
     with _client_for(
         client, base_url, token, http_client, verify, on_transport_event
     ) as chat_client:
-
-        def work() -> ArchiveWorkflowResult:
-            with chat_client.driver.locked() as now:
-                machine = ArchiveWorkflow(
-                    chat_client.selector,
-                    tenant=tenant,
-                    workflow_id=workflow_id,
-                    now=now,
-                    settle_deadline=settle_deadline,
-                    retry_delay=settle_retry_delay,
-                    interrupt_timeout=interrupt_timeout,
-                )
-            archived: ArchiveWorkflowResult = _drive(machine, chat_client, store, guard=lease.guard)
-            return archived
-
-        result: ArchiveWorkflowResult = _leased(store, lease, work)
+        result: ArchiveWorkflowResult = _run_effects(call.program(), _Effects(store, chat_client))
         return result
 
 
@@ -566,21 +472,17 @@ def sweep_orphans(
     the same time, pass ``min_age`` (seconds) longer than a first turn can take. A stranded
     chat is retired under its workflow's lease (D27); while a step of that workflow runs, it
     is left for the next sweep (in ``failed``, with a ``WorkflowBusyError``)."""
-    check_store(store)
+    call = sweep_call(
+        store=store,
+        lease_owner=_owner(),
+        min_age=min_age,
+        settle_deadline=settle_deadline,
+        settle_retry_delay=settle_retry_delay,
+        interrupt_timeout=interrupt_timeout,
+        lease_duration=lease_duration,
+    )
     with _client_for(
         client, base_url, token, http_client, verify, on_transport_event
     ) as chat_client:
-        with chat_client.driver.locked() as now:
-            machine = OrphanSweep(
-                chat_client.selector,
-                now=now,
-                wall=time.time(),
-                min_age=min_age,
-                settle_deadline=settle_deadline,
-                retry_delay=settle_retry_delay,
-                interrupt_timeout=interrupt_timeout,
-                lease_owner=_owner(),
-                lease_duration=lease_duration,
-            )
-        result: SweepResult = _drive(machine, chat_client, store)
+        result: SweepResult = _run_effects(call.program(), _Effects(store, chat_client))
         return result

@@ -31,7 +31,7 @@ drivers differ only in how they perform I/O (docs/architecture.md "The adapters"
 The adapter's side of the contract (what a driver must do):
 
 1. call an input method (``start``, ``cancel``, ``perform``, ``tick``, ``socket_*``,
-   ``http_*``, ``tools_*``, ``shutdown``) with ``now`` read from the adapter's monotonic clock
+   ``http_*``, ``tools_*``, ``store_*``, ``shutdown``) with ``now`` read from the adapter's monotonic clock
    (seconds);
 2. drain ``commands()`` and perform each, in order:
 
@@ -51,6 +51,9 @@ The adapter's side of the contract (what a driver must do):
    - ``RunToolBatch(batch)``: run ``batch.runner`` on ``batch.calls``; report
      ``tools_done(batch, outcomes)`` or ``tools_failed(batch, exc)``;
    - ``CancelToolBatch(batch)``: stop the tool run if it can (its outcome is ignored);
+   - ``ApplyStore(call)``: perform ``call.op`` on the durable store with ``call.runner`` (the
+     ``store`` of the durable job that asked, ``coder_proto.durable._store_engine``); report
+     ``store_returned(call, value)`` or ``store_raised(call, exc)``;
    - ``Wake(job)``: wake whoever waits on ``job`` (its machine moved or finished);
 3. re-arm one timer at ``next_deadline()`` and call ``tick(now)`` when it fires.
 
@@ -111,12 +114,14 @@ from ._transport_events import (
     TransportEventSink,
 )
 from ._wire.chats import ChatWatchEvent
+from .durable._store import StoreCall, StoreOp
 
 if TYPE_CHECKING:
     from .transcript._recorder import Recorder
 
 __all__ = [
     "MAX_ROUNDS",
+    "ApplyStore",
     "CancelHttp",
     "CancelToolBatch",
     "CancelTools",
@@ -133,6 +138,7 @@ __all__ = [
     "RunToolBatch",
     "Runnable",
     "StartHttp",
+    "StoreRequest",
     "Task",
     "TaskMoved",
     "ToolBatch",
@@ -257,6 +263,7 @@ class Job:
         "retired",
         "scope",
         "standing",
+        "stores",
         "tool_batch",
         "tools",
     )
@@ -278,6 +285,8 @@ class Job:
         self.standing = standing
         self.requests: dict[int, HttpCall] = {}
         self.tool_batch: ToolBatch | None = None
+        #: The durable store calls in flight (a durable job's, ``ApplyStore``), by call id.
+        self.stores: dict[int, StoreRequest] = {}
         self.owner: Any = None
         #: The deadline the drive's heap holds for this job (``None``: none armed, inactive).
         self.deadline: float | None = None
@@ -406,6 +415,25 @@ class ToolBatch:
         return f"<ToolBatch {[c.tool_name for c in self.calls]}>"
 
 
+class StoreRequest:
+    """One call on the durable store a durable job asked for (its machine's ``StoreCall``):
+    ``op`` to perform with ``runner`` (the job's ``store``: the adapter's own performer, a
+    plain or a coroutine function of the ``StoreOp``)."""
+
+    __slots__ = ("call_id", "finished", "io", "job", "op", "runner")
+
+    def __init__(self, job: Job, call_id: int, op: StoreOp, runner: Any) -> None:
+        self.job = job
+        self.call_id = call_id
+        self.op = op
+        self.runner = runner
+        self.finished = False
+        self.io: Any = None
+
+    def __repr__(self) -> str:
+        return f"<StoreRequest {self.op.method}>"
+
+
 # -- commands: what the adapter performs ---------------------------------------------------------
 
 
@@ -461,6 +489,25 @@ class CancelToolBatch:
 
 
 @attrs.frozen
+class ApplyStore:
+    """Perform ``call.op`` on the durable store with ``call.runner`` and report the value
+    (``store_returned``) or the exception (``store_raised``). A store call is never
+    abandoned halfway: once its job ended, what it reports is ignored."""
+
+    call: StoreRequest
+
+    @property
+    def op(self) -> StoreOp:
+        """The store call to perform."""
+        return self.call.op
+
+    @property
+    def call_id(self) -> int:
+        """The machine's id of the store call."""
+        return self.call.call_id
+
+
+@attrs.frozen
 class Wake:
     """``job`` moved (new parts, new events, done): wake whoever waits on it."""
 
@@ -475,6 +522,7 @@ Command: TypeAlias = (
     | CancelHttp
     | RunToolBatch
     | CancelToolBatch
+    | ApplyStore
     | Wake
 )
 
@@ -829,6 +877,42 @@ class Drive:
         )
         self.tools_done(batch, (), now)
 
+    # -- durable store inputs --------------------------------------------------------------------
+
+    def store_returned(self, call: StoreRequest, value: Any, now: float) -> None:
+        """The store call ``call`` returned ``value`` (awaited when it was awaitable)."""
+        if self._finish_store(call):
+            call.job.machine.store_result(call.call_id, value, now)
+            self._settle(now)
+
+    def store_raised(self, call: StoreRequest, error: BaseException, now: float) -> None:
+        """The store call ``call`` raised ``error`` (the machine fails it as
+        ``DurableStoreError``)."""
+        if self._finish_store(call):
+            call.job.machine.store_failed(call.call_id, error, now)
+            self._settle(now)
+
+    def _finish_store(self, call: StoreRequest) -> bool:
+        if call.finished:
+            return False
+        call.finished = True
+        job = call.job
+        if job.stores.get(call.call_id) is call:
+            del job.stores[call.call_id]
+        self._touched[job.scope] = None
+        return True
+
+    def _start_store(self, job: Job, action: StoreCall, now: float) -> None:
+        runner = getattr(job.machine, "store", None)
+        if runner is None:
+            error = CoderAgentError("this machine was started without a durable store")
+            job.machine.store_failed(action.call_id, error, now)
+            self._dirty = True
+            return
+        call = StoreRequest(job, action.call_id, action.op, runner)
+        job.stores[action.call_id] = call
+        self._out.append(ApplyStore(call))
+
     # -- internals -----------------------------------------------------------------------------
 
     def _session_job(self, session: Session) -> Job:
@@ -960,6 +1044,10 @@ class Drive:
             batch.finished = True
             job.tool_batch = None
             self._out.append(CancelToolBatch(batch))
+        for store in job.stores.values():
+            # Left to finish on its own (a store call is never cut halfway); ignored.
+            store.finished = True
+        job.stores.clear()
 
     def _perform(self, job: Job, action: Action, now: float) -> None:
         if self.recorder is not None and job.scope.session is not None:
@@ -994,6 +1082,8 @@ class Drive:
                 batch = ToolBatch(job, action.calls, now)
                 job.tool_batch = batch
                 self._out.append(RunToolBatch(batch))
+        elif isinstance(action, StoreCall):
+            self._start_store(job, action, now)
         elif isinstance(action, RunInBackground):
             parent = job.scope
             scope = parent if parent.session is not None else _Scope(machine=action.job)
@@ -1233,6 +1323,7 @@ ConnectionCommand: TypeAlias = (
     | CancelHttp
     | InvokeTools
     | CancelTools
+    | ApplyStore
     | TaskMoved
 )
 
@@ -1337,7 +1428,9 @@ def _same(value: Any) -> Any:
 
 class Connection:
     """Everything one client does, without I/O (the embedder performs it): agent turns, plain
-    client calls and the watch, over the sockets, HTTP requests and tool calls it asks for.
+    client calls, the watch and durable workflow machines (``start_machine`` with a
+    ``DurableJob``, ``coder_proto.durable._store_engine``), over the sockets, HTTP requests, tool calls and
+    durable store calls it asks for.
 
     Construction does no I/O. ``base_url`` prefixes every request path; ``token`` is sent
     as the session token and scrubbed from every message; ``on_event`` receives the transport
@@ -1362,6 +1455,8 @@ class Connection:
          ``http_response`` or ``http_failed``; ``CancelHttp(call)``: abandon it;
        - ``InvokeTools(run)``: call each invocation's function and report
          ``tool_returned`` / ``tool_raised``; ``CancelTools(run)``: stop them if possible;
+       - ``ApplyStore(call)``: perform ``call.op`` with ``call.runner`` (a durable job's
+         store) and report ``store_returned`` / ``store_raised``;
        - ``TaskMoved(task)``: wake whoever waits on ``task`` (parts, events, or done);
     2. arm one timer at ``next_deadline()`` and call ``tick`` when it fires.
 
@@ -1546,9 +1641,11 @@ class Connection:
         self, machine: Runnable[Any], *, now: float, session: Session | None = None
     ) -> Task:
         """Run a core machine built by hand (a session's turn or cleanup call; ``session``
-        shares that session's connections). Its tool pauses come as ``InvokeTools`` with the
-        raw ``run.calls`` and no invocations: answer them with ``tools_answered``. The
-        task's result is the machine's."""
+        shares that session's connections; a durable workflow machine wrapped in a
+        ``DurableJob`` of ``coder_proto.durable._store_engine``, whose store calls come as
+        ``ApplyStore``). Its
+        tool pauses come as ``InvokeTools`` with the raw ``run.calls`` and no invocations:
+        answer them with ``tools_answered``. The task's result is the machine's."""
         self._check_open()
         task = Task(_MACHINE)
         job = self._drive.start(machine, now=now, session=session, tools=_RAW_TOOLS)
@@ -1671,6 +1768,16 @@ class Connection:
         run.finished = True
         run._waiting.clear()
         self._drive.tools_done(run._batch, [*run._outcomes, *outcomes], now)
+        self._pump(now)
+
+    def store_returned(self, call: StoreRequest, value: Any, *, now: float) -> None:
+        """The durable store call of an ``ApplyStore`` returned ``value``."""
+        self._drive.store_returned(call, value, now)
+        self._pump(now)
+
+    def store_raised(self, call: StoreRequest, error: BaseException, *, now: float) -> None:
+        """The durable store call of an ``ApplyStore`` raised ``error``."""
+        self._drive.store_raised(call, error, now)
         self._pump(now)
 
     def tick(self, *, now: float) -> None:

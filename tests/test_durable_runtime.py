@@ -1,6 +1,8 @@
-"""What every adapter's durable functions share (``coder_proto.durable._runtime``; docs/durable-workflows.md; D5, D22, D26): the step's setup and its agents' settings, the turn report,
-stepping effect programs, binding crash-safe tools, and the loop of driving a durable machine
-(its commands, outcomes fed back in any order, deadlines, cancellation).
+"""What every adapter's durable functions share (``coder_proto.durable._runtime``;
+docs/durable-workflows.md; D5, D22, D26-D28): the step's setup and its agents' settings, the
+turn report, stepping effect programs, binding crash-safe tools, the calls' programs under the
+workflow lease, and a durable machine driven by hand (``DurableDrive``: the commands of the
+core's drive, outcomes fed back, deadlines, cancellation).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import pytest
 from coder_proto import AgentOptions
 from coder_proto._actions import ToolOutcome
 from coder_proto._agent.tools import Tool, tool
+from coder_proto._connection import CancelHttp, RunToolBatch, StartHttp
 from coder_proto._errors import CoderAgentError, CoderNetworkError
 from coder_proto._outputs import ToolCall
 from coder_proto._rest.http import HttpResponse
@@ -29,18 +32,16 @@ from coder_proto.durable import (
     crash_safe,
 )
 from coder_proto.durable._runtime import (
-    Abandon,
     ApplyStore,
     DurableDrive,
     DurableStep,
     EffectStep,
-    Relay,
-    RunCalls,
     commit_window_for,
     tool_binder,
     turn_report,
 )
 from coder_proto.durable._scan import step_marker
+from coder_proto.durable._step import RunAgentTurn
 from coder_proto.durable._store import StoreOp
 from coder_proto.durable._store_engine import DurableMachine
 from coder_proto.durable._tools import DurableBinding
@@ -73,13 +74,12 @@ def test_the_agents_hook_is_passed_only_with_a_supplied_client() -> None:
         return None
 
     options = AgentOptions(model="gpt-5", max_steps=3)
-    binding = DurableBinding(tenant="acme")
     supplied = step(agent=options, on_transport_event=hook, supplied_client=True)
-    kwargs = supplied.agent_kwargs(None, None, binding, Bound)
+    kwargs = supplied.dry_kwargs()
     assert kwargs["on_transport_event"] is hook and kwargs["options"] is options
     # A client created for the call has the hook already: every event would arrive twice.
     created = step(agent=options, on_transport_event=hook, supplied_client=False)
-    assert "on_transport_event" not in created.agent_kwargs(None, None, binding, Bound)
+    assert "on_transport_event" not in created.dry_kwargs()
 
 
 @crash_safe
@@ -97,8 +97,10 @@ def lookup(city: str) -> str:
 class Bound:
     """A stand-in for an adapter's crash-safe function."""
 
-    def __init__(self, item: CrashSafeTool, binding: DurableBinding, store: Any) -> None:
-        self.item, self.binding, self.store = item, binding, store
+    def __init__(
+        self, item: CrashSafeTool, binding: DurableBinding, store: Any, guard: Any = None
+    ) -> None:
+        self.item, self.binding, self.store, self.guard = item, binding, store, guard
 
 
 bind_tools = tool_binder(Bound)
@@ -109,6 +111,7 @@ def step(**kwargs: Any) -> DurableStep:
     kwargs.setdefault("step", "s1")
     kwargs.setdefault("tenant", "acme")
     kwargs.setdefault("agent", AgentOptions(request_timeout=30.0, tools=[charge, lookup]))
+    kwargs.setdefault("bound_function", Bound)
     return DurableStep("wf-1", "do it", **kwargs)
 
 
@@ -138,6 +141,7 @@ def test_a_bad_store_or_plan_fails_before_anything_runs() -> None:
             step=None,
             tenant="t",
             agent=AgentOptions(),
+            bound_function=Bound,
         )
 
 
@@ -146,14 +150,16 @@ def test_the_steps_agents_get_its_settings_its_chat_and_its_bound_tools() -> Non
     options = AgentOptions(model="m", tools=[charge, lookup])
     durable = step(store=store, supplied_client=True, agent=options)
     binding = DurableBinding(tenant="acme", workflow_id="wf-1", marker="[wf-1/s1]", attempt=2)
-    kwargs = durable.agent_kwargs("c1", 7, binding, Bound)
+    turn = RunAgentTurn(chat_id="c1", last_seen_message_id=7, prompt="p", binding=binding)
+    kwargs = durable.turn_kwargs(turn)
     assert (kwargs["chat_id"], kwargs["last_seen_message_id"]) == ("c1", 7)
     assert kwargs["options"] is options  # the bound tools= override its tools
     bound = kwargs["tools"]["charge"].func
     assert isinstance(bound, Bound) and bound.store is store
     assert bound.binding == binding  # the attempt included
+    assert bound.guard == durable.guard  # the lease's guard, before every side effect
     assert kwargs["tools"]["lookup"] is durable.tools["lookup"]  # not crash-safe: as is
-    dry = durable.dry_kwargs(Bound)
+    dry = durable.dry_kwargs()
     assert dry["chat_id"] is None and dry["last_seen_message_id"] is None
     assert dry["tools"]["charge"].func.binding == DurableBinding(tenant="acme")
     program = durable.program()
@@ -257,27 +263,30 @@ class Probe(DurableMachine[Any]):
         return checkpoint, outcomes, chat.id
 
 
+def run_tools(calls: tuple[ToolCall, ...]) -> list[ToolOutcome]:
+    """The runner the tool batches carry (the test answers them itself)."""
+    raise AssertionError("never called here")
+
+
 def ok_chat() -> HttpResponse:
     return HttpResponse(status=200, body=json.dumps(chat_stub("c1")).encode(), headers=())
 
 
 def test_a_machine_is_driven_command_by_command_to_its_result() -> None:
-    drive = DurableDrive(Probe())
-    assert "Probe" in repr(drive) or "DurableDrive" in repr(drive)
+    drive = DurableDrive(Probe(), tools=run_tools)
+    assert "Probe" in repr(drive)
     (store,) = drive.commands(0.0)
     assert isinstance(store, ApplyStore) and store.op == StoreOp("get_checkpoint", ("t", "w"))
-    assert drive.delay(0.0) is None  # nothing to wait for but the store
+    assert drive.drive.next_deadline() is None  # nothing to wait for but the store
     drive.stored(store.call_id, None, 0.1)
     (calls,) = drive.commands(0.1)
-    assert calls == RunCalls((CALL,))
-    drive.tools_returned([ToolOutcome(tool_call_id="t1", output="ok")], 0.2)
-    (relay,) = drive.commands(0.2)
-    assert isinstance(relay, Relay) and relay.request.path == f"{V2}/c1"
-    assert drive.wanted(relay.request_id)
-    drive.relayed(relay.request_id, ok_chat(), 0.3)
-    assert not drive.wanted(relay.request_id)
-    assert drive.commands(0.3) == [] and drive.delay(0.3) == pytest.approx(1.0)
-    assert drive.delay(5.0) == 0.0  # overdue: the next commands() ticks
+    assert isinstance(calls, RunToolBatch) and calls.batch.calls == (CALL,)
+    drive.drive.tools_done(calls.batch, [ToolOutcome(tool_call_id="t1", output="ok")], 0.2)
+    (request,) = drive.commands(0.2)
+    assert isinstance(request, StartHttp) and request.call.url == f"{V2}/c1"
+    answer = ok_chat()
+    drive.drive.http_response(request.call, status=200, headers=(), body=answer.body, now=0.3)
+    assert drive.commands(0.3) == [] and drive.drive.next_deadline() == pytest.approx(1.3)
     assert drive.commands(1.3) == [] and drive.done
     checkpoint, outcomes, chat_id = drive.result()
     assert checkpoint is None and chat_id == "c1"
@@ -285,37 +294,39 @@ def test_a_machine_is_driven_command_by_command_to_its_result() -> None:
 
 
 def test_a_late_outcome_for_an_abandoned_request_is_ignored_d22() -> None:
-    drive = DurableDrive(Probe())
+    drive = DurableDrive(Probe(), tools=run_tools)
     (store,) = drive.commands(0.0)
     drive.stored(store.call_id, None, 0.0)
-    drive.commands(0.0)
-    drive.tools_returned([], 0.0)
-    (relay,) = drive.commands(0.0)
-    reason = KeyboardInterrupt()
-    assert drive.cancel(reason, 0.5) == [Abandon(relay.request_id)]
-    assert drive.done and not drive.wanted(relay.request_id)
-    drive.relayed(relay.request_id, ok_chat(), 0.6)  # no effect on the finished machine
+    (calls,) = drive.commands(0.0)
+    drive.drive.tools_done(calls.batch, [], 0.0)
+    (request,) = drive.commands(0.0)
+    drive.drive.cancel(drive._handle, KeyboardInterrupt(), 0.5)
+    assert drive.commands(0.5) == [CancelHttp(request.call)]
+    assert drive.done
+    # No effect on the finished machine.
+    drive.drive.http_response(request.call, status=200, headers=(), body=b"{}", now=0.6)
     with pytest.raises(CoderAgentError, match="cancelled"):
         drive.result()
 
 
 def test_a_network_failure_is_the_machines_error() -> None:
-    drive = DurableDrive(Probe())
+    drive = DurableDrive(Probe(), tools=run_tools)
     (store,) = drive.commands(0.0)
     drive.stored(store.call_id, None, 0.0)
-    drive.commands(0.0)
-    drive.tools_returned([], 0.0)
-    (relay,) = drive.commands(0.0)
-    drive.relayed(relay.request_id, "ConnectError: refused", 0.1)
-    drive.commands(0.1)
+    (calls,) = drive.commands(0.0)
+    drive.drive.tools_done(calls.batch, [], 0.0)
+    (request,) = drive.commands(0.0)
+    drive.drive.http_failed(request.call, "ConnectError: refused", 0.1)
     with pytest.raises(CoderNetworkError):
         drive.result()
 
 
 def test_a_store_failure_fails_the_machine_with_its_cause() -> None:
-    drive = DurableDrive(Probe())
+    drive = DurableDrive(Probe(), tools=run_tools)
     (store,) = drive.commands(0.0)
     drive.store_raised(store.call_id, OSError("disk full"), 0.0)
+    drive.store_raised(store.call_id, OSError("again"), 0.0)  # answered once only
+    drive.stored(store.call_id, None, 0.0)
     with pytest.raises(DurableStoreError, match="disk full"):
         drive.result()
 
@@ -323,21 +334,22 @@ def test_a_store_failure_fails_the_machine_with_its_cause() -> None:
 def test_a_tool_runner_that_raises_still_answers_every_call_d5(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    drive = DurableDrive(Probe())
+    drive = DurableDrive(Probe(), tools=run_tools)
     (store,) = drive.commands(0.0)
     drive.stored(store.call_id, None, 0.0)
-    drive.commands(0.0)
+    (calls,) = drive.commands(0.0)
     with caplog.at_level(logging.WARNING, logger="coder_proto"):
-        drive.tools_raised(RuntimeError("runner broke"), 0.0)
+        drive.drive.tools_failed(calls.batch, RuntimeError("runner broke"), 0.0)
     assert "tool runner raised" in caplog.text
-    (relay,) = drive.commands(0.0)
-    drive.relayed(relay.request_id, ok_chat(), 0.0)
+    (request,) = drive.commands(0.0)
+    answer = ok_chat()
+    drive.drive.http_response(request.call, status=200, headers=(), body=answer.body, now=0.0)
     drive.commands(2.0)
     _, outcomes, _ = drive.result()
     assert [o.is_error for o in outcomes] == [True]
 
 
-def test_a_cancel_request_of_the_machine_becomes_an_abandon() -> None:
+def test_a_request_the_machine_gives_up_on_is_cancelled() -> None:
     class Impatient(DurableMachine[Any]):
         def __init__(self) -> None:
             super().__init__(PrefixSelector(V2))
@@ -350,22 +362,18 @@ def test_a_cancel_request_of_the_machine_becomes_an_abandon() -> None:
                 return "gave up"
 
     drive = DurableDrive(Impatient())
-    (relay,) = drive.commands(0.0)
-    assert drive.delay(0.0) == 1.0
-    assert drive.commands(1.0) == [Abandon(relay.request_id)]
-    assert not drive.wanted(relay.request_id) and drive.result() == "gave up"
+    (request,) = drive.commands(0.0)
+    assert drive.drive.next_deadline() == 1.0
+    assert drive.commands(1.0) == [CancelHttp(request.call)]
+    assert drive.result() == "gave up"
 
 
-def test_an_unknown_action_is_a_clear_error() -> None:
-    class Odd(Probe):
-        def actions(self) -> list[Any]:
-            return [object()]
-
-    with pytest.raises(CoderAgentError, match="unknown action"):
-        DurableDrive(Odd()).commands(0.0)
-
-
-def test_a_cancellation_before_anything_was_performed_abandons_nothing_d22() -> None:
-    drive = DurableDrive(Probe())
-    assert drive.cancel(None, 0.0) == []  # its pending store call is never performed
-    assert drive.done
+def test_a_cancellation_while_a_store_call_runs_ignores_its_outcome_d22() -> None:
+    drive = DurableDrive(Probe(), tools=run_tools)
+    (store,) = drive.commands(0.0)
+    drive.drive.cancel(drive._handle, None, 0.0)
+    assert drive.commands(0.0) == [] and drive.done
+    assert store.call.finished  # left to finish on its own; what it reports is ignored
+    drive.stored(store.call_id, None, 0.1)
+    with pytest.raises(CoderAgentError, match="cancelled"):
+        drive.result()

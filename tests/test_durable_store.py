@@ -180,30 +180,3 @@ def test_check_store_names_what_is_missing() -> None:
     check_store(MemoryStore())
     with pytest.raises(CoderAgentError, match="lacks get_checkpoint"):
         check_store(object())
-
-
-def test_a_relayed_request_reports_its_response_failure_or_cancellation() -> None:
-    """The adapter hands a durable machine's routed request to its driver as is."""
-    from coder_proto._actions import CancelRequest, SendRequest
-    from coder_proto._rest.http import HttpRequest, HttpResponse
-    from coder_proto.durable._store_engine import RelayedRequest
-
-    request = HttpRequest.build("get_chat", "GET", "/api/v2/chats/c")
-    relay = RelayedRequest(request)
-    assert relay.actions() == [SendRequest(request_id=1, request=request)]
-    assert relay.actions() == [] and relay.next_deadline() is None and not relay.done
-    relay.tick(1.0)
-    response = HttpResponse(status=200, body=b"{}")
-    relay.response_received(1, response, 1.0)
-    relay.request_failed(1, "late", 1.0)
-    assert relay.done and relay.result() is response and "get_chat" in repr(relay)
-    failed = RelayedRequest(request)
-    failed.request_failed(1, "connection refused", 1.0)
-    failed.response_received(1, response, 1.0)
-    assert failed.result() == "connection refused"
-    cancelled = RelayedRequest(request)
-    cancelled.actions()
-    cancelled.cancel(1.0)
-    cancelled.cancel(1.0)
-    assert cancelled.done and cancelled.actions() == [CancelRequest(request_id=1)]
-    assert isinstance(cancelled.result(), str)

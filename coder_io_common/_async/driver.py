@@ -77,6 +77,7 @@ from coder_io_common.wallclock import created_at, event_sink
 from coder_proto._actions import Action, ToolOutcome
 from coder_proto._agent.session import Session
 from coder_proto._connection import (
+    ApplyStore,
     CancelHttp,
     CancelTools,
     CloseSocket,
@@ -88,6 +89,7 @@ from coder_proto._connection import (
     OpenSocket,
     Runnable,
     StartHttp,
+    StoreRequest,
     TaskMoved,
     ToolRun,
     WriteSocket,
@@ -487,6 +489,8 @@ class Driver:
             self._start_tools(command.run)
         elif isinstance(command, CancelTools):
             command.run.io.cancel()
+        elif isinstance(command, ApplyStore):
+            command.call.io = self.spawn(self._apply_store, command.call)
         else:  # pragma: no cover - every command is handled above
             raise CoderAgentError(f"unknown command {command!r}")
 
@@ -592,4 +596,13 @@ class Driver:
                 exc_info=(type(exc), exc, exc.__traceback__),
             )
         self._connection.tools_answered(run, outcomes, now=time.monotonic())
+        self._pump()
+
+    async def _apply_store(self, call: StoreRequest) -> None:
+        try:
+            value = await call.runner(call.op)
+        except Exception as exc:
+            self._connection.store_raised(call, exc, now=time.monotonic())
+        else:
+            self._connection.store_returned(call, value, now=time.monotonic())
         self._pump()

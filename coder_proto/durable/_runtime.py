@@ -1,61 +1,76 @@
-"""What every adapter's durable functions share (docs/durable-workflows.md; D5, D22, D26): the
-step's setup, the agent it runs, the bookkeeping of driving a durable machine, stepping an
-effect program, and the crash-safe tool binding.
+"""What every adapter's durable functions share (docs/durable-workflows.md; D5, D22, D26-D28):
+each call of ``run_turn``, ``archive_workflow`` and ``sweep_orphans`` as one effect program,
+with the workflow lease around it, and the crash-safe tool binding.
 
-The adapters' ``run_turn``, ``archive_workflow``, ``sweep_orphans`` and ``bind_tools`` keep
-only their I/O: store calls (in a worker thread, or awaited), requests through their driver,
-tool functions, waiting, and their runtime's cancellation.
+The adapters keep only their I/O. A call's ``program()`` (``DurableStep`` for ``run_turn``,
+``archive_call``, ``sweep_call``) is run by the adapter's trampoline (``EffectStep``), which
+performs each effect and sends its value back (an exception is thrown back in):
 
-* ``DurableStep`` turns ``run_turn``'s arguments into the ``StepPlan`` (the commit window
-  defaults to ``request_timeout``, else 300 s), the step's client tools (the options'
-  ``tools``), and the keyword arguments of each agent the step runs (its ``AgentOptions``);
-* ``turn_report`` reads a finished (or failed) agent turn into a ``TurnReport``;
-* ``DurableDrive`` is the loop of driving one durable machine: its actions become
-  ``Relay`` / ``Abandon`` / ``ApplyStore`` / ``RunCalls`` commands, outcomes are fed back,
-  deadlines ticked, a cancellation cancels the machine and abandons its requests;
-* ``EffectStep`` steps an effect program (``step_program``, a crash-safe tool's program):
-  each effect's value is sent back, an exception thrown back in;
-* ``tool_binder`` builds an adapter's ``bind_tools`` from its crash-safe function class.
+* ``StoreOp``: a call on the durable store (in a worker thread, or awaited);
+* ``WallClock``: the wall clock; ``Sleep``: the runtime's sleep;
+* ``RunDurable``: build the durable job (``effect.job(selector, now, wall, store=...)``, the
+  client's prefix selector, the monotonic and the wall clock, and the adapter's performer of
+  a ``StoreOp``) and run it on the client's driver like any other machine
+  (``coder_proto.Connection.start_machine``): its requests are the driver's, its store calls
+  ``ApplyStore`` commands, its tool runs the driver's, with ``job.plan_tools`` deciding which
+  functions to call;
+* ``RunAgentTurn``: one agent turn (``DurableStep.turn_kwargs``, the early checkpoint of
+  ``DurableStep.early_checkpoint``, ``turn_report``);
+* ``StartRenewal`` / ``StopRenewal``: start the lease's renewal timer, which runs
+  ``renewal(lease)``'s effects beside the call until it is stopped, and stop it.
+
+The runtime's cancellation (any ``BaseException``) is thrown into the program too: the lease
+is still stopped and released (bounded) before it propagates. ``tool_binder`` builds an
+adapter's ``bind_tools`` from its crash-safe function class, whose runs are
+``crash_safe_program``. ``DurableDrive`` steps one durable machine by hand, without a client.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping
 from typing import Any, Protocol, TypeAlias
 
 import attrs
 
-from .._actions import CancelRequest, RunTools, SendRequest, ToolOutcome
 from .._agent.structured_output import StructuredOutput
 from .._agent.tools import Tool, tools_by_name
+from .._connection import ApplyStore
+from .._connection import Drive as CoreDrive
 from .._constants import INTERRUPT_POLL_INTERVAL, INTERRUPT_WAIT_TIMEOUT
-from .._errors import CoderAgentError
 from .._options import AgentOptions
-from .._outputs import ToolCall
-from .._rest.http import HttpRequest, HttpResponse
+from .._rest.prefix import PrefixSelector
+from ._archiving import ArchiveWorkflow, OrphanSweep
+from ._effects import Sleep, WallClock
 from ._lease import DEFAULT_LEASE_POLL, WorkflowLease
 from ._records import DEFAULT_TENANT
 from ._recovery import DEFAULT_COMMIT_WINDOW, DEFAULT_SETTLE_TIMEOUT
-from ._step import DurableStepResult, StepPlan, TurnReport, step_program
-from ._store import DEFAULT_LEASE_DURATION, StoreCall, StoreOp, check_store
-from ._store_engine import DurableMachine
+from ._step import Drive, DurableStepResult, RunAgentTurn, StepPlan, TurnReport, step_program
+from ._store import DEFAULT_LEASE_DURATION, StoreOp, check_store
+from ._store_engine import DurableJob, DurableMachine
 from ._tools import CrashSafeTool, DurableBinding
 
 __all__ = [
-    "Abandon",
     "ApplyStore",
     "BindTools",
     "BoundFunction",
-    "DurableCommand",
+    "DurableCall",
     "DurableDrive",
     "DurableStep",
     "EffectStep",
-    "Relay",
-    "RunCalls",
+    "Guard",
+    "RunDurable",
+    "StartRenewal",
+    "StopRenewal",
     "ToolsArg",
+    "archive_call",
     "bind_crash_safe",
     "commit_window_for",
+    "crash_safe_program",
+    "guarded",
+    "leased",
+    "renewal",
+    "sweep_call",
     "tool_binder",
     "turn_report",
 ]
@@ -65,9 +80,15 @@ logger = logging.getLogger("coder_proto")
 #: What ``tools=`` accepts (``coder_proto._agent.tools.tools_by_name``).
 ToolsArg: TypeAlias = Iterable[Tool | Callable[..., Any]] | Mapping[str, Any] | None
 
-#: An adapter's crash-safe function: ``(tool, binding, store)`` -> the callable that runs the
-#: tool's program with the store on that runtime.
-BoundFunction: TypeAlias = Callable[[CrashSafeTool, DurableBinding, Any], Any]
+#: An adapter's crash-safe function: ``(tool, binding, store, guard=None)`` -> the callable
+#: that runs ``crash_safe_program`` with the store on that runtime.
+BoundFunction: TypeAlias = Callable[..., Any]
+
+#: A check before each side effect (``WorkflowLease.guard``): raises to stop the call.
+Guard: TypeAlias = Callable[[object], None]
+
+#: What builds a durable machine: ``(selector, now, wall)`` -> the machine.
+Build: TypeAlias = Callable[[PrefixSelector, float, float], DurableMachine[Any]]
 
 
 def commit_window_for(commit_window: float | None, request_timeout: float | None) -> float:
@@ -100,11 +121,12 @@ class BindTools(Protocol):
 
 class DurableStep:
     """One ``run_turn`` call, checked before anything is journaled or sent: the store, the
-    plan (``StepPlan``), the step's client tools (``agent.tools``) and its agents' settings
-    (``agent``). The adapter runs ``program()``'s effects; ``agent_kwargs`` are the arguments
-    of the agent of one ``RunAgentTurn`` (or of the dry construction that checks the settings
-    up front). ``on_transport_event`` goes to those agents only when the client was supplied
-    (a client created for the call has the hook already)."""
+    plan (``StepPlan``), the step's client tools (``tools``, the crash-safe ones bound with
+    the adapter's ``bound_function``), its agents' settings (``agent``) and, with a
+    ``lease_owner``, the workflow's lease (D27). ``program()`` is the whole call: the lease
+    taken, renewed and released around the step program, each of the step's side effects
+    guarded by the lease. ``on_transport_event`` goes to the step's agents only when the client
+    was supplied (a client created for the call has the hook already)."""
 
     def __init__(
         self,
@@ -115,6 +137,7 @@ class DurableStep:
         step: str | None,
         tenant: str,
         agent: AgentOptions,
+        bound_function: BoundFunction,
         commit_window: float | None = None,
         settle_timeout: float = DEFAULT_SETTLE_TIMEOUT,
         interrupt_timeout: float = INTERRUPT_WAIT_TIMEOUT,
@@ -129,6 +152,7 @@ class DurableStep:
         self.store = store
         self.tools: dict[str, Tool] = dict(agent.tools)
         self.agent = agent
+        self.bound_function = bound_function
         self.supplied_client = supplied_client
         self.on_transport_event = on_transport_event
         output_type = agent.output_type
@@ -168,8 +192,17 @@ class DurableStep:
             self.lease.guard(effect)
 
     def program(self) -> Generator[Any, Any, DurableStepResult]:
-        """The step's effect program (``coder_proto.durable.step_program``)."""
-        return step_program(self.plan)
+        """The whole call (see the class docstring): ``step_program`` under the lease, its
+        ``Drive`` effects as ``RunDurable`` with the step's tools and the lease's guard."""
+        guard = self.guard
+
+        def translate(effect: Any) -> Any:
+            if isinstance(effect, Drive):
+                return RunDurable(effect.build, tools=self.bound_tools(self.binding), guard=guard)
+            return effect
+
+        work = guarded(step_program(self.plan), guard, translate)
+        return work if self.lease is None else leased(self.lease, work)
 
     @property
     def binding(self) -> DurableBinding:
@@ -177,27 +210,54 @@ class DurableStep:
         plan = self.plan
         return DurableBinding(tenant=plan.tenant, workflow_id=plan.workflow_id, marker=plan.marker)
 
-    def bound_tools(
-        self, binding: DurableBinding, bound_function: BoundFunction
-    ) -> dict[str, Tool]:
+    def bound_tools(self, binding: DurableBinding) -> dict[str, Tool]:
         """The step's tools with the crash-safe ones bound to the store with ``binding`` (its
         attempt included: the live loop journals ``resumed`` once a crash-safe tool of the
-        attempt committed)."""
-        return bind_crash_safe(self.tools, binding, self.store, bound_function)
+        attempt committed) and guarded by the lease."""
+        bound_function = self.bound_function
+        guard = self.guard
 
-    def agent_kwargs(
-        self,
-        chat_id: str | None,
-        last_seen_message_id: int | None,
-        binding: DurableBinding,
-        bound_function: BoundFunction,
+        def bind(tool: CrashSafeTool, binding: DurableBinding, store: Any) -> Any:
+            return bound_function(tool, binding, store, guard=guard)
+
+        return bind_crash_safe(self.tools, binding, self.store, bind)
+
+    def turn_kwargs(self, effect: RunAgentTurn) -> dict[str, Any]:
+        """``CoderAgent``'s keyword arguments (without ``client``) for the turn of ``effect``
+        (on its chat, ``None``: a fresh chat, from its cursor): the step's options with the
+        tools bound with the effect's binding."""
+        return self._agent_kwargs(effect.chat_id, effect.last_seen_message_id, effect.binding)
+
+    def dry_kwargs(self) -> dict[str, Any]:
+        """The arguments of an agent built only to check the settings before anything is
+        journaled or sent (construction does no I/O)."""
+        return self._agent_kwargs(None, None, DurableBinding(tenant=self.plan.tenant))
+
+    def early_checkpoint(self, effect: RunAgentTurn, chat_id: str) -> StoreOp | None:
+        """D28: the store write to perform as soon as the fresh chat of ``effect``'s turn was
+        created (``chat_id``), before its stream opens; ``None`` when there is none, or when
+        the lease is lost (logged: the step stops before its next side effect anyway)."""
+        op = effect.early_checkpoint(chat_id)
+        if op is None:
+            return None
+        try:
+            self.guard(op)
+        except Exception as exc:
+            self.early_checkpoint_failed(chat_id, exc)
+            return None
+        return op
+
+    def early_checkpoint_failed(self, chat_id: str, error: BaseException) -> None:
+        """The early checkpoint's write raised ``error``: logged, the turn goes on (the step's
+        own checkpoint follows it)."""
+        logger.warning("the early checkpoint of chat %s failed: %s", chat_id, error)
+
+    def _agent_kwargs(
+        self, chat_id: str | None, last_seen_message_id: int | None, binding: DurableBinding
     ) -> dict[str, Any]:
-        """``CoderAgent``'s keyword arguments (without ``client``) for a turn on ``chat_id``
-        (``None``: a fresh chat) from ``last_seen_message_id``: the step's options with the
-        tools bound with ``binding``."""
         kwargs: dict[str, Any] = {
             "options": self.agent,
-            "tools": self.bound_tools(binding, bound_function),
+            "tools": self.bound_tools(binding),
             "chat_id": chat_id,
             "last_seen_message_id": last_seen_message_id,
         }
@@ -205,12 +265,6 @@ class DurableStep:
             # With a created client its own hook gets every event; twice would duplicate them.
             kwargs["on_transport_event"] = self.on_transport_event
         return kwargs
-
-    def dry_kwargs(self, bound_function: BoundFunction) -> dict[str, Any]:
-        """The arguments of an agent built only to check the settings before anything is
-        journaled or sent (construction does no I/O)."""
-        binding = DurableBinding(tenant=self.plan.tenant)
-        return self.agent_kwargs(None, None, binding, bound_function)
 
 
 def turn_report(
@@ -310,159 +364,269 @@ class EffectStep:
             self.value = stop.value
 
 
-# -- driving durable machines -------------------------------------------------------------------------
+
+def crash_safe_program(
+    tool: CrashSafeTool,
+    binding: DurableBinding,
+    args: tuple[Any, ...],
+    kwargs: Mapping[str, Any],
+    guard: Guard | None = None,
+) -> Generator[Any, Any, Any]:
+    """One run of a bound crash-safe tool (``CrashSafeTool.program``), each side effect
+    checked by ``guard`` first (a step's lease, D27). Its effects: ``StoreOp``,
+    ``WallClock``, ``Invoke`` (call ``tool.inner``)."""
+    return guarded(tool.program(binding, args, dict(kwargs)), guard)
+
+
+# -- effects of a call --------------------------------------------------------------------------------
 
 
 @attrs.frozen
-class Relay:
-    """Send ``request`` (already routed by the client's prefix selector) through the client's
-    driver (``RelayedRequest``), then report ``relayed(request_id, outcome)``."""
+class RunDurable:
+    """Build the durable job (``job``) and run it on the client's driver to its result (its
+    error is thrown back in)."""
 
-    request_id: int
-    request: HttpRequest
+    build: Build
+    #: The client tools its ``RunTools`` may run (crash-safe ones bound).
+    tools: Mapping[str, Tool] = attrs.field(factory=dict)
+    guard: Guard | None = None
 
-
-@attrs.frozen
-class Abandon:
-    """Stop waiting for request ``request_id`` (its outcome is ignored from now on)."""
-
-    request_id: int
-
-
-@attrs.frozen
-class ApplyStore:
-    """Perform ``op`` on the durable store, then report ``stored`` or ``store_raised``."""
-
-    call_id: int
-    op: StoreOp
+    def job(self, selector: PrefixSelector, now: float, wall: float, *, store: Any) -> DurableJob:
+        """The job: the machine built with the client's ``selector``, the monotonic ``now``
+        and the ``wall`` clock; ``store`` is the adapter's performer of its ``StoreOp``."""
+        machine = self.build(selector, now, wall)
+        return DurableJob(machine, store=store, tools=self.tools, guard=self.guard)
 
 
 @attrs.frozen
-class RunCalls:
-    """Run the client tools of ``calls`` (D5), then report ``tools_returned`` or
-    ``tools_raised``."""
+class StartRenewal:
+    """Start the renewal timer of ``lease``: run ``renewal(lease)``'s effects beside the
+    call (a thread, a task) until ``StopRenewal``; send back ``None``."""
 
-    calls: tuple[ToolCall, ...]
+    lease: WorkflowLease = attrs.field(eq=False)
 
 
-DurableCommand: TypeAlias = Relay | Abandon | ApplyStore | RunCalls
+@attrs.frozen
+class StopRenewal:
+    """Stop the renewal timer of ``lease`` (and wait until it stopped); send back ``None``."""
+
+    lease: WorkflowLease = attrs.field(eq=False)
+
+
+def guarded(
+    program: Generator[Any, Any, Any],
+    guard: Guard | None,
+    translate: Callable[[Any], Any] | None = None,
+) -> Generator[Any, Any, Any]:
+    """``program``'s effects, each checked by ``guard`` first (what it raises closes the
+    program and propagates) and passed through ``translate``; values and exceptions go back
+    to ``program``."""
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            effect = program.send(value) if error is None else program.throw(error)
+        except StopIteration as stop:
+            return stop.value
+        value, error = None, None
+        try:
+            if guard is not None:
+                guard(effect)
+            if translate is not None:
+                effect = translate(effect)
+        except BaseException:
+            program.close()
+            raise
+        try:
+            value = yield effect
+        except Exception as exc:
+            error = exc
+        except BaseException:
+            # The runtime's cancellation: the program ends here.
+            program.close()
+            raise
+
+
+def renewal(lease: WorkflowLease) -> Generator[Any, Any, None]:
+    """The renewal timer's effects (D27): every third of the duration, renew the lease; the
+    lease judges each answer. Ends once the lease is lost; the adapter stops it otherwise
+    (its ``Sleep`` raising, or its task cancelled)."""
+    while not lease.lost:
+        wall = float((yield WallClock()))
+        yield Sleep(lease.renew_delay(wall))
+        wall = float((yield WallClock()))
+        try:
+            ok = yield lease.renew_op(wall)
+        except Exception as exc:
+            lease.renew_failed(exc, wall)
+        else:
+            lease.renewed(ok, wall)
+
+
+def leased(lease: WorkflowLease, work: Generator[Any, Any, Any]) -> Generator[Any, Any, Any]:
+    """``work`` under ``lease`` (D27): take it (``WorkflowBusyError`` when another worker
+    holds it, after waiting as the lease allows), renew it while ``work`` runs, then release
+    it however ``work`` ended (the runtime's cancellation included; a failed release is
+    logged: the lease expires on its own)."""
+    yield from lease.acquire()
+    yield StartRenewal(lease)
+    closed = False
+    try:
+        return (yield from work)
+    except GeneratorExit:
+        # Closed rather than run to its end: nothing more can be performed.
+        closed = True
+        raise
+    finally:
+        if not closed:
+            yield StopRenewal(lease)
+            try:
+                yield lease.release_op()
+            except Exception as exc:
+                # The work's own outcome matters more.
+                logger.warning(
+                    "releasing the lease on workflow %s failed: %s", lease.workflow_id, exc
+                )
+            lease.released()
+
+
+# -- the calls ------------------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class DurableCall:
+    """``archive_workflow`` or ``sweep_orphans``, checked before anything is read or sent:
+    its ``store``, its ``lease`` (``None`` for the sweep) and ``program()``, the whole call."""
+
+    store: Any
+    lease: WorkflowLease | None
+    work: Callable[[], Generator[Any, Any, Any]]
+
+    def program(self) -> Generator[Any, Any, Any]:
+        """The call's effect program (see the module docstring)."""
+        work = self.work()
+        return work if self.lease is None else leased(self.lease, work)
+
+
+def _run_durable(build: Build, guard: Guard | None = None) -> Generator[Any, Any, Any]:
+    return (yield RunDurable(build, guard=guard))
+
+
+def archive_call(
+    workflow_id: str,
+    *,
+    store: Any,
+    tenant: str,
+    lease_owner: str,
+    settle_deadline: float,
+    settle_retry_delay: float,
+    interrupt_timeout: float,
+    lease_duration: float,
+    lease_wait: float | None,
+) -> DurableCall:
+    """``archive_workflow``: the ``ArchiveWorkflow`` machine under the workflow's lease, held
+    like a step's (D27)."""
+    check_store(store)
+    lease = WorkflowLease(
+        tenant=tenant,
+        workflow_id=workflow_id,
+        owner=lease_owner,
+        duration=lease_duration,
+        wait=lease_wait,
+        what="archive",
+    )
+
+    def build(selector: PrefixSelector, now: float, wall: float) -> ArchiveWorkflow:
+        return ArchiveWorkflow(
+            selector,
+            tenant=tenant,
+            workflow_id=workflow_id,
+            now=now,
+            settle_deadline=settle_deadline,
+            retry_delay=settle_retry_delay,
+            interrupt_timeout=interrupt_timeout,
+        )
+
+    return DurableCall(store, lease, lambda: _run_durable(build, lease.guard))
+
+
+def sweep_call(
+    *,
+    store: Any,
+    lease_owner: str,
+    min_age: float,
+    settle_deadline: float,
+    settle_retry_delay: float,
+    interrupt_timeout: float,
+    lease_duration: float,
+) -> DurableCall:
+    """``sweep_orphans``: the ``OrphanSweep`` machine (it takes each stranded chat's
+    workflow lease itself, D27)."""
+    check_store(store)
+
+    def build(selector: PrefixSelector, now: float, wall: float) -> OrphanSweep:
+        return OrphanSweep(
+            selector,
+            now=now,
+            wall=wall,
+            min_age=min_age,
+            settle_deadline=settle_deadline,
+            retry_delay=settle_retry_delay,
+            interrupt_timeout=interrupt_timeout,
+            lease_owner=lease_owner,
+            lease_duration=lease_duration,
+        )
+
+    return DurableCall(store, None, lambda: _run_durable(build))
+
+
+# -- by hand ------------------------------------------------------------------------------------------
 
 
 class DurableDrive:
-    """One durable machine being driven to its result (``coder_proto.durable._store_engine``).
-
-    With a ``guard`` (a lease's), ``commands`` raises instead of returning a side effect
-    the guard refuses; the adapter then cancels the drive as on its own cancellation.
-
-    The adapter's loop: perform ``commands(now)`` (due deadlines are ticked first) in order;
-    stop when ``done``; otherwise wait for an outcome at most ``delay(now)`` seconds
-    (``None``: no deadline) and loop. Outcomes may be reported at any time, from the
-    adapter's tasks; one for a request no longer ``wanted`` is ignored. On the runtime's
-    cancellation: perform ``cancel(reason, now)`` (``Abandon`` commands) and re-raise.
-    ``result()`` is the machine's value, or raises its error."""
+    """One durable machine stepped by hand, with no client (tests, an embedder driving one
+    machine alone): the machine runs as a ``DurableJob`` of a core ``Drive`` of its own, so it gets the same commands as on a client (``ApplyStore``, ``StartHttp``,
+    ``CancelHttp``, ``RunToolBatch`` ...). ``commands(now)`` ticks what is due and drains them,
+    or raises the guard's error once ``guard`` refused a side effect; ``tools`` is what its
+    ``RunToolBatch`` commands carry as their runner (``None``: every call fails, D5); ``stored`` and
+    ``store_raised`` answer an ``ApplyStore`` by its ``call_id``; ``drive`` takes every other
+    input."""
 
     def __init__(
-        self, machine: DurableMachine[Any], guard: Callable[[object], None] | None = None
+        self, machine: DurableMachine[Any], guard: Guard | None = None, *, tools: Any = None
     ) -> None:
-        self.machine = machine
-        self._requests: set[int] = set()
-        #: Called before each side effect (``WorkflowLease.guard``): raises to stop the drive.
-        self._guard = guard
+        self.drive = CoreDrive(base_url="", token=None)
+        #: The job: its store calls are performed by whoever steps this drive.
+        self.job = DurableJob(machine, store=self, guard=guard)
+        self._handle = self.drive.start(self.job, now=machine.now, tools=tools)
 
     def __repr__(self) -> str:
-        return f"<DurableDrive {self.machine!r}>"
+        return f"<DurableDrive {self.job.machine!r}>"
 
     @property
     def done(self) -> bool:
-        return bool(self.machine.done)
+        return self.job.done
 
     def result(self) -> Any:
-        return self.machine.result()
+        """The machine's value, or raise its error."""
+        return self.job.result()
 
-    def wanted(self, request_id: int) -> bool:
-        """The outcome of request ``request_id`` is still awaited (not abandoned)."""
-        return request_id in self._requests
-
-    def commands(self, now: float) -> list[DurableCommand]:
-        """Tick the machine if its deadline passed, then its pending actions as commands."""
-        machine = self.machine
-        deadline = machine.next_deadline()
-        if deadline is not None and deadline <= now and not machine.done:
-            machine.tick(now)
-        out: list[DurableCommand] = []
-        for action in machine.actions():
-            out.append(self._command(action))
-        guard = self._guard
-        if guard is not None:
-            for command in out:
-                if not isinstance(command, Abandon):
-                    guard(command.op if isinstance(command, ApplyStore) else command)
+    def commands(self, now: float) -> list[Any]:
+        """Tick what is due, then the commands to perform, in order."""
+        self.drive.tick(now)
+        out = self.drive.commands()
+        if self.job.refused is not None:
+            raise self.job.refused
         return out
-
-    def delay(self, now: float) -> float | None:
-        """How long to wait for an outcome before ``commands`` must tick: seconds, or ``None``
-        when the machine has no deadline."""
-        deadline = self.machine.next_deadline()
-        return None if deadline is None else max(0.0, deadline - now)
-
-    def cancel(self, reason: BaseException | None, now: float) -> list[Abandon]:
-        """The runtime cancelled the call (D22): the machine is cancelled; abandon its
-        requests."""
-        machine = self.machine
-        machine.cancel(now, reason)
-        out: list[Abandon] = []
-        for action in machine.actions():
-            if isinstance(action, CancelRequest):
-                out.append(self._abandon(action.request_id))
-        return out
-
-    # -- outcomes ----------------------------------------------------------------------------
-
-    def relayed(self, request_id: int, outcome: HttpResponse | str, now: float) -> None:
-        """Request ``request_id`` was answered (an ``HttpResponse``) or failed (the message
-        of its network failure)."""
-        if request_id not in self._requests:
-            return
-        self._requests.discard(request_id)
-        if isinstance(outcome, HttpResponse):
-            self.machine.response_received(request_id, outcome, now)
-        else:
-            self.machine.request_failed(request_id, outcome, now)
 
     def stored(self, call_id: int, value: Any, now: float) -> None:
         """The store call ``call_id`` returned ``value``."""
-        self.machine.store_result(call_id, value, now)
+        call = self._handle.stores.get(call_id)
+        if call is not None:
+            self.drive.store_returned(call, value, now)
 
     def store_raised(self, call_id: int, error: BaseException, now: float) -> None:
         """The store call ``call_id`` raised ``error``."""
-        self.machine.store_failed(call_id, error, now)
-
-    def tools_returned(self, outcomes: Sequence[ToolOutcome], now: float) -> None:
-        """The outcomes of the ``RunCalls`` (missing ones become error results, D5)."""
-        self.machine.tool_results(list(outcomes), now)
-
-    def tools_raised(self, error: BaseException, now: float) -> None:
-        """The tool runner raised: logged, and every call still gets a result (D5)."""
-        logger.warning(
-            "the tool runner raised; the calls get error results",
-            exc_info=(type(error), error, error.__traceback__),
-        )
-        self.machine.tool_results([], now)
-
-    # -- internals ---------------------------------------------------------------------------
-
-    def _command(self, action: Any) -> DurableCommand:
-        if isinstance(action, SendRequest):
-            self._requests.add(action.request_id)
-            return Relay(action.request_id, action.request)
-        if isinstance(action, CancelRequest):
-            return self._abandon(action.request_id)
-        if isinstance(action, StoreCall):
-            return ApplyStore(action.call_id, action.op)
-        if isinstance(action, RunTools):
-            return RunCalls(action.calls)
-        raise CoderAgentError(f"a durable machine emitted an unknown action {action!r}")
-
-    def _abandon(self, request_id: int) -> Abandon:
-        self._requests.discard(request_id)
-        return Abandon(request_id)
+        call = self._handle.stores.get(call_id)
+        if call is not None:
+            self.drive.store_raised(call, error, now)

@@ -8,7 +8,8 @@ resubmitting").
 * ``StoreOp``: a call on the durable store;
 * ``WallClock``: the wall clock (epoch seconds), for the send journal;
 * ``Drive``: build a durable machine (``build(selector, now, wall)``) and drive it to its
-  result (its error is thrown back in);
+  result (its error is thrown back in); ``DurableStep.program`` hands it on as
+  ``coder_proto.durable._runtime.RunDurable``, with the step's tools and the lease's guard;
 * ``RunAgentTurn``: run one agent turn (``generate``) on the given chat with the given
   cursor and the step's tools bound to the durable store, and report it as a ``TurnReport``
   (never raising: the error, and whether a deadline or cancellation cut the turn, are in the

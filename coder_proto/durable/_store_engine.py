@@ -6,28 +6,31 @@ A ``DurableMachine`` speaks the action vocabulary of ``coder_proto._actions`` (`
 ``store_failed(call_id, error, now)`` and ``tool_results(outcomes, now)``. An adapter drives
 it like any other machine and performs store calls on the durable store it was given.
 
-``RelayedRequest`` lets an adapter hand one of a durable machine's requests (already routed by
-the shared prefix selector) to the driver it uses for every other machine, so the request
-gets that driver's HTTP client, session token and transport events.
+``DurableJob`` runs one on the driver an adapter uses for every other machine (through
+``coder_proto.Connection``), so its requests get that driver's HTTP client, session token
+and transport events, its store calls become ``ApplyStore`` commands, and a workflow lease's
+guard is checked before each side effect.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, TypeVar
 
-from .._actions import Action, CancelRequest, RunTools, SendRequest, ToolOutcome
+from .._actions import CancelRequest, RunTools, ToolOutcome
+from .._agent.tool_calls import ToolPlan, plan_tool_calls
+from .._agent.tools import Tool
 from .._agent.turn import normalize_outcomes
 from .._engine import CoreMachine, Wait
 from .._errors import CoderAgentError
 from .._outputs import ToolCall
-from .._rest.http import HttpRequest, HttpResponse
+from .._rest.http import HttpResponse
 from .._rest.prefix import PrefixSelector
 from ._errors import DurableStoreError
 from ._store import StoreCall, StoreOp
 
-__all__ = ["DurableMachine", "RelayedRequest"]
+__all__ = ["DurableJob", "DurableMachine"]
 
 T = TypeVar("T")
 
@@ -116,46 +119,95 @@ class DurableMachine(CoreMachine[T]):
             self._tool_outcomes = None
 
 
-class RelayedRequest:
-    """A one-request machine: sends ``request`` as it is (no prefix selection: it was routed
-    already) and finishes with the ``HttpResponse``, or with the network failure's message
-    (a ``str``). Cancelling it abandons the request."""
+class DurableJob:
+    """A durable machine as a job of the core's driving (``coder_proto.Connection``'s
+    ``start_machine``, or ``Drive.start``): its requests are ordinary requests (``StartHttp`` /
+    ``CancelHttp``), its tool runs ordinary tool runs, and its store calls ``ApplyStore``
+    commands performed with ``store`` (the adapter's performer of a ``StoreOp``: a plain or a
+    coroutine function; opaque here).
 
-    def __init__(self, request: HttpRequest) -> None:
-        self.request = request
-        self._pending: list[Action] = [SendRequest(request_id=1, request=request)]
-        self._outcome: HttpResponse | str = "the request was abandoned"
-        self._done = False
+    ``tools`` are the client tools its ``RunTools`` may run (``plan_tools`` applies the
+    tool-call policy to a pause, D5). With a ``guard`` (a workflow lease's, D27), every side
+    effect the machine asks for (a request, a tool run, a store write) is checked first: once
+    the guard refuses, nothing of that batch is performed, the machine is cancelled with the
+    guard's error, and that error is the job's result."""
+
+    def __init__(
+        self,
+        machine: DurableMachine[T],
+        *,
+        store: Any = None,
+        tools: Mapping[str, Tool] | None = None,
+        guard: Callable[[object], None] | None = None,
+    ) -> None:
+        self.machine = machine
+        self.store = store
+        self.tools: Mapping[str, Tool] = tools if tools is not None else {}
+        self.guard = guard
+        #: What the guard raised, once it refused a side effect.
+        self.refused: BaseException | None = None
 
     def __repr__(self) -> str:
-        return f"RelayedRequest(op={self.request.op!r}, done={self._done})"
+        return f"<DurableJob {self.machine!r}>"
 
     @property
     def done(self) -> bool:
-        return self._done
+        return bool(self.machine.done)
 
-    def actions(self) -> list[Action]:
-        out, self._pending = self._pending, []
-        return out
+    @property
+    def chat_id(self) -> str | None:
+        """The chat the machine works on, when it has one."""
+        chat_id = getattr(self.machine, "chat_id", None)
+        return chat_id if isinstance(chat_id, str) else None
+
+    def plan_tools(self, calls: Sequence[ToolCall]) -> ToolPlan:
+        """The tool-call policy for one ``RunTools`` pause of the machine (D5)."""
+        return plan_tool_calls(calls, self.tools, chat_id=self.chat_id)
+
+    def actions(self) -> list[Any]:
+        machine = self.machine
+        actions: list[Any] = machine.actions()
+        guard = self.guard
+        if guard is None or self.refused is not None:
+            return actions
+        try:
+            for action in actions:
+                if isinstance(action, StoreCall):
+                    guard(action.op)
+                elif not isinstance(action, CancelRequest):
+                    guard(action)
+        except Exception as exc:  # the guard's refusal (``WorkflowLeaseLostError``)
+            self.refused = exc
+            machine.cancel(machine.now, exc)
+            return [a for a in (*actions, *machine.actions()) if isinstance(a, CancelRequest)]
+        return actions
 
     def next_deadline(self) -> float | None:
-        return None
+        return self.machine.next_deadline()
 
     def tick(self, now: float) -> None:
-        """Nothing waits on time here."""
+        self.machine.tick(now)
 
     def response_received(self, request_id: int, response: HttpResponse, now: float) -> None:
-        if not self._done:
-            self._outcome, self._done = response, True
+        self.machine.response_received(request_id, response, now)
 
     def request_failed(self, request_id: int, message: str | CoderAgentError, now: float) -> None:
-        if not self._done:
-            self._outcome, self._done = str(message), True
+        self.machine.request_failed(request_id, message, now)
+
+    def store_result(self, call_id: int, value: Any, now: float) -> None:
+        self.machine.store_result(call_id, value, now)
+
+    def store_failed(self, call_id: int, error: BaseException, now: float) -> None:
+        self.machine.store_failed(call_id, error, now)
+
+    def tool_results(self, outcomes: Sequence[ToolOutcome], now: float) -> None:
+        self.machine.tool_results(outcomes, now)
 
     def cancel(self, now: float, reason: BaseException | None = None) -> None:
-        if not self._done:
-            self._pending = [CancelRequest(request_id=1)]
-            self._done = True
+        self.machine.cancel(now, reason)
 
-    def result(self) -> HttpResponse | str:
-        return self._outcome
+    def result(self) -> Any:
+        """The machine's value, or raise its error (the guard's, once it refused)."""
+        if self.refused is not None:
+            raise self.refused
+        return self.machine.result()

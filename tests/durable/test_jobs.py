@@ -1,0 +1,478 @@
+"""A durable machine as an ordinary task of the core's ``Connection`` (docs/durable-workflows.md;
+D5, D22, D27): its store calls come as ``ApplyStore`` and are answered with ``store_returned`` /
+``store_raised``, its requests as ``StartHttp`` / ``CancelHttp``, its tool runs as the
+``InvokeTools`` of any ``start_machine`` task; a lease's guard stops it before a side effect.
+Also the calls' effect programs every adapter runs: the lease around the work, its renewal, the
+guard, the archive and sweep calls. Pure: no sockets, no clock (the tests feed ``now``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+
+from coder_proto import AgentOptions, Connection, tool
+from coder_proto._actions import ToolOutcome
+from coder_proto._connection import (
+    ApplyStore,
+    CancelHttp,
+    Drive,
+    InvokeTools,
+    StartHttp,
+    TaskMoved,
+)
+from coder_proto._errors import CoderAgentError
+from coder_proto._outputs import ToolCall
+from coder_proto._rest.prefix import PrefixSelector
+from coder_proto._rest.routes import build_get_chat, parse_get_chat
+from coder_proto.durable import (
+    Checkpoint,
+    DurableStoreError,
+    MemoryStore,
+    WorkflowBusyError,
+    WorkflowLeaseLostError,
+)
+from coder_proto.durable._archiving import ArchiveWorkflow, OrphanSweep
+from coder_proto.durable._effects import Sleep, WallClock
+from coder_proto.durable._lease import WorkflowLease
+from coder_proto.durable._runtime import (
+    DurableStep,
+    EffectStep,
+    RunDurable,
+    StartRenewal,
+    StopRenewal,
+    archive_call,
+    guarded,
+    leased,
+    renewal,
+    sweep_call,
+)
+from coder_proto.durable._step import Drive as BuildMachine
+from coder_proto.durable._step import RunAgentTurn
+from coder_proto.durable._store import StoreOp
+from coder_proto.durable._store_engine import DurableJob, DurableMachine
+from coder_proto.durable._tools import DurableBinding
+from tests.core_driver import chat_stub
+
+BASE = "https://coder.example"
+V2 = "/api/v2/chats"
+CALL = ToolCall(tool_call_id="t1", tool_name="lookup", input='{"city": "Oslo"}')
+
+
+@tool
+def lookup(city: str) -> str:
+    """Look a city up."""
+    return city
+
+
+class Probe(DurableMachine[Any]):
+    """A store read, a store write, a tool run, a request, then a one-second wait."""
+
+    chat_id = "c1"
+
+    def __init__(self, now: float = 0.0) -> None:
+        super().__init__(PrefixSelector(V2))
+        self._start(now)
+
+    def _run(self) -> Generator[None, None, Any]:
+        checkpoint = yield from self._store("get_checkpoint", "t", "w")
+        yield from self._store("add_stranded", "t", "w", "c0")
+        outcomes = yield from self._run_tools((CALL,))
+        chat = yield from self._rest(build_get_chat("c1"), parse_get_chat)
+        yield from self._sleep_until(self.now + 1.0)
+        return checkpoint, outcomes, chat.id
+
+
+def performer(op: StoreOp) -> Any:
+    raise AssertionError("the test performs the store calls itself")
+
+
+def only(commands: list[Any], kind: type) -> Any:
+    (command,) = [c for c in commands if isinstance(c, kind)]
+    return command
+
+
+def test_a_durable_job_is_an_ordinary_connection_task() -> None:
+    conn = Connection(base_url=BASE, token="secret-token-1234")
+    job = DurableJob(Probe(), store=performer, tools={"lookup": lookup})
+    assert "Probe" in repr(job) and job.chat_id == "c1"
+    task = conn.start_machine(job, now=0.0)
+    read = only(conn.commands(), ApplyStore)
+    assert read.op == StoreOp("get_checkpoint", ("t", "w")) and read.call.runner is performer
+    assert read.call_id == read.call.call_id and "get_checkpoint" in repr(read.call)
+    conn.store_returned(read.call, None, now=0.1)
+    write = only(conn.commands(), ApplyStore)
+    assert write.op.method == "add_stranded"
+    conn.store_returned(write.call, None, now=0.1)
+    conn.store_returned(write.call, None, now=0.1)  # a second answer is ignored
+    run = only(conn.commands(), InvokeTools).run
+    assert run.calls == (CALL,) and run.invocations == ()
+    # The tool-call policy of the job decides what to call (D5).
+    plan = job.plan_tools(run.calls)
+    assert [i.tool.name for i in plan.invocations] == ["lookup"]
+    conn.tools_answered(run, [plan.invocations[0].succeeded("Oslo")], now=0.2)
+    request = only(conn.commands(), StartHttp).call
+    assert request.url == f"{BASE}{V2}/c1"
+    assert ("Coder-Session-Token", "secret-token-1234") in request.headers
+    body = json.dumps(chat_stub("c1")).encode()
+    conn.http_response(request, status=200, headers=(), body=body, now=0.3)
+    assert not task.done and conn.next_deadline() == pytest.approx(1.3)
+    conn.tick(now=1.3)
+    assert any(isinstance(c, TaskMoved) for c in conn.commands())
+    checkpoint, outcomes, chat_id = task.result()
+    assert checkpoint is None and chat_id == "c1"
+    assert [o.output for o in outcomes] == ["Oslo"]
+
+
+def test_a_store_failure_is_the_durable_tasks_error() -> None:
+    conn = Connection(base_url=BASE)
+    task = conn.start_machine(DurableJob(Probe(), store=performer), now=0.0)
+    read = only(conn.commands(), ApplyStore)
+    conn.store_raised(read.call, OSError("disk full"), now=0.1)
+    conn.store_raised(read.call, OSError("again"), now=0.1)  # ignored
+    assert task.done
+    with pytest.raises(DurableStoreError, match="disk full"):
+        task.result()
+
+
+def test_a_machine_without_a_store_fails_its_first_store_call() -> None:
+    conn = Connection(base_url=BASE)
+    task = conn.start_machine(DurableJob(Probe()), now=0.0)
+    assert not any(isinstance(c, ApplyStore) for c in conn.commands())
+    with pytest.raises(DurableStoreError, match="without a durable store"):
+        task.result()
+
+
+def test_a_cancelled_durable_task_cancels_its_request_and_ignores_a_late_store_answer_d22() -> None:
+    conn = Connection(base_url=BASE)
+    task = conn.start_machine(DurableJob(Probe(), store=performer), now=0.0)
+    read = only(conn.commands(), ApplyStore)
+    conn.cancel(task, KeyboardInterrupt(), now=0.1)
+    assert task.done and read.call.finished
+    conn.store_returned(read.call, None, now=0.2)
+    with pytest.raises(CoderAgentError, match="cancelled"):
+        task.result()
+    # In flight: the request is cancelled like any other.
+    drive = Drive(base_url=BASE, token=None)
+    job = drive.start(DurableJob(Probe(), store=performer), now=0.0)
+    for _ in range(2):
+        drive.store_returned(only(drive.commands(), ApplyStore).call, None, 0.0)
+    # The job has no tool runner: every call failed at once (D5), and the request went out.
+    request = only(drive.commands(), StartHttp).call
+    drive.cancel(job, None, 0.5)
+    assert drive.commands() == [CancelHttp(request)] and job.done
+
+
+def test_a_guard_that_refuses_stops_the_job_before_the_side_effect_d27() -> None:
+    refused: list[object] = []
+
+    def guard(effect: object) -> None:
+        if isinstance(effect, StoreOp) and effect.is_write:
+            refused.append(effect)
+            raise WorkflowLeaseLostError(tenant="t", workflow_id="w")
+
+    conn = Connection(base_url=BASE)
+    task = conn.start_machine(DurableJob(Probe(), store=performer, guard=guard), now=0.0)
+    read = only(conn.commands(), ApplyStore)  # a read passes
+    conn.store_returned(read.call, None, now=0.1)
+    assert not any(isinstance(c, ApplyStore) for c in conn.commands())  # the write does not
+    assert task.done and len(refused) == 1
+    with pytest.raises(WorkflowLeaseLostError):
+        task.result()
+
+
+def test_a_refused_request_is_never_sent_and_the_machine_ends_d27() -> None:
+    class Requests(DurableMachine[Any]):
+        def __init__(self) -> None:
+            super().__init__(PrefixSelector(V2))
+            self._start(0.0)
+
+        def _run(self) -> Generator[None, None, Any]:
+            chat = yield from self._rest(build_get_chat("c1"), parse_get_chat)
+            return chat.id
+
+    lease = WorkflowLease(tenant="t", workflow_id="w", owner="me")
+    lease.renewed(False, 1.0)  # taken over
+    drive = Drive(base_url=BASE, token=None)
+    job = DurableJob(Requests(), guard=lease.guard)
+    drive.start(job, now=0.0)
+    assert not any(isinstance(c, StartHttp | CancelHttp) for c in drive.commands())
+    with pytest.raises(WorkflowLeaseLostError):
+        job.result()
+    assert job.done
+
+
+# -- the calls' programs ----------------------------------------------------------------------------
+
+
+def run(program: Generator[Any, Any, Any], perform: Any) -> Any:
+    step = EffectStep(program)
+    while not step.done:
+        try:
+            value = perform(step.effect)
+        except BaseException as exc:
+            step.throw(exc)
+        else:
+            step.send(value)
+    return step.value
+
+
+class Effects:
+    """Performs a call's effects on a ``MemoryStore`` with a test clock, recording them."""
+
+    def __init__(self, store: MemoryStore, wall: float = 1_000.0) -> None:
+        self.store = store
+        self.wall = wall
+        self.seen: list[Any] = []
+
+    def __call__(self, effect: Any) -> Any:
+        self.seen.append(effect)
+        if isinstance(effect, WallClock):
+            return self.wall
+        if isinstance(effect, Sleep):
+            self.wall += effect.seconds
+            return None
+        if isinstance(effect, StoreOp):
+            return effect.apply(self.store)
+        if isinstance(effect, StartRenewal | StopRenewal):
+            return None
+        raise AssertionError(effect)
+
+
+def work(log: list[str]) -> Generator[Any, Any, str]:
+    yield StoreOp("get_checkpoint", ("t", "w"))
+    log.append("worked")
+    return "done"
+
+
+def test_the_lease_is_taken_renewed_and_released_around_the_work_d27() -> None:
+    store = MemoryStore()
+    lease = WorkflowLease(tenant="t", workflow_id="w", owner="me")
+    effects = Effects(store)
+    log: list[str] = []
+    assert run(leased(lease, work(log)), effects) == "done"
+    kinds = [type(e).__name__ for e in effects.seen]
+    assert kinds[:2] == ["WallClock", "StoreOp"] and "StartRenewal" in kinds
+    assert kinds.index("StartRenewal") < kinds.index("StopRenewal")
+    assert effects.seen[-1] == lease.release_op() and store.get_lease("t", "w") is None
+    assert log == ["worked"] and not lease.held
+
+
+def test_the_lease_is_released_when_the_work_fails_or_is_cancelled_d27(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def failing() -> Generator[Any, Any, str]:
+        yield StoreOp("get_checkpoint", ("t", "w"))
+        raise ValueError("boom")
+
+    store = MemoryStore()
+    lease = WorkflowLease(tenant="t", workflow_id="w", owner="me")
+    with pytest.raises(ValueError, match="boom"):
+        run(leased(lease, failing()), Effects(store))
+    assert store.get_lease("t", "w") is None
+
+    class Cancelling(Effects):
+        def __call__(self, effect: Any) -> Any:
+            if effect == StoreOp("get_checkpoint", ("t", "w")):
+                raise KeyboardInterrupt
+            if isinstance(effect, StoreOp) and effect.method == "release_lease":
+                raise OSError("gone")
+            return super().__call__(effect)
+
+    lease = WorkflowLease(tenant="t", workflow_id="w", owner="me")
+    cancelling = Cancelling(store)
+    with caplog.at_level(logging.WARNING, logger="coder_proto"):
+        with pytest.raises(KeyboardInterrupt):
+            run(leased(lease, work([])), cancelling)
+    assert any(isinstance(e, StopRenewal) for e in cancelling.seen)
+    assert "releasing the lease on workflow w failed" in caplog.text
+    # Closed rather than run: nothing more is asked for.
+    program = leased(WorkflowLease(tenant="t", workflow_id="w2", owner="me"), work([]))
+    step = EffectStep(program)
+    while not isinstance(step.effect, StartRenewal):
+        step.send(Effects(store)(step.effect))
+    step.send(None)
+    step.close()
+    assert step.done
+
+
+def test_a_busy_workflow_is_refused_before_the_work_starts_d27() -> None:
+    store = MemoryStore()
+    store.acquire_lease("t", "w", "other", 1_000.0, 60.0)
+    lease = WorkflowLease(tenant="t", workflow_id="w", owner="me")
+    log: list[str] = []
+    with pytest.raises(WorkflowBusyError):
+        run(leased(lease, work(log)), Effects(store))
+    assert log == []
+
+
+def test_the_renewal_timer_renews_every_third_and_ends_once_the_lease_is_lost_d27() -> None:
+    store = MemoryStore()
+    lease = WorkflowLease(tenant="t", workflow_id="w", owner="me", duration=3.0)
+    effects = Effects(store)
+    run(lease.acquire(), effects)
+    renewing = EffectStep(renewal(lease))
+    assert renewing.effect == WallClock()
+    renewing.send(effects.wall)
+    assert renewing.effect == Sleep(1.0)
+    renewing.send(None)
+    renewing.send(1_001.0)
+    assert renewing.effect == lease.renew_op(1_001.0)
+    renewing.send(True)
+    assert lease.expires_at == 1_004.0
+    renewing.send(1_002.0)
+    renewing.send(None)
+    renewing.send(1_002.0)
+    renewing.throw(OSError("flaky"))  # logged; tried again soon
+    assert not lease.lost
+    renewing.send(1_002.5)
+    renewing.send(None)
+    renewing.send(1_003.0)
+    renewing.send(False)  # taken over
+    assert lease.lost and renewing.done
+
+
+def test_the_guard_closes_the_program_before_a_refused_effect() -> None:
+    closed: list[bool] = []
+
+    def program() -> Generator[Any, Any, str]:
+        try:
+            value = yield "read"
+            try:
+                yield "fails"
+            except ValueError:
+                value += "!"
+            yield "write"
+            return value
+        finally:
+            closed.append(True)
+
+    def guard(effect: object) -> None:
+        if effect == "write":
+            raise WorkflowLeaseLostError(tenant="t", workflow_id="w")
+
+    step = EffectStep(guarded(program(), guard, str.upper))
+    assert step.effect == "READ"
+    step.send("v")
+    assert step.effect == "FAILS"
+    with pytest.raises(WorkflowLeaseLostError):
+        step.throw(ValueError("x"))  # caught; the write that follows is refused
+    assert closed == [True]
+    # A cancellation thrown in closes the program too.
+    closed.clear()
+    step = EffectStep(guarded(program(), None))
+    with pytest.raises(KeyboardInterrupt):
+        step.throw(KeyboardInterrupt())
+    assert closed == [True]
+
+
+def test_a_step_program_runs_its_machines_as_durable_jobs_under_its_lease() -> None:
+    def bound(item: Any, binding: DurableBinding, store: Any, guard: Any = None) -> Any:
+        return lambda *args, **kwargs: None
+
+    store = MemoryStore()
+    store.put_checkpoint("t", "wf", Checkpoint(chat_id="c1"))
+    durable = DurableStep(
+        "wf",
+        "hi",
+        store=store,
+        step="s",
+        tenant="t",
+        agent=AgentOptions(tools=[lookup]),
+        bound_function=bound,
+        lease_owner="me",
+    )
+    effects = Effects(store)
+    step = EffectStep(durable.program())
+    while not isinstance(step.effect, RunDurable):
+        step.send(effects(step.effect))
+    effect = step.effect
+    assert effect.guard == durable.guard and set(effect.tools) == {"lookup"}
+    job = effect.job(PrefixSelector(V2), 0.0, 1_000.0, store=performer)
+    assert job.store is performer and job.chat_id == "c1" and job.guard == durable.guard
+    assert isinstance(BuildMachine(effect.build), BuildMachine)
+    step.throw(KeyboardInterrupt())  # the runtime's cancellation
+    while not step.done:
+        try:
+            step.send(effects(step.effect))
+        except KeyboardInterrupt:
+            break
+    assert store.get_lease("t", "wf") is None  # released on the way out
+    # The early checkpoint of a fresh chat's turn (D28), refused once the lease is lost.
+    binding = DurableBinding(tenant="t", workflow_id="wf", marker="[wf/s]", attempt=1)
+    turn = RunAgentTurn(chat_id=None, last_seen_message_id=None, prompt="p", binding=binding)
+    op = durable.early_checkpoint(turn, "c2")
+    assert op is not None and op.method == "put_checkpoint"
+    resumed = RunAgentTurn(chat_id="c1", last_seen_message_id=3, prompt="p", binding=binding)
+    assert durable.early_checkpoint(resumed, "c1") is None
+    assert durable.lease is not None
+    durable.lease.renewed(False, 1.0)
+    assert durable.early_checkpoint(turn, "c2") is None
+
+
+def test_the_archive_and_the_sweep_are_programs_of_one_durable_job() -> None:
+    store = MemoryStore()
+    archive = archive_call(
+        "wf",
+        store=store,
+        tenant="t",
+        lease_owner="me",
+        settle_deadline=5.0,
+        settle_retry_delay=0.1,
+        interrupt_timeout=1.0,
+        lease_duration=60.0,
+        lease_wait=None,
+    )
+    assert archive.lease is not None and archive.lease.what == "archive"
+    effects = Effects(store)
+    step = EffectStep(archive.program())
+    while not isinstance(step.effect, RunDurable):
+        step.send(effects(step.effect))
+    job = step.effect.job(PrefixSelector(V2), 0.0, 1_000.0, store=performer)
+    assert isinstance(job.machine, ArchiveWorkflow) and job.guard == archive.lease.guard
+    sweep = sweep_call(
+        store=store,
+        lease_owner="me",
+        min_age=0.0,
+        settle_deadline=5.0,
+        settle_retry_delay=0.1,
+        interrupt_timeout=1.0,
+        lease_duration=60.0,
+    )
+    assert sweep.lease is None
+    first = next(sweep.program())
+    assert isinstance(first, RunDurable) and first.guard is None
+    machine = first.job(PrefixSelector(V2), 0.0, 1_000.0, store=performer).machine
+    assert isinstance(machine, OrphanSweep)
+    with pytest.raises(CoderAgentError, match="not a durable store"):
+        sweep_call(
+            store=None,
+            lease_owner="me",
+            min_age=0.0,
+            settle_deadline=5.0,
+            settle_retry_delay=0.1,
+            interrupt_timeout=1.0,
+            lease_duration=60.0,
+        )
+
+
+def test_tool_outcomes_reach_the_job_machine() -> None:
+    drive = Drive(base_url=BASE, token=None)
+    machine = Probe()
+    job = DurableJob(machine, store=performer)
+    handle = drive.start(job, now=0.0, tools=performer)
+    for _ in range(2):
+        call = only(drive.commands(), ApplyStore).call
+        drive.store_returned(call, None, 0.0)
+    batch = handle.tool_batch
+    assert batch is not None
+    drive.tools_done(batch, [ToolOutcome(tool_call_id="t1", output="ok")], 0.0)
+    request = only(drive.commands(), StartHttp).call
+    drive.http_failed(request, "refused", 0.1)
+    assert job.done
+    with pytest.raises(CoderAgentError):
+        job.result()
