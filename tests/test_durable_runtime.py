@@ -1,23 +1,31 @@
 """What every adapter's durable functions share (``coder_proto.durable._runtime``;
 docs/durable-workflows.md; D5, D22, D26-D28): the step's setup and its agents' settings, the
 turn report, stepping effect programs, binding crash-safe tools, the calls' programs under the
-workflow lease, and a durable machine driven by hand (``DurableDrive``: the commands of the
-core's drive, outcomes fed back, deadlines, cancellation).
+workflow lease, and a durable machine driven by hand on a ``Connection`` the way an embedder
+does (a ``DurableJob`` started with ``start_machine``: its commands performed, outcomes fed
+back, deadlines, cancellation).
 """
 
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Generator
 from typing import Any
 
 import pytest
 
-from coder_proto import AgentOptions
+from coder_proto import (
+    AgentOptions,
+    ApplyStore,
+    CancelHttp,
+    Connection,
+    InvokeTools,
+    StartHttp,
+    Task,
+    TaskMoved,
+)
 from coder_proto._actions import ToolOutcome
 from coder_proto._agent.tools import Tool, tool
-from coder_proto._connection import CancelHttp, RunToolBatch, StartHttp
 from coder_proto._errors import CoderAgentError, CoderNetworkError
 from coder_proto._outputs import ToolCall
 from coder_proto._rest.http import HttpResponse
@@ -26,14 +34,14 @@ from coder_proto._rest.routes import build_get_chat, parse_get_chat
 from coder_proto.durable import (
     DEFAULT_COMMIT_WINDOW,
     CrashSafeTool,
+    DurableJob,
     DurableStoreError,
     DurableToolContext,
     MemoryStore,
+    StoreOp,
     crash_safe,
 )
 from coder_proto.durable._runtime import (
-    ApplyStore,
-    DurableDrive,
     DurableStep,
     EffectStep,
     commit_window_for,
@@ -42,11 +50,11 @@ from coder_proto.durable._runtime import (
 )
 from coder_proto.durable._scan import step_marker
 from coder_proto.durable._step import RunAgentTurn
-from coder_proto.durable._store import StoreOp
 from coder_proto.durable._store_engine import DurableMachine
 from coder_proto.durable._tools import DurableBinding
 from tests.core_driver import chat_stub
 
+BASE = "https://coder.example"
 V2 = "/api/v2/chats"
 CALL = ToolCall(tool_call_id="t1", tool_name="lookup", input="{}")
 
@@ -245,7 +253,7 @@ def test_an_error_the_program_does_not_catch_is_raised() -> None:
         run.throw(KeyError("x"))
 
 
-# -- driving durable machines --------------------------------------------------------------------------
+# -- driving durable machines on a Connection --------------------------------------------------------
 
 
 class Probe(DurableMachine[Any]):
@@ -263,8 +271,8 @@ class Probe(DurableMachine[Any]):
         return checkpoint, outcomes, chat.id
 
 
-def run_tools(calls: tuple[ToolCall, ...]) -> list[ToolOutcome]:
-    """The runner the tool batches carry (the test answers them itself)."""
+def performer(op: StoreOp) -> Any:
+    """The job's store performer (the test answers the store calls itself)."""
     raise AssertionError("never called here")
 
 
@@ -272,80 +280,90 @@ def ok_chat() -> HttpResponse:
     return HttpResponse(status=200, body=json.dumps(chat_stub("c1")).encode(), headers=())
 
 
+def started(machine: DurableMachine[Any]) -> tuple[Connection, Task]:
+    """``machine`` as a durable job on a fresh connection."""
+    conn = Connection(base_url=BASE)
+    return conn, conn.start_machine(DurableJob(machine, store=performer), now=0.0)
+
+
+def work(conn: Connection) -> list[Any]:
+    """The commands to perform, without the task wake-ups."""
+    return [c for c in conn.commands() if not isinstance(c, TaskMoved)]
+
+
+def to_the_request(conn: Connection) -> StartHttp:
+    """Answer the probe's store call and tool run (no outcome: D5 fails the call)."""
+    (store,) = work(conn)
+    conn.store_returned(store.call, None, now=0.0)
+    (tools,) = work(conn)
+    conn.tools_answered(tools.run, [], now=0.0)
+    (request,) = work(conn)
+    assert isinstance(request, StartHttp)
+    return request
+
+
 def test_a_machine_is_driven_command_by_command_to_its_result() -> None:
-    drive = DurableDrive(Probe(), tools=run_tools)
-    assert "Probe" in repr(drive)
-    (store,) = drive.commands(0.0)
+    conn, task = started(Probe())
+    assert "Probe" in repr(task.machine)
+    (store,) = work(conn)
     assert isinstance(store, ApplyStore) and store.op == StoreOp("get_checkpoint", ("t", "w"))
-    assert drive.drive.next_deadline() is None  # nothing to wait for but the store
-    drive.stored(store.call_id, None, 0.1)
-    (calls,) = drive.commands(0.1)
-    assert isinstance(calls, RunToolBatch) and calls.batch.calls == (CALL,)
-    drive.drive.tools_done(calls.batch, [ToolOutcome(tool_call_id="t1", output="ok")], 0.2)
-    (request,) = drive.commands(0.2)
-    assert isinstance(request, StartHttp) and request.call.url == f"{V2}/c1"
+    assert store.call.runner is performer
+    assert conn.next_deadline() is None  # nothing to wait for but the store
+    conn.store_returned(store.call, None, now=0.1)
+    (calls,) = work(conn)
+    assert isinstance(calls, InvokeTools) and calls.run.calls == (CALL,)
+    conn.tools_answered(calls.run, [ToolOutcome(tool_call_id="t1", output="ok")], now=0.2)
+    (request,) = work(conn)
+    assert isinstance(request, StartHttp) and request.call.url == f"{BASE}{V2}/c1"
     answer = ok_chat()
-    drive.drive.http_response(request.call, status=200, headers=(), body=answer.body, now=0.3)
-    assert drive.commands(0.3) == [] and drive.drive.next_deadline() == pytest.approx(1.3)
-    assert drive.commands(1.3) == [] and drive.done
-    checkpoint, outcomes, chat_id = drive.result()
+    conn.http_response(request.call, status=200, headers=(), body=answer.body, now=0.3)
+    assert work(conn) == [] and conn.next_deadline() == pytest.approx(1.3)
+    assert not task.done
+    conn.tick(now=1.3)
+    assert work(conn) == [] and task.done
+    checkpoint, outcomes, chat_id = task.result()
     assert checkpoint is None and chat_id == "c1"
     assert [o.output for o in outcomes] == ["ok"]
 
 
 def test_a_late_outcome_for_an_abandoned_request_is_ignored_d22() -> None:
-    drive = DurableDrive(Probe(), tools=run_tools)
-    (store,) = drive.commands(0.0)
-    drive.stored(store.call_id, None, 0.0)
-    (calls,) = drive.commands(0.0)
-    drive.drive.tools_done(calls.batch, [], 0.0)
-    (request,) = drive.commands(0.0)
-    drive.drive.cancel(drive._handle, KeyboardInterrupt(), 0.5)
-    assert drive.commands(0.5) == [CancelHttp(request.call)]
-    assert drive.done
+    conn, task = started(Probe())
+    request = to_the_request(conn)
+    conn.cancel(task, KeyboardInterrupt(), now=0.5)
+    assert work(conn) == [CancelHttp(request.call)]
+    assert task.done
     # No effect on the finished machine.
-    drive.drive.http_response(request.call, status=200, headers=(), body=b"{}", now=0.6)
+    conn.http_response(request.call, status=200, headers=(), body=b"{}", now=0.6)
     with pytest.raises(CoderAgentError, match="cancelled"):
-        drive.result()
+        task.result()
 
 
 def test_a_network_failure_is_the_machines_error() -> None:
-    drive = DurableDrive(Probe(), tools=run_tools)
-    (store,) = drive.commands(0.0)
-    drive.stored(store.call_id, None, 0.0)
-    (calls,) = drive.commands(0.0)
-    drive.drive.tools_done(calls.batch, [], 0.0)
-    (request,) = drive.commands(0.0)
-    drive.drive.http_failed(request.call, "ConnectError: refused", 0.1)
+    conn, task = started(Probe())
+    request = to_the_request(conn)
+    conn.http_failed(request.call, "ConnectError: refused", now=0.1)
+    assert task.done
     with pytest.raises(CoderNetworkError):
-        drive.result()
+        task.result()
 
 
 def test_a_store_failure_fails_the_machine_with_its_cause() -> None:
-    drive = DurableDrive(Probe(), tools=run_tools)
-    (store,) = drive.commands(0.0)
-    drive.store_raised(store.call_id, OSError("disk full"), 0.0)
-    drive.store_raised(store.call_id, OSError("again"), 0.0)  # answered once only
-    drive.stored(store.call_id, None, 0.0)
+    conn, task = started(Probe())
+    (store,) = work(conn)
+    conn.store_raised(store.call, OSError("disk full"), now=0.0)
+    conn.store_raised(store.call, OSError("again"), now=0.0)  # answered once only
+    conn.store_returned(store.call, None, now=0.0)
     with pytest.raises(DurableStoreError, match="disk full"):
-        drive.result()
+        task.result()
 
 
-def test_a_tool_runner_that_raises_still_answers_every_call_d5(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    drive = DurableDrive(Probe(), tools=run_tools)
-    (store,) = drive.commands(0.0)
-    drive.stored(store.call_id, None, 0.0)
-    (calls,) = drive.commands(0.0)
-    with caplog.at_level(logging.WARNING, logger="coder_proto"):
-        drive.drive.tools_failed(calls.batch, RuntimeError("runner broke"), 0.0)
-    assert "tool runner raised" in caplog.text
-    (request,) = drive.commands(0.0)
+def test_a_tool_run_answered_without_outcomes_still_answers_every_call_d5() -> None:
+    conn, task = started(Probe())
+    request = to_the_request(conn)
     answer = ok_chat()
-    drive.drive.http_response(request.call, status=200, headers=(), body=answer.body, now=0.0)
-    drive.commands(2.0)
-    _, outcomes, _ = drive.result()
+    conn.http_response(request.call, status=200, headers=(), body=answer.body, now=0.0)
+    conn.tick(now=2.0)
+    _, outcomes, _ = task.result()
     assert [o.is_error for o in outcomes] == [True]
 
 
@@ -361,19 +379,20 @@ def test_a_request_the_machine_gives_up_on_is_cancelled() -> None:
             except TimeoutError:
                 return "gave up"
 
-    drive = DurableDrive(Impatient())
-    (request,) = drive.commands(0.0)
-    assert drive.drive.next_deadline() == 1.0
-    assert drive.commands(1.0) == [CancelHttp(request.call)]
-    assert drive.result() == "gave up"
+    conn, task = started(Impatient())
+    (request,) = work(conn)
+    assert conn.next_deadline() == 1.0
+    conn.tick(now=1.0)
+    assert work(conn) == [CancelHttp(request.call)]
+    assert task.result() == "gave up"
 
 
 def test_a_cancellation_while_a_store_call_runs_ignores_its_outcome_d22() -> None:
-    drive = DurableDrive(Probe(), tools=run_tools)
-    (store,) = drive.commands(0.0)
-    drive.drive.cancel(drive._handle, None, 0.0)
-    assert drive.commands(0.0) == [] and drive.done
+    conn, task = started(Probe())
+    (store,) = work(conn)
+    conn.cancel(task, None, now=0.0)
+    assert work(conn) == [] and task.done
     assert store.call.finished  # left to finish on its own; what it reports is ignored
-    drive.stored(store.call_id, None, 0.1)
+    conn.store_returned(store.call, None, now=0.1)
     with pytest.raises(CoderAgentError, match="cancelled"):
-        drive.result()
+        task.result()

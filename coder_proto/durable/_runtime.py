@@ -22,7 +22,7 @@ performs each effect and sends its value back (an exception is thrown back in):
 The runtime's cancellation (any ``BaseException``) is thrown into the program too: the lease
 is still stopped and released (bounded) before it propagates. ``tool_binder`` builds an
 adapter's ``bind_tools`` from its crash-safe function class, whose runs are
-``crash_safe_program``. ``DurableDrive`` steps one durable machine by hand, without a client.
+``crash_safe_program``.
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ import attrs
 from .._agent.structured_output import StructuredOutput
 from .._agent.tools import Tool, tools_by_name
 from .._connection import ApplyStore
-from .._connection import Drive as CoreDrive
 from .._constants import INTERRUPT_POLL_INTERVAL, INTERRUPT_WAIT_TIMEOUT
 from .._options import AgentOptions
 from .._rest.prefix import PrefixSelector
@@ -55,7 +54,6 @@ __all__ = [
     "BindTools",
     "BoundFunction",
     "DurableCall",
-    "DurableDrive",
     "DurableStep",
     "EffectStep",
     "Guard",
@@ -364,7 +362,6 @@ class EffectStep:
             self.value = stop.value
 
 
-
 def crash_safe_program(
     tool: CrashSafeTool,
     binding: DurableBinding,
@@ -578,55 +575,3 @@ def sweep_call(
         )
 
     return DurableCall(store, None, lambda: _run_durable(build))
-
-
-# -- by hand ------------------------------------------------------------------------------------------
-
-
-class DurableDrive:
-    """One durable machine stepped by hand, with no client (tests, an embedder driving one
-    machine alone): the machine runs as a ``DurableJob`` of a core ``Drive`` of its own, so it gets the same commands as on a client (``ApplyStore``, ``StartHttp``,
-    ``CancelHttp``, ``RunToolBatch`` ...). ``commands(now)`` ticks what is due and drains them,
-    or raises the guard's error once ``guard`` refused a side effect; ``tools`` is what its
-    ``RunToolBatch`` commands carry as their runner (``None``: every call fails, D5); ``stored`` and
-    ``store_raised`` answer an ``ApplyStore`` by its ``call_id``; ``drive`` takes every other
-    input."""
-
-    def __init__(
-        self, machine: DurableMachine[Any], guard: Guard | None = None, *, tools: Any = None
-    ) -> None:
-        self.drive = CoreDrive(base_url="", token=None)
-        #: The job: its store calls are performed by whoever steps this drive.
-        self.job = DurableJob(machine, store=self, guard=guard)
-        self._handle = self.drive.start(self.job, now=machine.now, tools=tools)
-
-    def __repr__(self) -> str:
-        return f"<DurableDrive {self.job.machine!r}>"
-
-    @property
-    def done(self) -> bool:
-        return self.job.done
-
-    def result(self) -> Any:
-        """The machine's value, or raise its error."""
-        return self.job.result()
-
-    def commands(self, now: float) -> list[Any]:
-        """Tick what is due, then the commands to perform, in order."""
-        self.drive.tick(now)
-        out = self.drive.commands()
-        if self.job.refused is not None:
-            raise self.job.refused
-        return out
-
-    def stored(self, call_id: int, value: Any, now: float) -> None:
-        """The store call ``call_id`` returned ``value``."""
-        call = self._handle.stores.get(call_id)
-        if call is not None:
-            self.drive.store_returned(call, value, now)
-
-    def store_raised(self, call_id: int, error: BaseException, now: float) -> None:
-        """The store call ``call_id`` raised ``error``."""
-        call = self._handle.stores.get(call_id)
-        if call is not None:
-            self.drive.store_raised(call, error, now)

@@ -1,6 +1,7 @@
 """The pure side of the workflow lease (D27) and of the early checkpoint (D28): what
 ``WorkflowLease`` decides at each clock value, the lease of the orphan sweep, a drive's
-guard, and the step program's handling of the early checkpoint. No sockets, no clock: the
+guard on a durable job (a ``Connection`` driven by hand), and the step program's handling of
+the early checkpoint. No sockets, no clock: the
 tests feed the wall clock in."""
 
 from __future__ import annotations
@@ -11,10 +12,19 @@ from typing import Any
 
 import pytest
 
-from coder_proto import CoderAgentError, CoderStreamError
+from coder_proto import (
+    ApplyStore,
+    CancelHttp,
+    CoderAgentError,
+    CoderStreamError,
+    Connection,
+    StartHttp,
+    TaskMoved,
+)
 from coder_proto.durable import (
     OUTCOME_IN_FLIGHT,
     Checkpoint,
+    DurableJob,
     MemoryStore,
     WorkflowBusyError,
     WorkflowLeaseLostError,
@@ -22,7 +32,6 @@ from coder_proto.durable import (
 from coder_proto.durable._archiving import ArchiveWorkflow, OrphanSweep
 from coder_proto.durable._effects import Invoke, Sleep, WallClock
 from coder_proto.durable._lease import WorkflowLease, check_lease_wait, is_side_effect
-from coder_proto.durable._runtime import ApplyStore, DurableDrive
 from coder_proto.durable._scan import step_marker
 from coder_proto.durable._step import RunAgentTurn, StepPlan, TurnReport, step_program
 from coder_proto.durable._store import StoreOp
@@ -191,24 +200,32 @@ def test_the_lease_errors_pickle() -> None:
     assert again.workflow_id == WF and str(again) == str(lost) and "archive" in str(lost)
 
 
-def test_a_drive_stops_before_a_side_effect_once_the_guard_refuses() -> None:
+def test_a_durable_job_stops_before_a_side_effect_once_the_guard_refuses() -> None:
     world = World()
     mine = lease(duration=3.0)
     Clock(world.store).run(mine.acquire())
     world.store.put_checkpoint(T, WF, Checkpoint(chat_id=world.create_chat("hi")))
     machine = ArchiveWorkflow(world.selector, tenant=T, workflow_id=WF, now=world.now)
-    drive = DurableDrive(machine, mine.guard)
-    (read,) = drive.commands(world.now)
+    conn = Connection(base_url="https://coder.example")
+    job = DurableJob(machine, store=world.store, guard=mine.guard)
+    task = conn.start_machine(job, now=world.now)
+
+    def work() -> list[Any]:
+        return [c for c in conn.commands() if not isinstance(c, TaskMoved)]
+
+    (read,) = work()
     assert isinstance(read, ApplyStore) and read.op.method == "get_checkpoint"
     mine.renewed(False, 1_001.0)
-    drive.stored(read.call_id, read.op.apply(world.store), world.now)
+    conn.store_returned(read.call, read.op.apply(read.call.runner), now=world.now)
     # The stranded-chat listing is a read: still allowed.
-    (listing,) = drive.commands(world.now)
+    (listing,) = work()
     assert isinstance(listing, ApplyStore) and listing.op.method == "stranded_chats"
-    drive.stored(listing.call_id, (), world.now)
-    # The probe of the chat is a request: refused.
+    conn.store_returned(listing.call, (), now=world.now)
+    # The probe of the chat is a request: refused, never sent.
+    assert not any(isinstance(c, StartHttp | CancelHttp | ApplyStore) for c in work())
+    assert task.done and job.refused is not None
     with pytest.raises(WorkflowLeaseLostError):
-        drive.commands(world.now)
+        task.result()
 
 
 def test_the_sweep_retires_a_stranded_chat_under_its_workflows_lease_d27() -> None:
