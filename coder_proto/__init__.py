@@ -8,8 +8,10 @@ or your own loop).
 A loop of your own drives one ``Connection``: start tasks on it (an agent turn, a plain
 client call, the watch), perform the commands it hands out (``OpenSocket``, ``WriteSocket``,
 ``CloseSocket``, ``StartHttp``, ``CancelHttp``, ``InvokeTools``, ``CancelTools``,
-``TaskMoved``) and report what happened through its input methods (``socket_*``, ``http_*``,
-``tool_returned`` / ``tool_raised``, ``tick``).
+``ApplyStore``, ``TaskMoved``) and report what happened through its input methods
+(``socket_*``, ``http_*``, ``tool_returned`` / ``tool_raised``, ``store_returned`` /
+``store_raised``, ``tick``). ``ApplyStore`` comes only from a durable job
+(``coder_proto.durable.DurableJob``) started with ``start_machine``.
 
 ``__all__`` is the vocabulary every runtime shares: the errors, the output parts and results
 of a turn, prompt messages, client tools, the values the raw client takes and returns, history
@@ -47,6 +49,7 @@ from ._agent.tools import Tool, ToolContext, ToolInputError, tool
 from ._agent.turn import TurnResult
 from ._agent.workspace_files import WorkspaceFiles, WorkspaceUpload
 from ._connection import (
+    ApplyStore,
     CancelHttp,
     CancelTools,
     CloseSocket,
@@ -56,6 +59,7 @@ from ._connection import (
     InvokeTools,
     OpenSocket,
     StartHttp,
+    StoreRequest,
     Task,
     TaskMoved,
     ToolRun,
@@ -154,6 +158,8 @@ __all__ = [  # noqa: RUF022
     "CancelHttp",
     "InvokeTools",
     "CancelTools",
+    "StoreRequest",
+    "ApplyStore",
     "TaskMoved",
     # errors
     "CoderAgentError",

@@ -417,8 +417,11 @@ class ToolBatch:
 
 class StoreRequest:
     """One call on the durable store a durable job asked for (its machine's ``StoreCall``):
-    ``op`` to perform with ``runner`` (the job's ``store``: the adapter's own performer, a
-    plain or a coroutine function of the ``StoreOp``)."""
+    ``op`` (a ``coder_proto.durable.StoreOp``) to perform with ``runner`` (the job's
+    ``store``: the adapter's own performer, a plain or a coroutine function of the
+    ``StoreOp``). Hand it back to ``Connection.store_returned`` or ``store_raised``;
+    ``finished`` is true once it was answered or its job ended. ``io`` is the embedder's
+    slot."""
 
     __slots__ = ("call_id", "finished", "io", "job", "op", "runner")
 
@@ -491,8 +494,20 @@ class CancelToolBatch:
 @attrs.frozen
 class ApplyStore:
     """Perform ``call.op`` on the durable store with ``call.runner`` and report the value
-    (``store_returned``) or the exception (``store_raised``). A store call is never
-    abandoned halfway: once its job ended, what it reports is ignored."""
+    (``store_returned``) or the exception (``store_raised``). Only a durable job
+    (``coder_proto.durable.DurableJob``) started with ``Connection.start_machine`` asks for
+    one. A store call is never abandoned halfway: once its job ended, what it reports is
+    ignored.
+
+    Performed on a loop of your own (a blocking store; await the value of an async one)::
+
+        try:
+            value = command.call.runner(command.op)
+        except Exception as exc:
+            conn.store_raised(command.call, exc, now=time.monotonic())
+        else:
+            conn.store_returned(command.call, value, now=time.monotonic())
+    """
 
     call: StoreRequest
 

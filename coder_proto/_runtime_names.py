@@ -30,6 +30,8 @@ EMBEDDER_NAMES: tuple[str, ...] = (
     "CancelHttp",
     "InvokeTools",
     "CancelTools",
+    "StoreRequest",
+    "ApplyStore",
     "TaskMoved",
 )
 

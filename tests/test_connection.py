@@ -210,6 +210,8 @@ def test_the_connection_and_its_vocabulary_are_public() -> None:
         "CancelHttp",
         "InvokeTools",
         "CancelTools",
+        "StoreRequest",
+        "ApplyStore",
         "TaskMoved",
     ):
         assert name in coder_proto.__all__, name

@@ -64,3 +64,21 @@ def test_star_import_gives_exactly_the_curated_names() -> None:
     exec("from coder_proto import *", namespace)
     namespace.pop("__builtins__")
     assert sorted(namespace) == sorted(coder_proto.__all__)
+
+
+def test_a_durable_job_is_reachable_from_the_public_names() -> None:
+    """An embedder runs a durable machine on its own loop with public names only: the job
+    (``coder_proto.durable.DurableJob``), the command its store calls come as
+    (``coder_proto.ApplyStore``, carrying a ``StoreRequest`` and its ``StoreOp``) and the
+    connection's answers. The embedder's vocabulary is not re-exported by the adapters."""
+    from coder_proto import durable
+    from coder_proto._runtime_names import EMBEDDER_NAMES, USER_NAMES
+
+    for name in ("ApplyStore", "StoreRequest"):
+        assert name in coder_proto.__all__ and name in EMBEDDER_NAMES and name not in USER_NAMES
+    for name in ("DurableJob", "StoreOp"):
+        assert name in durable.__all__, name
+    for method in ("start_machine", "store_returned", "store_raised"):
+        assert callable(getattr(coder_proto.Connection, method)), method
+    assert coder_proto.ApplyStore.op.fget is not None  # the StoreOp of the call
+    assert callable(durable.StoreOp.apply)

@@ -8,6 +8,11 @@ them; what they return is here, with the store protocol (``DurableStore``, or
 errors, and the crash-safe tool helpers. The SQLite and PostgreSQL stores live in
 ``coder_io_common.stores``.
 
+On a loop of your own (``coder_proto.Connection``), a durable machine runs as a
+``DurableJob`` started with ``Connection.start_machine``; its store calls come out as
+``coder_proto.ApplyStore`` commands carrying a ``StoreOp`` to perform on the store
+(``StoreOp.apply``), answered with ``store_returned`` / ``store_raised``.
+
 Everything in the package is pure: the store is reached through store-call actions (machines)
 and effects (programs), the server through ``SendRequest``, the clock through ``now``.
 """
@@ -42,8 +47,10 @@ from ._store import (
     DurableStore,
     Lease,
     MemoryStore,
+    StoreOp,
     check_store,
 )
+from ._store_engine import DurableJob
 from ._tools import CrashSafeTool, DurableToolContext, crash_safe
 
 __all__ = [
@@ -64,6 +71,7 @@ __all__ = [
     "AsyncDurableStore",
     "Checkpoint",
     "CrashSafeTool",
+    "DurableJob",
     "DurableStepResult",
     "DurableStore",
     "DurableStoreError",
@@ -76,6 +84,7 @@ __all__ = [
     "MemoryStore",
     "RecoveryError",
     "StepOutcome",
+    "StoreOp",
     "StrandedChat",
     "SweepResult",
     "WorkflowBusyError",

@@ -130,7 +130,13 @@ class DurableJob:
     tool-call policy to a pause, D5). With a ``guard`` (a workflow lease's, D27), every side
     effect the machine asks for (a request, a tool run, a store write) is checked first: once
     the guard refuses, nothing of that batch is performed, the machine is cancelled with the
-    guard's error, and that error is the job's result."""
+    guard's error, and that error is the job's result.
+
+    On ``coder_proto.Connection`` (``start_machine``): perform each ``ApplyStore`` with
+    ``call.runner`` (this ``store``) and answer ``store_returned`` / ``store_raised``; its
+    tool pauses come as ``InvokeTools`` with the raw calls: run what ``plan_tools(run.calls)``
+    plans and answer ``tools_answered`` with the plan's outcomes and the invocations'. The
+    task's result is the machine's."""
 
     def __init__(
         self,

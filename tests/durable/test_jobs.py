@@ -3,7 +3,8 @@ D5, D22, D27): its store calls come as ``ApplyStore`` and are answered with ``st
 ``store_raised``, its requests as ``StartHttp`` / ``CancelHttp``, its tool runs as the
 ``InvokeTools`` of any ``start_machine`` task; a lease's guard stops it before a side effect.
 Also the calls' effect programs every adapter runs: the lease around the work, its renewal, the
-guard, the archive and sweep calls. Pure: no sockets, no clock (the tests feed ``now``).
+guard, the archive and sweep calls, and a whole call run by an embedder's loop of its own on
+a ``Connection`` against the in-core fake. Pure: no sockets, no clock (the tests feed ``now``).
 """
 
 from __future__ import annotations
@@ -15,24 +16,29 @@ from typing import Any
 
 import pytest
 
-from coder_proto import AgentOptions, Connection, tool
-from coder_proto._actions import ToolOutcome
-from coder_proto._connection import (
+from coder_proto import (
+    AgentOptions,
     ApplyStore,
     CancelHttp,
-    Drive,
+    Connection,
     InvokeTools,
     StartHttp,
+    Task,
     TaskMoved,
+    tool,
 )
+from coder_proto._actions import ToolOutcome
+from coder_proto._connection import Drive
 from coder_proto._errors import CoderAgentError
 from coder_proto._outputs import ToolCall
 from coder_proto._rest.prefix import PrefixSelector
 from coder_proto._rest.routes import build_get_chat, parse_get_chat
 from coder_proto.durable import (
     Checkpoint,
+    DurableJob,
     DurableStoreError,
     MemoryStore,
+    StoreOp,
     WorkflowBusyError,
     WorkflowLeaseLostError,
 )
@@ -53,10 +59,11 @@ from coder_proto.durable._runtime import (
 )
 from coder_proto.durable._step import Drive as BuildMachine
 from coder_proto.durable._step import RunAgentTurn
-from coder_proto.durable._store import StoreOp
-from coder_proto.durable._store_engine import DurableJob, DurableMachine
+from coder_proto.durable._store_engine import DurableMachine
 from coder_proto.durable._tools import DurableBinding
 from tests.core_driver import chat_stub
+
+from .harness import World
 
 BASE = "https://coder.example"
 V2 = "/api/v2/chats"
@@ -476,3 +483,134 @@ def test_tool_outcomes_reach_the_job_machine() -> None:
     assert job.done
     with pytest.raises(CoderAgentError):
         job.result()
+
+
+# -- a whole durable call on a Connection driven by hand ------------------------------------------
+
+
+class HandLoop:
+    """An embedder's loop for one durable call, with no I/O of its own: the call's effects
+    performed on a ``MemoryStore`` and a test clock, its durable job run on a ``Connection``
+    whose requests the in-core fake (``coder_proto.fake``, through ``World``) answers."""
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self.conn = Connection(base_url=BASE, token=world.model.token)
+        self.effects: list[str] = []
+        self.store_ops: list[str] = []
+        self.requests: list[tuple[str, str]] = []
+
+    def perform_store(self, op: StoreOp) -> Any:
+        """The durable job's ``store``: what ``ApplyStore`` performs."""
+        self.store_ops.append(op.method)
+        return op.apply(self.world.store)
+
+    def run(self, program: Generator[Any, Any, Any]) -> Any:
+        step = EffectStep(program)
+        while not step.done:
+            effect = step.effect
+            self.effects.append(type(effect).__name__)
+            try:
+                value = self.perform(effect)
+            except Exception as exc:
+                step.throw(exc)
+            else:
+                step.send(value)
+        return step.value
+
+    def perform(self, effect: Any) -> Any:
+        world = self.world
+        if isinstance(effect, StoreOp):
+            return self.perform_store(effect)
+        if isinstance(effect, WallClock):
+            return world.wall
+        if isinstance(effect, Sleep):
+            world.advance(effect.seconds)
+            return None
+        if isinstance(effect, StartRenewal | StopRenewal):
+            return None  # the call ends long before the lease's first renewal is due
+        assert isinstance(effect, RunDurable), effect
+        job = effect.job(self.conn.selector, world.now, world.wall, store=self.perform_store)
+        return self.drive(self.conn.start_machine(job, now=world.now))
+
+    def drive(self, task: Task) -> Any:
+        conn, world = self.conn, self.world
+        while True:
+            commands = conn.commands()
+            for command in commands:
+                if isinstance(command, ApplyStore):
+                    call = command.call
+                    try:
+                        value = call.runner(command.op)
+                    except Exception as exc:
+                        conn.store_raised(call, exc, now=world.now)
+                    else:
+                        conn.store_returned(call, value, now=world.now)
+                elif isinstance(command, StartHttp):
+                    request = command.call
+                    path = request.url.removeprefix(BASE)
+                    self.requests.append((request.method, path))
+                    answer = world.model.handle_http(
+                        request.method, path, request.headers, request.body or b"", world.now
+                    )
+                    conn.http_response(
+                        request,
+                        status=answer.status,
+                        headers=answer.headers,
+                        body=answer.body,
+                        now=world.now,
+                    )
+                else:
+                    assert isinstance(command, TaskMoved), command
+            if commands:
+                continue
+            if task.done:
+                return task.result()
+            due = [t for t in (conn.next_deadline(), world.model.next_deadline()) if t is not None]
+            assert due, "the durable task waits for nothing"
+            world.advance(max(0.0, min(due) - world.now))
+            conn.tick(now=world.now)
+
+
+def test_a_whole_durable_call_runs_on_a_connection_driven_by_hand_d27() -> None:
+    """``archive_workflow`` as an embedder's loop runs it: the lease taken, the
+    ``ArchiveWorkflow`` machine as a ``DurableJob`` on the connection (its store calls
+    performed as ``ApplyStore``, its requests answered by the fake), the lease released."""
+    world = World()
+    store = world.store
+    chat = world.create_chat("the workflow's chat")
+    stranded = world.create_chat("a stranded chat")
+    world.settle_server(chat)
+    world.settle_server(stranded)
+    store.put_checkpoint("t", "wf", Checkpoint(chat_id=chat))
+    store.add_stranded("t", "wf", stranded)
+    call = archive_call(
+        "wf",
+        store=store,
+        tenant="t",
+        lease_owner="me",
+        settle_deadline=30.0,
+        settle_retry_delay=0.1,
+        interrupt_timeout=5.0,
+        lease_duration=60.0,
+        lease_wait=None,
+    )
+    loop = HandLoop(world)
+    result = loop.run(call.program())
+    assert result.archived and result.chat_id == chat
+    assert set(result.archived_chat_ids) == {chat, stranded}
+    assert world.model.chats[chat].archived and world.model.chats[stranded].archived
+    # Forgotten, and the lease released.
+    assert store.get_checkpoint("t", "wf") is None and store.stranded_chats("t") == ()
+    assert store.get_lease("t", "wf") is None
+    kinds = loop.effects
+    assert kinds.index("StartRenewal") < kinds.index("RunDurable") < kinds.index("StopRenewal")
+    # The machine's store calls came as ApplyStore, between the lease's own store effects.
+    assert loop.store_ops[0] == "acquire_lease" and loop.store_ops[-1] == "release_lease"
+    assert loop.store_ops[1:3] == ["get_checkpoint", "stranded_chats"]
+    assert loop.store_ops[-2] == "delete_checkpoint"
+    # Each chat probed, then archived, over the connection's requests (the stranded one first).
+    assert loop.requests == [
+        (method, f"{V2}/{target}") for target in (stranded, chat) for method in ("GET", "PATCH")
+    ]
+    assert loop.conn.commands() == [] and loop.conn.open_connections == 0
