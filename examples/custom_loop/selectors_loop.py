@@ -15,11 +15,12 @@ How the core is driven (read ``SelectorsLoop`` from ``run`` down):
 1. the program starts a task on the connection (``start_turn``) and performs every command
    ``commands()`` hands out: ``OpenSocket`` / ``WriteSocket`` / ``CloseSocket`` on a
    non-blocking socket, ``StartHttp`` as an h11 exchange on a socket of its own,
-   ``InvokeTools`` by calling each invocation's function inline;
+   ``InvokeTools`` by calling each invocation's function inline, ``ApplyStore`` (only a
+   durable job started with ``start_machine`` asks for one) by calling its store inline;
 2. every outcome goes back through the connection's input methods with
    ``now = time.monotonic()``: ``socket_made`` / ``socket_data`` / ``socket_lost`` /
    ``socket_failed``, ``http_headers`` / ``http_response`` / ``http_failed``,
-   ``tool_returned`` / ``tool_raised``;
+   ``tool_returned`` / ``tool_raised``, ``store_returned`` / ``store_raised``;
 3. ``next_deadline()`` is the ``select`` timeout; once it passes the loop calls ``tick``.
 
 The loop decides nothing: which machine hears a socket's bytes, which tool calls to run
@@ -60,6 +61,7 @@ from urllib.parse import urlsplit
 import h11
 
 from coder_proto import (
+    ApplyStore,
     CancelHttp,
     CloseSocket,
     CoderAgentError,
@@ -71,6 +73,7 @@ from coder_proto import (
     OpenSocket,
     OutputPart,
     StartHttp,
+    StoreRequest,
     Task,
     TextDelta,
     ToolInvocation,
@@ -523,6 +526,8 @@ class SelectorsLoop:
             run = command.run
             for invocation in run.invocations:
                 self._invoke(run, invocation)
+        elif isinstance(command, ApplyStore):
+            self._apply_store(command.call)
         # CancelTools: the tools ran inline, nothing is left to stop. TaskMoved: ``run``
         # checks its task after every pass.
 
@@ -565,6 +570,19 @@ class SelectorsLoop:
         else:
             failure = error
             self.soon(lambda: connection.tool_raised(run, invocation, failure, now=_now()))
+
+    def _apply_store(self, call: StoreRequest) -> None:
+        """Perform a durable job's store call inline (a blocking ``DurableStore``, such as
+        ``SQLiteStore``; the job's ``store`` is what performs it); the outcome goes back on the
+        next pass. A store call is never abandoned halfway."""
+        connection = self.connection
+        try:
+            value = call.runner(call.op)
+        except Exception as exc:
+            failure = exc
+            self.soon(lambda: connection.store_raised(call, failure, now=_now()))
+        else:
+            self.soon(lambda: connection.store_returned(call, value, now=_now()))
 
     def _on_sigint(self, signum: int, frame: Any) -> None:
         self._interrupted = True

@@ -4,18 +4,24 @@ D5, D22, D27): its store calls come as ``ApplyStore`` and are answered with ``st
 ``InvokeTools`` of any ``start_machine`` task; a lease's guard stops it before a side effect.
 Also the calls' effect programs every adapter runs: the lease around the work, its renewal, the
 guard, the archive and sweep calls, and a whole call run by an embedder's loop of its own on
-a ``Connection`` against the in-core fake. Pure: no sockets, no clock (the tests feed ``now``).
+a ``Connection`` against the in-core fake. Pure (no sockets, no clock: the tests feed
+``now``), except the last test: the custom-loop template (``examples/custom_loop``) performs a
+durable job's store calls and requests against the fake server over loopback.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
+import pathlib
+import time
 from collections.abc import Generator
 from typing import Any
 
 import pytest
 
+from coder_io_common.fake_server import FakeCoderServer
 from coder_proto import (
     AgentOptions,
     ApplyStore,
@@ -614,3 +620,39 @@ def test_a_whole_durable_call_runs_on_a_connection_driven_by_hand_d27() -> None:
         (method, f"{V2}/{target}") for target in (stranded, chat) for method in ("GET", "PATCH")
     ]
     assert loop.conn.commands() == [] and loop.conn.open_connections == 0
+
+
+def test_the_custom_loop_template_performs_a_durable_jobs_store_calls() -> None:
+    """``SelectorsLoop`` of ``examples/custom_loop/selectors_loop.py`` runs an
+    ``ArchiveWorkflow`` job started with ``start_machine``: its ``ApplyStore`` commands
+    performed inline on the store, its requests over loopback to the fake server."""
+    path = pathlib.Path(__file__).resolve().parents[2] / "examples/custom_loop/selectors_loop.py"
+    spec = importlib.util.spec_from_file_location("custom_loop_template", path)
+    assert spec is not None and spec.loader is not None
+    template = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(template)
+    store = MemoryStore()
+    performed: list[str] = []
+
+    def perform(op: StoreOp) -> Any:
+        performed.append(op.method)
+        return op.apply(store)
+
+    with FakeCoderServer(chunk_delay=0.001) as server:
+        conn = Connection(base_url=server.url, token=server.token)
+        loop = template.SelectorsLoop(conn)
+        try:
+            create = conn.calls.create_chat(organization_id=server.organization_id, content="hi")
+            chat = loop.run(conn.start_call(create, now=time.monotonic())).id
+            store.put_checkpoint("t", "wf", Checkpoint(chat_id=chat))
+            machine = ArchiveWorkflow(
+                conn.selector, tenant="t", workflow_id="wf", now=time.monotonic()
+            )
+            job = DurableJob(machine, store=perform)
+            result = loop.run(conn.start_machine(job, now=time.monotonic()))
+        finally:
+            loop.close()
+        assert result.archived and result.archived_chat_ids == (chat,)
+        assert server.model.chats[chat].archived
+    assert performed[:2] == ["get_checkpoint", "stranded_chats"]
+    assert performed[-1] == "delete_checkpoint" and store.get_checkpoint("t", "wf") is None
