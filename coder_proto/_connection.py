@@ -52,7 +52,7 @@ The adapter's side of the contract (what a driver must do):
      ``tools_done(batch, outcomes)`` or ``tools_failed(batch, exc)``;
    - ``CancelToolBatch(batch)``: stop the tool run if it can (its outcome is ignored);
    - ``ApplyStore(call)``: perform ``call.op`` on the durable store with ``call.runner`` (the
-     ``store`` of the durable job that asked, ``coder_proto.durable._store_engine``); report
+     ``store`` of the durable job that asked, ``coder_proto.durable.DurableJob``); report
      ``store_returned(call, value)`` or ``store_raised(call, exc)``;
    - ``Wake(job)``: wake whoever waits on ``job`` (its machine moved or finished);
 3. re-arm one timer at ``next_deadline()`` and call ``tick(now)`` when it fires.
@@ -1444,7 +1444,7 @@ def _same(value: Any) -> Any:
 class Connection:
     """Everything one client does, without I/O (the embedder performs it): agent turns, plain
     client calls, the watch and durable workflow machines (``start_machine`` with a
-    ``DurableJob``, ``coder_proto.durable._store_engine``), over the sockets, HTTP requests, tool calls and
+    ``coder_proto.durable.DurableJob``), over the sockets, HTTP requests, tool calls and
     durable store calls it asks for.
 
     Construction does no I/O. ``base_url`` prefixes every request path; ``token`` is sent
@@ -1657,8 +1657,7 @@ class Connection:
     ) -> Task:
         """Run a core machine built by hand (a session's turn or cleanup call; ``session``
         shares that session's connections; a durable workflow machine wrapped in a
-        ``DurableJob`` of ``coder_proto.durable._store_engine``, whose store calls come as
-        ``ApplyStore``). Its
+        ``coder_proto.durable.DurableJob``, whose store calls come as ``ApplyStore``). Its
         tool pauses come as ``InvokeTools`` with the raw ``run.calls`` and no invocations:
         answer them with ``tools_answered``. The task's result is the machine's."""
         self._check_open()

@@ -158,6 +158,7 @@ class DurableJob:
 
     @property
     def done(self) -> bool:
+        """The machine finished: ``result()`` returns its value or raises its error."""
         return bool(self.machine.done)
 
     @property
@@ -171,6 +172,7 @@ class DurableJob:
         return plan_tool_calls(calls, self.tools, chat_id=self.chat_id)
 
     def actions(self) -> list[Any]:
+        """The machine's pending actions, each side effect checked by the guard first."""
         machine = self.machine
         actions: list[Any] = machine.actions()
         guard = self.guard
