@@ -172,6 +172,30 @@ def test_message_part_matches_the_general_parser(
     assert events_from_json(event) == [parsed]
 
 
+def test_parsed_deltas_are_the_classes_themselves() -> None:
+    """The parser builds each delta's event in a draft with the same slots and then gives it
+    the class: what comes out is a ``MessagePartEvent`` in every respect (type, equality,
+    hash, frozen, pickling, evolve)."""
+    frame = (
+        '[{"type":"message_part","chat_id":"c","message_part":{"role":"assistant",'
+        '"part":{"type":"text","text":"hi"},"history_version":1,"generation_attempt":2,'
+        '"seq":3}},{"type":"message_part","chat_id":"c","message_part":{"role":"assistant",'
+        '"part":{"type":"reasoning","text":"hm"}}}]\n'
+    )
+    text, reasoning = parse_frame(frame)
+    for event, expected in (
+        (text, MessagePartEvent("assistant", TextPart("hi"), 1, 2, 3, "c")),
+        (reasoning, MessagePartEvent("assistant", ReasoningPart("hm"), chat_id="c")),
+    ):
+        assert type(event) is MessagePartEvent and type(event.part) is type(expected.part)
+        assert event == expected and hash(event) == hash(expected)
+        assert repr(event) == repr(expected)
+        assert pickle.loads(pickle.dumps(event)) == expected
+        assert attrs.evolve(event, seq=9).seq == 9
+        with pytest.raises(attrs.exceptions.FrozenInstanceError):
+            event.seq = 4  # type: ignore[misc]
+
+
 def test_reasoning_delta_with_signature_keeps_it() -> None:
     frame = (
         '[{"type":"message_part","chat_id":"c","message_part":{"role":"assistant",'
@@ -313,3 +337,23 @@ def test_the_surrogate_escape_scan_agrees_with_substring_search(text: str, as_by
     expected = "\\ud" in text or "\\uD" in text
     data: str | bytes = text.encode("utf-8") if as_bytes else text
     assert _may_hold_surrogates(data) is expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            ["\\", "\\n", '\\"', "\\ud83d", "\\uDC00", "\\u00e9", "u", "d", "é", "ab" * 40]
+        ),
+        max_size=120,
+    ),
+    st.integers(0, 300),
+)
+def test_the_surrogate_escape_scan_agrees_on_long_text(pieces: list[str], pad: int) -> None:
+    """Long frames: the scan steps from backslash to backslash, then hands the rest to the
+    regular expression once backslashes are many; either way it answers what substring
+    search answers, wherever the first surrogate escape is."""
+    text = "x" * pad + "".join(pieces)
+    expected = "\\ud" in text or "\\uD" in text
+    assert _may_hold_surrogates(text) is expected
+    assert _may_hold_surrogates(text.encode("utf-8")) is expected

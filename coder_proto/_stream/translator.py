@@ -37,8 +37,6 @@ from .._outputs import (
     ToolInputEnd,
     ToolInputStart,
     ToolResult,
-    make_reasoning_delta,
-    make_text_delta,
 )
 from .._wire.events import (
     ActionRequiredEvent,
@@ -48,7 +46,7 @@ from .._wire.events import (
     StatusEvent,
     StreamEvent,
 )
-from .._wire.fields import MISSING
+from .._wire.fields import MISSING, slot_setter
 from .._wire.message_parts import (
     ChatMessagePart,
     ReasoningPart,
@@ -77,6 +75,14 @@ _DELTA_ROLES: Final = frozenset({"assistant", "tool"})
 
 #: Pending deltas are joined in runs of this many (memory: see ``TurnTranslator.__init__``).
 PENDING_RUN: Final = 256
+
+# The hot path builds TextDelta/ReasoningDelta as coder_proto._outputs.make_text_delta does,
+# without the call (tests/test_hot_path.py compares the values).
+_new = object.__new__
+_set_text_delta_id = slot_setter(TextDelta, "id")
+_set_text_delta_delta = slot_setter(TextDelta, "delta")
+_set_reasoning_delta_id = slot_setter(ReasoningDelta, "id")
+_set_reasoning_delta_delta = slot_setter(ReasoningDelta, "delta")
 
 
 def finish_reason(
@@ -352,7 +358,11 @@ class TurnTranslator:
                             if len(pending) >= PENDING_RUN:
                                 self._text_chunks.append("".join(pending))
                                 pending.clear()
-                            return [make_text_delta(block, text)]
+                            # make_text_delta, inline (one call fewer per streamed delta).
+                            delta = _new(TextDelta)
+                            _set_text_delta_id(delta, block)
+                            _set_text_delta_delta(delta, text)
+                            return [delta]
                         return []
                 elif type(part) is ReasoningPart:
                     self._deltas_since_snapshot = True
@@ -365,7 +375,10 @@ class TurnTranslator:
                             if len(pending) >= PENDING_RUN:
                                 self._reasoning_chunks.append("".join(pending))
                                 pending.clear()
-                            return [make_reasoning_delta(block, text)]
+                            reasoning = _new(ReasoningDelta)
+                            _set_reasoning_delta_id(reasoning, block)
+                            _set_reasoning_delta_delta(reasoning, text)
+                            return [reasoning]
                         return []
             out: list[OutputPart] = []
             self._delta(event, out)

@@ -101,6 +101,15 @@ _set_reasoning_created_at = slot_setter(ReasoningPart, "created_at")
 _set_reasoning_completed_at = slot_setter(ReasoningPart, "completed_at")
 
 
+def set_reasoning_part(part: ReasoningPart, text: str) -> None:
+    """Fill a ``ReasoningPart`` made with ``object.__new__`` as ``ReasoningPart(text)`` would
+    (the stream parser's shortcut)."""
+    _set_reasoning_text(part, text)
+    _set_reasoning_signature(part, None)
+    _set_reasoning_created_at(part, None)
+    _set_reasoning_completed_at(part, None)
+
+
 @attrs.frozen(kw_only=True)
 class ToolCallPart:
     """A tool call. ``args`` is the complete parsed input (``MISSING`` while only
