@@ -196,6 +196,23 @@ def test_parsed_deltas_are_the_classes_themselves() -> None:
             event.seq = 4  # type: ignore[misc]
 
 
+def test_elements_that_are_not_typed_objects_take_the_general_way() -> None:
+    """wire 4.2: array elements that are not objects are skipped, an object without a type
+    (or a non-string one) is an unknown event, whatever the order around a delta."""
+    from coder_proto._wire.events import UnknownEvent
+
+    delta = {
+        "type": "message_part",
+        "message_part": {"role": "assistant", "part": {"type": "text", "text": "x"}},
+    }
+    frame = [1, "message_part", None, ["type"], {"no": "type"}, delta, {"type": 7}, True]
+    assert events_from_json(frame) == [
+        UnknownEvent("", {"no": "type"}),
+        MessagePartEvent("assistant", TextPart("x")),
+        UnknownEvent("", {"type": 7}),
+    ]
+
+
 def test_reasoning_delta_with_signature_keeps_it() -> None:
     frame = (
         '[{"type":"message_part","chat_id":"c","message_part":{"role":"assistant",'
@@ -328,7 +345,9 @@ def test_pending_runs_do_not_change_the_output(events: list[Any]) -> None:
 
 @settings(max_examples=300, deadline=None)
 @given(
-    st.text(alphabet=st.sampled_from(["\\", "u", "U", "d", "D", "8", "é", "✓", "a", '"']), max_size=16),
+    st.text(
+        alphabet=st.sampled_from(["\\", "u", "U", "d", "D", "8", "é", "✓", "a", '"']), max_size=16
+    ),
     st.booleans(),
 )
 def test_the_surrogate_escape_scan_agrees_with_substring_search(text: str, as_bytes: bool) -> None:

@@ -455,9 +455,11 @@ def events_from_json(value: Any) -> list[StreamEvent]:
         parsers = _EVENT_PARSERS
         append = out.append
         for item in value:
-            if type(item) is not dict:
-                continue
-            kind = item.get("type")
+            try:
+                kind = item["type"]
+            except (KeyError, TypeError):
+                # Not an object, or one without a type: the general way below.
+                kind = None
             if kind == "message_part":
                 # The hot path; never an envelope (D13 envelopes are data/ping/error). A text
                 # or plain reasoning delta, nearly every event of a turn, is built here
@@ -500,6 +502,9 @@ def events_from_json(value: Any) -> list[StreamEvent]:
                 event.__class__ = MessagePartEvent  # type: ignore[assignment]
                 append(event)  # type: ignore[arg-type]
                 continue
+            if type(item) is not dict:
+                continue
+            kind = item.get("type")
             parser = parsers.get(kind) if type(kind) is str else None
             if parser is not None and "data" not in item:
                 append(parser(item))
