@@ -196,6 +196,28 @@ def test_parsed_deltas_are_the_classes_themselves() -> None:
             event.seq = 4  # type: ignore[misc]
 
 
+def test_translated_deltas_are_the_classes_themselves() -> None:
+    """The translator's hot path builds its deltas in drafts given the class: each is a
+    ``TextDelta``/``ReasoningDelta`` in every respect."""
+    from coder_proto._stream.translator import TurnTranslator
+
+    translator = TurnTranslator(turn_cursor=1)
+    out: list[Any] = []
+    for kind, text in (("reasoning", "r1"), ("reasoning", "r2"), ("text", "t1"), ("text", "t2")):
+        out += translator.ingest(_delta_event(kind, text))
+    reasoning, text = out[2], out[6]
+    for got, expected in (
+        (reasoning, ReasoningDelta("reasoning-1", "r2")),
+        (text, TextDelta("text-2", "t2")),
+    ):
+        assert type(got) is type(expected)
+        assert got == expected and hash(got) == hash(expected) and repr(got) == repr(expected)
+        assert pickle.loads(pickle.dumps(got)) == expected
+        assert attrs.evolve(got, delta="x").delta == "x"
+        with pytest.raises(attrs.exceptions.FrozenInstanceError):
+            got.delta = "other"
+
+
 def test_elements_that_are_not_typed_objects_take_the_general_way() -> None:
     """wire 4.2: array elements that are not objects are skipped, an object without a type
     (or a non-string one) is an unknown event, whatever the order around a delta."""

@@ -37,6 +37,8 @@ from .._outputs import (
     ToolInputEnd,
     ToolInputStart,
     ToolResult,
+    _ReasoningDeltaDraft,
+    _TextDeltaDraft,
 )
 from .._wire.events import (
     ActionRequiredEvent,
@@ -46,7 +48,7 @@ from .._wire.events import (
     StatusEvent,
     StreamEvent,
 )
-from .._wire.fields import MISSING, slot_setter
+from .._wire.fields import MISSING
 from .._wire.message_parts import (
     ChatMessagePart,
     ReasoningPart,
@@ -76,13 +78,6 @@ _DELTA_ROLES: Final = frozenset({"assistant", "tool"})
 #: Pending deltas are joined in runs of this many (memory: see ``TurnTranslator.__init__``).
 PENDING_RUN: Final = 256
 
-# The hot path builds TextDelta/ReasoningDelta as coder_proto._outputs.make_text_delta does,
-# without the call (tests/test_hot_path.py compares the values).
-_new = object.__new__
-_set_text_delta_id = slot_setter(TextDelta, "id")
-_set_text_delta_delta = slot_setter(TextDelta, "delta")
-_set_reasoning_delta_id = slot_setter(ReasoningDelta, "id")
-_set_reasoning_delta_delta = slot_setter(ReasoningDelta, "delta")
 
 
 def finish_reason(
@@ -358,11 +353,12 @@ class TurnTranslator:
                             if len(pending) >= PENDING_RUN:
                                 self._text_chunks.append("".join(pending))
                                 pending.clear()
-                            # make_text_delta, inline (one call fewer per streamed delta).
-                            delta = _new(TextDelta)
-                            _set_text_delta_id(delta, block)
-                            _set_text_delta_delta(delta, text)
-                            return [delta]
+                            # A draft given the class (coder_proto._outputs._TextDeltaDraft).
+                            delta = _TextDeltaDraft()
+                            delta.id = block
+                            delta.delta = text
+                            delta.__class__ = TextDelta  # type: ignore[assignment]
+                            return [delta]  # type: ignore[list-item]
                         return []
                 elif type(part) is ReasoningPart:
                     self._deltas_since_snapshot = True
@@ -375,10 +371,11 @@ class TurnTranslator:
                             if len(pending) >= PENDING_RUN:
                                 self._reasoning_chunks.append("".join(pending))
                                 pending.clear()
-                            reasoning = _new(ReasoningDelta)
-                            _set_reasoning_delta_id(reasoning, block)
-                            _set_reasoning_delta_delta(reasoning, text)
-                            return [reasoning]
+                            reasoning = _ReasoningDeltaDraft()
+                            reasoning.id = block
+                            reasoning.delta = text
+                            reasoning.__class__ = ReasoningDelta  # type: ignore[assignment]
+                            return [reasoning]  # type: ignore[list-item]
                         return []
             out: list[OutputPart] = []
             self._delta(event, out)
