@@ -23,9 +23,9 @@ from .message_parts import (
     ChatMessagePart,
     ReasoningPart,
     TextPart,
+    TextPartDraft,
     parse_part,
     set_reasoning_part,
-    set_text_part_text,
 )
 from .messages import ChatError, ChatMessage, ChatQueuedMessage, parse_queue
 from .unicode import decode_json
@@ -322,8 +322,10 @@ def _message_part(obj: dict[str, Any]) -> MessagePartEvent:
         part = parse_part(raw_part)
     elif kind == "text":
         # TextPart(text) without the __init__ frame: the commonest object of a turn.
-        part = _new(TextPart)
-        set_text_part_text(part, text)
+        draft = TextPartDraft()
+        draft.text = text
+        draft.__class__ = TextPart  # type: ignore[assignment]
+        part = draft  # type: ignore[assignment]
     elif (
         kind == "reasoning"
         and raw_part.get("signature") is None
@@ -477,8 +479,10 @@ def events_from_json(value: Any) -> list[StreamEvent]:
                     append(_message_part(item))
                     continue
                 if part_type == "text":
-                    part = _new(TextPart)
-                    set_text_part_text(part, text)
+                    draft = TextPartDraft()
+                    draft.text = text
+                    draft.__class__ = TextPart  # type: ignore[assignment]
+                    part = draft  # type: ignore[assignment]
                 elif (
                     part_type == "reasoning"
                     and raw_part.get("signature") is None

@@ -45,7 +45,7 @@ __all__ = [
 ]
 
 
-@attrs.frozen(init=False)
+@attrs.frozen(init=False, weakref_slot=False)
 class TextPart:
     """``{"type": "text", "text": ...}``; in a ``message_part`` event the text is a delta."""
 
@@ -61,8 +61,15 @@ class TextPart:
 
 
 _set_text_text = slot_setter(TextPart, "text")
-#: Fills a ``TextPart`` made with ``object.__new__`` (the stream parser's shortcut).
-set_text_part_text = _set_text_text
+
+
+class TextPartDraft:
+    """The slots of ``TextPart``, writable: the stream parser fills one with a plain store
+    and makes it a ``TextPart`` by assigning ``__class__`` (same slots, no ``__weakref__``)."""
+
+    __slots__ = TextPart.__slots__  # type: ignore[attr-defined]
+
+    text: str
 
 
 @attrs.frozen(init=False)
