@@ -61,7 +61,7 @@ class TextStart:
         return {"type": self.type, "id": self.id}
 
 
-@attrs.frozen(init=False)
+@attrs.frozen(init=False, weakref_slot=False)
 class TextDelta:
     """A chunk of text in the open block ``id``."""
 
@@ -80,15 +80,26 @@ class TextDelta:
 
 _text_delta_id = slot_setter(TextDelta, "id")
 _text_delta_delta = slot_setter(TextDelta, "delta")
-_new = object.__new__
+
+
+class _TextDeltaDraft:
+    """The slots of ``TextDelta``, writable: the translator fills one with plain stores and
+    makes it a ``TextDelta`` by assigning ``__class__`` (same slots, no ``__weakref__``)."""
+
+    __slots__ = TextDelta.__slots__  # type: ignore[attr-defined]
+
+    id: str
+    delta: str
 
 
 def make_text_delta(id: str, delta: str) -> TextDelta:
-    """``TextDelta(id, delta)`` without the ``__init__`` frame (the translator's hot path)."""
-    part: TextDelta = _new(TextDelta)
-    _text_delta_id(part, id)
-    _text_delta_delta(part, delta)
-    return part
+    """``TextDelta(id, delta)`` without the ``__init__`` frame, through the draft (the
+    translator's hot path does the same inline)."""
+    part = _TextDeltaDraft()
+    part.id = id
+    part.delta = delta
+    part.__class__ = TextDelta  # type: ignore[assignment]
+    return part  # type: ignore[return-value]
 
 
 @attrs.frozen
@@ -113,7 +124,7 @@ class ReasoningStart:
         return {"type": self.type, "id": self.id}
 
 
-@attrs.frozen(init=False)
+@attrs.frozen(init=False, weakref_slot=False)
 class ReasoningDelta:
     """A chunk of reasoning in the open block ``id``."""
 
@@ -134,12 +145,22 @@ _reasoning_delta_id = slot_setter(ReasoningDelta, "id")
 _reasoning_delta_delta = slot_setter(ReasoningDelta, "delta")
 
 
+class _ReasoningDeltaDraft:
+    """The slots of ``ReasoningDelta``, writable (as ``_TextDeltaDraft``)."""
+
+    __slots__ = ReasoningDelta.__slots__  # type: ignore[attr-defined]
+
+    id: str
+    delta: str
+
+
 def make_reasoning_delta(id: str, delta: str) -> ReasoningDelta:
     """``ReasoningDelta(id, delta)`` without the ``__init__`` frame."""
-    part: ReasoningDelta = _new(ReasoningDelta)
-    _reasoning_delta_id(part, id)
-    _reasoning_delta_delta(part, delta)
-    return part
+    part = _ReasoningDeltaDraft()
+    part.id = id
+    part.delta = delta
+    part.__class__ = ReasoningDelta  # type: ignore[assignment]
+    return part  # type: ignore[return-value]
 
 
 @attrs.frozen

@@ -172,6 +172,69 @@ def test_message_part_matches_the_general_parser(
     assert events_from_json(event) == [parsed]
 
 
+def test_parsed_deltas_are_the_classes_themselves() -> None:
+    """The parser builds each delta's event in a draft with the same slots and then gives it
+    the class: what comes out is a ``MessagePartEvent`` in every respect (type, equality,
+    hash, frozen, pickling, evolve)."""
+    frame = (
+        '[{"type":"message_part","chat_id":"c","message_part":{"role":"assistant",'
+        '"part":{"type":"text","text":"hi"},"history_version":1,"generation_attempt":2,'
+        '"seq":3}},{"type":"message_part","chat_id":"c","message_part":{"role":"assistant",'
+        '"part":{"type":"reasoning","text":"hm"}}}]\n'
+    )
+    text, reasoning = parse_frame(frame)
+    for event, expected in (
+        (text, MessagePartEvent("assistant", TextPart("hi"), 1, 2, 3, "c")),
+        (reasoning, MessagePartEvent("assistant", ReasoningPart("hm"), chat_id="c")),
+    ):
+        assert type(event) is MessagePartEvent and type(event.part) is type(expected.part)
+        assert event == expected and hash(event) == hash(expected)
+        assert repr(event) == repr(expected)
+        assert pickle.loads(pickle.dumps(event)) == expected
+        assert attrs.evolve(event, seq=9).seq == 9
+        with pytest.raises(attrs.exceptions.FrozenInstanceError):
+            event.seq = 4  # type: ignore[misc]
+
+
+def test_translated_deltas_are_the_classes_themselves() -> None:
+    """The translator's hot path builds its deltas in drafts given the class: each is a
+    ``TextDelta``/``ReasoningDelta`` in every respect."""
+    from coder_proto._stream.translator import TurnTranslator
+
+    translator = TurnTranslator(turn_cursor=1)
+    out: list[Any] = []
+    for kind, text in (("reasoning", "r1"), ("reasoning", "r2"), ("text", "t1"), ("text", "t2")):
+        out += translator.ingest(_delta_event(kind, text))
+    reasoning, text = out[2], out[6]
+    for got, expected in (
+        (reasoning, ReasoningDelta("reasoning-1", "r2")),
+        (text, TextDelta("text-2", "t2")),
+    ):
+        assert type(got) is type(expected)
+        assert got == expected and hash(got) == hash(expected) and repr(got) == repr(expected)
+        assert pickle.loads(pickle.dumps(got)) == expected
+        assert attrs.evolve(got, delta="x").delta == "x"
+        with pytest.raises(attrs.exceptions.FrozenInstanceError):
+            got.delta = "other"
+
+
+def test_elements_that_are_not_typed_objects_take_the_general_way() -> None:
+    """wire 4.2: array elements that are not objects are skipped, an object without a type
+    (or a non-string one) is an unknown event, whatever the order around a delta."""
+    from coder_proto._wire.events import UnknownEvent
+
+    delta = {
+        "type": "message_part",
+        "message_part": {"role": "assistant", "part": {"type": "text", "text": "x"}},
+    }
+    frame = [1, "message_part", None, ["type"], {"no": "type"}, delta, {"type": 7}, True]
+    assert events_from_json(frame) == [
+        UnknownEvent("", {"no": "type"}),
+        MessagePartEvent("assistant", TextPart("x")),
+        UnknownEvent("", {"type": 7}),
+    ]
+
+
 def test_reasoning_delta_with_signature_keeps_it() -> None:
     frame = (
         '[{"type":"message_part","chat_id":"c","message_part":{"role":"assistant",'
@@ -304,7 +367,9 @@ def test_pending_runs_do_not_change_the_output(events: list[Any]) -> None:
 
 @settings(max_examples=300, deadline=None)
 @given(
-    st.text(alphabet=st.sampled_from(["\\", "u", "U", "d", "D", "8", "é", "✓", "a", '"']), max_size=16),
+    st.text(
+        alphabet=st.sampled_from(["\\", "u", "U", "d", "D", "8", "é", "✓", "a", '"']), max_size=16
+    ),
     st.booleans(),
 )
 def test_the_surrogate_escape_scan_agrees_with_substring_search(text: str, as_bytes: bool) -> None:
@@ -313,3 +378,23 @@ def test_the_surrogate_escape_scan_agrees_with_substring_search(text: str, as_by
     expected = "\\ud" in text or "\\uD" in text
     data: str | bytes = text.encode("utf-8") if as_bytes else text
     assert _may_hold_surrogates(data) is expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            ["\\", "\\n", '\\"', "\\ud83d", "\\uDC00", "\\u00e9", "u", "d", "é", "ab" * 40]
+        ),
+        max_size=120,
+    ),
+    st.integers(0, 300),
+)
+def test_the_surrogate_escape_scan_agrees_on_long_text(pieces: list[str], pad: int) -> None:
+    """Long frames: the scan steps from backslash to backslash, then hands the rest to the
+    regular expression once backslashes are many; either way it answers what substring
+    search answers, wherever the first surrogate escape is."""
+    text = "x" * pad + "".join(pieces)
+    expected = "\\ud" in text or "\\uD" in text
+    assert _may_hold_surrogates(text) is expected
+    assert _may_hold_surrogates(text.encode("utf-8")) is expected

@@ -539,7 +539,10 @@ class StreamReader:
                 append(event)
         self._last_hv, self._last_ga, self._last_seq = last_hv, last_ga, last_seq
         if progress:
-            self._progress(progress)
+            # _progress, inline: once per frame, and frames often carry one event.
+            self.progress_events += progress
+            self.consecutive_failures = 0
+            self.backoff = self.policy.initial
         return self._client is not None
 
     def _progress(self, count: int) -> None:

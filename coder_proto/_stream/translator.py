@@ -37,8 +37,8 @@ from .._outputs import (
     ToolInputEnd,
     ToolInputStart,
     ToolResult,
-    make_reasoning_delta,
-    make_text_delta,
+    _ReasoningDeltaDraft,
+    _TextDeltaDraft,
 )
 from .._wire.events import (
     ActionRequiredEvent,
@@ -77,6 +77,7 @@ _DELTA_ROLES: Final = frozenset({"assistant", "tool"})
 
 #: Pending deltas are joined in runs of this many (memory: see ``TurnTranslator.__init__``).
 PENDING_RUN: Final = 256
+
 
 
 def finish_reason(
@@ -352,7 +353,12 @@ class TurnTranslator:
                             if len(pending) >= PENDING_RUN:
                                 self._text_chunks.append("".join(pending))
                                 pending.clear()
-                            return [make_text_delta(block, text)]
+                            # A draft given the class (coder_proto._outputs._TextDeltaDraft).
+                            delta = _TextDeltaDraft()
+                            delta.id = block
+                            delta.delta = text
+                            delta.__class__ = TextDelta  # type: ignore[assignment]
+                            return [delta]  # type: ignore[list-item]
                         return []
                 elif type(part) is ReasoningPart:
                     self._deltas_since_snapshot = True
@@ -365,7 +371,11 @@ class TurnTranslator:
                             if len(pending) >= PENDING_RUN:
                                 self._reasoning_chunks.append("".join(pending))
                                 pending.clear()
-                            return [make_reasoning_delta(block, text)]
+                            reasoning = _ReasoningDeltaDraft()
+                            reasoning.id = block
+                            reasoning.delta = text
+                            reasoning.__class__ = ReasoningDelta  # type: ignore[assignment]
+                            return [reasoning]  # type: ignore[list-item]
                         return []
             out: list[OutputPart] = []
             self._delta(event, out)

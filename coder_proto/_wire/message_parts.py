@@ -45,7 +45,7 @@ __all__ = [
 ]
 
 
-@attrs.frozen(init=False)
+@attrs.frozen(init=False, weakref_slot=False)
 class TextPart:
     """``{"type": "text", "text": ...}``; in a ``message_part`` event the text is a delta."""
 
@@ -61,8 +61,15 @@ class TextPart:
 
 
 _set_text_text = slot_setter(TextPart, "text")
-#: Fills a ``TextPart`` made with ``object.__new__`` (the stream parser's shortcut).
-set_text_part_text = _set_text_text
+
+
+class TextPartDraft:
+    """The slots of ``TextPart``, writable: the stream parser fills one with a plain store
+    and makes it a ``TextPart`` by assigning ``__class__`` (same slots, no ``__weakref__``)."""
+
+    __slots__ = TextPart.__slots__  # type: ignore[attr-defined]
+
+    text: str
 
 
 @attrs.frozen(init=False)
@@ -99,6 +106,15 @@ _set_reasoning_text = slot_setter(ReasoningPart, "text")
 _set_reasoning_signature = slot_setter(ReasoningPart, "signature")
 _set_reasoning_created_at = slot_setter(ReasoningPart, "created_at")
 _set_reasoning_completed_at = slot_setter(ReasoningPart, "completed_at")
+
+
+def set_reasoning_part(part: ReasoningPart, text: str) -> None:
+    """Fill a ``ReasoningPart`` made with ``object.__new__`` as ``ReasoningPart(text)`` would
+    (the stream parser's shortcut)."""
+    _set_reasoning_text(part, text)
+    _set_reasoning_signature(part, None)
+    _set_reasoning_created_at(part, None)
+    _set_reasoning_completed_at(part, None)
 
 
 @attrs.frozen(kw_only=True)

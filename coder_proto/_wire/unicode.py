@@ -28,8 +28,27 @@ _search_bytes = _ESCAPE_BYTES.search
 
 def _may_hold_surrogates(data: str | bytes) -> bool:
     if isinstance(data, str):
-        return _search_str(data) is not None
+        return _escape_in_text(data)
     return _search_bytes(data) is not None
+
+
+def _escape_in_text(data: str) -> bool:
+    """Whether ``data`` spells a surrogate escape (``\\ud``/``\\uD``).
+
+    Backslashes are few in most frames, and finding one is a memchr: each is looked at
+    until more than one per 256 characters has been, then the regular expression scans the
+    rest (for text full of escapes, where stepping from one to the next would cost more)."""
+    i = data.find("\\")
+    budget = (len(data) >> 8) + 1
+    while i >= 0:
+        after = data[i + 1 : i + 3]
+        if after == "ud" or after == "uD":
+            return True
+        budget -= 1
+        if not budget:
+            return _search_str(data, i + 1) is not None
+        i = data.find("\\", i + 1)
+    return False
 
 
 def valid_text(text: str) -> str:
@@ -51,9 +70,9 @@ def _repair(value: Any) -> Any:
 def decode_json(data: str | bytes) -> Any:
     """Decode a JSON document whose strings are valid Unicode. Raises what the decoder
     raises (``ValueError``, ``RecursionError``) for a document it cannot decode."""
-    # _may_hold_surrogates, inline: this runs once per stream frame.
     if isinstance(data, str):
-        if _search_str(data) is None:
+        # Most frames hold no backslash at all: one memchr, no call.
+        if "\\" not in data or not _escape_in_text(data):
             return loads(data)
     elif _search_bytes(data) is None:
         return loads(data)

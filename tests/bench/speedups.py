@@ -262,6 +262,62 @@ def events_pairs() -> list[dict[str, Any]]:
     ]
 
 
+def draft_pair() -> dict[str, Any]:
+    """A ``MessagePartEvent`` filled through its slot setters, and through the parser's
+    draft (plain stores, then the class)."""
+    part = wire_events.TextPart(" fox")
+    w = wire_events
+    new = object.__new__
+    draft_class = wire_events._MessagePartDraft
+
+    def general() -> object:
+        for _ in range(256):
+            event = new(MessagePartEvent)
+            w._set_mp_role(event, "assistant")
+            w._set_mp_part(event, part)
+            w._set_mp_history_version(event, 1)
+            w._set_mp_generation_attempt(event, 1)
+            w._set_mp_seq(event, 7)
+            w._set_mp_chat_id(event, CHAT_ID)
+        return None
+
+    def fast() -> object:
+        for _ in range(256):
+            event = draft_class()
+            event.role = "assistant"
+            event.part = part
+            event.history_version = 1
+            event.generation_attempt = 1
+            event.seq = 7
+            event.chat_id = CHAT_ID
+            event.__class__ = MessagePartEvent  # type: ignore[assignment]
+        return None
+
+    return compare("MessagePartEvent: draft + __class__ vs six slot setters", general, fast)
+
+
+def surrogate_scan_pairs() -> list[dict[str, Any]]:
+    """The scan for a surrogate escape before decoding: one regular-expression search (the
+    fallback) against the backslash steps, on frames shaped as the server sends them."""
+    from coder_proto._wire import unicode as wire_unicode
+
+    search = wire_unicode._search_str
+    scan = wire_unicode._escape_in_text
+    out = []
+    for name, frames in (
+        ("200 one-event frames", one_event_frames(200)),
+        ("a 256-event frame", [batched_frame().replace(" fox", " façade")]),
+    ):
+        out.append(
+            compare(
+                f"surrogate-escape scan: backslash steps vs one regex search, {name}",
+                _loop(search, frames),
+                _loop(scan, frames),
+            )
+        )
+    return out
+
+
 def parts_pair() -> dict[str, Any]:
     def general() -> object:
         for _ in range(256):
@@ -355,6 +411,8 @@ def run_all(rounds: int = 0) -> list[dict[str, Any]]:
             results.append(core)
         results.append(websocket_pair())
         results += events_pairs()
+        results.append(draft_pair())
+        results += surrogate_scan_pairs()
         results.append(parts_pair())
         results.append(translator_pair())
         results.append(segment_pair())
