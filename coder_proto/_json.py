@@ -95,26 +95,40 @@ def _stdlib_room() -> int:
 # Digits map to "0" and "{" to "[" (every other byte to itself): a run of 19 zeros is a run of
 # 19 digits, and the "[" count is the number of opening brackets.
 _SCAN_TABLE: Final = bytes.maketrans(b"123456789{", b"000000000[")
-_LONG_DIGIT_RUN: Final = b"0" * 19
+_RUN: Final = 19
+_LONG_DIGIT_RUN: Final = b"0" * _RUN
+_encode = str.encode
+_translate = bytes.translate
+_find = bytes.find
+_orjson_decode: Callable[[bytes], Any] = _orjson.loads if _orjson is not None else std_loads
 
 
 def orjson_loads(data: str | bytes) -> Any:
     """``loads`` with orjson, under the rule in the module docstring (the standard library
     alone when orjson is not installed)."""
-    raw = data.encode("utf-8", "surrogatepass") if type(data) is str else data
-    if _orjson is not None and type(raw) is bytes:
-        scanned = raw.translate(_SCAN_TABLE)
-        if scanned.find(_LONG_DIGIT_RUN) < 0:
+    if _orjson is not None:
+        raw: bytes = b""  # other types go to the standard library (TypeError)
+        if type(data) is str:
+            raw = _encode(data, "utf-8", "surrogatepass")
+        elif type(data) is bytes:
+            raw = data
+        # A document shorter than a run is not scanned.
+        scanned = _translate(raw, _SCAN_TABLE) if len(raw) >= _RUN else b""
+        if raw and _find(scanned, _LONG_DIGIT_RUN) < 0:
             try:
-                value = _orjson.loads(raw)
+                value = _orjson_decode(raw)
             except _orjson.JSONDecodeError:
                 pass  # the standard library decides, below
             else:
                 if len(raw) <= 2 * _SHALLOW:
                     return value
-                # Depth is at most half the length, and at most the number of "[" and "{".
+                # Depth is at most half the length, and at most the number of "[" and "{":
+                # a document with no more brackets than _SHALLOW needs no look at the stack.
+                brackets = scanned.count(b"[")
+                if brackets <= _SHALLOW:
+                    return value
                 room = _stdlib_room()
-                if len(raw) <= 2 * room or scanned.count(b"[") <= room:
+                if len(raw) <= 2 * room or brackets <= room:
                     return value
     # Here rather than through stdlib_loads, so the standard library starts from the same
     # stack depth as on the other path.

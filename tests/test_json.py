@@ -511,3 +511,26 @@ def test_request_body_floats_round_trip_on_both_paths(value: float) -> None:
     for decode in decoders().values():
         got = decode(body)["x"]
         assert got == value and math.copysign(1.0, got) == math.copysign(1.0, value)
+
+
+# -- the orjson path's shortcuts: each one still gives the standard library's answer -----------
+
+
+@pytest.mark.parametrize(
+    "data", ["1", "[12345678901234567]", '{"a":-123456789012}', "[]", "", "-", "1" * 18]
+)
+def test_documents_shorter_than_a_long_digit_run_decode_alike(decode: Loads, data: str) -> None:
+    for form in (data, data.encode()):
+        assert _outcome(decode, form) == _outcome(json.loads, form)
+
+
+@pytest.mark.parametrize("stack", [0, 700])
+@pytest.mark.parametrize("brackets", [1, 128, 129, 300])
+def test_long_documents_with_few_or_many_brackets_decode_alike(
+    decode: Loads, stack: int, brackets: int
+) -> None:
+    # Over 256 bytes, so not short; nested as deep as its brackets go, padded with text.
+    doc = "[" * brackets + '"' + "x" * 600 + '"' + "]" * brackets
+    want = _at_stack_depth(stack, lambda: _depth_outcome(json_stdlib, doc))
+    assert _at_stack_depth(stack, lambda: _depth_outcome(decode, doc)) == want
+    assert _at_stack_depth(stack, lambda: _depth_outcome(decode, doc.encode())) == want

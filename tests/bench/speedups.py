@@ -150,6 +150,7 @@ def json_pairs() -> list[dict[str, Any]]:
             _loop(_json.orjson_loads, batch),
         ),
     ]
+    out.append(orjson_stack_pair())
     body = tool_results_body()
     dumps_orjson = orjson.dumps
     out.append(
@@ -160,6 +161,36 @@ def json_pairs() -> list[dict[str, Any]]:
         )
     )
     return out
+
+
+def orjson_stack_pair() -> dict[str, Any]:
+    """One-event frames over 256 bytes (a tool call) decoded 30 frames down the stack: the
+    bracket count spares the look at the stack; without the shortcut (``_SHALLOW`` at 0)
+    every frame walks the stack."""
+    event = delta_event(1)
+    event["message_part"]["part"] = {
+        "type": "tool-call",
+        "tool_call_id": "call_1",
+        "tool_name": "read_file",
+        "args": {"path": "/src/module.py", "text": "x" * 400},
+    }
+    frames = [json.dumps([{**event, "seq": i}], separators=(",", ":")) for i in range(200)]
+
+    def deep(frames_down: int, run: Callable[[], object]) -> object:
+        return deep(frames_down - 1, run) if frames_down else run()
+
+    def general() -> object:
+        setattr(_json, "_SHALLOW", 0)  # noqa: B010
+        try:
+            return deep(30, _loop(_json.orjson_loads, frames))
+        finally:
+            setattr(_json, "_SHALLOW", 128)  # noqa: B010
+
+    return compare(
+        "orjson_loads: bracket count vs the stack walk, 680-byte frames 30 frames down",
+        general,
+        lambda: deep(30, _loop(_json.orjson_loads, frames)),
+    )
 
 
 def core_pair() -> dict[str, Any] | None:
