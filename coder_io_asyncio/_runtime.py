@@ -25,6 +25,7 @@ import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractContextManager
+from types import TracebackType
 from typing import Any, ClassVar
 
 from coder_io_common._async import driver
@@ -142,6 +143,40 @@ class _LoopToken:
             loop.call_soon_threadsafe(fn, *args)
 
 
+class _CutAfter:
+    """``AsyncRuntime.cut_after``'s block: a plain context manager, not an async generator
+    (a generator per call would sit in the loop's registry of async generators)."""
+
+    __slots__ = ("_cut", "_limit")
+
+    def __init__(self, seconds: float | None) -> None:
+        self._cut = _Cut()
+        self._limit = asyncio.timeout(seconds)
+
+    async def __aenter__(self) -> _Cut:
+        await self._limit.__aenter__()
+        return self._cut
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        limit = self._limit
+        try:
+            await limit.__aexit__(kind, error, tb)
+        except TimeoutError:
+            if not limit.expired():
+                raise  # the block's own error, not the cut
+            self._cut.expired = True
+            return True
+        if kind is not None and issubclass(kind, TimeoutError) and limit.expired():
+            self._cut.expired = True
+            return True
+        return False
+
+
 class _Cut:
     """``AsyncRuntime.cut_after``'s verdict."""
 
@@ -231,17 +266,8 @@ class AsyncioRuntime(AsyncRuntime):
                 await event.wait()
         return event.is_set()
 
-    @contextlib.asynccontextmanager
-    async def cut_after(self, seconds: float | None) -> AsyncIterator[_Cut]:
-        cut = _Cut()
-        limit = asyncio.timeout(seconds)
-        try:
-            async with limit:
-                yield cut
-        except TimeoutError:
-            if not limit.expired():
-                raise  # the block's own error, not the cut
-            cut.expired = True
+    def cut_after(self, seconds: float | None) -> _CutAfter:
+        return _CutAfter(seconds)
 
     def timer(self, callback: Callable[[], None]) -> _Timer:
         return _Timer(callback)
