@@ -49,11 +49,29 @@ _READ_CHUNK = 65_536
 class _Task:
     """An asyncio task, as the async layer holds it."""
 
-    __slots__ = ("future", "lingering")
+    __slots__ = ("_done", "_runtime", "future", "lingering")
 
-    def __init__(self, future: asyncio.Future[Any]) -> None:
+    def __init__(
+        self,
+        future: asyncio.Future[Any],
+        runtime: AsyncioRuntime | None = None,
+        done: Callable[[Task], None] | None = None,
+    ) -> None:
         self.future = future
         self.lingering = False
+        self._runtime = runtime
+        self._done = done
+
+    def ended(self, future: asyncio.Future[Any]) -> None:
+        """The future's done callback (a bound method, not a closure per task): forget it,
+        log its failure, tell the spawner."""
+        runtime = self._runtime
+        if runtime is not None:
+            runtime._tasks.discard(future)
+            if not future.cancelled() and future.exception() is not None:
+                runtime.logger.error("a driver task failed", exc_info=future.exception())
+        if self._done is not None:
+            self._done(self)
 
     def __repr__(self) -> str:
         return f"<task {self.future!r}>"
@@ -233,17 +251,9 @@ class AsyncioRuntime(AsyncRuntime):
         done: Callable[[Task], None] | None = None,
     ) -> Task:
         future = asyncio.ensure_future(fn(*args))
-        task = _Task(future)
+        task = _Task(future, self, done)
         self._tasks.add(future)
-
-        def ended(future: asyncio.Future[Any]) -> None:
-            self._tasks.discard(future)
-            if not future.cancelled() and future.exception() is not None:
-                self.logger.error("a driver task failed", exc_info=future.exception())
-            if done is not None:
-                done(task)
-
-        future.add_done_callback(ended)
+        future.add_done_callback(task.ended)
         return task
 
     @contextlib.asynccontextmanager
