@@ -25,6 +25,7 @@ import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractContextManager
+from types import TracebackType
 from typing import Any, ClassVar
 
 from coder_io_common._async import driver
@@ -48,11 +49,29 @@ _READ_CHUNK = 65_536
 class _Task:
     """An asyncio task, as the async layer holds it."""
 
-    __slots__ = ("future", "lingering")
+    __slots__ = ("_done", "_runtime", "future", "lingering")
 
-    def __init__(self, future: asyncio.Future[Any]) -> None:
+    def __init__(
+        self,
+        future: asyncio.Future[Any],
+        runtime: AsyncioRuntime | None = None,
+        done: Callable[[Task], None] | None = None,
+    ) -> None:
         self.future = future
         self.lingering = False
+        self._runtime = runtime
+        self._done = done
+
+    def ended(self, future: asyncio.Future[Any]) -> None:
+        """The future's done callback (a bound method, not a closure per task): forget it,
+        log its failure, tell the spawner."""
+        runtime = self._runtime
+        if runtime is not None:
+            runtime._tasks.discard(future)
+            if not future.cancelled() and future.exception() is not None:
+                runtime.logger.error("a driver task failed", exc_info=future.exception())
+        if self._done is not None:
+            self._done(self)
 
     def __repr__(self) -> str:
         return f"<task {self.future!r}>"
@@ -142,6 +161,40 @@ class _LoopToken:
             loop.call_soon_threadsafe(fn, *args)
 
 
+class _CutAfter:
+    """``AsyncRuntime.cut_after``'s block: a plain context manager, not an async generator
+    (a generator per call would sit in the loop's registry of async generators)."""
+
+    __slots__ = ("_cut", "_limit")
+
+    def __init__(self, seconds: float | None) -> None:
+        self._cut = _Cut()
+        self._limit = asyncio.timeout(seconds)
+
+    async def __aenter__(self) -> _Cut:
+        await self._limit.__aenter__()
+        return self._cut
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        limit = self._limit
+        try:
+            await limit.__aexit__(kind, error, tb)
+        except TimeoutError:
+            if not limit.expired():
+                raise  # the block's own error, not the cut
+            self._cut.expired = True
+            return True
+        if kind is not None and issubclass(kind, TimeoutError) and limit.expired():
+            self._cut.expired = True
+            return True
+        return False
+
+
 class _Cut:
     """``AsyncRuntime.cut_after``'s verdict."""
 
@@ -198,17 +251,9 @@ class AsyncioRuntime(AsyncRuntime):
         done: Callable[[Task], None] | None = None,
     ) -> Task:
         future = asyncio.ensure_future(fn(*args))
-        task = _Task(future)
+        task = _Task(future, self, done)
         self._tasks.add(future)
-
-        def ended(future: asyncio.Future[Any]) -> None:
-            self._tasks.discard(future)
-            if not future.cancelled() and future.exception() is not None:
-                self.logger.error("a driver task failed", exc_info=future.exception())
-            if done is not None:
-                done(task)
-
-        future.add_done_callback(ended)
+        future.add_done_callback(task.ended)
         return task
 
     @contextlib.asynccontextmanager
@@ -231,17 +276,8 @@ class AsyncioRuntime(AsyncRuntime):
                 await event.wait()
         return event.is_set()
 
-    @contextlib.asynccontextmanager
-    async def cut_after(self, seconds: float | None) -> AsyncIterator[_Cut]:
-        cut = _Cut()
-        limit = asyncio.timeout(seconds)
-        try:
-            async with limit:
-                yield cut
-        except TimeoutError:
-            if not limit.expired():
-                raise  # the block's own error, not the cut
-            cut.expired = True
+    def cut_after(self, seconds: float | None) -> _CutAfter:
+        return _CutAfter(seconds)
 
     def timer(self, callback: Callable[[], None]) -> _Timer:
         return _Timer(callback)

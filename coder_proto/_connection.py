@@ -285,8 +285,9 @@ class Job:
         self.standing = standing
         self.requests: dict[int, HttpCall] = {}
         self.tool_batch: ToolBatch | None = None
-        #: The durable store calls in flight (a durable job's, ``ApplyStore``), by call id.
-        self.stores: dict[int, StoreRequest] = {}
+        #: The durable store calls in flight (a durable job's, ``ApplyStore``), by call id
+        #: (``None`` until its first one: most jobs never make one).
+        self.stores: dict[int, StoreRequest] | None = None
         self.owner: Any = None
         #: The deadline the drive's heap holds for this job (``None``: none armed, inactive).
         self.deadline: float | None = None
@@ -912,8 +913,9 @@ class Drive:
             return False
         call.finished = True
         job = call.job
-        if job.stores.get(call.call_id) is call:
-            del job.stores[call.call_id]
+        stores = job.stores
+        if stores is not None and stores.get(call.call_id) is call:
+            del stores[call.call_id]
         self._touched[job.scope] = None
         return True
 
@@ -925,6 +927,8 @@ class Drive:
             self._dirty = True
             return
         call = StoreRequest(job, action.call_id, action.op, runner)
+        if job.stores is None:
+            job.stores = {}
         job.stores[action.call_id] = call
         self._out.append(ApplyStore(call))
 
@@ -1059,10 +1063,11 @@ class Drive:
             batch.finished = True
             job.tool_batch = None
             self._out.append(CancelToolBatch(batch))
-        for store in job.stores.values():
-            # Left to finish on its own (a store call is never cut halfway); ignored.
-            store.finished = True
-        job.stores.clear()
+        if job.stores:
+            for store in job.stores.values():
+                # Left to finish on its own (a store call is never cut halfway); ignored.
+                store.finished = True
+            job.stores.clear()
 
     def _perform(self, job: Job, action: Action, now: float) -> None:
         if self.recorder is not None and job.scope.session is not None:

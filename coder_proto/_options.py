@@ -50,7 +50,12 @@ def _optional_str(name: str) -> Callable[[Any, Any, Any], None]:
 def _tools(
     value: Iterable[Tool | Callable[..., Any]] | Mapping[str, Any] | None,
 ) -> Mapping[str, Tool]:
+    if value is None:
+        return _NO_TOOLS  # read-only, so every options object without tools shares one
     return MappingProxyType(tools_by_name(value))
+
+
+_NO_TOOLS: Final[Mapping[str, Tool]] = MappingProxyType({})
 
 
 def _server_ids(value: Iterable[str] | None) -> tuple[str, ...]:

@@ -241,6 +241,8 @@ class AgentStream:
     an error, the caller's cancellation) interrupts the run on the server.
     """
 
+    __slots__ = ("_agent", "_entered", "_final", "_messages", "_prompt", "_run", "_seen")
+
     def __init__(self, agent: CoderAgent, prompt: object, messages: object) -> None:
         self._agent = agent
         self._prompt = prompt
@@ -307,9 +309,12 @@ class AgentStream:
         return self._text()
 
     async def _text(self) -> AsyncIterator[str]:
-        async for part in self._parts():
+        # The parts loop of ``_parts`` inline: one async generator per open stream, not two.
+        run = self._live()
+        async for part in run.parts():
             if type(part) is TextDelta:
                 yield part.delta
+        await run.result()
 
     async def get_final_result(self) -> GenerateResult:
         """Wait for the turn to finish (draining the parts nobody read) and return its

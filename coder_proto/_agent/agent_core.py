@@ -163,6 +163,16 @@ class AgentCore:
     the first request that needs one asks the deployment). Construction does
     no I/O (H.1) and raises ``CoderAgentError`` on bad settings."""
 
+    __slots__ = (
+        "_busy",
+        "options",
+        "organization_id",
+        "output",
+        "session",
+        "tools",
+        "workspace_files",
+    )
+
     def __init__(
         self,
         options: AgentOptions | None = None,

@@ -311,6 +311,35 @@ class Segment:
     works on ``session`` in ``mode`` (``"generate"`` or ``"stream"``) and hands its output
     parts to ``deliver``."""
 
+    __slots__ = (
+        "_hand_on",
+        "acquired",
+        "action",
+        "builder",
+        "chat_id",
+        "created",
+        "discard",
+        "dynamic_tool_names",
+        "effectful",
+        "generate",
+        "messages",
+        "number",
+        "owns_run",
+        "queued_entry",
+        "queued_turn",
+        "session",
+        "settle_error",
+        "started_at",
+        "stream",
+        "teardown_fired",
+        "tools",
+        "translator",
+        "turn",
+        "uploaded",
+        "warnings",
+        "withdrawn",
+    )
+
     def __init__(
         self,
         turn: CoreMachine[Any],

@@ -39,6 +39,8 @@ class Session(SessionState):
     """One agent's chat session (H.1): its state, and the turns and cleanup calls it starts.
     See the module docstring."""
 
+    __slots__ = ()
+
     # -- turns -------------------------------------------------------------------------------
 
     def _check_single_flight(self) -> None:

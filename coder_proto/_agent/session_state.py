@@ -216,6 +216,29 @@ class SessionState:
     ledger, the single turn in flight and the retained streams. ``Session`` adds the machines
     that act on it; see the module docstring."""
 
+    __slots__ = (
+        "_chat_id",
+        "_conn_ids",
+        "_last_seen",
+        "_retained",
+        "_segments",
+        "_stranded",
+        "_streams",
+        "config",
+        "in_flight",
+        "last_known_chat_id",
+        "last_status",
+        "model_config_id",
+        "model_resolved",
+        "new_reader_id",
+        "on_chat_created",
+        "reader_factory",
+        "selector",
+        "sink",
+        "submitted_tool_call_ids",
+        "ws_observer",
+    )
+
     def __init__(
         self,
         config: SessionConfig,
