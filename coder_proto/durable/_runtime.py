@@ -44,7 +44,7 @@ from ._effects import Sleep, WallClock
 from ._lease import DEFAULT_LEASE_POLL, WorkflowLease
 from ._records import DEFAULT_TENANT
 from ._recovery import DEFAULT_COMMIT_WINDOW, DEFAULT_SETTLE_TIMEOUT
-from ._step import Drive, DurableStepResult, RunAgentTurn, StepPlan, TurnReport, step_program
+from ._step import DurableStepResult, RunAgentTurn, RunMachine, StepPlan, TurnReport, step_program
 from ._store import DEFAULT_LEASE_DURATION, StoreOp, check_store
 from ._store_engine import DurableJob, DurableMachine
 from ._tools import CrashSafeTool, DurableBinding
@@ -191,11 +191,11 @@ class DurableStep:
 
     def program(self) -> Generator[Any, Any, DurableStepResult]:
         """The whole call (see the class docstring): ``step_program`` under the lease, its
-        ``Drive`` effects as ``RunDurable`` with the step's tools and the lease's guard."""
+        ``RunMachine`` effects as ``RunDurable`` with the step's tools and the lease's guard."""
         guard = self.guard
 
         def translate(effect: Any) -> Any:
-            if isinstance(effect, Drive):
+            if isinstance(effect, RunMachine):
                 return RunDurable(effect.build, tools=self.bound_tools(self.binding), guard=guard)
             return effect
 

@@ -7,7 +7,7 @@ resubmitting").
 
 * ``StoreOp``: a call on the durable store;
 * ``WallClock``: the wall clock (epoch seconds), for the send journal;
-* ``Drive``: build a durable machine (``build(selector, now, wall)``) and drive it to its
+* ``RunMachine``: build a durable machine (``build(selector, now, wall)``) and drive it to its
   result (its error is thrown back in); ``DurableStep.program`` hands it on as
   ``coder_proto.durable._runtime.RunDurable``, with the step's tools and the lease's guard;
 * ``RunAgentTurn``: run one agent turn (``generate``) on the given chat with the given
@@ -72,9 +72,9 @@ from ._store_engine import DurableMachine
 from ._tools import DurableBinding
 
 __all__ = [
-    "Drive",
     "DurableStepResult",
     "RunAgentTurn",
+    "RunMachine",
     "StepPlan",
     "TurnReport",
     "latest_step",
@@ -85,7 +85,7 @@ __all__ = [
 
 
 @attrs.frozen
-class Drive:
+class RunMachine:
     """Build the machine with ``build(selector, now, wall)`` (the client's prefix selector,
     the monotonic and the wall clock), drive it, and send back its result (its error is
     thrown back in)."""
@@ -265,7 +265,7 @@ def step_program(plan: StepPlan) -> Generator[Any, Any, DurableStepResult]:
         if marker in checkpoint.steps and marker != latest_step(checkpoint, entry):
             # A replay of a step that finished before later ones: history answers it, and
             # the chat (the later step's now) is left alone.
-            past: RecoveryOutcome = yield Drive(plan.recovery(chat_id, past=True))
+            past: RecoveryOutcome = yield RunMachine(plan.recovery(chat_id, past=True))
             if not past.recovered:
                 raise RecoveryError(
                     f"step {marker} finished earlier but no valid structured answer is in its turn",
@@ -281,7 +281,7 @@ def step_program(plan: StepPlan) -> Generator[Any, Any, DurableStepResult]:
             )
         if needs_recovery(checkpoint, entry, marker):
             pin = checkpoint.step == marker and checkpoint.outcome == OUTCOME_ABORTED
-            outcome: RecoveryOutcome = yield Drive(plan.recovery(chat_id, pin_cut_short=pin))
+            outcome: RecoveryOutcome = yield RunMachine(plan.recovery(chat_id, pin_cut_short=pin))
             newest = outcome.newest_message_id
             if newest is not None and newest > (cursor or 0):
                 cursor = newest

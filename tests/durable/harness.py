@@ -23,7 +23,7 @@ from coder_proto._rest.http import HttpRequest, HttpResponse
 from coder_proto._rest.prefix import PrefixSelector
 from coder_proto.durable import MemoryStore
 from coder_proto.durable._effects import Invoke, WallClock
-from coder_proto.durable._step import Drive, RunAgentTurn
+from coder_proto.durable._step import RunAgentTurn, RunMachine
 from coder_proto.durable._store import StoreCall, StoreOp
 from coder_proto.durable._store_engine import DurableMachine
 from coder_proto.fake import FakeCoderModel, FakeConfig, Script
@@ -231,7 +231,7 @@ class World:
                     value = self._store(effect)
                 elif isinstance(effect, WallClock):
                     value = self.wall
-                elif isinstance(effect, Drive):
+                elif isinstance(effect, RunMachine):
                     value = self.drive(
                         effect.build(self.selector, self.now, self.wall), tools=tools
                     )

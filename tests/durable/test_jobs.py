@@ -63,8 +63,7 @@ from coder_proto.durable._runtime import (
     renewal,
     sweep_call,
 )
-from coder_proto.durable._step import Drive as BuildMachine
-from coder_proto.durable._step import RunAgentTurn
+from coder_proto.durable._step import RunAgentTurn, RunMachine
 from coder_proto.durable._store_engine import DurableMachine
 from coder_proto.durable._tools import DurableBinding
 from tests.core_driver import chat_stub
@@ -407,7 +406,7 @@ def test_a_step_program_runs_its_machines_as_durable_jobs_under_its_lease() -> N
     assert effect.guard == durable.guard and set(effect.tools) == {"lookup"}
     job = effect.job(PrefixSelector(V2), 0.0, 1_000.0, store=performer)
     assert job.store is performer and job.chat_id == "c1" and job.guard == durable.guard
-    assert isinstance(BuildMachine(effect.build), BuildMachine)
+    assert isinstance(RunMachine(effect.build), RunMachine)
     step.throw(KeyboardInterrupt())  # the runtime's cancellation
     while not step.done:
         try:
