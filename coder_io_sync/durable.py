@@ -394,9 +394,8 @@ def run_turn(
         lease_owner=_owner(),
         lease_duration=lease_duration,
         lease_wait=lease_wait,
+        lease_clock=time.time,
     )
-    assert durable.lease is not None
-    durable.lease.clock = time.time
     with _client_for(
         client, base_url, token, http_client, verify, on_transport_event
     ) as chat_client:
@@ -441,9 +440,8 @@ def archive_workflow(
         interrupt_timeout=interrupt_timeout,
         lease_duration=lease_duration,
         lease_wait=lease_wait,
+        lease_clock=time.time,
     )
-    assert call.lease is not None
-    call.lease.clock = time.time
     with _client_for(
         client, base_url, token, http_client, verify, on_transport_event
     ) as chat_client:

@@ -500,14 +500,15 @@ class ApplyStore:
     one. A store call is never abandoned halfway: once its job ended, what it reports is
     ignored.
 
-    Performed on a loop of your own (a blocking store; await the value of an async one)::
+    Performed on a loop of your own (a blocking store; await the value of an async one;
+    ``now`` is your loop's monotonic time)::
 
         try:
             value = command.call.runner(command.op)
         except Exception as exc:
-            conn.store_raised(command.call, exc, now=time.monotonic())
+            conn.store_raised(command.call, exc, now=now)
         else:
-            conn.store_returned(command.call, value, now=time.monotonic())
+            conn.store_returned(command.call, value, now=now)
     """
 
     call: StoreRequest

@@ -481,9 +481,8 @@ class DurableFunctions:
             lease_owner=uuid.uuid4().hex,
             lease_duration=lease_duration,
             lease_wait=lease_wait,
+            lease_clock=time.time,
         )
-        assert durable.lease is not None
-        durable.lease.clock = time.time
         async with self._client_for(
             client, base_url, token, http_client, verify, on_transport_event
         ) as chat_client:
@@ -529,9 +528,8 @@ class DurableFunctions:
             interrupt_timeout=interrupt_timeout,
             lease_duration=lease_duration,
             lease_wait=lease_wait,
+            lease_clock=time.time,
         )
-        assert call.lease is not None
-        call.lease.clock = time.time
         async with self._client_for(
             client, base_url, token, http_client, verify, on_transport_event
         ) as chat_client:

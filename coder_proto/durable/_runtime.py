@@ -121,7 +121,9 @@ class DurableStep:
     """One ``run_turn`` call, checked before anything is journaled or sent: the store, the
     plan (``StepPlan``), the step's client tools (``tools``, the crash-safe ones bound with
     the adapter's ``bound_function``), its agents' settings (``agent``) and, with a
-    ``lease_owner``, the workflow's lease (D27). ``program()`` is the whole call: the lease
+    ``lease_owner``, the workflow's lease (D27; ``lease_clock``, the adapter's wall clock,
+    makes a lease past its confirmed expiry count as lost at the next side effect).
+    ``program()`` is the whole call: the lease
     taken, renewed and released around the step program, each of the step's side effects
     guarded by the lease. ``on_transport_event`` goes to the step's agents only when the client
     was supplied (a client created for the call has the hook already)."""
@@ -145,6 +147,7 @@ class DurableStep:
         lease_owner: str | None = None,
         lease_duration: float = DEFAULT_LEASE_DURATION,
         lease_wait: float | None = None,
+        lease_clock: Callable[[], float] | None = None,
     ) -> None:
         check_store(store)
         self.store = store
@@ -175,6 +178,7 @@ class DurableStep:
                 owner=lease_owner,
                 duration=lease_duration,
                 wait=lease_wait,
+                clock=lease_clock,
                 poll=min(poll_interval, DEFAULT_LEASE_POLL)
                 if poll_interval > 0
                 else DEFAULT_LEASE_POLL,
@@ -520,9 +524,10 @@ def archive_call(
     interrupt_timeout: float,
     lease_duration: float,
     lease_wait: float | None,
+    lease_clock: Callable[[], float] | None = None,
 ) -> DurableCall:
     """``archive_workflow``: the ``ArchiveWorkflow`` machine under the workflow's lease, held
-    like a step's (D27)."""
+    like a step's (D27; ``lease_clock`` as for ``DurableStep``)."""
     check_store(store)
     lease = WorkflowLease(
         tenant=tenant,
@@ -531,6 +536,7 @@ def archive_call(
         duration=lease_duration,
         wait=lease_wait,
         what="archive",
+        clock=lease_clock,
     )
 
     def build(selector: PrefixSelector, now: float, wall: float) -> ArchiveWorkflow:
