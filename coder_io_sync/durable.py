@@ -116,18 +116,8 @@ def _apply(store: Any, op: StoreOp) -> Any:
 
 
 def _run_effects(program: Any, perform: Callable[[Any], Any]) -> Any:
-    """Run an effect program in the calling thread: each effect's value is sent back, what
-    performing it raised thrown back in (an interruption too: the program's ``finally``
-    releases the lease before it propagates)."""
-    step = EffectStep(program)
-    while not step.done:
-        try:
-            value = perform(step.effect)
-        except BaseException as exc:
-            step.throw(exc)
-        else:
-            step.send(value)
-    return step.value
+    """Run an effect program in the calling thread (``EffectStep.run``)."""
+    return EffectStep(program).run(perform)
 
 
 class _BoundCrashSafe:

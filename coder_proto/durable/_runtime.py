@@ -357,6 +357,20 @@ class EffectStep:
         self._program.close()
         self.done = True
 
+    def run(self, perform: Callable[[Any], Any]) -> Any:
+        """Step the program to its end with ``perform`` (a function that performs one effect
+        and returns its value) and return the program's value. What ``perform`` raises, an
+        interruption included, is thrown into the program, so its ``finally`` blocks (the
+        lease's release) run before it propagates."""
+        while not self.done:
+            try:
+                value = perform(self.effect)
+            except BaseException as exc:
+                self.throw(exc)
+            else:
+                self.send(value)
+        return self.value
+
     def _advance(self, step: Callable[[], Any]) -> None:
         try:
             self.effect = step()

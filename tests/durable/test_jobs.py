@@ -222,15 +222,7 @@ def test_a_refused_request_is_never_sent_and_the_machine_ends_d27() -> None:
 
 
 def run(program: Generator[Any, Any, Any], perform: Any) -> Any:
-    step = EffectStep(program)
-    while not step.done:
-        try:
-            value = perform(step.effect)
-        except BaseException as exc:
-            step.throw(exc)
-        else:
-            step.send(value)
-    return step.value
+    return EffectStep(program).run(perform)
 
 
 class Effects:
