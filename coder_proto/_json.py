@@ -50,13 +50,16 @@ from ._speedups import orjson as _orjson
 from ._speedups import std_loads
 
 __all__ = [
+    "REFUSED",
     "canonical_json",
     "decoders",
     "dumps",
     "js_number",
     "js_stringify",
     "loads",
+    "long_digit_run",
     "orjson_loads",
+    "orjson_unscanned",
     "std_loads",
     "stdlib_loads",
 ]
@@ -100,7 +103,7 @@ _LONG_DIGIT_RUN: Final = b"0" * _RUN
 _encode = str.encode
 _translate = bytes.translate
 _find = bytes.find
-_orjson_decode: Callable[[bytes], Any] = _orjson.loads if _orjson is not None else std_loads
+_orjson_decode: Callable[[str | bytes], Any] = _orjson.loads if _orjson is not None else std_loads
 
 
 def orjson_loads(data: str | bytes) -> Any:
@@ -136,6 +139,51 @@ def orjson_loads(data: str | bytes) -> Any:
         return std_loads(data)
     except RecursionError:
         raise ValueError(_TOO_DEEP) from None
+
+
+#: What ``orjson_unscanned`` returns for a document whose orjson value cannot be used.
+REFUSED: Final = object()
+
+
+def orjson_unscanned(data: str) -> Any:
+    """orjson's value for ``data`` without the digit-run scan, or ``REFUSED``.
+
+    The value is the one ``loads`` gives **except that an integer of 19 or more digits may
+    be a float**. A caller that can see from what it built that every number it kept is an
+    ``int`` uses the value as it is (a float read from a long integer is never an ``int``);
+    any other caller asks ``long_digit_run`` first. ``REFUSED`` when orjson is not
+    installed, refuses the document, or the document may be deeper than the standard
+    library has room for: the caller then decodes with ``loads``.
+
+    The caller stands where ``loads``'s own caller stands (one frame above ``loads``, as
+    ``decode_json`` is), so the room is counted one frame lower than from here.
+    """
+    if _orjson is None:
+        return REFUSED
+    try:
+        value = _orjson_decode(data)
+    except _orjson.JSONDecodeError:
+        return REFUSED
+    size = len(data)
+    if size <= 2 * _SHALLOW:
+        return value
+    # A bracket is one character, so depth is at most half the length and at most the
+    # number of "[" and "{", as in orjson_loads.
+    brackets = data.count("[") + data.count("{")
+    if brackets <= _SHALLOW:
+        return value
+    room = _stdlib_room() - 1
+    if size <= 2 * room or brackets <= room:
+        return value
+    return REFUSED
+
+
+def long_digit_run(data: str) -> bool:
+    """Whether ``data`` holds a run of 19 or more digits (where orjson may read an integer
+    as a float)."""
+    if len(data) < _RUN:
+        return False
+    return _LONG_DIGIT_RUN in _translate(_encode(data, "utf-8", "surrogatepass"), _SCAN_TABLE)
 
 
 def decoders() -> dict[str, Callable[[str | bytes], Any]]:

@@ -453,6 +453,149 @@ def test_stream_frames_parse_alike_on_both_paths(installed: Loads) -> None:
             parse_frame(bad)
 
 
+def _frame_outcome(data: str, path: str) -> tuple[str, str]:
+    """``parse_frame(data)`` with ``path``'s decoder in use: the events' repr (an int and an
+    equal float differ there), or the error's type and message."""
+    from coder_proto._wire import events, unicode
+
+    saved = unicode.loads
+    unicode.loads = decoders()[path]
+    try:
+        return ("ok", repr(events.parse_frame(data)))
+    except CoderProtocolError as exc:
+        return ("CoderProtocolError", str(exc))
+    finally:
+        unicode.loads = saved
+
+
+_BIG = ["18446744073709551616", "-9223372036854775809", "1" * 40, "12345678901234567890"]
+_numbers = st.one_of(
+    st.integers(min_value=-(2**70), max_value=2**70).map(str),
+    st.sampled_from([*_BIG, "1.5", "1e3", "-0", "true", "null", '"7"', "[1]", "{}"]),
+)
+
+
+@st.composite
+def _frames(draw: st.DrawFn) -> str:
+    """Frames of deltas (what skips the digit-run scan) with numbers where they can hide:
+    the coordinates, unknown keys, the part, and other events beside them."""
+
+    def delta() -> str:
+        kind = draw(st.sampled_from(["text", "reasoning"]))
+        coords = "".join(
+            f',"{key}":{draw(_numbers)}'
+            for key in ("history_version", "generation_attempt", "seq")
+            if draw(st.booleans())
+        )
+        extra = f',"x":{draw(_numbers)}' if draw(st.booleans()) else ""
+        part_extra = (
+            f',"{draw(st.sampled_from(["signature", "created_at", "y"]))}":{draw(_numbers)}'
+            if draw(st.booleans())
+            else ""
+        )
+        return (
+            f'{{"type":"message_part","chat_id":"c"{extra},"message_part":{{"role":'
+            f'"assistant","part":{{"type":"{kind}","text":"t"{part_extra}}}{coords}}}}}'
+        )
+
+    others = [
+        lambda: (
+            f'{{"type":"status","chat_id":"c","status":{{"status":"running","n":{draw(_numbers)}}}}}'
+        ),
+        lambda: (
+            f'{{"type":"retry","chat_id":"c","retry":{{"attempt":{draw(_numbers)},"error":"e"}}}}'
+        ),
+        lambda: f'{{"type":"mystery","n":{draw(_numbers)}}}',
+        lambda: draw(_numbers),
+    ]
+    items = [
+        delta() if draw(st.integers(0, 3)) else draw(st.sampled_from(others))()
+        for _ in range(draw(st.integers(0, 4)))
+    ]
+    body = "[" + ",".join(items) + "]"
+    return body if draw(st.integers(0, 5)) else (items[0] if items else "{}")
+
+
+@settings(max_examples=400, deadline=None)
+@given(frame=_frames())
+def test_stream_frames_with_long_integers_parse_alike_on_both_paths(frame: str) -> None:
+    assert _frame_outcome(frame, "orjson") == _frame_outcome(frame, "stdlib")
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        # A delta whose seq is beyond 64 bits: orjson reads a float, the events must not.
+        '[{"type":"message_part","chat_id":"c","message_part":{"role":"assistant",'
+        '"part":{"type":"text","text":"t"},"history_version":1,"generation_attempt":1,'
+        '"seq":18446744073709551617}}]',
+        # ... in a container, in an unknown key, in another event beside a delta.
+        '[{"type":"message_part","message_part":{"part":{"type":"text","text":"t"},'
+        '"seq":[123456789012345678901]}}]',
+        '[{"type":"message_part","n":123456789012345678901,"message_part":{"part":'
+        '{"type":"text","text":"t"},"seq":1}}]',
+        '[{"type":"retry","chat_id":"c","retry":{"attempt":123456789012345678901}},'
+        '{"type":"message_part","message_part":{"part":{"type":"text","text":"t"}}}]',
+        '{"type":"mystery","n":-123456789012345678901}',
+        # Malformed events: the same error on both paths.
+        '[{"type":"message_part","message_part":{"part":7,"seq":123456789012345678901}}]',
+        '[{"type":"message_part","message_part":{"part":7,"seq":1}}]',
+    ],
+)
+def test_long_integers_in_stream_frames_parse_alike_on_both_paths(frame: str) -> None:
+    assert _frame_outcome(frame, "orjson") == _frame_outcome(frame, "stdlib")
+
+
+def test_a_frame_of_deltas_with_integer_coordinates_is_not_scanned(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What makes orjson pay off on the stream: a frame of plain deltas whose coordinates
+    are ints (or absent) is used as orjson decoded it; any other frame is scanned."""
+    from coder_proto._wire import events, unicode
+
+    scanned: list[str] = []
+    monkeypatch.setattr(unicode, "loads", decoders()["orjson"])
+    monkeypatch.setattr(
+        events, "long_digit_run", lambda data: scanned.append(data) or _json.long_digit_run(data)
+    )
+    delta = (
+        '{"type":"message_part","chat_id":"c","message_part":{"part":{"type":"text",'
+        '"text":"t"},"history_version":1,"generation_attempt":2,"seq":%s}}'
+    )
+    events.parse_frame("[" + ",".join([delta % 3] * 300) + "]\n")
+    events.parse_frame("[" + delta.replace(',"seq":%s', "") + "]")
+    assert scanned == []
+    for other in (
+        "[" + delta % "3.0" + "]",
+        '[{"type":"status","chat_id":"c","status":{"status":"running"}}]',
+        delta % 3,
+    ):
+        events.parse_frame(other)
+    assert len(scanned) == 3
+
+
+def test_deep_frames_stop_at_the_same_depth_on_both_paths() -> None:
+    """A delta carrying a deep unknown value: the frame is refused on both paths exactly
+    where the standard library runs out of room (orjson alone would decode it)."""
+
+    def frame(depth: int) -> str:
+        return (
+            '[{"type":"message_part","chat_id":"c","message_part":{"part":{"type":"text",'
+            f'"text":"t"}},"seq":1}},"x":{_nested(depth)}}}]'
+        )
+
+    lo, hi = 1, 100_000
+    while lo < hi:  # the deepest such frame the standard library's path parses from here
+        mid = (lo + hi + 1) // 2
+        if _frame_outcome(frame(mid), "stdlib")[0] == "ok":
+            lo = mid
+        else:
+            hi = mid - 1
+    assert lo < 100_000
+    for depth in (lo - 1, lo, lo + 1, 1_100):
+        assert _frame_outcome(frame(depth), "orjson") == _frame_outcome(frame(depth), "stdlib")
+
+
 def test_response_bodies_parse_alike_on_both_paths(installed: Loads) -> None:
     from coder_proto._rest.http import HttpResponse
 

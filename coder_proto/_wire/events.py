@@ -17,6 +17,8 @@ from typing import Any, ClassVar, TypeAlias
 import attrs
 
 from .._errors import CoderProtocolError
+from .._json import REFUSED, long_digit_run, orjson_loads, orjson_unscanned
+from . import unicode as _unicode
 from .chats import ActionToolCall, ChatWatchEvent
 from .fields import get_dict, get_int, get_list, get_str, opt_int, opt_str, req_dict, slot_setter
 from .message_parts import (
@@ -453,6 +455,15 @@ def events_from_json(value: Any) -> list[StreamEvent]:
     """Events from an already-decoded frame: an array, one object, or (ignored) anything
     else. Array elements that are not objects are skipped; legacy envelopes are unwrapped."""
     out: list[StreamEvent] = []
+    _events_into(value, out)
+    return out
+
+
+def _events_into(value: Any, out: list[StreamEvent]) -> bool:
+    """``events_from_json`` into ``out``. True when every event came from the hot path (a
+    text or plain reasoning delta in an array): then the only numbers the events keep are
+    their coordinates, which ``parse_frame`` relies on."""
+    plain = True
     if type(value) is list:
         parsers = _EVENT_PARSERS
         append = out.append
@@ -476,6 +487,7 @@ def events_from_json(value: Any) -> list[StreamEvent]:
                     text = part_type = None
                 part: ChatMessagePart
                 if type(text) is not str:
+                    plain = False
                     append(_message_part(item))
                     continue
                 if part_type == "text":
@@ -492,6 +504,7 @@ def events_from_json(value: Any) -> list[StreamEvent]:
                     part = _new(ReasoningPart)
                     set_reasoning_part(part, text)
                 else:
+                    plain = False
                     append(_message_part(item))
                     continue
                 role = payload.get("role")
@@ -508,6 +521,7 @@ def events_from_json(value: Any) -> list[StreamEvent]:
                 continue
             if type(item) is not dict:
                 continue
+            plain = False
             kind = item.get("type")
             parser = parsers.get(kind) if type(kind) is str else None
             if parser is not None and "data" not in item:
@@ -517,24 +531,61 @@ def events_from_json(value: Any) -> list[StreamEvent]:
             else:
                 append(parse_event(item))
     elif type(value) is dict:
+        plain = False
         if _is_envelope(value):
             _unwrap(value, out)
         else:
             out.append(parse_event(value))
-    return out
+    return plain
 
 
 def parse_frame(data: str | bytes) -> list[StreamEvent]:
     """Parse one WebSocket text frame into events (wire 4.2).
 
     Invalid JSON raises ``CoderProtocolError`` (the reader treats it as terminal, C.2.3).
+
+    With orjson decoding, a frame of text and reasoning deltas skips the scan for long
+    integers that ``coder_proto._json`` makes before it trusts orjson: such a frame's events
+    keep no number but their coordinates, so when all of those are ``int`` no integer was
+    read as a float and the events are the ones the standard library's value gives. Any
+    other frame is scanned as ``loads`` would scan it, and decoded again when the scan finds
+    a long run of digits.
     """
+    out: list[StreamEvent] = []
+    if type(data) is str and _unicode.loads is orjson_loads and "\\" not in data:
+        value = orjson_unscanned(data)
+        if value is not REFUSED:
+            try:
+                plain = _events_into(value, out)
+            except CoderProtocolError:
+                if not long_digit_run(data):
+                    raise  # the value is exact: the standard library's would fail alike
+                plain = False
+            else:
+                if plain:
+                    # Only a float or a container can hold an integer orjson misread.
+                    for event in out:
+                        hv = event.history_version  # type: ignore[union-attr]
+                        ga = event.generation_attempt  # type: ignore[union-attr]
+                        seq = event.seq  # type: ignore[union-attr]
+                        if (
+                            (type(hv) is not int and hv is not None)
+                            or (type(ga) is not int and ga is not None)
+                            or (type(seq) is not int and seq is not None)
+                        ):
+                            break
+                    else:
+                        return out
+                if not long_digit_run(data):
+                    return out
+            out = []
     try:
         value = decode_json(data)
     except (ValueError, TypeError, RecursionError) as exc:
         # RecursionError: the standard parser's answer to absurdly deep nesting.
         raise CoderProtocolError("failed to parse chat stream frame") from exc
-    return events_from_json(value)
+    _events_into(value, out)
+    return out
 
 
 def parse_watch_frame(data: str | bytes) -> list[ChatWatchEvent]:

@@ -15,7 +15,9 @@ from typing import Any
 
 from .._json import js_stringify, loads, std_loads
 
-__all__ = ["decode_json", "valid_json_text", "valid_text"]
+# ``loads`` is the decoder in use: ``parse_frame`` reads it here, and tests and benchmarks
+# swap it to run one decoding path.
+__all__ = ["decode_json", "loads", "valid_json_text", "valid_text"]
 
 _LONE = re.compile("[\ud800-\udfff]")
 # A surrogate escape (``\ud...`` or ``\uD...``) in one scan: for text that is not ASCII,
