@@ -217,6 +217,46 @@ def core_pair() -> dict[str, Any] | None:
     )
 
 
+def unscanned_pairs() -> list[dict[str, Any]]:
+    """``parse_frame`` with orjson: frames of plain deltas used as orjson decoded them, against
+    the scan for long integers before every frame (the decoder wrapped, so ``parse_frame``
+    does not recognise it and takes the general path)."""
+    if orjson is None:
+        return []
+    from coder_proto._wire import unicode as wire_unicode
+
+    scanned = _json.orjson_loads
+
+    def wrapped(data: str | bytes) -> Any:
+        return scanned(data)
+
+    def run(frames: list[str], loads: Callable[[str | bytes], Any]) -> Callable[[], object]:
+        def go() -> object:
+            saved = wire_unicode.loads
+            wire_unicode.loads = loads
+            try:
+                return [wire_events.parse_frame(f) for f in frames]
+            finally:
+                wire_unicode.loads = saved
+
+        return go
+
+    out = []
+    for label, frames in (
+        ("2,000 one-event frames", one_event_frames(2_000)),
+        ("a 256-event frame", [json.dumps([delta_event(i) for i in range(256)]) + "\n"]),
+    ):
+        assert repr(run(frames, wrapped)()) == repr(run(frames, scanned)())
+        out.append(
+            compare(
+                f"parse_frame with orjson: unscanned vs scanned, {label}",
+                run(frames, wrapped),
+                run(frames, scanned),
+            )
+        )
+    return out
+
+
 def _opened_client(*, fast: bool) -> tuple[WebSocketClient, WSConnection]:
     client = WebSocketClient(URL, token="t", max_message_size=1 << 20)
     if not fast:
@@ -440,6 +480,7 @@ def run_all(rounds: int = 0) -> list[dict[str, Any]]:
         core = core_pair()
         if core is not None:
             results.append(core)
+        results += unscanned_pairs()
         results.append(websocket_pair())
         results += events_pairs()
         results.append(draft_pair())
