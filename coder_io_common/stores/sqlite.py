@@ -31,6 +31,7 @@ import json
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Sequence
 from types import TracebackType
 from typing import Any, Final
@@ -116,6 +117,32 @@ def _migrate(cursor: sqlite3.Cursor, path: str) -> None:
         )
 
 
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    return getattr(exc, "sqlite_errorcode", None) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+
+
+def _wal_mode(conn: sqlite3.Connection, timeout: float) -> str:
+    """Put the file in WAL mode (a no-op once it is) and return the mode it is in.
+
+    Switching a file to WAL takes a lock SQLite does not wait for with its busy handler, so
+    processes that open a new file at the same instant may be refused with "database is
+    locked": the switch is tried again, with a growing pause, until ``timeout`` has passed."""
+    deadline = time.monotonic() + timeout
+    pause = 0.002
+    while True:
+        try:
+            mode = str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower()
+            if mode != "wal":
+                mode = str(conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]).lower()
+            return mode
+        except sqlite3.OperationalError as exc:
+            left = deadline - time.monotonic()
+            if not _is_busy(exc) or left <= 0:
+                raise
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, 0.05)
+
+
 class SQLiteStore:
     """A ``DurableStore`` in one SQLite file (see the module docstring). ``busy_timeout`` is
     how long a call waits for another process's write lock, in seconds."""
@@ -132,12 +159,12 @@ class SQLiteStore:
             check_same_thread=False,
         )
         conn = self._conn
-        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
-        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-        if str(mode).lower() != "wal":  # pragma: no cover - e.g. a network filesystem
-            raise CoderAgentError(f"cannot put {self.path!r} in WAL mode (got {mode!r})")
-        conn.execute("PRAGMA synchronous = FULL")
         try:
+            conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+            mode = _wal_mode(conn, float(busy_timeout))
+            if mode != "wal":  # pragma: no cover - e.g. a network filesystem
+                raise CoderAgentError(f"cannot put {self.path!r} in WAL mode (got {mode!r})")
+            conn.execute("PRAGMA synchronous = FULL")
             with self._write() as cursor:
                 _migrate(cursor, self.path)
         except BaseException:

@@ -4,8 +4,10 @@ refused)."""
 
 from __future__ import annotations
 
+import multiprocessing
 import pathlib
 import sqlite3
+from typing import Any
 
 import pytest
 
@@ -156,3 +158,60 @@ def test_a_file_with_a_garbled_version_is_refused(tmp_path: pathlib.Path) -> Non
         conn.execute("INSERT INTO meta VALUES ('schema_version', 'two')")
     with pytest.raises(DurableStoreError, match="not a durable store"):
         SQLiteStore(path)
+
+
+def _open_at_once(path: str, start: Any, results: Any) -> None:
+    start.wait()
+    try:
+        SQLiteStore(path).close()
+    except Exception as exc:  # reported to the test, which shows it
+        results.put(repr(exc))
+    else:
+        results.put("ok")
+
+
+def test_processes_opening_a_new_file_at_once_all_get_the_store(tmp_path: pathlib.Path) -> None:
+    # Putting a new file in WAL mode takes a lock SQLite does not wait for: opening one store
+    # from several processes at the same instant failed for some with "database is locked".
+    context = multiprocessing.get_context("fork")
+    for attempt in range(20):
+        path = str(tmp_path / f"s{attempt}.sqlite3")
+        start = context.Barrier(8)
+        results = context.Queue()
+        procs = [
+            context.Process(target=_open_at_once, args=(path, start, results)) for _ in range(8)
+        ]
+        for proc in procs:
+            proc.start()
+        outcomes = [results.get(timeout=60) for _ in procs]
+        for proc in procs:
+            proc.join(timeout=60)
+        assert outcomes == ["ok"] * 8, f"attempt {attempt}: {outcomes}"
+        with SQLiteStore(path) as store:
+            assert store.get_checkpoint("t", "wf") is None
+
+
+def test_a_store_that_cannot_open_closes_its_connection(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "s.sqlite3"
+    opened: list[sqlite3.Connection] = []
+    connect = sqlite3.connect
+
+    def recording_connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        conn = connect(*args, **kwargs)
+        opened.append(conn)
+        return conn
+
+    monkeypatch.setattr(sqlite3, "connect", recording_connect)
+    holder = connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            SQLiteStore(path, busy_timeout=0.2)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    (conn,) = opened
+    with pytest.raises(sqlite3.ProgrammingError, match="closed"):
+        conn.execute("SELECT 1")
