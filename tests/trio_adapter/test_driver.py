@@ -19,9 +19,10 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
 from coder_io_common.fake_server import FakeCoderServer
-from coder_io_trio._runtime import Driver
+from coder_io_trio._runtime import Driver, _shutdown_write, _Socket, _Task, transport_sink
 from coder_proto._actions import ToolOutcome
 from coder_proto._agent.session import Session
 from coder_proto._agent.session_state import SessionConfig
@@ -247,3 +248,32 @@ def test_closing_the_driver_closes_a_paused_stream(server: FakeCoderServer) -> N
 
     trio.run(main)
     assert server.wait_idle(5.0)
+
+
+def test_an_async_transport_event_callback_is_run_in_a_task_and_its_errors_swallowed(
+    server: FakeCoderServer,
+) -> None:
+    got: list[str] = []
+
+    async def callback(event: Any) -> None:
+        await trio.sleep(0)
+        got.append(event.type)
+        raise RuntimeError("handler bug")
+
+    async def main() -> None:
+        driver = Driver(base_url=server.url, token=server.token, sink=transport_sink(callback))
+        await driver.run(rest_job(PrefixSelector(), "list_chats", now=time.monotonic()))
+        await until(lambda: len(got) == 2)
+        await driver.aclose()
+
+    trio.run(main)
+    assert got == ["http:request", "http:response"]
+
+
+def test_a_socket_without_a_reader_or_an_os_socket_is_left_alone() -> None:
+    # A connection dropped before its reader started, and a stream with no OS socket under it
+    # (half-closing it is skipped): neither raises.
+    _Socket().cancel()
+    left, _ = trio.testing.memory_stream_pair()
+    _shutdown_write(left)
+    assert repr(_Task("_write")) == "<task _write>"
