@@ -95,6 +95,17 @@ def _stdlib_room() -> int:
     return sys.getrecursionlimit() - depth - _STDLIB_FRAMES
 
 
+def _within_room(size: int, brackets: int, deeper: int) -> bool:
+    """Whether a document of ``size`` characters (or bytes) with ``brackets`` opening
+    brackets nests within the standard library's room, for a decoder called ``deeper``
+    frames below this function's caller. Depth is at most half the size and at most the
+    bracket count: with no more brackets than ``_SHALLOW`` the stack is not looked at."""
+    if brackets <= _SHALLOW:
+        return True
+    room = _stdlib_room() + 1 - deeper  # + 1: this function's own frame
+    return size <= 2 * room or brackets <= room
+
+
 # Digits map to "0" and "{" to "[" (every other byte to itself): a run of 19 zeros is a run of
 # 19 digits, and the "[" count is the number of opening brackets.
 _SCAN_TABLE: Final = bytes.maketrans(b"123456789{", b"000000000[")
@@ -123,15 +134,9 @@ def orjson_loads(data: str | bytes) -> Any:
             except _orjson.JSONDecodeError:
                 pass  # the standard library decides, below
             else:
-                if len(raw) <= 2 * _SHALLOW:
-                    return value
-                # Depth is at most half the length, and at most the number of "[" and "{":
-                # a document with no more brackets than _SHALLOW needs no look at the stack.
-                brackets = scanned.count(b"[")
-                if brackets <= _SHALLOW:
-                    return value
-                room = _stdlib_room()
-                if len(raw) <= 2 * room or brackets <= room:
+                # The scan table maps "{" to "[": the count is every opening bracket.
+                size = len(raw)
+                if size <= 2 * _SHALLOW or _within_room(size, scanned.count(b"["), 0):
                     return value
     # Here rather than through stdlib_loads, so the standard library starts from the same
     # stack depth as on the other path.
@@ -156,7 +161,7 @@ def orjson_unscanned(data: str) -> Any:
     library has room for: the caller then decodes with ``loads``.
 
     The caller stands where ``loads``'s own caller stands (one frame above ``loads``, as
-    ``decode_json`` is), so the room is counted one frame lower than from here.
+    ``decode_json`` is), so the room is counted for a decoder one frame deeper than here.
     """
     if _orjson is None:
         return REFUSED
@@ -165,15 +170,7 @@ def orjson_unscanned(data: str) -> Any:
     except _orjson.JSONDecodeError:
         return REFUSED
     size = len(data)
-    if size <= 2 * _SHALLOW:
-        return value
-    # A bracket is one character, so depth is at most half the length and at most the
-    # number of "[" and "{", as in orjson_loads.
-    brackets = data.count("[") + data.count("{")
-    if brackets <= _SHALLOW:
-        return value
-    room = _stdlib_room() - 1
-    if size <= 2 * room or brackets <= room:
+    if size <= 2 * _SHALLOW or _within_room(size, data.count("[") + data.count("{"), 1):
         return value
     return REFUSED
 
