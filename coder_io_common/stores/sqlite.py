@@ -6,7 +6,9 @@
 deadlock upgrading a read lock) and is durable when the call returns (``synchronous=FULL``:
 the guarantees of the durable layer rest on "written before the effect"). Reads see the last
 committed state. Processes wait for each other's write lock up to ``busy_timeout`` seconds,
-then the call raises (the durable machines report it as ``DurableStoreError``). A workflow
+then the call raises (the durable machines report it as ``DurableStoreError``); opening a
+store waits the same way, including for the switch of a new file to WAL mode, which SQLite
+itself does not wait for when several processes open the file at once. A workflow
 lease is taken with a compare-and-set inside one such transaction, so exactly one of several
 processes racing for it wins.
 
