@@ -371,6 +371,9 @@ def test_d22_a_cancelled_turn_interrupts_the_run_and_leaves_no_socket_open(
 
     async def scenario(rt: Any) -> Any:
         agent = await rt.agent(server)
+        # The chat exists before the deadline can expire: a creation still in flight has no
+        # chat id to interrupt (state machines E.5), which a slow machine would otherwise hit.
+        await rt.generate(agent, "hello")
         error = await rt.generate_within(agent, "stuck", 0.3)
         await rt.until(lambda: ops(server, "interrupt_chat") > 0)
         websockets = server.open_websockets

@@ -135,7 +135,13 @@ def test_d22_cancelled_while_the_stream_socket_connects(
 
     async def scenario(rt: Any) -> Any:
         agent = await rt.agent(server, base_url=hole.url)
+        # A first turn creates the chat, so the deadline cannot expire before a chat exists
+        # to interrupt (a creation still in flight has none, state machines E.5).
+        hole.hold = False
+        await rt.generate(agent, "hello")
+        hole.hold = True
         error = await rt.within(0.5, "generate", agent, "stuck")
+        assert hole.held, "the deadline expired before the stream socket connected"
         await rt.until(lambda: ops(server, "interrupt_chat") > 0)
         await rt.until(lambda: hole.open_held() == 0)
         await rt.sleep(0.3)
@@ -166,6 +172,7 @@ def test_d22_cancelled_before_the_first_frame(runtime: Any, server: FakeCoderSer
 
     async def scenario(rt: Any) -> Any:
         agent = await rt.agent(server)
+        await rt.generate(agent, "hello")
         server.faults.stall_frames(after_frames=0, seconds=None, times=1)
         error = await rt.within(0.5, "generate", agent, "stuck")
         interrupts = await settled(rt, server)
@@ -179,6 +186,7 @@ def test_d22_cancelled_mid_stream(runtime: Any, server: FakeCoderServer) -> None
 
     async def scenario(rt: Any) -> Any:
         agent = await rt.agent(server)
+        await rt.generate(agent, "hello")
         error = await rt.within(0.5, "stream", agent, "stuck")
         interrupts = await settled(rt, server)
         return (error, interrupts, *await follow_up_and_close(rt, server, agent))
