@@ -152,6 +152,34 @@ def test_d22_cancelled_while_the_stream_socket_connects(
     check(runtime, runtime.run(scenario))
 
 
+def test_d22_e5_cancelled_while_the_chat_is_created_sends_nothing(
+    runtime: Any, server: FakeCoderServer
+) -> None:
+    """E.5: a first turn cancelled while the request creating its chat is unanswered has no
+    chat id to interrupt. The server created the chat (its answer is held back), nothing is
+    sent to it, the caller gets its runtime's deadline error, and the agent's
+    next turn starts a chat of its own."""
+    server.config.scripts.add("stuck", STUCK)
+
+    async def scenario(rt: Any) -> Any:
+        agent = await rt.agent(server)
+        rule = server.faults.delay_requests("create_chat", 3.0, times=1)
+        error = await rt.within(1.5, "generate", agent, "stuck")
+        assert rule.remaining == 0, "the deadline expired before the chat was created"
+        # Past the held answer: a late response would have let an interrupt go out by now.
+        await rt.sleep(2.0)
+        interrupts = ops(server, "interrupt_chat")
+        after, idle = await follow_up_and_close(rt, server, agent)
+        return error, interrupts, after, idle
+
+    error, interrupts, after, idle = runtime.run(scenario)
+    assert isinstance(error, runtime.deadline_error)
+    assert interrupts == 0
+    assert isinstance(after, GenerateResult) and after.text == "You said: are you there?"
+    assert ops(server, "create_chat") == 2
+    assert idle
+
+
 def test_d22_cancelled_in_the_rest_phase(runtime: Any, server: FakeCoderServer) -> None:
     server.config.scripts.add("stuck", STUCK)
 
