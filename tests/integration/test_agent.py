@@ -294,18 +294,21 @@ def test_d3_a_queued_prompt_settles_the_running_turn_by_promotion(
     runtime: Any, make_server: MakeServer, stamped: bool
 ) -> None:
     server = make_server(stamp_promotions=stamped)
-    server.config.scripts.add("slow", Script((Say("first part "), Wait(0.4), Say("first done"))))
+    server.config.scripts.add("slow", Script((Say("first part "), Wait(1.0), Say("first done"))))
     server.config.scripts.add("queued", Script((Say("second answer"),)))
 
     async def scenario(rt: Any) -> Any:
         owner = await rt.agent(server)
         await rt.generate(owner, "hello")
         other = await rt.agent(server, chat_id=owner.chat_id)
-        slow, queued = await rt.concurrently(
-            lambda: rt.generate(owner, "slow turn"),
-            lambda: rt.generate(other, "queued turn"),
-            stagger=0.15,
-        )
+
+        async def queued_turn() -> Any:
+            # Sent once the slow turn runs on the server: after a fixed delay, a loaded
+            # machine could find it finished already, and nothing would be queued.
+            await rt.until(lambda: server.model.chat(owner.chat_id).status == "running")
+            return await rt.generate(other, "queued turn")
+
+        slow, queued = await rt.concurrently(lambda: rt.generate(owner, "slow turn"), queued_turn)
         await rt.close(owner)
         await rt.close(other)
         return slow, queued
@@ -413,11 +416,18 @@ def test_h4_archive_after_an_interrupt_retries_the_409s(
         agent = await rt.agent(server)
 
         async def stop_and_archive() -> Any:
+            # Once the run is under way: before the chat exists there is nothing to stop.
+            await rt.until(
+                lambda: (
+                    agent.chat_id is not None
+                    and server.model.chat(agent.chat_id).status == "running"
+                )
+            )
             interrupted = await rt.interrupt(agent)
             return interrupted, await rt.archive(agent)
 
         turn, (interrupted, archived) = await rt.concurrently(
-            lambda: rt.generate(agent, "stuck"), stop_and_archive, stagger=0.2
+            lambda: rt.generate(agent, "stuck"), stop_and_archive
         )
         chat = await rt.client_call(agent, "get_chat", archived.chat_id)
         statuses = [r.status for r in server.counters.request_log if r.op == "update_chat"]
