@@ -350,7 +350,11 @@ def test_c3_request_timeout_is_retryable_and_interrupts_once(
     server.config.scripts.add("stuck", Script((Say("thinking"), Wait(30.0))))
 
     async def scenario(rt: Any) -> Any:
-        agent = await rt.agent(server, request_timeout=0.3)
+        # The chat exists before the timeout can pass: a creation still unanswered has no
+        # chat to interrupt (E.5), which a loaded machine would otherwise hit.
+        creator = await rt.agent(server)
+        await rt.generate(creator, "hello")
+        agent = await rt.agent(server, chat_id=creator.chat_id, request_timeout=0.3)
         try:
             await rt.generate(agent, "stuck")
         except CoderChatError as exc:
@@ -359,6 +363,7 @@ def test_c3_request_timeout_is_retryable_and_interrupts_once(
         await rt.sleep(0.2)
         interrupts = ops(server, "interrupt_chat")
         await rt.close(agent)
+        await rt.close(creator)
         return error, interrupts
 
     error, interrupts = runtime.run(scenario)
