@@ -36,6 +36,11 @@ def ops(server: FakeCoderServer, op: str) -> int:
     return int(server.counters.requests[op])
 
 
+def running(server: FakeCoderServer, chat_id: str | None) -> bool:
+    """Whether the server runs a turn on ``chat_id`` (``None``: the chat is not known yet)."""
+    return chat_id is not None and server.model.chat(chat_id).status == "running"
+
+
 def user_texts(history: list[Any]) -> list[str]:
     return [p.text for m in history if m.role == "user" for p in m.parts if hasattr(p, "text")]
 
@@ -305,7 +310,7 @@ def test_d3_a_queued_prompt_settles_the_running_turn_by_promotion(
         async def queued_turn() -> Any:
             # Sent once the slow turn runs on the server: after a fixed delay, a loaded
             # machine could find it finished already, and nothing would be queued.
-            await rt.until(lambda: server.model.chat(owner.chat_id).status == "running")
+            await rt.until(lambda: running(server, owner.chat_id))
             return await rt.generate(other, "queued turn")
 
         slow, queued = await rt.concurrently(lambda: rt.generate(owner, "slow turn"), queued_turn)
@@ -422,12 +427,7 @@ def test_h4_archive_after_an_interrupt_retries_the_409s(
 
         async def stop_and_archive() -> Any:
             # Once the run is under way: before the chat exists there is nothing to stop.
-            await rt.until(
-                lambda: (
-                    agent.chat_id is not None
-                    and server.model.chat(agent.chat_id).status == "running"
-                )
-            )
+            await rt.until(lambda: running(server, agent.chat_id))
             interrupted = await rt.interrupt(agent)
             return interrupted, await rt.archive(agent)
 

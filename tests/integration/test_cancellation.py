@@ -6,6 +6,10 @@ idiom (``rt.within``: ``asyncio.timeout``, ``trio.fail_after``, the blocking ``t
 then checks what a user relies on: the runtime's deadline error surfaced (never wrapped), the
 server run was interrupted exactly once, no stream socket is left open on the server, the
 agent works again afterwards, and closing it leaves the server with no connection at all.
+
+A scenario with a fixed deadline first creates its chat with a turn of its own: a deadline that
+expires while the creation is still unanswered leaves no chat id to interrupt (state machines
+E.5), which a loaded machine would otherwise hit. That case has its own test.
 """
 
 from __future__ import annotations
@@ -135,8 +139,7 @@ def test_d22_cancelled_while_the_stream_socket_connects(
 
     async def scenario(rt: Any) -> Any:
         agent = await rt.agent(server, base_url=hole.url)
-        # A first turn creates the chat, so the deadline cannot expire before a chat exists
-        # to interrupt (a creation still in flight has none, state machines E.5).
+        # The first turn's stream socket goes through; the stuck turn's is swallowed.
         hole.hold = False
         await rt.generate(agent, "hello")
         hole.hold = True
