@@ -9,6 +9,7 @@ that the shortcut is invisible: same values, same errors, same attrs semantics.
 
 from __future__ import annotations
 
+import collections
 import pickle
 from typing import Any
 
@@ -194,6 +195,36 @@ def test_parsed_deltas_are_the_classes_themselves() -> None:
         assert attrs.evolve(event, seq=9).seq == 9
         with pytest.raises(attrs.exceptions.FrozenInstanceError):
             event.seq = 4  # type: ignore[misc]
+        # The part is built in a draft too (TextPartDraft, ReasoningPartDraft).
+        part, expected_part = event.part, expected.part
+        assert part == expected_part and hash(part) == hash(expected_part)
+        assert repr(part) == repr(expected_part)
+        assert pickle.loads(pickle.dumps(part)) == expected_part
+        assert attrs.evolve(part, text="x").text == "x"
+        with pytest.raises(attrs.exceptions.FrozenInstanceError):
+            part.text = "other"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {},
+        {"signature": None},
+        {"signature": None, "created_at": None, "completed_at": None},
+        {"signature": "s"},
+        {"created_at": "t0"},
+        {"completed_at": "t1", "signature": None},
+    ],
+)
+def test_reasoning_deltas_keep_what_the_general_parser_keeps(extra: dict[str, Any]) -> None:
+    """A reasoning delta with only its type and text, or with its other fields null, takes
+    the shortcut; one with any of them set keeps it (both parsers agree either way)."""
+    part = {"type": "reasoning", "text": "hm", **extra}
+    event = {"type": "message_part", "message_part": {"role": "assistant", "part": part}}
+    want = MessagePartEvent("assistant", parse_part(part))
+    assert events_from_json([event]) == [want]
+    assert events_from_json(event) == [want]
+    assert type(want.part) is ReasoningPart
 
 
 def test_translated_deltas_are_the_classes_themselves() -> None:
@@ -201,12 +232,22 @@ def test_translated_deltas_are_the_classes_themselves() -> None:
     ``TextDelta``/``ReasoningDelta`` in every respect."""
     from coder_proto._stream.translator import TurnTranslator
 
+    events = [
+        _delta_event(kind, text)
+        for kind, text in (("reasoning", "r1"), ("reasoning", "r2"), ("text", "t1"), ("text", "t2"))
+    ]
     translator = TurnTranslator(turn_cursor=1)
     out: list[Any] = []
-    for kind, text in (("reasoning", "r1"), ("reasoning", "r2"), ("text", "t1"), ("text", "t2")):
-        out += translator.ingest(_delta_event(kind, text))
+    for event in events:
+        out += translator.ingest(event)
     reasoning, text = out[2], out[6]
+    # The same from a run (TurnTranslator.ingest_run, the segment's read loop).
+    translator = TurnTranslator(turn_cursor=1)
+    run = translator.ingest(events[0]) + translator.ingest_run(collections.deque(events[1:]))
+    assert run == out
     for got, expected in (
+        (run[2], ReasoningDelta("reasoning-1", "r2")),
+        (run[6], TextDelta("text-2", "t2")),
         (reasoning, ReasoningDelta("reasoning-1", "r2")),
         (text, TextDelta("text-2", "t2")),
     ):

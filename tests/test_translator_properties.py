@@ -4,11 +4,13 @@ library's own errors."""
 
 from __future__ import annotations
 
+import collections
 import itertools
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import attrs
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -880,3 +882,92 @@ def test_arbitrary_json_events_raise_only_library_errors(
     parts += tr.finish()
     assert isinstance(parts[-1], Finish)
     check_blocks(parts)
+
+
+# -- runs of message parts (the segment's read loop) -----------------------------------------
+
+
+@st.composite
+def delta_runs(draw: st.DrawFn) -> list[StreamEvent]:
+    """A run of text or reasoning deltas, the shape nearly every frame has."""
+    kind = draw(st.sampled_from(["text", "reasoning"]))
+    role = draw(st.sampled_from(["assistant", "assistant", "tool", "user"]))
+    texts = draw(st.lists(st.sampled_from(["", "a", "bc"]), min_size=1, max_size=6))
+    return [
+        parse_event(
+            {
+                "type": "message_part",
+                "message_part": {"role": role, "part": {"type": kind, "text": text}},
+            }
+        )
+        for text in texts
+    ]
+
+
+def _read_in_runs(translator: TurnTranslator, events: list[StreamEvent]) -> list[OutputPart]:
+    """The translator's parts as a segment's read loop takes them: one event, then the run
+    of message parts behind it in one ``ingest_run``."""
+    queue = collections.deque(events)
+    parts: list[OutputPart] = []
+    while queue:
+        parts += translator.ingest(queue.popleft())
+        if queue and type(queue[0]) is MessagePartEvent:
+            parts += translator.ingest_run(queue)
+    return parts
+
+
+@SETTINGS
+@given(
+    st.lists(
+        st.one_of(chaos_events().map(lambda event: [event]), delta_runs()),
+        min_size=1,
+        max_size=12,
+    ),
+    st.integers(0, 6),
+    st.sampled_from([1, 2, 256]),
+)
+def test_a3_a5_translating_a_run_at_a_time_changes_nothing(
+    chunks: list[list[StreamEvent]], cursor: int, pending_run: int
+) -> None:
+    """A message part cannot settle, pause, fail or gate a segment, so ``ingest_run`` over a
+    run of message parts gives exactly the parts ``ingest`` gives for each in turn, and
+    leaves the translator in the same state, whatever the mix around the runs (pending
+    deltas joined in any run length)."""
+    from coder_proto._stream import translator as module
+
+    events = [event for chunk in chunks for event in chunk]
+
+    def translate(in_runs: bool) -> tuple[list[OutputPart], Any]:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(module, "PENDING_RUN", pending_run)
+            tr = TurnTranslator(
+                dynamic_tool_names={CLIENT}, turn_cursor=cursor, submitted_tool_call_ids=SUBMITTED
+            )
+            if in_runs:
+                parts = _read_in_runs(tr, events)
+            else:
+                parts = [part for event in events for part in tr.ingest(event)]
+            state = (tr.terminal_status, tr.error_seen, tr.client_tool_call_seen)
+            return parts + tr.finish(), state
+
+    assert translate(True) == translate(False)
+
+
+@SETTINGS
+@given(gated_streams(), st.sampled_from([7, None]))
+def test_e2_a_gated_translator_takes_runs_as_it_takes_events(
+    events: list[StreamEvent], queued_id: int | None
+) -> None:
+    """While gated (E.2) and after the gate opens or dead-ends, runs of message parts go
+    through the gate one by one as ``ingest`` would take them."""
+
+    def translate(in_runs: bool) -> tuple[list[OutputPart], Any]:
+        tr = TurnTranslator(turn_cursor=40, queued_submission=QueuedSubmission(queued_id, OURS))
+        if in_runs:
+            parts = _read_in_runs(tr, events)
+        else:
+            parts = [part for event in events for part in tr.ingest(event)]
+        state = (tr.gated, tr.dead_end is not None, tr.settled_by_promotion)
+        return parts + tr.finish(), state
+
+    assert translate(True) == translate(False)

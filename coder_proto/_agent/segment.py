@@ -725,6 +725,7 @@ class Segment:
         turn = self.turn
         events = stream.events
         ingest = translator.ingest
+        ingest_run = translator.ingest_run
         since_requires_action = 0
         grace_at: float | None = None
         recovery: _Call | None = None
@@ -758,8 +759,8 @@ class Segment:
                         # pause, fail or gate a live segment (A.3-A.8), so the run is
                         # translated in one go and delivered at once.
                         batch = ingest(event)
-                        while events and type(events[0]) is MessagePartEvent:
-                            batch += ingest(events.popleft())
+                        if events and type(events[0]) is MessagePartEvent:
+                            batch += ingest_run(events)
                         self._deliver(batch)
                         continue
                 elif stream.ended:

@@ -15,6 +15,7 @@ one ``TextDelta``; the list is joined only when a snapshot needs it, so a messag
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Collection, Iterable
 from collections.abc import Set as AbstractSet
 from typing import Any, Final
@@ -381,6 +382,73 @@ class TurnTranslator:
             self._delta(event, out)
             return out
         return self._ingest_slow(event)
+
+    def ingest_run(self, events: deque[StreamEvent]) -> list[OutputPart]:
+        """Pop the run of ``message_part`` events at the front of ``events`` and return the
+        parts they produce: the parts ``ingest`` gives for each in turn (A.3-A.5).
+
+        A message part cannot settle, pause, fail or gate a live segment, so a reader's
+        queue can be translated a run at a time; the run ends at the first event of another
+        type, or when ``events`` is empty. Text and plain reasoning deltas for an open block
+        of their kind, nearly every event of a turn, are translated here in one loop; any
+        other event goes through ``ingest``.
+        """
+        out: list[OutputPart] = []
+        append = out.append
+        popleft = events.popleft
+        text_block = reasoning_block = None
+        stale = True  # the locals below must be read again from the translator
+        while events and type(events[0]) is MessagePartEvent:
+            event: MessagePartEvent = popleft()  # type: ignore[assignment]
+            if stale:
+                stale = marked = False
+                if self._live:
+                    text_block = self._text_block
+                    reasoning_block = self._reasoning_block
+                    text_pending = self._text_pending
+                    reasoning_pending = self._reasoning_pending
+                else:
+                    text_block = reasoning_block = None
+            part = event.part
+            role = event.role
+            if type(part) is TextPart:
+                if text_block is not None and (role == "assistant" or role == "tool"):
+                    if not marked:
+                        self._deltas_since_snapshot = marked = True
+                    text = part.text
+                    if text:
+                        text_pending.append(text)
+                        if len(text_pending) >= PENDING_RUN:
+                            self._text_chunks.append("".join(text_pending))
+                            text_pending.clear()
+                        delta = _TextDeltaDraft()
+                        delta.id = text_block
+                        delta.delta = text
+                        delta.__class__ = TextDelta  # type: ignore[assignment]
+                        append(delta)  # type: ignore[arg-type]
+                    continue
+            elif (
+                type(part) is ReasoningPart
+                and reasoning_block is not None
+                and (role == "assistant" or role == "tool")
+            ):
+                if not marked:
+                    self._deltas_since_snapshot = marked = True
+                text = part.text
+                if text:
+                    reasoning_pending.append(text)
+                    if len(reasoning_pending) >= PENDING_RUN:
+                        self._reasoning_chunks.append("".join(reasoning_pending))
+                        reasoning_pending.clear()
+                    reasoning = _ReasoningDeltaDraft()
+                    reasoning.id = reasoning_block
+                    reasoning.delta = text
+                    reasoning.__class__ = ReasoningDelta  # type: ignore[assignment]
+                    append(reasoning)  # type: ignore[arg-type]
+                continue
+            out += self.ingest(event)
+            stale = True
+        return out
 
     def _ingest_slow(self, event: StreamEvent) -> list[OutputPart]:
         out: list[OutputPart] = []

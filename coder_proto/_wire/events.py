@@ -24,10 +24,11 @@ from .fields import get_dict, get_int, get_list, get_str, opt_int, opt_str, req_
 from .message_parts import (
     ChatMessagePart,
     ReasoningPart,
+    ReasoningPartDraft,
     TextPart,
     TextPartDraft,
     parse_part,
-    set_reasoning_part,
+    plain_reasoning_part,
 )
 from .messages import ChatError, ChatMessage, ChatQueuedMessage, parse_queue
 from .unicode import decode_json
@@ -109,7 +110,6 @@ _set_mp_history_version = slot_setter(MessagePartEvent, "history_version")
 _set_mp_generation_attempt = slot_setter(MessagePartEvent, "generation_attempt")
 _set_mp_seq = slot_setter(MessagePartEvent, "seq")
 _set_mp_chat_id = slot_setter(MessagePartEvent, "chat_id")
-_new = object.__new__
 
 
 class _MessagePartDraft:
@@ -328,14 +328,15 @@ def _message_part(obj: dict[str, Any]) -> MessagePartEvent:
         draft.text = text
         draft.__class__ = TextPart  # type: ignore[assignment]
         part = draft  # type: ignore[assignment]
-    elif (
-        kind == "reasoning"
-        and raw_part.get("signature") is None
-        and raw_part.get("created_at") is None
-        and raw_part.get("completed_at") is None
+    elif kind == "reasoning" and (
+        len(raw_part) == 2
+        or (
+            raw_part.get("signature") is None
+            and raw_part.get("created_at") is None
+            and raw_part.get("completed_at") is None
+        )
     ):
-        part = _new(ReasoningPart)
-        set_reasoning_part(part, text)
+        part = plain_reasoning_part(text)
     else:
         part = parse_part(raw_part)
     role = payload.get("role")
@@ -495,14 +496,22 @@ def _events_into(value: Any, out: list[StreamEvent]) -> bool:
                     draft.text = text
                     draft.__class__ = TextPart  # type: ignore[assignment]
                     part = draft  # type: ignore[assignment]
-                elif (
-                    part_type == "reasoning"
-                    and raw_part.get("signature") is None
-                    and raw_part.get("created_at") is None
-                    and raw_part.get("completed_at") is None
+                elif part_type == "reasoning" and (
+                    # Only "type" and "text": nothing else to look up.
+                    len(raw_part) == 2
+                    or (
+                        raw_part.get("signature") is None
+                        and raw_part.get("created_at") is None
+                        and raw_part.get("completed_at") is None
+                    )
                 ):
-                    part = _new(ReasoningPart)
-                    set_reasoning_part(part, text)
+                    reasoning = ReasoningPartDraft()
+                    reasoning.text = text
+                    reasoning.signature = None
+                    reasoning.created_at = None
+                    reasoning.completed_at = None
+                    reasoning.__class__ = ReasoningPart  # type: ignore[assignment]
+                    part = reasoning  # type: ignore[assignment]
                 else:
                     plain = False
                     append(_message_part(item))

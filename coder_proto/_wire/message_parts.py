@@ -72,7 +72,7 @@ class TextPartDraft:
     text: str
 
 
-@attrs.frozen(init=False)
+@attrs.frozen(init=False, weakref_slot=False)
 class ReasoningPart:
     """Model reasoning; deltas like ``TextPart`` in the stream."""
 
@@ -108,13 +108,27 @@ _set_reasoning_created_at = slot_setter(ReasoningPart, "created_at")
 _set_reasoning_completed_at = slot_setter(ReasoningPart, "completed_at")
 
 
-def set_reasoning_part(part: ReasoningPart, text: str) -> None:
-    """Fill a ``ReasoningPart`` made with ``object.__new__`` as ``ReasoningPart(text)`` would
-    (the stream parser's shortcut)."""
-    _set_reasoning_text(part, text)
-    _set_reasoning_signature(part, None)
-    _set_reasoning_created_at(part, None)
-    _set_reasoning_completed_at(part, None)
+class ReasoningPartDraft:
+    """The slots of ``ReasoningPart``, writable, for the stream parser: filled with plain
+    stores and made a ``ReasoningPart`` by assigning ``__class__`` (as ``TextPartDraft``)."""
+
+    __slots__ = ReasoningPart.__slots__  # type: ignore[attr-defined]
+
+    text: str
+    signature: str | None
+    created_at: str | None
+    completed_at: str | None
+
+
+def plain_reasoning_part(text: str) -> ReasoningPart:
+    """``ReasoningPart(text)`` without the ``__init__`` frame (the stream parser's shortcut)."""
+    part = ReasoningPartDraft()
+    part.text = text
+    part.signature = None
+    part.created_at = None
+    part.completed_at = None
+    part.__class__ = ReasoningPart  # type: ignore[assignment]
+    return part  # type: ignore[return-value]
 
 
 @attrs.frozen(kw_only=True)

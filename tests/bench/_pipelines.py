@@ -19,7 +19,7 @@ from coder_proto._json import orjson_loads, std_loads
 from coder_proto._stream.reader import StreamReader
 from coder_proto._stream.translator import TurnTranslator
 from coder_proto._wire import unicode as wire_unicode
-from coder_proto._wire.events import parse_frame
+from coder_proto._wire.events import MessagePartEvent, parse_frame
 
 from ._data import CHAT_ID, chunked, ws_frames, ws_handshake
 
@@ -156,6 +156,32 @@ def reader_frames_run(frames: list[str]) -> Callable[[], Timed]:
     return factory
 
 
+def _drain(
+    reader: StreamReader, translator: TurnTranslator, collect: list[Any] | None
+) -> Callable[[], int]:
+    """The consumer of the reader's queue, as a segment's read loop consumes it: one event,
+    then the run of message parts behind it in one ``ingest_run``. Every output part is
+    touched (counted) and dropped, or kept in ``collect``."""
+    events = reader.events
+    popleft = events.popleft
+    ingest = translator.ingest
+    ingest_run = translator.ingest_run
+
+    def drain() -> int:
+        count = 0
+        while events:
+            parts = ingest(popleft())
+            if events and type(events[0]) is MessagePartEvent:
+                parts += ingest_run(events)
+            for part in parts:
+                count += 1
+                if collect is not None:
+                    collect.append(part)
+        return count
+
+    return drain
+
+
 def translate_frames_run(
     frames: list[str], *, backlog: bool = False, collect: list[Any] | None = None
 ) -> Callable[[], Timed]:
@@ -169,28 +195,18 @@ def translate_frames_run(
         reader, _ = open_reader()
         entry = frame_entry(reader)
         translator = TurnTranslator(turn_cursor=1)
-        events = reader.events
-        popleft = events.popleft
-        ingest = translator.ingest
+        drain = _drain(reader, translator, collect)
 
         def run() -> object:
             count = 0
             if backlog:
                 for frame in frames:
                     entry(frame, 0.0)
-                while events:
-                    for part in ingest(popleft()):
-                        count += 1
-                        if collect is not None:
-                            collect.append(part)
+                count += drain()
             else:
                 for frame in frames:
                     entry(frame, 0.0)
-                    while events:
-                        for part in ingest(popleft()):
-                            count += 1
-                            if collect is not None:
-                                collect.append(part)
+                    count += drain()
             for part in translator.finish():
                 count += 1
                 if collect is not None:
@@ -220,9 +236,7 @@ def ws_run(
     def factory() -> Timed:
         reader = new_reader()
         translator = TurnTranslator(turn_cursor=1)
-        events = reader.events
-        popleft = events.popleft
-        ingest = translator.ingest
+        drain = _drain(reader, translator, collect)
         data_received = reader.data_received
 
         def run() -> object:
@@ -232,16 +246,8 @@ def ws_run(
                     data_received(1, chunk, 0.0)
             for chunk in reads if not backlog else ():
                 data_received(1, chunk, 0.0)
-                while events:
-                    for part in ingest(popleft()):
-                        count += 1
-                        if collect is not None:
-                            collect.append(part)
-            while events:
-                for part in ingest(popleft()):
-                    count += 1
-                    if collect is not None:
-                        collect.append(part)
+                count += drain()
+            count += drain()
             for part in translator.finish():
                 count += 1
                 if collect is not None:
