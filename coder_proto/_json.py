@@ -115,6 +115,59 @@ _encode = str.encode
 _translate = bytes.translate
 _find = bytes.find
 _orjson_decode: Callable[[str | bytes], Any] = _orjson.loads if _orjson is not None else std_loads
+#: What ``orjson_unscanned`` returns for a document whose orjson value cannot be used.
+REFUSED: Final = object()
+
+
+#: A document longer than this (characters or bytes) is scanned a piece of ``_PIECE`` at a
+#: time, and a text one goes to orjson as it is: the scan's copies of it (its UTF-8 bytes,
+#: their translation) stay the size of a piece, not of the document.
+_WHOLE = 65_536
+_PIECE = 65_536
+
+
+def _scan_in_pieces(data: str | bytes) -> int | None:
+    """The opening brackets of ``data``, or ``None`` when it holds a run of ``_RUN`` digits,
+    scanned a piece at a time. A run may cross pieces: the digits that end one piece count
+    towards those that start the next (an ASCII digit is one byte in UTF-8 and no other
+    character's bytes are digits, so a run in a text is a run in its bytes)."""
+    text = type(data) is str
+    brackets = 0
+    tail = 0  # the digits that end what was scanned so far
+    for start in range(0, len(data), _PIECE):
+        piece = data[start : start + _PIECE]
+        raw = _encode(piece, "utf-8", "surrogatepass") if text else piece  # type: ignore[arg-type]
+        scanned = _translate(raw, _SCAN_TABLE)  # type: ignore[arg-type]
+        if _find(scanned, _LONG_DIGIT_RUN) >= 0:
+            return None
+        head = scanned[:_RUN]
+        leading = len(head) - len(head.lstrip(b"0"))
+        if tail + leading >= _RUN:
+            return None
+        if leading == len(scanned):
+            tail += leading
+        else:
+            end = scanned[-_RUN:]
+            tail = len(end) - len(end.rstrip(b"0"))
+        brackets += scanned.count(b"[")
+    return brackets
+
+
+def _orjson_loads_whole(data: str | bytes) -> Any:
+    """``orjson_loads`` for a document longer than ``_WHOLE``: orjson's value, or
+    ``REFUSED`` when the standard library must decide. orjson refuses a text with lone
+    surrogates as it refuses their UTF-8-encoded bytes."""
+    brackets = _scan_in_pieces(data)
+    if brackets is None:
+        return REFUSED
+    try:
+        value = _orjson_decode(data)
+    except _orjson.JSONDecodeError:  # type: ignore[union-attr]
+        return REFUSED
+    # The standard library would decode from orjson_loads, one frame above this one.
+    if _within_room(len(data), brackets, -1):
+        return value
+    return REFUSED
 
 
 def orjson_loads(data: str | bytes) -> Any:
@@ -123,9 +176,19 @@ def orjson_loads(data: str | bytes) -> Any:
     if _orjson is not None:
         raw: bytes = b""  # other types go to the standard library (TypeError)
         if type(data) is str:
-            raw = _encode(data, "utf-8", "surrogatepass")
+            if len(data) > _WHOLE:
+                value = _orjson_loads_whole(data)
+                if value is not REFUSED:
+                    return value
+            else:
+                raw = _encode(data, "utf-8", "surrogatepass")
         elif type(data) is bytes:
-            raw = data
+            if len(data) > _WHOLE:
+                value = _orjson_loads_whole(data)
+                if value is not REFUSED:
+                    return value
+            else:
+                raw = data
         # A document shorter than a run is not scanned.
         scanned = _translate(raw, _SCAN_TABLE) if len(raw) >= _RUN else b""
         if raw and _find(scanned, _LONG_DIGIT_RUN) < 0:
@@ -144,10 +207,6 @@ def orjson_loads(data: str | bytes) -> Any:
         return std_loads(data)
     except RecursionError:
         raise ValueError(_TOO_DEEP) from None
-
-
-#: What ``orjson_unscanned`` returns for a document whose orjson value cannot be used.
-REFUSED: Final = object()
 
 
 def orjson_unscanned(data: str) -> Any:
@@ -180,6 +239,8 @@ def long_digit_run(data: str) -> bool:
     as a float)."""
     if len(data) < _RUN:
         return False
+    if len(data) > _WHOLE:
+        return _scan_in_pieces(data) is None
     return _LONG_DIGIT_RUN in _translate(_encode(data, "utf-8", "surrogatepass"), _SCAN_TABLE)
 
 

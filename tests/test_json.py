@@ -30,9 +30,15 @@ Loads = Callable[[str | bytes], Any]
 json_stdlib = _json.stdlib_loads
 
 
-@pytest.fixture(params=["stdlib", "orjson"])
-def decode(request: pytest.FixtureRequest) -> Loads:
-    """Each decoding path ``loads`` can take (the test extra installs orjson)."""
+@pytest.fixture(params=["stdlib", "orjson", "orjson-pieces"])
+def decode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Loads:
+    """Each decoding path ``loads`` can take (the test extra installs orjson). "orjson-pieces"
+    is the orjson path for long documents (scanned a piece at a time, text given to orjson as
+    it is), taken here by every document, in pieces of 7."""
+    if request.param == "orjson-pieces":
+        monkeypatch.setattr(_json, "_WHOLE", 0)
+        monkeypatch.setattr(_json, "_PIECE", 7)
+        return decoders()["orjson"]
     return decoders()[request.param]
 
 
@@ -677,3 +683,57 @@ def test_long_documents_with_few_or_many_brackets_decode_alike(
     want = _at_stack_depth(stack, lambda: _depth_outcome(json_stdlib, doc))
     assert _at_stack_depth(stack, lambda: _depth_outcome(decode, doc)) == want
     assert _at_stack_depth(stack, lambda: _depth_outcome(decode, doc.encode())) == want
+
+
+# -- long documents: the digit-run scan in pieces ----------------------------------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(["0", "7", "9", "a", " ", "[", "{", "é", "\ud800", "\U0001f600"]),
+        max_size=90,
+    ).map("".join),
+    st.integers(1, 40),
+    st.booleans(),
+)
+def test_the_scan_in_pieces_finds_every_run_wherever_the_pieces_end(
+    text: str, piece: int, as_bytes: bool
+) -> None:
+    """A run of 19 ASCII digits is found whichever piece boundaries fall inside it, in text
+    and in its UTF-8 bytes alike (no other character's bytes are digits); without one, the
+    opening brackets are counted once each."""
+    import re
+
+    data: str | bytes = text.encode("utf-8", "surrogatepass") if as_bytes else text
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_json, "_PIECE", piece)
+        brackets = _json._scan_in_pieces(data)
+    if re.search("[0-9]{19}", text) is not None:
+        assert brackets is None
+    else:
+        assert brackets == text.count("[") + text.count("{")
+
+
+@pytest.mark.parametrize("as_bytes", [False, True])
+def test_a_long_document_decodes_alike_on_both_paths(as_bytes: bool) -> None:
+    """Documents longer than a piece take the scan in pieces: a long integer anywhere (across
+    a piece boundary too), non-ASCII text and lone surrogates give the standard library's
+    value or error."""
+    # The integer's digits start 10 characters before the first piece ends.
+    near = "x" * (_json._PIECE - 22)
+    body = "x" * (_json._WHOLE + 1)
+    documents = [
+        '{"a":"' + near + '","n":12345678901234567890123}',
+        '{"a":"' + near[:-3] + '","n":12345678901234567890123}',
+        '{"a":"' + "é…" * _json._PIECE + '","n":[1,2.5,-0.0]}',
+        '{"a":"' + body + '\\ud800"}',
+        '{"a":"' + body + "\ud800" + '"}',
+        "[" * 40_000 + "]" * 40_000,
+        '{"a":"' + body + '",}',
+    ]
+    orjson_path = decoders()["orjson"]
+    for text in documents:
+        data: str | bytes = text.encode("utf-8", "surrogatepass") if as_bytes else text
+        assert len(data) > _json._WHOLE
+        assert _outcome(orjson_path, data) == _outcome(json_stdlib, data), text[-40:]
