@@ -552,6 +552,24 @@ def test_long_integers_in_stream_frames_parse_alike_on_both_paths(frame: str) ->
     assert _frame_outcome(frame, "orjson") == _frame_outcome(frame, "stdlib")
 
 
+@pytest.mark.parametrize("cost", ["4500", "123456789012345678901"])
+@pytest.mark.parametrize("delta", [False, True])
+def test_long_frames_parse_alike_on_both_paths(cost: str, delta: bool) -> None:
+    """A frame over 64 KiB (a long message's snapshot, with or without a delta beside it)
+    is scanned a piece at a time; a long integer in it is read exactly on both paths."""
+    text = "word " * 20_000
+    snapshot = (
+        '{"type":"message","chat_id":"c","message":{"id":2,"role":"assistant",'
+        f'"content":[{{"type":"text","text":"{text}"}}],"usage":{{"total_cost_micros":{cost}}}}}}}'
+    )
+    part = '{"type":"message_part","message_part":{"part":{"type":"text","text":"t"}}}'
+    frame = "[" + (part + "," if delta else "") + snapshot + "]"
+    assert len(frame) > _json._WHOLE and "\\" not in frame
+    outcome = _frame_outcome(frame, "orjson")
+    assert outcome == _frame_outcome(frame, "stdlib")
+    assert outcome[0] == "ok" and cost in outcome[1]
+
+
 def test_a_frame_of_deltas_with_integer_coordinates_is_not_scanned(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -691,7 +709,9 @@ def test_long_documents_with_few_or_many_brackets_decode_alike(
 @settings(max_examples=300, deadline=None)
 @given(
     st.lists(
-        st.sampled_from(["0", "7", "9", "a", " ", "[", "{", "é", "\ud800", "\U0001f600"]),
+        st.sampled_from(
+            ["0", "7", "9", "a", " ", "[", "{", "é", "\ud800", "\U0001f600", "1234567890123456789"]
+        ),
         max_size=90,
     ).map("".join),
     st.integers(1, 40),
@@ -724,6 +744,7 @@ def test_a_long_document_decodes_alike_on_both_paths(as_bytes: bool) -> None:
     near = "x" * (_json._PIECE - 22)
     body = "x" * (_json._WHOLE + 1)
     documents = [
+        '{"a":"' + body + '","n":12345678901234567890123}',
         '{"a":"' + near + '","n":12345678901234567890123}',
         '{"a":"' + near[:-3] + '","n":12345678901234567890123}',
         '{"a":"' + "é…" * _json._PIECE + '","n":[1,2.5,-0.0]}',
