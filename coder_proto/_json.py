@@ -174,21 +174,16 @@ def orjson_loads(data: str | bytes) -> Any:
     """``loads`` with orjson, under the rule in the module docstring (the standard library
     alone when orjson is not installed)."""
     if _orjson is not None:
-        raw: bytes = b""  # other types go to the standard library (TypeError)
-        if type(data) is str:
-            if len(data) > _WHOLE:
-                value = _orjson_loads_whole(data)
-                if value is not REFUSED:
-                    return value
-            else:
-                raw = _encode(data, "utf-8", "surrogatepass")
-        elif type(data) is bytes:
-            if len(data) > _WHOLE:
-                value = _orjson_loads_whole(data)
-                if value is not REFUSED:
-                    return value
-            else:
-                raw = data
+        raw: bytes = b""  # other types, and refused long documents, go to the standard library
+        kind = type(data)
+        if (kind is str or kind is bytes) and len(data) > _WHOLE:
+            value = _orjson_loads_whole(data)
+            if value is not REFUSED:
+                return value
+        elif kind is str:
+            raw = _encode(data, "utf-8", "surrogatepass")  # type: ignore[arg-type]
+        elif kind is bytes:
+            raw = data  # type: ignore[assignment]
         # A document shorter than a run is not scanned.
         scanned = _translate(raw, _SCAN_TABLE) if len(raw) >= _RUN else b""
         if raw and _find(scanned, _LONG_DIGIT_RUN) < 0:

@@ -187,18 +187,20 @@ HOT_PATHS: Final = (
         "call and one loop, the open blocks and pending lists held in locals until an event "
         "takes the general way (tests/test_translator_properties.py holds it to ingest of "
         "each event in turn, gated or not, for any mix of events)",
-        "2,000 parsed deltas 1.17x against ingest per event; with ReasoningPartDraft, "
+        "2,000 parsed deltas 1.17x against ingest per event; with plain_reasoning_part, "
         "core.frames.batched 2.36x to 2.19x of json.loads and core.frames.batched.m10 2.40x "
         "to 2.25x (100,000 deltas)",
     ),
     HotPath(
-        "coder_proto._wire.message_parts.ReasoningPartDraft",
+        "coder_proto._wire.message_parts.plain_reasoning_part",
         "a plain reasoning delta's ReasoningPart is filled by four stores in a draft class "
-        "and given its class (ReasoningPart has no __weakref__ slot, as TextPart), and one "
-        "whose part has only its type and text skips the lookups of the other three fields "
-        "(tests/test_hot_path.py checks the part is the class in every respect and that both "
-        "parsers agree with those fields absent, null or set)",
-        "ReasoningPart objects 2.5x (249 to 99 ns); 256 reasoning deltas to events 1.41x",
+        "(ReasoningPartDraft) and given its class (ReasoningPart has no __weakref__ slot, as "
+        "TextPart), and a part with only its type and text skips the lookups of the other "
+        "three fields; both stream parsers call it (tests/test_hot_path.py checks the part is "
+        "the class in every respect and that both parsers agree with those fields absent, "
+        "null or set)",
+        "ReasoningPart objects 2.5x (249 to 99 ns); 256 reasoning deltas to events 1.3x "
+        "(147 to 113 us)",
     ),
     HotPath(
         "coder_proto._agent.segment.Segment._read_loop",

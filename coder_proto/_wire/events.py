@@ -23,8 +23,6 @@ from .chats import ActionToolCall, ChatWatchEvent
 from .fields import get_dict, get_int, get_list, get_str, opt_int, opt_str, req_dict, slot_setter
 from .message_parts import (
     ChatMessagePart,
-    ReasoningPart,
-    ReasoningPartDraft,
     TextPart,
     TextPartDraft,
     parse_part,
@@ -328,15 +326,8 @@ def _message_part(obj: dict[str, Any]) -> MessagePartEvent:
         draft.text = text
         draft.__class__ = TextPart  # type: ignore[assignment]
         part = draft  # type: ignore[assignment]
-    elif kind == "reasoning" and (
-        len(raw_part) == 2
-        or (
-            raw_part.get("signature") is None
-            and raw_part.get("created_at") is None
-            and raw_part.get("completed_at") is None
-        )
-    ):
-        part = plain_reasoning_part(text)
+    elif kind == "reasoning" and (plain := plain_reasoning_part(raw_part, text)) is not None:
+        part = plain
     else:
         part = parse_part(raw_part)
     role = payload.get("role")
@@ -496,22 +487,11 @@ def _events_into(value: Any, out: list[StreamEvent]) -> bool:
                     draft.text = text
                     draft.__class__ = TextPart  # type: ignore[assignment]
                     part = draft  # type: ignore[assignment]
-                elif part_type == "reasoning" and (
-                    # Only "type" and "text": nothing else to look up.
-                    len(raw_part) == 2
-                    or (
-                        raw_part.get("signature") is None
-                        and raw_part.get("created_at") is None
-                        and raw_part.get("completed_at") is None
-                    )
+                elif (
+                    part_type == "reasoning"
+                    and (plain_part := plain_reasoning_part(raw_part, text)) is not None
                 ):
-                    reasoning = ReasoningPartDraft()
-                    reasoning.text = text
-                    reasoning.signature = None
-                    reasoning.created_at = None
-                    reasoning.completed_at = None
-                    reasoning.__class__ = ReasoningPart  # type: ignore[assignment]
-                    part = reasoning  # type: ignore[assignment]
+                    part = plain_part
                 else:
                     plain = False
                     append(_message_part(item))

@@ -120,8 +120,16 @@ class ReasoningPartDraft:
     completed_at: str | None
 
 
-def plain_reasoning_part(text: str) -> ReasoningPart:
-    """``ReasoningPart(text)`` without the ``__init__`` frame (the stream parser's shortcut)."""
+def plain_reasoning_part(raw_part: dict[str, Any], text: str) -> ReasoningPart | None:
+    """``ReasoningPart(text)`` without the ``__init__`` frame (the stream parser's shortcut)
+    when ``raw_part`` sets no signature and no timestamps, else ``None`` (``parse_part``
+    keeps them). A part with only its type and text is not looked into further."""
+    if len(raw_part) != 2 and (
+        raw_part.get("signature") is not None
+        or raw_part.get("created_at") is not None
+        or raw_part.get("completed_at") is not None
+    ):
+        return None
     part = ReasoningPartDraft()
     part.text = text
     part.signature = None
