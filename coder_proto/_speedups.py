@@ -150,7 +150,7 @@ HOT_PATHS: Final = (
         "coder_proto._wire.events.events_from_json",
         "message_part items of a frame are read by subscript (a missing key or a value that "
         "is not an object goes to _message_part), and a text or plain reasoning delta is "
-        "built inline, as _message_part builds it (tests/test_hot_path.py compares the events "
+        "built there, as _message_part builds it (tests/test_hot_path.py compares the events "
         "with the general parser's)",
         "a 256-event frame 1.2-1.36x against parse_event per item; subscripts over "
         "dict.get, 256-event frames to output parts 1.02x (instructions counted)",

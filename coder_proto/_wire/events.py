@@ -467,9 +467,10 @@ def _events_into(value: Any, out: list[StreamEvent]) -> bool:
                 kind = None
             if kind == "message_part":
                 # The hot path; never an envelope (D13 envelopes are data/ping/error). A text
-                # or plain reasoning delta, nearly every event of a turn, is built here
-                # without a call (as _message_part builds it); anything else, a part that is
-                # not an object with a string "text" included, goes to _message_part.
+                # or plain reasoning delta, nearly every event of a turn, is built here (as
+                # _message_part builds it, a text part and the event without a call);
+                # anything else, a part that is not an object with a string "text"
+                # included, goes to _message_part.
                 try:
                     payload = item["message_part"]
                     raw_part = payload["part"]
