@@ -30,15 +30,9 @@ Loads = Callable[[str | bytes], Any]
 json_stdlib = _json.stdlib_loads
 
 
-@pytest.fixture(params=["stdlib", "orjson", "orjson-pieces"])
-def decode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Loads:
-    """Each decoding path ``loads`` can take (the test extra installs orjson). "orjson-pieces"
-    is the orjson path for long documents (scanned a piece at a time, text given to orjson as
-    it is), taken here by every document, in pieces of 7."""
-    if request.param == "orjson-pieces":
-        monkeypatch.setattr(_json, "_WHOLE", 0)
-        monkeypatch.setattr(_json, "_PIECE", 7)
-        return decoders()["orjson"]
+@pytest.fixture(params=["stdlib", "orjson"])
+def decode(request: pytest.FixtureRequest) -> Loads:
+    """Each decoding path ``loads`` can take (the test extra installs orjson)."""
     return decoders()[request.param]
 
 
@@ -556,7 +550,7 @@ def test_long_integers_in_stream_frames_parse_alike_on_both_paths(frame: str) ->
 @pytest.mark.parametrize("delta", [False, True])
 def test_long_frames_parse_alike_on_both_paths(cost: str, delta: bool) -> None:
     """A frame over 64 KiB (a long message's snapshot, with or without a delta beside it)
-    is scanned a piece at a time; a long integer in it is read exactly on both paths."""
+    goes to the standard library; a long integer in it is read exactly on both paths."""
     text = "word " * 20_000
     snapshot = (
         '{"type":"message","chat_id":"c","message":{"id":2,"role":"assistant",'
@@ -564,7 +558,7 @@ def test_long_frames_parse_alike_on_both_paths(cost: str, delta: bool) -> None:
     )
     part = '{"type":"message_part","message_part":{"part":{"type":"text","text":"t"}}}'
     frame = "[" + (part + "," if delta else "") + snapshot + "]"
-    assert len(frame) > _json._WHOLE and "\\" not in frame
+    assert len(frame) > _json._LONG and "\\" not in frame
     outcome = _frame_outcome(frame, "orjson")
     assert outcome == _frame_outcome(frame, "stdlib")
     assert outcome[0] == "ok" and cost in outcome[1]
@@ -703,51 +697,69 @@ def test_long_documents_with_few_or_many_brackets_decode_alike(
     assert _at_stack_depth(stack, lambda: _depth_outcome(decode, doc.encode())) == want
 
 
-# -- long documents: the digit-run scan in pieces ----------------------------------------------
+# -- long documents go to the standard library ------------------------------------------------
 
 
-@settings(max_examples=300, deadline=None)
-@given(
-    st.lists(
-        st.sampled_from(
-            ["0", "7", "9", "a", " ", "[", "{", "é", "\ud800", "\U0001f600", "1234567890123456789"]
-        ),
-        max_size=90,
-    ).map("".join),
-    st.integers(1, 40),
-    st.booleans(),
-)
-def test_the_scan_in_pieces_finds_every_run_wherever_the_pieces_end(
-    text: str, piece: int, as_bytes: bool
+def _snapshot(text: str) -> str:
+    return (
+        '[{"type":"message","chat_id":"c","message":{"id":5,"role":"assistant","content":'
+        f'[{{"type":"text","text":"{text}"}}]}}}}]'
+    )
+
+
+@pytest.mark.parametrize("word", ["word ", "w\u00f6rd "])
+@pytest.mark.parametrize("kind", ["text", "bytes", "frame"])
+def test_a_long_document_is_decoded_in_about_its_own_size(
+    word: str, kind: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A run of 19 ASCII digits is found whichever piece boundaries fall inside it, in text
-    and in its UTF-8 bytes alike (no other character's bytes are digits); without one, the
-    opening brackets are counted once each."""
-    import re
+    """A turn's last message snapshot (here 460 KB) decodes, with orjson installed, in a few
+    times its size (its value; bytes are decoded to text first): orjson's working memory for
+    it was 13 times its size (6.0 MB), the peak of a whole streamed turn. Whatever is
+    decoded below 64 KiB still goes to orjson."""
+    import tracemalloc
 
-    data: str | bytes = text.encode("utf-8", "surrogatepass") if as_bytes else text
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_json, "_PIECE", piece)
-        brackets = _json._scan_in_pieces(data)
-    if re.search("[0-9]{19}", text) is not None:
-        assert brackets is None
-    else:
-        assert brackets == text.count("[") + text.count("{")
+    from coder_proto._wire import events, unicode
+
+    monkeypatch.setattr(unicode, "loads", decoders()["orjson"])
+    calls: list[int] = []
+    real = _json._orjson_decode
+
+    def counted(data: str | bytes) -> Any:
+        calls.append(len(data))
+        return real(data)
+
+    monkeypatch.setattr(_json, "_orjson_decode", counted)
+    document = _snapshot(word * 92_000)
+    decode: Callable[[], Any] = {
+        "text": lambda: _json.loads(document),
+        "bytes": lambda: _json.loads(document.encode()),
+        "frame": lambda: events.parse_frame(document),
+    }[kind]
+    decode()
+    tracemalloc.start()
+    try:
+        value = decode()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert value
+    assert peak < 4 * len(document.encode()), peak
+    assert calls == []
+    _json.loads(_snapshot("word " * 100))
+    assert calls and calls[0] < _json._LONG
 
 
 @pytest.mark.parametrize("as_bytes", [False, True])
 def test_a_long_document_decodes_alike_on_both_paths(as_bytes: bool) -> None:
-    """Documents longer than a piece take the scan in pieces: a long integer anywhere (across
-    a piece boundary too), non-ASCII text and lone surrogates give the standard library's
-    value or error."""
-    # The integer's digits start 10 characters before the first piece ends.
-    near = "x" * (_json._PIECE - 22)
-    body = "x" * (_json._WHOLE + 1)
+    """Documents longer than 64 KiB, just over it too: a long integer, non-ASCII text and
+    lone surrogates give the standard library's value or error."""
+    near = "x" * (_json._LONG - 30)
+    body = "x" * (_json._LONG + 1)
     documents = [
         '{"a":"' + body + '","n":12345678901234567890123}',
         '{"a":"' + near + '","n":12345678901234567890123}',
-        '{"a":"' + near[:-3] + '","n":12345678901234567890123}',
-        '{"a":"' + "é…" * _json._PIECE + '","n":[1,2.5,-0.0]}',
+        '{"a":"' + near + '","n":123456789012345678}',
+        '{"a":"' + "é…" * _json._LONG + '","n":[1,2.5,-0.0]}',
         '{"a":"' + body + '\\ud800"}',
         '{"a":"' + body + "\ud800" + '"}',
         "[" * 40_000 + "]" * 40_000,
@@ -756,5 +768,5 @@ def test_a_long_document_decodes_alike_on_both_paths(as_bytes: bool) -> None:
     orjson_path = decoders()["orjson"]
     for text in documents:
         data: str | bytes = text.encode("utf-8", "surrogatepass") if as_bytes else text
-        assert len(data) > _json._WHOLE
+        assert len(data) > _json._LONG
         assert _outcome(orjson_path, data) == _outcome(json_stdlib, data), text[-40:]
