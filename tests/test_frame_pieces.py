@@ -51,8 +51,15 @@ def _outcomes(data: str, piece: int, monkeypatch: pytest.MonkeyPatch) -> tuple[A
     """``data`` parsed whole and in pieces of at least ``piece`` characters."""
     monkeypatch.setattr(events, "_PIECE", 10**9)
     whole = _outcome(data)
-    monkeypatch.setattr(events, "_PIECE", piece)
+    _pieces_of(piece, monkeypatch)
     return whole, _outcome(data)
+
+
+def _pieces_of(piece: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pieces of at least ``piece`` characters, a frame with a longer one than twice that
+    decoded whole (as with the default 4 KiB)."""
+    monkeypatch.setattr(events, "_PIECE", piece)
+    monkeypatch.setattr(events, "_LONGEST_PIECE", 2 * piece)
 
 
 def _documents(data: str, piece: int, monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -64,7 +71,7 @@ def _documents(data: str, piece: int, monkeypatch: pytest.MonkeyPatch) -> list[s
         seen.append(document)  # type: ignore[arg-type]
         return real(document)
 
-    monkeypatch.setattr(events, "_PIECE", piece)
+    _pieces_of(piece, monkeypatch)
     monkeypatch.setattr(events, "_parse_document", spy)
     try:
         parse_frame(data)
@@ -106,27 +113,50 @@ def test_short_frames_and_frames_that_are_not_arrays_are_decoded_whole(
         assert len(_documents(data, 4096, monkeypatch)) == 1
 
 
-def test_a_cut_inside_an_event_falls_back_to_the_rest_of_the_frame(
+def _snapshot(parts: int) -> str:
+    return json.dumps(
+        {
+            "type": "message",
+            "chat_id": "c",
+            "message": {
+                "id": 7,
+                "role": "assistant",
+                "content": [{"type": "text", "text": f"p{i}"} for i in range(parts)],
+            },
+        },
+        separators=(",", ":"),
+    )
+
+
+def test_a_cut_inside_an_event_decodes_the_whole_frame(
     path: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A message snapshot's parts hold the text between events too: a piece cut there does
-    not decode, and the rest of the frame is decoded as one document."""
-    snapshot = {
-        "type": "message",
-        "chat_id": "c",
-        "message": {
-            "id": 7,
-            "role": "assistant",
-            "content": [{"type": "text", "text": f"p{i}"} for i in range(400)],
-        },
-    }
-    frame = (
-        "[" + DELTA % 1 + "," + json.dumps(snapshot, separators=(",", ":")) + "," + DELTA % 2 + "]"
-    )
-    assert frame.count(BETWEEN) > 100
-    documents = _documents(frame, 100, monkeypatch)
-    assert documents[-1] == "[" + frame[len(DELTA % 1) + 2 :]
-    whole, pieces = _outcomes(frame, 100, monkeypatch)
+    not decode, and the whole frame is decoded as one document."""
+    frame = "[" + ",".join([DELTA % 1, _snapshot(30), DELTA % 2, DELTA % 3]) + "]"
+    assert frame.count(BETWEEN) > 30
+    documents = _documents(frame, 150, monkeypatch)
+    assert len(documents) == 3 and documents[-1] == frame
+    assert documents[0] == "[" + DELTA % 1 + "]"  # the first piece decoded
+    assert documents[1].startswith("[" + _snapshot(30)[:150])  # cut inside the snapshot
+    whole, pieces = _outcomes(frame, 150, monkeypatch)
+    assert pieces == whole and whole[0] == "ok"
+
+
+@pytest.mark.parametrize("where", ["first", "middle", "last"])
+def test_a_frame_with_a_long_event_is_decoded_whole_without_a_copy(
+    where: str, path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long event (a long message's snapshot beside a few deltas) ends the pieces: the
+    frame is decoded whole, and no piece copies the long event's text."""
+    deltas = [DELTA % i for i in range(1, 60)]
+    at = {"first": 0, "middle": 30, "last": 59}[where]
+    snapshot = _snapshot(1).replace('"p0"', '"' + "word " * 4_000 + '"')
+    frame = "[" + ",".join([*deltas[:at], snapshot, *deltas[at:]]) + "]"
+    documents = _documents(frame, 4096, monkeypatch)
+    assert documents[-1] == frame
+    assert sum(len(d) for d in documents[:-1]) < 2 * 4096 * 2
+    whole, pieces = _outcomes(frame, 4096, monkeypatch)
     assert pieces == whole and whole[0] == "ok"
 
 
@@ -213,6 +243,7 @@ _event = st.one_of(
     frame=st.lists(_event, max_size=12),
     ensure_ascii=st.booleans(),
     piece=st.integers(1, 120),
+    longest=st.integers(1, 400),
     damage=st.one_of(
         st.none(), st.tuples(st.integers(0, 10**6), st.sampled_from(["", "x", ",", "]", "}", '"']))
     ),
@@ -221,21 +252,24 @@ def test_any_frame_parses_in_pieces_as_it_does_whole(
     frame: list[Any],
     ensure_ascii: bool,
     piece: int,
+    longest: int,
     damage: tuple[int, str] | None,
 ) -> None:
     """Any frame, valid or damaged (a character replaced or removed at any place), gives the
-    same events or the same error whole and in pieces cut anywhere, on both decoding paths."""
+    same events or the same error whole and in pieces cut anywhere (whatever the length that
+    sends a frame to one decode), on both decoding paths."""
     data = json.dumps(frame, separators=(",", ":"), ensure_ascii=ensure_ascii)
     if damage is not None:
         at = damage[0] % (len(data) + 1)
         data = data[:at] + damage[1] + data[at + 1 :]
-    saved = (events._PIECE, unicode.loads)
+    saved = (events._PIECE, events._LONGEST_PIECE, unicode.loads)
     try:
         for loads in (std_loads, orjson_loads):
             unicode.loads = loads
             events._PIECE = 10**9
             whole = _outcome(data)
             events._PIECE = piece
+            events._LONGEST_PIECE = longest
             assert _outcome(data) == whole
     finally:
-        events._PIECE, unicode.loads = saved
+        events._PIECE, events._LONGEST_PIECE, unicode.loads = saved

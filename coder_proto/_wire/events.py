@@ -531,6 +531,8 @@ def _events_into(value: Any, out: list[StreamEvent]) -> bool:
 
 #: An array frame longer than this many characters is decoded a piece at a time.
 _PIECE = 4096
+#: A frame whose pieces would be longer than this is decoded whole (see ``_parse_pieces``).
+_LONGEST_PIECE = 2 * _PIECE
 #: The text between two events of an array frame as servers write it: the end of one event
 #: object, the comma, and the start of the next one's ``type`` member.
 _BETWEEN_EVENTS = '},{"type":"'
@@ -561,31 +563,38 @@ def _parse_pieces(data: str, cut: int) -> list[StreamEvent]:
     """``data``, an array frame, parsed as the arrays ``data[:cut + 1] + "]"``, then
     ``"[" + data[cut + 2 : next_cut + 1] + "]"`` and so on, with ``"[" + data[start:]``
     last, each cut the first ``_BETWEEN_EVENTS`` at least ``_PIECE`` characters past the
-    previous one.
+    previous one; or whole, as one document.
 
     The text can also occur inside an event (a snapshot's list of parts) or a string. A
     piece that decodes ends with the bracket added after the cut's ``}``, so the decoder
     read the frame's text up to that ``}`` and stood after a whole element of the frame's
     array: the cut's comma separates two of the frame's events, and the pieces decoded so
     far give exactly its first events. When a piece does not decode (a cut inside an event,
-    or a frame that is not valid JSON), the rest of the frame is parsed as one document,
-    which gives its remaining events or the error the whole frame gives.
+    or a frame that is not valid JSON), the whole frame is parsed as one document, which
+    gives its events or its error.
+
+    So is a frame with a piece (or a rest) longer than ``_LONGEST_PIECE``: one long event,
+    such as a long message's snapshot, is decoded where it lies, without a copy of its text.
     """
     out: list[StreamEvent] = []
-    piece = data[: cut + 1] + "]"
     start = 0
     while True:
+        if cut - start > _LONGEST_PIECE:
+            return _parse_document(data)
         try:
-            out += _parse_document(piece)
+            if start:
+                out += _parse_document("[" + data[start : cut + 1] + "]")
+            else:
+                out += _parse_document(data[: cut + 1] + "]")
         except CoderProtocolError:
-            out += _parse_document("[" + data[start:] if start else data)
-            return out
+            return _parse_document(data)
         start = cut + 2
         cut = data.find(_BETWEEN_EVENTS, start + _PIECE)
         if cut < 0:
+            if len(data) - start > _LONGEST_PIECE:
+                return _parse_document(data)
             out += _parse_document("[" + data[start:])
             return out
-        piece = "[" + data[start : cut + 1] + "]"
 
 
 def _parse_document(data: str | bytes) -> list[StreamEvent]:
