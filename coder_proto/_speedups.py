@@ -185,11 +185,12 @@ HOT_PATHS: Final = (
     ),
     HotPath(
         "coder_proto._wire.events._parse_pieces",
-        "an array frame over 4 KiB is decoded in pieces of about 4 KiB cut between two "
-        "events, so a 256-delta frame's decoded objects and its events stay under the cyclic "
+        "an array frame over 4 KiB is decoded in pieces of about 4 KiB cut before a delta, "
+        "so a 256-delta frame's decoded objects and its events stay under the cyclic "
         "collector's young-generation threshold of 700 on CPython 3.11 and 3.12 instead of "
         "starting a collection on every frame and moving the frame to older generations; a "
-        "piece that does not decode sends the rest of the frame to one decode "
+        "piece that does not decode, or one longer than 8 KiB, sends the whole frame to one "
+        "decode "
         "(tests/test_frame_pieces.py compares pieces cut anywhere with the whole frame, valid "
         "or damaged, on both decoding paths, and counts the collections)",
         "100,000 deltas, two alternated runs each: core.frames.batched 2.20x and 2.32x to "

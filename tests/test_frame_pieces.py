@@ -99,6 +99,16 @@ def test_a_batch_is_decoded_in_pieces_cut_between_events(
     assert all(type(e) is MessagePartEvent for e in parsed)
 
 
+def test_a_snapshot_frame_is_decoded_whole_at_once(
+    path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A message's parts are never typed ``message_part``: a frame holding a snapshot with
+    many parts is not cut inside it and is decoded once."""
+    frame = "[" + _snapshot(600) + "]\n"
+    assert len(frame) > 4 * 4096
+    assert _documents(frame, 4096, monkeypatch) == [frame]
+
+
 def test_short_frames_and_frames_that_are_not_arrays_are_decoded_whole(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -131,14 +141,19 @@ def _snapshot(parts: int) -> str:
 def test_a_cut_inside_an_event_decodes_the_whole_frame(
     path: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A message snapshot's parts hold the text between events too: a piece cut there does
-    not decode, and the whole frame is decoded as one document."""
-    frame = "[" + ",".join([DELTA % 1, _snapshot(30), DELTA % 2, DELTA % 3]) + "]"
+    """An event can hold the text between events too (here a list of objects typed
+    ``message_part`` inside an event of a type the client does not know): a piece cut there
+    does not decode, and the whole frame is decoded as one document."""
+    odd = json.dumps(
+        {"type": "later", "list": [{"type": "message_part", "n": i} for i in range(30)]},
+        separators=(",", ":"),
+    )
+    frame = "[" + ",".join([DELTA % 1, DELTA % 2, odd, DELTA % 3]) + "]"
     assert frame.count(BETWEEN) > 30
     documents = _documents(frame, 150, monkeypatch)
     assert len(documents) == 3 and documents[-1] == frame
     assert documents[0] == "[" + DELTA % 1 + "]"  # the first piece decoded
-    assert documents[1].startswith("[" + _snapshot(30)[:150])  # cut inside the snapshot
+    assert documents[1].startswith("[" + DELTA % 2 + "," + odd[:30])  # cut inside the event
     whole, pieces = _outcomes(frame, 150, monkeypatch)
     assert pieces == whole and whole[0] == "ok"
 
@@ -209,7 +224,7 @@ _text = st.lists(
 ).map("".join)
 
 _part = st.fixed_dictionaries(
-    {"type": st.sampled_from(["text", "reasoning", "tool-call"]), "text": _text}
+    {"type": st.sampled_from(["text", "reasoning", "message_part"]), "text": _text}
 )
 
 _event = st.one_of(
@@ -232,7 +247,7 @@ _event = st.one_of(
         st.integers(1, 99),
     ),
     st.just({"type": "status", "chat_id": "c", "status": {"status": "running"}}),
-    st.just({"type": "no-such-event", "x": [{"type": "a"}, {"type": "b"}]}),
+    st.just({"type": "no-such-event", "x": [{"type": "message_part"}, {"type": "b"}]}),
     st.integers(),
     st.lists(st.just({"type": "q"}), max_size=3),
 )

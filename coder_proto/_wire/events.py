@@ -533,9 +533,11 @@ def _events_into(value: Any, out: list[StreamEvent]) -> bool:
 _PIECE = 4096
 #: A frame whose pieces would be longer than this is decoded whole (see ``_parse_pieces``).
 _LONGEST_PIECE = 2 * _PIECE
-#: The text between two events of an array frame as servers write it: the end of one event
-#: object, the comma, and the start of the next one's ``type`` member.
-_BETWEEN_EVENTS = '},{"type":"'
+#: The text between two events of an array frame as servers write them, where the second is
+#: a delta: the end of one event object, the comma, and the start of the next one's ``type``
+#: member. A frame of deltas holds it between every two; a message's parts do not (a part's
+#: type is never ``message_part``), so a snapshot's frame is not cut inside the snapshot.
+_BETWEEN_EVENTS = '},{"type":"message_part"'
 
 
 def parse_frame(data: str | bytes) -> list[StreamEvent]:
@@ -544,7 +546,7 @@ def parse_frame(data: str | bytes) -> list[StreamEvent]:
     Invalid JSON raises ``CoderProtocolError`` (the reader treats it as terminal, C.2.3).
 
     An array frame longer than 4 KiB (a batch of 256 deltas is about 50 KiB) is decoded in
-    pieces of about 4 KiB cut between two events, so the decoded objects of the whole
+    pieces of about 4 KiB, each cut before a delta, so the decoded objects of the whole
     frame and the events built from them are never all alive at once. On CPython before 3.13
     they otherwise outnumber the cyclic collector's young-generation threshold on every
     batched frame, and each collection moves the frame's objects to an older generation,
@@ -563,13 +565,12 @@ def _parse_pieces(data: str, cut: int) -> list[StreamEvent]:
     """``data``, an array frame, parsed as the arrays ``data[:cut + 1] + "]"``, then
     ``"[" + data[cut + 2 : next_cut + 1] + "]"`` and so on, with ``"[" + data[start:]``
     last, each cut the first ``_BETWEEN_EVENTS`` at least ``_PIECE`` characters past the
-    previous one; or whole, as one document.
+    previous one (always before a delta); or whole, as one document.
 
-    The text can also occur inside an event (a snapshot's list of parts) or a string. A
-    piece that decodes ends with the bracket added after the cut's ``}``, so the decoder
-    read the frame's text up to that ``}`` and stood after a whole element of the frame's
-    array: the cut's comma separates two of the frame's events, and the pieces decoded so
-    far give exactly its first events. When a piece does not decode (a cut inside an event,
+    The text can also occur inside an event or a string. A piece that decodes ends with
+    the bracket added after the cut's ``}``, so the decoder read the frame's text up to that
+    ``}`` and stood after a whole element of the frame's array: the cut's comma separates
+    two of the frame's events, and the pieces decoded so far give exactly its first events. When a piece does not decode (a cut inside an event,
     or a frame that is not valid JSON), the whole frame is parsed as one document, which
     gives its events or its error.
 
@@ -578,23 +579,22 @@ def _parse_pieces(data: str, cut: int) -> list[StreamEvent]:
     """
     out: list[StreamEvent] = []
     start = 0
-    while True:
-        if cut - start > _LONGEST_PIECE:
-            return _parse_document(data)
+    while cut - start <= _LONGEST_PIECE:
         try:
             if start:
                 out += _parse_document("[" + data[start : cut + 1] + "]")
             else:
                 out += _parse_document(data[: cut + 1] + "]")
         except CoderProtocolError:
-            return _parse_document(data)
+            break  # decoded whole below, with this error and its piece let go
         start = cut + 2
         cut = data.find(_BETWEEN_EVENTS, start + _PIECE)
         if cut < 0:
             if len(data) - start > _LONGEST_PIECE:
-                return _parse_document(data)
+                break
             out += _parse_document("[" + data[start:])
             return out
+    return _parse_document(data)
 
 
 def _parse_document(data: str | bytes) -> list[StreamEvent]:
