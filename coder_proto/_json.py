@@ -11,7 +11,7 @@ one the standard library's ``json.loads`` gives**.
   library's message. An input with a run of 19 or more digits goes to the standard library
   without asking orjson, because orjson reads integers beyond 64 bits as floats (the standard
   library keeps them exact). Inputs that are neither ``str`` nor ``bytes`` go to the standard
-  library too (``TypeError``). A document longer than 64 KiB goes to the standard library
+  library too (``TypeError``). A document longer than 16 KiB goes to the standard library
   as well: orjson's working memory is about 13 times the document's size.
 * Nesting: the standard library stops where the interpreter's recursion limit falls (on 3.11
   about 1,000 levels less the caller's stack; from 3.12 its C recursion limit, which the
@@ -123,9 +123,11 @@ REFUSED: Final = object()
 #: A document longer than this (characters or bytes) is decoded by the standard library.
 #: orjson's working memory for a document is about 13 times its size (a turn's last message
 #: snapshot of 460 KB: 6.0 MB, against the standard library's 0.46 MB for the value), which
-#: made that one decode the peak of a streamed turn's memory; a document this long comes once
-#: a turn or less, and on text that is not ASCII the standard library is the faster one.
-_LONG = 65_536
+#: made that one decode the peak of a streamed turn's memory. Documents this long are few in a
+#: turn (a message's snapshot, a REST body); frames of deltas are decoded in pieces well under
+#: it (``coder_proto._wire.events.parse_frame``); and on text that is not ASCII the standard
+#: library is the faster one.
+_LONG = 16_384
 
 
 def orjson_loads(data: str | bytes) -> Any:

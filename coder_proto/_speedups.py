@@ -16,7 +16,7 @@ Selected here:
 * ``orjson`` (the ``speedups`` extra): decodes JSON; ``coder_proto._json.loads`` uses it when
   it is installed, under the rule in ``coder_proto._json`` that keeps every value and every
   error what the standard library gives. Gain: see ``ORJSON_GAIN``. Not for a document over
-  64 KiB (a long message's snapshot, a long chat's history): orjson's working memory for it
+  16 KiB (a long message's snapshot, a long chat's history): orjson's working memory for it
   is about 13 times its size, and such a document comes once a turn or less.
 * ``std_loads``: the standard library's decoder with ``json.loads``'s wrapper skipped for a
   document that starts with ``[`` or ``{`` (what every stream frame and REST body is). Gain:

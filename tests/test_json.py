@@ -549,7 +549,7 @@ def test_long_integers_in_stream_frames_parse_alike_on_both_paths(frame: str) ->
 @pytest.mark.parametrize("cost", ["4500", "123456789012345678901"])
 @pytest.mark.parametrize("delta", [False, True])
 def test_long_frames_parse_alike_on_both_paths(cost: str, delta: bool) -> None:
-    """A frame over 64 KiB (a long message's snapshot, with or without a delta beside it)
+    """A frame over 16 KiB (a long message's snapshot, with or without a delta beside it)
     goes to the standard library; a long integer in it is read exactly on both paths."""
     text = "word " * 20_000
     snapshot = (
@@ -715,7 +715,7 @@ def test_a_long_document_is_decoded_in_about_its_own_size(
     """A turn's last message snapshot (here 460 KB) decodes, with orjson installed, in a few
     times its size (its value; bytes are decoded to text first): orjson's working memory for
     it was 13 times its size (6.0 MB), the peak of a whole streamed turn. Whatever is
-    decoded below 64 KiB still goes to orjson."""
+    decoded below 16 KiB still goes to orjson."""
     import tracemalloc
 
     from coder_proto._wire import events, unicode
@@ -751,7 +751,7 @@ def test_a_long_document_is_decoded_in_about_its_own_size(
 
 @pytest.mark.parametrize("as_bytes", [False, True])
 def test_a_long_document_decodes_alike_on_both_paths(as_bytes: bool) -> None:
-    """Documents longer than 64 KiB, just over it too: a long integer, non-ASCII text and
+    """Documents longer than 16 KiB, just over it too: a long integer, non-ASCII text and
     lone surrogates give the standard library's value or error."""
     near = "x" * (_json._LONG - 30)
     body = "x" * (_json._LONG + 1)
