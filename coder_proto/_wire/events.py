@@ -551,8 +551,8 @@ def parse_frame(data: str | bytes) -> list[StreamEvent]:
     they otherwise outnumber the cyclic collector's young-generation threshold on every
     batched frame, and each collection moves the frame's objects to an older generation,
     whose collections then add about half to the core's own work on the frame (the gain is
-    listed in ``coder_proto._speedups.HOT_PATHS``). The events and errors are those
-    of the whole frame: see ``_parse_pieces``.
+    listed in ``coder_proto._speedups.HOT_PATHS``). The events and errors are those of the
+    whole frame: see ``_parse_pieces``.
     """
     if type(data) is str and len(data) > _PIECE and data[0] == "[":
         cut = data.find(_BETWEEN_EVENTS, _PIECE)
@@ -570,9 +570,9 @@ def _parse_pieces(data: str, cut: int) -> list[StreamEvent]:
     The text can also occur inside an event or a string. A piece that decodes ends with
     the bracket added after the cut's ``}``, so the decoder read the frame's text up to that
     ``}`` and stood after a whole element of the frame's array: the cut's comma separates
-    two of the frame's events, and the pieces decoded so far give exactly its first events. When a piece does not decode (a cut inside an event,
-    or a frame that is not valid JSON), the whole frame is parsed as one document, which
-    gives its events or its error.
+    two of the frame's events, and the pieces decoded so far give exactly its first events.
+    When a piece does not decode (a cut inside an event, or a frame that is not valid JSON),
+    the whole frame is parsed as one document, which gives its events or its error.
 
     So is a frame with a piece (or a rest) longer than ``_LONGEST_PIECE``: one long event,
     such as a long message's snapshot, is decoded where it lies, without a copy of its text.
