@@ -8,8 +8,10 @@ no event loop anywhere (docs/architecture.md "The adapters"; D12, D21-D24):
 * ``StartHttp`` -> a blocking ``httpx.Client`` request (no read timeout on a client created
   here, 30 s to connect; a user-supplied client keeps its own timeouts, D23), performed by
   the thread that waits for the machine that sent it. A request in flight is cut at the
-  caller's deadline and at the turn's ``request_timeout`` (C.3), the two deadlines that
-  abandon it anyway;
+  caller's deadline and at the moment its machine would abandon it (the deadline the
+  machine waits for it with, such as a cleanup's ``settle_deadline``, or a turn's
+  ``request_timeout``, C.3), the deadlines that abandon it anyway, as an event loop's timer
+  would;
 * ``OpenSocket`` -> ``socket.create_connection`` within ``CONNECT_TIMEOUT``, then ``ssl`` with
   the context built from ``verify`` (the same choices httpx offers; verification on by
   default); the socket is non-blocking from then on;
@@ -493,12 +495,16 @@ def _bounded(timeout: httpx.Timeout, seconds: float) -> httpx.Timeout:
     )
 
 
-def _abort_deadline(machine: Any) -> float | None:
-    """The deadline at which ``machine`` abandons whatever it waits for: a turn's
-    ``request_timeout`` (C.3, ``CoreMachine.abort_deadline``). A blocking request must not
-    outlive it (on an event loop the deadline would fire while the request is in flight).
-    Machines that are not ``CoreMachine`` (a relayed request) have none."""
-    value = getattr(machine, "abort_deadline", None)
+def _request_deadline(call: HttpCall) -> float | None:
+    """The deadline at which the machine of ``call`` abandons it: the deadline it waits for
+    the request with (a cleanup's ``settle_deadline``, H.4, H.5) or a turn's
+    ``request_timeout`` (C.3), whichever comes first (``CoreMachine.request_deadline``). A
+    blocking request must not outlive it (on an event loop the machine's timer cancels the
+    request in flight). Machines that are not ``CoreMachine`` (a relayed request) have none."""
+    deadline_of = getattr(call.job.machine, "request_deadline", None)
+    if deadline_of is None:
+        return None
+    value = deadline_of(call.request_id)
     return value if isinstance(value, float | int) else None
 
 
@@ -991,7 +997,7 @@ class Driver:
     ) -> None:
         if isinstance(command, StartHttp):
             call = command.call
-            self._http(call, run, deadline, bound=_abort_deadline(call.job.machine))
+            self._http(call, run, deadline, bound=_request_deadline(call))
         elif isinstance(command, OpenSocket):
             self._connect(command.conn, deadline)
         elif isinstance(command, ApplyStore):
@@ -1029,9 +1035,9 @@ class Driver:
         bound: float | None = None,
     ) -> None:
         """Send ``call`` for ``run`` with the lock released. ``deadline`` (the caller's) and
-        ``bound`` (a background job's own deadline) cut it short: the caller's deadline is
-        then handled by its waiter; at ``bound`` the job is ticked, and if it still wants the
-        answer, the request failed."""
+        ``bound`` (when the machine abandons the request) cut it short: the caller's deadline
+        is then handled by its waiter; at ``bound`` the machine is ticked, and if it still
+        wants the answer, the request failed."""
         if call.finished:
             return
         limit = bound

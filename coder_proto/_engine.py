@@ -68,14 +68,16 @@ class Exchange(Protocol):
 
 
 class _Call:
-    """One logical REST call: an exchange and the request id currently in flight."""
+    """One logical REST call: an exchange, the request id currently in flight, and the
+    deadline the machine waits for it with (``None``: none of its own)."""
 
-    __slots__ = ("exchange", "outcome", "request_id")
+    __slots__ = ("deadline", "exchange", "outcome", "request_id")
 
     def __init__(self, exchange: Exchange, request_id: int) -> None:
         self.exchange = exchange
         self.request_id = request_id
         self.outcome: Any = None
+        self.deadline: float | None = None
 
 
 _NOT_FINISHED = CoderAgentError("the machine has not finished yet")
@@ -191,6 +193,22 @@ class CoreMachine(Generic[T]):
         ``None`` when no such deadline is armed (or the machine is done). A blocking adapter
         bounds the request it performs by it, as an event loop's timer would cut it."""
         return self._abort_deadline
+
+    def request_deadline(self, request_id: int) -> float | None:
+        """The monotonic time at which the machine abandons request ``request_id`` if it is
+        still unanswered: the deadline it waits for that request with (a cleanup's
+        ``settle_deadline``, a background job's bound) or the abort deadline (C.3), whichever
+        comes first (a request not in flight has only the abort deadline); ``None`` when
+        neither is set. A blocking adapter bounds the request it performs by it, as an event
+        loop's timer would cut the request when the machine abandons it."""
+        call = self._calls.get(request_id)
+        own = None if call is None else call.deadline
+        abort = self._abort_deadline
+        if own is None:
+            return abort
+        if abort is None:
+            return own
+        return min(own, abort)
 
     # -- for subclasses ----------------------------------------------------------------------
 
@@ -330,6 +348,7 @@ class CoreMachine(Generic[T]):
         raises its error); on ``deadline`` abandon it and raise the builtin ``TimeoutError``."""
         key = object()
         if deadline is not None:
+            call.deadline = deadline
             self._set_timer(key, deadline)
         try:
             while call.outcome is None:

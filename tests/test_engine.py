@@ -215,3 +215,61 @@ def test_a_machine_that_never_armed_one_has_no_abort_deadline() -> None:
     machine = GetChat(PrefixSelector(), deadline=5.0)
     assert machine.abort_deadline is None  # a request's own deadline is not the abort one
     assert machine.next_deadline() == 5.0
+
+
+class BoundedGetChat(CoreMachine[Any]):
+    """Arms the abort deadline ``abort``, then waits for one request until ``deadline``."""
+
+    def __init__(self, *, abort: float | None, deadline: float | None) -> None:
+        super().__init__(PrefixSelector("/api/v2/chats"))
+        self.abort = abort
+        self.deadline = deadline
+        self._start(0.0)
+
+    def _run(self) -> Generator[None, None, Any]:
+        self._arm_abort_deadline(self.abort)
+        try:
+            chat = yield from self._rest(
+                build_get_chat("chat-1"), parse_get_chat, deadline=self.deadline
+            )
+        except TimedOut:
+            return "aborted"
+        return chat.status
+
+
+@pytest.mark.parametrize(
+    ("abort", "deadline", "expected"),
+    [
+        (None, None, None),
+        (None, 5.0, 5.0),
+        (10.0, None, 10.0),
+        (10.0, 5.0, 5.0),
+        (3.0, 5.0, 3.0),
+    ],
+)
+def test_a_request_is_abandoned_at_its_own_deadline_or_the_abort_deadline(
+    abort: float | None, deadline: float | None, expected: float | None
+) -> None:
+    """``request_deadline`` is when the machine gives up a request in flight (what a blocking
+    adapter bounds it by): the deadline it waits for it with, or the abort deadline (C.3),
+    whichever comes first."""
+    machine = BoundedGetChat(abort=abort, deadline=deadline)
+    (action,) = sent(machine)
+    assert machine.request_deadline(action.request_id) == expected
+    assert machine.request_deadline(action.request_id + 1) == abort  # not in flight
+    if expected is not None:
+        machine.tick(expected)
+        assert machine.done and machine.request_deadline(action.request_id) is None
+        cancels = [a for a in machine.actions() if isinstance(a, CancelRequest)]
+        assert cancels == [CancelRequest(request_id=action.request_id)]
+
+
+def test_a_retried_request_keeps_its_calls_deadline() -> None:
+    """The legacy-prefix retry (wire 1.4) is the same call: the new request id is abandoned
+    at the same deadline."""
+    machine = GetChat(PrefixSelector(), deadline=5.0)
+    (first,) = sent(machine)
+    machine.response_received(first.request_id, HttpResponse(status=404), 0.1)
+    (second,) = sent(machine)
+    assert machine.request_deadline(first.request_id) is None
+    assert machine.request_deadline(second.request_id) == 5.0

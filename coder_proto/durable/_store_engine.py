@@ -193,6 +193,11 @@ class DurableJob:
     def next_deadline(self) -> float | None:
         return self.machine.next_deadline()
 
+    def request_deadline(self, request_id: int) -> float | None:
+        """When the machine abandons request ``request_id`` (``CoreMachine.request_deadline``):
+        what a blocking adapter bounds the request by."""
+        return self.machine.request_deadline(request_id)
+
     def tick(self, now: float) -> None:
         self.machine.tick(now)
 

@@ -148,6 +148,41 @@ def test_a_workflow_runs_step_by_step_then_archives(
     assert not any(server.token in repr(e) for e in events)
 
 
+def test_archive_workflow_ends_by_its_settle_deadline_against_a_slow_server(
+    runtime: Any, server: FakeCoderServer
+) -> None:
+    """The archive is answered after 5 s: with a 2 s ``settle_deadline`` the call raises the
+    builtin ``TimeoutError`` by then (plus an allowance) and keeps the checkpoint for a later
+    attempt, instead of waiting for the answer (D10)."""
+
+    async def scenario(rt: Any) -> Any:
+        store = MemoryStore()
+        plan = await rt.durable(
+            "run_turn", "wf-1", "Plan the order.", step="plan", **options(server, store)
+        )
+        server.faults.delay_requests("archive_chat", 5.0, times=1)
+        start = time.monotonic()
+        error: BaseException | None = None
+        try:
+            await rt.durable(
+                "archive_workflow",
+                "wf-1",
+                store=store,
+                settle_deadline=2.0,
+                settle_retry_delay=0.05,
+                base_url=server.url,
+                token=server.token,
+            )
+        except TimeoutError as exc:
+            error = exc
+        return plan, error, time.monotonic() - start, store.get_checkpoint("default", "wf-1")
+
+    plan, error, elapsed, checkpoint = runtime.run(scenario)
+    assert isinstance(error, TimeoutError)
+    assert elapsed < 2.0 + 2.5, f"archiving took {elapsed:.1f} s"
+    assert checkpoint is not None and checkpoint.chat_id == plan.chat_id
+
+
 def test_a_deadline_cut_turn_is_checkpointed_as_aborted_and_resubmitted_d22(
     runtime: Any, server: FakeCoderServer
 ) -> None:

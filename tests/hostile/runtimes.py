@@ -60,6 +60,18 @@ def _threads() -> set[threading.Thread]:
     return set(threading.enumerate())
 
 
+def _left_behind(before: set[threading.Thread]) -> list[str]:
+    """The threads started since ``before`` still alive after a moment for them to end."""
+    end = time.monotonic() + 2.0
+    left: list[threading.Thread] = []
+    while time.monotonic() < end:
+        left = [t for t in _threads() - before if t.is_alive() and not t.name.startswith("hostile")]
+        if not left:
+            break
+        time.sleep(0.02)
+    return [t.name for t in left]
+
+
 def call(
     runtime: str,
     url: str,
@@ -112,14 +124,7 @@ def call(
         else:
             trio.run(run)
     # Threads the client started must be gone once it is closed (a moment for them to end).
-    end = time.monotonic() + 2.0
-    left: list[threading.Thread] = []
-    while time.monotonic() < end:
-        left = [t for t in _threads() - before if t.is_alive() and not t.name.startswith("hostile")]
-        if not left:
-            break
-        time.sleep(0.02)
-    out.threads_left = [t.name for t in left]
+    out.threads_left = _left_behind(before)
     return out
 
 
@@ -178,12 +183,32 @@ def generate(
             asyncio.run(run())
         else:
             trio.run(run)
-    end = time.monotonic() + 2.0
-    left: list[threading.Thread] = []
-    while time.monotonic() < end:
-        left = [t for t in _threads() - before if t.is_alive() and not t.name.startswith("hostile")]
-        if not left:
-            break
-        time.sleep(0.02)
-    out.threads_left = [t.name for t in left]
+    out.threads_left = _left_behind(before)
+    return out
+
+
+def dispose(runtime: str, url: str, *, agent: dict[str, Any]) -> Outcome:
+    """``CoderAgent(...)`` on ``runtime``, closed at once with archiving: ``closing`` is how
+    long the close took (it interrupts and archives the agent's chat when it has one)."""
+    kwargs: dict[str, Any] = {"base_url": url, "token": TOKEN, **agent}
+    before = _threads()
+    out = Outcome()
+    start = time.monotonic()
+    try:
+        if runtime == "sync":
+            coder_io_sync.CoderAgent(**kwargs).close()
+        else:
+            module: Any = coder_io_asyncio if runtime == "asyncio" else coder_io_trio
+
+            async def run() -> None:
+                await module.CoderAgent(**kwargs).aclose()
+
+            if runtime == "asyncio":
+                asyncio.run(run())
+            else:
+                trio.run(run)
+    except BaseException as exc:
+        out.error = exc
+    out.closing = time.monotonic() - start
+    out.threads_left = _left_behind(before)
     return out

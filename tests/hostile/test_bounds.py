@@ -27,7 +27,7 @@ from coder_proto._stream.websocket import MAX_REJECTION_BODY
 from coder_proto.transcript import TranscriptRecorder, WsReject, parse_transcript
 
 from . import cases, ws_cases
-from .runtimes import ALLOWED, TOKEN, call, generate, open_sockets
+from .runtimes import ALLOWED, TOKEN, call, dispose, generate, open_sockets
 from .server import Conn, HostileServer, response
 from .test_rest import _chain
 from .ws_cases import CHAT_ID, ORG, accept, events, own, serve
@@ -81,6 +81,28 @@ def test_the_callers_own_deadline_bounds_a_slowly_answered_call(runtime: str, sh
         out = generate(runtime, server.url, "hi", agent={"organization_id": ORG}, timeout=BOUND)
     assert isinstance(out.error, TimeoutError | trio.TooSlowError), repr(out.error)
     assert out.elapsed < BOUND + MARGIN, f"the turn took {out.elapsed:.1f} s"
+    assert not out.threads_left, out.threads_left
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("shape", sorted(SLOW))
+def test_closing_an_agent_ends_by_its_settle_deadline_against_a_slow_answerer(
+    runtime: str, shape: str
+) -> None:
+    """An agent resumed on a chat is closed while the server answers its interrupt and its
+    archive a byte at a time (or with endless ``100 Continue``): the close, which never
+    raises, returns by ``settle_deadline`` (plus a margin), every request of it included."""
+    settle = 2.0
+    with HostileServer(SLOW[shape]) as server:
+        out = dispose(
+            runtime,
+            server.url,
+            agent={"organization_id": ORG, "chat_id": CHAT_ID, "settle_deadline": settle},
+        )
+        attempts = server.connections
+    assert out.error is None, repr(out.error)
+    assert out.closing < settle + 2.5, f"closing took {out.closing:.1f} s"
+    assert attempts >= 1
     assert not out.threads_left, out.threads_left
 
 

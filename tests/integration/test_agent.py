@@ -5,6 +5,7 @@ that the session token leaked nowhere (the ``make_server`` fixture)."""
 from __future__ import annotations
 
 import pathlib
+import time
 from typing import Any, Literal
 
 import attrs
@@ -463,6 +464,56 @@ def test_h5_leaving_the_agent_interrupts_and_archives(
 
     chat, interrupts, idle = runtime.run(scenario)
     assert chat.archived and interrupts >= 1 and idle
+
+
+#: A close must end by its ``settle_deadline`` plus this allowance (socket teardown, a loaded
+#: machine): far under what requests sent one after the other would take.
+CLOSE_ALLOWANCE = 2.5
+
+
+def test_h5_closing_ends_by_the_settle_deadline_when_every_answer_is_slow(
+    runtime: Any, server: FakeCoderServer
+) -> None:
+    """The server takes 3 s to answer the interrupt and the archive: with a 2 s
+    ``settle_deadline`` the close returns by then (plus an allowance), where sending them one
+    after the other would take over 6 s. Both were attempted; the close raises nothing."""
+
+    async def scenario(rt: Any) -> Any:
+        agent = await rt.agent(server, settle_deadline=2.0)
+        await rt.generate(agent, "hi")
+        server.faults.delay_requests("interrupt_chat", 3.0)
+        server.faults.delay_requests("archive_chat", 3.0)
+        start = time.monotonic()
+        await rt.close(agent)
+        return time.monotonic() - start
+
+    elapsed = runtime.run(scenario)
+    assert elapsed < 2.0 + CLOSE_ALLOWANCE, f"closing took {elapsed:.1f} s"
+    assert ops(server, "interrupt_chat") == 1
+
+
+def test_h5_the_archive_409_retries_of_a_close_stay_within_the_settle_deadline(
+    runtime: Any, make_server: MakeServer
+) -> None:
+    """The interrupted run winds down for 30 s, so every archive answers 409, each after
+    0.8 s: the close retries them (D10) and still returns by its 2 s ``settle_deadline``."""
+    server = make_server(interrupt_delay=30.0)
+    server.config.scripts.add("stuck", Script((Say("working"), Wait(60.0))))
+
+    async def scenario(rt: Any) -> Any:
+        agent = await rt.agent(server, settle_deadline=2.0)
+        error = await rt.within(1.0, "generate", agent, "stuck")
+        await rt.until(lambda: ops(server, "interrupt_chat") > 0)
+        server.faults.delay_requests("archive_chat", 0.8)
+        start = time.monotonic()
+        await rt.close(agent)
+        return error, time.monotonic() - start
+
+    error, elapsed = runtime.run(scenario)
+    assert isinstance(error, runtime.deadline_error)
+    assert elapsed < 2.0 + CLOSE_ALLOWANCE, f"closing took {elapsed:.1f} s"
+    archives = [r.status for r in server.counters.request_log if r.op == "update_chat"]
+    assert len(archives) >= 2 and set(archives) == {409}, archives
 
 
 def test_closing_without_archiving_keeps_the_chat_for_a_later_step(

@@ -23,7 +23,14 @@ import pytest
 
 from coder_io_common.fake_server import FakeCoderServer
 from coder_io_sync._driver import Deadline, Driver, ssl_context, transport_sink
-from coder_proto import CoderAgentError, CoderNetworkError, DynamicTool, TextDelta, WatchBackoff
+from coder_proto import (
+    CoderAgentError,
+    CoderApiError,
+    CoderNetworkError,
+    DynamicTool,
+    TextDelta,
+    WatchBackoff,
+)
 from coder_proto._actions import RunInBackground, ToolOutcome
 from coder_proto._agent.session import Session
 from coder_proto._agent.session_state import SessionConfig
@@ -31,7 +38,7 @@ from coder_proto._engine import CoreMachine
 from coder_proto._rest.jobs import RestJob, rest_job
 from coder_proto._rest.prefix import PrefixSelector
 from coder_proto._rest.routes import build_list_chats, parse_list_chats
-from coder_proto._rest.stopping import InterruptJob
+from coder_proto._rest.stopping import ChatInterrupt, InterruptJob
 from coder_proto._stream.watch import WatchMachine
 from coder_proto._transport_events import TransportEventSink
 from coder_proto.fake import CallClientTool, Say, Script, Wait
@@ -301,6 +308,74 @@ def test_re_raising_never_waits_for_the_background_interrupt_d22(
     # The worker finishes the request it was in (its answer comes at 2 s), then ends.
     wait_for(lambda: not driver.worker_alive)
     wait_for(lambda: server.open_connections == 0)
+
+
+def test_a_request_is_cut_when_its_machine_abandons_it(server: FakeCoderServer) -> None:
+    """A machine that waits for a request until a deadline of its own (an interrupt that
+    waits for the chat to settle, 0.3 s here) gets the builtin ``TimeoutError`` then: the
+    blocking request is cut at that deadline, as an event loop's timer would cut it, and
+    not left to run until the server answers (2 s)."""
+    server.faults.delay_requests("interrupt_chat", 2.0)
+    driver = Driver(base_url=server.url, token=server.token)
+    with driver.locked() as now:
+        machine = ChatInterrupt(
+            PrefixSelector("/api/v2/chats"), "chat-1", now=now, wait=True, timeout=0.3
+        )
+    started = time.monotonic()
+    with pytest.raises(TimeoutError, match="did not finish in time"):
+        driver.run(machine)
+    assert time.monotonic() - started < 1.5
+    driver.close()
+    wait_for(lambda: server.open_connections == 0)
+
+
+class Relay:
+    """A machine that only relays another one (as an embedder's wrapper may): it does not
+    say when it abandons a request."""
+
+    def __init__(self, inner: CoreMachine[Any]) -> None:
+        self.inner = inner
+
+    @property
+    def done(self) -> bool:
+        return self.inner.done
+
+    def actions(self) -> list[Any]:
+        return self.inner.actions()
+
+    def next_deadline(self) -> float | None:
+        return self.inner.next_deadline()
+
+    def tick(self, now: float) -> None:
+        self.inner.tick(now)
+
+    def response_received(self, request_id: int, response: Any, now: float) -> None:
+        self.inner.response_received(request_id, response, now)
+
+    def request_failed(self, request_id: int, message: Any, now: float) -> None:
+        self.inner.request_failed(request_id, message, now)
+
+    def cancel(self, now: float, reason: BaseException | None = None) -> None:
+        self.inner.cancel(now, reason)
+
+    def result(self) -> Any:
+        return self.inner.result()
+
+
+def test_a_relayed_request_is_bounded_by_the_http_timeout_alone(
+    server: FakeCoderServer,
+) -> None:
+    """Without ``request_deadline`` the request runs to its answer within ``http_timeout``
+    (D29): here the answer (the server's 400 for a chat id that is not a UUID) comes after
+    0.3 s and is the call's outcome."""
+    server.faults.delay_requests("interrupt_chat", 0.3)
+    driver = Driver(base_url=server.url, token=server.token)
+    with driver.locked() as now:
+        machine = ChatInterrupt(PrefixSelector("/api/v2/chats"), "chat-1", now=now)
+    with pytest.raises(CoderApiError) as info:
+        driver.run(Relay(machine))
+    assert info.value.status == 400
+    driver.close()
 
 
 class Spawner(CoreMachine[None]):
