@@ -140,7 +140,10 @@ def _usage(value: Any, where: str, source: str) -> Any:
 
 
 def _finish_reason(value: Any, where: str, source: str) -> dict[str, Any]:
-    """``{unified, raw}`` -> our ``finish_reason`` / ``raw_finish_reason`` pair."""
+    """``{unified, raw}`` -> our ``finish_reason`` / ``raw_finish_reason`` pair; the unified
+    reason alone (a string) -> ``finish_reason`` only."""
+    if isinstance(value, str):
+        return {"finish_reason": value}
     obj = _Obj(value, where, source)
     out = {"finish_reason": obj.take("unified")}
     if "raw" in obj:
@@ -235,7 +238,9 @@ _ERROR_PART_FIELDS = {
 }
 
 
-def _part(value: Any, where: str, source: str) -> dict[str, Any]:
+def _part(value: Any, where: str, source: str, *, subset: bool = False) -> dict[str, Any]:
+    """A part in our shape. A whole trace's part gets the flags the reference leaves out
+    when false; a ``subset`` (a part stated by only some of its keys) gets only what it says."""
     obj = _Obj(value, where, source)
     kind = obj.take("type")
     if kind == "finish":
@@ -257,7 +262,7 @@ def _part(value: Any, where: str, source: str) -> dict[str, Any]:
         for ts, ours in _PART_FIELDS[kind].items():
             if ts in obj:
                 out[ours] = obj.take(ts)
-        for flag in _FLAGS.get(kind, ()):
+        for flag in () if subset else _FLAGS.get(kind, ()):
             out.setdefault(flag, False)
     else:
         raise obj.error("type", f"unknown part type {kind!r}")
@@ -623,6 +628,8 @@ def _prefix(case: _Obj) -> tuple[dict[str, Any], dict[str, Any]]:
                 mapped["type"] = err.take("name")
             if "status" in err:
                 mapped["status"] = err.take("status")
+            if "path" in err:  # the request the error belongs to, literally (no remapping)
+                mapped["path"] = err.take("path")
             err.done()
             item.done()
             results.append({"error": mapped})
@@ -646,20 +653,31 @@ _CONFIG_KEYS = {
 _TOOL_RETURNS = re.compile(r"^returns \{(.*)\}$")
 
 
-def _tool_output(text: Any, where: str, source: str, inputs: list[str]) -> dict[str, Any]:
-    """``"returns {city, tempC: 21}"``: the tool echoes its input plus the literal fields."""
+def _tool_output(text: Any, where: str, source: str) -> dict[str, Any]:
+    """``"returns {city, tempC: 21}"``: the tool takes any input and returns an object of
+    exactly those keys, a bare key's value taken from the input, the others literal."""
     match = _TOOL_RETURNS.match(str(text))
     if match is None:
         raise ConversionError(source, where, f"unknown tool behaviour {text!r}")
-    plus: dict[str, Any] = {}
+    from_input: list[str] = []
+    literal: dict[str, Any] = {}
     for item in (i.strip() for i in match.group(1).split(",")):
-        name, sep, literal = item.partition(":")
+        name, sep, value = (part.strip() for part in item.partition(":"))
+        if not re.fullmatch(r"[A-Za-z_$][\w$]*", name):
+            raise ConversionError(source, where, f"not a key: {item!r}")
         if not sep:
-            if name not in inputs:
-                raise ConversionError(source, where, f"{name!r} is not an input of the tool")
+            from_input.append(name)
             continue
-        plus[name.strip()] = json.loads(literal)
-    return {"input_plus": plus}
+        try:
+            literal[name] = json.loads(value)
+        except ValueError as exc:
+            raise ConversionError(source, where, f"not a JSON literal: {value!r}") from exc
+    out: dict[str, Any] = {}
+    if from_input:
+        out["from_input"] = from_input
+    if literal:
+        out["literal"] = literal
+    return out
 
 
 def _config(value: Any, where: str, source: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -691,9 +709,7 @@ def _config(value: Any, where: str, source: str) -> tuple[dict[str, Any], dict[s
                 tool["description"] = spec.take("description")
             tools.append(tool)
             if "execute" in spec:
-                outputs[name] = _tool_output(
-                    spec.take("execute"), spec.at("execute"), source, list(properties)
-                )
+                outputs[name] = _tool_output(spec.take("execute"), spec.at("execute"), source)
             spec.done()
         out["tools"] = tools
     obj.done()
@@ -1110,7 +1126,7 @@ def _outcome(obj: _Obj, key: str, call_ids: set[str]) -> dict[str, Any] | None:
     if key == "streamedSources":
         return {"streamed_sources": _sources(obj.take(key), at, src)}
     if key == "lastPart":
-        return {"last_part": _part(obj.take(key), at, src)}
+        return {"last_part": _part(obj.take(key), at, src, subset=True)}
     if key == "parts":
         return {"parts": _parts(obj.take(key), at, src)}
     if key == "partsBeforeError":

@@ -7,8 +7,10 @@ transport failures. Paths are compared literally: these cases are about the pref
 
 from __future__ import annotations
 
+import pathlib
 from typing import Any
 
+import attrs
 import pytest
 
 from coder_proto._errors import CoderAgentError, CoderApiError, CoderNetworkError
@@ -78,13 +80,22 @@ def run_call(selector: PrefixSelector, server: ScriptedServer, call: dict[str, A
     raise AssertionError(f"no mapping for op {op!r}")
 
 
+#: What an expected error may state (a subset of): its class, HTTP status, and the request
+#: path it belongs to (the path of the request that failed, under the prefix it used).
+ERROR_KEYS = frozenset({"type", "status", "path"})
+
+
 def matches_error(actual: Any, expected: dict[str, Any]) -> bool:
+    unknown = set(expected) - ERROR_KEYS
+    assert not unknown, f"error keys {sorted(unknown)} are not part of the prefix vocabulary"
     if not isinstance(actual, CoderAgentError):
         return False
     classes = {"CoderNetworkError": CoderNetworkError, "CoderApiError": CoderApiError}
     if "type" in expected and not isinstance(actual, classes[expected["type"]]):
         return False
-    return not ("status" in expected and getattr(actual, "status", None) != expected["status"])
+    if "status" in expected and getattr(actual, "status", None) != expected["status"]:
+        return False
+    return not ("path" in expected and getattr(actual, "path", None) != expected["path"])
 
 
 @pytest.mark.parametrize("case", cases("prefix"))
@@ -115,3 +126,61 @@ def test_prefix_case(case: Case | Unreadable) -> None:
                 assert actual == "ok"
             else:
                 assert matches_error(actual, wanted["error"]), (actual, wanted)
+
+
+# -- the error's path ---------------------------------------------------------------------------
+
+#: Two 404s on one call, then a network failure on another: each error belongs to a request.
+TWO_ERRORS = Case(
+    family="prefix",
+    name="error-paths",
+    given={
+        "calls": [{"op": "get_chat", "chat_id": "c1"}, {"op": "get_chat", "chat_id": "c2"}],
+        "responses": {
+            "GET /api/v2/chats/c1": [404],
+            "GET /api/experimental/chats/c1": [404],
+            "GET /api/v2/chats/c2": ["network_error"],
+        },
+    },
+    expect={
+        "requests": [
+            "GET /api/v2/chats/c1",
+            "GET /api/experimental/chats/c1",
+            "GET /api/v2/chats/c2",
+        ],
+        "results": [
+            {"error": {"type": "CoderApiError", "status": 404, "path": "/api/v2/chats/c1"}},
+            {"error": {"type": "CoderNetworkError", "path": "/api/v2/chats/c2"}},
+        ],
+        "locked_prefix": None,
+    },
+    path=pathlib.Path("error-paths.json"),
+)
+
+
+def _with_error(index: int, **error: Any) -> Case:
+    results = [dict(r) for r in TWO_ERRORS.expect["results"]]
+    results[index] = {"error": {**results[index]["error"], **error}}
+    return attrs.evolve(TWO_ERRORS, expect={**TWO_ERRORS.expect, "results": results})
+
+
+def test_two_404s_report_the_v2_requests_error_and_a_network_error_its_own() -> None:
+    test_prefix_case(TWO_ERRORS)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        _with_error(0, path="/api/experimental/chats/c1"),
+        _with_error(1, path="/api/v2/chats/c1"),
+        _with_error(0, status=400),
+    ],
+)
+def test_an_error_with_another_path_or_status_fails_the_case(case: Case) -> None:
+    with pytest.raises(AssertionError):
+        test_prefix_case(case)
+
+
+def test_an_error_key_outside_the_vocabulary_fails_the_case() -> None:
+    with pytest.raises(AssertionError, match="not part of the prefix vocabulary"):
+        test_prefix_case(_with_error(0, severity="high"))

@@ -380,6 +380,117 @@ def test_translator_level_promotion_keys_map_to_ours() -> None:
     }
 
 
+def test_a_finish_reason_may_be_the_unified_string_alone() -> None:
+    case = _with(EVERY_KEY_TURN, ("expected",), "finishReason", "tool-calls")
+    case["expected"]["lastPart"] = {**TS_FINISH, "finishReason": "stop"}
+    expect = convert_case(case, source="x.json")["expect"]
+    assert expect["finish_reason"] == "tool-calls" and "raw_finish_reason" not in expect
+    assert expect["last_part"]["finish_reason"] == "stop"
+    assert "raw_finish_reason" not in expect["last_part"]
+
+
+def test_a_last_part_states_only_the_keys_it_gives() -> None:
+    """``lastPart`` is matched as a subset: the flags a whole trace's part gets when the
+    reference leaves them out are not added to it."""
+    part = {"type": "tool-call", "toolCallId": "c1", "toolName": "get"}
+    case = _with(EVERY_KEY_TURN, ("expected",), "lastPart", part)
+    case["expected"]["parts"] = [part]
+    expect = convert_case(case, source="x.json")["expect"]
+    assert expect["last_part"] == {"type": "tool-call", "tool_call_id": "c1", "tool_name": "get"}
+    assert expect["parts"] == [
+        {
+            "type": "tool-call",
+            "tool_call_id": "c1",
+            "tool_name": "get",
+            "provider_executed": False,
+            "dynamic": False,
+        }
+    ]
+
+
+def _tool_case(execute: str, schema: dict[str, str] | None = None) -> dict[str, Any]:
+    case = json.loads(json.dumps(EVERY_KEY_TURN))
+    spec: dict[str, Any] = {"execute": execute}
+    if schema is not None:
+        spec["inputSchema"] = schema
+    case["input"]["config"]["tools"] = {"getWeather": spec}
+    return case
+
+
+@pytest.mark.parametrize(
+    ("execute", "schema", "behaviour"),
+    [
+        (
+            "returns {city, tempC: 21}",
+            {"city": "string"},
+            {"from_input": ["city"], "literal": {"tempC": 21}},
+        ),
+        # The tool accepts any input: a bare key names the input's key, declared or not.
+        ("returns {city, unit}", None, {"from_input": ["city", "unit"]}),
+        ('returns {ok: true, note: "x"}', None, {"literal": {"ok": True, "note": "x"}}),
+    ],
+)
+def test_a_tool_described_in_prose_returns_exactly_the_keys_named(
+    execute: str, schema: dict[str, str] | None, behaviour: dict[str, Any]
+) -> None:
+    given = convert_case(_tool_case(execute, schema), source="x.json")["given"]
+    assert given["tool_outputs"] == {"getWeather": behaviour}
+
+
+@pytest.mark.parametrize(
+    ("execute", "problem"),
+    [
+        ("echoes its input", "unknown tool behaviour"),
+        ("returns {city, tempC: warm}", "not a JSON literal"),
+        ("returns {city name}", "not a key"),
+    ],
+)
+def test_a_tool_prose_that_cannot_be_read_is_refused(execute: str, problem: str) -> None:
+    with pytest.raises(ConversionError, match=problem):
+        convert_case(_tool_case(execute), source="x.json")
+
+
+def test_a_scripted_client_takes_a_timeline_too() -> None:
+    case = json.loads(json.dumps(EVERY_KEY_TURN))
+    case["input"]["transport"] = "scripted-client"
+    case["input"]["streamBatches"] = [[_status("running")]]
+    case["input"]["timeline"] = [{"advanceMs": 500}, {"checkpoint": "one"}, {"abort": True}]
+    given = convert_case(case, source="x.json")["given"]
+    assert given["transport"] == "scripted"
+    assert given["timeline"] == [{"advance": 0.5}, {"checkpoint": "one"}, {"cancel": True}]
+
+
+#: A prefix case whose error results state the request path they belong to.
+PREFIX_PATHS: dict[str, Any] = {
+    "id": "prefix-90-error-paths",
+    "kind": "prefix",
+    "input": {
+        "calls": [{"op": "getChat", "chatId": "c1"}, {"op": "getChat", "chatId": "c2"}],
+        "responses": {
+            "GET /api/v2/chats/c1": [404],
+            f"GET {REF}/c1": [404],
+            "GET /api/v2/chats/c2": ["network-error"],
+        },
+    },
+    "expected": {
+        "requests": ["GET /api/v2/chats/c1", f"GET {REF}/c1", "GET /api/v2/chats/c2"],
+        "results": [
+            {"error": {"name": "CoderApiError", "status": 404, "path": "/api/v2/chats/c1"}},
+            {"error": {"kind": "network", "path": "/api/v2/chats/c2"}},
+        ],
+    },
+}
+
+
+def test_a_prefix_error_states_the_path_it_belongs_to() -> None:
+    """Paths of prefix cases are literal (the prefix is what they are about)."""
+    expect = convert_case(PREFIX_PATHS, source="x.json")["expect"]
+    assert expect["results"] == [
+        {"error": {"type": "CoderApiError", "status": 404, "path": "/api/v2/chats/c1"}},
+        {"error": {"type": "CoderNetworkError", "path": "/api/v2/chats/c2"}},
+    ]
+
+
 def _with(case: dict[str, Any], path: tuple[str, ...], key: str, value: Any) -> dict[str, Any]:
     out = json.loads(json.dumps(case))
     node = out

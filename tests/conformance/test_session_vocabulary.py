@@ -303,3 +303,108 @@ def test_these_cases_and_the_corpus_use_every_check() -> None:
         for call in expect.get("calls", {}).values():
             used |= set(call)
     assert set(OUTCOME_CHECKS) | set(TRAFFIC_CHECKS) <= used
+
+
+# -- shapes of the reference format (FORMAT §6) ------------------------------------------------
+
+
+def test_a_last_part_is_matched_as_a_subset() -> None:
+    """``last_part`` states only some keys of the part (here not its usage)."""
+    run_case(RUN_ERROR_IN_STREAM, {"last_part": {"type": "finish", "finish_reason": "error"}})
+    with pytest.raises(AssertionError):
+        run_case(RUN_ERROR_IN_STREAM, {"last_part": {"type": "finish", "finish_reason": "stop"}})
+
+
+def test_parts_are_matched_as_subsets_in_order() -> None:
+    parts = ENDS_EARLY_EXPECT["parts_before_error"]
+    run_case(ENDS_EARLY, {"parts_before_error": [{"type": "text-start"}, {"delta": "partial"}]})
+    with pytest.raises(AssertionError):
+        run_case(ENDS_EARLY, {"parts_before_error": [{"type": "text-start"}, {"delta": "x"}]})
+    with pytest.raises(AssertionError):  # one part too many
+        run_case(ENDS_EARLY, {"parts_before_error": [*parts, {"type": "text-end"}]})
+
+
+def test_a_generate_call_reports_the_sources_its_stream_carried() -> None:
+    source = {"id": "s1", "url": "https://a.test/doc", "title": "Doc", "source_type": "url"}
+    run_case(GENERATE, {"streamed_sources": [source]})
+    with pytest.raises(AssertionError):
+        run_case(GENERATE, {"streamed_sources": []})
+
+
+#: A stand-in stream that stays open after a running status and some text: only the
+#: timeline's entries end the call.
+SCRIPTED_OPEN: dict[str, Any] = {
+    "transport": "scripted",
+    "config": {"organization_id": "org-1"},
+    "stream_batches": [[status("running"), delta("partial", 1)]],
+    "calls": [{"call": "segment", "mode": "stream", "prompt": "hi"}],
+    "timeline": [{"advance": 1.0}, {"checkpoint": "streaming"}, {"cancel": True}],
+}
+
+
+def test_a_timeline_acts_on_the_call_in_flight_of_a_scripted_stream() -> None:
+    """With the stand-in stream, ``advance``, ``checkpoint`` and ``cancel`` act on the call in
+    flight: it is cancelled with the caller's own cancellation after its text arrived."""
+    run_case(
+        SCRIPTED_OPEN,
+        {
+            "error": {"type": "CallerCancelled"},
+            "parts_before_error": [
+                {"type": "text-start", "id": "text-1"},
+                {"type": "text-delta", "id": "text-1", "delta": "partial"},
+            ],
+            "at_checkpoint": {"dials": 1, "interrupt_requests": 0},
+        },
+    )
+    with pytest.raises(AssertionError):
+        run_case(SCRIPTED_OPEN, {"at_checkpoint": {"dials": 2}})
+    without_cancel = {**SCRIPTED_OPEN, "timeline": SCRIPTED_OPEN["timeline"][:2]}
+    run_case(without_cancel, {"raised": False, "ends_cleanly": False})
+
+
+def test_a_scripted_stream_has_no_socket_to_drive() -> None:
+    given = {**SCRIPTED_OPEN, "timeline": [{"socket": 0, "frame": [status("waiting")]}]}
+    with pytest.raises(AssertionError, match="no socket to drive"):
+        run_case(given, {})
+
+
+#: A client tool whose input has a key the case's behaviour does not name.
+TOOL_KEYS: dict[str, Any] = {
+    "transport": "scripted",
+    "config": {
+        "organization_id": "org-1",
+        "tools": [{"name": "getWeather", "input_schema": {"type": "object"}}],
+    },
+    "tool_outputs": {"getWeather": {"from_input": ["city", "unit"], "literal": {"tempC": 21}}},
+    "calls": [{"call": "generate", "prompt": "weather?"}],
+    "stream_batches": [
+        [
+            status("running"),
+            status("requires_action"),
+            {
+                "type": "action_required",
+                "chat_id": CHAT,
+                "action_required": {
+                    "tool_calls": [
+                        {
+                            "tool_call_id": "tc1",
+                            "tool_name": "getWeather",
+                            "args": '{"city": "Paris", "country": "FR"}',
+                        }
+                    ]
+                },
+            },
+        ],
+        [status("running"), message(3, [{"type": "text", "text": "Mild."}]), status("waiting")],
+    ],
+}
+
+
+def test_a_tool_returns_exactly_the_keys_its_behaviour_names() -> None:
+    """Named keys come from the input (absent when the input lacks them), the others are
+    literal; the input's other keys are not returned."""
+    result = {"tool_call_id": "tc1", "output": {"city": "Paris", "tempC": 21}}
+    run_case(TOOL_KEYS, {"tool_results_bodies": [{"results": [result]}], "step_count": 2})
+    echoed = {**result, "output": {"city": "Paris", "country": "FR", "tempC": 21}}
+    with pytest.raises(AssertionError):
+        run_case(TOOL_KEYS, {"tool_results_bodies": [{"results": [echoed]}]})
