@@ -2,7 +2,8 @@
 
 The hostile server echoes the token in a REST error body (JSON ``message``, ``detail`` and
 ``validations``, and a body that is not JSON), in a response header and reason phrase, in a
-stream ``error`` event, in a WebSocket close reason and in a rejected upgrade's body. Whatever
+chat's ``last_error``, in a stream ``error`` event, in a WebSocket close reason and in a
+rejected upgrade's body. Whatever
 the user can see afterwards holds ``<redacted>`` in its place and never the token: the
 exception (``str``, ``repr``, every attribute, notes, the whole chain), the log records (the
 suite's autouse check), the transport events, the transcript and the OpenTelemetry spans.
@@ -32,7 +33,7 @@ from coder_proto.transcript import TranscriptRecorder
 from .runtimes import PREFIX, RUNTIMES, TOKEN
 from .server import Conn, HostileServer
 from .test_rest import _chain
-from .ws_cases import ORG, accept, events, frame, own, serve
+from .ws_cases import CHAT_ID, ORG, accept, events, frame, own, serve
 
 MODULES: dict[str, Any] = {
     "asyncio": coder_io_asyncio,
@@ -49,6 +50,7 @@ class Seen:
 
     def __init__(self) -> None:
         self.error: BaseException | None = None
+        self.value: Any = None
         self.events: list[Any] = []
         self.lines: list[str] = []
         self.exporter = InMemorySpanExporter()
@@ -108,7 +110,7 @@ def _client_call(runtime: str, url: str, seen: Seen) -> None:
         client = module.CoderChatClient(url, TOKEN, **kwargs)
         instrument(client, tracer_provider=seen.provider)
         try:
-            client.get_chat("c1")
+            seen.value = client.get_chat("c1")
         except Exception as exc:
             seen.error = exc
         finally:
@@ -119,7 +121,7 @@ def _client_call(runtime: str, url: str, seen: Seen) -> None:
         client = module.CoderChatClient(url, TOKEN, **kwargs)
         instrument(client, tracer_provider=seen.provider)
         try:
-            await client.get_chat("c1")
+            seen.value = await client.get_chat("c1")
         except Exception as exc:
             seen.error = exc
         finally:
@@ -209,6 +211,38 @@ def test_a_text_error_body_echoing_the_token_reaches_no_one(runtime: str, seen: 
     assert seen.error.status == 502
     seen.assert_clean()
     assert any("upstream said: <redacted>" in line for line in seen.lines)
+
+
+def _chat_with_last_error(conn: Conn) -> None:
+    chat = {
+        "id": CHAT_ID,
+        "organization_id": ORG,
+        "owner_id": ORG,
+        "title": f"notes on {TOKEN}",
+        "status": "error",
+        "created_at": "2026-01-01T00:00:00Z",
+        "updated_at": "2026-01-01T00:00:00Z",
+        "archived": False,
+        "last_error": {"message": f"provider refused {TOKEN}", "retryable": False},
+    }
+    while conn.read_request()[0]:
+        conn.send(_answer("200 OK", json.dumps(chat).encode(), "application/json"))
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_a_chat_s_last_error_loses_the_token_and_its_content_keeps_it(
+    runtime: str, seen: Seen
+) -> None:
+    with HostileServer(_chat_with_last_error) as server:
+        _client_call(runtime, server.url, seen)
+    assert seen.error is None, repr(seen.error)
+    chat = seen.value
+    assert chat.last_error is not None
+    assert chat.last_error.message == "provider refused <redacted>"
+    # The title is the chat's content: it comes as the server sent it.
+    assert chat.title == f"notes on {TOKEN}"
+    assert not any("refused " + TOKEN in line for line in seen.lines)
 
 
 def _error_event(conn: Conn, head: bytes) -> None:
