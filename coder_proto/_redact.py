@@ -7,7 +7,7 @@ REST answers, a ``WebSocketClient``'s events), so that no error, log record, tra
 span or transcript built from it can hold it.
 
 What is replaced: the token as it is, and the forms an echo may spell it in (percent-encoded,
-``+`` for spaces, JSON-escaped). What is not: chat content. A JSON document the server
+``+`` for spaces, JSON-escaped, with Go's escapes of ``<``, ``>`` and ``&`` too). What is not: chat content. A JSON document the server
 answered with success, and every stream or watch frame, keeps its text; only the strings
 under an ``error`` or ``last_error`` key (and a legacy ``{"type": "error", "data": ...}``
 envelope's data) are redacted there. A body or frame that is not JSON, and every error
@@ -38,14 +38,20 @@ MIN_SUBSTRING_TOKEN: Final = 8
 _ERROR_KEYS: Final = frozenset({"error", "last_error"})
 
 
+#: What Go's JSON encoder (the server's) escapes besides what ``json.dumps`` does.
+_GO_ESCAPES: Final = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"}
+
+
 def _forms(token: str) -> tuple[str, ...]:
     """The token and the spellings an echo may use, longest first, without repeats."""
+    escaped = json.dumps(token)[1:-1]
     spelled = (
         token,
         quote(token, safe=""),
         quote_plus(token, safe=""),
-        json.dumps(token)[1:-1],
+        escaped,
         json.dumps(token, ensure_ascii=False)[1:-1],
+        "".join(_GO_ESCAPES.get(c, c) for c in escaped),
     )
     return tuple(sorted(dict.fromkeys(spelled), key=len, reverse=True))
 

@@ -33,6 +33,13 @@ def test_the_forms_an_echo_may_use_are_replaced_too() -> None:
     assert token.encode() not in r.data(body) and b"bad token <redacted>" in r.data(body)
 
 
+def test_go_s_html_safe_json_escapes_are_replaced_too() -> None:
+    # The server's encoder writes <, > and & as \u003c, \u003e and \u0026 inside strings.
+    r = Redactor("a<b>c&d-0123456789")
+    body = b'{"message":"a\\u003cb\\u003ec\\u0026d-0123456789 refused"}'
+    assert r.data(body) == b'{"message":"<redacted> refused"}'
+
+
 def test_a_short_token_is_replaced_only_where_it_stands_alone() -> None:
     r = Redactor("t")
     message = "ConnectionRefusedError: [Errno 111] Connection refused"
