@@ -60,12 +60,18 @@ class Redactor:
     """Replaces the session token in server text (``text``, ``data``, ``headers``, ``json``).
     A redactor without a token changes nothing and reports nothing found."""
 
-    __slots__ = ("_byte_pattern", "_bytes", "_pattern", "_texts")
+    __slots__ = ("_byte_pattern", "_byte_starts", "_bytes", "_pattern", "_starts", "_texts")
 
     def __init__(self, token: str | None) -> None:
+        token = token or ""
         texts = _forms(token) if token else ()
         self._texts = texts
         self._bytes = tuple(form.encode("utf-8", "surrogatepass") for form in texts)
+        #: The token's beginnings of 8 characters or more, longest first (``cut_text``).
+        self._starts = tuple(
+            token[:size] for size in range(len(token) - 1, MIN_SUBSTRING_TOKEN - 1, -1)
+        )
+        self._byte_starts = tuple(start.encode("utf-8", "surrogatepass") for start in self._starts)
         self._pattern: re.Pattern[str] | None = None
         self._byte_pattern: re.Pattern[bytes] | None = None
         if token and len(token) < MIN_SUBSTRING_TOKEN:
@@ -104,6 +110,24 @@ class Redactor:
             return self._byte_pattern.sub(REDACTED.encode(), data)
         for form in self._bytes:
             data = data.replace(form, REDACTED.encode())
+        return data
+
+    def cut_text(self, text: str) -> str:
+        """``text``, which may have been cut short (a close reason the server cut to its 123
+        bytes, a body kept up to a bound), redacted; a beginning of the token of 8 characters
+        or more at its very end is replaced too."""
+        text = self.text(text)
+        for start in self._starts:
+            if text.endswith(start):
+                return text[: -len(start)] + REDACTED
+        return text
+
+    def cut_data(self, data: bytes) -> bytes:
+        """``cut_text`` for bytes."""
+        data = self.data(data)
+        for start in self._byte_starts:
+            if data.endswith(start):
+                return data[: -len(start)] + REDACTED.encode()
         return data
 
     def headers(self, headers: Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:

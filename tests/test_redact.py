@@ -118,3 +118,16 @@ def test_text_that_is_not_json_is_redacted_whole_but_a_body_is_kept() -> None:
     data = b"\x89PNG " + TOKEN.encode()
     assert r.json_data(data) is data
     assert r.json_data(deep.encode()) == deep.encode()
+
+
+def test_a_text_cut_short_loses_the_beginning_of_the_token_it_ends_with() -> None:
+    r = Redactor(TOKEN)
+    assert r.cut_text(f"bad {TOKEN[:12]}") == f"bad {REDACTED}"
+    assert r.cut_text(f"bad {TOKEN[:8]}") == f"bad {REDACTED}"
+    # Fewer than 8 characters of it could be any word's ending: they stay.
+    assert r.cut_text(f"bad {TOKEN[:7]}") == f"bad {TOKEN[:7]}"
+    assert r.cut_text(f"{TOKEN} and {TOKEN[:10]}") == f"{REDACTED} and {REDACTED}"
+    assert r.cut_text("nothing") == "nothing"
+    assert r.cut_data(f"bad {TOKEN[:12]}".encode()) == f"bad {REDACTED}".encode()
+    assert r.cut_data(b"nothing") == b"nothing"
+    assert Redactor(None).cut_text(TOKEN[:12]) == TOKEN[:12]

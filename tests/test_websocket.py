@@ -612,3 +612,20 @@ def test_without_a_token_nothing_is_redacted() -> None:
     assert client.receive_data(server.close(4000, f"bad {TOKEN}")) == [
         WsClosed(4000, f"bad {TOKEN}")
     ]
+
+
+def test_a_close_reason_cut_in_the_middle_of_the_token_loses_what_it_holds() -> None:
+    # The server cuts a close reason to 123 bytes: the token may be only begun.
+    client, server = opened()
+    reason = ("x" * 110 + TOKEN)[:123]
+    (event,) = client.receive_data(server.close(4000, reason))
+    assert event == WsClosed(4000, "x" * 110 + "<redacted>")
+
+
+def test_a_rejection_body_cut_at_its_bound_in_the_middle_of_the_token_loses_it() -> None:
+    client, server = handshake()
+    body = b"x" * (MAX_REJECTION_BODY - 10) + TOKEN.encode() + b" and more"
+    events = client.receive_data(server.reject(500, body))
+    (event,) = events
+    assert isinstance(event, WsRejected)
+    assert event.body == b"x" * (MAX_REJECTION_BODY - 10) + b"<redacted>"

@@ -594,13 +594,14 @@ def _redacted(event: WsEvent, redactor: Redactor) -> WsEvent:
         return event if text is event.text else WsText(text)
     if kind is WsClosed:
         assert isinstance(event, WsClosed)
-        if event.reason and redactor.found(event.reason):
-            return WsClosed(event.code, redactor.text(event.reason))
+        if event.reason:
+            # The server cuts a close reason to 123 bytes: a token may end it half-written.
+            return WsClosed(event.code, redactor.cut_text(event.reason))
     elif kind is WsRejected:
         assert isinstance(event, WsRejected)
-        return WsRejected(
-            event.status, event.reason, redactor.data(event.body), redactor.headers(event.headers)
-        )
+        # The body is kept up to MAX_REJECTION_BODY: a token may end it half-written.
+        body = redactor.cut_data(event.body)
+        return WsRejected(event.status, event.reason, body, redactor.headers(event.headers))
     elif kind is WsFailed:
         assert isinstance(event, WsFailed)
         return WsFailed(redactor.text(event.message), event.handshake)
