@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from typing import Any
 from urllib.parse import quote
 
@@ -98,6 +98,13 @@ def seen() -> Iterator[Seen]:
     out.provider.shutdown()
 
 
+def _run(runtime: str, run: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    if runtime == "asyncio":
+        asyncio.run(run())
+    else:
+        trio.run(run)
+
+
 def _client_call(runtime: str, url: str, seen: Seen) -> None:
     """``client.get_chat`` with a recorder, a transport-event callback and spans."""
     kwargs: dict[str, Any] = {
@@ -127,7 +134,7 @@ def _client_call(runtime: str, url: str, seen: Seen) -> None:
         finally:
             await client.aclose()
 
-    asyncio.run(run()) if runtime == "asyncio" else trio.run(run)
+    _run(runtime, run)
 
 
 def _generate(runtime: str, url: str, seen: Seen) -> None:
@@ -162,7 +169,7 @@ def _generate(runtime: str, url: str, seen: Seen) -> None:
         finally:
             await agent.aclose(archive=False)
 
-    asyncio.run(run()) if runtime == "asyncio" else trio.run(run)
+    _run(runtime, run)
 
 
 def _answer(status: str, body: bytes, content_type: str) -> bytes:
