@@ -73,7 +73,6 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
-import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias, TypeVar
 
@@ -100,6 +99,7 @@ from ._engine import CoreMachine
 from ._errors import CoderAgentError, CoderProtocolError
 from ._options import OPTION_NAMES, AgentOptions, resolve_options
 from ._outputs import OutputPart, ToolCall
+from ._redact import Redactor
 from ._rest.http import HttpRequest, HttpResponse
 from ._rest.prefix import PrefixSelector
 from ._rest.settings import emits_transport_events
@@ -193,22 +193,10 @@ def describe_error(error: BaseException | str) -> str:
     return f"{name}: {text}" if text else name
 
 
-#: Tokens this long or longer are redacted wherever they occur; shorter ones (no real session
-#: token is that short) only where they stand alone, so that ``t`` leaves ``Error`` alone.
-_MIN_SUBSTRING_TOKEN: Final = 8
-
-
 def scrub_token(message: str, token: str | None) -> str:
     """``message`` with the session token replaced by ``<redacted>`` (docs/architecture.md
-    rule 6: a token never appears in an error, event or log): every occurrence of a token of
-    8 characters or more; a shorter token only where no letter, digit, ``-`` or ``_`` touches
-    it, so that the words around it stay readable."""
-    if not token or token not in message:
-        return message
-    if len(token) >= _MIN_SUBSTRING_TOKEN:
-        return message.replace(token, "<redacted>")
-    alone = rf"(?<![\w-]){re.escape(token)}(?![\w-])"
-    return re.sub(alone, "<redacted>", message)
+    rule 6: a token never appears in an error, event or log): see ``Redactor.text``."""
+    return Redactor(token).text(message)
 
 
 # -- handles ---------------------------------------------------------------------------------------
@@ -576,6 +564,8 @@ class Drive:
         self._created_at = created_at
         self._recording = False
         self._token = token
+        #: Server text enters the core through the drive: it leaves it without the token.
+        self._redactor = Redactor(token)
         self._http_ids = itertools.count(1)
         #: Every job being driven except the standing sessions, oldest first.
         self._jobs: dict[Job, None] = {}
@@ -640,7 +630,7 @@ class Drive:
 
     def scrub(self, message: str) -> str:
         """``message`` without the session token."""
-        return scrub_token(message, self._token)
+        return self._redactor.text(message)
 
     # -- machines ----------------------------------------------------------------------------
 
@@ -832,6 +822,14 @@ class Drive:
             return
         self.http_headers(call, status, now)
         self._finish_call(call)
+        redactor = self._redactor
+        ok = 200 <= status <= 299
+        if redactor:
+            # An error answer is error text all through; a success keeps its content and
+            # loses the token from the error objects in it (docs/robustness.md).
+            body = redactor.json_data(body) if ok else redactor.data(body)
+            headers = redactor.headers(headers)
+            reason = redactor.text(reason)
         answer = HttpResponse(
             status=status,
             body=body,

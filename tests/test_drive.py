@@ -18,6 +18,7 @@ import json
 import logging
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
@@ -65,6 +66,7 @@ from coder_proto._rest.http import HttpRequest, HttpResponse
 from coder_proto._rest.routes import build_get_chat
 from coder_proto._stream.websocket import WsText
 from coder_proto._transport_events import TransportEventSink
+from coder_proto.transcript import TranscriptRecorder
 from tests.core_driver import (
     CaseEnv,
     FakeSocket,
@@ -413,6 +415,47 @@ def test_a_failure_before_any_status_is_an_http_error_with_the_token_scrubbed() 
     assert error.message == "ConnectionRefusedError: refused for <redacted>"
     assert probe.inputs[-1][:3] == ("failed", 1, "ConnectionRefusedError: refused for <redacted>")
     assert all(TOKEN not in repr(e) for e in events.events)
+
+
+def test_an_error_answer_echoing_the_token_reaches_the_machine_and_transcript_without_it() -> None:
+    lines: list[str] = []
+    d = drive(recorder=TranscriptRecorder(lines.append))
+    probe = Probe(get_chat())
+    d.start(probe, now=NOW)
+    call = only(d, StartHttp).call
+    body = json.dumps({"message": f"bad {TOKEN}", "detail": quote(TOKEN, safe="")}).encode()
+    d.http_response(
+        call,
+        status=401,
+        headers=[("X-Echo", TOKEN), ("Content-Type", "application/json")],
+        body=body,
+        reason=f"Nope {TOKEN}",
+        now=NOW + 1.0,
+    )
+    answer = probe.inputs[-1][2]
+    assert json.loads(answer.body) == {"message": "bad <redacted>", "detail": "<redacted>"}
+    assert answer.header("x-echo") == "<redacted>" and answer.reason == "Nope <redacted>"
+    assert lines and not any(TOKEN in line for line in lines)
+
+
+def test_a_success_keeps_its_content_and_loses_the_token_from_its_error_objects() -> None:
+    d = drive()
+    probe = Probe(get_chat())
+    d.start(probe, now=NOW)
+    call = only(d, StartHttp).call
+    chat = {"id": "chat-1", "title": f"about {TOKEN}", "last_error": {"message": f"x {TOKEN}"}}
+    d.http_response(call, status=200, headers=(), body=json.dumps(chat).encode(), now=NOW)
+    answer = probe.inputs[-1][2]
+    assert answer.json() == {**chat, "last_error": {"message": "x <redacted>"}}
+
+
+def test_without_a_token_an_answer_is_passed_on_as_it_came() -> None:
+    d = drive(token=None)
+    probe = Probe(get_chat())
+    d.start(probe, now=NOW)
+    call = only(d, StartHttp).call
+    d.http_response(call, status=401, headers=(), body=TOKEN.encode(), now=NOW)
+    assert probe.inputs[-1][2].body == TOKEN.encode()
 
 
 def test_a_failure_after_the_status_line_is_no_http_error_but_still_a_failure() -> None:

@@ -161,6 +161,23 @@ def test_single_object_and_array_frames_are_delivered_in_order() -> None:
     assert w.watch.take() == []
 
 
+def test_a_chat_s_last_error_echoing_the_token_is_delivered_redacted() -> None:
+    w = World()
+    chat = {
+        **chat_stub("c1", status="error"),
+        "title": f"about {TOKEN}",
+        "last_error": {"message": f"refused {TOKEN}", "detail": TOKEN},
+    }
+    w.send_one({"kind": "status_change", "chat": chat})
+    (ev,) = w.watch.take()
+    assert ev.chat.last_error is not None
+    assert (ev.chat.last_error.message, ev.chat.last_error.detail) == (
+        "refused <redacted>",
+        "<redacted>",
+    )
+    assert ev.chat.title == f"about {TOKEN}"  # the chat's content, as the server sent it
+
+
 def test_action_required_carries_its_tool_calls() -> None:
     w = World()
     w.send_one(

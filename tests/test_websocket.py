@@ -558,3 +558,74 @@ def test_arbitrary_bytes_never_raise_and_end_at_most_once(
     assert events[-1] is terminal[0]
     assert client.done
     assert isinstance(client.data_to_send(), bytes)
+
+
+# -- the token the server sends back (docs/robustness.md) -------------------------------------------
+
+
+def test_a_close_reason_echoing_the_token_is_redacted() -> None:
+    client, server = opened()
+    events = client.receive_data(server.close(4000, f"bad {TOKEN}"))
+    assert events == [WsClosed(4000, "bad <redacted>")]
+
+
+def test_a_close_reason_without_the_token_is_kept_as_sent() -> None:
+    client, server = opened()
+    assert client.receive_data(server.close(1001, "going away")) == [WsClosed(1001, "going away")]
+
+
+def test_a_rejection_echoing_the_token_loses_it_from_body_and_headers() -> None:
+    client, server = handshake()
+    body = json.dumps({"message": f"token {TOKEN} is invalid"}).encode()
+    (event,) = client.receive_data(server.reject(401, body, [("X-Echo", TOKEN)]))
+    assert isinstance(event, WsRejected)
+    assert TOKEN.encode() not in event.body and b"token <redacted> is invalid" in event.body
+    assert ("x-echo", "<redacted>") in event.headers
+
+
+def test_a_handshake_failure_quoting_the_token_is_redacted() -> None:
+    # wsproto quotes an extension it did not offer: the server chose what it quotes.
+    client, server = handshake()
+    accept = server.accept()
+    head, _, _rest = accept.partition(b"\r\n\r\n")
+    answer = head + f"\r\nSec-WebSocket-Extensions: {TOKEN}\r\n\r\n".encode()
+    (event,) = client.receive_data(answer)
+    assert isinstance(event, WsFailed) and event.handshake
+    assert event.message == "WebSocket handshake failed: unrecognized extension <redacted>"
+
+
+def test_an_error_event_loses_the_token_and_chat_content_keeps_it() -> None:
+    client, server = opened()
+    text = f"the model wrote {TOKEN}"
+    part = {"type": "message_part", "chat_id": "c1", "part": {"type": "text", "text": text}}
+    error = {"type": "error", "chat_id": "c1", "error": {"message": f"x {TOKEN}"}}
+    data = server.frame([part]) + server.frame([part, error])
+    first, second = client.receive_data(data)
+    assert isinstance(first, WsText) and isinstance(second, WsText)
+    assert json.loads(first.text) == [part]
+    assert json.loads(second.text)[0] == part
+    assert json.loads(second.text)[1]["error"] == {"message": "x <redacted>"}
+
+
+def test_without_a_token_nothing_is_redacted() -> None:
+    client, server = opened(token=None)
+    assert client.receive_data(server.close(4000, f"bad {TOKEN}")) == [
+        WsClosed(4000, f"bad {TOKEN}")
+    ]
+
+
+def test_a_close_reason_cut_in_the_middle_of_the_token_loses_what_it_holds() -> None:
+    # The server cuts a close reason to 123 bytes: the token may be only begun.
+    client, server = opened()
+    reason = ("x" * 110 + TOKEN)[:123]
+    (event,) = client.receive_data(server.close(4000, reason))
+    assert event == WsClosed(4000, "x" * 110 + "<redacted>")
+
+
+def test_a_rejection_body_cut_at_its_bound_in_the_middle_of_the_token_loses_it() -> None:
+    client, server = handshake()
+    body = b"x" * (MAX_REJECTION_BODY - 10) + TOKEN.encode() + b" and more"
+    events = client.receive_data(server.reject(500, body))
+    (event,) = events
+    assert isinstance(event, WsRejected)
+    assert event.body == b"x" * (MAX_REJECTION_BODY - 10) + b"<redacted>"

@@ -18,7 +18,10 @@ What it guarantees:
   bound), so the caller can classify it (D12);
 * after a terminal event (``WsClosed``, ``WsRejected``, ``WsFailed``) nothing else is
   reported;
-* the session token never appears in a repr, an error message or an event.
+* the session token never appears in a repr, an error message or an event: what the server
+  sends back is redacted before it is reported (a close reason, a rejection's body and
+  headers, a protocol failure; in a text message, the error objects only, see
+  ``coder_proto._redact``).
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from wsproto.utilities import LocalProtocolError, RemoteProtocolError
 
 from .._constants import DEFAULT_MAX_MESSAGE_SIZE, SESSION_TOKEN_HEADER
 from .._errors import CoderAgentError
+from .._redact import Redactor
 from .._rest.http import build_path
 
 __all__ = [
@@ -213,6 +217,7 @@ class WebSocketClient:
         "_message_size",
         "_opened",
         "_outgoing",
+        "_redactor",
         "_reject_body",
         "_reject_headers",
         "_reject_status",
@@ -255,6 +260,7 @@ class WebSocketClient:
         for name, value in headers:
             extra.append((name.encode("latin-1", "replace"), _header_value(value)))
         self._max_message_size = max_message_size
+        self._redactor = Redactor(token)
         self._ws = WSConnection(ConnectionType.CLIENT)
         self._outgoing = bytearray()
         self._initiated = False
@@ -334,8 +340,15 @@ class WebSocketClient:
 
     def receive_data(self, data: bytes | None) -> list[WsEvent]:
         """Feed bytes read from the socket (``None`` at end of stream) and return the events
-        they complete, in order. Never raises on bad input: a protocol violation becomes a
-        ``WsFailed``."""
+        they complete, in order, without the session token. Never raises on bad input: a
+        protocol violation becomes a ``WsFailed``."""
+        out = self._receive(data)
+        redactor = self._redactor
+        if redactor and out:
+            return [_redacted(event, redactor) for event in out]
+        return out
+
+    def _receive(self, data: bytes | None) -> list[WsEvent]:
         if self._done or data == b"":
             # An empty chunk is not end of stream (h11 would read it as one).
             return []
@@ -570,6 +583,29 @@ class WebSocketClient:
             if "accept token" in message.lower():
                 message = "the server's Sec-WebSocket-Accept does not match the key sent"
             self._finish(out, WsFailed(f"WebSocket handshake failed: {message}", handshake=True))
+
+
+def _redacted(event: WsEvent, redactor: Redactor) -> WsEvent:
+    """``event`` without the token the server may have sent back in it."""
+    kind = type(event)
+    if kind is WsText:
+        assert isinstance(event, WsText)
+        text = redactor.json(event.text)
+        return event if text is event.text else WsText(text)
+    if kind is WsClosed:
+        assert isinstance(event, WsClosed)
+        if event.reason:
+            # The server cuts a close reason to 123 bytes: a token may end it half-written.
+            return WsClosed(event.code, redactor.cut_text(event.reason))
+    elif kind is WsRejected:
+        assert isinstance(event, WsRejected)
+        # The body is kept up to MAX_REJECTION_BODY: a token may end it half-written.
+        body = redactor.cut_data(event.body)
+        return WsRejected(event.status, event.reason, body, redactor.headers(event.headers))
+    elif kind is WsFailed:
+        assert isinstance(event, WsFailed)
+        return WsFailed(redactor.text(event.message), event.handshake)
+    return event
 
 
 def _header_value(value: str) -> bytes:
