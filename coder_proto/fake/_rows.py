@@ -221,6 +221,10 @@ class FakeChat:
     last_error: dict[str, Any] | None = None
     pin_order: int = 0
     file_ids: list[str] = attrs.Factory(list)
+    # the model context (compact and clear): the last message before it, and the summary
+    # that stands in for what it replaces (model-only, never returned)
+    context_floor: int = 0
+    context_summary: str | None = attrs.field(default=None, repr=False)
     messages: list[FakeMessage] = attrs.Factory(list)
     queue: list[FakeQueuedMessage] = attrs.Factory(list)
     # versions (server-behaviour 0)
