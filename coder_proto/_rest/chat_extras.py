@@ -1,5 +1,5 @@
 """Request builders and response classifiers for the chat routes outside the turn loop
-(wire 2.3): editing a sent message, compacting and clearing the model context, the prompt
+(wire 2.4): editing a sent message, compacting and clearing the model context, the prompt
 history, a proposed title, the workspace diff, the latest chat of each workspace, a signed
 download URL, and recovering a chat stuck in an invalid state.
 

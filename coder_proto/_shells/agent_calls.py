@@ -59,14 +59,14 @@ class AgentCalls:
 
     def compact(self) -> Call[Chat]:
         """Compact the session's chat (or the last known one): the server summarises the
-        conversation into a fresh model context, so a long chat can go on (wire 2.3). Returns
+        conversation into a fresh model context, so a long chat can go on (wire 2.4). Returns
         the chat, ``running`` while the summary is written; a ``CoderApiError`` 409 means
         there is nothing to compact or a turn is running."""
         return self._chat_calls().compact_chat(self._core.require_chat())
 
     def clear(self) -> Call[Chat]:
         """Clear the model context of the session's chat (or the last known one): the next
-        prompt starts afresh, with no model call now; the transcript stays (wire 2.3). A
+        prompt starts afresh, with no model call now; the transcript stays (wire 2.4). A
         ``CoderApiError`` 409 means a turn is running."""
         return self._chat_calls().clear_chat(self._core.require_chat())
 
@@ -79,7 +79,7 @@ class AgentCalls:
         reasoning_effort: str | None = None,
     ) -> Call[EditedMessage]:
         """Replace a user message of the session's chat (or the last known one) and let the
-        chat run again from there (wire 2.3): the message and everything after it leave the
+        chat run again from there (wire 2.4): the message and everything after it leave the
         history. The re-run is not streamed here; read it with ``history()`` once the chat
         settles, and a prompt sent meanwhile is queued behind it."""
         return self._chat_calls().edit_chat_message(
@@ -92,17 +92,17 @@ class AgentCalls:
 
     def prompts(self, *, limit: int | None = None) -> Call[tuple[ChatPrompt, ...]]:
         """The user's prompts in the session's chat (or the last known one), newest first
-        (wire 2.3)."""
+        (wire 2.4)."""
         return self._chat_calls().get_chat_prompts(self._core.require_chat(), limit=limit)
 
     def propose_title(self) -> Call[str]:
         """A title the server suggests for the session's chat (or the last known one); not
-        stored (wire 2.3)."""
+        stored (wire 2.4)."""
         return self._chat_calls().propose_chat_title(self._core.require_chat())
 
     def diff(self) -> Call[ChatDiff]:
         """The diff of the workspace changes made in the session's chat (or the last known
-        one) (wire 2.3)."""
+        one) (wire 2.4)."""
         return self._chat_calls().get_chat_diff(self._core.require_chat())
 
     def attach(

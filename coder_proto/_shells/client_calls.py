@@ -187,7 +187,7 @@ class ChatCalls:
         plan_mode: str | None = None,
         workspace_id: str | None = None,
     ) -> Call[None]:
-        """``PATCH {P}/{chat_id}`` with only the given fields (wire 2.3): ``pin_order`` 0
+        """``PATCH {P}/{chat_id}`` with only the given fields (wire 2.4): ``pin_order`` 0
         unpins and a positive one pins; ``labels`` replaces the label set; ``plan_mode``
         ``"plan"`` turns plan mode on and ``""`` off."""
         return self._rest(
@@ -232,32 +232,32 @@ class ChatCalls:
         return self._rest("get_chat_cost", chat_id)
 
     def compact_chat(self, chat_id: str) -> Call[Chat]:
-        """``POST {P}/{chat_id}/compact`` (wire 2.3): summarise the conversation into a fresh
+        """``POST {P}/{chat_id}/compact`` (wire 2.4): summarise the conversation into a fresh
         model context. Returns the chat, ``running`` while the summary is written; a 409
         means there is nothing to compact or the chat is busy."""
         return self._rest("compact_chat", chat_id)
 
     def clear_chat(self, chat_id: str) -> Call[Chat]:
-        """``POST {P}/{chat_id}/clear`` (wire 2.3): the next prompt starts from an empty model
+        """``POST {P}/{chat_id}/clear`` (wire 2.4): the next prompt starts from an empty model
         context; the transcript stays. Returns the chat; a 409 means it is busy."""
         return self._rest("clear_chat", chat_id)
 
     def reconcile_chat(self, chat_id: str) -> Call[Chat]:
-        """``POST {P}/{chat_id}/reconcile-invalid`` (wire 2.3): move a chat stuck in an
+        """``POST {P}/{chat_id}/reconcile-invalid`` (wire 2.4): move a chat stuck in an
         invalid state to ``error``. A 409 means the chat is not in an invalid state."""
         return self._rest("reconcile_chat", chat_id)
 
     def propose_chat_title(self, chat_id: str) -> Call[str]:
-        """``POST {P}/{chat_id}/title/propose`` (wire 2.3): a suggested title for the chat,
+        """``POST {P}/{chat_id}/title/propose`` (wire 2.4): a suggested title for the chat,
         not stored (set it with ``update_chat(title=...)``)."""
         return self._rest("propose_chat_title", chat_id)
 
     def get_chat_diff(self, chat_id: str) -> Call[ChatDiff]:
-        """``GET {P}/{chat_id}/diff`` (wire 2.3): the diff of the chat's workspace changes."""
+        """``GET {P}/{chat_id}/diff`` (wire 2.4): the diff of the chat's workspace changes."""
         return self._rest("get_chat_diff", chat_id)
 
     def get_chats_by_workspace(self, workspace_ids: Sequence[str]) -> Call[dict[str, str]]:
-        """``GET {P}/by-workspace`` (wire 2.3): workspace id → its latest chat that is not
+        """``GET {P}/by-workspace`` (wire 2.4): workspace id → its latest chat that is not
         archived, for at most 25 workspaces; workspaces without one are left out."""
         return self._rest("get_chats_by_workspace", workspace_ids)
 
@@ -312,7 +312,7 @@ class ChatCalls:
         reasoning_effort: str | None = None,
         mcp_server_ids: Sequence[str] | None = None,
     ) -> Call[EditedMessage]:
-        """``PATCH {P}/{chat_id}/messages/{message_id}`` (wire 2.3): replace a user message
+        """``PATCH {P}/{chat_id}/messages/{message_id}`` (wire 2.4): replace a user message
         (``content`` is a string or input parts) and run the chat again from there; the
         edited message and everything after it leave the history, and the queue is
         emptied. Returns the ``EditedMessage``."""
@@ -330,7 +330,7 @@ class ChatCalls:
     def get_chat_prompts(
         self, chat_id: str, *, limit: int | None = None
     ) -> Call[tuple[ChatPrompt, ...]]:
-        """``GET {P}/{chat_id}/prompts`` (wire 2.3): the user's prompts, newest first, each
+        """``GET {P}/{chat_id}/prompts`` (wire 2.4): the user's prompts, newest first, each
         its text parts joined; at most ``limit`` (1 to 2000; 500 by default)."""
         return self._rest("get_chat_prompts", chat_id, limit=limit)
 
@@ -398,7 +398,7 @@ class ChatCalls:
         return self._rest("get_chat_file", file_id)
 
     def get_chat_file_download_url(self, file_id: str) -> Call[ChatFileDownloadUrl]:
-        """``POST {P}/files/{file_id}/download-url`` (wire 2.3): a short-lived signed URL
+        """``POST {P}/files/{file_id}/download-url`` (wire 2.4): a short-lived signed URL
         that downloads the file without a session token (keep it secret)."""
         return self._rest("get_chat_file_download_url", file_id)
 

@@ -96,8 +96,7 @@ class ChatExtras:
         if chat.status not in (STATUS_WAITING, STATUS_ERROR) or chat.queue:
             raise FakeApiError(409, "Cannot clear the chat in its current state.")
         store.begin(chat, t)
-        visible = chat.visible_messages()
-        chat.context_floor = visible[-1].id if visible else 0
+        chat.context_floor = max((m.id for m in chat.visible_messages()), default=0)
         chat.context_summary = None
         chat.last_error = None
         chat.status = STATUS_WAITING
