@@ -179,14 +179,16 @@ class ChatExtras:
 
     def download_url(self, file_id: str, now: float) -> dict[str, Any]:
         """``POST /chats/files/{file}/download-url``: a URL carrying a token that downloads
-        the file without a session for ``DOWNLOAD_URL_LIFETIME`` seconds. The fake does not
-        know the address it is served on, so the URL is a path on the same server."""
+        the file without a session for ``DOWNLOAD_URL_LIFETIME`` seconds. The URL starts with
+        the configured ``access_url`` (a served fake sets it to its own address); without one
+        it is a path on the same server."""
         stored = self._file(file_id)
         t = self._store.advance_clock(now)
         token = self._store.new_uuid().replace("-", "") + self._store.new_uuid().replace("-", "")
         self._signed[token] = _Signed(stored.id, t + DOWNLOAD_URL_LIFETIME)
+        path = f"/api/v2/chats/files/{stored.id}/download?token={token}"
         return {
-            "url": f"/api/v2/chats/files/{stored.id}/download?token={token}",
+            "url": self._store.config.access_url.rstrip("/") + path,
             "expires_at": self._store.timestamp(t + DOWNLOAD_URL_LIFETIME),
             "sha256": hashlib.sha256(stored.data).hexdigest(),
             "size_bytes": len(stored.data),

@@ -228,6 +228,15 @@ class FakeCoderModel:
         self.tick(now)
         return self._history.revise(self.store.chats[chat_id], message_id, content, now)
 
+    def spawn_child(self, parent_id: str, prompt: str, now: float) -> FakeChat:
+        """Start a sub-agent chat under root chat ``parent_id``, as the root's agent does with
+        its spawn tool: it runs ``prompt`` at once (the script book picks its script), shows
+        in the root's ``children`` (never in the chat list), shares the root's archive state
+        and counts in the root's cost. ``KeyError`` for an unknown chat, ``ValueError`` when
+        ``parent_id`` is itself a sub-agent chat."""
+        self.tick(now)
+        return self._chats.spawn_child(self.store.chats[parent_id], prompt, now)
+
     # -- HTTP -----------------------------------------------------------------------------------
 
     def _handler_table(self) -> dict[str, _Handler]:

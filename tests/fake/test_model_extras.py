@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import hashlib
 
+import pytest
+
 from coder_proto.fake import Fail, Say, Script, Wait
 from coder_proto.fake._extras import DOWNLOAD_URL_LIFETIME
 
@@ -199,3 +201,46 @@ def test_a_download_url_for_an_unknown_or_malformed_file_is_refused() -> None:
     assert api.request("POST", f"/files/{UNKNOWN}/download-url").status == 404
     bad = api.request("POST", "/files/nope/download-url")
     assert (bad.status, bad.json()["message"]) == (400, "Invalid file ID.")
+
+
+def test_a_sub_agent_chat_is_a_child_of_its_root_everywhere_but_the_list() -> None:
+    api = Api()
+    root = api.create("lead", workspace_id=WORKSPACE)
+    api.run_until(root, {"waiting"})
+    child = api.model.spawn_child(root, "look around\nthen report", api.now)
+    assert (child.parent_chat_id, child.workspace_id, child.title) == (
+        root,
+        WORKSPACE,
+        "look around",
+    )
+    api.run_until(child.id, {"waiting"})
+    shown = api.chat(root)
+    assert [c["id"] for c in shown["children"]] == [child.id]
+    assert shown["children"][0]["root_chat_id"] == root
+    assert api.chat(child.id)["children"] == []
+    assert [c["id"] for c in api.request("GET", "").json()] == [root]
+    # The cost is the tree's, whichever member is asked.
+    cost = api.request("GET", f"/{child.id}/cost").json()
+    assert cost["request_count"] == 2 and cost["chat_id"] == child.id
+    assert (
+        api.request("GET", f"/{root}/cost").json()["total_cost_micros"]
+        == (cost["total_cost_micros"])
+    )
+    refused = api.archive(child.id)
+    assert (refused.status, refused.json()["message"]) == (
+        400,
+        "Chat archive state can only be changed on the root chat.",
+    )
+    assert api.archive(root).status == 204
+    assert api.model.chats[child.id].archived
+
+
+def test_only_a_root_chat_starts_sub_agent_chats() -> None:
+    api = Api()
+    root = api.create("lead")
+    child = api.model.spawn_child(root, "   ", api.now)
+    assert child.title == "New Chat"
+    with pytest.raises(ValueError, match="sub-agent"):
+        api.model.spawn_child(child.id, "deeper", api.now)
+    with pytest.raises(KeyError):
+        api.model.spawn_child(UNKNOWN, "x", api.now)

@@ -5,6 +5,7 @@ on the raw client and on the agent, with the server's error statuses and message
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import httpx
@@ -189,5 +190,28 @@ def test_the_agent_compacts_clears_edits_and_reads_its_chat(
         await wait_status(rt, agent.client, agent.chat_id, {"waiting"})
         assert [p.text for p in await rt.call(agent, "prompts", limit=1)] == ["Tell me a poem"]
         await rt.close(agent)
+
+    runtime.run(scenario)
+
+
+def test_a_root_chat_lists_its_sub_agent_chats_in_children(
+    runtime: Any, server: FakeCoderServer
+) -> None:
+    async def scenario(rt: Any) -> None:
+        client = await rt.client(server)
+        root = await _settled_chat(rt, client, server, "lead")
+        child = server.model.spawn_child(root.id, "explore the repository", time.monotonic())
+        await wait_status(rt, client, child.id, {"waiting"})
+        read = await rt.call(client, "get_chat", root.id)
+        assert [c.id for c in read.children] == [child.id]
+        assert read.children[0].parent_chat_id == root.id
+        assert [c.id for c in await rt.call(client, "list_chats")] == [root.id]
+        own = await rt.call(client, "get_chat", child.id)
+        assert own.children == () and own.root_chat_id == root.id
+        total = await rt.call(client, "get_chat_cost", root.id)
+        assert (await rt.call(client, "get_chat_cost", child.id)).request_count == (
+            total.request_count
+        )
+        await rt.close_client(client)
 
     runtime.run(scenario)
