@@ -151,6 +151,8 @@ class Chats:
                 raise FakeApiError(400, "Pin order must be non-negative.")
             if pin > 0 and (chat.archived or body.get("archived") is True):
                 raise FakeApiError(400, "Cannot pin an archived chat.")
+            if pin > 0 and chat.parent_chat_id is not None:
+                raise FakeApiError(400, "Cannot pin a child chat.")
         plan_mode = check.plan_mode(body.get("plan_mode"))
         labels = check.labels(body.get("labels"))
         archived = body.get("archived")
@@ -172,7 +174,7 @@ class Chats:
             chat.title = title.strip()
             self._subscriptions.publish("title_change", chat)
         if pin is not None:
-            chat.pin_order = pin
+            self._pin(chat, pin)
         if plan_mode is not None:
             chat.plan_mode = plan_mode or None
         if labels is not None:
@@ -181,6 +183,23 @@ class Chats:
             # The archive state of a chat family changes together, from its root.
             for member in (chat, *self._store.children(chat)):
                 member.archived = archived
+
+    def _pin(self, chat: FakeChat, pin: int) -> None:
+        """Pinned chats are numbered 1..n. 0 unpins; a positive ``pin`` appends an unpinned
+        chat to the end (the value itself is ignored) or moves a pinned one there, clamped
+        to 1..n; the others close up around it."""
+        others = sorted(
+            (c for c in self._store.chats.values() if c.pin_order > 0 and c is not chat),
+            key=lambda c: c.pin_order,
+        )
+        if pin == 0:
+            chat.pin_order = 0
+        elif chat.pin_order == 0:
+            others.append(chat)
+        else:
+            others.insert(min(pin, len(others) + 1) - 1, chat)
+        for position, member in enumerate(others, 1):
+            member.pin_order = position
 
     def search(self, query: Query) -> list[dict[str, Any]]:
         """``GET /chats``: root chats, newest first; ``q`` understands ``archived:`` and

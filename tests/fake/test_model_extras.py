@@ -244,3 +244,30 @@ def test_only_a_root_chat_starts_sub_agent_chats() -> None:
         api.model.spawn_child(child.id, "deeper", api.now)
     with pytest.raises(KeyError):
         api.model.spawn_child(UNKNOWN, "x", api.now)
+
+
+def test_pins_are_numbered_from_one_and_move_with_their_neighbours() -> None:
+    api = Api()
+    a, b, c = api.create("a"), api.create("b"), api.create("c")
+
+    def pins() -> dict[str, int]:
+        return {
+            name: api.chat(chat)["pin_order"] for name, chat in zip("abc", (a, b, c), strict=True)
+        }
+
+    def pin(chat: str, order: int) -> None:
+        assert api.request("PATCH", f"/{chat}", {"pin_order": order}).status == 204
+
+    pin(a, 7)
+    pin(b, 7)
+    pin(c, 1)
+    assert pins() == {"a": 1, "b": 2, "c": 3}
+    pin(c, 1)
+    assert pins() == {"a": 2, "b": 3, "c": 1}
+    pin(c, 9)
+    assert pins() == {"a": 1, "b": 2, "c": 3}
+    pin(a, 0)
+    assert pins() == {"a": 0, "b": 1, "c": 2}
+    child = api.model.spawn_child(a, "sub", api.now)
+    refused = api.request("PATCH", f"/{child.id}", {"pin_order": 1})
+    assert (refused.status, refused.json()["message"]) == (400, "Cannot pin a child chat.")

@@ -189,6 +189,10 @@ def test_the_agent_compacts_clears_edits_and_reads_its_chat(
         assert prompts[0].id in edited.deleted_message_ids
         await wait_status(rt, agent.client, agent.chat_id, {"waiting"})
         assert [p.text for p in await rt.call(agent, "prompts", limit=1)] == ["Tell me a poem"]
+        after = await rt.generate(agent, "And a limerick")
+        assert after.text
+        prompts = await rt.call(agent, "prompts")
+        assert [p.text for p in prompts] == ["And a limerick", "Tell me a poem"]
         await rt.close(agent)
 
     runtime.run(scenario)
