@@ -80,6 +80,7 @@ class World:
         (lambda c: c.compact_chat(CHAT), "POST", f"{V2}/{CHAT}/compact"),
         (lambda c: c.clear_chat(CHAT), "POST", f"{V2}/{CHAT}/clear"),
         (lambda c: c.reconcile_chat(CHAT), "POST", f"{V2}/{CHAT}/reconcile-invalid"),
+        (lambda c: c.refresh_chat_context(CHAT), "PUT", f"{V2}/{CHAT}/context"),
         (lambda c: c.propose_chat_title(CHAT), "POST", f"{V2}/{CHAT}/title/propose"),
         (lambda c: c.get_chat_diff(CHAT), "GET", f"{V2}/{CHAT}/diff"),
         (

@@ -93,6 +93,7 @@ def test_prompts_send_limit_only_when_given_and_parse_newest_first() -> None:
 @pytest.mark.parametrize(
     ("build", "op", "suffix"),
     [
+        (ops.build_refresh_chat_context, "refresh_chat_context", "context"),
         (ops.build_compact_chat, "compact_chat", "compact"),
         (ops.build_clear_chat, "clear_chat", "clear"),
         (ops.build_reconcile_chat, "reconcile_chat", "reconcile-invalid"),
@@ -104,7 +105,7 @@ def test_context_operations_post_no_body_and_answer_the_chat(
     request = build("c 1")
     assert (request.op, request.method, request.path, request.body) == (
         op,
-        "POST",
+        "PUT" if op == "refresh_chat_context" else "POST",
         f"/api/v2/chats/c%201/{suffix}",
         None,
     )

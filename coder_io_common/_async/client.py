@@ -125,6 +125,7 @@ class CoderChatClient(ClientShell[httpx.AsyncClient], AsyncClosing):
     compact_chat = _op(ChatCalls.compact_chat)
     clear_chat = _op(ChatCalls.clear_chat)
     reconcile_chat = _op(ChatCalls.reconcile_chat)
+    refresh_chat_context = _op(ChatCalls.refresh_chat_context)
     propose_chat_title = _op(ChatCalls.propose_chat_title)
     get_chat_diff = _op(ChatCalls.get_chat_diff)
     get_chats_by_workspace = _op(ChatCalls.get_chats_by_workspace)

@@ -40,6 +40,7 @@ __all__ = [
     "build_get_chats_by_workspace",
     "build_propose_chat_title",
     "build_reconcile_chat",
+    "build_refresh_chat_context",
     "parse_chat_answer",
     "parse_edit_chat_message",
     "parse_get_chat_diff",
@@ -244,8 +245,15 @@ def build_reconcile_chat(chat_id: str) -> HttpRequest:
     return HttpRequest.build("reconcile_chat", "POST", _chat_route(chat_id, "reconcile-invalid"))
 
 
+def build_refresh_chat_context(chat_id: str) -> HttpRequest:
+    """``PUT {P}/{chat_id}/context`` with no body: pin the chat to its workspace agent's
+    latest context (instruction files, skills, MCP configuration) and clear the drift
+    marker."""
+    return HttpRequest.build("refresh_chat_context", "PUT", _chat_route(chat_id, "context"))
+
+
 def parse_chat_answer(request: HttpRequest, response: HttpResponse) -> Chat:
-    """The ``Chat`` a compact, clear or reconcile answers with (200)."""
+    """The ``Chat`` a compact, clear, reconcile or context refresh answers with (200)."""
     return _shape(request, response, Chat.from_json)
 
 

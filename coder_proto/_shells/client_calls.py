@@ -247,6 +247,12 @@ class ChatCalls:
         invalid state to ``error``. A 409 means the chat is not in an invalid state."""
         return self._rest("reconcile_chat", chat_id)
 
+    def refresh_chat_context(self, chat_id: str) -> Call[Chat]:
+        """``PUT {P}/{chat_id}/context`` (wire 2.4): pin the chat to its workspace agent's
+        latest context (instruction files, skills, MCP configuration), clearing the drift
+        that ``chat.raw["context"]["dirty"]`` reports. Returns the chat."""
+        return self._rest("refresh_chat_context", chat_id)
+
     def propose_chat_title(self, chat_id: str) -> Call[str]:
         """``POST {P}/{chat_id}/title/propose`` (wire 2.4): a suggested title for the chat,
         not stored (set it with ``update_chat(title=...)``)."""

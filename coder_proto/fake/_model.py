@@ -258,6 +258,8 @@ class FakeCoderModel:
             "reconcile_chat": lambda chat, req: self._extras.reconcile(chat),
             "propose_chat_title": lambda chat, req: self._ok(self._extras.propose_title(chat)),
             "get_chat_diff": lambda chat, req: self._ok(self._extras.diff(chat)),
+            # The fake has no workspace agent: there is no newer context to pin.
+            "refresh_chat_context": lambda chat, req: self._ok(self.store.chat_json(chat)),
         }
         table: dict[str, _Handler] = {
             "list_chats": lambda req: self._ok(self._chats.search(req.query)),

@@ -72,6 +72,7 @@ _CHAT_ROUTES: Final[tuple[tuple[str, str, str], ...]] = (
     ("POST", r"/" + _ID.format("chat") + r"/reconcile-invalid", "reconcile_chat"),
     ("POST", r"/" + _ID.format("chat") + r"/title/propose", "propose_chat_title"),
     ("GET", r"/" + _ID.format("chat") + r"/diff", "get_chat_diff"),
+    ("PUT", r"/" + _ID.format("chat") + r"/context", "refresh_chat_context"),
 )
 _COMPILED_CHAT_ROUTES: Final = tuple(
     (method, re.compile(pattern + r"$"), op) for method, pattern, op in _CHAT_ROUTES

@@ -271,3 +271,32 @@ def test_pins_are_numbered_from_one_and_move_with_their_neighbours() -> None:
     child = api.model.spawn_child(a, "sub", api.now)
     refused = api.request("PATCH", f"/{child.id}", {"pin_order": 1})
     assert (refused.status, refused.json()["message"]) == (400, "Cannot pin a child chat.")
+
+
+def test_an_edit_sets_the_reasoning_effort_and_replaces_the_mcp_selection() -> None:
+    api = Api()
+    chat = api.create("hello")
+    api.run_until(chat, {"waiting"})
+    api.model.chats[chat].mcp_server_ids = [WORKSPACE]
+    user = next(m for m in api.messages(chat)["messages"] if m["role"] == "user")
+    body = {"content": [{"type": "text", "text": "again"}], "reasoning_effort": "high"}
+    assert api.request("PATCH", f"/{chat}/messages/{user['id']}", body).status == 200
+    shown = api.chat(chat)
+    assert (shown["last_reasoning_effort"], shown["mcp_server_ids"]) == ("high", [WORKSPACE])
+    api.run_until(chat, {"waiting"})
+    user = next(m for m in api.messages(chat)["messages"] if m["role"] == "user")
+    body = {"content": [{"type": "text", "text": "once more"}], "mcp_server_ids": []}
+    assert api.request("PATCH", f"/{chat}/messages/{user['id']}", body).status == 200
+    assert api.chat(chat)["mcp_server_ids"] == []
+    user = next(m for m in api.messages(chat)["messages"] if m["role"] == "user")
+    body = {"content": [{"type": "text", "text": "x"}], "reasoning_effort": "extreme"}
+    refused = api.request("PATCH", f"/{chat}/messages/{user['id']}", body)
+    assert (refused.status, refused.json()["message"]) == (400, "Invalid reasoning_effort value.")
+
+
+def test_a_context_refresh_answers_the_chat() -> None:
+    api = Api()
+    chat = api.create("hello")
+    answer = api.request("PUT", f"/{chat}/context")
+    assert answer.status == 200 and answer.json()["id"] == chat
+    assert api.request("PUT", f"/{UNKNOWN}/context").status == 404

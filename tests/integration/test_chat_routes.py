@@ -78,7 +78,9 @@ def test_compact_then_clear_follow_the_servers_state_rules(
         assert any(m.role == "assistant" for m in page.messages)  # the transcript stays
         invalid = await _api_error(rt, client, "reconcile_chat", chat.id)
         assert (invalid.status, invalid.server_message) == (409, "Chat is not in an invalid state.")
-        for name in ("compact_chat", "clear_chat", "reconcile_chat"):
+        refreshed = await rt.call(client, "refresh_chat_context", chat.id)
+        assert refreshed.id == chat.id
+        for name in ("compact_chat", "clear_chat", "reconcile_chat", "refresh_chat_context"):
             assert (await _api_error(rt, client, name, UNKNOWN)).status == 404
         assert await rt.call(client, "archive_chat", chat.id) == "archived"
         archived = await _api_error(rt, client, "compact_chat", chat.id)
