@@ -92,6 +92,7 @@ from ._outputs import (
     ToolResult,
     Usage,
 )
+from ._rest.chat_extras import ChatDiff, ChatFileDownloadUrl, ChatPrompt, EditedMessage
 from ._rest.jobs import WorkspacePreview
 from ._rest.routes import ArchiveOutcome, ChatCost, ChatFile
 from ._stream.watch import WatchBackoff
@@ -212,7 +213,11 @@ __all__ = [  # noqa: RUF022
     "ArchiveOutcome",
     "ArchiveResult",
     "ChatCost",
+    "ChatDiff",
     "ChatFile",
+    "ChatFileDownloadUrl",
+    "ChatPrompt",
+    "EditedMessage",
     "InterruptResult",
     "WatchBackoff",
     "WorkspaceFiles",

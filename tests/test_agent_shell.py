@@ -208,6 +208,36 @@ def test_models_and_cost_use_the_agents_organization_and_chat_d17() -> None:
         World().calls.get_chat_cost()
 
 
+def test_the_conversation_operations_act_on_the_agents_chat_wire_2_4() -> None:
+    message = {"id": 9, "chat_id": "c1", "role": "user", "created_at": "", "content": []}
+    world = World(
+        {
+            "POST /api/v2/chats/c1/compact": Respond(200, {"id": "c1", "status": "running"}),
+            "POST /api/v2/chats/c1/clear": Respond(200, {"id": "c1", "status": "waiting"}),
+            "PATCH /api/v2/chats/c1/messages/4": Respond(200, {"message": message}),
+            "GET /api/v2/chats/c1/prompts?limit=2": Respond(
+                200, {"prompts": [{"id": 4, "text": "hi"}]}
+            ),
+            "POST /api/v2/chats/c1/title/propose": Respond(200, {"title": "T"}),
+            "GET /api/v2/chats/c1/diff": Respond(200, {"chat_id": "c1", "diff": "+a"}),
+        },
+        chat_id="c1",
+    )
+    assert world.perform(world.calls.compact()).status == "running"
+    assert world.perform(world.calls.clear()).status == "waiting"
+    edited = world.perform(world.calls.edit_message(4, "new", reasoning_effort="low"))
+    assert edited.message.id == 9
+    assert world.driver.requests()[-1].json == {
+        "content": [{"type": "text", "text": "new"}],
+        "reasoning_effort": "low",
+    }
+    assert [p.text for p in world.perform(world.calls.prompts(limit=2))] == ["hi"]
+    assert world.perform(world.calls.propose_title()) == "T"
+    assert world.perform(world.calls.diff()).diff == "+a"
+    with pytest.raises(CoderAgentError, match="no chat yet"):
+        World().calls.compact()
+
+
 def test_attach_uploads_once_and_returns_a_reference_wire_7() -> None:
     world = World({f"POST /api/v2/chats/files?organization={ORG}": Respond(201, {"id": "f1"})})
     attached = world.perform(world.calls.attach(b"{}", filename="a.json"))

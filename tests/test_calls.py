@@ -75,6 +75,25 @@ class World:
         ),
         (lambda c: c.delete_queued_message(CHAT, 4), "DELETE", f"{V2}/{CHAT}/queue/4"),
         (lambda c: c.get_chat_file(CHAT), "GET", f"{V2}/files/{CHAT}"),
+        (lambda c: c.edit_chat_message(CHAT, 5, "y"), "PATCH", f"{V2}/{CHAT}/messages/5"),
+        (lambda c: c.get_chat_prompts(CHAT, limit=3), "GET", f"{V2}/{CHAT}/prompts?limit=3"),
+        (lambda c: c.compact_chat(CHAT), "POST", f"{V2}/{CHAT}/compact"),
+        (lambda c: c.clear_chat(CHAT), "POST", f"{V2}/{CHAT}/clear"),
+        (lambda c: c.reconcile_chat(CHAT), "POST", f"{V2}/{CHAT}/reconcile-invalid"),
+        (lambda c: c.refresh_chat_context(CHAT), "PUT", f"{V2}/{CHAT}/context"),
+        (lambda c: c.propose_chat_title(CHAT), "POST", f"{V2}/{CHAT}/title/propose"),
+        (lambda c: c.get_chat_diff(CHAT), "GET", f"{V2}/{CHAT}/diff"),
+        (
+            lambda c: c.get_chats_by_workspace([CHAT]),
+            "GET",
+            f"{V2}/by-workspace?workspace_ids={CHAT}",
+        ),
+        (
+            lambda c: c.get_chat_file_download_url(CHAT),
+            "POST",
+            f"{V2}/files/{CHAT}/download-url",
+        ),
+        (lambda c: c.update_chat(CHAT, pin_order=1), "PATCH", f"{V2}/{CHAT}"),
     ],
 )
 def test_each_operation_sends_its_request_wire_2(

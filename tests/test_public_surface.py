@@ -82,3 +82,25 @@ def test_a_durable_job_is_reachable_from_the_public_names() -> None:
         assert callable(getattr(coder_proto.Connection, method)), method
     assert coder_proto.ApplyStore.op.fget is not None  # the StoreOp of the call
     assert callable(durable.StoreOp.apply)
+
+
+def test_every_chat_route_the_fake_serves_has_a_client_method() -> None:
+    """Every REST chat route of the current server (as the fake serves them, wire 2.4) is an
+    operation of the raw client on every runtime, its answer types importable from the core
+    and the adapters; the stream is the turn's own and a signed download needs no client."""
+    import coder_io_asyncio
+    import coder_io_sync
+    import coder_io_trio
+    from coder_proto._runtime_names import USER_NAMES
+    from coder_proto.fake._routes import _CHAT_ROUTES
+
+    reached_otherwise = {"stream_chat", "download_chat_file"}
+    # Promoting a queue entry is part of queue editing, with the paused status.
+    elsewhere = {"promote_queued_message"}
+    served = {op for _, _, op in _CHAT_ROUTES} - reached_otherwise
+    for adapter in (coder_io_asyncio, coder_io_trio, coder_io_sync):
+        missing = {op for op in served if not hasattr(adapter.CoderChatClient, op)}
+        assert missing <= elsewhere, (adapter.__name__, missing)
+    for name in ("ChatDiff", "ChatFileDownloadUrl", "ChatPrompt", "EditedMessage"):
+        assert name in coder_proto.__all__ and name in USER_NAMES, name
+        assert getattr(coder_io_asyncio, name) is getattr(coder_proto, name)

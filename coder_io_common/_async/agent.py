@@ -213,6 +213,12 @@ class CoderAgent(AgentShell[CoderChatClient, httpx.AsyncClient], AsyncClosing):
 
     list_models = _op(AgentCalls.list_models)
     get_chat_cost = _op(AgentCalls.get_chat_cost)
+    compact = _op(AgentCalls.compact)
+    clear = _op(AgentCalls.clear)
+    edit_message = _op(AgentCalls.edit_message)
+    prompts = _op(AgentCalls.prompts)
+    propose_title = _op(AgentCalls.propose_title)
+    diff = _op(AgentCalls.diff)
     attach = _op(AgentCalls.attach)
     history = _op(AgentCalls.history)
 

@@ -24,6 +24,25 @@ from .._constants import INTERRUPT_WAIT_TIMEOUT
 from .._engine import CoreMachine, Wait
 from .._errors import CoderAgentError
 from .._wire.chats import ChatModelConfig
+from .chat_extras import (
+    build_clear_chat,
+    build_compact_chat,
+    build_edit_chat_message,
+    build_get_chat_diff,
+    build_get_chat_file_download_url,
+    build_get_chat_prompts,
+    build_get_chats_by_workspace,
+    build_propose_chat_title,
+    build_reconcile_chat,
+    build_refresh_chat_context,
+    parse_chat_answer,
+    parse_edit_chat_message,
+    parse_get_chat_diff,
+    parse_get_chat_file_download_url,
+    parse_get_chat_prompts,
+    parse_get_chats_by_workspace,
+    parse_propose_chat_title,
+)
 from .http import HttpRequest, HttpResponse
 from .model_hints import (
     ModelConfigs,
@@ -163,6 +182,19 @@ _SIMPLE_OPS: Final[Mapping[str, tuple[Callable[..., HttpRequest], Callable[..., 
     "get_chat_file": (build_get_chat_file, parse_get_chat_file),
     "get_chat_cost": (build_get_chat_cost, parse_get_chat_cost),
     "share_port": (build_share_port, parse_share_port),
+    "edit_chat_message": (build_edit_chat_message, parse_edit_chat_message),
+    "get_chat_prompts": (build_get_chat_prompts, parse_get_chat_prompts),
+    "compact_chat": (build_compact_chat, parse_chat_answer),
+    "clear_chat": (build_clear_chat, parse_chat_answer),
+    "reconcile_chat": (build_reconcile_chat, parse_chat_answer),
+    "refresh_chat_context": (build_refresh_chat_context, parse_chat_answer),
+    "propose_chat_title": (build_propose_chat_title, parse_propose_chat_title),
+    "get_chat_diff": (build_get_chat_diff, parse_get_chat_diff),
+    "get_chats_by_workspace": (build_get_chats_by_workspace, parse_get_chats_by_workspace),
+    "get_chat_file_download_url": (
+        build_get_chat_file_download_url,
+        parse_get_chat_file_download_url,
+    ),
 }
 
 

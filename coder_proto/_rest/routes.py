@@ -56,6 +56,7 @@ __all__ = [
     "build_update_chat",
     "build_upload_chat_file",
     "check_chat_id",
+    "check_labels",
     "check_positive_id",
     "check_unicode",
     "ensure_ok",
@@ -133,7 +134,7 @@ def _chat_id_of(request: HttpRequest) -> str | None:
     for prefix in (V2_PREFIX, LEGACY_PREFIX):
         if route.startswith(prefix + "/"):
             segment = route[len(prefix) + 1 :].partition("/")[0]
-            if segment and segment not in ("files", "watch"):
+            if segment and segment not in ("files", "watch", "by-workspace"):
                 return unquote(segment)
     return None
 
@@ -197,9 +198,7 @@ def build_list_chats(
         if type(q) is not str:
             raise CoderAgentError(f"q must be a string, got {q!r}")
         pairs.append(("q", q))
-    for key, value in (labels or {}).items():
-        if type(key) is not str or type(value) is not str or not key:
-            raise CoderAgentError("labels must map non-empty strings to strings")
+    for key, value in check_labels(labels or {}).items():
         pairs.append(("label", f"{key}:{value}"))
     if limit is not None:
         pairs.append(("limit", str(check_positive_id(limit, "limit"))))
@@ -219,10 +218,20 @@ def parse_list_chats(request: HttpRequest, response: HttpResponse) -> tuple[Chat
 
 
 def build_update_chat(
-    chat_id: str, *, title: str | None = None, archived: bool | None = None
+    chat_id: str,
+    *,
+    title: str | None = None,
+    archived: bool | None = None,
+    pin_order: int | None = None,
+    labels: Mapping[str, str] | None = None,
+    plan_mode: str | None = None,
+    workspace_id: str | None = None,
 ) -> HttpRequest:
-    """``PATCH {P}/{chat_id}`` with ``{"title"?, "archived"?}``: only the given fields are
-    sent, and at least one is required."""
+    """``PATCH {P}/{chat_id}`` with ``{"title"?, "archived"?, "pin_order"?, "labels"?,
+    "plan_mode"?, "workspace_id"?}``: only the given fields are sent, and at least one is
+    required. ``pin_order`` 0 unpins, a positive one pins (or moves a pinned chat there);
+    ``labels`` replaces the whole label set (``{}`` removes every label); ``plan_mode``
+    ``"plan"`` turns plan mode on and ``""`` turns it off."""
     body: dict[str, Any] = {}
     if title is not None:
         if type(title) is not str:
@@ -232,9 +241,31 @@ def build_update_chat(
         if type(archived) is not bool:
             raise CoderAgentError(f"archived must be a bool, got {archived!r}")
         body["archived"] = archived
+    if pin_order is not None:
+        if type(pin_order) is not int or pin_order < 0:
+            raise CoderAgentError(f"pin_order must be a non-negative integer, got {pin_order!r}")
+        body["pin_order"] = pin_order
+    if labels is not None:
+        body["labels"] = check_labels(labels)
+    if plan_mode is not None:
+        if type(plan_mode) is not str:
+            raise CoderAgentError(f"plan_mode must be a string, got {plan_mode!r}")
+        body["plan_mode"] = plan_mode
+    if workspace_id is not None:
+        body["workspace_id"] = check_chat_id(workspace_id, "workspace_id")
     if not body:
-        raise CoderAgentError("update_chat needs a title or an archived flag")
+        raise CoderAgentError("update_chat needs at least one field to change")
     return HttpRequest.build("update_chat", "PATCH", _chat_route(chat_id), json=body)
+
+
+def check_labels(labels: object) -> dict[str, str]:
+    """``labels`` as a plain dict when it maps non-empty strings to strings; otherwise
+    ``CoderAgentError``."""
+    if not isinstance(labels, Mapping) or not all(
+        type(k) is str and k and type(v) is str for k, v in labels.items()
+    ):
+        raise CoderAgentError("labels must map non-empty strings to strings")
+    return dict(labels)
 
 
 def parse_update_chat(request: HttpRequest, response: HttpResponse) -> None:

@@ -1,5 +1,6 @@
 """The agent's plain operations (wire 2, 7, 8, H.3; D11, D17), defined once for every adapter:
-``interrupt``, ``list_models``, ``get_chat_cost``, ``attach`` and ``history``, each a
+``interrupt``, ``list_models``, ``get_chat_cost``, ``compact``, ``clear``, ``edit_message``,
+``prompts``, ``propose_title``, ``diff``, ``attach`` and ``history``, each a
 ``Call`` that the adapter's ``CoderAgent`` method of the same name and signature performs.
 """
 
@@ -9,8 +10,9 @@ from .._agent.agent_core import AgentCore
 from .._agent.history import FileUrlResolver, HistoryJob, UIMessage, to_ui_messages
 from .._agent.prompt_plan import AttachedFile, prepare_attachment
 from .._agent.session_calls import InterruptResult
+from .._rest.chat_extras import ChatDiff, ChatPrompt, EditedMessage
 from .._rest.routes import ChatCost
-from .._wire.chats import ChatModelConfig
+from .._wire.chats import Chat, ChatModelConfig
 from .client_calls import Call, ChatCalls
 
 __all__ = ["AgentCalls"]
@@ -54,6 +56,54 @@ class AgentCalls:
         """The chat's cost (``GET {P}/{chat}/cost``; D17: never called implicitly). Defaults
         to the session's chat, else the last known one."""
         return self._chat_calls().get_chat_cost(chat_id or self._core.require_chat())
+
+    def compact(self) -> Call[Chat]:
+        """Compact the session's chat (or the last known one): the server summarises the
+        conversation into a fresh model context, so a long chat can go on (wire 2.4). Returns
+        the chat, ``running`` while the summary is written; a ``CoderApiError`` 409 means
+        there is nothing to compact or a turn is running."""
+        return self._chat_calls().compact_chat(self._core.require_chat())
+
+    def clear(self) -> Call[Chat]:
+        """Clear the model context of the session's chat (or the last known one): the next
+        prompt starts afresh, with no model call now; the transcript stays (wire 2.4). A
+        ``CoderApiError`` 409 means a turn is running."""
+        return self._chat_calls().clear_chat(self._core.require_chat())
+
+    def edit_message(
+        self,
+        message_id: int,
+        content: object,
+        *,
+        model_config_id: str | None = None,
+        reasoning_effort: str | None = None,
+    ) -> Call[EditedMessage]:
+        """Replace a user message of the session's chat (or the last known one) and let the
+        chat run again from there (wire 2.4): the message and everything after it leave the
+        history. The re-run is not streamed here; read it with ``history()`` once the chat
+        settles, and a prompt sent meanwhile is queued behind it."""
+        return self._chat_calls().edit_chat_message(
+            self._core.require_chat(),
+            message_id,
+            content,
+            model_config_id=model_config_id,
+            reasoning_effort=reasoning_effort,
+        )
+
+    def prompts(self, *, limit: int | None = None) -> Call[tuple[ChatPrompt, ...]]:
+        """The user's prompts in the session's chat (or the last known one), newest first
+        (wire 2.4)."""
+        return self._chat_calls().get_chat_prompts(self._core.require_chat(), limit=limit)
+
+    def propose_title(self) -> Call[str]:
+        """A title the server suggests for the session's chat (or the last known one); not
+        stored (wire 2.4)."""
+        return self._chat_calls().propose_chat_title(self._core.require_chat())
+
+    def diff(self) -> Call[ChatDiff]:
+        """The diff of the workspace changes made in the session's chat (or the last known
+        one) (wire 2.4)."""
+        return self._chat_calls().get_chat_diff(self._core.require_chat())
 
     def attach(
         self, content: object, *, media_type: str | None = None, filename: str | None = None

@@ -20,6 +20,7 @@ from typing import Any, Generic, TypeVar
 import attrs
 
 from .._agent.session import Session
+from .._rest.chat_extras import ChatDiff, ChatFileDownloadUrl, ChatPrompt, EditedMessage
 from .._rest.http import HttpRequest
 from .._rest.jobs import (
     ModelConfigsJob,
@@ -44,7 +45,12 @@ from .._wire.chats import (
     CreateChatRequest,
     DynamicTool,
 )
-from .client_arguments import create_chat_message_request, create_chat_request, tool_result_inputs
+from .client_arguments import (
+    chat_input_parts,
+    create_chat_message_request,
+    create_chat_request,
+    tool_result_inputs,
+)
 
 __all__ = ["Call", "ChatCalls", "public_method"]
 
@@ -171,10 +177,29 @@ class ChatCalls:
         return self._rest("list_chats", q=q, labels=labels, limit=limit, offset=offset)
 
     def update_chat(
-        self, chat_id: str, *, title: str | None = None, archived: bool | None = None
+        self,
+        chat_id: str,
+        *,
+        title: str | None = None,
+        archived: bool | None = None,
+        pin_order: int | None = None,
+        labels: Mapping[str, str] | None = None,
+        plan_mode: str | None = None,
+        workspace_id: str | None = None,
     ) -> Call[None]:
-        """``PATCH {P}/{chat_id}`` with only the given fields."""
-        return self._rest("update_chat", chat_id, title=title, archived=archived)
+        """``PATCH {P}/{chat_id}`` with only the given fields (wire 2.4): ``pin_order`` 0
+        unpins and a positive one pins; ``labels`` replaces the label set; ``plan_mode``
+        ``"plan"`` turns plan mode on and ``""`` off."""
+        return self._rest(
+            "update_chat",
+            chat_id,
+            title=title,
+            archived=archived,
+            pin_order=pin_order,
+            labels=labels,
+            plan_mode=plan_mode,
+            workspace_id=workspace_id,
+        )
 
     def archive_chat(self, chat_id: str) -> Call[ArchiveOutcome]:
         """``PATCH {P}/{chat_id}`` ``{"archived": true}`` (op ``archive_chat``). Returns
@@ -205,6 +230,42 @@ class ChatCalls:
     def get_chat_cost(self, chat_id: str) -> Call[ChatCost]:
         """``GET {P}/{chat_id}/cost``: the chat tree's cost (D17; never called implicitly)."""
         return self._rest("get_chat_cost", chat_id)
+
+    def compact_chat(self, chat_id: str) -> Call[Chat]:
+        """``POST {P}/{chat_id}/compact`` (wire 2.4): summarise the conversation into a fresh
+        model context. Returns the chat, ``running`` while the summary is written; a 409
+        means there is nothing to compact or the chat is busy."""
+        return self._rest("compact_chat", chat_id)
+
+    def clear_chat(self, chat_id: str) -> Call[Chat]:
+        """``POST {P}/{chat_id}/clear`` (wire 2.4): the next prompt starts from an empty model
+        context; the transcript stays. Returns the chat; a 409 means it is busy."""
+        return self._rest("clear_chat", chat_id)
+
+    def reconcile_chat(self, chat_id: str) -> Call[Chat]:
+        """``POST {P}/{chat_id}/reconcile-invalid`` (wire 2.4): move a chat stuck in an
+        invalid state to ``error``. A 409 means the chat is not in an invalid state."""
+        return self._rest("reconcile_chat", chat_id)
+
+    def refresh_chat_context(self, chat_id: str) -> Call[Chat]:
+        """``PUT {P}/{chat_id}/context`` (wire 2.4): pin the chat to its workspace agent's
+        latest context (instruction files, skills, MCP configuration), clearing the drift
+        that ``chat.raw["context"]["dirty"]`` reports. Returns the chat."""
+        return self._rest("refresh_chat_context", chat_id)
+
+    def propose_chat_title(self, chat_id: str) -> Call[str]:
+        """``POST {P}/{chat_id}/title/propose`` (wire 2.4): a suggested title for the chat,
+        not stored (set it with ``update_chat(title=...)``)."""
+        return self._rest("propose_chat_title", chat_id)
+
+    def get_chat_diff(self, chat_id: str) -> Call[ChatDiff]:
+        """``GET {P}/{chat_id}/diff`` (wire 2.4): the diff of the chat's workspace changes."""
+        return self._rest("get_chat_diff", chat_id)
+
+    def get_chats_by_workspace(self, workspace_ids: Sequence[str]) -> Call[dict[str, str]]:
+        """``GET {P}/by-workspace`` (wire 2.4): workspace id → its latest chat that is not
+        archived, for at most 25 workspaces; workspaces without one are left out."""
+        return self._rest("get_chats_by_workspace", workspace_ids)
 
     # -- messages -------------------------------------------------------------------------
 
@@ -246,6 +307,38 @@ class ChatCalls:
         return self._rest(
             "get_messages", chat_id, before_id=before_id, after_id=after_id, limit=limit
         )
+
+    def edit_chat_message(
+        self,
+        chat_id: str,
+        message_id: int,
+        content: object,
+        *,
+        model_config_id: str | None = None,
+        reasoning_effort: str | None = None,
+        mcp_server_ids: Sequence[str] | None = None,
+    ) -> Call[EditedMessage]:
+        """``PATCH {P}/{chat_id}/messages/{message_id}`` (wire 2.4): replace a user message
+        (``content`` is a string or input parts) and run the chat again from there; the
+        edited message and everything after it leave the history, and the queue is
+        emptied. Returns the ``EditedMessage``."""
+        parts = chat_input_parts(content)
+        return self._rest(
+            "edit_chat_message",
+            chat_id,
+            message_id,
+            parts,
+            model_config_id=model_config_id,
+            reasoning_effort=reasoning_effort,
+            mcp_server_ids=mcp_server_ids,
+        )
+
+    def get_chat_prompts(
+        self, chat_id: str, *, limit: int | None = None
+    ) -> Call[tuple[ChatPrompt, ...]]:
+        """``GET {P}/{chat_id}/prompts`` (wire 2.4): the user's prompts, newest first, each
+        its text parts joined; at most ``limit`` (1 to 2000; 500 by default)."""
+        return self._rest("get_chat_prompts", chat_id, limit=limit)
 
     def submit_tool_results(self, chat_id: str, results: Sequence[Any]) -> Call[None]:
         """``POST {P}/{chat_id}/tool-results`` with exactly the results given
@@ -309,6 +402,11 @@ class ChatCalls:
     def get_chat_file(self, file_id: str) -> Call[ChatFile]:
         """``GET {P}/files/{file_id}``: the bytes and media type."""
         return self._rest("get_chat_file", file_id)
+
+    def get_chat_file_download_url(self, file_id: str) -> Call[ChatFileDownloadUrl]:
+        """``POST {P}/files/{file_id}/download-url`` (wire 2.4): a short-lived signed URL
+        that downloads the file without a session token (keep it secret)."""
+        return self._rest("get_chat_file_download_url", file_id)
 
     # -- models ---------------------------------------------------------------------------
 

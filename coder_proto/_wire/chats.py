@@ -9,7 +9,7 @@ from typing import Any, TypeAlias
 import attrs
 
 from .._errors import CoderProtocolError
-from .fields import get_bool, get_dict, get_list, get_str, opt_str, req_dict, req_str
+from .fields import get_bool, get_dict, get_int, get_list, get_str, opt_str, req_dict, req_str
 from .messages import ChatError, ChatMessage, ChatQueuedMessage, parse_messages, parse_queue
 
 __all__ = [
@@ -44,8 +44,10 @@ def _str_tuple(obj: dict[str, Any], key: str, where: str) -> tuple[str, ...]:
 
 @attrs.frozen(kw_only=True)
 class Chat:
-    """A chat (wire 3.2). ``status`` is an open set of strings (D1). Fields the server adds
-    beyond these are kept in ``raw`` (for example ``children`` or ``labels``)."""
+    """A chat (wire 3.2). ``status`` is an open set of strings (D1). ``labels`` are the
+    chat's key/value labels, ``pin_order`` its place among pinned chats (0: not pinned), and
+    ``children`` the sub-agent chats of a root chat (always empty for a sub-agent chat).
+    Fields the server adds beyond these are kept in ``raw``."""
 
     id: str
     organization_id: str = ""
@@ -67,6 +69,9 @@ class Chat:
     mcp_server_ids: tuple[str, ...] = ()
     client_type: str | None = None
     queued_for_capacity: bool = False
+    labels: dict[str, str] = attrs.field(factory=dict, hash=False)
+    pin_order: int = 0
+    children: tuple[Chat, ...] = ()
     raw: dict[str, Any] = attrs.field(factory=dict, eq=False, repr=False)
 
     @classmethod
@@ -74,6 +79,7 @@ class Chat:
         w = "chat"
         obj = req_dict(obj, w)
         last_error = get_dict(obj, "last_error", w)
+        labels = get_dict(obj, "labels", w) or {}
         return cls(
             id=req_str(obj, "id", w),
             organization_id=get_str(obj, "organization_id", w),
@@ -95,6 +101,9 @@ class Chat:
             mcp_server_ids=_str_tuple(obj, "mcp_server_ids", w),
             client_type=opt_str(obj, "client_type", w),
             queued_for_capacity=get_bool(obj, "queued_for_capacity", w),
+            labels={k: v for k, v in labels.items() if type(v) is str},
+            pin_order=get_int(obj, "pin_order", w),
+            children=tuple(Chat.from_json(c) for c in get_list(obj, "children", w) or ()),
             raw=obj,
         )
 
@@ -129,6 +138,12 @@ class Chat:
             out["last_error"] = self.last_error.to_json()
         if self.queued_for_capacity:
             out["queued_for_capacity"] = True
+        if self.labels:
+            out["labels"] = dict(self.labels)
+        if self.pin_order:
+            out["pin_order"] = self.pin_order
+        if self.children:
+            out["children"] = [child.to_json() for child in self.children]
         return out
 
 

@@ -1,5 +1,5 @@
 """The chat routes of the fake server: create, update (title, archive, pin, labels, plan mode),
-list and cost (server-behaviour 1.2, 1.3, 1.5, 2.4)."""
+list and cost (server-behaviour 1.2, 1.3, 1.5, 2.4), and sub-agent chats."""
 
 from __future__ import annotations
 
@@ -103,6 +103,37 @@ class Chats:
         self._subscriptions.publish("created", chat)
         return chat
 
+    def spawn_child(self, parent: FakeChat, prompt: str, now: float) -> FakeChat:
+        """A sub-agent chat of root chat ``parent``, as the root's agent starts one: running
+        at once with ``prompt`` as its first message, the root's organization, owner, model
+        and workspace, listed in the root's ``children`` and not in the chat list. A
+        sub-agent chat has none of its own (``ValueError``)."""
+        if parent.parent_chat_id is not None:
+            raise ValueError("a sub-agent chat cannot start sub-agent chats of its own")
+        store = self._store
+        t = store.advance_clock(now)
+        content = [{"type": "text", "text": prompt}]
+        chat = FakeChat(
+            id=store.new_uuid(),
+            organization_id=parent.organization_id,
+            owner_id=parent.owner_id,
+            owner_username=parent.owner_username,
+            title=(prompt.strip().splitlines() or ["New Chat"])[0][:MAX_TITLE_LENGTH],
+            status=STATUS_RUNNING,
+            created_at=store.timestamp(t),
+            updated_at=store.timestamp(t),
+            last_model_config_id=parent.last_model_config_id,
+            workspace_id=parent.workspace_id,
+            parent_chat_id=parent.id,
+            client_type=parent.client_type,
+        )
+        store.chats[chat.id] = chat
+        store.begin(chat, t)
+        message = store.insert(chat, t, "user", content, created_by=store.user_id)
+        self._worker.start_run(chat, message, t)
+        self._subscriptions.publish("created", chat)
+        return chat
+
     def update(self, chat: FakeChat, body: Mapping[str, Any], now: float) -> None:
         """``PATCH /chats/{chat}``: title, archive (server-behaviour 2.4), pin, labels, plan
         mode. 204 on success."""
@@ -120,10 +151,14 @@ class Chats:
                 raise FakeApiError(400, "Pin order must be non-negative.")
             if pin > 0 and (chat.archived or body.get("archived") is True):
                 raise FakeApiError(400, "Cannot pin an archived chat.")
+            if pin > 0 and chat.parent_chat_id is not None:
+                raise FakeApiError(400, "Cannot pin a child chat.")
         plan_mode = check.plan_mode(body.get("plan_mode"))
         labels = check.labels(body.get("labels"))
         archived = body.get("archived")
         if archived is not None:
+            if chat.parent_chat_id is not None:
+                raise FakeApiError(400, "Chat archive state can only be changed on the root chat.")
             if not isinstance(archived, bool):
                 raise FakeApiError(
                     400, "Request body must be valid JSON.", detail="archived must be a boolean"
@@ -139,13 +174,32 @@ class Chats:
             chat.title = title.strip()
             self._subscriptions.publish("title_change", chat)
         if pin is not None:
-            chat.pin_order = pin
+            self._pin(chat, pin)
         if plan_mode is not None:
             chat.plan_mode = plan_mode or None
         if labels is not None:
             chat.labels = labels
         if archived is not None:
-            chat.archived = archived
+            # The archive state of a chat family changes together, from its root.
+            for member in (chat, *self._store.children(chat)):
+                member.archived = archived
+
+    def _pin(self, chat: FakeChat, pin: int) -> None:
+        """Pinned chats are numbered 1..n. 0 unpins; a positive ``pin`` appends an unpinned
+        chat to the end (the value itself is ignored) or moves a pinned one there, clamped
+        to 1..n; the others close up around it."""
+        others = sorted(
+            (c for c in self._store.chats.values() if c.pin_order > 0 and c is not chat),
+            key=lambda c: c.pin_order,
+        )
+        if pin == 0:
+            chat.pin_order = 0
+        elif chat.pin_order == 0:
+            others.append(chat)
+        else:
+            others.insert(min(pin, len(others) + 1) - 1, chat)
+        for position, member in enumerate(others, 1):
+            member.pin_order = position
 
     def search(self, query: Query) -> list[dict[str, Any]]:
         """``GET /chats``: root chats, newest first; ``q`` understands ``archived:`` and
@@ -177,7 +231,8 @@ class Chats:
         chats = [
             c
             for _, c in ordered
-            if (archived is None or c.archived == archived)
+            if c.parent_chat_id is None
+            and (archived is None or c.archived == archived)
             and (title is None or title in c.title.lower())
             and all(c.labels.get(k) == v for k, v in labels)
         ]
@@ -189,10 +244,14 @@ class Chats:
         return [self._store.chat_json(c) for c in chats]
 
     def cost_json(self, chat: FakeChat) -> dict[str, Any]:
-        """``GET /chats/{chat}/cost``: a made-up price per token, for the whole chat."""
+        """``GET /chats/{chat}/cost``: a made-up price per token, for the whole chat tree (the
+        root and its sub-agent chats report the same total)."""
+        store = self._store
+        root = store.chats[chat.parent_chat_id] if chat.parent_chat_id else chat
         micros = 0
         count = 0
-        for message in chat.visible_messages():
+        tree = (root, *store.children(root))
+        for message in (m for member in tree for m in member.visible_messages()):
             if message.role == "assistant" and message.usage:
                 count += 1
                 micros += 3 * message.usage.get("input_tokens", 0) + 15 * message.usage.get(

@@ -31,6 +31,7 @@ from ._config import FakeConfig
 from ._counters import FakeCounters
 from ._deployment import Deployment
 from ._errors import FakeApiError
+from ._extras import ChatExtras
 from ._faults import Faults
 from ._files import Files, file_too_large
 from ._history import History
@@ -149,6 +150,7 @@ class FakeCoderModel:
         self._queue = Queue(self.store, self.worker, self.subscriptions)
         self._files = Files(self.store)
         self._deployment = Deployment(self.store, created_at=created_at)
+        self._extras = ChatExtras(self.store, self.worker, self.subscriptions)
         self._handlers = self._handler_table()
 
     # -- what tests read ------------------------------------------------------------------------
@@ -226,6 +228,15 @@ class FakeCoderModel:
         self.tick(now)
         return self._history.revise(self.store.chats[chat_id], message_id, content, now)
 
+    def spawn_child(self, parent_id: str, prompt: str, now: float) -> FakeChat:
+        """Start a sub-agent chat under root chat ``parent_id``, as the root's agent does with
+        its spawn tool: it runs ``prompt`` at once (the script book picks its script), shows
+        in the root's ``children`` (never in the chat list), shares the root's archive state
+        and counts in the root's cost. ``KeyError`` for an unknown chat, ``ValueError`` when
+        ``parent_id`` is itself a sub-agent chat."""
+        self.tick(now)
+        return self._chats.spawn_child(self.store.chats[parent_id], prompt, now)
+
     # -- HTTP -----------------------------------------------------------------------------------
 
     def _handler_table(self) -> dict[str, _Handler]:
@@ -241,12 +252,27 @@ class FakeCoderModel:
             "delete_queued_message": self._delete_queued,
             "promote_queued_message": self._promote_queued,
             "get_chat_cost": lambda chat, req: self._ok(self._chats.cost_json(chat)),
+            "get_chat_prompts": lambda chat, req: self._ok(self._extras.prompts(chat, req.query)),
+            "compact_chat": self._compact,
+            "clear_chat": self._clear,
+            "reconcile_chat": lambda chat, req: self._extras.reconcile(chat),
+            "propose_chat_title": lambda chat, req: self._ok(self._extras.propose_title(chat)),
+            "get_chat_diff": lambda chat, req: self._ok(self._extras.diff(chat)),
+            # The fake has no workspace agent: there is no newer context to pin.
+            "refresh_chat_context": lambda chat, req: self._ok(self.store.chat_json(chat)),
         }
         table: dict[str, _Handler] = {
             "list_chats": lambda req: self._ok(self._chats.search(req.query)),
             "create_chat": self._create_chat,
             "upload_chat_file": self._upload,
             "get_chat_file": lambda req: self._files.download(req.route.params["file"]),
+            "get_chat_file_download_url": lambda req: self._ok(
+                self._extras.download_url(req.route.params["file"], req.now)
+            ),
+            "download_chat_file": lambda req: self._extras.download(
+                req.route.params["file"], req.query, req.now
+            ),
+            "get_chats_by_workspace": lambda req: self._ok(self._extras.by_workspace(req.query)),
             "list_models": self._list_org_models,
             "list_models_default_org": lambda req: self._ok(self.catalog.catalog_json()),
             "list_model_configs": lambda req: self._ok(self.catalog.configs_json()),
@@ -292,6 +318,12 @@ class FakeCoderModel:
         body = parse_json_object(req.body)
         message_id = req.route.params["message"]
         return self._ok(self._turns.edit_message(chat, message_id, body, req.now))
+
+    def _compact(self, chat: FakeChat, req: _Request) -> FakeHttpResponse:
+        return self._ok(self.store.chat_json(self._extras.compact(chat, req.now)))
+
+    def _clear(self, chat: FakeChat, req: _Request) -> FakeHttpResponse:
+        return self._ok(self.store.chat_json(self._extras.clear(chat, req.now)))
 
     def _interrupt(self, chat: FakeChat, req: _Request) -> FakeHttpResponse:
         return self._ok(self.store.chat_json(self._turns.interrupt(chat, req.now)))

@@ -38,8 +38,11 @@ _CHAT_ROUTES: Final[tuple[tuple[str, str, str], ...]] = (
     ("GET", r"", "list_chats"),
     ("POST", r"", "create_chat"),
     ("GET", r"/watch", "watch_chats"),
+    ("GET", r"/by-workspace", "get_chats_by_workspace"),
     ("POST", r"/files", "upload_chat_file"),
     ("GET", r"/files/" + _ID.format("file"), "get_chat_file"),
+    ("POST", r"/files/" + _ID.format("file") + r"/download-url", "get_chat_file_download_url"),
+    ("GET", r"/files/" + _ID.format("file") + r"/download", "download_chat_file"),
     ("GET", r"/" + _ID.format("chat"), "get_chat"),
     ("PATCH", r"/" + _ID.format("chat"), "update_chat"),
     ("GET", r"/" + _ID.format("chat") + r"/messages", "get_messages"),
@@ -63,6 +66,13 @@ _CHAT_ROUTES: Final[tuple[tuple[str, str, str], ...]] = (
     ),
     ("GET", r"/" + _ID.format("chat") + r"/stream", "stream_chat"),
     ("GET", r"/" + _ID.format("chat") + r"/cost", "get_chat_cost"),
+    ("GET", r"/" + _ID.format("chat") + r"/prompts", "get_chat_prompts"),
+    ("POST", r"/" + _ID.format("chat") + r"/compact", "compact_chat"),
+    ("POST", r"/" + _ID.format("chat") + r"/clear", "clear_chat"),
+    ("POST", r"/" + _ID.format("chat") + r"/reconcile-invalid", "reconcile_chat"),
+    ("POST", r"/" + _ID.format("chat") + r"/title/propose", "propose_chat_title"),
+    ("GET", r"/" + _ID.format("chat") + r"/diff", "get_chat_diff"),
+    ("PUT", r"/" + _ID.format("chat") + r"/context", "refresh_chat_context"),
 )
 _COMPILED_CHAT_ROUTES: Final = tuple(
     (method, re.compile(pattern + r"$"), op) for method, pattern, op in _CHAT_ROUTES
@@ -97,12 +107,16 @@ READ_ONLY_OPS: Final = frozenset(
         "get_messages",
         "get_chat_file",
         "get_chat_cost",
+        "get_chat_prompts",
+        "get_chat_diff",
+        "get_chats_by_workspace",
+        "download_chat_file",
         "get_user",
         "get_buildinfo",
     }
 )
-#: Routes answered without a session token.
-PUBLIC_OPS: Final = frozenset({"get_buildinfo"})
+#: Routes answered without a session token (a signed download carries a token of its own).
+PUBLIC_OPS: Final = frozenset({"get_buildinfo", "download_chat_file"})
 #: Routes served as WebSocket upgrades.
 UPGRADE_OPS: Final = frozenset({"stream_chat", "watch_chats"})
 OPERATIONS: Final = frozenset(

@@ -220,7 +220,12 @@ class FakeChat:
     dynamic_tools: list[dict[str, Any]] = attrs.Factory(list)
     last_error: dict[str, Any] | None = None
     pin_order: int = 0
+    parent_chat_id: str | None = None
     file_ids: list[str] = attrs.Factory(list)
+    # the model context (compact and clear): the last message before it, and the summary
+    # that stands in for what it replaces (model-only, never returned)
+    context_floor: int = 0
+    context_summary: str | None = attrs.field(default=None, repr=False)
     messages: list[FakeMessage] = attrs.Factory(list)
     queue: list[FakeQueuedMessage] = attrs.Factory(list)
     # versions (server-behaviour 0)
@@ -286,6 +291,9 @@ class FakeChat:
         }
         if self.workspace_id is not None:
             out["workspace_id"] = self.workspace_id
+        if self.parent_chat_id is not None:
+            out["parent_chat_id"] = self.parent_chat_id
+            out["root_chat_id"] = self.parent_chat_id
         out["last_model_config_id"] = self.last_model_config_id
         if self.last_reasoning_effort is not None:
             out["last_reasoning_effort"] = self.last_reasoning_effort

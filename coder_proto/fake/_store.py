@@ -193,5 +193,12 @@ class ChatStore:
         return queued.to_json(zero_value_keys=self.config.zero_value_keys)
 
     def chat_json(self, chat: FakeChat, *, light: bool = False) -> dict[str, Any]:
+        """The ``Chat`` object, a root chat's sub-agent chats in its ``children``."""
         files = [self.files[f] for f in chat.file_ids if f in self.files]
-        return chat.to_json(files=files, light=light)
+        out = chat.to_json(files=files, light=light)
+        out["children"] = [self.chat_json(c, light=light) for c in self.children(chat)]
+        return out
+
+    def children(self, chat: FakeChat) -> list[FakeChat]:
+        """The sub-agent chats of ``chat``, oldest first (none for a sub-agent chat)."""
+        return [c for c in self.chats.values() if c.parent_chat_id == chat.id]

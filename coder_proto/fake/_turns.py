@@ -237,6 +237,8 @@ class Turns:
         model_config_id = self._catalog.resolve(
             body.get("model_config_id"), target.model_config_id or chat.last_model_config_id
         )
+        effort = check.reasoning_effort(body.get("reasoning_effort"))
+        mcp = check.mcp_server_ids(body.get("mcp_server_ids"))
         self._worker.stop_run(chat)
         chat.interrupt_at = None
         store.begin(chat, t)
@@ -256,6 +258,11 @@ class Turns:
         )
         chat.last_error = None
         chat.last_model_config_id = model_config_id
+        if effort is not None:
+            chat.last_reasoning_effort = effort
+        if mcp is not None:
+            # The edit replaces the chat's MCP server selection before the turn runs.
+            chat.mcp_server_ids = mcp
         chat.status = STATUS_RUNNING
         self._worker.start_run(chat, replacement, t)
         self._subscriptions.publish("status_change", chat)
