@@ -27,7 +27,6 @@ class StaleChargeError(Exception):
 
 def _connect(path: str) -> sqlite3.Connection:
     db = sqlite3.connect(path, timeout=30.0, isolation_level=None)
-    db.execute("PRAGMA journal_mode = WAL")
     db.execute("CREATE TABLE IF NOT EXISTS charges (key TEXT PRIMARY KEY, cents INTEGER)")
     db.execute("CREATE TABLE IF NOT EXISTS fences (scope TEXT PRIMARY KEY, token INTEGER)")
     db.execute(
