@@ -388,7 +388,8 @@ def _acquire_lease(
         rows = yield _Query(st.get_lease, (tenant, workflow_id))
         return _lease(tenant, workflow_id, *rows[0])
     ((fence,),) = yield _Query(st.next_fence, (tenant, workflow_id))
-    return _lease(tenant, workflow_id, *rows[0], fence)
+    ((holder, until),) = rows
+    return _lease(tenant, workflow_id, holder, until, fence)
 
 
 def _renew_lease(
