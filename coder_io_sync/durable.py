@@ -120,23 +120,51 @@ def _run_effects(program: Any, perform: Callable[[Any], Any]) -> Any:
     return EffectStep(program).run(perform)
 
 
+class _LeaseCheck:
+    """A step's lease check for a crash-safe tool's context (D37), in the calling thread.
+    ``acheck`` does the same blocking check (the blocking adapter runs plain tool functions
+    only)."""
+
+    def __init__(self, lease: WorkflowLease, store: Any) -> None:
+        self._lease = lease
+        self._store = store
+
+    @property
+    def fencing_token(self) -> int | None:
+        return self._lease.fencing_token
+
+    def check(self) -> None:
+        _run_effects(self._lease.verify(), _Effects(self._store))
+
+    async def acheck(self) -> None:
+        self.check()
+
+
 class _BoundCrashSafe:
     """The function of a bound crash-safe tool: runs its program with the store (a plain
     function, as the blocking agent runs tools)."""
 
     def __init__(
-        self, tool: CrashSafeTool, binding: DurableBinding, store: Any, guard: Guard | None = None
+        self,
+        tool: CrashSafeTool,
+        binding: DurableBinding,
+        store: Any,
+        guard: Guard | None = None,
+        lease: WorkflowLease | None = None,
     ) -> None:
         self._tool = tool
         self._binding = binding
         self._store = store
         self._guard = guard
+        self._lease = lease
 
     def __repr__(self) -> str:
         return f"<crash-safe {self._tool.name} tenant={self._binding.tenant!r}>"
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        program = crash_safe_program(self._tool, self._binding, args, kwargs, self._guard)
+        lease = self._lease
+        check = None if lease is None else _LeaseCheck(lease, self._store)
+        program = crash_safe_program(self._tool, self._binding, args, kwargs, self._guard, check)
         return _run_effects(program, self._perform)
 
     def _perform(self, effect: Any) -> Any:

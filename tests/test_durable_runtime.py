@@ -106,9 +106,15 @@ class Bound:
     """A stand-in for an adapter's crash-safe function."""
 
     def __init__(
-        self, item: CrashSafeTool, binding: DurableBinding, store: Any, guard: Any = None
+        self,
+        item: CrashSafeTool,
+        binding: DurableBinding,
+        store: Any,
+        guard: Any = None,
+        lease: Any = None,
     ) -> None:
         self.item, self.binding, self.store, self.guard = item, binding, store, guard
+        self.lease = lease
 
 
 bind_tools = tool_binder(Bound)

@@ -311,3 +311,46 @@ def test_a_failed_record_after_the_effect_still_returns_its_result() -> None:
     assert run_program(program, perform).startswith("charged 1")
     assert store.get_ledger(TENANT, "chat-1", "call-1") == LedgerEntry.committing()
     assert store.get_journal(TENANT, "chat-1") is None
+
+
+class Checks:
+    """An adapter's lease check (``LeaseCheck``): counts the checks of each form."""
+
+    fencing_token = 7
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def check(self) -> None:
+        self.calls.append("check")
+
+    async def acheck(self) -> None:
+        self.calls.append("acheck")
+
+
+def test_the_context_carries_the_steps_fencing_token_and_its_lease_check_d37() -> None:
+    import asyncio
+
+    seen: list[DurableToolContext] = []
+
+    @crash_safe
+    def fenced(ctx: DurableToolContext) -> str:
+        """Write with the token."""
+        ctx.check_lease()
+        seen.append(ctx)
+        return f"wrote with token {ctx.fencing_token}"
+
+    checks = Checks()
+    rec = Recorder(MemoryStore(), fenced)
+    program = fenced.program(DurableBinding(tenant=TENANT), (), {"ctx": context()}, checks)
+    assert run_program(program, rec) == "wrote with token 7"
+    (ctx,) = seen
+    asyncio.run(ctx.acheck_lease())
+    assert checks.calls == ["check", "acheck"]
+    assert "lease_check" not in repr(ctx) and "fencing_token=7" in repr(ctx)
+    # Outside a step: no lease, no token, and the checks pass at once.
+    assert rec.run(DurableBinding(tenant=TENANT), {"ctx": context("call-2")}) == (
+        "wrote with token None"
+    )
+    asyncio.run(seen[-1].acheck_lease())
+    assert seen[-1].fencing_token is None and checks.calls == ["check", "acheck"]

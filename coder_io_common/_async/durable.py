@@ -33,6 +33,7 @@ import contextlib
 import functools
 import inspect
 import logging
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -41,6 +42,7 @@ from typing import Any
 import httpx
 
 from coder_io_common.tls import VerifyTypes
+from coder_proto import CoderAgentError
 from coder_proto._actions import ToolOutcome
 from coder_proto._constants import (
     DEFAULT_MAX_STEPS,
@@ -81,7 +83,7 @@ from coder_proto.durable._runtime import (
 from coder_proto.durable._step import RunAgentTurn, TurnReport
 from coder_proto.durable._store import DEFAULT_LEASE_DURATION, StoreOp
 from coder_proto.durable._store_engine import DurableJob
-from coder_proto.durable._tools import DurableBinding
+from coder_proto.durable._tools import DurableBinding, run_program
 
 from .agent import CoderAgent, invoke_all
 from .client import CoderChatClient
@@ -144,6 +146,51 @@ async def _awaited(value: Awaitable[Any]) -> None:
     await value
 
 
+class _LeaseCheck:
+    """A step's lease check for a crash-safe tool's context (D37): ``acheck`` on the event
+    loop (the store call awaited, or in a worker thread), ``check`` from the worker thread a
+    plain tool function runs in (a plain store called there). Made on the loop's thread."""
+
+    def __init__(self, lease: WorkflowLease, store: Any, runtime: AsyncRuntime) -> None:
+        self._lease = lease
+        self._store = store
+        self._runtime = runtime
+        self._loop_thread = threading.get_ident()
+
+    @property
+    def fencing_token(self) -> int | None:
+        return self._lease.fencing_token
+
+    async def acheck(self) -> None:
+        await _run_effects(self._runtime, self._lease.verify(), self._perform)
+
+    async def _perform(self, effect: Any) -> Any:
+        if isinstance(effect, StoreOp):
+            return await _apply(self._runtime, self._store, effect)
+        assert isinstance(effect, WallClock)
+        return time.time()
+
+    def check(self) -> None:
+        if threading.get_ident() == self._loop_thread:
+            raise CoderAgentError(
+                "check_lease() blocks, and this is the event loop's thread: in a coroutine "
+                "tool function, await ctx.acheck_lease() instead"
+            )
+        if inspect.iscoroutinefunction(getattr(self._store, "get_lease", None)):
+            raise CoderAgentError(
+                f"check_lease() cannot read {type(self._store).__name__} (its methods are "
+                "coroutines) from a plain tool function: make the tool a coroutine function "
+                "and await ctx.acheck_lease()"
+            )
+        run_program(self._lease.verify(), self._perform_blocking)
+
+    def _perform_blocking(self, effect: Any) -> Any:
+        if isinstance(effect, StoreOp):
+            return effect.apply(self._store)
+        assert isinstance(effect, WallClock)
+        return time.time()
+
+
 class _BoundCrashSafe:
     """The function of a bound crash-safe tool: runs its program with the store. Plain
     functions run in a worker thread, as the agent runs plain tools."""
@@ -155,18 +202,22 @@ class _BoundCrashSafe:
         store: Any,
         runtime: AsyncRuntime,
         guard: Guard | None = None,
+        lease: WorkflowLease | None = None,
     ) -> None:
         self._tool = tool
         self._binding = binding
         self._store = store
         self._runtime = runtime
         self._guard = guard
+        self._lease = lease
 
     def __repr__(self) -> str:
         return f"<crash-safe {self._tool.name} tenant={self._binding.tenant!r}>"
 
     async def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        program = crash_safe_program(self._tool, self._binding, args, kwargs, self._guard)
+        lease = self._lease
+        check = None if lease is None else _LeaseCheck(lease, self._store, self._runtime)
+        program = crash_safe_program(self._tool, self._binding, args, kwargs, self._guard, check)
         return await _run_effects(self._runtime, program, self._perform)
 
     async def _perform(self, effect: Any) -> Any:
@@ -345,9 +396,14 @@ class DurableFunctions:
     # -- plumbing --------------------------------------------------------------------------
 
     def _bind(
-        self, tool: CrashSafeTool, binding: DurableBinding, store: Any, guard: Guard | None = None
+        self,
+        tool: CrashSafeTool,
+        binding: DurableBinding,
+        store: Any,
+        guard: Guard | None = None,
+        lease: WorkflowLease | None = None,
     ) -> _BoundCrashSafe:
-        return _BoundCrashSafe(tool, binding, store, self._runtime, guard)
+        return _BoundCrashSafe(tool, binding, store, self._runtime, guard, lease)
 
     @contextlib.asynccontextmanager
     async def _client_for(

@@ -35,8 +35,10 @@ records each applied layout version. Each store object checks the version once, 
 transaction-scoped advisory lock (so workers starting together migrate once): a missing or
 older layout is created or migrated in that transaction; a layout newer than this library's
 is refused with ``DurableStoreError``. A database role that may not create schemas works once
-the layout is current. Versions: 1, the records; 2, workflow leases. The database must use
-the UTF8 encoding.
+the layout is current. Versions: 1, the records; 2, workflow leases; 3, the lease counters
+(``lease_fences``: the last fencing token each workflow's counter gave out, D37; a lease
+written before it reads with no fencing token until it is next acquired). The database must
+use the UTF8 encoding.
 """
 
 from __future__ import annotations
@@ -81,7 +83,7 @@ T = TypeVar("T")
 DEFAULT_SCHEMA: Final = "coder_durable"
 
 #: The layout version this module writes (see the module docstring).
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 
 #: The statements that bring a schema from version ``n - 1`` to ``n`` (index ``n - 1``);
 #: ``{s}`` is the store's schema.
@@ -105,6 +107,11 @@ MIGRATIONS: Final[tuple[Sequence[str], ...]] = (
         """CREATE TABLE {s}.leases (
             tenant text NOT NULL, workflow_id text NOT NULL, owner text NOT NULL,
             expires_at double precision NOT NULL, PRIMARY KEY (tenant, workflow_id))""",
+    ),
+    (
+        """CREATE TABLE IF NOT EXISTS {s}.lease_fences (
+            tenant text NOT NULL, workflow_id text NOT NULL, fence bigint NOT NULL,
+            PRIMARY KEY (tenant, workflow_id))""",
     ),
 )
 assert len(MIGRATIONS) == SCHEMA_VERSION
@@ -203,8 +210,18 @@ class _Statements:
             "WHERE l.expires_at <= %s OR l.owner = EXCLUDED.owner "
             "RETURNING owner, expires_at"
         )
+        # Taken: the next number of the workflow's counter, in the same transaction (D37).
+        self.next_fence = q(
+            "INSERT INTO {s}.lease_fences AS f (tenant, workflow_id, fence) "
+            "VALUES (%s, %s, 1) ON CONFLICT (tenant, workflow_id) "
+            "DO UPDATE SET fence = f.fence + 1 RETURNING fence"
+        )
+        # The holder is always the counter's last acquisition.
         self.get_lease = q(
-            "SELECT owner, expires_at FROM {s}.leases WHERE tenant = %s AND workflow_id = %s"
+            "SELECT l.owner, l.expires_at, f.fence FROM {s}.leases AS l "
+            "LEFT JOIN {s}.lease_fences AS f "
+            "ON f.tenant = l.tenant AND f.workflow_id = l.workflow_id "
+            "WHERE l.tenant = %s AND l.workflow_id = %s"
         )
         self.renew_lease = q(
             "UPDATE {s}.leases SET expires_at = %s "
@@ -263,9 +280,15 @@ def _load(text: str) -> Any:
         return None  # from_json reports the malformed record
 
 
-def _lease(tenant: str, workflow_id: str, owner: Any, expires_at: Any) -> Lease:
+def _lease(tenant: str, workflow_id: str, owner: Any, expires_at: Any, fence: Any) -> Lease:
     try:
-        return Lease(tenant=tenant, workflow_id=workflow_id, owner=owner, expires_at=expires_at)
+        return Lease(
+            tenant=tenant,
+            workflow_id=workflow_id,
+            owner=owner,
+            expires_at=expires_at,
+            fencing_token=fence,
+        )
     except CoderAgentError as exc:
         raise DurableStoreError(f"malformed lease record: {exc.message}") from exc
 
@@ -363,7 +386,10 @@ def _acquire_lease(
     )
     if not rows:
         rows = yield _Query(st.get_lease, (tenant, workflow_id))
-    return _lease(tenant, workflow_id, *rows[0])
+        return _lease(tenant, workflow_id, *rows[0])
+    ((fence,),) = yield _Query(st.next_fence, (tenant, workflow_id))
+    ((holder, until),) = rows
+    return _lease(tenant, workflow_id, holder, until, fence)
 
 
 def _renew_lease(

@@ -24,7 +24,10 @@ the ``sqlite3`` shell and migrated without Python.
 Schema. The file's layout version is kept in its ``meta`` table (``schema_version``). Opening
 a file creates the tables when they are missing and migrates an older layout in the same
 transaction; a file written by a newer version of this library is refused
-(``DurableStoreError``) rather than misread. Versions: 1, the records; 2, workflow leases.
+(``DurableStoreError``) rather than misread. Versions: 1, the records; 2, workflow leases;
+3, the lease counters (``lease_fences``: the last fencing token each workflow's counter gave
+out, D37). A lease written before version 3 reads with no fencing token until it is next
+acquired.
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ from coder_proto.durable._store import Lease, check_lease_request
 __all__ = ["SCHEMA_VERSION", "SQLiteStore"]
 
 #: The layout version this module writes (see the module docstring).
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 
 #: The statements that bring a file from version ``n - 1`` to ``n`` (index ``n - 1``).
 MIGRATIONS: Final[tuple[Sequence[str], ...]] = (
@@ -77,6 +80,19 @@ MIGRATIONS: Final[tuple[Sequence[str], ...]] = (
             tenant TEXT NOT NULL, workflow_id TEXT NOT NULL, owner TEXT NOT NULL,
             expires_at REAL NOT NULL, PRIMARY KEY (tenant, workflow_id))""",
     ),
+    (
+        """CREATE TABLE IF NOT EXISTS lease_fences (
+            tenant TEXT NOT NULL, workflow_id TEXT NOT NULL, fence INTEGER NOT NULL,
+            PRIMARY KEY (tenant, workflow_id))""",
+    ),
+)
+
+#: The lease on one workflow with its fencing token: the holder is always the counter's last
+#: acquisition (every acquisition takes the next number in the transaction that records it).
+_GET_LEASE: Final = (
+    "SELECT l.owner, l.expires_at, f.fence FROM leases AS l LEFT JOIN lease_fences AS f "
+    "ON f.tenant = l.tenant AND f.workflow_id = l.workflow_id "
+    "WHERE l.tenant = ? AND l.workflow_id = ?"
 )
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
@@ -334,11 +350,15 @@ class SQLiteStore:
                 "WHERE leases.expires_at <= ? OR leases.owner = excluded.owner",
                 (tenant, workflow_id, owner, expires_at, float(now)),
             )
-            holder, until = cursor.execute(
-                "SELECT owner, expires_at FROM leases WHERE tenant = ? AND workflow_id = ?",
-                (tenant, workflow_id),
-            ).fetchone()
-        return _lease(tenant, workflow_id, holder, until)
+            if cursor.rowcount == 1:
+                # Taken: the next number of the workflow's counter, in the same transaction.
+                cursor.execute(
+                    "INSERT INTO lease_fences (tenant, workflow_id, fence) VALUES (?, ?, 1) "
+                    "ON CONFLICT (tenant, workflow_id) DO UPDATE SET fence = fence + 1",
+                    (tenant, workflow_id),
+                )
+            row = cursor.execute(_GET_LEASE, (tenant, workflow_id)).fetchone()
+        return _lease(tenant, workflow_id, *row)
 
     def renew_lease(
         self, tenant: str, workflow_id: str, owner: str, now: float, duration: float
@@ -360,16 +380,19 @@ class SQLiteStore:
             )
 
     def get_lease(self, tenant: str, workflow_id: str) -> Lease | None:
-        rows = self._read(
-            "SELECT owner, expires_at FROM leases WHERE tenant = ? AND workflow_id = ?",
-            (tenant, workflow_id),
-        )
+        rows = self._read(_GET_LEASE, (tenant, workflow_id))
         return _lease(tenant, workflow_id, *rows[0]) if rows else None
 
 
-def _lease(tenant: str, workflow_id: str, owner: Any, expires_at: Any) -> Lease:
+def _lease(tenant: str, workflow_id: str, owner: Any, expires_at: Any, fence: Any) -> Lease:
     try:
-        return Lease(tenant=tenant, workflow_id=workflow_id, owner=owner, expires_at=expires_at)
+        return Lease(
+            tenant=tenant,
+            workflow_id=workflow_id,
+            owner=owner,
+            expires_at=expires_at,
+            fencing_token=fence,
+        )
     except CoderAgentError as exc:
         raise DurableStoreError(f"malformed lease record: {exc.message}") from exc
 

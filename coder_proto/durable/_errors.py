@@ -76,6 +76,11 @@ class WorkflowLeaseLostError(WorkflowBusyError):
     store failed). The step stopped before its next side effect, leaving the workflow's
     chat and records to the new holder; in particular it wrote no checkpoint.
 
+    A crash-safe tool's lease check (``DurableToolContext.check_lease``, D37) raises it too,
+    right before the tool's effect, when the store records another acquisition of the lease
+    (``owner`` and ``expires_at`` then name the new holder's lease) or when the holder's own
+    clock has passed the lease's last confirmed expiry.
+
     A ``WorkflowBusyError``, hence ``retryable``: the same call, made again, recovers what
     this attempt did once the new holder is done."""
 

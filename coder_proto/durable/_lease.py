@@ -20,6 +20,11 @@ the adapter performs what it asks for and owns the timer:
   the holder stops before touching what the new holder now owns.
 * ``release_op()`` frees the lease at the end, however the work ended (a no-op when it was
   taken over meanwhile).
+* Each acquisition took the next number of the workflow's counter (``fencing_token``, D37).
+  A crash-safe tool checks the lease right before its effect: ``verify()`` is that check as
+  an effect program (``StoreOp`` ``get_lease``, then ``WallClock``), which raises
+  ``WorkflowLeaseLostError`` when the store names another acquisition or the holder's own
+  clock has passed the last confirmed expiry.
 
 The owner id comes from the adapter (a UUID per holder), as does the wall clock: the core
 reads neither.
@@ -102,6 +107,9 @@ class WorkflowLease:
     lost: bool = False
     #: The wall-clock time of the last successful acquisition or renewal.
     renewed_at: float | None = None
+    #: The number the acquisition took from the workflow's counter (D37), once acquired
+    #: (``None`` with a store that keeps no counter).
+    fencing_token: int | None = None
     #: The holder's wall clock (supplied by the adapter; the core never reads a clock). With
     #: it, ``guard`` and ``check`` also count the lease lost once its confirmed expiry has
     #: passed: a holder that stalled longer than the lease (a frozen process, a long pause)
@@ -142,6 +150,7 @@ class WorkflowLease:
             if lease.held_by(self.owner):
                 self.expires_at = lease.expires_at
                 self.renewed_at = wall
+                self.fencing_token = lease.fencing_token
                 self.lost = False
                 return lease
             remaining = start + self.wait - wall
@@ -205,11 +214,64 @@ class WorkflowLease:
 
     # -- guarding ------------------------------------------------------------------------------
 
-    def lost_error(self) -> WorkflowLeaseLostError:
-        """The error a holder that lost its lease raises."""
+    def lost_error(
+        self, reason: str | None = None, holder: Lease | None = None
+    ) -> WorkflowLeaseLostError:
+        """The error a holder that lost its lease raises; ``reason`` says how the check of a
+        crash-safe tool found out, ``holder`` is the lease the store holds now."""
+        message = None
+        if reason is not None:
+            message = (
+                f"this {self.what} no longer holds the lease on workflow {self.workflow_id!r} "
+                f"of tenant {self.tenant!r}: {reason}; another worker may run the workflow "
+                "now, so the effect must not happen"
+            )
         return WorkflowLeaseLostError(
-            tenant=self.tenant, workflow_id=self.workflow_id, what=self.what
+            message,
+            tenant=self.tenant,
+            workflow_id=self.workflow_id,
+            what=self.what,
+            owner=holder.owner if holder is not None else None,
+            expires_at=holder.expires_at if holder is not None else None,
         )
+
+    def _past_expiry(self, wall: float) -> bool:
+        # Read now, not before the store call: a renewal may have confirmed a later expiry
+        # meanwhile. Released (``None``) counts as past.
+        expires_at = self.expires_at
+        return expires_at is None or wall >= expires_at
+
+    def verify(self) -> Generator[Any, Any, None]:
+        """The check a crash-safe tool makes right before its effect (D37), as effects: read
+        the lease from the store, then the wall clock. Raise ``WorkflowLeaseLostError`` (and
+        count the lease lost) when it was already lost, when the store holds another
+        acquisition (another owner, or another fencing token) or none, or when the clock
+        has passed the expiry last confirmed by the store; ``DurableStoreError`` when the
+        store fails. Return ``None`` while the lease is this holder's and fresh."""
+        if not self.held:
+            raise self.lost_error()
+        current: Lease | None = yield from store_call(
+            "get_lease", self.tenant, self.workflow_id
+        )
+        # The clock is read after the store answered: a lease that expired while the read
+        # took its time counts as expired.
+        wall = float((yield WallClock()))
+        if current is None:
+            reason = "the store holds no lease on it any more"
+        elif not current.held_by(self.owner) or current.fencing_token != self.fencing_token:
+            reason = (
+                f"the store records a later acquisition (fencing token "
+                f"{current.fencing_token}; this {self.what}'s is {self.fencing_token})"
+            )
+        elif self._past_expiry(wall):
+            reason = (
+                "by this worker's clock, the expiry the store last confirmed has passed (it "
+                "was not renewed in time)"
+            )
+        else:
+            return
+        self.lost = True
+        raise self.lost_error(reason, current)
 
     def _expire(self) -> None:
         """With a clock: the lease counts as lost once its confirmed expiry has passed."""

@@ -47,7 +47,7 @@ from ._recovery import DEFAULT_COMMIT_WINDOW, DEFAULT_SETTLE_TIMEOUT
 from ._step import DurableStepResult, RunAgentTurn, RunMachine, StepPlan, TurnReport, step_program
 from ._store import DEFAULT_LEASE_DURATION, StoreOp, check_store
 from ._store_engine import DurableJob, DurableMachine
-from ._tools import CrashSafeTool, DurableBinding
+from ._tools import CrashSafeTool, DurableBinding, LeaseCheck
 
 __all__ = [
     "ApplyStore",
@@ -78,8 +78,9 @@ logger = logging.getLogger("coder_proto")
 #: What ``tools=`` accepts (``coder_proto._agent.tools.tools_by_name``).
 ToolsArg: TypeAlias = Iterable[Tool | Callable[..., Any]] | Mapping[str, Any] | None
 
-#: An adapter's crash-safe function: ``(tool, binding, store, guard=None)`` -> the callable
-#: that runs ``crash_safe_program`` with the store on that runtime.
+#: An adapter's crash-safe function: ``(tool, binding, store, guard=None, lease=None)`` ->
+#: the callable that runs ``crash_safe_program`` with the store on that runtime (``lease``:
+#: the step's ``WorkflowLease``, which the tool's context checks, D37).
 BoundFunction: TypeAlias = Callable[..., Any]
 
 #: A check before each side effect (``WorkflowLease.guard``): raises to stop the call.
@@ -215,12 +216,13 @@ class DurableStep:
     def bound_tools(self, binding: DurableBinding) -> dict[str, Tool]:
         """The step's tools with the crash-safe ones bound to the store with ``binding`` (its
         attempt included: the live loop journals ``resumed`` once a crash-safe tool of the
-        attempt committed) and guarded by the lease."""
+        attempt committed), guarded by the lease, and given it to check (D37)."""
         bound_function = self.bound_function
         guard = self.guard
+        lease = self.lease
 
         def bind(tool: CrashSafeTool, binding: DurableBinding, store: Any) -> Any:
-            return bound_function(tool, binding, store, guard=guard)
+            return bound_function(tool, binding, store, guard=guard, lease=lease)
 
         return bind_crash_safe(self.tools, binding, self.store, bind)
 
@@ -386,11 +388,13 @@ def crash_safe_program(
     args: tuple[Any, ...],
     kwargs: Mapping[str, Any],
     guard: Guard | None = None,
+    lease_check: LeaseCheck | None = None,
 ) -> Generator[Any, Any, Any]:
     """One run of a bound crash-safe tool (``CrashSafeTool.program``), each side effect
-    checked by ``guard`` first (a step's lease, D27). Its effects: ``StoreOp``,
-    ``WallClock``, ``Invoke`` (call ``tool.inner``)."""
-    return guarded(tool.program(binding, args, dict(kwargs)), guard)
+    checked by ``guard`` first (a step's lease, D27), ``lease_check`` given to the tool's
+    context (D37). Its effects: ``StoreOp``, ``WallClock``, ``Invoke`` (call
+    ``tool.inner``)."""
+    return guarded(tool.program(binding, args, dict(kwargs), lease_check), guard)
 
 
 # -- effects of a call --------------------------------------------------------------------------------

@@ -27,9 +27,11 @@ A lease is live while ``now < expires_at``.
 * ``acquire_lease`` is a compare-and-set: it takes the lease when it is free, expired, or
   already held by ``owner`` (which extends it), and returns the lease as it stands afterwards:
   the caller holds it when ``lease.owner == owner``; otherwise the returned lease names the
-  live holder and its expiry.
+  live holder and its expiry. Each time it takes the lease, it also takes the next number of
+  a counter kept per ``(tenant, workflow_id)`` (D37: 1, 2, 3 ..., never reset, not even when
+  the lease is released) in the same transaction, as the lease's ``fencing_token``.
 * ``renew_lease`` extends a lease still recorded as ``owner``'s (even past its expiry, as long
-  as nobody took it over) and says whether it did; ``False`` means the lease was taken over or
+  as nobody took it over), keeping its fencing token, and says whether it did; ``False`` means the lease was taken over or
   released, so the caller no longer holds it.
 * ``release_lease`` frees the lease if ``owner`` still holds it, and does nothing otherwise
   (never frees a lease another owner took over).
@@ -58,6 +60,7 @@ __all__ = [
     "MemoryStore",
     "StoreCall",
     "StoreOp",
+    "check_fencing_token",
     "check_lease_request",
     "check_store",
     "store_call",
@@ -70,18 +73,21 @@ DEFAULT_LEASE_DURATION: Final = 60.0
 @attrs.frozen(kw_only=True)
 class Lease:
     """A workflow's lease as a store holds it (D27): who holds it (``owner``) and until when
-    (``expires_at``, wall-clock epoch seconds)."""
+    (``expires_at``, wall-clock epoch seconds), with the number its acquisition took from the
+    workflow's counter (``fencing_token``, D37; ``None`` from a store that keeps no counter)."""
 
     tenant: str
     workflow_id: str
     owner: str
     expires_at: float
+    fencing_token: int | None = None
 
     def __attrs_post_init__(self) -> None:
         check_key_part(self.tenant, "tenant")
         check_key_part(self.workflow_id, "workflow_id")
         check_key_part(self.owner, "owner")
         _check_seconds(self.expires_at, "expires_at")
+        check_fencing_token(self.fencing_token)
 
     def held_by(self, owner: str) -> bool:
         """True when ``owner`` holds this lease (whatever its expiry)."""
@@ -96,6 +102,14 @@ def _check_seconds(value: object, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise CoderAgentError(f"{name} must be a finite number of seconds, got {value!r}")
     return float(value)
+
+
+def check_fencing_token(value: object) -> int | None:
+    """``value`` when it is a fencing token (D37: a positive integer) or ``None``; raise
+    ``CoderAgentError`` otherwise."""
+    if value is not None and (type(value) is not int or value < 1):
+        raise CoderAgentError(f"fencing_token must be a positive integer, got {value!r}")
+    return value
 
 
 def check_lease_request(
@@ -153,16 +167,17 @@ class DurableStore(Protocol):
     ) -> Lease:
         """Compare-and-set, atomically: when the lease on ``(tenant, workflow_id)`` is free,
         expired at ``now`` (``expires_at <= now``) or held by ``owner``, record ``owner``
-        with ``expires_at = now + duration``. Return the lease as it stands afterwards:
-        ``owner``'s when taken, the live holder's otherwise. ``now`` is wall-clock epoch
-        seconds, ``duration`` positive seconds."""
+        with ``expires_at = now + duration`` and the next number of the workflow's counter as
+        its ``fencing_token`` (D37). Return the lease as it stands afterwards: ``owner``'s
+        when taken, the live holder's otherwise. ``now`` is wall-clock epoch seconds,
+        ``duration`` positive seconds."""
         ...
 
     def renew_lease(
         self, tenant: str, workflow_id: str, owner: str, now: float, duration: float
     ) -> bool:
         """Atomically: when the lease is still recorded as ``owner``'s, set its expiry to
-        ``now + duration`` and return ``True``; otherwise (taken over, released, never held)
+        ``now + duration`` (its fencing token unchanged) and return ``True``; otherwise (taken over, released, never held)
         change nothing and return ``False``."""
         ...
 
@@ -323,7 +338,8 @@ class MemoryStore:
     Safe to share between threads (the asyncio and trio adapters call a plain store from
     worker threads): each method holds the store's mutex while it runs, so each is atomic, and
     ``acquire_lease`` is a true compare-and-set. The records are plain dicts (``checkpoints``,
-    ``ledger``, ``journal``, ``stranded``, ``leases``) for tests to inspect.
+    ``ledger``, ``journal``, ``stranded``, ``leases``, and ``fences``, the last fencing token
+    each workflow's counter gave out) for tests to inspect.
     """
 
     def __init__(self) -> None:
@@ -332,6 +348,7 @@ class MemoryStore:
         self.journal: dict[tuple[str, str], JournalEntry] = {}
         self.stranded: dict[tuple[str, str], StrandedChat] = {}
         self.leases: dict[tuple[str, str], Lease] = {}
+        self.fences: dict[tuple[str, str], int] = {}
         # A bare mutex (the core starts no thread and never waits on anything else): it makes
         # each method atomic when an adapter calls the store from several worker threads.
         self._mutex = _thread.allocate_lock()
@@ -429,8 +446,13 @@ class MemoryStore:
         with self._mutex:
             current = self.leases.get(key)
             if current is None or current.owner == owner or not current.live(now):
+                fence = self.fences[key] = self.fences.get(key, 0) + 1
                 current = self.leases[key] = Lease(
-                    tenant=tenant, workflow_id=workflow_id, owner=owner, expires_at=expires_at
+                    tenant=tenant,
+                    workflow_id=workflow_id,
+                    owner=owner,
+                    expires_at=expires_at,
+                    fencing_token=fence,
                 )
             return current
 

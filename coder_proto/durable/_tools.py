@@ -40,7 +40,7 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Callable, Generator, Mapping
-from typing import Any, Final, get_type_hints, overload
+from typing import Any, Final, Protocol, get_type_hints, overload
 
 import attrs
 
@@ -66,6 +66,7 @@ __all__ = [
     "DurableBinding",
     "DurableToolContext",
     "Invoke",
+    "LeaseCheck",
     "crash_safe",
     "run_program",
 ]
@@ -76,10 +77,38 @@ logger = logging.getLogger("coder_proto")
 _SYNTHETIC_CONTEXT: Final = "_durable_tool_context"
 
 
+class LeaseCheck(Protocol):
+    """How an adapter checks a step's workflow lease for a crash-safe tool (D37): ``check``
+    blocks (a plain tool function), ``acheck`` is awaited (a coroutine tool function on an
+    event loop); both run ``WorkflowLease.verify`` and raise what it raises."""
+
+    @property
+    def fencing_token(self) -> int | None: ...
+
+    def check(self) -> None: ...
+
+    async def acheck(self) -> None: ...
+
+
 @attrs.frozen(kw_only=True)
 class DurableToolContext:
     """What a crash-safe tool's function may know about its call. ``idempotency_key`` is the
-    same in every process that ever runs this call: pass it to the external system."""
+    same in every process that ever runs this call: pass it to the external system.
+
+    Inside a durable step (``run_turn``), the step holds the workflow's lease (D27), and
+    ``fencing_token`` is the number its acquisition took from the workflow's counter (D37):
+    a later holder of the lease always has a larger one. Call ``check_lease()`` (blocking,
+    in a plain function) or ``await acheck_lease()`` (in a coroutine function) right before
+    the effect: it raises ``WorkflowLeaseLostError`` when another worker took the lease over
+    or when, by this worker's clock, the lease expired since its last confirmed renewal. A
+    process frozen between the check and the effect still gets through; an effect that
+    lands in a store you control should be written conditionally on ``fencing_token``
+    (refused when it is lower than the largest one that store has seen for the workflow).
+
+    Outside a step (a tool bound with ``bind_tools`` for an agent used directly) there is
+    no lease: ``fencing_token`` is ``None`` and the checks return at once. With a store that
+    keeps no counter, ``fencing_token`` is ``None`` and the checks still compare owners and
+    the clock."""
 
     chat_id: str
     tool_call_id: str
@@ -87,6 +116,25 @@ class DurableToolContext:
     tenant: str
     workflow_id: str | None
     idempotency_key: str
+    #: The number of the step's lease acquisition (D37); ``None`` without a lease.
+    fencing_token: int | None = None
+    _lease_check: LeaseCheck | None = attrs.field(
+        default=None, alias="lease_check", eq=False, repr=False
+    )
+
+    def check_lease(self) -> None:
+        """Right before the effect, in a plain function: raise ``WorkflowLeaseLostError``
+        unless the step still holds the workflow's lease, by the store and by this worker's
+        clock (D37). It reads the store (``DurableStoreError`` when that fails) and blocks
+        meanwhile; in a coroutine function, ``await acheck_lease()`` instead."""
+        if self._lease_check is not None:
+            self._lease_check.check()
+
+    async def acheck_lease(self) -> None:
+        """``check_lease`` for a coroutine function on an event loop (asyncio, trio): the
+        store is read without blocking the loop."""
+        if self._lease_check is not None:
+            await self._lease_check.acheck()
 
 
 @attrs.frozen(kw_only=True)
@@ -140,10 +188,16 @@ class CrashSafeTool(Tool):
         return self.inner(*args, **kwargs)
 
     def program(
-        self, binding: DurableBinding, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+        self,
+        binding: DurableBinding,
+        args: tuple[Any, ...],
+        kwargs: Mapping[str, Any],
+        lease_check: LeaseCheck | None = None,
     ) -> Generator[StoreOp | Invoke | WallClock, Any, Any]:
         """One run of the tool, as effects (see the module docstring). ``kwargs`` holds the
-        ``ToolContext`` under ``context_param`` (the agents always pass it)."""
+        ``ToolContext`` under ``context_param`` (the agents always pass it); ``lease_check``
+        is the adapter's check of the step's lease (D37), given to the function's
+        ``DurableToolContext`` with its fencing token."""
         call_kwargs = dict(kwargs)
         context = call_kwargs.pop(self.context_param or _SYNTHETIC_CONTEXT, None)
         if not isinstance(context, ToolContext) or not context.chat_id:
@@ -160,6 +214,8 @@ class CrashSafeTool(Tool):
             tenant=tenant,
             workflow_id=binding.workflow_id,
             idempotency_key=idempotency_key(tenant, chat_id, call_id),
+            fencing_token=lease_check.fencing_token if lease_check is not None else None,
+            lease_check=lease_check,
         )
         if self.inner_context is not None:
             call_kwargs[self.inner_context] = durable if self.wants_durable else context

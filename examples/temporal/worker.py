@@ -9,8 +9,9 @@ It runs the example's workflow and the library's activities on the task queue
 * ``CODER_STORE``: a PostgreSQL connection string (``postgresql://...``) for a fleet of
   machines, else an SQLite file for workers on one machine (default
   ``example-workflows.sqlite3``);
-* ``PAYMENTS_DB``: the example's stand-in payment service, an SQLite file (default
-  ``example-payments.sqlite3``).
+* ``PAYMENTS_DB``: the example's stand-in payment service (``payments.py``), an SQLite file
+  (default ``example-payments.sqlite3``). It charges once per idempotency key and refuses a
+  charge whose fencing token is lower than one it has seen for the workflow (D37).
 
 Start as many as you like, on as many machines as share the store; SIGTERM or Ctrl-C stops
 one.
@@ -21,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import sqlite3
 from typing import Any
 
 from temporalio.client import Client
@@ -30,26 +30,29 @@ from temporalio.worker import Worker
 from coder_io_asyncio import DurableToolContext, SQLiteStore, crash_safe
 from coder_io_asyncio.temporal import DurableActivities, OrphanSweepWorkflow, workflow_runner
 
+from . import payments
 from .workflows import OrderWorkflow
 
 TASK_QUEUE = "coder-orders"
 
 
-def _charge(amount_cents: int, idempotency_key: str) -> str:
-    """The stand-in payment service: one charge per idempotency key."""
-    with sqlite3.connect(os.environ.get("PAYMENTS_DB", "example-payments.sqlite3")) as db:
-        db.execute("CREATE TABLE IF NOT EXISTS charges (key TEXT PRIMARY KEY, cents INTEGER)")
-        db.execute("INSERT OR IGNORE INTO charges VALUES (?, ?)", (idempotency_key, amount_cents))
-        (rowid,) = db.execute(
-            "SELECT rowid FROM charges WHERE key = ?", (idempotency_key,)
-        ).fetchone()
-    return f"receipt-{rowid}"
-
-
 @crash_safe
 def charge_card(amount_cents: int, ctx: DurableToolContext) -> str:
     """Charge the customer's card."""
-    return f"charged {amount_cents} cents: {_charge(amount_cents, ctx.idempotency_key)}"
+    # The step runs under the workflow's lease: fail now if another worker took it over (or
+    # this one's clock says it expired), and fence the charge with the lease's number, so
+    # that a worker frozen right here cannot charge after a later holder did.
+    ctx.check_lease()
+    if ctx.fencing_token is None:
+        raise RuntimeError("charge_card charges only inside a durable step (under its lease)")
+    receipt = payments.charge(
+        os.environ.get("PAYMENTS_DB", "example-payments.sqlite3"),
+        amount_cents,
+        idempotency_key=ctx.idempotency_key,
+        scope=f"{ctx.tenant}/{ctx.workflow_id}",
+        fencing_token=ctx.fencing_token,
+    )
+    return f"charged {amount_cents} cents: {receipt}"
 
 
 def open_store() -> Any:

@@ -375,7 +375,9 @@ def test_the_guard_closes_the_program_before_a_refused_effect() -> None:
 
 
 def test_a_step_program_runs_its_machines_as_durable_jobs_under_its_lease() -> None:
-    def bound(item: Any, binding: DurableBinding, store: Any, guard: Any = None) -> Any:
+    def bound(
+        item: Any, binding: DurableBinding, store: Any, guard: Any = None, lease: Any = None
+    ) -> Any:
         return lambda *args, **kwargs: None
 
     store = MemoryStore()

@@ -25,6 +25,7 @@ from coder_proto.durable import (
     OUTCOME_IN_FLIGHT,
     Checkpoint,
     DurableJob,
+    DurableStoreError,
     MemoryStore,
     WorkflowBusyError,
     WorkflowLeaseLostError,
@@ -333,3 +334,107 @@ def test_a_discarded_fresh_chat_undoes_its_early_checkpoint_then_is_stranded_d28
     cp = world.store.get_checkpoint(T, WF)
     assert cp is not None and cp.chat_id == chats[0] != stranded.chat_id
     assert cp.step == step_marker(WF, "one")
+
+
+# -- D37: fencing tokens and the check before an effect ---------------------------------------------
+
+
+def test_each_holder_gets_a_larger_fencing_token_d37() -> None:
+    store = MemoryStore()
+    clock = Clock(store)
+    first = lease("first", duration=3.0)
+    assert first.fencing_token is None
+    assert clock.run(first.acquire()).fencing_token == 1 and first.fencing_token == 1
+    clock.wall += 1.0
+    first.renewed(clock.run(iter_one(first.renew_op(clock.wall))), clock.wall)
+    assert first.fencing_token == 1 and store.get_lease(T, WF).fencing_token == 1
+    clock.wall += 10.0
+    second = lease("second", duration=3.0)
+    assert clock.run(second.acquire()).fencing_token == 2 and second.fencing_token == 2
+
+
+def iter_one(op: StoreOp) -> Generator[Any, Any, Any]:
+    return (yield op)
+
+
+def test_the_check_passes_while_the_lease_is_ours_and_fresh_d37() -> None:
+    store = MemoryStore()
+    clock = Clock(store)
+    mine = lease(duration=3.0)
+    clock.run(mine.acquire())
+    clock.wall += 2.9
+    assert clock.run(mine.verify()) is None
+    assert mine.held
+
+
+def test_the_check_fails_once_another_worker_took_the_lease_over_d37() -> None:
+    """The frozen holder: it never saw a renewal fail, its clock was stopped with it, but the
+    store records the next acquisition."""
+    store = MemoryStore()
+    clock = Clock(store)
+    mine = lease(duration=3.0)
+    clock.run(mine.acquire())
+    store.acquire_lease(T, WF, "thief", clock.wall + 5.0, 3.0)
+    with pytest.raises(WorkflowLeaseLostError, match="later acquisition") as info:
+        clock.run(mine.verify())
+    error = info.value
+    assert "fencing token 2; this step's is 1" in str(error)
+    assert (error.owner, error.expires_at) == ("thief", clock.wall + 8.0) and error.retryable
+    assert mine.lost and not mine.held
+    # Lost for good: the guard refuses the next side effect, a second check fails at once.
+    with pytest.raises(WorkflowLeaseLostError):
+        mine.guard(Invoke((), {}))
+    with pytest.raises(WorkflowLeaseLostError, match="lost its lease"):
+        clock.run(mine.verify())
+
+
+def test_the_check_fails_when_the_same_owner_acquired_again_or_nobody_holds_it_d37() -> None:
+    store = MemoryStore()
+    clock = Clock(store)
+    mine = lease(duration=3.0)
+    clock.run(mine.acquire())
+    store.acquire_lease(T, WF, "me", clock.wall, 3.0)  # another acquisition under our id
+    with pytest.raises(WorkflowLeaseLostError, match="fencing token 2; this step's is 1"):
+        clock.run(mine.verify())
+    gone = WorkflowLease(tenant=T, workflow_id="wf-2", owner="gone", duration=3.0, what="archive")
+    clock.run(gone.acquire())
+    store.release_lease(T, "wf-2", "gone")
+    with pytest.raises(WorkflowLeaseLostError, match="holds no lease on it") as info:
+        clock.run(gone.verify())
+    assert "this archive no longer holds" in str(info.value) and info.value.owner is None
+
+
+def test_the_check_fails_by_the_holders_own_clock_past_the_confirmed_expiry_d37() -> None:
+    """Nobody took the lease yet, but this worker's clock is past the expiry the store last
+    confirmed: another worker may take it at any moment."""
+    store = MemoryStore()
+    clock = Clock(store)
+    mine = lease(duration=3.0)
+    clock.run(mine.acquire())
+    clock.wall += 3.0
+    with pytest.raises(WorkflowLeaseLostError, match="by this worker's clock"):
+        clock.run(mine.verify())
+    assert mine.lost
+    # Released meanwhile (no expiry left): counts as past it.
+    other = lease("other", duration=3.0)
+    clock.wall += 10.0
+    clock.run(other.acquire())
+    assert other._past_expiry(clock.wall) is False
+    other.released()
+    assert other._past_expiry(clock.wall) is True
+
+
+def test_the_check_reads_the_clock_after_the_store_and_reports_its_failures_d37() -> None:
+    store = MemoryStore()
+    clock = Clock(store)
+    mine = lease(duration=3.0)
+    clock.run(mine.acquire())
+    program = mine.verify()
+    op = next(program)
+    assert op == StoreOp("get_lease", (T, WF))
+    with pytest.raises(DurableStoreError, match="get_lease failed: OSError"):
+        program.throw(OSError("disk gone"))
+    assert not mine.lost  # the store could not say: nothing decided
+    # Never held (or held no longer): lost at once, before any read.
+    with pytest.raises(WorkflowLeaseLostError):
+        next(lease("never").verify())

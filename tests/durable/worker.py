@@ -29,6 +29,15 @@ goes on with the next one; ``DURABLE_LEASE_WAIT`` (seconds) makes the steps wait
 lease instead. Nothing is archived or swept in that mode.
 
 The process SIGKILLs itself the first time the point is reached.
+
+Fencing (D37): with ``DURABLE_FENCED`` set (an SQLite file), ``charge_card`` charges the
+Temporal example's payment service there (``examples/temporal/payments.py``: once per
+idempotency key, refusing a stale fencing token), checking the step's lease first.
+``DURABLE_FREEZE`` (``charge/effect:unchecked`` before that check, ``charge/effect:checked``
+after it) makes the process write its pid to ``DURABLE_REACHED`` and SIGSTOP itself there,
+once; a competing worker's step that then ends with another library error records it as
+``failed`` instead of ending the process. ``DURABLE_LEASE_DURATION`` sets the steps' lease
+(seconds).
 """
 
 from __future__ import annotations
@@ -37,16 +46,19 @@ import asyncio
 import json
 import os
 import signal
+import threading
 from typing import Any
 
 from coder_io_asyncio import CoderChatClient
 from coder_io_asyncio.durable import archive_workflow, run_turn, sweep_orphans
 from coder_io_common.stores import AsyncPostgresStore, PostgresStore, SQLiteStore
+from coder_proto import CoderAgentError
 from coder_proto.durable import (
     DurableToolContext,
     WorkflowBusyError,
     crash_safe,
 )
+from examples.temporal import payments as example_payments
 
 from . import payments
 from .orders import CrashingStore
@@ -66,6 +78,21 @@ _current = {"step": ""}
 #: the test lets it run out (``orders.expire_lease``) before the next process starts, instead
 #: of waiting for it.
 LEASE: dict[str, Any] = {"lease_duration": 30.0}
+
+_frozen = {"done": False}
+
+
+def freeze_here(point: str) -> None:
+    """Stop this whole process (SIGSTOP) at ``DURABLE_FREEZE``, once, after writing its pid to
+    ``DURABLE_REACHED``; the test wakes it with SIGCONT."""
+    if _frozen["done"] or os.environ.get("DURABLE_FREEZE") != f"{_current['step']}/{point}":
+        return
+    _frozen["done"] = True
+    with open(os.environ["DURABLE_REACHED"], "w") as f:
+        f.write(str(os.getpid()))
+    # Sent to this thread: it stops the whole process before this thread runs another line
+    # (a signal sent to the process may be taken by another thread, letting this one run on).
+    signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
 
 
 def crash_here(point: str) -> None:
@@ -104,6 +131,23 @@ def charge_card(amount_cents: int, ctx: DurableToolContext) -> str:
     return f"charged: receipt {receipt}"
 
 
+@crash_safe(name="charge_card")
+def fenced_charge_card(amount_cents: int, ctx: DurableToolContext) -> str:
+    """Charge the customer's card."""
+    freeze_here("effect:unchecked")
+    ctx.check_lease()
+    freeze_here("effect:checked")
+    assert ctx.fencing_token is not None
+    receipt = example_payments.charge(
+        os.environ["DURABLE_FENCED"],
+        amount_cents,
+        idempotency_key=ctx.idempotency_key,
+        scope=f"{ctx.tenant}/{ctx.workflow_id}",
+        fencing_token=ctx.fencing_token,
+    )
+    return f"charged: receipt {receipt}"
+
+
 def on_event(event: Any) -> None:
     if event.type == "http:response" and event.ok:
         crash_here("event:" + event.op)
@@ -115,6 +159,8 @@ async def main() -> None:
     """Run the workflow with the settings of the environment (see the module docstring)."""
     _config["crash"] = os.environ.get("DURABLE_CRASH", "")
     _config["payments"] = os.environ["PAYMENTS_DB"]
+    if os.environ.get("DURABLE_LEASE_DURATION"):
+        LEASE["lease_duration"] = float(os.environ["DURABLE_LEASE_DURATION"])
     workflow = os.environ["DURABLE_WORKFLOW"]
     inner = open_store()
     store = CrashingStore(inner, crash_here)
@@ -137,7 +183,10 @@ def _step_options(store: Any, client: CoderChatClient) -> dict[str, Any]:
     """``run_turn``'s settings for every step this process runs."""
     return {
         "store": store,
-        "tools": [reserve_stock, charge_card],
+        "tools": [
+            reserve_stock,
+            fenced_charge_card if os.environ.get("DURABLE_FENCED") else charge_card,
+        ],
         "organization_id": os.environ["CODER_ORGANIZATION_ID"],
         "request_timeout": 30.0,
         "commit_window": 0.5,
@@ -154,6 +203,7 @@ async def _compete(workflows: list[str], store: Any, client: CoderChatClient) ->
     for workflow in workflows:
         steps: dict[str, Any] = {}
         for step, prompt in STEPS:
+            _current["step"] = step
             try:
                 result = await run_turn(
                     workflow,
@@ -164,6 +214,11 @@ async def _compete(workflows: list[str], store: Any, client: CoderChatClient) ->
                 )
             except WorkflowBusyError as exc:
                 steps["busy"] = {"step": step, "retryable": exc.retryable}
+                break
+            except CoderAgentError as exc:
+                if not os.environ.get("DURABLE_FREEZE"):
+                    raise
+                steps["failed"] = {"step": step, "error": type(exc).__name__}
                 break
             steps[step] = {
                 "text": result.text,

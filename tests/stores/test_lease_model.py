@@ -1,6 +1,7 @@
 """Leases against a model: random sequences of acquire, renew, release and read, at wall-clock
 times that jump back and forth (the stores must not assume a monotonic clock), on every
-store; after every step the store holds exactly what the model says (D27)."""
+store; after every step the store holds exactly what the model says (D27), the fencing token of
+each acquisition included (D37)."""
 
 from __future__ import annotations
 
@@ -32,18 +33,26 @@ class LeaseModel(RuleBasedStateMachine):
     def fresh_tenant(self) -> None:
         self.tenant = f"model-{uuid.uuid4().hex[:12]}"
         self.model: dict[str, tuple[str, float]] = {}
+        self.counters: dict[str, int] = {}
 
     def expected(self, workflow: str) -> Lease | None:
         held = self.model.get(workflow)
         if held is None:
             return None
-        return Lease(tenant=self.tenant, workflow_id=workflow, owner=held[0], expires_at=held[1])
+        return Lease(
+            tenant=self.tenant,
+            workflow_id=workflow,
+            owner=held[0],
+            expires_at=held[1],
+            fencing_token=self.counters[workflow],
+        )
 
     @rule(workflow=WORKFLOWS, owner=OWNERS, now=NOW, duration=DURATION)
     def acquire(self, workflow: str, owner: str, now: float, duration: float) -> None:
         held = self.model.get(workflow)
         if held is None or held[0] == owner or held[1] <= now:
             self.model[workflow] = (owner, now + duration)
+            self.counters[workflow] = self.counters.get(workflow, 0) + 1
         got = self.store.acquire_lease(self.tenant, workflow, owner, now, duration)
         assert got == self.expected(workflow)
 

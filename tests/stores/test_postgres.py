@@ -72,14 +72,15 @@ def test_the_schema_is_created_on_first_use(postgres_server: PostgresServer, pg_
             "journal",
             "stranded",
             "leases",
+            "lease_fences",
         }
-        assert versions(postgres_server, pg_schema) == [1, 2] and SCHEMA_VERSION == 2
+        assert versions(postgres_server, pg_schema) == [1, 2, 3] and SCHEMA_VERSION == 3
     finally:
         store.close()
     # Another store on the current layout changes nothing.
     with PostgresStore(postgres_server.conninfo(), schema=pg_schema) as again:
         again.put_checkpoint("t", "wf", CP)
-    assert versions(postgres_server, pg_schema) == [1, 2]
+    assert versions(postgres_server, pg_schema) == [1, 2, 3]
 
 
 def test_the_default_schema_is_coder_durable(postgres_server: PostgresServer) -> None:
@@ -128,8 +129,49 @@ def test_an_older_layout_is_migrated_and_keeps_its_records(
                 assert (await store.acquire_lease("t", "wf", "me", 1.0, 60.0)).owner == "me"
 
         run_async(scenario())
-    assert versions(postgres_server, pg_schema) == [1, 2]
-    assert "leases" in tables(postgres_server, pg_schema)
+    assert versions(postgres_server, pg_schema) == [1, 2, 3]
+    assert {"leases", "lease_fences"} <= tables(postgres_server, pg_schema)
+
+
+@pytest.mark.parametrize("driver", ["sync", "async"])
+def test_a_second_version_layout_gets_lease_counters_d37(
+    postgres_server: PostgresServer, pg_schema: str, driver: str
+) -> None:
+    """A schema written before fencing tokens existed (version 2), with a lease held in it:
+    the lease reads with no token, the next acquisition takes number 1."""
+    make_first_version(postgres_server, pg_schema)
+    ident = sql.Identifier(pg_schema)
+    with postgres_server.admin() as conn, conn.transaction():
+        for statement in MIGRATIONS[1]:
+            conn.execute(sql.SQL(statement).format(s=ident))
+        conn.execute(sql.SQL("INSERT INTO {}.schema_version (version) VALUES (2)").format(ident))
+        conn.execute(
+            sql.SQL("INSERT INTO {}.leases VALUES ('t', 'wf', 'old-worker', 100.0)").format(ident)
+        )
+
+    async def scenario(store: Any) -> list[Any]:
+        held = await store.get_lease("t", "wf")
+        taken = await store.acquire_lease("t", "wf", "new", 100.0, 60.0)
+        return [await store.get_checkpoint("t", "wf"), held, taken]
+
+    if driver == "sync":
+        with PostgresStore(postgres_server.conninfo(), schema=pg_schema) as store:
+            cp, held, taken = (
+                store.get_checkpoint("t", "wf"),
+                store.get_lease("t", "wf"),
+                store.acquire_lease("t", "wf", "new", 100.0, 60.0),
+            )
+    else:
+
+        async def run() -> list[Any]:
+            async with AsyncPostgresStore(postgres_server.conninfo(), schema=pg_schema) as store:
+                return await scenario(store)
+
+        cp, held, taken = run_async(run())
+    assert cp == CP
+    assert (held.owner, held.fencing_token) == ("old-worker", None)
+    assert (taken.owner, taken.fencing_token) == ("new", 1)
+    assert versions(postgres_server, pg_schema) == [1, 2, 3]
 
 
 @pytest.mark.parametrize("driver", ["sync", "async"])
@@ -140,11 +182,11 @@ def test_a_newer_layout_is_refused_untouched(
         store.put_checkpoint("t", "wf", CP)
     with postgres_server.admin() as conn:
         conn.execute(
-            sql.SQL("INSERT INTO {}.schema_version (version) VALUES (3)").format(
+            sql.SQL("INSERT INTO {}.schema_version (version) VALUES (4)").format(
                 sql.Identifier(pg_schema)
             )
         )
-    message = f"schema '{pg_schema}' holds durable-store schema version 3, newer than the version 2"
+    message = f"schema '{pg_schema}' holds durable-store schema version 4, newer than the version 3"
     if driver == "sync":
         with PostgresStore(postgres_server.conninfo(), schema=pg_schema) as newer:
             with pytest.raises(DurableStoreError, match=message):
@@ -159,7 +201,7 @@ def test_a_newer_layout_is_refused_untouched(
                     await newer.get_checkpoint("t", "wf")
 
         run_async(scenario())
-    assert versions(postgres_server, pg_schema) == [1, 2, 3]
+    assert versions(postgres_server, pg_schema) == [1, 2, 3, 4]
     with postgres_server.admin() as conn:
         (record,) = conn.execute(
             sql.SQL("SELECT record FROM {}.checkpoints").format(sql.Identifier(pg_schema))
@@ -189,7 +231,7 @@ def test_workers_starting_together_create_the_schema_once(
     for store in stores:
         store.close()
     assert not errors, errors
-    assert versions(postgres_server, pg_schema) == [1, 2]
+    assert versions(postgres_server, pg_schema) == [1, 2, 3]
     with PostgresStore(postgres_server.conninfo(), schema=pg_schema) as store:
         assert len(store.checkpointed_chat_ids("t")) == len(stores)
 

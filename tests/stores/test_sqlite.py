@@ -106,8 +106,16 @@ def tables(path: pathlib.Path) -> set[str]:
 def test_a_new_file_gets_the_current_schema(tmp_path: pathlib.Path) -> None:
     path = tmp_path / "s.sqlite3"
     SQLiteStore(path).close()
-    assert schema_version(path) == str(SCHEMA_VERSION) == "2"
-    assert tables(path) == {"meta", "checkpoints", "ledger", "journal", "stranded", "leases"}
+    assert schema_version(path) == str(SCHEMA_VERSION) == "3"
+    assert tables(path) == {
+        "meta",
+        "checkpoints",
+        "ledger",
+        "journal",
+        "stranded",
+        "leases",
+        "lease_fences",
+    }
 
 
 def test_a_file_of_the_first_version_is_migrated_and_keeps_its_records(
@@ -131,13 +139,45 @@ def test_a_file_of_the_first_version_is_migrated_and_keeps_its_records(
         assert store.get_checkpoint("t", "wf") == Checkpoint(chat_id="c1", last_seen_message_id=4)
         assert [s.chat_id for s in store.stranded_chats()] == ["s1"]
         assert store.acquire_lease("t", "wf", "me", 1.0, 60.0).owner == "me"
-    assert schema_version(path) == "2"
+    assert schema_version(path) == "3"
     with SQLiteStore(path) as again:  # opening a current file changes nothing
         assert again.get_lease("t", "wf") is not None
-    assert schema_version(path) == "2"
+    assert schema_version(path) == "3"
 
 
-@pytest.mark.parametrize("version", ["3", "42"])
+def test_a_file_of_the_second_version_gets_lease_counters_d37(tmp_path: pathlib.Path) -> None:
+    """A file written before fencing tokens existed (version 2) opens with its records and
+    its held lease intact: that lease reads with no token, and the next acquisition takes
+    number 1 of the new counter. Migrating again (the table exists) changes nothing."""
+    path = tmp_path / "v2.sqlite3"
+    with sqlite3.connect(path) as conn:
+        for statement in (*MIGRATIONS[0], *MIGRATIONS[1]):
+            conn.execute(statement)
+        conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        conn.execute("INSERT INTO meta VALUES ('schema_version', '2')")
+        conn.execute("INSERT INTO leases VALUES ('t', 'wf', 'old-worker', 100.0)")
+        conn.execute(
+            "INSERT INTO checkpoints VALUES ('t', 'wf', 'c1', ?)",
+            ('{"chat_id": "c1", "outcome": "finished", "last_seen_message_id": 4}',),
+        )
+    with SQLiteStore(path) as store:
+        assert schema_version(path) == "3" and "lease_fences" in tables(path)
+        assert store.get_checkpoint("t", "wf") == Checkpoint(chat_id="c1", last_seen_message_id=4)
+        held = store.get_lease("t", "wf")
+        assert held is not None and (held.owner, held.fencing_token) == ("old-worker", None)
+        # Live at 50: still the old worker's.
+        assert store.acquire_lease("t", "wf", "new", 50.0, 60.0).fencing_token is None
+        taken = store.acquire_lease("t", "wf", "new", 100.0, 60.0)
+        assert (taken.owner, taken.fencing_token) == ("new", 1)
+    # The version row says 2 again (a half-finished upgrade): the migration runs once more.
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    with SQLiteStore(path) as again:
+        assert again.acquire_lease("t", "wf", "third", 500.0, 60.0).fencing_token == 2
+    assert schema_version(path) == "3"
+
+
+@pytest.mark.parametrize("version", ["4", "42"])
 def test_a_file_of_a_newer_version_is_refused_untouched(
     tmp_path: pathlib.Path, version: str
 ) -> None:
@@ -146,7 +186,7 @@ def test_a_file_of_a_newer_version_is_refused_untouched(
     with sqlite3.connect(path) as conn:
         conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (version,))
         conn.execute("DROP TABLE leases")  # whatever a newer layout looks like
-    with pytest.raises(DurableStoreError, match=f"version {version}, newer than the version 2"):
+    with pytest.raises(DurableStoreError, match=f"version {version}, newer than the version 3"):
         SQLiteStore(path)
     assert schema_version(path) == version and "leases" not in tables(path)
 
