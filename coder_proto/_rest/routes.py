@@ -148,7 +148,7 @@ def ensure_ok(request: HttpRequest, response: HttpResponse) -> None:
 def _shape(request: HttpRequest, response: HttpResponse, parse: Callable[[Any], T]) -> T:
     ensure_ok(request, response)
     try:
-        return parse(response.json())
+        return parse(response.document())
     except CoderProtocolError as exc:
         raise CoderProtocolError(
             f"Coder API {request.method} {request.path} returned an unexpected body "
