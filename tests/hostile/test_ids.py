@@ -18,7 +18,7 @@ from coder_proto import CoderProtocolError
 from .runtimes import TOKEN, call, generate, open_sockets
 from .server import Conn, HostileServer, response
 from .test_rest import _chain
-from .ws_cases import ORG
+from .ws_cases import ORG, _invalid_chat_id, serve
 
 #: The ``id`` of the create answer, as JSON text: a lone surrogate, a line break with a header
 #: after it, a relative path.
@@ -111,3 +111,24 @@ def test_a_turn_whose_chat_comes_back_with_an_invalid_id_fails_at_once(
     assert out.elapsed < REQUEST_TIMEOUT, f"the turn took {out.elapsed:.1f} s"
     assert not out.threads_left, out.threads_left
     assert open_sockets() <= sockets, "a socket outlived close"
+
+
+@pytest.mark.timeout(60)
+def test_a_stream_event_naming_an_invalid_chat_ends_the_turn_at_once(runtime: str) -> None:
+    """The frame is refused (wire 3.9), not dropped as another chat's event (D31) while the
+    turn waits for its own: the turn ends with the parse failure, without a redial."""
+    with HostileServer(serve(_invalid_chat_id)) as server:
+        out = generate(
+            runtime,
+            server.url,
+            "hello",
+            agent={"organization_id": ORG, "request_timeout": REQUEST_TIMEOUT},
+        )
+    assert out.error is not None, f"the turn answered {out.value!r}"
+    chain = _chain(out.error)
+    assert any(
+        isinstance(e, CoderProtocolError) and "'chat_id' is not a valid identifier" in str(e)
+        for e in chain
+    ), [repr(e) for e in chain]
+    assert server.upgrades == 1
+    assert out.elapsed < REQUEST_TIMEOUT, f"the turn took {out.elapsed:.1f} s"
