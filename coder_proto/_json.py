@@ -59,6 +59,7 @@ __all__ = [
     "js_stringify",
     "loads",
     "long_digit_run",
+    "nested_too_deeply",
     "orjson_loads",
     "orjson_unscanned",
     "std_loads",
@@ -84,6 +85,15 @@ def stdlib_loads(data: str | bytes) -> Any:
         return std_loads(data)
     except RecursionError:
         raise ValueError(_TOO_DEEP) from None
+
+
+def nested_too_deeply(error: BaseException) -> bool:
+    """Whether ``error``, raised by a decoder, says that the document was nested more deeply
+    than the interpreter's recursion limit leaves room for (rather than that it is not
+    JSON)."""
+    return isinstance(error, RecursionError) or (
+        isinstance(error, ValueError) and error.args == (_TOO_DEEP,)
+    )
 
 
 def _stdlib_room() -> int:

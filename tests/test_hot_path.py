@@ -132,7 +132,12 @@ coordinates = st.one_of(st.none(), st.integers(-2, 5), st.booleans(), st.text(ma
     hv=coordinates,
     ga=coordinates,
     seq=coordinates,
-    chat_id=st.one_of(st.none(), st.text(max_size=3), st.integers()),
+    chat_id=st.one_of(
+        st.none(),
+        st.just(""),
+        st.from_regex(r"[a-z0-9][a-z0-9_-]{0,2}", fullmatch=True),
+        st.integers(),
+    ),
 )
 def test_message_part_matches_the_general_parser(
     part: dict[str, Any], role: Any, hv: Any, ga: Any, seq: Any, chat_id: Any
@@ -140,7 +145,8 @@ def test_message_part_matches_the_general_parser(
     """wire 4.3: a ``message_part`` event's part is exactly what ``parse_part`` makes of the
     wire part (or the same ``CoderProtocolError``); role, coordinates and chat id are carried
     as received (a non-string role is ``None``, a non-string chat id ``""``; D14 decides
-    later whether coordinates count)."""
+    later whether coordinates count). Chat ids that are not identifiers are refused on both
+    ways alike (``test_an_invalid_chat_id_is_refused_on_every_way_an_event_is_parsed``)."""
     payload: dict[str, Any] = {"part": part}
     for key, value in (
         ("role", role),

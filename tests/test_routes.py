@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -89,6 +90,32 @@ def test_wire_2_a_success_with_the_wrong_shape_is_a_protocol_error(response: Htt
     request = ops.build_create_chat(CreateChatRequest(organization_id="o", content=()))
     with pytest.raises(CoderProtocolError, match="POST /api/v2/chats returned an unexpected body"):
         ops.parse_create_chat(request, response)
+
+
+@pytest.mark.parametrize(
+    ("response", "why"),
+    [
+        (reply(201), "the body is empty"),
+        (reply(201, raw=b"{not json"), "the body is not valid JSON"),
+        (reply(200, raw=b"[" * 100_000 + b"]" * 100_000), "nested too deeply"),
+        # A surrogate escape sends the document to the decoder that repairs it (D32).
+        (reply(200, raw=b"[" * 100_000 + b'"\\ud800"' + b"]" * 100_000), "nested too deeply"),
+        (reply(200, raw=b"{" + b'"a":{' * 50_000 + b"}" * 50_001), "nested too deeply"),
+    ],
+)
+def test_wire_2_an_answer_that_is_not_a_document_says_what_it_is(
+    response: HttpResponse, why: str
+) -> None:
+    """A body nested 100,000 deep is reported as such, with the limit, not as a value of the
+    wrong type; so are an empty body and one that is not JSON."""
+    request = ops.build_get_chat("c1")
+    with pytest.raises(CoderProtocolError) as info:
+        ops.parse_get_chat(request, response)
+    message = str(info.value)
+    assert message.startswith("Coder API GET /api/v2/chats/c1 returned an unexpected body")
+    assert why in message and "NoneType" not in message
+    if why == "nested too deeply":
+        assert f"recursion limit, {sys.getrecursionlimit()})" in message
 
 
 # -- per-chat routes and id validation --------------------------------------------------------

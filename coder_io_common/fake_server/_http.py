@@ -4,9 +4,12 @@ the client leaves or a request upgrades the connection to a WebSocket.
 What the connection reads is bounded. Request heads may not exceed 64 KiB. A body is never
 read past its route's limit (``FakeCoderModel.body_limit``): a ``Content-Length`` over it is
 answered 413 before a byte of the body is read, and a chunked body is counted as it arrives
-and answered 413 the moment it passes the limit. After a 413 the connection closes; the rest
-of the body is read and thrown away for a moment first, so that a client still sending it
-gets the answer rather than a reset.
+and answered 413 the moment it passes the limit. After a 413 the connection is half-closed
+and closed; what is read of the rest of the body first is bounded too. A declared body at most
+``REFUSED_DRAIN`` bytes over the limit is read to its end and dropped (for at most a second),
+so that a client that writes its whole body before it reads gets the answer rather than a
+reset; a longer one is not read at all, and of a chunked body at most ``REFUSED_DRAIN`` bytes
+more are. A client that keeps sending past that finds the connection closed.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+import attrs
 import h11
 from wsproto.utilities import generate_accept_token
 
@@ -30,8 +34,20 @@ __all__ = ["MAX_HEAD_BYTES", "serve_connection"]
 
 #: The largest request line plus headers read.
 MAX_HEAD_BYTES = 64 * 1024
-#: How long the rest of a refused body is read and thrown away before the connection closes.
+#: How long the rest of a refused body is read and dropped, at most, before the connection
+#: closes.
 LINGER = CLOSE_TIMEOUT
+#: How much of the rest of a refused body is read and dropped, at most.
+REFUSED_DRAIN = 16 * 1024 * 1024
+
+
+@attrs.frozen
+class _Refusal:
+    """The 413 that answers a body over its route's limit, and how many bytes of the rest
+    are read and dropped before the connection closes."""
+
+    response: FakeHttpResponse
+    drain: int
 
 
 async def serve_connection(
@@ -55,9 +71,9 @@ async def serve_connection(
         body = await _read_body(serving, conn_id, conn, reader, writer, method, target, headers)
         if body is None:
             return
-        if isinstance(body, FakeHttpResponse):
-            await _send(conn, writer, body, close=True)
-            await _linger(reader, writer)
+        if isinstance(body, _Refusal):
+            await _send(conn, writer, body.response, close=True)
+            await _end_refused(reader, writer, body.drain)
             return
         if method == "GET" and _wants_websocket(headers):
             await _upgrade(serving, conn_id, conn, reader, writer, target, headers)
@@ -94,14 +110,16 @@ async def _read_body(
     method: str,
     target: str,
     headers: list[tuple[str, str]],
-) -> bytes | FakeHttpResponse | None:
+) -> bytes | _Refusal | None:
     """The request's body, the 413 to answer instead, or ``None`` when the connection ended
     (or broke the protocol) before the body did."""
     with serving.lock:
         limit = serving.model.body_limit(method, target)
     declared = _content_length(headers)
     if declared is not None and declared > limit:
-        return _refuse(serving, conn_id, method, target)
+        # None of it was read: all of it, or (when it is that long) nothing.
+        drain = declared if declared <= limit + REFUSED_DRAIN else 0
+        return _Refusal(_refuse(serving, conn_id, method, target), drain)
     if conn.they_are_waiting_for_100_continue:
         writer.write(conn.send(h11.InformationalResponse(status_code=100, headers=[])) or b"")
     body = bytearray()
@@ -113,7 +131,8 @@ async def _read_body(
         if isinstance(part, h11.Data):
             body += part.data
             if len(body) > limit:
-                return _refuse(serving, conn_id, method, target)
+                # A chunked body, whose length is not known.
+                return _Refusal(_refuse(serving, conn_id, method, target), REFUSED_DRAIN)
         elif isinstance(part, h11.EndOfMessage):
             return bytes(body)
         else:
@@ -135,16 +154,20 @@ def _content_length(headers: Iterable[tuple[str, str]]) -> int | None:
     return None
 
 
-async def _linger(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    """Half-close, then read and drop what the client still sends, for at most ``LINGER``
-    seconds (the answer was sent; nothing read here is kept)."""
-    with contextlib.suppress(OSError, RuntimeError):
-        if writer.can_write_eof():
-            writer.write_eof()
+async def _end_refused(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, drain: int
+) -> None:
+    """Half-close after a refusal's answer, then read and drop at most ``drain`` bytes of
+    what the client still sends, for at most ``LINGER`` seconds; the caller closes."""
+    with contextlib.suppress(OSError):  # the client may be gone already
+        writer.write_eof()
     with contextlib.suppress(OSError, TimeoutError):
         async with asyncio.timeout(LINGER):
-            while await reader.read(READ_CHUNK):
-                pass
+            while drain > 0:
+                data = await reader.read(min(READ_CHUNK, drain))
+                if not data:
+                    return
+                drain -= len(data)
 
 
 async def _send(

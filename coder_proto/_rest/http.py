@@ -9,14 +9,15 @@ logged, recorded or compared without leaking it.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote, urlencode
 
 import attrs
 
-from .._errors import CoderApiError
-from .._json import dumps
+from .._errors import CoderApiError, CoderProtocolError
+from .._json import dumps, nested_too_deeply
 from .._wire.unicode import decode_json
 
 __all__ = ["HttpRequest", "HttpResponse", "api_error_from_response", "build_path"]
@@ -119,6 +120,21 @@ class HttpResponse:
             return decode_json(self.body)
         except (ValueError, RecursionError):
             return None
+
+    def document(self) -> Any:
+        """The body as JSON, for an answer that must carry one: an empty body, a body that is
+        not JSON and JSON nested too deeply each raise ``CoderProtocolError`` saying so."""
+        if not self.body:
+            raise CoderProtocolError("the body is empty")
+        try:
+            return decode_json(self.body)
+        except (ValueError, RecursionError) as exc:
+            if nested_too_deeply(exc):
+                raise CoderProtocolError(
+                    "the body is JSON nested too deeply (its depth is bounded by the "
+                    f"interpreter's recursion limit, {sys.getrecursionlimit()})"
+                ) from None
+            raise CoderProtocolError("the body is not valid JSON") from None
 
 
 def api_error_from_response(

@@ -33,7 +33,8 @@ from .._wire.chats import (
     parse_chat_list,
     tool_results_body,
 )
-from .._wire.fields import get_list, get_str, opt_int, req_dict
+from .._wire.fields import get_list, opt_int, req_dict
+from .._wire.ids import check_resource_id, get_resource_id
 from .http import HttpRequest, HttpResponse, api_error_from_response
 from .uploads import build_upload_chat_file, parse_upload_chat_file
 
@@ -148,7 +149,7 @@ def ensure_ok(request: HttpRequest, response: HttpResponse) -> None:
 def _shape(request: HttpRequest, response: HttpResponse, parse: Callable[[Any], T]) -> T:
     ensure_ok(request, response)
     try:
-        return parse(response.json())
+        return parse(response.document())
     except CoderProtocolError as exc:
         raise CoderProtocolError(
             f"Coder API {request.method} {request.path} returned an unexpected body "
@@ -437,7 +438,7 @@ class ChatCost:
         w = "chat cost"
         obj = req_dict(obj, w)
         return cls(
-            chat_id=get_str(obj, "chat_id", w),
+            chat_id=get_resource_id(obj, "chat_id", w),
             total_cost_micros=opt_int(obj, "total_cost_micros", w),
             request_count=opt_int(obj, "request_count", w),
             unpriced_request_count=opt_int(obj, "unpriced_request_count", w),
@@ -478,10 +479,12 @@ def _first_organization(obj: Any) -> str | None:
     w = "user"
     ids = get_list(req_dict(obj, w), "organization_ids", w) or []
     for index, value in enumerate(ids):
-        if type(value) is not str or not value.strip():
+        if type(value) is not str:
             raise CoderProtocolError(
-                f"user.organization_ids[{index}] must be a non-empty string, got {value!r}"
+                f"user.organization_ids[{index}] must be a string, got {type(value).__name__}"
             )
+        # An organization id goes into the requests that follow (wire 3.9).
+        check_resource_id(value, w, f"organization_ids[{index}]")
     return ids[0] if ids else None
 
 

@@ -18,7 +18,8 @@ from urllib.parse import quote
 import attrs
 
 from .._constants import ALLOWED_MEDIA_TYPES, MAX_ATTACHMENT_BYTES, MEDIA_TYPE_EXTENSIONS, V2_PREFIX
-from .._errors import CoderAgentError, CoderApiError
+from .._errors import CoderAgentError, CoderApiError, CoderProtocolError
+from .._wire.ids import check_resource_id
 from .http import HttpRequest, HttpResponse, api_error_from_response
 
 __all__ = [
@@ -157,7 +158,8 @@ def build_upload_chat_file(
 def parse_upload_chat_file(request: HttpRequest, response: HttpResponse) -> str:
     """The uploaded file's id from the 201 ``{"id": "<uuid>"}`` answer.
 
-    A non-2xx raises its ``CoderApiError``; a 2xx without a non-empty string ``id`` raises
+    A non-2xx raises its ``CoderApiError``; an ``id`` that is not an identifier (wire 3.9)
+    raises ``CoderProtocolError``; a 2xx without a non-empty string ``id`` raises
     ``CoderApiError(status=<actual>, method POST, path "{P}/files", message "upload succeeded
     but the response contained no file id")`` (wire 2).
     """
@@ -166,7 +168,14 @@ def parse_upload_chat_file(request: HttpRequest, response: HttpResponse) -> str:
     body = response.json()
     file_id = body.get("id") if isinstance(body, dict) else None
     if type(file_id) is str and file_id:
-        return file_id
+        try:
+            return check_resource_id(file_id, "upload answer", "id")
+        except CoderProtocolError as exc:
+            # The id goes into the requests that follow (wire 3.9).
+            raise CoderProtocolError(
+                f"Coder API {request.method} {request.path.partition('?')[0]} returned an "
+                f"unexpected body ({response.status}): {exc.message}"
+            ) from None
     raise CoderApiError(
         status=response.status,
         method=request.method,

@@ -181,7 +181,7 @@ def parse_get_workspace(request: HttpRequest, response: HttpResponse) -> Workspa
     """The ``WorkspaceInfo``; a non-2xx raises its ``CoderApiError`` (wire 9, 10)."""
     ensure_ok(request, response)
     try:
-        return WorkspaceInfo.from_json(response.json())
+        return WorkspaceInfo.from_json(response.document())
     except CoderProtocolError as exc:
         raise _shape_error(request, response, exc) from exc
 

@@ -10,6 +10,7 @@ import attrs
 
 from .._errors import CoderProtocolError
 from .fields import get_bool, get_dict, get_int, get_list, get_str, opt_str, req_dict, req_str
+from .ids import get_resource_id, opt_resource_id, req_resource_id, tool_call_id
 from .messages import ChatError, ChatMessage, ChatQueuedMessage, parse_messages, parse_queue
 
 __all__ = [
@@ -47,7 +48,8 @@ class Chat:
     """A chat (wire 3.2). ``status`` is an open set of strings (D1). ``labels`` are the
     chat's key/value labels, ``pin_order`` its place among pinned chats (0: not pinned), and
     ``children`` the sub-agent chats of a root chat (always empty for a sub-agent chat).
-    Fields the server adds beyond these are kept in ``raw``."""
+    Fields the server adds beyond these are kept in ``raw``. The ids are checked as
+    identifiers (wire 3.9): an invalid one is a ``CoderProtocolError``."""
 
     id: str
     organization_id: str = ""
@@ -81,14 +83,14 @@ class Chat:
         last_error = get_dict(obj, "last_error", w)
         labels = get_dict(obj, "labels", w) or {}
         return cls(
-            id=req_str(obj, "id", w),
-            organization_id=get_str(obj, "organization_id", w),
-            owner_id=get_str(obj, "owner_id", w),
+            id=req_resource_id(obj, "id", w),
+            organization_id=get_resource_id(obj, "organization_id", w),
+            owner_id=get_resource_id(obj, "owner_id", w),
             owner_username=opt_str(obj, "owner_username", w),
-            workspace_id=opt_str(obj, "workspace_id", w) or None,
-            agent_id=opt_str(obj, "agent_id", w) or None,
-            parent_chat_id=opt_str(obj, "parent_chat_id", w) or None,
-            root_chat_id=opt_str(obj, "root_chat_id", w) or None,
+            workspace_id=opt_resource_id(obj, "workspace_id", w),
+            agent_id=opt_resource_id(obj, "agent_id", w),
+            parent_chat_id=opt_resource_id(obj, "parent_chat_id", w),
+            root_chat_id=opt_resource_id(obj, "root_chat_id", w),
             last_model_config_id=opt_str(obj, "last_model_config_id", w) or None,
             last_reasoning_effort=opt_str(obj, "last_reasoning_effort", w) or None,
             title=get_str(obj, "title", w),
@@ -469,7 +471,8 @@ class ModelCatalog:
 
 @attrs.frozen(kw_only=True)
 class ActionToolCall:
-    """A pending client tool call; ``args`` is JSON *text* (wire 4.3)."""
+    """A pending client tool call; ``args`` is JSON *text* (wire 4.3). ``tool_call_id`` is
+    a non-empty tool-call id (wire 3.9)."""
 
     tool_call_id: str
     tool_name: str
@@ -487,8 +490,11 @@ class ActionToolCall:
             from .._json import js_stringify
 
             args = js_stringify(args)
+        call_id = req_str(obj, "tool_call_id", w)
+        if not call_id:
+            raise CoderProtocolError(f"malformed {w}: 'tool_call_id' is empty")
         return cls(
-            tool_call_id=req_str(obj, "tool_call_id", w),
+            tool_call_id=tool_call_id(call_id, w),
             tool_name=req_str(obj, "tool_name", w),
             args=args,
         )

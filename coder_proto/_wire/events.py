@@ -21,6 +21,7 @@ from .._json import REFUSED, long_digit_run, orjson_loads, orjson_unscanned
 from . import unicode as _unicode
 from .chats import ActionToolCall, ChatWatchEvent
 from .fields import get_dict, get_int, get_list, get_str, opt_int, opt_str, req_dict, slot_setter
+from .ids import check_resource_id
 from .message_parts import (
     ChatMessagePart,
     TextPart,
@@ -300,9 +301,24 @@ StreamEvent: TypeAlias = (
 )
 
 
+#: The last chat id an event named that passed the check: the events of a stream name their
+#: own chat, so the check runs once per stream rather than once per delta.
+_checked_chat_id = [""]
+
+
+def _check_chat_id(value: str) -> str:
+    """``value``, an event's ``chat_id``, when it is empty or an identifier (wire 3.9); an
+    invalid one is a ``CoderProtocolError``. The chat it names decides whether the event is
+    the stream's own (D31)."""
+    if value and value != _checked_chat_id[0]:
+        check_resource_id(value, "stream event", "chat_id")
+        _checked_chat_id[0] = value
+    return value
+
+
 def _chat_id(obj: dict[str, Any]) -> str:
     value = obj.get("chat_id")
-    return value if type(value) is str else ""
+    return _check_chat_id(value) if type(value) is str else ""
 
 
 def _message_part(obj: dict[str, Any]) -> MessagePartEvent:
@@ -340,7 +356,7 @@ def _message_part(obj: dict[str, Any]) -> MessagePartEvent:
     event.history_version = payload.get("history_version")
     event.generation_attempt = payload.get("generation_attempt")
     event.seq = payload.get("seq")
-    event.chat_id = chat_id if type(chat_id) is str else ""
+    event.chat_id = _check_chat_id(chat_id) if type(chat_id) is str else ""
     event.__class__ = MessagePartEvent  # type: ignore[assignment]
     return event  # type: ignore[return-value]
 
@@ -505,7 +521,11 @@ def _events_into(value: Any, out: list[StreamEvent]) -> bool:
                 event.history_version = payload.get("history_version")
                 event.generation_attempt = payload.get("generation_attempt")
                 event.seq = payload.get("seq")
-                event.chat_id = chat_id if type(chat_id) is str else ""
+                if type(chat_id) is not str:
+                    chat_id = ""
+                elif chat_id != _checked_chat_id[0]:
+                    _check_chat_id(chat_id)
+                event.chat_id = chat_id
                 event.__class__ = MessagePartEvent  # type: ignore[assignment]
                 append(event)  # type: ignore[arg-type]
                 continue

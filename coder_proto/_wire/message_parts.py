@@ -26,6 +26,7 @@ from .fields import (
     req_dict,
     slot_setter,
 )
+from .ids import check_resource_id, tool_call_id
 
 __all__ = [
     "ChatMessagePart",
@@ -370,7 +371,7 @@ def _reasoning(obj: dict[str, Any]) -> ReasoningPart:
 def _tool_call(obj: dict[str, Any]) -> ToolCallPart:
     w = "tool-call part"
     return ToolCallPart(
-        tool_call_id=get_str(obj, "tool_call_id", w),
+        tool_call_id=tool_call_id(get_str(obj, "tool_call_id", w), w),
         tool_name=get_str(obj, "tool_name", w),
         args=obj.get("args", MISSING),
         args_delta=opt_str(obj, "args_delta", w),
@@ -385,7 +386,7 @@ def _tool_call(obj: dict[str, Any]) -> ToolCallPart:
 def _tool_result(obj: dict[str, Any]) -> ToolResultPart:
     w = "tool-result part"
     return ToolResultPart(
-        tool_call_id=get_str(obj, "tool_call_id", w),
+        tool_call_id=tool_call_id(get_str(obj, "tool_call_id", w), w),
         tool_name=get_str(obj, "tool_name", w),
         result=obj.get("result", MISSING),
         result_delta=opt_str(obj, "result_delta", w),
@@ -409,10 +410,13 @@ def _source(obj: dict[str, Any]) -> SourcePart:
 
 def _file(obj: dict[str, Any]) -> FilePart:
     w = "file part"
+    file_id = opt_str(obj, "file_id", w)
+    if file_id:
+        check_resource_id(file_id, w, "file_id")
     return FilePart(
         media_type=get_str(obj, "media_type", w),
         name=opt_str(obj, "name", w),
-        file_id=opt_str(obj, "file_id", w),
+        file_id=file_id,
         data=opt_str(obj, "data", w),
         url=opt_str(obj, "url", w) or None,
     )

@@ -9,6 +9,7 @@ import attrs
 from .._constants import DEFAULT_CHAT_ERROR_MESSAGE
 from .._errors import CoderChatError
 from .fields import get_bool, get_list, get_str, opt_int, opt_str, req_dict, req_int
+from .ids import get_resource_id, message_id
 from .message_parts import ChatMessagePart, parse_parts
 
 __all__ = [
@@ -156,7 +157,8 @@ class ChatMessage:
     deployment; a revision re-sends the full snapshot under the same id.
 
     ``queued_message_id`` names the queue entry this user message was promoted from, on
-    servers that stamp promotions (D8). ``raw`` is the wire object as received.
+    servers that stamp promotions (D8). ``raw`` is the wire object as received. ``id`` and
+    ``chat_id`` are checked as identifiers (wire 3.9).
     """
 
     id: int
@@ -180,10 +182,10 @@ class ChatMessage:
         usage = obj.get("usage")
         queued = obj.get("queued_message_id")
         return cls(
-            id=msg_id,
+            id=message_id(msg_id, w, "id"),
             role=get_str(obj, "role", w),
             content=parse_parts(obj, "content", w),
-            chat_id=get_str(obj, "chat_id", w),
+            chat_id=get_resource_id(obj, "chat_id", w),
             created_at=get_str(obj, "created_at", w),
             created_by=opt_str(obj, "created_by", w),
             model_config_id=opt_str(obj, "model_config_id", w),
@@ -219,7 +221,8 @@ class ChatQueuedMessage:
     """An entry of a chat's queue; ``id`` is in the queue's own id space (wire 3.6).
 
     ``content`` is ``None`` when the key was absent or ``null`` (match any user message, D8);
-    ``raw_content`` keeps the wire list for canonical comparison.
+    ``raw_content`` keeps the wire list for canonical comparison. ``id`` and ``chat_id`` are
+    checked as identifiers (wire 3.9).
     """
 
     id: int
@@ -235,8 +238,8 @@ class ChatQueuedMessage:
         obj = req_dict(obj, w)
         content = get_list(obj, "content", w)
         return cls(
-            id=req_int(obj, "id", w),
-            chat_id=get_str(obj, "chat_id", w),
+            id=message_id(req_int(obj, "id", w), w, "id"),
+            chat_id=get_resource_id(obj, "chat_id", w),
             content=parse_parts(obj, "content", w) if content is not None else None,
             raw_content=content,
             created_at=get_str(obj, "created_at", w),

@@ -214,8 +214,8 @@ def test_a_client_that_waits_for_100_continue_gets_it_for_an_acceptable_body(
 def test_a_client_that_sends_the_whole_oversized_body_reads_the_413(
     server: FakeCoderServer,
 ) -> None:
-    """httpx writes the whole body before it reads: the server reads and drops the rest for a
-    moment after answering, so the answer is not lost to a reset."""
+    """httpx writes the whole body before it reads: the server reads none of it and closes,
+    httpx's write fails and it reads the answer that was sent before the close."""
     with httpx.Client(base_url=server.url, headers={"Coder-Session-Token": server.token}) as http:
         response = http.post(
             upload_target(server),
@@ -227,6 +227,35 @@ def test_a_client_that_sends_the_whole_oversized_body_reads_the_413(
         )
     assert response.status_code == 413
     assert response.json()["message"] == "File too large."
+
+
+@pytest.mark.parametrize("framing", ["content-length", "chunked"])
+def test_a_refused_upload_is_closed_at_once_not_read_to_its_end(
+    server: FakeCoderServer, framing: str
+) -> None:
+    """A sender that keeps writing after the 413 (a 1 GiB upload) finds the connection closed
+    once the socket buffers between them are full: the server reads nothing of a declared
+    gigabyte and at most 16 MiB more of a chunked body, where it used to read and drop
+    whatever came for a second (hundreds of megabytes from a fast sender)."""
+    raw = Raw(server)
+    chunk = b"x" * 65_536
+    try:
+        if framing == "chunked":
+            raw.head("POST", upload_target(server), {"Transfer-Encoding": "chunked"})
+            for _ in range(UPLOAD_LIMIT // len(chunk) + 1):  # past the limit: answered
+                raw.send(chunk)
+        else:
+            raw.head("POST", upload_target(server), {"Content-Length": str(1024**3)})
+        sent = 0
+        with pytest.raises(OSError):  # a reset or a broken pipe, once the buffers are full
+            while sent < 1024**3:
+                raw.sock.sendall(chunk)
+                sent += len(chunk)
+    finally:
+        raw.close()
+    # Besides what the server reads, loopback buffers hold a few MiB on both sides.
+    assert sent < 48 * 1024 * 1024, f"{sent / 2**20:.0f} MiB went into a refused upload"
+    assert last_record(server) == ("upload_chat_file", 413)
 
 
 def test_the_limits_are_the_models() -> None:

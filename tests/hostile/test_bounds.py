@@ -340,6 +340,18 @@ def test_a_wrong_upgrade_answer_is_reported_as_such(runtime: str) -> None:
     assert "parse" not in text.lower()
 
 
+@pytest.mark.timeout(60)
+def test_an_answer_nested_100000_deep_is_reported_as_such(runtime: str) -> None:
+    """Not as "expected a JSON object, got NoneType": the message names the nesting and its
+    limit."""
+    deep = cases._answer(response(200, b"[" * 100_000 + b"]" * 100_000))
+    with HostileServer(deep) as server:
+        out = call(runtime, server.url, "get_chat", "c1")
+    assert isinstance(out.error, CoderProtocolError), repr(out.error)
+    assert "the body is JSON nested too deeply" in str(out.error)
+    assert "recursion limit" in str(out.error) and "NoneType" not in str(out.error)
+
+
 # -- the fake server's own limits ----------------------------------------------------------------
 
 

@@ -180,6 +180,19 @@ def _deep_frame(conn: Conn, head: bytes) -> None:
     conn.drain()
 
 
+def _invalid_chat_id(conn: Conn, head: bytes) -> None:
+    """An event whose chat id is not one (wire 3.9): the frame is refused, not taken as
+    another chat's event to be dropped (D31) while the turn waits."""
+    accept(conn, head)
+    conn.send(
+        events(
+            {"type": "status", "chat_id": CHAT_ID + "\r\n", "status": {"status": "running"}},
+        )
+        + answer_text("too late")
+    )
+    conn.drain()
+
+
 def _binary_then_answer(conn: Conn, head: bytes) -> None:
     accept(conn, head)
     conn.send(frame(b"\x00\x01", opcode=0x2) + answer_text("after binary"))
@@ -291,6 +304,7 @@ WS_CASES: list[WsCase] = [
     WsCase("frame-masked-by-server", _masked_frame),
     WsCase("frame-not-json", _not_json),
     WsCase("frame-deep-nesting", _deep_frame),
+    WsCase("event-invalid-chat-id", _invalid_chat_id, forbidden="too late"),
     WsCase("close-frame-mid-turn", _close_frame_mid_turn),
     WsCase("binary-frame-then-answer", _binary_then_answer, text="after binary"),
     WsCase("fragmented-answer-with-ping", _fragmented_answer, text="in three pieces"),
