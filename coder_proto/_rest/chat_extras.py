@@ -20,6 +20,7 @@ from .._constants import V2_PREFIX
 from .._errors import CoderAgentError, CoderProtocolError
 from .._wire.chats import Chat, ChatInputPart, input_part_to_json
 from .._wire.fields import get_list, get_str, opt_str, req_dict, req_int, req_str
+from .._wire.ids import message_id, req_resource_id
 from .._wire.messages import ChatMessage, parse_messages
 from .http import HttpRequest, HttpResponse
 from .routes import _chat_route, _seg, _shape, check_chat_id, check_positive_id
@@ -85,7 +86,7 @@ class EditedMessage:
         return cls(
             message=ChatMessage.from_json(req_dict(obj.get("message"), f"{w}.message")),
             messages=parse_messages(obj, "messages", w),
-            deleted_message_ids=tuple(deleted),
+            deleted_message_ids=tuple(message_id(i, w, "deleted_message_ids") for i in deleted),
             warnings=_text_tuple(obj, "warnings", w),
         )
 
@@ -102,7 +103,7 @@ class ChatPrompt:
     def from_json(cls, obj: Any) -> ChatPrompt:
         w = "chat prompt"
         obj = req_dict(obj, w)
-        return cls(id=req_int(obj, "id", w), text=get_str(obj, "text", w))
+        return cls(id=message_id(req_int(obj, "id", w), w, "id"), text=get_str(obj, "text", w))
 
 
 @attrs.frozen(kw_only=True)
@@ -123,7 +124,7 @@ class ChatDiff:
         w = "chat diff"
         obj = req_dict(obj, w)
         return cls(
-            chat_id=req_str(obj, "chat_id", w),
+            chat_id=req_resource_id(obj, "chat_id", w),
             diff=get_str(obj, "diff", w),
             provider=opt_str(obj, "provider", w),
             remote_origin=opt_str(obj, "remote_origin", w),
