@@ -203,3 +203,23 @@ def test_chat_reads_labels_pin_order_and_children() -> None:
     assert hash(built) == hash(
         Chat(id="root", labels={"other": "b"}, pin_order=2, children=(Chat(id="kid"),))
     )
+
+
+@pytest.mark.parametrize(
+    ("parse", "obj"),
+    [
+        (ops.ChatPrompt.from_json, {"id": 0, "text": "a"}),
+        (ops.ChatDiff.from_json, {"chat_id": "../c1", "diff": ""}),
+        (
+            ops.EditedMessage.from_json,
+            {
+                "message": {"id": 4, "chat_id": "c1", "role": "user", "content": []},
+                "deleted_message_ids": [4, -1],
+            },
+        ),
+    ],
+)
+def test_identifiers_in_the_extra_routes_answers_are_checked(parse: Any, obj: Any) -> None:
+    """Wire 3.9: a message id under 1 or a chat id that is not an identifier is refused."""
+    with pytest.raises(CoderProtocolError):
+        parse(obj)
