@@ -1286,6 +1286,28 @@ def test_the_first_streamed_error_part_is_the_settles_error() -> None:
     assert settle.error == {"name": "CoderChatError", "message": "first"}
 
 
+def test_the_first_error_stays_the_settles_error_across_deliveries() -> None:
+    """wire 11: ``segment:settle`` reports the first error part the consumer saw, also when
+    a later delivery brings another (from a reader that hands on error events without their
+    status; the real reader holds such events back, D34)."""
+    h = Harness(
+        transport="scripted-client",
+        stream_batches=[
+            [
+                error_event("first"),
+                status("requires_action"),  # ends the peek: "first" is delivered alone
+                delta("x"),
+                error_event("second"),
+                status("error"),
+            ]
+        ],
+    )
+    turn = h.segment("hi", mode="stream")
+    assert str(result_of(turn).error) == "second"
+    (settle,) = settles(h)
+    assert settle.error == {"name": "CoderChatError", "message": "first"}
+
+
 def test_d34_an_error_the_connection_outlived_never_reaches_the_consumer() -> None:
     """A held error event followed by a later frame was neither the session's error nor
     the run's: dropped; the run's error is the one its status error comes with."""
