@@ -20,7 +20,7 @@ unparseable frame, WebSocket violation  ``CoderProtocolError`` "failed to parse 
                                         frame" (C.2.3)
 untrackable deltas outstanding          ``CoderStreamError`` reason ``untrackable-deltas``
                                         (C.2.4, D14)
-a held ``error`` event, then the end      a failed connection like any other (D34): counted,
+a held ``error`` event, then the end    a failed connection like any other (D34): counted,
                                         redialed; the server's message is in the final
                                         ``CoderStreamError`` if the budget runs out
 5th ending without progress             ``CoderStreamError`` reason
@@ -275,7 +275,7 @@ class StreamReader:
         #: The dial attempt whose foreign event was logged (D31: once per connection).
         self._foreign_warned: int | None = None
         # D34, per connection: whether the last status was ``error`` (error events are then
-        # the run's), and the error event held back.
+        # the run's), and the error events held back.
         self._run_failed = False
         self._held: list[ErrorEvent] = []
         #: Hears each upgrade sent and every event the connections decoded (a transcript
