@@ -73,6 +73,12 @@ async def _drops(server: FakeCoderServer, agent: CoderAgent) -> None:
     await agent.generate("drop")
 
 
+async def _session_error(server: FakeCoderServer, agent: CoderAgent) -> None:
+    server.config.scripts.push(Script([Say("Streamed after a failed stream session.", chunk=3)]))
+    server.faults.fail_snapshots(times=1)  # D34: a dropped connection, redialed
+    await agent.generate("session")
+
+
 async def _two_turns(server: FakeCoderServer, agent: CoderAgent) -> None:
     server.config.scripts.push(Script([Say("First.")]))
     server.config.scripts.push(Script([Say("Second.")]))
@@ -109,6 +115,7 @@ SCENARIOS: dict[str, tuple[Scenario, dict[str, Any]]] = {
     "client_tool_loop": (_tool_loop, {}),
     "server_tools": (_server_tools, {}),
     "drops_and_redials": (_drops, {}),
+    "session_error": (_session_error, {}),
     "two_turns": (_two_turns, {}),
     "lost_action_required": (_lost_action_required, {}),
     "error": (_error, {}),

@@ -4,7 +4,7 @@ Docstrings and comments name the rule they implement (``D22``, ``C.3``, ``wire 1
 ``server-behaviour 2.2``, ``docs/durable-workflows.md "Shape each step"``); ``docs/README.md``
 lists the label forms and the page each one points at. This module reads the prose of every
 Python source (comments, strings except bytes, and ``test_`` function names), finds the labels
-and checks each against the anchors of its page, so a typo (``D34``, ``C.9``, ``wire 13``) or a
+and checks each against the anchors of its page, so a typo (``D99``, ``C.9``, ``wire 13``) or a
 section that moved fails here. It also fails on references to documents that are not in the
 repository, and on a rule label in text the library shows its users (exception messages, log
 lines, CLI help).
@@ -500,7 +500,7 @@ def test_test_names_carry_labels() -> None:
 @pytest.mark.parametrize(
     "text",
     [
-        "D34",
+        "D99",
         "D0",
         "D24-D21",
         "C.9",

@@ -367,6 +367,7 @@ def test_other_event_types_are_forwarded_without_progress_b2_d15() -> None:
         {"type": "history_reset", "chat_id": CHAT},
         {"type": "preview_reset", "chat_id": CHAT},
         {"type": "brand_new_event", "chat_id": CHAT},
+        status("error"),
         {"type": "error", "chat_id": CHAT, "error": {"message": "boom"}},
     )
     assert [type(e) for e in net.popped()] == [
@@ -375,6 +376,7 @@ def test_other_event_types_are_forwarded_without_progress_b2_d15() -> None:
         HistoryResetEvent,
         PreviewResetEvent,
         UnknownEvent,
+        StatusEvent,
         ErrorEvent,
     ]
     assert all(v[2] for v in verdicts(recorder))
@@ -1134,3 +1136,179 @@ def test_an_answered_upgrade_clears_the_dial_bound_d29() -> None:
     assert reader.next_deadline() is None
     net.advance(3600)
     assert reader.state == "open"
+
+
+# -- session errors (D34) ----------------------------------------------------------------------
+
+SNAPSHOT_FAILED = "failed to load initial snapshot"
+
+
+def session_error(message: str = SNAPSHOT_FAILED) -> dict[str, Any]:
+    """The real server's session error: no ``kind``, ``retryable`` false (D34)."""
+    return {"type": "error", "chat_id": CHAT, "error": {"message": message, "retryable": False}}
+
+
+def test_d34_an_error_event_then_the_close_is_a_failed_connection() -> None:
+    """The stream session failed on the server: nothing is forwarded, the ending counts like
+    any other (C.2.5) and says what the server said; the redial then makes progress."""
+    reader, net, recorder = observed()
+    net.accept()
+    net.frame(session_error())
+    assert net.popped() == []
+    assert verdicts(recorder) == []  # held: not yet decided
+    net.server_close(1000)
+    assert net.popped() == []
+    assert verdicts(recorder) == [(1, "error", False)]
+    assert reader.state == "backoff"
+    assert reader.consecutive_failures == 1
+    (redial,) = recorder.of(WsRedialEvent)
+    assert redial.consecutive_failures == 1
+    net.sleep_backoff()
+    net.accept()
+    net.frame(status("running"), delta("a", 1))
+    assert [type(e) for e in net.popped()] == [StatusEvent, MessagePartEvent]
+    assert reader.consecutive_failures == 0
+
+
+@pytest.mark.parametrize("end", ["close", "drop", "failed"])
+def test_d34_the_budget_error_carries_the_servers_message(end: str) -> None:
+    reader, net, recorder = observed(after_id=3, policy=BackoffPolicy(max_consecutive_failures=2))
+    for attempt in (1, 2):
+        if attempt == 2:
+            net.sleep_backoff()
+        net.accept()
+        net.frame(session_error("failed to subscribe to chat updates"))
+        if end == "close":
+            net.server_close(1000)
+        elif end == "drop":
+            net.drop()
+        else:
+            reader.connection_failed(net.conn, "reset by peer", net.now)
+            net.pump()
+    assert net.popped() == []
+    error = reader.error
+    assert isinstance(error, CoderStreamError)
+    assert error.reason == "redial-budget-exhausted"
+    assert error.message == budget_exhausted_message(
+        reader.path, 2, "failed to subscribe to chat updates"
+    )
+    assert error.message.endswith(
+        "; the last one ended with the server's stream error: failed to subscribe to chat updates"
+    )
+    cause = error.__cause__
+    assert isinstance(cause, CoderNetworkError)
+    assert cause.message.endswith(
+        "after a stream session error: failed to subscribe to chat updates"
+    )
+    assert verdicts(recorder) == [(1, "error", False), (2, "error", False)]
+
+
+def test_d34_a_run_error_after_its_status_is_forwarded_at_once() -> None:
+    """D2's order: the status first, the error behind it, in one frame or the next."""
+    reader, net, _ = observed()
+    net.accept()
+    net.frame(status("error"), session_error("provider down"))
+    assert [type(e) for e in net.popped()] == [StatusEvent, ErrorEvent]
+    net.frame(session_error("again"))
+    assert [type(e) for e in net.popped()] == [ErrorEvent]
+    net.server_close(1000)
+    assert reader.consecutive_failures == 1
+    assert reader._last_failure is not None
+    assert "session error" not in reader._last_failure.message
+
+
+def test_d34_a_status_error_later_in_the_frame_makes_held_errors_the_runs() -> None:
+    """The reference's order (error, then status) and anything between: the held errors go
+    out, in order, just before the status."""
+    _reader, net, recorder = observed()
+    net.accept()
+    net.frame(
+        status("running"),
+        session_error("first"),
+        delta("x", 1),
+        session_error("second"),
+        status("error"),
+    )
+    popped = net.popped()
+    assert [type(e) for e in popped] == [
+        StatusEvent,
+        MessagePartEvent,
+        ErrorEvent,
+        ErrorEvent,
+        StatusEvent,
+    ]
+    assert [e.error.message for e in popped if type(e) is ErrorEvent] == ["first", "second"]
+    assert verdicts(recorder) == [
+        (1, "status", True),
+        (1, "message_part", True),
+        (1, "error", True),
+        (1, "error", True),
+        (1, "status", True),
+    ]
+
+
+def test_d34_a_status_error_opening_the_next_frame_releases_the_held_error() -> None:
+    _reader, net, _ = observed()
+    net.accept()
+    net.frame(session_error("boom"))
+    net.frame(status("error"))
+    assert [type(e) for e in net.popped()] == [ErrorEvent, StatusEvent]
+
+
+def test_d34_a_connection_that_goes_on_drops_the_held_error(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The session survived and no run error came: the error was neither; a warning says
+    so, and the connection's later ending is an ordinary one."""
+    reader, net, recorder = observed()
+    net.accept()
+    net.frame(session_error("relay gone"))
+    net.frame({"type": "mystery", "chat_id": "another-chat"})  # another chat's: undecided
+    assert net.popped() == []
+    with caplog.at_level(logging.WARNING, logger="coder_proto"):
+        net.frame(status("running"), session_error("later"))
+    assert [type(e) for e in net.popped()] == [StatusEvent]
+    assert "sent an error event (relay gone) and went on" in caplog.text
+    assert verdicts(recorder)[:2] == [(1, "mystery", False), (1, "error", False)]
+    net.frame(delta("x", 1))
+    assert [type(e) for e in net.popped()] == [MessagePartEvent]
+    net.server_close(1000)
+    assert reader._last_failure is not None
+    assert "session error" not in reader._last_failure.message
+
+
+def test_d34_an_error_without_a_payload_is_a_session_error_too() -> None:
+    reader, net, _ = observed(policy=BackoffPolicy(max_consecutive_failures=1))
+    net.accept()
+    net.frame({"type": "error", "chat_id": CHAT})
+    net.server_close(1000)
+    assert isinstance(reader.error, CoderStreamError)
+    assert reader.error.message.endswith("an error event without a payload")
+
+
+def test_d34_held_errors_do_not_outlive_a_parse_failure_or_a_stop() -> None:
+    reader, net, recorder = observed()
+    net.accept()
+    net.frame(session_error())
+    net.feed(net.server.text("{not json"))
+    assert isinstance(reader.error, CoderProtocolError)
+    assert verdicts(recorder) == [(1, "error", False)]
+    assert net.popped() == []
+
+    reader, net, recorder = observed()
+    net.accept()
+    net.frame(session_error())
+    reader.close(net.now)
+    net.pump()
+    assert reader.done and reader.error is None
+    assert verdicts(recorder) == [(1, "error", False)]
+    assert net.popped() == []
+
+
+def test_d34_a_protocol_violation_after_a_held_error_is_a_parse_failure() -> None:
+    reader, net, recorder = observed()
+    net.accept()
+    net.frame(session_error())
+    net.feed(b"\x8f\x80" + b"\x00" * 4)  # a masked server frame with a reserved opcode
+    assert isinstance(reader.error, CoderProtocolError)
+    assert verdicts(recorder) == [(1, "error", False)]

@@ -12,6 +12,8 @@ snapshot, every committed snapshot so far, then the current episode's deltas fro
 * J.17: without progress the waits are 1, 2, 4, 8 s and the 5th ending raises
   ``CoderStreamError``; any progress restarts at the first step;
 * J.18: a ``message`` is never suppressed;
+* D34: a stream session error (one ``error`` event, then the close) is a failed connection
+  like any other, counted in the same schedule, and never forwarded;
 * the reader is always in a defined state.
 
 The fuzz properties feed arbitrary bytes and arbitrary JSON: nothing escapes, and a failure
@@ -38,7 +40,7 @@ from coder_proto import (
 from coder_proto._actions import CloseConnection, OpenConnection, SendData
 from coder_proto._stream.reader import BackoffPolicy, StreamReader
 from coder_proto._transport_events import TransportEventSink
-from coder_proto._wire import MessageEvent, MessagePartEvent
+from coder_proto._wire import ErrorEvent, MessageEvent, MessagePartEvent
 from tests.test_reader import CHAT, Net, delta, snapshot, status
 from tests.test_websocket import ServerSide
 
@@ -181,6 +183,31 @@ class ReaderMachine(RuleBasedStateMachine):
         self._ended()
 
     @precondition(lambda self: self.in_backoff)
+    @rule(clean=st.booleans())
+    def session_error(self, clean: bool) -> None:
+        """D34: the server cannot set up the stream session: the connection's whole snapshot
+        is one ``error`` event, then it closes. A failed connection like any other; the
+        error is never forwarded."""
+        self.net.sleep_backoff()
+        self.net.accept()
+        self.net.frame(
+            {
+                "type": "error",
+                "chat_id": CHAT,
+                "error": {"message": "failed to load initial snapshot", "retryable": False},
+            }
+        )
+        if clean:
+            self.net.server_close(1000)
+        else:
+            self.net.drop()
+        self._ended()
+        if self.failures >= 5:
+            error = self.reader.error
+            assert error is not None
+            assert error.message.endswith(": failed to load initial snapshot")
+
+    @precondition(lambda self: self.in_backoff)
     @rule(status_code=st.sampled_from([400, 401, 403, 404]))
     def terminal_rejection(self, status_code: int) -> None:
         self.net.sleep_backoff()
@@ -262,6 +289,11 @@ class ReaderMachine(RuleBasedStateMachine):
             if e.forwarded
         ]
         assert forwarded == self.originals
+
+    @invariant()
+    def d34_session_errors_are_never_forwarded(self) -> None:
+        assert not [e for e in self.ws_events if isinstance(e.event, ErrorEvent) and e.forwarded]
+        assert not [e for e in self.reader.events if isinstance(e, ErrorEvent)]
 
     @invariant()
     def j18_messages_are_never_suppressed(self) -> None:

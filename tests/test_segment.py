@@ -697,8 +697,10 @@ def test_stream_mode_reports_an_error_event_and_its_batched_status() -> None:
 def test_generate_mode_raises_the_error_payload() -> None:
     h = Harness()
     turn = h.segment("hi", mode="generate")
-    h.send(error_event("rate limited", detail="slow down", kind="rate_limit", status_code=429))
-    assert not turn.done or isinstance(turn.error, CoderChatError)
+    h.send(
+        status("error"),
+        error_event("rate limited", detail="slow down", kind="rate_limit", status_code=429),
+    )
     assert isinstance(turn.error, CoderChatError)
     assert str(turn.error) == "rate limited: slow down"
     assert (turn.error.kind, turn.error.status_code, turn.error.chat_id) == (
@@ -706,8 +708,51 @@ def test_generate_mode_raises_the_error_payload() -> None:
         429,
         CHAT,
     )
-    # No terminal status was batched with it: the unsettled run is interrupted once.
+    assert interrupts(h) == 0
+
+
+def test_an_error_part_without_a_terminal_status_interrupts_the_run_once() -> None:
+    """A reader that hands on an error event with no terminal status behind it (the real
+    reader never does, D34): generate mode raises it, and the run, not known to be over, is
+    interrupted once."""
+    h = Harness(transport="scripted-client", stream_batches=[[error_event("rate limited")]])
+    turn = h.segment("hi", mode="generate")
+    assert isinstance(turn.error, CoderChatError) and str(turn.error) == "rate limited"
     assert interrupts(h) == 1
+
+
+def test_d34_a_session_error_redials_and_the_turn_completes() -> None:
+    """The server's stream session failed ("failed to load initial snapshot", no kind,
+    not retryable) and it closed the socket: no error reaches the caller, the reader
+    redials after the backoff and the turn ends normally on the new connection."""
+    h = Harness()
+    turn = h.segment("hi", mode="stream")
+    h.send(error_event("failed to load initial snapshot", retryable=False))
+    h.driver.sockets[-1].close(1000)
+    assert not turn.done
+    h.advance(1.0)
+    h.send(status("running"), delta("hello"))
+    settle_ok(h, text="hello")
+    result = result_of(turn)
+    assert (result.text, result.finish_reason, result.error) == ("hello", "stop", None)
+    assert not [p for p in turn.parts if isinstance(p, ErrorPart)]
+    assert len(h.driver.sockets) == 2
+    assert interrupts(h) == 0
+
+
+def test_d34_session_errors_past_the_budget_raise_the_servers_message() -> None:
+    h = Harness()
+    turn = h.segment("hi", mode="generate")
+    for attempt in range(5):
+        if attempt:
+            h.advance(2.0**attempt)
+        h.send(error_event("failed to subscribe to chat updates", retryable=False))
+        h.driver.sockets[-1].close(1000)
+    h.advance(0.0)
+    assert isinstance(turn.error, CoderStreamError)
+    assert turn.error.message.endswith(
+        "the last one ended with the server's stream error: failed to subscribe to chat updates"
+    )
 
 
 def test_a_status_error_followed_by_its_error_event_raises_that_payload() -> None:
@@ -1241,9 +1286,31 @@ def test_the_first_streamed_error_part_is_the_settles_error() -> None:
     assert settle.error == {"name": "CoderChatError", "message": "first"}
 
 
-def test_the_first_error_stays_the_settles_error_across_frames() -> None:
+def test_the_first_error_stays_the_settles_error_across_deliveries() -> None:
     """wire 11: ``segment:settle`` reports the first error part the consumer saw, also when
-    a later frame brings another."""
+    a later delivery brings another (from a reader that hands on error events without their
+    status; the real reader holds such events back, D34)."""
+    h = Harness(
+        transport="scripted-client",
+        stream_batches=[
+            [
+                error_event("first"),
+                status("requires_action"),  # ends the peek: "first" is delivered alone
+                delta("x"),
+                error_event("second"),
+                status("error"),
+            ]
+        ],
+    )
+    turn = h.segment("hi", mode="stream")
+    assert str(result_of(turn).error) == "second"
+    (settle,) = settles(h)
+    assert settle.error == {"name": "CoderChatError", "message": "first"}
+
+
+def test_d34_an_error_the_connection_outlived_never_reaches_the_consumer() -> None:
+    """A held error event followed by a later frame was neither the session's error nor
+    the run's: dropped; the run's error is the one its status error comes with."""
     h = Harness()
     turn = h.segment("hi", mode="stream")
     h.send(error_event("first"))
@@ -1252,7 +1319,7 @@ def test_the_first_error_stays_the_settles_error_across_frames() -> None:
     h.send(status("error"))
     assert str(result_of(turn).error) == "second"
     (settle,) = settles(h)
-    assert settle.error == {"name": "CoderChatError", "message": "first"}
+    assert settle.error == {"name": "CoderChatError", "message": "second"}
 
 
 def test_a_stream_error_without_a_chat_id_is_stamped_with_the_turns() -> None:

@@ -459,6 +459,57 @@ def test_j24_events_buffered_while_paused_are_delivered_once_in_order(
     assert result.finish_reason == "stop"
 
 
+# -- D34: session errors are drops -------------------------------------------------------------------
+
+
+@PROPERTY
+@given(
+    chunks=st.lists(st.text(alphabet="ab ", min_size=1, max_size=3), min_size=1, max_size=8),
+    outages=st.lists(st.tuples(st.integers(1, 8), st.integers(0, 3)), max_size=3),
+    at_start=st.integers(0, 3),
+    mode=st.sampled_from(["stream", "generate"]),
+)
+def test_d34_text_is_delivered_exactly_once_across_stream_session_errors(
+    chunks: list[str], outages: list[tuple[int, int]], at_start: int, mode: str
+) -> None:
+    """D34: the server's stream session errors (one ``error`` event, then the close), on the
+    first dial and on redials after drops mid-generation, are dropped connections: the turn
+    ends normally with its text exactly once and no error part."""
+    session_failed = error_event("failed to load initial snapshot", retryable=False)
+    h = Harness()
+    turn = h.segment("hi", mode=mode)
+
+    def fail_sessions(count: int) -> None:
+        for _ in range(count):
+            h.send(session_failed)
+            h.driver.sockets[-1].close(1000)
+            h.advance(8.0)  # past any backoff a budget of five allows here
+
+    generation = [delta(text, seq) for seq, text in enumerate(chunks, start=1)]
+    # Each drop comes after fresh deltas (progress), so a drop and its session errors stay
+    # within the budget of five endings in a row.
+    cuts = {min(at, len(generation)): count for at, count in outages}
+    fail_sessions(at_start)
+    sent = 0
+    h.send(status("running"))
+    for at in sorted(cuts):
+        h.send(*generation[sent:at])
+        sent = at
+        h.socket.drop(1006)
+        h.driver.settle()
+        h.advance(1.0)
+        fail_sessions(cuts[at])
+        h.send(status("running"), *generation[:sent])  # the episode replayed from seq 1
+    if sent < len(generation):
+        h.send(*generation[sent:])
+    h.send(message(2, "".join(chunks)), status("waiting"))
+    result = turn.result()
+    assert result.text == "".join(chunks)
+    assert (result.finish_reason, result.error) == ("stop", None)
+    if mode == "stream":
+        assert [p for p in turn.parts if type(p).__name__ == "ErrorPart"] == []
+
+
 # -- garbage in, typed errors out ---------------------------------------------------------------------
 
 JSON = st.recursive(

@@ -20,10 +20,24 @@ unparseable frame, WebSocket violation  ``CoderProtocolError`` "failed to parse 
                                         frame" (C.2.3)
 untrackable deltas outstanding          ``CoderStreamError`` reason ``untrackable-deltas``
                                         (C.2.4, D14)
+a held ``error`` event, then the end    a failed connection like any other (D34): counted,
+                                        redialed; the server's message is in the final
+                                        ``CoderStreamError`` if the budget runs out
 5th ending without progress             ``CoderStreamError`` reason
                                         ``redial-budget-exhausted`` (C.2.6)
 any other ending                        ``ws:redial``, wait ``backoff``, dial again (C.2.7)
 ======================================  ====================================================
+
+**Session errors (D34).** The server answers a stream whose first snapshot it cannot load, or
+whose chat it cannot subscribe to, with one ``error`` event and then closes; the run goes on.
+A run's own error always comes with ``status: error`` (D2). So an ``error`` event is forwarded
+only when this connection's last status is ``error``, or when a ``status: error`` follows it
+in the same frame (then it goes out just before that status). Any other ``error`` event is
+held back: when the connection then ends it was the session's error, and the ending counts as
+a failed connection (C.2.5) whose failure carries the server's message. When the connection
+goes on instead, the first event of a later frame decides: a ``status: error`` makes the held
+event the run's error (forwarded before it); anything else means the session survived, and
+the held event is dropped with a warning.
 """
 
 from __future__ import annotations
@@ -42,6 +56,7 @@ from .._constants import (
     REDIAL_BACKOFF_CAP,
     REDIAL_BACKOFF_MULTIPLIER,
     REDIAL_INITIAL_BACKOFF,
+    STATUS_ERROR,
     TRANSIENT_UPGRADE_STATUSES,
 )
 from .._errors import CoderAgentError, CoderNetworkError, CoderProtocolError, CoderStreamError
@@ -57,7 +72,14 @@ from .._transport_events import (
     WsOpenEvent,
     WsRedialEvent,
 )
-from .._wire.events import MessageEvent, MessagePartEvent, StreamEvent, parse_frame
+from .._wire.events import (
+    ErrorEvent,
+    MessageEvent,
+    MessagePartEvent,
+    StatusEvent,
+    StreamEvent,
+    parse_frame,
+)
 from .websocket import (
     CLOSE_NORMAL,
     WebSocketClient,
@@ -95,12 +117,22 @@ STREAM_OP: Final = "stream_events"
 ABNORMAL_CLOSURE: Final = 1006
 
 
-def budget_exhausted_message(path: str, failures: int) -> str:
-    """wire 5 item 5, verbatim."""
-    return (
+def budget_exhausted_message(path: str, failures: int, server_message: str | None = None) -> str:
+    """wire 5 item 5, verbatim; when the last connection ended on a session error (D34), the
+    server's message follows."""
+    message = (
         f"Coder chat stream {path} could not be (re-)established after {failures} "
         "consecutive connection failures without progress"
     )
+    if server_message is not None:
+        message += f"; the last one ended with the server's stream error: {server_message}"
+    return message
+
+
+def session_error_message(event: ErrorEvent) -> str:
+    """The server's message of a session error (D34)."""
+    error = event.error
+    return error.message if error is not None else "an error event without a payload"
 
 
 @attrs.frozen(kw_only=True)
@@ -242,6 +274,10 @@ class StreamReader:
         self._untrackable = False
         #: The dial attempt whose foreign event was logged (D31: once per connection).
         self._foreign_warned: int | None = None
+        # D34, per connection: whether the last status was ``error`` (error events are then
+        # the run's), and the error events held back.
+        self._run_failed = False
+        self._held: list[ErrorEvent] = []
         #: Hears each upgrade sent and every event the connections decoded (a transcript
         #: recorder), or ``None``.
         self.observer: WsObserver | None = None
@@ -359,6 +395,7 @@ class StreamReader:
         client = self._client
         self.state = DONE
         self._deadline = None
+        self._take_held()
         if client is not None:
             client.close(CLOSE_NORMAL)
             self._release()
@@ -368,6 +405,7 @@ class StreamReader:
 
     def _dial(self, now: float) -> None:
         self.attempt += 1
+        self._run_failed = False
         sink = self._sink
         if sink is not None:
             sink.emit(
@@ -442,6 +480,7 @@ class StreamReader:
                 return
             else:
                 assert type(ws_event) is WsFailed
+                self._take_held()
                 self._release()
                 self._emit_error(ws_event.message)
                 self._emit_close(None, None)
@@ -463,6 +502,7 @@ class StreamReader:
             client = self._client
             assert client is not None  # frames only arrive on a live connection
             client.close(CLOSE_NORMAL)
+            self._take_held()
             self._release()
             self._emit_error(PARSE_FAILURE_MESSAGE)
             self._emit_close(None, None)
@@ -480,6 +520,8 @@ class StreamReader:
         last_hv, last_ga, last_seq = self._last_hv, self._last_ga, self._last_seq
         progress = 0
         own = self.chat_id
+        if self._held:
+            self._resolve_held(decoded)
         for event in decoded:
             forwarded = True
             ignored = False
@@ -519,6 +561,15 @@ class StreamReader:
                     # The commit finalised the outstanding deltas into snapshots (B.2).
                     self._max_committed_id = message_id
                     self._untrackable = False
+            elif type(event) is StatusEvent:
+                self._run_failed = event.status == STATUS_ERROR
+                if self._run_failed and self._held:
+                    # D34: a status error after held errors: they were the run's (D2 peek).
+                    self._release_held()
+            elif type(event) is ErrorEvent and not self._run_failed:
+                # D34: no status error before it; held until its frame or connection tells.
+                self._held.append(event)
+                continue
             if sink is not None:
                 if progress:
                     # A handler observes the reader as of this event.
@@ -545,6 +596,54 @@ class StreamReader:
             self.backoff = self.policy.initial
         return self._client is not None
 
+    # -- session errors (D34) --------------------------------------------------------------
+
+    def _resolve_held(self, decoded: list[StreamEvent]) -> None:
+        """A later frame arrived while error events are held: its first event of this chat
+        decides. A status ``error`` makes them the run's errors (the status branch releases
+        them); anything else means the session went on, and they are dropped."""
+        own = self.chat_id
+        for event in decoded:
+            if event.chat_id and event.chat_id != own:
+                continue
+            if not (type(event) is StatusEvent and event.status == STATUS_ERROR):
+                self._drop_held()
+            return
+
+    def _release_held(self) -> None:
+        """Forward the held error events, just before the status error that makes them the
+        run's."""
+        held = self._held
+        self._held = []
+        for event in held:
+            self._emit_event(event, forwarded=True)
+            self.events.append(event)
+
+    def _drop_held(self) -> None:
+        """The connection went on after the held error events without failing the run: they
+        were neither the session's error nor the run's. Dropped, with a warning."""
+        held = self._held
+        self._held = []
+        for event in held:
+            self._emit_event(event, forwarded=False)
+        logger.warning(
+            "chat %s: the stream sent an error event (%s) and went on without a run error; "
+            "ignoring it",
+            self.chat_id,
+            session_error_message(held[-1]),
+        )
+
+    def _take_held(self) -> str | None:
+        """The connection ended: the held error event was the session's error (D34). Returns
+        the server's message (of the last one held), or ``None`` when nothing was held."""
+        held = self._held
+        if not held:
+            return None
+        self._held = []
+        for event in held:
+            self._emit_event(event, forwarded=False)
+        return session_error_message(held[-1])
+
     def _progress(self, count: int) -> None:
         """Forward progress (B.2): ``count`` more events; the budget and backoff restart."""
         self.progress_events += count
@@ -552,6 +651,7 @@ class StreamReader:
         self.backoff = self.policy.initial
 
     def _on_closed(self, event: WsClosed, now: float) -> None:
+        server_message = self._take_held()
         self._release()
         code = event.code
         if code is None:
@@ -562,25 +662,29 @@ class StreamReader:
             description = f"chat stream closed by the server (code {code})"
             if event.reason:
                 description += f": {event.reason}"
+        if server_message is not None:
+            description += f" after a stream session error: {server_message}"
         self._ended(
             CoderNetworkError(description, method="GET", path=self.path, chat_id=self.chat_id),
             now,
+            server_message,
         )
 
     def _fail_dial(self, message: str, now: float) -> None:
-        """The dial failed (the connection, or its upgrade in time): release the socket,
-        report the error and the abnormal close, and end the attempt with a network error."""
+        """The dial failed (the connection, or its upgrade in time), or an open connection
+        failed: release the socket, report the error and the abnormal close, and end the
+        attempt with a network error."""
+        server_message = self._take_held()
         self._release()
         self._emit_error(message)
         self._emit_close(ABNORMAL_CLOSURE, None)
+        description = f"chat stream connection failed: {message}"
+        if server_message is not None:
+            description += f" after a stream session error: {server_message}"
         self._ended(
-            CoderNetworkError(
-                f"chat stream connection failed: {message}",
-                method="GET",
-                path=self.path,
-                chat_id=self.chat_id,
-            ),
+            CoderNetworkError(description, method="GET", path=self.path, chat_id=self.chat_id),
             now,
+            server_message,
         )
 
     def _on_rejected(self, event: WsRejected, now: float) -> None:
@@ -602,8 +706,11 @@ class StreamReader:
         error.__cause__ = cause
         self._fail(error)
 
-    def _ended(self, failure: CoderAgentError, now: float) -> None:
-        """C.2 steps 4-7 for a connection that ended without a terminal verdict of its own."""
+    def _ended(
+        self, failure: CoderAgentError, now: float, server_message: str | None = None
+    ) -> None:
+        """C.2 steps 4-7 for a connection that ended without a terminal verdict of its own;
+        ``server_message`` is the server's message when it ended on a session error (D34)."""
         if self.state == DONE:  # the consumer closed the reader meanwhile (C.2.1)
             return
         if self._untrackable:
@@ -632,7 +739,7 @@ class StreamReader:
                 limit,
             )
             error = CoderStreamError(
-                budget_exhausted_message(self.path, self.consecutive_failures),
+                budget_exhausted_message(self.path, self.consecutive_failures, server_message),
                 url=self.url,
                 chat_id=self.chat_id,
                 reason="redial-budget-exhausted",
@@ -683,6 +790,21 @@ class StreamReader:
                     reader=self.reader_id,
                     attempt=self.attempt,
                     message=message,
+                    timestamp=sink.now(),
+                )
+            )
+
+    def _emit_event(self, event: StreamEvent, *, forwarded: bool) -> None:
+        sink = self._sink
+        if sink is not None:
+            sink.emit(
+                WsEventEvent(
+                    chat_id=self.chat_id,
+                    reader=self.reader_id,
+                    attempt=self.attempt,
+                    event=event,
+                    forwarded=forwarded,
+                    ignored=False,
                     timestamp=sink.now(),
                 )
             )

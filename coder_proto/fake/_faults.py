@@ -102,12 +102,22 @@ class FrameStall(_Rule):
     seconds: float | None = None
 
 
+#: The server's two stream session errors (``NewSession`` in the server's
+#: ``coderd/x/chatd/stream_session.go``; D34).
+SNAPSHOT_FAILED: Final = "failed to load initial snapshot"
+SUBSCRIBE_FAILED: Final = "failed to subscribe to chat updates"
+
+
 @attrs.define(kw_only=True)
 class SnapshotFailure(_Rule):
-    """The initial snapshot cannot be loaded: one ``error`` event, then the stream ends
-    (server-behaviour 3.1)."""
+    """The stream session cannot be set up: the connection's whole snapshot is one ``error``
+    event (``message``, no ``kind``, ``retryable`` false), then the stream ends
+    (server-behaviour 3.1, D34). The first ``skip`` matching connections are served
+    normally."""
 
     close_code: int | None = 1000
+    message: str = SNAPSHOT_FAILED
+    skip: int = 0
 
 
 @attrs.define(kw_only=True)
@@ -319,11 +329,21 @@ class Faults:
         return rule
 
     def fail_snapshots(
-        self, times: int | None = 1, *, chat_id: str | None = None, close_code: int | None = 1000
+        self,
+        times: int | None = 1,
+        *,
+        chat_id: str | None = None,
+        close_code: int | None = 1000,
+        message: str = SNAPSHOT_FAILED,
+        skip: int = 0,
     ) -> SnapshotFailure:
-        """The next ``times`` stream connections send only ``error`` "failed to load initial
-        snapshot" and end."""
-        rule = SnapshotFailure(remaining=times, chat_id=chat_id, close_code=close_code)
+        """The next ``times`` stream connections (after ``skip`` served normally) send only
+        one ``error`` event, as the server does when it cannot set up a stream session, and
+        end. ``message`` is "failed to load initial snapshot"; the server's other one is
+        "failed to subscribe to chat updates" (D34)."""
+        rule = SnapshotFailure(
+            remaining=times, chat_id=chat_id, close_code=close_code, message=message, skip=skip
+        )
         self.snapshot_failures.append(rule)
         return rule
 
@@ -379,6 +399,9 @@ class Faults:
     def claim_snapshot_failure(self, chat_id: str) -> SnapshotFailure | None:
         for rule in self.snapshot_failures:
             if rule._matches(chat_id):
+                if rule.skip > 0:
+                    rule.skip -= 1
+                    return None
                 rule._consume()
                 return rule
         return None

@@ -53,7 +53,8 @@ class StreamSubscription(Delivery):
             return []
         self._source.advance(now)
         if self._snapshot_failure is not None and not self._drop_pending:
-            error = {"message": "failed to load initial snapshot", "retryable": False}
+            # D34: the whole snapshot is this one event in its own frame, then the close.
+            error = {"message": self._snapshot_failure.message, "retryable": False}
             self._enqueue(self._frames([self._event("error", error=error)]), now)
             self._schedule_drop(self._snapshot_failure.close_code)
         if not self._drop_pending:

@@ -19,6 +19,7 @@ from coder_proto.fake import (
     Think,
     Wait,
 )
+from coder_proto.fake._faults import SUBSCRIBE_FAILED
 from coder_proto.fake._rows import ZERO_VALUE_KEYS
 
 from .support import (
@@ -487,16 +488,39 @@ def test_legacy_envelope_profile_wraps_frames_and_sends_json_pings() -> None:
 
 
 def test_snapshot_failure_sends_one_error_and_ends() -> None:
-    """Server-behaviour 3.1: ``{"message": "failed to load initial snapshot"}``, then the
-    stream ends; the next connection is normal."""
+    """Server-behaviour 3.1, D34: the whole snapshot is one ``error`` event (no ``kind``,
+    ``retryable`` false) in its own frame, then the stream closes with 1000; the run is
+    untouched and the next connection is normal."""
     api = Api()
     chat_id = api.create("hello")
     api.model.faults.fail_snapshots(times=1)
     failing = api.stream(chat_id)
-    events = failing.pull()
-    assert types(events) == ["error"]
-    assert events[0]["error"]["message"] == "failed to load initial snapshot"
+    frames = failing.sub.pull(api.now)
+    assert frames == [
+        b'[{"type":"error","chat_id":"'
+        + chat_id.encode()
+        + b'","error":{"message":"failed to load initial snapshot","retryable":false}}]\n'
+    ]
     assert failing.sub.closed and failing.sub.close_code == 1000
+    assert types(api.stream(chat_id).pull())[0] == "message"
+
+
+def test_a_subscribe_failure_on_a_later_connection() -> None:
+    """D34: the server's other session error, put on the second connection by ``skip``."""
+    api = Api()
+    chat_id = api.create("hello")
+    api.model.faults.fail_snapshots(times=1, skip=1, message=SUBSCRIBE_FAILED)
+    assert types(api.stream(chat_id).pull())[0] == "message"
+    failing = api.stream(chat_id)
+    events = failing.pull()
+    assert events == [
+        {
+            "type": "error",
+            "chat_id": chat_id,
+            "error": {"message": "failed to subscribe to chat updates", "retryable": False},
+        }
+    ]
+    assert failing.sub.closed
     assert types(api.stream(chat_id).pull())[0] == "message"
 
 

@@ -25,7 +25,9 @@ from coder_io_asyncio import (
     tool,
 )
 from coder_io_common.fake_server import FakeCoderServer
+from coder_proto._stream.reader import BackoffPolicy
 from coder_proto.fake import CallClientTool, Fail, Say, Script, ScriptBook, Wait
+from coder_proto.fake._faults import SNAPSHOT_FAILED, SUBSCRIBE_FAILED
 
 from .conftest import MakeServer
 from .runtimes import Streamed
@@ -242,6 +244,83 @@ def test_c2_a_dropped_stream_redials_with_no_lost_or_duplicated_text(
     assert len(redials) == 1
     # The server kept generating through the gap: the run was never interrupted (C.2).
     assert interrupts == 0
+
+
+#: Redials at once (the default schedule waits 1 + 2 + 4 + 8 s before giving up).
+QUICK = BackoffPolicy(initial=0.01, multiplier=1.0, cap=0.01)
+
+
+async def quick_agent(rt: Any, server: FakeCoderServer) -> Any:
+    agent = await rt.agent(server)
+    session = agent._core.session
+    session.config = attrs.evolve(session.config, backoff=QUICK)
+    return agent
+
+
+@pytest.mark.parametrize(
+    ("where", "mode"),
+    [
+        ("first-dial", "stream"),
+        ("first-dial", "generate"),
+        ("redial", "stream"),
+        ("redial", "generate"),
+    ],
+)
+def test_d34_a_stream_session_error_is_redialed_and_the_turn_completes(
+    runtime: Any, server: FakeCoderServer, where: str, mode: str
+) -> None:
+    """D34: the server cannot set up the stream session (one ``error`` event, no kind, not
+    retryable, then the close) on the first dial, or on the redial after a mid-turn drop.
+    The connection counts as a failed one, the client redials, and the turn completes with
+    all of its text, exactly once; no error reaches the caller."""
+    server.config.scripts.add("long", Script((Say(LONG_TEXT, chunk=7),), chunk_delay=0.003))
+    if where == "first-dial":
+        server.faults.fail_snapshots(times=1)
+    else:
+        server.faults.drop_stream_at("message_part", occurrence=12)
+        server.faults.fail_snapshots(times=1, skip=1, message=SUBSCRIBE_FAILED)
+
+    async def scenario(rt: Any) -> Any:
+        agent = await quick_agent(rt, server)
+        if mode == "stream":
+            out: Any = await rt.stream(agent, "say something long")
+        else:
+            out = await rt.generate(agent, "say something long")
+        interrupts = ops(server, "interrupt_chat")
+        await rt.close(agent)
+        return out, interrupts
+
+    out, interrupts = runtime.run(scenario)
+    assert out.text == LONG_TEXT
+    if isinstance(out, Streamed):
+        assert out.error is None and out.result.text == LONG_TEXT
+        assert not out.of("ErrorPart")
+    redials = [e for e in runtime.recorder.events if e.type == "ws:redial"]
+    assert len(redials) == (1 if where == "first-dial" else 2)
+    assert interrupts == 0
+
+
+@pytest.mark.parametrize("message", [SNAPSHOT_FAILED, SUBSCRIBE_FAILED])
+def test_d34_session_errors_past_the_redial_budget_raise_the_servers_message(
+    runtime: Any, server: FakeCoderServer, message: str
+) -> None:
+    """D34: every dial meets the session error: after the fifth, ``generate`` raises a
+    ``CoderStreamError`` (not a ``CoderChatError``) that ends with the server's message."""
+    server.faults.fail_snapshots(times=None, message=message)
+
+    async def scenario(rt: Any) -> Any:
+        agent = await quick_agent(rt, server)
+        with pytest.raises(CoderStreamError) as caught:
+            await rt.generate(agent, "hello")
+        await rt.close(agent, archive=False)
+        return caught.value
+
+    error = runtime.run(scenario)
+    assert isinstance(error, CoderStreamError)
+    assert error.reason == "redial-budget-exhausted"
+    assert error.message.endswith(f"the last one ended with the server's stream error: {message}")
+    dials = [e for e in runtime.recorder.events if e.type == "ws:dial"]
+    assert len(dials) == 5
 
 
 @pytest.mark.parametrize("occurrence", [3, 20])

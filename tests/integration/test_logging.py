@@ -114,6 +114,32 @@ def test_a_redial_is_a_warning_naming_the_count(
     assert_no_token(caplog, server)
 
 
+def test_d34_a_stream_session_error_is_one_redial_warning_with_the_servers_message(
+    runtime: Any, server: FakeCoderServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The server could not set up the stream session: the one WARNING is the redial line,
+    and it carries the server's message; nothing says the turn failed."""
+    caplog.set_level(logging.DEBUG)
+    server.faults.fail_snapshots(times=1)
+
+    async def scenario(rt: Any) -> Any:
+        agent = await quick_agent(rt, server)
+        try:
+            return await rt.generate(agent, "hello")
+        finally:
+            await rt.close(agent)
+
+    result = runtime.run(scenario)
+    assert result.text
+    warnings = [r for r in library_records(caplog) if r.levelno >= logging.WARNING]
+    assert [r.getMessage() for r in warnings] == [
+        f"chat {result.chat_id}: the stream connection ended (chat stream closed by the server "
+        "(code 1000) after a stream session error: failed to load initial snapshot); "
+        "redialing in 0.0 s (1/5 failures in a row)"
+    ]
+    assert_no_token(caplog, server)
+
+
 def test_giving_up_on_the_stream_is_a_warning(
     runtime: Any, server: FakeCoderServer, caplog: pytest.LogCaptureFixture
 ) -> None:
