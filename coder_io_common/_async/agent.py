@@ -213,6 +213,9 @@ class CoderAgent(AgentShell[CoderChatClient, httpx.AsyncClient], AsyncClosing):
 
     list_models = _op(AgentCalls.list_models)
     get_chat_cost = _op(AgentCalls.get_chat_cost)
+    queued_messages = _op(AgentCalls.queued_messages)
+    edit_queued_message = _op(AgentCalls.edit_queued_message)
+    promote_queued_message = _op(AgentCalls.promote_queued_message)
     attach = _op(AgentCalls.attach)
     history = _op(AgentCalls.history)
 
