@@ -98,10 +98,10 @@ def interrupt_chat(
             raise
         # D35: a paused chat is not interruptible, and needs no interrupt. Read it only when
         # the caller last saw it paused, or saw nothing.
-        chat = yield from _read_paused(host, chat_id, deadline, timeout_message)
-        if chat is None:
+        paused = yield from _read_paused(host, chat_id, deadline, timeout_message)
+        if paused is None:
             raise
-        return chat
+        return paused
     if chat.status == STATUS_RUNNING and last_status == STATUS_REQUIRES_ACTION:
         # D4: interrupting a paused chat inserted cancellation results and resumed the run.
         try:
