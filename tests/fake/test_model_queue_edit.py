@@ -258,3 +258,15 @@ def test_d35_an_errored_chat_with_its_head_under_edit_does_not_promote_on_a_send
     assert len(queue(api, chat_id)) == 2
     assert edit(api, chat_id, head, editing=False).status == 204
     assert api.status(chat_id) == "error", "ending the edit of an errored chat does not promote"
+
+
+def test_d35_a_drop_before_the_terminal_status_covers_paused() -> None:
+    api = Api()
+    chat_id, (head,) = running_with_queue(api, "head")
+    assert edit(api, chat_id, head, editing=True).status == 204
+    api.model.faults.close_before_terminal_status(1, chat_id=chat_id)
+    stream = api.stream(chat_id)
+    api.run_until(chat_id, {"paused"})
+    events = stream.pull()
+    assert stream.sub.closed
+    assert not any(e["type"] == "status" and e["status"]["status"] == "paused" for e in events)
