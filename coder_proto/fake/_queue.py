@@ -137,7 +137,8 @@ class Queue:
     def promote(self, chat: FakeChat, queued_id: str, now: float) -> None:
         """``POST /chats/{chat}/queue/{id}/promote`` (server-behaviour 2.2, 2.6): E1/A1/P
         promote at once (from P, an entry behind the head under edit runs and the head stays
-        under edit); R1/I1 move it to the head and interrupt."""
+        under edit); R1/I1 move it to the head and interrupt. The promoted entry's own edit
+        ends."""
         t = self._store.advance_clock(now)
         if chat.archived:
             raise FakeApiError(400, "Cannot promote queued messages in an archived chat.")
@@ -148,12 +149,14 @@ class Queue:
             raise FakeApiError(409, "Chat has no queued messages to promote.")
         index = _position(chat, qid)
         self._store.begin(chat, t)
-        if index:
+        target = chat.queue[index]
+        if index or target.editing_since is not None:
+            # Promoting an entry ends its edit: it is sent as it is now.
             chat.queue.insert(0, chat.queue.pop(index))
+            target.editing_since = None
             self._store.queue_changed(chat)
         if chat.status in (STATUS_ERROR, STATUS_REQUIRES_ACTION, STATUS_WAITING, STATUS_PAUSED):
             self._store.cancel_pending(chat, t, CANCEL_BY_PROMOTION)
-            chat.queue[0].editing_since = None
             promoted = self._store.promote_head(chat, t)
             chat.last_error = None
             chat.status = STATUS_RUNNING

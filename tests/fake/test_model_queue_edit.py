@@ -270,3 +270,15 @@ def test_d35_a_drop_before_the_terminal_status_covers_paused() -> None:
     events = stream.pull()
     assert stream.sub.closed
     assert not any(e["type"] == "status" and e["status"]["status"] == "paused" for e in events)
+
+
+def test_d35_promoting_the_head_under_edit_of_a_running_chat_ends_its_edit() -> None:
+    api = Api(interrupt_delay=0.5)
+    chat_id, (head,) = running_with_queue(api, "head")
+    assert edit(api, chat_id, head, editing=True).status == 204
+    api.model.config.scripts.push(SHORT)
+    assert api.request("POST", queue_path(chat_id, head) + "/promote").status == 202
+    assert api.status(chat_id) == "interrupting"
+    assert "editing_since" not in queue(api, chat_id)[0]
+    api.run_until(chat_id, {"running"})
+    assert queue(api, chat_id) == [], "the interruption sent it instead of pausing"
