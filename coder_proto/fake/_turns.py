@@ -102,6 +102,7 @@ class Turns:
             created_at=store.timestamp(t),
             created_by=store.user_id,
             model_config_id=model_config_id,
+            reasoning_effort=effort,
         )
         chat.queue.append(queued)
         store.queue_changed(chat)

@@ -282,3 +282,12 @@ def test_d35_promoting_the_head_under_edit_of_a_running_chat_ends_its_edit() -> 
     assert "editing_since" not in queue(api, chat_id)[0]
     api.run_until(chat_id, {"running"})
     assert queue(api, chat_id) == [], "the interruption sent it instead of pausing"
+
+
+def test_d35_a_queued_send_keeps_its_reasoning_effort_on_the_entry() -> None:
+    api = Api()
+    chat_id, _ids = running_with_queue(api)
+    body = {"content": text_content("effortful"), "reasoning_effort": "low"}
+    entry = api.request("POST", f"/{chat_id}/messages", body).json()["queued_message"]
+    assert entry["reasoning_effort"] == "low"
+    assert queue(api, chat_id)[0]["reasoning_effort"] == "low"
