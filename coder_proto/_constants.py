@@ -1,6 +1,6 @@
 """Protocol constants, in seconds, as data beside the machines that use them.
 
-Sources: wire sections 1, 5, 7, 8; state machines C.1, E, H; D1, D6, D11.
+Sources: wire sections 1, 5, 7, 8; state machines C.1, E, H; D1, D6, D11, D35.
 """
 
 from __future__ import annotations
@@ -25,12 +25,13 @@ STATUS_ERROR: Final = "error"
 STATUS_REQUIRES_ACTION: Final = "requires_action"
 STATUS_INTERRUPTING: Final = "interrupting"
 
-#: Statuses that end a segment's read loop (D1, A.10).
+#: Statuses that end a segment's read loop (D1, A.10; ``paused``: D35).
 TERMINAL_STATUSES: Final = frozenset(
-    {STATUS_WAITING, STATUS_COMPLETED, STATUS_ERROR, STATUS_REQUIRES_ACTION}
+    {STATUS_WAITING, STATUS_PAUSED, STATUS_COMPLETED, STATUS_ERROR, STATUS_REQUIRES_ACTION}
 )
-#: Statuses that mean "no run is going": waits, polls, archive readiness (D1).
-SETTLED_STATUSES: Final = frozenset({STATUS_WAITING, STATUS_COMPLETED, STATUS_ERROR})
+#: Statuses that mean "no run is going": waits, polls, archive readiness (D1; ``paused``:
+#: D35, the chat stopped at a queued message under edit).
+SETTLED_STATUSES: Final = frozenset({STATUS_WAITING, STATUS_PAUSED, STATUS_COMPLETED, STATUS_ERROR})
 
 # -- stream reader (wire 5, state machines C.1) -----------------------------------------------
 

@@ -434,3 +434,74 @@ def test_the_raw_interrupt_call_waits_for_the_chat_to_settle() -> None:
             409, {"message": "idle"}
         )
         h.driver.run(ChatInterrupt(PrefixSelector(V2), "chat-1", now=h.now))
+
+
+# -- a chat paused at a queued message under edit (D35) ---------------------------------------------
+
+GET_CHAT = "GET /api/v2/chats/chat-1"
+PAUSED_ARCHIVE = (
+    "Cannot archive: a chat in this family is paused at a queued message under edit. "
+    "Finish editing, send, or remove that message first."
+)
+NOT_INTERRUPTIBLE = Respond(409, {"message": "Chat is not in an interruptible state."})
+
+
+def test_d35_interrupting_a_paused_chat_returns_it_at_once() -> None:
+    h = Harness(
+        chat_id="chat-1",
+        rest={INTERRUPT: NOT_INTERRUPTIBLE, GET_CHAT: Respond(200, chat_stub(status="paused"))},
+    )
+    h.session.last_status = "paused"
+    result = run(h, h.session.interrupt(now=h.now, wait=True))
+    assert result.interrupted is True and result.chat.status == "paused"
+    assert h.routes() == [INTERRUPT + "?wait=true", GET_CHAT]
+    assert h.session.last_status == "paused"
+
+
+def test_d35_an_interrupt_409_of_a_chat_that_is_not_paused_is_raised() -> None:
+    # Read once, not paused: the 409 is the caller's (H.3).
+    h = Harness(chat_id="chat-1", rest={INTERRUPT: NOT_INTERRUPTIBLE})
+    with pytest.raises(CoderApiError) as info:
+        run(h, h.session.interrupt(now=h.now))
+    assert info.value.status == 409 and h.routes() == [INTERRUPT, GET_CHAT]
+    # The read failed: still the 409.
+    h = Harness(
+        chat_id="chat-1",
+        rest={INTERRUPT: NOT_INTERRUPTIBLE, GET_CHAT: Respond(500, {"message": "down"})},
+    )
+    with pytest.raises(CoderApiError) as info:
+        run(h, h.session.interrupt(now=h.now))
+    assert info.value.status == 409
+    # Last seen waiting: no read at all.
+    h = Harness(chat_id="chat-1", rest={INTERRUPT: NOT_INTERRUPTIBLE})
+    h.session.last_status = "waiting"
+    with pytest.raises(CoderApiError):
+        run(h, h.session.interrupt(now=h.now))
+    assert h.routes() == [INTERRUPT]
+
+
+def test_d35_the_raw_interrupt_of_a_paused_chat_returns_it() -> None:
+    from coder_proto._rest.stopping import ChatInterrupt
+
+    h = Harness(
+        rest={
+            "POST /api/v2/chats/chat-1/interrupt": NOT_INTERRUPTIBLE,
+            GET_CHAT: Respond(200, chat_stub(status="paused")),
+        }
+    )
+    chat = h.driver.run(ChatInterrupt(PrefixSelector(V2), "chat-1", now=h.now, wait=True))
+    assert chat.status == "paused" and len(h.routes()) == 2
+
+
+def test_d35_archiving_a_paused_chat_raises_at_once_without_retrying() -> None:
+    h = Harness(
+        chat_id="chat-1",
+        rest={"PATCH /api/v2/chats/chat-1": Respond(409, {"message": PAUSED_ARCHIVE})},
+    )
+    with pytest.raises(CoderApiError) as info:
+        run(h, h.session.archive(now=h.now))
+    error = info.value
+    assert (error.status, error.retryable, error.server_message) == (409, False, PAUSED_ARCHIVE)
+    assert "queue head is under edit" in str(error) and "chat-1" in str(error)
+    assert isinstance(error.__cause__, CoderApiError)
+    assert len(h.routes()) == 1

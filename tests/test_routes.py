@@ -455,6 +455,81 @@ def test_wire_2_delete_queued_message() -> None:
             ops.build_delete_queued_message("c1", bad)  # type: ignore[arg-type]
 
 
+def test_d35_edit_queued_message_sends_only_the_given_fields() -> None:
+    request = ops.build_edit_queued_message("c1", 7, editing=True)
+    assert (request.op, request.method, request.path, request.json) == (
+        "edit_queued_message",
+        "PATCH",
+        "/api/v2/chats/c1/queue/7",
+        {"editing": True},
+    )
+    full = ops.build_edit_queued_message(
+        "c1",
+        7,
+        content=(TextInput("new"),),
+        editing=False,
+        model_config_id="m",
+        reasoning_effort="high",
+    )
+    assert full.json == {
+        "content": [{"type": "text", "text": "new"}],
+        "editing": False,
+        "model_config_id": "m",
+        "reasoning_effort": "high",
+    }
+    assert ops.parse_edit_queued_message(request, reply(204)) is None
+    error = api_error(
+        ops.parse_edit_queued_message, request, reply(404, {"message": "Queued message not found."})
+    )
+    assert error.status == 404
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({}, "needs content, editing"),
+        ({"editing": 1}, "editing must be a bool"),
+        ({"reasoning_effort": "high"}, "need content as well"),
+        ({"model_config_id": "m", "editing": True}, "need content as well"),
+        ({"content": (TextInput("x"),), "model_config_id": ""}, "model_config_id must be"),
+        ({"content": (TextInput("x"),), "reasoning_effort": 3}, "reasoning_effort must be"),
+    ],
+)
+def test_d35_edit_queued_message_refuses_what_the_server_would(
+    kwargs: dict[str, Any], match: str
+) -> None:
+    with pytest.raises(CoderAgentError, match=match):
+        ops.build_edit_queued_message("c1", 7, **kwargs)
+
+
+def test_d35_promote_queued_message_posts_without_a_body() -> None:
+    request = ops.build_promote_queued_message("c1", 7)
+    assert (request.op, request.method, request.path, request.body) == (
+        "promote_queued_message",
+        "POST",
+        "/api/v2/chats/c1/queue/7/promote",
+        None,
+    )
+    assert ops.parse_promote_queued_message(request, reply(202, {"message": "ok"})) is None
+    error = api_error(ops.parse_promote_queued_message, request, reply(409, {"message": "empty"}))
+    assert error.status == 409
+    with pytest.raises(CoderAgentError, match="queued_message_id"):
+        ops.build_promote_queued_message("c1", 0)
+
+
+def test_d35_a_paused_archive_refusal_says_the_queue_head_is_under_edit() -> None:
+    request = ops.build_archive_chat("c1")
+    paused = reply(409, {"message": "Cannot archive: a chat in this family is paused at ..."})
+    error = api_error(ops.parse_archive_chat, request, paused)
+    assert ops.is_paused_refusal(error) and not error.retryable
+    assert "queue head is under edit" in str(error) and "c1" in str(error)
+    active = api_error(ops.parse_archive_chat, request, reply(409, {"message": "active"}))
+    assert not ops.is_paused_refusal(active)
+    assert not ops.is_paused_refusal(ValueError("paused"))
+    bare = ops.paused_archive_error(error, None)
+    assert "archiving the chat was refused" in str(bare)
+
+
 # -- files and cost --------------------------------------------------------------------------
 
 

@@ -759,7 +759,8 @@ def test_a10_j12_a_non_terminal_status_clears_the_terminal_one() -> None:
     for value in ["requires_action", "running", "waiting", "paused", "completed", "new-thing"]:
         feed(tr, status(value))
         seen.append(tr.terminal_status)
-    assert seen == ["requires_action", None, "waiting", None, "completed", None]
+    # D35: ``paused`` is terminal too.
+    assert seen == ["requires_action", None, "waiting", "paused", "completed", None]
 
 
 @pytest.mark.parametrize(

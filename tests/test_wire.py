@@ -349,6 +349,31 @@ def test_queued_message_content_presence_d8() -> None:
     ]
 
 
+def test_d35_queued_messages_carry_editing_since_and_their_effort() -> None:
+    plain = ChatQueuedMessage.from_json({"id": 1, "editing_since": None})
+    assert (plain.editing_since, plain.editing, plain.reasoning_effort) == (None, False, None)
+    assert "editing_since" not in plain.to_json()
+    q = ChatQueuedMessage.from_json(
+        {
+            "id": 2,
+            "content": [{"type": "text", "text": "hi"}],
+            "editing_since": "2026-01-01T00:00:00Z",
+            "reasoning_effort": "high",
+        }
+    )
+    assert q.editing and q.editing_since == "2026-01-01T00:00:00Z"
+    assert q.reasoning_effort == "high"
+    assert ChatQueuedMessage.from_json(q.to_json()) == q
+    with pytest.raises(CoderProtocolError):
+        ChatQueuedMessage.from_json({"id": 3, "editing_since": 5})
+
+
+def test_d35_paused_is_terminal_and_settled() -> None:
+    from coder_proto._constants import SETTLED_STATUSES, STATUS_PAUSED, TERMINAL_STATUSES
+
+    assert STATUS_PAUSED in TERMINAL_STATUSES and STATUS_PAUSED in SETTLED_STATUSES
+
+
 def test_create_message_response_shapes_wire_3_6() -> None:
     committed = CreateChatMessageResponse.from_json(
         {

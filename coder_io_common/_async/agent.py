@@ -219,6 +219,9 @@ class CoderAgent(AgentShell[CoderChatClient, httpx.AsyncClient], AsyncClosing):
     prompts = _op(AgentCalls.prompts)
     propose_title = _op(AgentCalls.propose_title)
     diff = _op(AgentCalls.diff)
+    queued_messages = _op(AgentCalls.queued_messages)
+    edit_queued_message = _op(AgentCalls.edit_queued_message)
+    promote_queued_message = _op(AgentCalls.promote_queued_message)
     attach = _op(AgentCalls.attach)
     history = _op(AgentCalls.history)
 

@@ -135,6 +135,8 @@ class CoderChatClient(ClientShell[httpx.AsyncClient], AsyncClosing):
     get_chat_prompts = _op(ChatCalls.get_chat_prompts)
     submit_tool_results = _op(ChatCalls.submit_tool_results)
     delete_queued_message = _op(ChatCalls.delete_queued_message)
+    edit_queued_message = _op(ChatCalls.edit_queued_message)
+    promote_queued_message = _op(ChatCalls.promote_queued_message)
     upload_chat_file = _op(ChatCalls.upload_chat_file)
     get_chat_file = _op(ChatCalls.get_chat_file)
     get_chat_file_download_url = _op(ChatCalls.get_chat_file_download_url)

@@ -81,7 +81,8 @@ def _target(session: SessionState) -> str | None:
 class SessionInterrupt(CoreMachine[InterruptResult]):
     """``interrupt()`` (H.3, D4, D11): target the session's chat, else the last known one;
     close a paused stream (leave one a segment is reading); post the interrupt (its errors,
-    such as a 409 on an idle chat, propagate). With ``wait``, poll until the chat is settled
+    such as a 409 on an idle chat, propagate; a chat ``paused`` at a queued message under
+    edit is returned as it is, D35). With ``wait``, poll until the chat is settled
     within ``timeout`` seconds (builtin ``TimeoutError`` on expiry)."""
 
     def __init__(
@@ -116,6 +117,7 @@ class SessionInterrupt(CoreMachine[InterruptResult]):
             last_status=session.last_status,
             wait=self._wait_for_settle,
             deadline=deadline,
+            paused_ok=True,
         )
         session.last_status = chat.status
         return InterruptResult(interrupted=True, chat_id=target, chat=chat)

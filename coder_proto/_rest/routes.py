@@ -25,11 +25,13 @@ from .._constants import ALREADY_ARCHIVED_MESSAGE, LEGACY_PREFIX, V2_PREFIX
 from .._errors import CoderAgentError, CoderApiError, CoderProtocolError
 from .._wire.chats import (
     Chat,
+    ChatInputPart,
     ChatMessagesResponse,
     CreateChatMessageRequest,
     CreateChatMessageResponse,
     CreateChatRequest,
     ToolResultInput,
+    input_part_to_json,
     parse_chat_list,
     tool_results_body,
 )
@@ -46,6 +48,7 @@ __all__ = [
     "build_create_chat",
     "build_create_chat_message",
     "build_delete_queued_message",
+    "build_edit_queued_message",
     "build_get_chat",
     "build_get_chat_cost",
     "build_get_chat_file",
@@ -53,6 +56,7 @@ __all__ = [
     "build_get_messages",
     "build_interrupt_chat",
     "build_list_chats",
+    "build_promote_queued_message",
     "build_submit_tool_results",
     "build_update_chat",
     "build_upload_chat_file",
@@ -62,17 +66,20 @@ __all__ = [
     "check_unicode",
     "ensure_ok",
     "is_already_archived",
+    "is_paused_refusal",
     "parse_archive_chat",
     "parse_create_chat",
     "parse_create_chat_message",
     "parse_default_organization",
     "parse_delete_queued_message",
+    "parse_edit_queued_message",
     "parse_get_chat",
     "parse_get_chat_cost",
     "parse_get_chat_file",
     "parse_get_messages",
     "parse_interrupt_chat",
     "parse_list_chats",
+    "parse_promote_queued_message",
     "parse_submit_tool_results",
     "parse_update_chat",
     "parse_upload_chat_file",
@@ -289,15 +296,50 @@ def is_already_archived(error: BaseException) -> bool:
     )
 
 
+def is_paused_refusal(error: BaseException) -> bool:
+    """True for an archive refused because a chat of the family is ``paused`` at a queued
+    message under edit (a 409 whose message names the pause, D35): waiting does not end it,
+    only finishing the edit, sending the message or removing it does."""
+    return (
+        isinstance(error, CoderApiError)
+        and error.status == 409
+        and "paused" in error.server_message.lower()
+    )
+
+
+def paused_archive_error(error: CoderApiError, chat_id: str | None) -> CoderApiError:
+    """The ``CoderApiError`` raised for an archive refused by a paused chat (D35): the
+    server's answer, with a message saying why it is final and what ends it."""
+    target = chat_id or "the chat"
+    refused = CoderApiError(
+        f"archiving {target} was refused ({error.status}): its queue head is under edit, so "
+        "the chat is paused; end the edit (editing=False), promote or delete that queued "
+        f"message first. Server said: {error.server_message}",
+        status=error.status,
+        method=error.method,
+        path=error.path,
+        server_message=error.server_message,
+        detail=error.detail,
+        validations=error.validations,
+        kind=error.kind,
+        chat_id=error.chat_id,
+    )
+    refused.__cause__ = error
+    return refused
+
+
 def parse_archive_chat(request: HttpRequest, response: HttpResponse) -> ArchiveOutcome:
     """``"archived"`` on a 2xx; ``"already_archived"`` on the 400 whose message is
     "Chat is already archived." (archive is idempotent for us, D10); every other status raises
-    its ``CoderApiError`` (a 409 means the chat is still active)."""
+    its ``CoderApiError`` (a 409 means the chat is still active, or paused at a queued message
+    under edit: D35 says so in the error's message)."""
     try:
         ensure_ok(request, response)
     except CoderApiError as exc:
         if is_already_archived(exc):
             return "already_archived"
+        if is_paused_refusal(exc):
+            raise paused_archive_error(exc, exc.chat_id) from exc
         raise
     return "archived"
 
@@ -393,6 +435,73 @@ def build_delete_queued_message(chat_id: str, queued_message_id: int) -> HttpReq
 def parse_delete_queued_message(request: HttpRequest, response: HttpResponse) -> None:
     """Success is any 2xx (204). A 404 or 409 means the entry was already promoted or
     deleted (D9); the raised ``CoderApiError`` carries the status."""
+    ensure_ok(request, response)
+
+
+def build_edit_queued_message(
+    chat_id: str,
+    queued_message_id: int,
+    *,
+    content: tuple[ChatInputPart, ...] | None = None,
+    editing: bool | None = None,
+    model_config_id: str | None = None,
+    reasoning_effort: str | None = None,
+) -> HttpRequest:
+    """``PATCH {P}/{chat_id}/queue/{queued_message_id}`` with only the given fields (D35):
+    new ``content`` (a content-only edit keeps the entry's model and effort),
+    ``editing`` to begin (``True``) or end (``False``) an edit, and the ``model_config_id``
+    and ``reasoning_effort`` overrides, which the server takes only together with content.
+    At least one field is required."""
+    entry = check_positive_id(queued_message_id, "queued_message_id")
+    body: dict[str, Any] = {}
+    if content is not None:
+        body["content"] = [input_part_to_json(p) for p in content]
+    if editing is not None:
+        if type(editing) is not bool:
+            raise CoderAgentError(f"editing must be a bool, got {editing!r}")
+        body["editing"] = editing
+    overrides = False
+    for name, value in (
+        ("model_config_id", model_config_id),
+        ("reasoning_effort", reasoning_effort),
+    ):
+        if value is None:
+            continue
+        if type(value) is not str or not value:
+            raise CoderAgentError(f"{name} must be a non-empty string, got {value!r}")
+        body[name] = value
+        overrides = True
+    if not body:
+        raise CoderAgentError(
+            "edit_queued_message needs content, editing, model_config_id or reasoning_effort"
+        )
+    if overrides and content is None:
+        raise CoderAgentError("model_config_id and reasoning_effort need content as well")
+    return HttpRequest.build(
+        "edit_queued_message", "PATCH", _chat_route(chat_id, "queue", str(entry)), json=body
+    )
+
+
+def parse_edit_queued_message(request: HttpRequest, response: HttpResponse) -> None:
+    """Success is any 2xx (204). A 404 means the entry is gone (promoted or deleted); a 409
+    that the chat is paused at another entry under edit (D35)."""
+    ensure_ok(request, response)
+
+
+def build_promote_queued_message(chat_id: str, queued_message_id: int) -> HttpRequest:
+    """``POST {P}/{chat_id}/queue/{queued_message_id}/promote`` with no body: send the entry
+    now (an idle or paused chat runs it at once, a busy one is interrupted for it; D35)."""
+    entry = check_positive_id(queued_message_id, "queued_message_id")
+    return HttpRequest.build(
+        "promote_queued_message",
+        "POST",
+        _chat_route(chat_id, "queue", str(entry), "promote"),
+    )
+
+
+def parse_promote_queued_message(request: HttpRequest, response: HttpResponse) -> None:
+    """Success is any 2xx (202). A 404 means the entry is gone; a 409 that the queue is
+    empty."""
     ensure_ok(request, response)
 
 

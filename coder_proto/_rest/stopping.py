@@ -30,6 +30,7 @@ from .._constants import (
     INTERRUPT_POLL_INTERVAL,
     INTERRUPT_WAIT_TIMEOUT,
     SETTLED_STATUSES,
+    STATUS_PAUSED,
     STATUS_REQUIRES_ACTION,
     STATUS_RUNNING,
 )
@@ -43,6 +44,7 @@ from .routes import (
     build_delete_queued_message,
     build_get_chat,
     build_interrupt_chat,
+    is_paused_refusal,
     parse_archive_chat,
     parse_delete_queued_message,
     parse_get_chat,
@@ -75,18 +77,31 @@ def interrupt_chat(
     wait: bool = False,
     deadline: float | None = None,
     poll_interval: float = INTERRUPT_POLL_INTERVAL,
+    paused_ok: bool = False,
 ) -> Wait[Chat]:
     """Interrupt ``chat_id`` (wire 2) with D4's follow-up, and with ``wait`` poll until the
-    chat is settled (D11). Errors of the first interrupt (a 409 on an idle chat...) propagate;
-    a 409 on the follow-up means the run already stopped and is not an error. Past
-    ``deadline`` the builtin ``TimeoutError`` is raised."""
+    chat is settled (D11). Errors of the first interrupt (a 409 on an idle chat...) propagate,
+    except, with ``paused_ok``, on a ``paused`` chat (D35): nothing runs there, so its 409
+    returns the chat as it is, read once (when ``last_status`` is unknown or ``paused``).
+    Cleanup paths leave ``paused_ok`` off: an idle chat's 409 is fine for them as it is. A 409 on the follow-up means the run already stopped and is not an error.
+    Past ``deadline`` the builtin ``TimeoutError`` is raised."""
     timeout_message = f"interrupting chat {chat_id} did not finish in time"
-    chat = yield from host._rest(
-        build_interrupt_chat(chat_id, wait=wait),
-        parse_interrupt_chat,
-        deadline=deadline,
-        timeout_message=timeout_message,
-    )
+    try:
+        chat = yield from host._rest(
+            build_interrupt_chat(chat_id, wait=wait),
+            parse_interrupt_chat,
+            deadline=deadline,
+            timeout_message=timeout_message,
+        )
+    except CoderApiError as exc:
+        if exc.status != 409 or not paused_ok or last_status not in (None, STATUS_PAUSED):
+            raise
+        # D35: a paused chat is not interruptible, and needs no interrupt. Read it only when
+        # the caller last saw it paused, or saw nothing.
+        paused = yield from _read_paused(host, chat_id, deadline, timeout_message)
+        if paused is None:
+            raise
+        return paused
     if chat.status == STATUS_RUNNING and last_status == STATUS_REQUIRES_ACTION:
         # D4: interrupting a paused chat inserted cancellation results and resumed the run.
         try:
@@ -145,13 +160,31 @@ def withdraw_queued(
     return True
 
 
+def _read_paused(
+    host: CoreMachine[Any], chat_id: str, deadline: float | None, timeout_message: str
+) -> Wait[Chat | None]:
+    """The chat when one read says it is ``paused`` (D35), else ``None`` (any other status,
+    or the read failed: the caller raises its own error then)."""
+    try:
+        chat = yield from host._rest(
+            build_get_chat(chat_id),
+            parse_get_chat,
+            deadline=deadline,
+            timeout_message=timeout_message,
+        )
+    except (CoderAgentError, TimeoutError):
+        return None
+    return chat if chat.status == STATUS_PAUSED else None
+
+
 def archive_when_settled(
     host: CoreMachine[Any], chat_id: str, *, budget: float, retry_delay: float
 ) -> Wait[ArchiveOutcome]:
     """Archive ``chat_id`` (H.4 loop, D10): retry only a 409 every ``retry_delay`` while
     ``now + retry_delay`` stays within ``budget``, then raise the last 409. Any other error
-    raises at once; a request still unanswered at the end of the budget raises the builtin
-    ``TimeoutError``."""
+    raises at once, and so does the 409 of a chat paused at a queued message under edit,
+    which no wait ends (D35); a request still unanswered at the end of the budget raises the
+    builtin ``TimeoutError``."""
     deadline = host.now + budget
     while True:
         try:
@@ -164,7 +197,7 @@ def archive_when_settled(
                 )
             )
         except CoderApiError as exc:
-            if exc.status != 409 or host.now + retry_delay > deadline:
+            if exc.status != 409 or is_paused_refusal(exc) or host.now + retry_delay > deadline:
                 raise
         yield from host._sleep_until(host.now + retry_delay)
 
@@ -271,5 +304,6 @@ class ChatInterrupt(CoreMachine[Chat]):
                 last_status=self._last_status,
                 wait=self._wait_for_settle,
                 deadline=self.now + self._timeout if self._wait_for_settle else None,
+                paused_ok=True,
             )
         )

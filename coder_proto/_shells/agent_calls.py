@@ -1,6 +1,7 @@
-"""The agent's plain operations (wire 2, 7, 8, H.3; D11, D17), defined once for every adapter:
-``interrupt``, ``list_models``, ``get_chat_cost``, ``compact``, ``clear``, ``edit_message``,
-``prompts``, ``propose_title``, ``diff``, ``attach`` and ``history``, each a
+"""The agent's plain operations (wire 2, 7, 8, H.3; D11, D17, D35), defined once for every
+adapter: ``interrupt``, ``list_models``, ``get_chat_cost``, ``compact``, ``clear``,
+``edit_message``, ``prompts``, ``propose_title``, ``diff``, ``attach``, ``history`` and the
+queue's ``queued_messages``, ``edit_queued_message`` and ``promote_queued_message``, each a
 ``Call`` that the adapter's ``CoderAgent`` method of the same name and signature performs.
 """
 
@@ -13,6 +14,7 @@ from .._agent.session_calls import InterruptResult
 from .._rest.chat_extras import ChatDiff, ChatPrompt, EditedMessage
 from .._rest.routes import ChatCost
 from .._wire.chats import Chat, ChatModelConfig
+from .._wire.messages import ChatQueuedMessage
 from .client_calls import Call, ChatCalls
 
 __all__ = ["AgentCalls"]
@@ -90,6 +92,37 @@ class AgentCalls:
             reasoning_effort=reasoning_effort,
         )
 
+    def queued_messages(self, chat_id: str | None = None) -> Call[tuple[ChatQueuedMessage, ...]]:
+        """The chat's queue, head first (``GET {P}/{chat}/messages``): the prompts sent while
+        it was busy, each with its ``id`` and ``editing_since`` (D35). Defaults to the
+        session's chat, else the last known one."""
+        call = self._chat_calls().get_messages(chat_id or self._core.require_chat(), limit=1)
+        return Call(machine=call.machine, finish=lambda page: page.queued_messages)
+
+    def edit_queued_message(
+        self,
+        queued_message_id: int,
+        *,
+        content: object = None,
+        editing: bool | None = None,
+        model_config_id: str | None = None,
+        reasoning_effort: str | None = None,
+        chat_id: str | None = None,
+    ) -> Call[None]:
+        """Edit a queued message of the chat (D35; the client's ``edit_queued_message``):
+        new ``content``, ``editing=True`` to begin an edit (a run that ends while the queue
+        head is under edit leaves the chat ``paused`` instead of sending it) and
+        ``editing=False`` to end it (a paused chat then sends it). Defaults to the session's
+        chat, else the last known one."""
+        return self._chat_calls().edit_queued_message(
+            chat_id or self._core.require_chat(),
+            queued_message_id,
+            content=content,
+            editing=editing,
+            model_config_id=model_config_id,
+            reasoning_effort=reasoning_effort,
+        )
+
     def prompts(self, *, limit: int | None = None) -> Call[tuple[ChatPrompt, ...]]:
         """The user's prompts in the session's chat (or the last known one), newest first
         (wire 2.4)."""
@@ -104,6 +137,16 @@ class AgentCalls:
         """The diff of the workspace changes made in the session's chat (or the last known
         one) (wire 2.4)."""
         return self._chat_calls().get_chat_diff(self._core.require_chat())
+
+    def promote_queued_message(
+        self, queued_message_id: int, *, chat_id: str | None = None
+    ) -> Call[None]:
+        """Send a queued message of the chat now (the client's ``promote_queued_message``;
+        a paused chat resumes with it, D35). Defaults to the session's chat, else the last
+        known one."""
+        return self._chat_calls().promote_queued_message(
+            chat_id or self._core.require_chat(), queued_message_id
+        )
 
     def attach(
         self, content: object, *, media_type: str | None = None, filename: str | None = None

@@ -350,6 +350,41 @@ class ChatCalls:
         mean it was already promoted or deleted (D9)."""
         return self._rest("delete_queued_message", chat_id, queued_message_id)
 
+    def edit_queued_message(
+        self,
+        chat_id: str,
+        queued_message_id: int,
+        *,
+        content: object = None,
+        editing: bool | None = None,
+        model_config_id: str | None = None,
+        reasoning_effort: str | None = None,
+    ) -> Call[None]:
+        """``PATCH {P}/{chat_id}/queue/{queued_message_id}`` (D35) with only the given
+        fields: new ``content`` (a string or input parts; the entry keeps its model and
+        effort unless they are given too), ``editing=True`` to begin an edit and
+        ``editing=False`` to end it. While the queue head is under edit a run that ends does
+        not promote it: the chat stops ``paused``, and ending that edit sends the message.
+        The ``model_config_id`` and ``reasoning_effort`` overrides need ``content``. A 404
+        means the entry is gone; a 409 that the chat is paused at another entry."""
+        parts = None if content is None else chat_input_parts(content)
+        return self._rest(
+            "edit_queued_message",
+            chat_id,
+            queued_message_id,
+            content=parts,
+            editing=editing,
+            model_config_id=model_config_id,
+            reasoning_effort=reasoning_effort,
+        )
+
+    def promote_queued_message(self, chat_id: str, queued_message_id: int) -> Call[None]:
+        """``POST {P}/{chat_id}/queue/{queued_message_id}/promote``: send a queued message
+        now. An idle, errored or ``paused`` chat runs it at once; a running one is
+        interrupted and runs it next (D35). A 404 means the entry is gone; a 409 that the
+        queue is empty."""
+        return self._rest("promote_queued_message", chat_id, queued_message_id)
+
     # -- files ----------------------------------------------------------------------------
 
     def upload_chat_file(

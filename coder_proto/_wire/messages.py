@@ -222,7 +222,10 @@ class ChatQueuedMessage:
 
     ``content`` is ``None`` when the key was absent or ``null`` (match any user message, D8);
     ``raw_content`` keeps the wire list for canonical comparison. ``id`` and ``chat_id`` are
-    checked as identifiers (wire 3.9).
+    checked as identifiers (wire 3.9). ``editing_since`` is the
+    RFC 3339 time someone began editing the entry, ``None`` when nobody is: a chat whose run
+    ends with its queue head under edit stops ``paused`` instead of promoting it (D35).
+    ``reasoning_effort`` is the entry's own effort override, when it has one.
     """
 
     id: int
@@ -231,6 +234,13 @@ class ChatQueuedMessage:
     raw_content: list[Any] | None = attrs.field(default=None, eq=False, repr=False)
     created_at: str = ""
     model_config_id: str | None = None
+    reasoning_effort: str | None = None
+    editing_since: str | None = None
+
+    @property
+    def editing(self) -> bool:
+        """Whether the entry is under edit (``editing_since`` is set; D35)."""
+        return self.editing_since is not None
 
     @classmethod
     def from_json(cls, obj: Any) -> ChatQueuedMessage:
@@ -244,6 +254,8 @@ class ChatQueuedMessage:
             raw_content=content,
             created_at=get_str(obj, "created_at", w),
             model_config_id=opt_str(obj, "model_config_id", w),
+            reasoning_effort=opt_str(obj, "reasoning_effort", w),
+            editing_since=opt_str(obj, "editing_since", w),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -255,6 +267,10 @@ class ChatQueuedMessage:
         out["created_at"] = self.created_at
         if self.model_config_id is not None:
             out["model_config_id"] = self.model_config_id
+        if self.reasoning_effort is not None:
+            out["reasoning_effort"] = self.reasoning_effort
+        if self.editing_since is not None:
+            out["editing_since"] = self.editing_since
         return out
 
 

@@ -52,6 +52,7 @@ from .._constants import (
     STATUS_COMPLETED,
     STATUS_ERROR,
     STATUS_INTERRUPTING,
+    STATUS_PAUSED,
     STATUS_REQUIRES_ACTION,
     STATUS_RUNNING,
     STATUS_WAITING,
@@ -87,6 +88,10 @@ __all__ = [
 ]
 
 logger = logging.getLogger("coder_proto")
+
+#: The settled statuses of a turn that ran to its end: a run that stopped ``paused`` (at a
+#: queued message under edit, D35) finished its turn as one that stopped ``waiting`` did.
+_FINISHED_STATUSES: Final = (STATUS_WAITING, STATUS_PAUSED, STATUS_COMPLETED)
 
 #: D26: the error result of a pending call the ledger has no entry for.
 NOT_EXECUTED_MESSAGE: Final = "not executed: the process stopped before this tool ran"
@@ -273,7 +278,7 @@ class Recovery(DurableMachine[RecoveryOutcome]):
     def _classify(self, chat: Chat, scan: HistoryScan, cut_short: bool) -> RecoveryOutcome:
         status = chat.status
         submitted = scan.submitted
-        finished = submitted and not cut_short and status in (STATUS_WAITING, STATUS_COMPLETED)
+        finished = submitted and not cut_short and status in _FINISHED_STATUSES
         text = ""
         found = False
         answer: Any = None

@@ -9,6 +9,7 @@ from typing import Any, Final
 from .._constants import (
     MAX_TITLE_LENGTH,
     STATUS_INTERRUPTING,
+    STATUS_PAUSED,
     STATUS_REQUIRES_ACTION,
     STATUS_RUNNING,
 )
@@ -27,6 +28,11 @@ __all__ = ["Chats"]
 _ACTIVE_STATUSES: Final = frozenset({STATUS_RUNNING, STATUS_INTERRUPTING, STATUS_REQUIRES_ACTION})
 _ARCHIVE_CONFLICT: Final = (
     "Cannot archive an active chat. Interrupt or wait for the chat to finish first."
+)
+#: The archive refusal of a paused chat (server-behaviour 2.6, D35), word for word.
+PAUSED_ARCHIVE_CONFLICT: Final = (
+    "Cannot archive: a chat in this family is paused at a queued message under edit. "
+    "Finish editing, send, or remove that message first."
 )
 
 
@@ -169,6 +175,8 @@ class Chats:
                 raise FakeApiError(400, "Chat is already not archived.")
             if archived and chat.status in _ACTIVE_STATUSES:
                 raise FakeApiError(409, _ARCHIVE_CONFLICT, detail="transition not allowed")
+            if archived and chat.status == STATUS_PAUSED:
+                raise FakeApiError(409, PAUSED_ARCHIVE_CONFLICT)
         store.begin(chat, t)
         if title is not None:
             chat.title = title.strip()

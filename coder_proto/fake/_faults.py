@@ -128,8 +128,8 @@ class RunStall(_Rule):
     seconds: float
 
 
-#: The statuses ``close_before_terminal_status`` stops before.
-_TERMINAL_STATUSES: Final = ("waiting", "error", "requires_action")
+#: The statuses ``close_before_terminal_status`` stops before (``paused``: D35).
+_TERMINAL_STATUSES: Final = ("waiting", "paused", "error", "requires_action")
 
 
 @attrs.define
@@ -274,8 +274,8 @@ class Faults:
         self, times: int | None = 1, *, chat_id: str | None = None, close_code: int | None = None
     ) -> StreamDrop:
         """End the next ``times`` stream connections just before a terminal status
-        (``waiting``, ``error`` or ``requires_action``) would be sent, so the client never
-        sees the turn settle on that connection."""
+        (``waiting``, ``paused``, ``error`` or ``requires_action``) would be sent, so the
+        client never sees the turn settle on that connection."""
         rule = StreamDrop(
             event_type="status",
             status="*terminal*",

@@ -147,7 +147,7 @@ class FakeCoderModel:
         self._chats = Chats(self.store, self.catalog, self.worker, self.subscriptions)
         self._turns = Turns(self.store, self.catalog, self.worker, self.subscriptions)
         self._history = History(self.store)
-        self._queue = Queue(self.store, self.worker, self.subscriptions)
+        self._queue = Queue(self.store, self.catalog, self.worker, self.subscriptions)
         self._files = Files(self.store)
         self._deployment = Deployment(self.store, created_at=created_at)
         self._extras = ChatExtras(self.store, self.worker, self.subscriptions)
@@ -249,6 +249,7 @@ class FakeCoderModel:
             "edit_chat_message": self._edit_message,
             "interrupt_chat": self._interrupt,
             "submit_tool_results": self._submit_tool_results,
+            "edit_queued_message": self._edit_queued,
             "delete_queued_message": self._delete_queued,
             "promote_queued_message": self._promote_queued,
             "get_chat_cost": lambda chat, req: self._ok(self._chats.cost_json(chat)),
@@ -330,6 +331,11 @@ class FakeCoderModel:
 
     def _submit_tool_results(self, chat: FakeChat, req: _Request) -> FakeHttpResponse:
         self._turns.submit_tool_results(chat, parse_json_object(req.body), req.now)
+        return _NO_CONTENT
+
+    def _edit_queued(self, chat: FakeChat, req: _Request) -> FakeHttpResponse:
+        body = parse_json_object(req.body)
+        self._queue.edit(chat, req.route.params["queued"], body, req.now)
         return _NO_CONTENT
 
     def _delete_queued(self, chat: FakeChat, req: _Request) -> FakeHttpResponse:

@@ -55,6 +55,11 @@ _CHAT_ROUTES: Final[tuple[tuple[str, str, str], ...]] = (
     ("POST", r"/" + _ID.format("chat") + r"/interrupt", "interrupt_chat"),
     ("POST", r"/" + _ID.format("chat") + r"/tool-results", "submit_tool_results"),
     (
+        "PATCH",
+        r"/" + _ID.format("chat") + r"/queue/" + _ID.format("queued"),
+        "edit_queued_message",
+    ),
+    (
         "DELETE",
         r"/" + _ID.format("chat") + r"/queue/" + _ID.format("queued"),
         "delete_queued_message",

@@ -137,13 +137,21 @@ class FakeQueuedMessage:
     created_at: str
     created_by: str | None = None
     model_config_id: str | None = None
+    reasoning_effort: str | None = None
+    #: When the owner began editing the entry (RFC 3339), ``None`` when nobody is: a run that
+    #: ends with the head under edit pauses the chat (server-behaviour 2.6, D35).
+    editing_since: str | None = None
 
     def to_json(self, *, zero_value_keys: bool) -> dict[str, Any]:
         out: dict[str, Any] = {"id": self.id, "chat_id": self.chat_id}
         if self.model_config_id is not None:
             out["model_config_id"] = self.model_config_id
+        if self.reasoning_effort is not None:
+            out["reasoning_effort"] = self.reasoning_effort
         out["content"] = [part_json(p, zero_value_keys=zero_value_keys) for p in self.content]
         out["created_at"] = self.created_at
+        if self.editing_since is not None:
+            out["editing_since"] = self.editing_since
         return out
 
 

@@ -102,12 +102,14 @@ class Turns:
             created_at=store.timestamp(t),
             created_by=store.user_id,
             model_config_id=model_config_id,
+            reasoning_effort=effort,
         )
         chat.queue.append(queued)
         store.queue_changed(chat)
         response: dict[str, Any] = {"queued": True, "queued_message": store.queued_json(queued)}
-        if status == STATUS_ERROR:
-            # E1 → R1: the new message joins the tail and the head is promoted.
+        if status == STATUS_ERROR and chat.queue[0].editing_since is None:
+            # E1 → R1: the new message joins the tail and the head is promoted (E1P, the head
+            # under edit, stays as it is: server-behaviour 2.6).
             promoted = store.promote_head(chat, t)
             chat.last_error = None
             chat.status = STATUS_RUNNING

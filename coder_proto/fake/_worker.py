@@ -15,6 +15,7 @@ from typing import Any, Final
 from .._constants import (
     DEFAULT_CHAT_ERROR_MESSAGE,
     STATUS_ERROR,
+    STATUS_PAUSED,
     STATUS_REQUIRES_ACTION,
     STATUS_RUNNING,
     STATUS_WAITING,
@@ -320,13 +321,26 @@ class Worker:
 
     def _next_turn_or_wait(self, chat: FakeChat, t: float) -> None:
         """R1 → the queue head is promoted and the status stays ``running`` with no terminal
-        status in between (server-behaviour 8.2); R0 → ``waiting``."""
-        if chat.queue:
+        status in between (server-behaviour 8.2); R1P (the head under edit) → ``paused``,
+        nothing promoted (server-behaviour 2.6, D35); R0 → ``waiting``."""
+        if chat.queue and chat.queue[0].editing_since is not None:
+            chat.status = STATUS_PAUSED
+        elif chat.queue:
             self.start_run(chat, self._store.promote_head(chat, t), t)
             chat.status = STATUS_RUNNING
         else:
             chat.status = STATUS_WAITING
         self._subscriptions.publish("status_change", chat)
+
+    def resume_paused(self, chat: FakeChat, t: float) -> None:
+        """Leave ``paused`` (server-behaviour 2.6, D35): the head is sent and runs (R0 or R1),
+        or, with the queue emptied, the chat is ``waiting``. In the caller's transaction."""
+        if chat.queue:
+            chat.queue[0].editing_since = None
+            self.start_run(chat, self._store.promote_head(chat, t), t)
+            chat.status = STATUS_RUNNING
+        else:
+            chat.status = STATUS_WAITING
 
     def _finish_turn(self, chat: FakeChat, t: float) -> None:
         """FinishTurn."""
