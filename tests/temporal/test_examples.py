@@ -26,10 +26,13 @@ EXAMPLE = ROOT / "examples" / "temporal"
 
 def repository_files() -> set[Path]:
     """The files of the repository's root and of ``examples/`` (where an example run from the
-    root would write), without coverage's data files, which the measured subprocesses write."""
+    root would write), without what Python and the coverage measurement write themselves
+    (bytecode caches, coverage's data files)."""
     top = {p for p in ROOT.iterdir() if p.is_file()}
     return {
-        p for p in top | set((ROOT / "examples").rglob("*")) if not p.name.startswith(".coverage")
+        p
+        for p in top | set((ROOT / "examples").rglob("*"))
+        if not p.name.startswith(".coverage") and "__pycache__" not in p.parts
     }
 
 
