@@ -4,6 +4,10 @@ reports."""
 
 from __future__ import annotations
 
+import shlex
+import tomllib
+from pathlib import Path
+
 import pytest
 
 from tests.coverage_floors import floors
@@ -30,12 +34,12 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
     return pytester
 
 
-def run(project: pytest.Pytester, floor: float, *args: str) -> pytest.RunResult:
+def run(project: pytest.Pytester, floor: float, *args: str, report: str = "") -> pytest.RunResult:
     project.makeini(
         f"""
         [pytest]
         testpaths = checks
-        addopts = -p tests.coverage_floors -p no:cacheprovider --cov=pkg --cov-branch
+        addopts = -p tests.coverage_floors -p no:cacheprovider --cov=pkg --cov-branch {report}
         coverage_floors =
             pkg {floor}
         """
@@ -79,3 +83,27 @@ def test_a_malformed_floor_is_a_usage_error() -> None:
 
     with pytest.raises(pytest.UsageError, match="'other lots'"):
         floors(Config())  # type: ignore[arg-type]
+
+
+def test_the_suite_measures_coverage_without_printing_the_table() -> None:
+    """The README's test command measures every package and applies the floors, and prints the
+    per-package lines only: the per-file table is asked for on the command line."""
+    ini = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text("utf-8"))
+    addopts = shlex.split(ini["tool"]["pytest"]["ini_options"]["addopts"])
+    assert "tests.coverage_floors" in addopts
+    assert "--cov-branch" in addopts
+    measured = {a.removeprefix("--cov=") for a in addopts if a.startswith("--cov=")}
+    packages = {line.split()[0] for line in ini["tool"]["pytest"]["ini_options"]["coverage_floors"]}
+    assert measured == packages
+    assert [a for a in addopts if a.startswith("--cov-report")] == ["--cov-report="]
+
+
+def test_an_empty_report_prints_the_package_lines_and_no_table(project: pytest.Pytester) -> None:
+    quiet = run(project, 40.0, report="--cov-report=")
+    assert quiet.ret == pytest.ExitCode.OK
+    quiet.stdout.fnmatch_lines(["*- coverage per package -*", "pkg*66.7%*floor*40.0%"])
+    quiet.stdout.no_fnmatch_line("TOTAL*")
+    under = run(project, 90.0, report="--cov-report=")
+    assert under.ret == pytest.ExitCode.TESTS_FAILED
+    table = run(project, 40.0, "--cov-report=term-missing", report="--cov-report=")
+    table.stdout.fnmatch_lines(["TOTAL*", "*coverage per package*"])

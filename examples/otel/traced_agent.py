@@ -3,12 +3,15 @@
 Run it with ``python examples/otel/traced_agent.py`` (needs ``opentelemetry-sdk``; the
 ``otel`` extra brings the API). It starts a fake deployment on loopback, instruments a blocking
 agent with a client tool, drops the chat stream once in the middle of the answer, and prints
-the spans as a tree and the metrics' totals. To send the spans to a collector instead, add a
+the spans as a tree and the metrics' totals with their units. The dropped stream is the point
+of the example, so the library's warning about the redial is not printed: the span events
+show the drop and the redial. To send the spans to a collector instead, add a
 ``BatchSpanProcessor(OTLPSpanExporter())`` to the provider (docs/observability.md).
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from opentelemetry.sdk.metrics import MeterProvider
@@ -54,14 +57,28 @@ def print_tree(spans: list[ReadableSpan]) -> None:
         show(root, 0)
 
 
+def unit_of(unit: str, total: float) -> str:
+    """A metric's unit as a reader says it: ``s`` as it is, ``{token}`` as ``token(s)``."""
+    if unit.startswith("{") and unit.endswith("}"):
+        return unit[1:-1] + ("" if total == 1 else "s")
+    return unit
+
+
 def main() -> None:
+    # The stream drop below is on purpose: the spans record it, the library's log need not.
+    for name in ("coder_proto", "coder_io_sync", "coder_io_common"):
+        logging.getLogger(name).addHandler(logging.NullHandler())
     with FakeCoderServer(chunk_delay=0.002) as server:
         server.config.scripts.add(
             "weather",
             Script(
                 (
                     CallClientTool(name="get_weather", args={"city": "Oslo"}),
-                    Say("In {tool_result.city} it is {tool_result.temp_c} degrees today, " * 3),
+                    Say(
+                        "In {tool_result.city} it is {tool_result.temp_c} degrees today, with"
+                        " clear skies, a light breeze from the fjord and no rain expected"
+                        " before the evening."
+                    ),
                 )
             ),
         )
@@ -92,7 +109,7 @@ def main() -> None:
                     getattr(p, "sum", None) or getattr(p, "value", 0)
                     for p in metric.data.data_points
                 )
-                print(f"{metric.name}: {total:g}")
+                print(f"{metric.name}: {total:g} {unit_of(metric.unit or '', total)}".rstrip())
 
 
 if __name__ == "__main__":

@@ -26,8 +26,10 @@ line before the fence (blank lines between are allowed) changes what happens to 
     examples before they run, so a later example can read or import it (a Python block marked
     so is not run by itself).
 
-Everything else runs as it is written: a Python block in a fresh process, with the top-level
-``await`` of an ``async`` example run by ``asyncio.run``.
+Everything else runs as it is written: a Python block (with the blocks continuing it) is saved
+as a file and run with ``python FILE`` in a fresh process, so it must be a module a reader can
+run the same way: an ``async`` example defines a coroutine and runs it with ``asyncio.run`` (or
+``trio.run``), never a top-level ``await``.
 """
 
 from __future__ import annotations

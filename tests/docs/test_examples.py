@@ -1,6 +1,9 @@
 """Every code example of the README and the documentation pages runs.
 
-Python examples run in a process of their own against a fake Coder server started here:
+Every Python block, with the blocks that continue it, is a program a reader can save as a file
+and run: it compiles as a module (no top-level ``await``; an ``async`` example says
+``asyncio.run`` itself) and runs with ``python FILE``. The programs run in a process of their
+own against a fake Coder server started here:
 ``CODER_URL``, ``CODER_SESSION_TOKEN`` and ``CODER_ORGANIZATION_ID`` point at it, so an example
 written for a deployment runs unchanged. Shell examples that run ``coder-agent`` run with
 bash, the same way. Examples marked as needing a deployment are compiled and type-checked
@@ -11,7 +14,6 @@ holding a small ``report.pdf`` and the blocks marked ``file``); the markers are 
 
 from __future__ import annotations
 
-import ast
 import os
 import signal
 import subprocess
@@ -27,7 +29,6 @@ from coder_io_common.pytest_plugin import FAST_FAKE
 
 from ._blocks import ROOT, Block, Program, blocks_of, pages, python_programs
 
-RUNNER = Path(__file__).with_name("_run_example.py")
 #: One example's bound: far above what any takes, there so that a hang fails instead of stalling.
 EXAMPLE_TIMEOUT = 120.0
 #: A small document for the examples that attach ``report.pdf``.
@@ -52,6 +53,14 @@ SHELL: list[Block] = [
 SERVES: list[Block] = [b for blocks in BLOCKS.values() for b in blocks if b.marker == "serves"]
 IN_CI: list[Block] = [b for blocks in BLOCKS.values() for b in blocks if b.marker == "runs-in-ci"]
 PYTEST: list[Block] = [b for blocks in BLOCKS.values() for b in blocks if b.marker == "pytest"]
+#: Every Python text a reader may save as a file: the programs, and the blocks that are not run
+#: as programs (compiled and type-checked, written as a module, or run by pytest).
+AS_FILES: list[tuple[str, str]] = [(p.first.where, p.source()) for p in PROGRAMS] + [
+    (b.where, b.text)
+    for blocks in BLOCKS.values()
+    for b in blocks
+    if b.language == "python" and b.marker in ("needs-deployment", "file", "pytest")
+]
 
 
 @pytest.fixture(scope="module")
@@ -128,21 +137,26 @@ def test_python_example_runs(
     script = cwd / f"example_{program.first.line}.py"
     source = program.source()
     script.write_text(source, encoding="utf-8")
-    result = _run([sys.executable, str(RUNNER), str(script)], cwd, _environment(deployment))
+    result = _run([sys.executable, script.name], cwd, _environment(deployment))
     assert result.returncode == 0, _report(result, source)
 
 
-@pytest.mark.parametrize("block", COMPILED_ONLY, ids=[b.where for b in COMPILED_ONLY])
-def test_deployment_example_compiles(block: Block) -> None:
-    compile(block.text, block.where, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+@pytest.mark.parametrize(("where", "source"), AS_FILES, ids=[w for w, _ in AS_FILES])
+def test_python_example_compiles_as_a_file(where: str, source: str) -> None:
+    """Saved as a file, the example is a module: a top-level ``await`` would not compile."""
+    compile(source, where, "exec", dont_inherit=True)
+
+
+def test_a_top_level_await_does_not_compile_as_a_file() -> None:
+    with pytest.raises(SyntaxError):
+        compile("import asyncio\nawait asyncio.sleep(0)\n", "example.py", "exec", dont_inherit=True)
 
 
 @pytest.mark.timeout(EXAMPLE_TIMEOUT + 60)
 def test_deployment_examples_type_check(tmp_path: Path) -> None:
     """The examples that cannot run are type-checked against the library instead.
 
-    Names the example leaves to the reader (``payments``, a database pool) are not errors, nor
-    is the top-level ``await`` the pages use for ``async`` code.
+    Names the example leaves to the reader (``payments``, a database pool) are not errors.
     """
     files = []
     for i, block in enumerate(COMPILED_ONLY):
@@ -150,7 +164,7 @@ def test_deployment_examples_type_check(tmp_path: Path) -> None:
         path.write_text(f"# {block.where}\n{block.text}", encoding="utf-8")
         files.append(path.name)
     argv = [sys.executable, "-m", "mypy", "--ignore-missing-imports", "--follow-imports=silent"]
-    argv += ["--disable-error-code=name-defined", "--disable-error-code=top-level-await"]
+    argv += ["--disable-error-code=name-defined"]
     argv += ["--cache-dir", str(tmp_path / ".mypy_cache"), "--no-error-summary", *files]
     result = _run(argv, tmp_path, dict(os.environ))
     assert result.returncode == 0, result.stdout + result.stderr
