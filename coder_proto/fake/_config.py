@@ -55,6 +55,9 @@ class FakeConfig:
     * ``requires_action_timeout``: the requires_action deadline (5 minutes on real servers).
     * ``retry_base_delay`` / ``retry_max_delay``: the provider retry backoff (1 s doubling to
       60 s on real servers).
+    * ``experimental_mount``: serve the chat routes under ``/api/experimental`` as well as
+      ``/api/v2``, as servers of the compatibility window did (with the experimental-only
+      model routes). ``False`` is the newest server: the experimental prefix answers 404 (D36).
     * ``legacy_only``: serve only ``/api/experimental`` (``/api/v2`` answers 404), with the
       legacy model-config route and no organization model route (D16).
     * ``stamp_promotions``: stamp ``queued_message_id`` on promoted user messages (D8);
@@ -88,6 +91,7 @@ class FakeConfig:
     requires_action_timeout: float = 300.0
     retry_base_delay: float = 0.01
     retry_max_delay: float = 0.5
+    experimental_mount: bool = False
     legacy_only: bool = False
     stamp_promotions: bool = True
     coordinates: bool = True

@@ -345,7 +345,7 @@ class FakeCoderModel:
         hdrs = lower_headers(headers)
         path, query = parse_target(target)
         method = method.upper()
-        route = match_route(method, path, legacy_only=self.config.legacy_only)
+        route = self._match_route(method, path)
         op = route.op if isinstance(route, RouteMatch) else "unknown"
         delay = 0.0
         try:
@@ -380,9 +380,17 @@ class FakeCoderModel:
 
     # -- request bodies -------------------------------------------------------------------------
 
+    def _match_route(self, method: str, path: str) -> RouteMatch | FakeApiError:
+        return match_route(
+            method,
+            path,
+            legacy_only=self.config.legacy_only,
+            experimental_mount=self.config.experimental_mount,
+        )
+
     def _route_op(self, method: str, target: str) -> str:
         path, _query = parse_target(target)
-        route = match_route(method.upper(), path, legacy_only=self.config.legacy_only)
+        route = self._match_route(method.upper(), path)
         return route.op if isinstance(route, RouteMatch) else "unknown"
 
     def body_limit(self, method: str, target: str) -> int:
@@ -428,7 +436,7 @@ class FakeCoderModel:
         self.tick(now)
         hdrs = lower_headers(headers)
         path, query = parse_target(target)
-        route = match_route("GET", path, legacy_only=self.config.legacy_only)
+        route = self._match_route("GET", path)
         op = route.op if isinstance(route, RouteMatch) else "unknown"
         try:
             if isinstance(route, FakeApiError):

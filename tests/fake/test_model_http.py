@@ -41,12 +41,43 @@ def test_requests_need_the_session_token() -> None:
 
 
 @pytest.mark.parametrize("prefix", [V2, LEGACY])
-def test_both_prefixes_serve_the_same_routes(prefix: str) -> None:
-    api = Api(prefix=prefix)
+def test_the_compatibility_window_serves_both_prefixes(prefix: str) -> None:
+    """D36: ``experimental_mount`` is a server of the compatibility window, with the same chat
+    routes under both prefixes."""
+    api = Api(prefix=prefix, experimental_mount=True)
     chat_id = api.create("hello")
     assert api.chat(chat_id)["id"] == chat_id
     other = V2 if prefix == LEGACY else LEGACY
     assert api.request("GET", f"{other}/{chat_id}", absolute=True).status == 200
+    org = f"/api/experimental/organizations/{api.model.organization_id}/chats/models"
+    assert api.request("GET", org, absolute=True).status == 200
+
+
+def test_the_newest_server_answers_404_under_the_experimental_prefix() -> None:
+    """D36: by default the chat routes live under ``/api/v2`` only; every chat route and
+    the experimental-only model routes answer 404 under ``/api/experimental``."""
+    api = Api()
+    chat_id = api.create("hello")
+    assert api.chat(chat_id)["id"] == chat_id
+    org = f"/api/experimental/organizations/{api.model.organization_id}/chats/models"
+    for method, path in (
+        ("GET", LEGACY),
+        ("POST", LEGACY),
+        ("GET", f"{LEGACY}/{chat_id}"),
+        ("GET", f"{LEGACY}/{chat_id}/messages"),
+        ("POST", f"{LEGACY}/{chat_id}/interrupt"),
+        ("GET", f"{LEGACY}/models"),
+        ("GET", f"{LEGACY}/model-configs"),
+        ("GET", org),
+    ):
+        response = api.request(method, path, absolute=True)
+        assert response.status == 404, path
+        assert response.json()["message"] == "Route not found."
+    upgrade = api.model.handle_upgrade(f"{LEGACY}/{chat_id}/stream", api.headers, 0.0)
+    assert isinstance(upgrade, FakeHttpResponse) and upgrade.status == 404
+    assert isinstance(
+        api.model.handle_upgrade(f"{V2}/{chat_id}/stream", api.headers, 0.0), StreamSubscription
+    )
 
 
 def test_legacy_only_profile_answers_404_under_v2() -> None:
@@ -70,7 +101,7 @@ def test_legacy_only_profile_answers_404_under_v2() -> None:
 def test_model_routes() -> None:
     """Wire 8 / D16: the org route lists models with providers; no ``provider`` string on a
     model; v2 reserves ``/chats/models`` and ``/chats/model-configs``."""
-    api = Api()
+    api = Api(experimental_mount=True)
     org = api.model.organization_id
     response = api.request("GET", f"/api/v2/organizations/{org}/chats/models", absolute=True)
     assert response.status == 200
