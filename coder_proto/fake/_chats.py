@@ -19,11 +19,11 @@ from ._http import Query, parse_positive_int
 from ._rows import FakeChat
 from ._store import ChatStore, content_text
 from ._subscriptions import Subscriptions
-from ._util import UUID_RE
 from ._worker import Worker
 
 __all__ = ["Chats"]
 
+NIL_UUID: Final = "00000000-0000-0000-0000-000000000000"
 _ACTIVE_STATUSES: Final = frozenset({STATUS_RUNNING, STATUS_INTERRUPTING, STATUS_REQUIRES_ACTION})
 _ARCHIVE_CONFLICT: Final = (
     "Cannot archive an active chat. Interrupt or wait for the chat to finish first."
@@ -49,22 +49,21 @@ class Chats:
         """``POST /chats`` (server-behaviour 1.5): N → R0, status ``running`` at once."""
         store = self._store
         t = store.advance_clock(now)
-        org = body.get("organization_id")
-        if not isinstance(org, str) or not org:
+        # Fields of the wrong type fail the body's decoding, before any other check.
+        org = check.uuid_field(body.get("organization_id"), "organization_id")
+        workspace = check.uuid_field(body.get("workspace_id"), "workspace_id")
+        if org is None or org == NIL_UUID:
             raise FakeApiError(400, "organization_id is required.")
-        if org.lower() != store.organization_id:
+        if org != store.organization_id:
             raise FakeApiError(403, "You are not a member of the specified organization.")
         content = check.content_parts(body.get("content"), store.files)
-        workspace = body.get("workspace_id")
-        if workspace is not None and (
-            not isinstance(workspace, str) or UUID_RE.match(workspace.lower()) is None
-        ):
+        if workspace is not None and workspace not in store.config.workspace_ids:
             raise FakeApiError(
                 400, "Workspace not found or you do not have access to this resource"
             )
         model_config_id = self._catalog.resolve(body.get("model_config_id"), None)
         plan_mode = check.plan_mode(body.get("plan_mode"))
-        mcp = check.mcp_server_ids(body.get("mcp_server_ids"))
+        mcp = check.mcp_server_ids(body.get("mcp_server_ids"), store.config.mcp_server_ids)
         labels = check.labels(body.get("labels"))
         tools = check.dynamic_tools(body.get("unsafe_dynamic_tools"))
         client_type = body.get("client_type") or "api"
@@ -85,7 +84,7 @@ class Chats:
             updated_at=store.timestamp(t),
             last_model_config_id=model_config_id,
             last_reasoning_effort=effort,
-            workspace_id=workspace.lower() if isinstance(workspace, str) else None,
+            workspace_id=workspace,
             mcp_server_ids=mcp or [],
             labels=labels or {},
             plan_mode=plan_mode or None,

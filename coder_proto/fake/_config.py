@@ -6,6 +6,7 @@ The model reads it on every use, so changing a field takes effect at once.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Final
 
 import attrs
@@ -43,6 +44,11 @@ DEFAULT_MODELS: Final = (
 DEFAULT_WALL_CLOCK_OFFSET: Final = 1_767_225_600.0
 
 
+def _uuid_tuple(values: Iterable[str]) -> tuple[str, ...]:
+    """Ids given to the profile, lower-cased as the fake compares them."""
+    return tuple(str(v).lower() for v in values)
+
+
 @attrs.define(kw_only=True)
 class FakeConfig:
     """The fake server's profile. Durations are seconds; tests scale them far below a
@@ -75,6 +81,9 @@ class FakeConfig:
     * ``part_buffer_bytes``: how much of a generation attempt's streamed parts the server keeps
       for sockets that connect late (server-behaviour 3.3: about 1 MB); parts past it are
       streamed to no one who joins later, as on the real server.
+    * ``workspace_ids`` and ``mcp_server_ids``: the workspaces and MCP servers that exist, as
+      UUIDs. A chat may name only these (the real server refuses ids it cannot find: 400); the
+      fake has none unless told.
     * ``models``: the model catalog (``FakeModelSpec``), in listing order.
     * ``access_url`` and ``build_version``: what ``/api/v2/buildinfo`` reports (the served fake
       sets ``access_url`` to its own URL).
@@ -103,6 +112,8 @@ class FakeConfig:
     require_upload_filename: bool = True
     max_queue: int = MAX_QUEUE_SIZE
     part_buffer_bytes: int = 1_000_000
+    workspace_ids: tuple[str, ...] = attrs.field(default=(), converter=_uuid_tuple)
+    mcp_server_ids: tuple[str, ...] = attrs.field(default=(), converter=_uuid_tuple)
     models: tuple[FakeModelSpec, ...] = DEFAULT_MODELS
     scripts: ScriptBook = attrs.Factory(ScriptBook)
     access_url: str = ""

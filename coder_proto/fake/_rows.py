@@ -166,6 +166,7 @@ class FakeFile:
             "organization_id": self.organization_id,
             "name": self.name,
             "mime_type": self.media_type,
+            "size_bytes": len(self.data),
             "created_at": self.created_at,
         }
 
@@ -286,6 +287,8 @@ class FakeChat:
         }
         if self.workspace_id is not None:
             out["workspace_id"] = self.workspace_id
+        # Every chat the fake makes is a root chat: its own root (codersdk's conversion).
+        out["root_chat_id"] = self.id
         out["last_model_config_id"] = self.last_model_config_id
         if self.last_reasoning_effort is not None:
             out["last_reasoning_effort"] = self.last_reasoning_effort

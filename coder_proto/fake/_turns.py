@@ -63,7 +63,9 @@ class Turns:
         )
         effort = check.reasoning_effort(body.get("reasoning_effort"))
         plan_mode = check.plan_mode(body.get("plan_mode"))
-        mcp = check.mcp_server_ids(body.get("mcp_server_ids"))
+        mcp = check.mcp_server_ids(
+            body.get("mcp_server_ids"), [*store.config.mcp_server_ids, *chat.mcp_server_ids]
+        )
         status = chat.status
         direct = status in (STATUS_WAITING, STATUS_ERROR) and not chat.queue
         max_queue = store.config.max_queue

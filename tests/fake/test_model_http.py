@@ -317,7 +317,13 @@ def test_upload_round_trip_and_attachment() -> None:
         "image/png",
         "pic.png",
     )
-    assert [f["id"] for f in api.chat(chat_id)["files"]] == [file_id]
+    (metadata,) = api.chat(chat_id)["files"]
+    assert metadata["id"] == file_id
+    assert (metadata["name"], metadata["mime_type"], metadata["size_bytes"]) == (
+        "pic.png",
+        "image/png",
+        len(PNG),
+    )
 
 
 def test_upload_rules() -> None:

@@ -22,7 +22,7 @@ from coder_proto.fake import (
     Wait,
 )
 
-from .support import WEATHER_TOOL, Api, text_of
+from .support import WEATHER_TOOL, Api, text_content, text_of
 
 #: Keeps a chat running for 10 s of model time, with partial text streamed before.
 LONG = Script((Say("partial answer "), Wait(10.0), Say("the rest")))
@@ -94,6 +94,9 @@ def test_create_returns_201_with_status_running_and_the_prompt_in_history() -> N
     assert chat["status"] == "running"
     assert chat["title"] == "hi"
     assert chat["children"] == []
+    assert chat["root_chat_id"] == chat["id"], "a root chat is its own root"
+    assert chat["last_turn_summary"] is None and chat["summary"] is None
+    assert (chat["mcp_server_ids"], chat["labels"], chat["files"]) == ([], {}, [])
     history = api.messages(chat["id"])["messages"]
     assert [m["role"] for m in history] == ["user"]
     assert history[0]["content"][0]["text"] == "hi", "text input is trimmed"
@@ -144,12 +147,12 @@ def test_create_returns_201_with_status_running_and_the_prompt_in_history() -> N
         ),
         ({"plan_mode": "yolo"}, 400, "Invalid plan_mode value.", None),
         (
-            {"mcp_server_ids": ["x"]},
+            {"mcp_server_ids": ["22222222-2222-4222-8222-222222222222"]},
             400,
             "One or more MCP server IDs are invalid or disabled.",
-            None,
+            "Invalid IDs: 22222222-2222-4222-8222-222222222222",
         ),
-        ({"labels": {"a": 1}}, 400, "Invalid labels.", None),
+        ({"labels": {"a": "v", "-a": "v"}}, 400, "Invalid labels.", None),
         (
             {"unsafe_dynamic_tools": [{"name": ""}]},
             400,
@@ -171,10 +174,53 @@ def test_create_returns_201_with_status_running_and_the_prompt_in_history() -> N
         ({"client_type": "cli"}, 400, "Invalid client_type.", None),
         ({"reasoning_effort": "extreme"}, 400, "Invalid reasoning_effort value.", None),
         (
-            {"workspace_id": "not-a-uuid"},
+            {"workspace_id": "11111111-1111-4111-8111-111111111111"},
             400,
             "Workspace not found or you do not have access to this resource",
             None,
+        ),
+        # Fields of the wrong type fail the body's decoding, before any other check.
+        (
+            {"workspace_id": "not-a-uuid", "content": []},
+            400,
+            "Request body must be valid JSON.",
+            "invalid UUID length: 10",
+        ),
+        (
+            {"organization_id": "g" * 36},
+            400,
+            "Request body must be valid JSON.",
+            "invalid UUID format",
+        ),
+        (
+            {"organization_id": 7},
+            400,
+            "Request body must be valid JSON.",
+            "organization_id must be a UUID string",
+        ),
+        (
+            {"organization_id": "00000000-0000-0000-0000-000000000000"},
+            400,
+            "organization_id is required.",
+            None,
+        ),
+        (
+            {"mcp_server_ids": ["x"]},
+            400,
+            "Request body must be valid JSON.",
+            "mcp_server_ids must be an array of UUIDs",
+        ),
+        (
+            {"mcp_server_ids": "x"},
+            400,
+            "Request body must be valid JSON.",
+            "mcp_server_ids must be an array of UUIDs",
+        ),
+        (
+            {"labels": {"a": 1}},
+            400,
+            "Request body must be valid JSON.",
+            "labels must be an object of strings",
         ),
     ],
 )
@@ -674,6 +720,47 @@ def test_archived_chats_are_listed_only_on_request() -> None:
     assert api.request("GET", "?q=bogus:1").status == 400
 
 
+@pytest.mark.parametrize(
+    ("labels", "details"),
+    [
+        ({"": "v"}, ["label key must not be empty"]),
+        (
+            {"k" * 65: "v"},
+            [f'label key "{"k" * 65}" exceeds maximum length of 64 bytes'],
+        ),
+        (
+            {"a b": ""},
+            [
+                'label key "a b" contains invalid characters; must match '
+                "^[a-zA-Z0-9][a-zA-Z0-9._/-]*$",
+                'label value for key "a b" must not be empty',
+            ],
+        ),
+        ({"k": "é" * 129}, ['label value for key "k" exceeds maximum length of 256 bytes']),
+        ({f"k{n}": "v" for n in range(51)}, ["too many labels (51); maximum is 50"]),
+        ({"team/a.b_c-1": "v" * 256}, []),
+        ({f"k{n}": "v" for n in range(50)}, []),
+    ],
+)
+def test_labels_follow_the_servers_rules(labels: dict[str, str], details: list[str]) -> None:
+    """The label rules of the real server's chat label check: each broken rule is one entry
+    of ``validations``; on create and on PATCH alike."""
+    api = Api()
+    body = {"organization_id": api.model.organization_id, "content": text_content("hi")}
+    created = api.request("POST", "", {**body, "labels": labels})
+    chat_id = waiting_chat(api)
+    patched = api.request("PATCH", f"/{chat_id}", {"labels": labels})
+    if not details:
+        assert created.status == 201 and created.json()["labels"] == labels
+        assert patched.status == 204 and api.chat(chat_id)["labels"] == labels
+        return
+    for response in (created, patched):
+        assert response.status == 400
+        error = response.json()
+        assert error["message"] == "Invalid labels."
+        assert error["validations"] == [{"field": "labels", "detail": d} for d in details]
+
+
 def test_patch_title_pin_labels_and_plan_mode() -> None:
     api = Api()
     chat_id = waiting_chat(api)
@@ -696,7 +783,8 @@ def test_patch_title_pin_labels_and_plan_mode() -> None:
         ({"pin_order": -1}, "Pin order must be non-negative."),
         ({"pin_order": 1, "archived": True}, "Cannot pin an archived chat."),
         ({"plan_mode": "x"}, "Invalid plan_mode value."),
-        ({"labels": ["x"]}, "Invalid labels."),
+        ({"labels": ["x"]}, "Request body must be valid JSON."),
+        ({"labels": {"k": ""}}, "Invalid labels."),
     ]
     for body, message in cases:
         response = api.request("PATCH", f"/{chat_id}", body)
