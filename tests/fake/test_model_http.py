@@ -304,8 +304,9 @@ def test_upload_round_trip_and_attachment() -> None:
     assert got.status == 200
     assert got.body == PNG
     assert got.header("content-type") == "image/png"
-    assert got.header("content-disposition") == 'inline; filename="pic.png"'
+    assert got.header("content-disposition") == "inline; filename=pic.png"
     assert got.header("cache-control") == "private, max-age=31536000, immutable"
+    assert got.header("x-content-type-options") == "nosniff"
     chat_id = api.create(
         "look", content=[{"type": "text", "text": "look"}, {"type": "file", "file_id": file_id}]
     )
@@ -372,7 +373,7 @@ def test_upload_classification() -> None:
     assert upload(api, b"RIFF\x00\x00\x00\x00WEBPVP8 ", "image/webp").status == 201
     assert upload(api, b"%PDF-1.7", "application/pdf").status == 201
     assert upload(api, b"{broken", "application/json").status == 400
-    assert upload(api, b"\xff\xfe\x00bad", "text/plain").status == 400
+    assert upload(api, b"\x00\x01\x02bad", "text/plain").status == 400
     utf8 = api.request(
         "POST",
         f"/files?organization={api.model.organization_id}",
@@ -385,6 +386,104 @@ def test_upload_classification() -> None:
     assert api.model.files[utf8.json()["id"]].name == "résumé.txt"
     loose = Api(require_upload_filename=False)
     assert upload(loose, b"hi", "text/plain", name=None).status == 201
+
+
+@pytest.mark.parametrize(
+    ("data", "name", "declared", "stored"),
+    [
+        # Plain text is refined by the file name's extension.
+        (b"# Title\n", "notes.md", "text/plain", "text/markdown"),
+        (b"# Title\n", "notes.MARKDOWN", "text/markdown", "text/markdown"),
+        (b"a;b\n", "table.csv", "text/plain", "text/csv"),
+        (b'{"a": 1}', "data.json", "application/octet-stream", "application/json"),
+        (b"{broken", "data.json", "text/plain", "text/plain"),
+        (b"just words", "words.txt", "application/octet-stream", "text/plain"),
+        # The bytes alone say CSV, JSON or an image, whatever the name.
+        (b"a,b\n1,2\n", "table.txt", "text/plain", "text/csv"),
+        (b"[1, 2]", "list.txt", "text/plain", "application/json"),
+        (PNG, "picture.txt", "application/octet-stream", "image/png"),
+        (b"%PDF-1.7", "doc", "", "application/pdf"),
+        (b"x" * 200_000, "long.txt", "text/plain", "text/plain"),
+        (b"<!-- never closed", "c.txt", "text/plain", "text/plain"),
+        (b"<!-- closed --> words", "c.txt", "text/plain", "text/plain"),
+        (b'"a JSON string"', "s.json", "text/plain", "application/json"),
+        # Other text (HTML) is stored as plain text.
+        (b"<!DOCTYPE html><p>x</p>", "page.md", "text/plain", "text/plain"),
+    ],
+)
+def test_uploads_are_typed_from_their_bytes_and_name(
+    data: bytes, name: str, declared: str, stored: str
+) -> None:
+    """D36, as the newest server's chat file typing does it."""
+    api = Api()
+    response = upload(api, data, declared, name=name)
+    assert response.status == 201, response.json()
+    assert api.model.files[response.json()["id"]].media_type == stored
+
+
+@pytest.mark.parametrize(
+    ("data", "name", "declared", "message"),
+    [
+        (b"\n  <svg xmlns='http://www.w3.org/2000/svg'/>", "a.txt", "text/plain", "Unsupported"),
+        (
+            b"<?xml version='1.0'?><!-- c --><!DOCTYPE svg><SVG/>",
+            "a.svg",
+            "application/octet-stream",
+            "Unsupported",
+        ),
+        (b"<?xml version='1.0'?><root/>", "a.txt", "text/plain", "Unsupported"),
+        (b"\x00\x01binary", "a.bin", "application/octet-stream", "Unsupported"),
+        (b"\xff\xfe not utf-8", "a.txt", "application/octet-stream", "Unsupported"),
+        # A declared type must agree with the stored one; only text/plain may be refined.
+        (b"# Title\n", "notes.md", "text/csv", "does not match"),
+        (b"just words", "words.txt", "text/markdown", "does not match"),
+        (b"a,b\n1,2\n", "t.csv", "application/json", "does not match"),
+        (PNG, "p.png", "image/jpeg", "does not match"),
+    ],
+)
+def test_uploads_the_server_refuses(data: bytes, name: str, declared: str, message: str) -> None:
+    api = Api()
+    response = upload(api, data, declared, name=name)
+    assert response.status == 400
+    assert message in response.json()["message"]
+    assert api.model.files == {}
+
+
+def test_upload_names_are_trimmed_and_cut_to_255_bytes() -> None:
+    api = Api()
+    long = "é" * 200 + ".txt"
+    response = upload(api, b"hi", "text/plain", name=f"  {long}  ")
+    stored = api.model.files[response.json()["id"]]
+    assert stored.name == "é" * 127, "cut at a character boundary"
+    assert len(stored.name.encode()) == 254
+    trimmed = upload(api, b"hi", "text/plain", name=" a.txt ").json()["id"]
+    assert api.model.files[trimmed].name == "a.txt"
+
+
+@pytest.mark.parametrize(
+    ("data", "declared", "name", "disposition"),
+    [
+        (b"%PDF-1.7", "application/pdf", "report.pdf", "attachment; filename=report.pdf"),
+        (b"words", "text/plain", "my notes.txt", 'inline; filename="my notes.txt"'),
+        (b"words", "text/plain", 'say "hi".txt', 'inline; filename="say \\"hi\\".txt"'),
+        (b"words", "text/plain", "résumé.txt", "inline; filename*=utf-8''r%C3%A9sum%C3%A9.txt"),
+    ],
+)
+def test_downloads_use_the_servers_disposition(
+    data: bytes, declared: str, name: str, disposition: str
+) -> None:
+    """Inline for every stored type but PDF; the name laid out as Go's media type formatter
+    does; never sniffed."""
+    api = Api()
+    file_id = upload(api, data, declared, name=name).json()["id"]
+    got = api.request("GET", f"/files/{file_id}")
+    assert got.header("content-disposition") == disposition
+    assert got.header("x-content-type-options") == "nosniff"
+    unnamed = Api(require_upload_filename=False)
+    file_id = upload(unnamed, b"hi", "text/plain", name=None).json()["id"]
+    assert unnamed.request("GET", f"/files/{file_id}").header("content-disposition") == (
+        "inline; filename=file"
+    )
 
 
 def test_get_file_errors() -> None:
