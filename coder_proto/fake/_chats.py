@@ -19,6 +19,7 @@ from ._http import Query, parse_positive_int
 from ._rows import FakeChat
 from ._store import ChatStore, content_text
 from ._subscriptions import Subscriptions
+from ._transitions import transition_refused
 from ._worker import Worker
 
 __all__ = ["Chats"]
@@ -132,7 +133,7 @@ class Chats:
             if not archived and not chat.archived:
                 raise FakeApiError(400, "Chat is already not archived.")
             if archived and chat.status in _ACTIVE_STATUSES:
-                raise FakeApiError(409, _ARCHIVE_CONFLICT, detail="transition not allowed")
+                raise transition_refused(_ARCHIVE_CONFLICT, "SetArchived", chat)
         store.begin(chat, t)
         if title is not None:
             chat.title = title.strip()

@@ -18,7 +18,6 @@ from __future__ import annotations
 import functools
 import logging
 import random
-import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
@@ -41,6 +40,7 @@ from ._http import (
     json_response,
     lower_headers,
     not_found,
+    parse_go_int64,
     parse_json_object,
     parse_target,
     parse_uuid_param,
@@ -420,9 +420,10 @@ class FakeCoderModel:
         raw = query.get("after_id")
         after_id = 0
         if raw is not None and raw != "":
-            if not re.fullmatch(r"\d{1,19}", raw.strip()) or int(raw) >= 2**63:
-                raise FakeApiError(400, "Invalid after_id parameter.")
-            after_id = int(raw)
+            try:
+                after_id = parse_go_int64(raw)
+            except ValueError as exc:
+                raise FakeApiError(400, "Invalid after_id parameter.", detail=str(exc)) from None
         return chat, after_id
 
     def handle_upgrade(

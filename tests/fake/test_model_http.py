@@ -160,7 +160,8 @@ def test_stream_route_checks_before_the_upgrade() -> None:
     cases = {
         f"/{missing}/stream": 404,
         f"/{chat_id}/stream?after_id=abc": 400,
-        f"/{chat_id}/stream?after_id=-1": 400,
+        f"/{chat_id}/stream?after_id= 1": 400,
+        f"/{chat_id}/stream?after_id=9223372036854775808": 400,
         f"/{chat_id}/messages/stream": 405,
     }
     for path, status in cases.items():
@@ -169,7 +170,16 @@ def test_stream_route_checks_before_the_upgrade() -> None:
         assert response.status == status, path
     bad = api.model.handle_upgrade(f"{V2}/{chat_id}/stream?after_id=x", api.headers, 0.0)
     assert isinstance(bad, FakeHttpResponse)
-    assert bad.json() == {"message": "Invalid after_id parameter."}
+    assert bad.json() == {
+        "message": "Invalid after_id parameter.",
+        "detail": 'strconv.ParseInt: parsing "x": invalid syntax',
+    }
+    # Any int64 is a cursor, as Go's ParseInt reads it: -1 and +3 replay like 0 and 3.
+    for cursor in ("-1", "%2B3"):
+        subscription = api.model.handle_upgrade(
+            f"{V2}/{chat_id}/stream?after_id={cursor}", api.headers, 0.0
+        )
+        assert isinstance(subscription, StreamSubscription), cursor
     assert api.model.handle_upgrade(f"{V2}/{chat_id}", api.headers, 0.0).status == 400  # type: ignore[union-attr]
     assert isinstance(
         api.model.handle_upgrade(f"{V2}/{chat_id}/stream?after_id=", api.headers, 0.0),
@@ -179,7 +189,7 @@ def test_stream_route_checks_before_the_upgrade() -> None:
     assert plain.status == 426
     assert api.request("GET", "/watch").status == 426
     assert isinstance(api.model.handle_upgrade(f"{V2}/watch", api.headers, 0.0), WatchSubscription)
-    assert api.model.counters.stream_dials[chat_id] == 4, "every upgrade attempt counts"
+    assert api.model.counters.stream_dials[chat_id] == 7, "every upgrade attempt counts"
 
 
 # -- pagination (server-behaviour 7) ------------------------------------------------------------

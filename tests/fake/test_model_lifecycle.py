@@ -515,14 +515,19 @@ def test_interrupt_paused_chat_with_queue_keeps_the_queue() -> None:
     ],
     ids=["W", "E0", "E1", "I0", "I1"],
 )
-def test_interrupt_is_409_in_w_e_and_i(make: object) -> None:
-    """Server-behaviour 8.6: a second interrupt while ``interrupting`` is a 409 too."""
+def test_interrupt_is_409_in_w_e_and_i(make: object, request: pytest.FixtureRequest) -> None:
+    """Server-behaviour 8.6: a second interrupt while ``interrupting`` is a 409 too; the
+    detail names the refused transition and the execution state, as the server's does."""
     api = Api()
     chat_id = make(api)  # type: ignore[operator]
     before = api.status(chat_id)
     response = api.interrupt(chat_id)
     assert response.status == 409
-    assert response.json()["message"] == "Chat is not in an interruptible state."
+    assert response.json() == {
+        "message": "Chat is not in an interruptible state.",
+        "detail": "chat state transition Interrupt not allowed from state "
+        + request.node.callspec.id,
+    }
     assert api.status(chat_id) == before
 
 
@@ -658,13 +663,17 @@ def test_requires_action_deadline_cancels_and_continues() -> None:
 @pytest.mark.parametrize(
     "make", [running_chat, interrupting_chat, paused_chat], ids=["R", "I", "A"]
 )
-def test_archive_is_409_while_active(make: object) -> None:
+def test_archive_is_409_while_active(make: object, request: pytest.FixtureRequest) -> None:
     api = Api()
     chat_id = make(api)  # type: ignore[operator]
     response = api.archive(chat_id)
     assert response.status == 409
     assert response.json()["message"] == (
         "Cannot archive an active chat. Interrupt or wait for the chat to finish first."
+    )
+    state = request.node.callspec.id + "0"
+    assert response.json()["detail"] == (
+        f"chat state transition SetArchived not allowed from state {state}"
     )
     assert api.chat(chat_id)["archived"] is False
 
@@ -809,8 +818,17 @@ def test_queue_delete_windows() -> None:
     missing = api.request("DELETE", f"/{chat_id}/queue/{second + 100}")
     assert missing.status == 404
     assert missing.json()["message"] == "Queued message not found."
-    assert api.request("DELETE", f"/{chat_id}/queue/zero").status == 400
-    assert api.request("DELETE", f"/{chat_id}/queue/-3").status == 400
+    bad = api.request("DELETE", f"/{chat_id}/queue/zero")
+    assert bad.status == 400
+    assert bad.json() == {
+        "message": "Invalid queued message ID.",
+        "detail": 'strconv.ParseInt: parsing "zero": invalid syntax',
+    }
+    huge = api.request("DELETE", f"/{chat_id}/queue/9223372036854775808")
+    assert huge.json()["detail"].endswith("value out of range")
+    # Any int64 is an id as the server reads the path; zero and negative ones name no entry.
+    assert api.request("DELETE", f"/{chat_id}/queue/0").status == 404
+    assert api.request("DELETE", f"/{chat_id}/queue/-3").status == 404
     assert api.request("DELETE", f"/{chat_id}/queue/{first}").status == 204
     assert [q.id for q in api.model.chats[chat_id].queue] == [second]
 
@@ -842,6 +860,7 @@ def test_promote_windows_and_effects() -> None:
     second = api.send(chat_id, "b").json()["queued_message"]["id"]
     assert api.request("POST", f"/{chat_id}/queue/{second + 9}/promote").status == 404
     assert api.request("POST", f"/{chat_id}/queue/x/promote").status == 400
+    assert api.request("POST", f"/{chat_id}/queue/0/promote").status == 404
     api.model.config.scripts.push(LONG)
     response = api.request("POST", f"/{chat_id}/queue/{second}/promote")
     assert response.status == 202
