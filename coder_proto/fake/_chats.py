@@ -139,7 +139,7 @@ class Chats:
             chat.title = title.strip()
             self._subscriptions.publish("title_change", chat)
         if pin is not None:
-            chat.pin_order = pin
+            self._pin(chat, pin)
         if plan_mode is not None:
             chat.plan_mode = plan_mode or None
         if labels is not None:
@@ -147,9 +147,26 @@ class Chats:
         if archived is not None:
             chat.archived = archived
 
+    def _pin(self, chat: FakeChat, requested: int) -> None:
+        """Pin, unpin or move a chat as the server does: 0 unpins; an unpinned chat goes to
+        the end of the pinned list whatever the value asked; a pinned one moves to the asked
+        position, clamped to the list, its neighbours shifting. Positions stay 1..n."""
+        pinned = sorted(
+            (c for c in self._store.chats.values() if c.pin_order > 0 and c is not chat),
+            key=lambda c: c.pin_order,
+        )
+        if requested > 0:
+            at = min(requested, len(pinned) + 1) if chat.pin_order > 0 else len(pinned) + 1
+            pinned.insert(at - 1, chat)
+        else:
+            chat.pin_order = 0
+        for position, row in enumerate(pinned, start=1):
+            row.pin_order = position
+
     def search(self, query: Query) -> list[dict[str, Any]]:
-        """``GET /chats``: root chats, newest first; ``q`` understands ``archived:`` and
-        ``title:``; ``label=k:v`` filters (AND); ``limit``/``offset`` paginate."""
+        """``GET /chats``: root chats, pinned ones first, then newest first; ``q`` understands
+        ``archived:`` and ``title:``; ``label=k:v`` filters (AND); ``limit``/``offset``
+        paginate."""
         archived: bool | None = False
         title: str | None = None
         for term in (query.get("q") or "").split():
@@ -168,11 +185,15 @@ class Chats:
             if not sep or not key:
                 raise FakeApiError(400, f"Invalid label filter: {item!r}")
             labels.append((key, value))
-        # Newest activity first; ties in creation order, newest first.
+        # Pinned chats first, in pin order (as the server sorts them, so they are on the first
+        # page); then newest activity first, ties in creation order, newest first.
         ordered = sorted(
-            enumerate(self._store.chats.values()),
-            key=lambda nc: (nc[1].updated_at, nc[0]),
-            reverse=True,
+            sorted(
+                enumerate(self._store.chats.values()),
+                key=lambda nc: (nc[1].updated_at, nc[0]),
+                reverse=True,
+            ),
+            key=lambda nc: (nc[1].pin_order == 0, nc[1].pin_order),
         )
         chats = [
             c

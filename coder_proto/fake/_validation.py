@@ -40,7 +40,9 @@ def content_parts(
         where = f"{field}[{n}]"
         if not isinstance(part, dict):
             raise FakeApiError(400, "Invalid input part.", detail=f"{where} must be an object.")
-        kind = part.get("type")
+        raw_kind = part.get("type")
+        # The server matches the type case-insensitively, around blanks.
+        kind = raw_kind.strip().lower() if isinstance(raw_kind, str) else raw_kind
         if kind == "text":
             text = part.get("text")
             if not isinstance(text, str) or not text.strip():
@@ -92,7 +94,7 @@ def content_parts(
             out.append(ref)
         else:
             raise FakeApiError(
-                400, "Invalid input part.", detail=f'{where}.type "{kind}" is not supported.'
+                400, "Invalid input part.", detail=f'{where}.type "{raw_kind}" is not supported.'
             )
     if sum(1 for p in out if p["type"] == "file") > MAX_ATTACHMENTS_PER_CHAT:
         raise FakeApiError(400, "Chat attachment limit reached.")

@@ -100,6 +100,13 @@ def test_create_returns_201_with_status_running_and_the_prompt_in_history() -> N
     history = api.messages(chat["id"])["messages"]
     assert [m["role"] for m in history] == ["user"]
     assert history[0]["content"][0]["text"] == "hi", "text input is trimmed"
+    body = {
+        "organization_id": api.model.organization_id,
+        "content": [{"type": " Text ", "text": "x"}],
+    }
+    mixed_case = api.request("POST", "", body)
+    assert mixed_case.status == 201, "the part type is matched case-insensitively"
+    assert api.messages(mixed_case.json()["id"])["messages"][0]["content"][0]["type"] == "text"
     assert history[0]["created_by"] == api.model.user_id
 
 
@@ -770,6 +777,29 @@ def test_labels_follow_the_servers_rules(labels: dict[str, str], details: list[s
         assert error["validations"] == [{"field": "labels", "detail": d} for d in details]
 
 
+def test_pins_append_move_and_unpin_as_the_server_does() -> None:
+    """An unpinned chat goes to the end whatever the value asked; a pinned one moves, clamped,
+    its neighbours shifting; 0 unpins. The list shows pinned chats first, in pin order."""
+    api = Api()
+    a, b, c, d = (waiting_chat(api) for _ in range(4))
+
+    def pins() -> dict[str, int]:
+        return {k: api.chat(k)["pin_order"] for k in (a, b, c, d)}
+
+    for chat_id in (a, b, c):
+        assert api.request("PATCH", f"/{chat_id}", {"pin_order": 7}).status == 204
+    assert pins() == {a: 1, b: 2, c: 3, d: 0}
+    api.request("PATCH", f"/{c}", {"pin_order": 1})
+    assert pins() == {a: 2, b: 3, c: 1, d: 0}
+    api.request("PATCH", f"/{c}", {"pin_order": 99})
+    assert pins() == {a: 1, b: 2, c: 3, d: 0}, "clamped to the pinned count"
+    api.request("PATCH", f"/{a}", {"pin_order": 0})
+    assert pins() == {a: 0, b: 1, c: 2, d: 0}
+    listed = [row["id"] for row in api.request("GET", "").json()]
+    assert listed[:2] == [b, c], "pinned first, in pin order"
+    assert listed[2:] == [d, a], "then newest activity first"
+
+
 def test_patch_title_pin_labels_and_plan_mode() -> None:
     api = Api()
     chat_id = waiting_chat(api)
@@ -782,7 +812,7 @@ def test_patch_title_pin_labels_and_plan_mode() -> None:
     chat = api.chat(chat_id)
     assert (chat["title"], chat["pin_order"], chat["labels"], chat["plan_mode"]) == (
         "New",
-        2,
+        1,
         {"k": "v"},
         "plan",
     )
