@@ -76,7 +76,7 @@ def test_create_accepts_every_optional_field() -> None:
         workspace_id=workspace.upper(),
         reasoning_effort="high",
         plan_mode="plan",
-        mcp_server_ids=[mcp],
+        mcp_server_ids=[mcp, mcp.upper()],
         labels={"team": "a"},
         client_type="ui",
         system_prompt="be brief",
