@@ -124,6 +124,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     profile = parser.add_argument_group("older servers")
     profile.add_argument(
+        "--experimental-mount",
+        action="store_true",
+        help="serve the chat routes under /api/experimental too, as servers of the "
+        "compatibility window did (the newest answers 404 there)",
+    )
+    profile.add_argument(
         "--legacy-only",
         action="store_true",
         help="serve only /api/experimental (an older server); /api/v2 chats answer 404",
@@ -344,6 +350,7 @@ def _config(args: argparse.Namespace) -> FakeConfig:
         part_buffer_bytes=_int(
             "--part-buffer-bytes", args.part_buffer_bytes, 0, what="a number of bytes, 0 or more"
         ),
+        experimental_mount=args.experimental_mount,
         legacy_only=args.legacy_only,
         stamp_promotions=not args.no_promotion_stamps,
         coordinates=not args.no_coordinates,

@@ -20,11 +20,12 @@ from ._http import Query, parse_positive_int
 from ._rows import FakeChat
 from ._store import ChatStore, content_text
 from ._subscriptions import Subscriptions
-from ._util import UUID_RE
+from ._transitions import transition_refused
 from ._worker import Worker
 
 __all__ = ["Chats"]
 
+NIL_UUID: Final = "00000000-0000-0000-0000-000000000000"
 _ACTIVE_STATUSES: Final = frozenset({STATUS_RUNNING, STATUS_INTERRUPTING, STATUS_REQUIRES_ACTION})
 _ARCHIVE_CONFLICT: Final = (
     "Cannot archive an active chat. Interrupt or wait for the chat to finish first."
@@ -55,22 +56,21 @@ class Chats:
         """``POST /chats`` (server-behaviour 1.5): N → R0, status ``running`` at once."""
         store = self._store
         t = store.advance_clock(now)
-        org = body.get("organization_id")
-        if not isinstance(org, str) or not org:
+        # Fields of the wrong type fail the body's decoding, before any other check.
+        org = check.uuid_field(body.get("organization_id"), "organization_id")
+        workspace = check.uuid_field(body.get("workspace_id"), "workspace_id")
+        if org is None or org == NIL_UUID:
             raise FakeApiError(400, "organization_id is required.")
-        if org.lower() != store.organization_id:
+        if org != store.organization_id:
             raise FakeApiError(403, "You are not a member of the specified organization.")
         content = check.content_parts(body.get("content"), store.files)
-        workspace = body.get("workspace_id")
-        if workspace is not None and (
-            not isinstance(workspace, str) or UUID_RE.match(workspace.lower()) is None
-        ):
+        if workspace is not None and workspace not in store.config.workspace_ids:
             raise FakeApiError(
                 400, "Workspace not found or you do not have access to this resource"
             )
         model_config_id = self._catalog.resolve(body.get("model_config_id"), None)
         plan_mode = check.plan_mode(body.get("plan_mode"))
-        mcp = check.mcp_server_ids(body.get("mcp_server_ids"))
+        mcp = check.mcp_server_ids(body.get("mcp_server_ids"), store.config.mcp_server_ids)
         labels = check.labels(body.get("labels"))
         tools = check.dynamic_tools(body.get("unsafe_dynamic_tools"))
         client_type = body.get("client_type") or "api"
@@ -91,7 +91,7 @@ class Chats:
             updated_at=store.timestamp(t),
             last_model_config_id=model_config_id,
             last_reasoning_effort=effort,
-            workspace_id=workspace.lower() if isinstance(workspace, str) else None,
+            workspace_id=workspace,
             mcp_server_ids=mcp or [],
             labels=labels or {},
             plan_mode=plan_mode or None,
@@ -174,7 +174,7 @@ class Chats:
             if not archived and not chat.archived:
                 raise FakeApiError(400, "Chat is already not archived.")
             if archived and chat.status in _ACTIVE_STATUSES:
-                raise FakeApiError(409, _ARCHIVE_CONFLICT, detail="transition not allowed")
+                raise transition_refused(_ARCHIVE_CONFLICT, "SetArchived", chat)
             if archived and chat.status == STATUS_PAUSED:
                 raise FakeApiError(409, PAUSED_ARCHIVE_CONFLICT)
         store.begin(chat, t)
@@ -209,9 +209,26 @@ class Chats:
         for position, member in enumerate(others, 1):
             member.pin_order = position
 
+    def _pin(self, chat: FakeChat, requested: int) -> None:
+        """Pin, unpin or move a chat as the server does: 0 unpins; an unpinned chat goes to
+        the end of the pinned list whatever the value asked; a pinned one moves to the asked
+        position, clamped to the list, its neighbours shifting. Positions stay 1..n."""
+        pinned = sorted(
+            (c for c in self._store.chats.values() if c.pin_order > 0 and c is not chat),
+            key=lambda c: c.pin_order,
+        )
+        if requested > 0:
+            at = min(requested, len(pinned) + 1) if chat.pin_order > 0 else len(pinned) + 1
+            pinned.insert(at - 1, chat)
+        else:
+            chat.pin_order = 0
+        for position, row in enumerate(pinned, start=1):
+            row.pin_order = position
+
     def search(self, query: Query) -> list[dict[str, Any]]:
-        """``GET /chats``: root chats, newest first; ``q`` understands ``archived:`` and
-        ``title:``; ``label=k:v`` filters (AND); ``limit``/``offset`` paginate."""
+        """``GET /chats``: root chats, pinned ones first, then newest first; ``q`` understands
+        ``archived:`` and ``title:``; ``label=k:v`` filters (AND); ``limit``/``offset``
+        paginate."""
         archived: bool | None = False
         title: str | None = None
         for term in (query.get("q") or "").split():
@@ -230,11 +247,15 @@ class Chats:
             if not sep or not key:
                 raise FakeApiError(400, f"Invalid label filter: {item!r}")
             labels.append((key, value))
-        # Newest activity first; ties in creation order, newest first.
+        # Pinned chats first, in pin order (as the server sorts them, so they are on the first
+        # page); then newest activity first, ties in creation order, newest first.
         ordered = sorted(
-            enumerate(self._store.chats.values()),
-            key=lambda nc: (nc[1].updated_at, nc[0]),
-            reverse=True,
+            sorted(
+                enumerate(self._store.chats.values()),
+                key=lambda nc: (nc[1].updated_at, nc[0]),
+                reverse=True,
+            ),
+            key=lambda nc: (nc[1].pin_order == 0, nc[1].pin_order),
         )
         chats = [
             c

@@ -6,6 +6,7 @@ The model reads it on every use, so changing a field takes effect at once.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Final
 
 import attrs
@@ -43,6 +44,11 @@ DEFAULT_MODELS: Final = (
 DEFAULT_WALL_CLOCK_OFFSET: Final = 1_767_225_600.0
 
 
+def _uuid_tuple(values: Iterable[str]) -> tuple[str, ...]:
+    """Ids given to the profile, lower-cased as the fake compares them."""
+    return tuple(str(v).lower() for v in values)
+
+
 @attrs.define(kw_only=True)
 class FakeConfig:
     """The fake server's profile. Durations are seconds; tests scale them far below a
@@ -55,6 +61,9 @@ class FakeConfig:
     * ``requires_action_timeout``: the requires_action deadline (5 minutes on real servers).
     * ``retry_base_delay`` / ``retry_max_delay``: the provider retry backoff (1 s doubling to
       60 s on real servers).
+    * ``experimental_mount``: serve the chat routes under ``/api/experimental`` as well as
+      ``/api/v2``, as servers of the compatibility window did (with the experimental-only
+      model routes). ``False`` is the newest server: the experimental prefix answers 404 (D36).
     * ``legacy_only``: serve only ``/api/experimental`` (``/api/v2`` answers 404), with the
       legacy model-config route and no organization model route (D16).
     * ``stamp_promotions``: stamp ``queued_message_id`` on promoted user messages (D8);
@@ -72,6 +81,9 @@ class FakeConfig:
     * ``part_buffer_bytes``: how much of a generation attempt's streamed parts the server keeps
       for sockets that connect late (server-behaviour 3.3: about 1 MB); parts past it are
       streamed to no one who joins later, as on the real server.
+    * ``workspace_ids`` and ``mcp_server_ids``: the workspaces and MCP servers that exist, as
+      UUIDs. A chat may name only these (the real server refuses ids it cannot find: 400); the
+      fake has none unless told.
     * ``models``: the model catalog (``FakeModelSpec``), in listing order.
     * ``access_url`` and ``build_version``: what ``/api/v2/buildinfo`` reports (the served fake
       sets ``access_url`` to its own URL).
@@ -88,6 +100,7 @@ class FakeConfig:
     requires_action_timeout: float = 300.0
     retry_base_delay: float = 0.01
     retry_max_delay: float = 0.5
+    experimental_mount: bool = False
     legacy_only: bool = False
     stamp_promotions: bool = True
     coordinates: bool = True
@@ -99,6 +112,8 @@ class FakeConfig:
     require_upload_filename: bool = True
     max_queue: int = MAX_QUEUE_SIZE
     part_buffer_bytes: int = 1_000_000
+    workspace_ids: tuple[str, ...] = attrs.field(default=(), converter=_uuid_tuple)
+    mcp_server_ids: tuple[str, ...] = attrs.field(default=(), converter=_uuid_tuple)
     models: tuple[FakeModelSpec, ...] = DEFAULT_MODELS
     scripts: ScriptBook = attrs.Factory(ScriptBook)
     access_url: str = ""

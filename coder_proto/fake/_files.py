@@ -1,14 +1,22 @@
 """The file routes of the fake server: upload and download (server-behaviour 1.2; wire 7).
 
-Uploads are checked as the server checks them: the organization, the allowlist of media types,
-10 MiB, a file name, and the bytes' own type against the declared one (the server classifies
-what it receives).
+Uploads are typed as the newest server types them (D36): the stored type is decided from the
+bytes and the file name (plain text is refined by the extension: ``.md`` and ``.markdown`` to
+Markdown, ``.csv`` to CSV, ``.json`` to JSON when the bytes are valid JSON), SVG, XML and
+binary content are refused, and a declared type must agree with the stored one (a declared
+``text/plain`` may turn out Markdown, CSV or JSON; ``application/octet-stream`` takes whatever
+the bytes are). Names are trimmed and cut to 255 bytes. Downloads are inline for every stored
+type but PDF, which is an attachment, and carry ``X-Content-Type-Options: nosniff``.
 """
 
 from __future__ import annotations
 
+import csv
+import io
+import itertools
 import re
 from collections.abc import Mapping
+from typing import Final
 from urllib.parse import unquote
 
 from .._constants import ALLOWED_MEDIA_TYPES, MAX_ATTACHMENT_BYTES
@@ -19,13 +27,26 @@ from ._rows import FakeFile
 from ._store import ChatStore
 from ._util import UUID_RE
 
-__all__ = ["Files", "file_too_large"]
+__all__ = ["MAX_STORED_NAME_BYTES", "Files", "classify_upload", "file_too_large"]
+
+#: The longest stored file name, in UTF-8 bytes; longer names are cut at a character boundary.
+MAX_STORED_NAME_BYTES: Final = 255
+#: Declared types that may be stored as a richer text type after classification.
+_TEXT_REFINEMENTS: Final = frozenset({"text/markdown", "text/csv", "application/json"})
 
 
 def file_too_large() -> FakeApiError:
     """The 413 of an upload over the 10 MiB limit."""
     return FakeApiError(
         413, "File too large.", detail=f"Maximum file size is {MAX_ATTACHMENT_BYTES} bytes."
+    )
+
+
+def _unsupported() -> FakeApiError:
+    return FakeApiError(
+        400,
+        "Unsupported file type.",
+        detail="Allowed types: " + ", ".join(ALLOWED_MEDIA_TYPES) + ".",
     )
 
 
@@ -48,32 +69,20 @@ class Files:
         if org.lower() != store.organization_id:
             raise FakeApiError(403, "You are not a member of the specified organization.")
         declared = headers.get("content-type", "").split(";")[0].strip().lower()
+        declared = declared or "application/octet-stream"
         if declared != "application/octet-stream" and declared not in ALLOWED_MEDIA_TYPES:
-            raise FakeApiError(
-                400,
-                "Unsupported file type.",
-                detail="Allowed types: " + ", ".join(ALLOWED_MEDIA_TYPES) + ".",
-            )
+            raise _unsupported()
         if not body:
             raise FakeApiError(400, "Invalid file.", detail="The file is empty.")
-        detected = _classify(body)
-        if declared == "application/octet-stream":
-            if detected not in ALLOWED_MEDIA_TYPES:
-                raise FakeApiError(
-                    400,
-                    "Unsupported file type.",
-                    detail="Allowed types: " + ", ".join(ALLOWED_MEDIA_TYPES) + ".",
-                )
-            media_type = detected
-        elif not _compatible(declared, detected, body):
+        name = _stored_name(_disposition_filename(headers.get("content-disposition")) or "")
+        if not name and store.config.require_upload_filename:
+            raise FakeApiError(400, "Filename is required.")
+        media_type = classify_upload(name, body)
+        if media_type not in ALLOWED_MEDIA_TYPES:
+            raise _unsupported()
+        if declared != "application/octet-stream" and not _compatible(declared, media_type):
             raise FakeApiError(400, "File content type does not match Content-Type header.")
-        else:
-            media_type = declared
-        name = _disposition_filename(headers.get("content-disposition"))
-        if not name:
-            if store.config.require_upload_filename:
-                raise FakeApiError(400, "Filename is required.")
-            name = "file"
+        name = name or "file"
         stored = FakeFile(
             id=store.new_uuid(),
             organization_id=store.organization_id,
@@ -87,20 +96,23 @@ class Files:
         return stored
 
     def download(self, file_id: str) -> FakeHttpResponse:
-        """``GET /chats/files/{file}``: the bytes with their type, inline for images."""
+        """``GET /chats/files/{file}``: the bytes with their stored type; inline for every
+        stored type but PDF (an attachment), never sniffed by the browser."""
         file_id = file_id.lower()
         if UUID_RE.match(file_id) is None:
             raise FakeApiError(400, "Invalid file ID.")
         stored = self._store.files.get(file_id)
         if stored is None:
             raise not_found()
-        disposition = "inline" if stored.media_type.startswith("image/") else "attachment"
+        kind = "attachment" if stored.media_type == "application/pdf" else "inline"
+        disposition = format_media_type(kind, {"filename": stored.name})
         return FakeHttpResponse(
             status=200,
             headers=(
                 ("Content-Type", stored.media_type),
-                ("Content-Disposition", f'{disposition}; filename="{_ascii_name(stored.name)}"'),
+                ("Content-Disposition", disposition),
                 ("Cache-Control", "private, max-age=31536000, immutable"),
+                ("X-Content-Type-Options", "nosniff"),
             ),
             body=stored.data,
         )
@@ -109,8 +121,22 @@ class Files:
 # -- what the bytes are ------------------------------------------------------------------------
 
 
-def _classify(data: bytes) -> str:
-    """What the bytes look like (server-behaviour 1.2: the server classifies uploads)."""
+def classify_upload(name: str, data: bytes) -> str:
+    """The type an upload named ``name`` is stored as: decided from the bytes, plain text
+    refined by the extension. A type outside ``ALLOWED_MEDIA_TYPES`` (SVG, XML, binary) is
+    returned as detected, for the caller to refuse."""
+    if _has_svg_root(data):
+        return "image/svg+xml"
+    detected = _detect(data)
+    if detected == "text/plain":
+        return _refine_text(name, data)
+    if detected.startswith("text/") and detected not in ("text/csv", "text/xml"):
+        return "text/plain"
+    return detected
+
+
+def _detect(data: bytes) -> str:
+    """What the bytes alone look like, as a content sniffer tells it."""
     if data.startswith(b"\x89PNG\r\n\x1a\n"):
         return "image/png"
     if data.startswith(b"\xff\xd8\xff"):
@@ -124,10 +150,15 @@ def _classify(data: bytes) -> str:
     if b"\x00" in data:
         return "application/octet-stream"
     try:
-        text = data.decode("utf-8")
+        text = data.removeprefix(b"\xef\xbb\xbf").decode("utf-8")
     except UnicodeDecodeError:
         return "application/octet-stream"
     stripped = text.strip()
+    lowered = stripped[:64].lower()
+    if lowered.startswith("<?xml"):
+        return "text/xml"
+    if lowered.startswith(("<!doctype html", "<html", "<head", "<body", "<script")):
+        return "text/html"
     if stripped[:1] in ("{", "["):
         try:
             loads(stripped)
@@ -135,15 +166,69 @@ def _classify(data: bytes) -> str:
             pass
         else:
             return "application/json"
+    if _looks_like_csv(text):
+        return "text/csv"
     return "text/plain"
 
 
-def _compatible(declared: str, detected: str, data: bytes) -> bool:
-    if declared == detected:
-        return True
-    if declared in ("text/plain", "text/csv", "text/markdown"):
-        return detected in ("text/plain", "application/json")
-    return False
+def _looks_like_csv(text: str) -> bool:
+    """Two or more records with the same number (two or more) of comma-separated fields."""
+    try:
+        rows = list(itertools.islice(filter(None, csv.reader(io.StringIO(text))), 10))
+    except csv.Error:  # a field over the csv module's limit: not a table
+        return False
+    return len(rows) >= 2 and len(rows[0]) >= 2 and all(len(r) == len(rows[0]) for r in rows)
+
+
+def _refine_text(name: str, data: bytes) -> str:
+    extension = name.rpartition(".")[2].lower() if "." in name else ""
+    if extension == "json":
+        try:
+            loads(data)
+        except ValueError:
+            return "text/plain"
+        return "application/json"
+    if extension in ("md", "markdown"):
+        return "text/markdown"
+    if extension == "csv":
+        return "text/csv"
+    return "text/plain"
+
+
+def _has_svg_root(data: bytes) -> bool:
+    """Whether the first element of the bytes, read as XML, is ``<svg>`` (after declarations,
+    doctypes, comments and blank text)."""
+    text = data.removeprefix(b"\xef\xbb\xbf").decode("utf-8", "replace")
+    at = 0
+    while True:
+        while at < len(text) and text[at].isspace():
+            at += 1
+        if not text.startswith("<", at):
+            return False
+        for opening, closing in (("<?", "?>"), ("<!--", "-->"), ("<!", ">")):
+            if text.startswith(opening, at):
+                end = text.find(closing, at + len(opening))
+                if end < 0:
+                    return False
+                at = end + len(closing)
+                break
+        else:
+            found = re.match(r"<([A-Za-z_][\w.\-]*:)?([A-Za-z_][\w.\-]*)", text[at:])
+            return found is not None and found.group(2).lower() == "svg"
+
+
+def _compatible(declared: str, stored: str) -> bool:
+    """Whether an upload declared as ``declared`` may be stored as ``stored``."""
+    return declared == stored or (declared == "text/plain" and stored in _TEXT_REFINEMENTS)
+
+
+def _stored_name(name: str) -> str:
+    """The name as stored: trimmed, cut to ``MAX_STORED_NAME_BYTES`` at a character boundary."""
+    name = name.strip()
+    encoded = name.encode()
+    if len(encoded) <= MAX_STORED_NAME_BYTES:
+        return name
+    return encoded[:MAX_STORED_NAME_BYTES].decode("utf-8", "ignore")
 
 
 def _disposition_filename(value: str | None) -> str | None:
@@ -166,5 +251,30 @@ def _disposition_filename(value: str | None) -> str | None:
     return plain
 
 
-def _ascii_name(name: str) -> str:
-    return "".join(c if 0x20 <= ord(c) < 0x7F and c not in '"\\' else "_" for c in name)
+_TSPECIALS: Final = frozenset('()<>@,;:\\"/[]?=')
+
+
+def _is_token(text: str) -> bool:
+    return bool(text) and all(" " < c < "\x7f" and c not in _TSPECIALS for c in text)
+
+
+def format_media_type(kind: str, params: Mapping[str, str]) -> str:
+    """A header value such as ``inline; filename=a.png``, laid out as Go's
+    ``mime.FormatMediaType`` lays it out: a token as is, other ASCII quoted, anything else in
+    the RFC 2231 form ``filename*=utf-8''...``."""
+    out = kind
+    for key, value in sorted(params.items()):
+        if any(not (" " <= c < "\x7f" or c == "\t") for c in value):
+            encoded = "".join(
+                chr(b)
+                if " " < chr(b) < "\x7f" and chr(b) not in _TSPECIALS and chr(b) not in "*'%"
+                else f"%{b:02X}"
+                for b in value.encode()
+            )
+            out += f"; {key}*=utf-8''{encoded}"
+        elif _is_token(value):
+            out += f"; {key}={value}"
+        else:
+            escaped = re.sub(r'(["\\])', r"\\\1", value)
+            out += f'; {key}="{escaped}"'
+    return out

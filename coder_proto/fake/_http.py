@@ -9,6 +9,7 @@ body is the server's ``{"message", "detail"?, "validations"?}``.
 from __future__ import annotations
 
 import hmac
+import json
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
@@ -30,6 +31,7 @@ __all__ = [
     "json_response",
     "lower_headers",
     "not_found",
+    "parse_go_int64",
     "parse_json_object",
     "parse_positive_int",
     "parse_target",
@@ -160,6 +162,21 @@ def parse_uuid_param(value: str) -> str:
     if UUID_RE.match(lowered) is None:
         raise FakeApiError(400, f'Invalid UUID "{value}".')
     return lowered
+
+
+def parse_go_int64(text: str) -> int:
+    """``text`` as Go's ``strconv.ParseInt(text, 10, 64)`` reads it: an optional sign and
+    decimal digits, nothing else, within int64. Otherwise ``ValueError`` with Go's words."""
+    if not re.fullmatch(r"[+-]?[0-9]+", text):
+        raise ValueError(f"strconv.ParseInt: parsing {_go_quote(text)}: invalid syntax")
+    number = int(text)
+    if not -(2**63) <= number < 2**63:
+        raise ValueError(f"strconv.ParseInt: parsing {_go_quote(text)}: value out of range")
+    return number
+
+
+def _go_quote(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)
 
 
 def parse_positive_int(value: str | None) -> int | None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import functools
 import logging
 import random
-import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
@@ -42,6 +41,7 @@ from ._http import (
     json_response,
     lower_headers,
     not_found,
+    parse_go_int64,
     parse_json_object,
     parse_target,
     parse_uuid_param,
@@ -383,7 +383,7 @@ class FakeCoderModel:
         hdrs = lower_headers(headers)
         path, query = parse_target(target)
         method = method.upper()
-        route = match_route(method, path, legacy_only=self.config.legacy_only)
+        route = self._match_route(method, path)
         op = route.op if isinstance(route, RouteMatch) else "unknown"
         delay = 0.0
         try:
@@ -418,9 +418,17 @@ class FakeCoderModel:
 
     # -- request bodies -------------------------------------------------------------------------
 
+    def _match_route(self, method: str, path: str) -> RouteMatch | FakeApiError:
+        return match_route(
+            method,
+            path,
+            legacy_only=self.config.legacy_only,
+            experimental_mount=self.config.experimental_mount,
+        )
+
     def _route_op(self, method: str, target: str) -> str:
         path, _query = parse_target(target)
-        route = match_route(method.upper(), path, legacy_only=self.config.legacy_only)
+        route = self._match_route(method.upper(), path)
         return route.op if isinstance(route, RouteMatch) else "unknown"
 
     def body_limit(self, method: str, target: str) -> int:
@@ -450,9 +458,10 @@ class FakeCoderModel:
         raw = query.get("after_id")
         after_id = 0
         if raw is not None and raw != "":
-            if not re.fullmatch(r"\d{1,19}", raw.strip()) or int(raw) >= 2**63:
-                raise FakeApiError(400, "Invalid after_id parameter.")
-            after_id = int(raw)
+            try:
+                after_id = parse_go_int64(raw)
+            except ValueError as exc:
+                raise FakeApiError(400, "Invalid after_id parameter.", detail=str(exc)) from None
         return chat, after_id
 
     def handle_upgrade(
@@ -466,7 +475,7 @@ class FakeCoderModel:
         self.tick(now)
         hdrs = lower_headers(headers)
         path, query = parse_target(target)
-        route = match_route("GET", path, legacy_only=self.config.legacy_only)
+        route = self._match_route("GET", path)
         op = route.op if isinstance(route, RouteMatch) else "unknown"
         try:
             if isinstance(route, FakeApiError):

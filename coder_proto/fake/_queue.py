@@ -17,7 +17,7 @@ from .._constants import (
 from . import _validation as check
 from ._catalog import ModelCatalog
 from ._errors import FakeApiError
-from ._http import parse_positive_int
+from ._http import parse_go_int64
 from ._rows import FakeChat
 from ._store import CANCEL_BY_PROMOTION, ChatStore
 from ._subscriptions import Subscriptions
@@ -118,9 +118,7 @@ class Queue:
         """``DELETE /chats/{chat}/queue/{id}``: 204, 404 (not in a non-empty queue), 409
         (empty queue) (server-behaviour 2.5, 8.6)."""
         t = self._store.advance_clock(now)
-        qid = parse_positive_int(queued_id)
-        if qid is None:
-            raise FakeApiError(400, "Invalid queued message ID.")
+        qid = _queued_id(queued_id)
         if chat.archived:
             raise FakeApiError(409, "Chat is not in a state that allows deleting queued messages.")
         if not chat.queue:
@@ -142,9 +140,7 @@ class Queue:
         t = self._store.advance_clock(now)
         if chat.archived:
             raise FakeApiError(400, "Cannot promote queued messages in an archived chat.")
-        qid = parse_positive_int(queued_id)
-        if qid is None:
-            raise FakeApiError(400, "Invalid queued message ID.")
+        qid = _queued_id(queued_id)
         if not chat.queue:
             raise FakeApiError(409, "Chat has no queued messages to promote.")
         index = _position(chat, qid)
@@ -166,3 +162,13 @@ class Queue:
             if chat.interrupt_at is None:
                 chat.interrupt_at = t + self._store.config.interrupt_delay
         self._subscriptions.publish("status_change", chat)
+
+
+def _queued_id(text: str) -> int:
+    """The queue entry id of the path, read as the server reads it: any int64, zero and
+    negative ones included (they name no entry: 404); anything else is a 400 with Go's
+    reason."""
+    try:
+        return parse_go_int64(text)
+    except ValueError as exc:
+        raise FakeApiError(400, "Invalid queued message ID.", detail=str(exc)) from None

@@ -1,8 +1,10 @@
 """The fake server's route table (server-behaviour 1.1-1.4): which operation a method and path
 name, or the 404/405 the server's router answers instead.
 
-The chat routes are mounted under both ``/api/v2/chats`` and ``/api/experimental/chats`` (only
-the latter in the legacy profile), the model listings only where the server serves them (D16).
+The chat routes are mounted under ``/api/v2/chats``, as on the newest server (D36). The
+experimental prefix answers 404 for them unless the profile asks for an older deployment:
+``experimental_mount`` serves both prefixes (the compatibility window), ``legacy_only`` only
+``/api/experimental`` (D16). The model listings are served only where such a server serves them.
 Two deployment routes sit beside them under ``/api/v2`` on every profile, as on any Coder
 deployment: the signed-in user (``/users/me``, which clients read for the default organization:
 D33) and the build information (``/buildinfo``, readable without a session).
@@ -146,14 +148,26 @@ class RouteMatch:
 
 
 def match_route(
-    method: str, path: str, *, legacy_only: bool, serve_org_models: bool = True
+    method: str,
+    path: str,
+    *,
+    legacy_only: bool,
+    experimental_mount: bool = False,
+    serve_org_models: bool = True,
 ) -> RouteMatch | FakeApiError:
-    """The route for ``method path``: a match, or the 404/405 the server's router gives."""
+    """The route for ``method path``: a match, or the 404/405 the server's router gives.
+
+    ``/api/experimental`` serves chat routes only with ``experimental_mount`` (both prefixes)
+    or ``legacy_only`` (that prefix alone); otherwise it answers 404, as the newest server does.
+    """
     if len(path) > 1 and path.endswith("/"):
         path = path[:-1]
+    serve_experimental = legacy_only or experimental_mount
     org = _ORG_MODELS.match(path)
     if org is not None:
         if legacy_only or not serve_org_models:
+            return FakeApiError(404, ROUTE_NOT_FOUND_MESSAGE)
+        if org.group("api") == "experimental" and not serve_experimental:
             return FakeApiError(404, ROUTE_NOT_FOUND_MESSAGE)
         if method != "GET":
             return FakeApiError(405, "Method not allowed.")
@@ -167,7 +181,7 @@ def match_route(
     for prefix, api in _PREFIXES:
         if path != prefix and not path.startswith(prefix + "/"):
             continue
-        if api == "v2" and legacy_only:
+        if (api == "v2" and legacy_only) or (api == "experimental" and not serve_experimental):
             return FakeApiError(404, ROUTE_NOT_FOUND_MESSAGE)
         rest = path[len(prefix) :]
         if rest in _EXPERIMENTAL_ONLY or rest in _V2_RESERVED:

@@ -174,6 +174,7 @@ class FakeFile:
             "organization_id": self.organization_id,
             "name": self.name,
             "mime_type": self.media_type,
+            "size_bytes": len(self.data),
             "created_at": self.created_at,
         }
 
@@ -299,9 +300,13 @@ class FakeChat:
         }
         if self.workspace_id is not None:
             out["workspace_id"] = self.workspace_id
+        # A root chat is its own root (codersdk's conversion); a sub-agent chat's root is its
+        # parent, the only depth the fake spawns.
         if self.parent_chat_id is not None:
             out["parent_chat_id"] = self.parent_chat_id
             out["root_chat_id"] = self.parent_chat_id
+        else:
+            out["root_chat_id"] = self.id
         out["last_model_config_id"] = self.last_model_config_id
         if self.last_reasoning_effort is not None:
             out["last_reasoning_effort"] = self.last_reasoning_effort

@@ -24,6 +24,7 @@ from ._http import parse_positive_int
 from ._rows import FakeChat, FakeQueuedMessage
 from ._store import CANCEL_BY_EDIT, CANCEL_BY_USER, CANCEL_BY_USER_MESSAGE, ChatStore
 from ._subscriptions import Subscriptions
+from ._transitions import transition_refused
 from ._worker import Worker
 
 __all__ = ["Turns"]
@@ -63,7 +64,9 @@ class Turns:
         )
         effort = check.reasoning_effort(body.get("reasoning_effort"))
         plan_mode = check.plan_mode(body.get("plan_mode"))
-        mcp = check.mcp_server_ids(body.get("mcp_server_ids"))
+        mcp = check.mcp_server_ids(
+            body.get("mcp_server_ids"), [*store.config.mcp_server_ids, *chat.mcp_server_ids]
+        )
         status = chat.status
         direct = status in (STATUS_WAITING, STATUS_ERROR) and not chat.queue
         max_queue = store.config.max_queue
@@ -145,7 +148,7 @@ class Turns:
             chat.status = STATUS_RUNNING
             self._worker.resume_run(chat, t, [CANCEL_BY_USER for _ in cancelled])
         else:
-            raise FakeApiError(409, "Chat is not in an interruptible state.")
+            raise transition_refused("Chat is not in an interruptible state.", "Interrupt", chat)
         self._subscriptions.publish("status_change", chat)
         return chat
 

@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import json
+import re
+from collections.abc import Collection, Mapping
+from typing import Any, Final
 
 from .._constants import MAX_ATTACHMENTS_PER_CHAT, MAX_DYNAMIC_TOOLS, REASONING_EFFORTS
 from ._errors import FakeApiError
@@ -12,12 +14,17 @@ from ._rows import FakeFile
 from ._util import UUID_RE
 
 __all__ = [
+    "MAX_LABELS",
+    "MAX_LABEL_KEY_BYTES",
+    "MAX_LABEL_VALUE_BYTES",
     "content_parts",
     "dynamic_tools",
+    "go_quote",
     "labels",
     "mcp_server_ids",
     "plan_mode",
     "reasoning_effort",
+    "uuid_field",
 ]
 
 
@@ -33,7 +40,9 @@ def content_parts(
         where = f"{field}[{n}]"
         if not isinstance(part, dict):
             raise FakeApiError(400, "Invalid input part.", detail=f"{where} must be an object.")
-        kind = part.get("type")
+        raw_kind = part.get("type")
+        # The server matches the type case-insensitively, around blanks.
+        kind = raw_kind.strip().lower() if isinstance(raw_kind, str) else raw_kind
         if kind == "text":
             text = part.get("text")
             if not isinstance(text, str) or not text.strip():
@@ -85,7 +94,7 @@ def content_parts(
             out.append(ref)
         else:
             raise FakeApiError(
-                400, "Invalid input part.", detail=f'{where}.type "{kind}" is not supported.'
+                400, "Invalid input part.", detail=f'{where}.type "{raw_kind}" is not supported.'
             )
     if sum(1 for p in out if p["type"] == "file") > MAX_ATTACHMENTS_PER_CHAT:
         raise FakeApiError(400, "Chat attachment limit reached.")
@@ -108,24 +117,100 @@ def plan_mode(raw: Any) -> str | None:
     return str(raw)
 
 
-def mcp_server_ids(raw: Any) -> list[str] | None:
+def mcp_server_ids(raw: Any, known: Collection[str]) -> list[str] | None:
+    """``mcp_server_ids``: a list of UUIDs naming MCP servers of the organization; any other id
+    is refused with the server's message, the detail listing the unknown ids."""
     if raw is None:
         return None
-    if not isinstance(raw, list) or not all(
-        isinstance(v, str) and UUID_RE.match(v.lower()) for v in raw
-    ):
-        raise FakeApiError(400, "One or more MCP server IDs are invalid or disabled.")
-    return [v.lower() for v in raw]
+    if not isinstance(raw, list):
+        raise _not_json("mcp_server_ids must be an array of UUIDs")
+    ids: list[str] = []
+    for value in raw:
+        if not isinstance(value, str) or UUID_RE.match(value.lower()) is None:
+            raise _not_json("mcp_server_ids must be an array of UUIDs")
+        if value.lower() not in ids:
+            ids.append(value.lower())
+    unknown = [v for v in ids if v not in known]
+    if unknown:
+        raise FakeApiError(
+            400,
+            "One or more MCP server IDs are invalid or disabled.",
+            detail="Invalid IDs: " + ", ".join(unknown),
+        )
+    return ids
+
+
+#: The label rules of the real server: a key starts with a letter or digit and goes on with
+#: letters, digits, ``.``, ``_``, ``/`` or ``-``; lengths are counted in UTF-8 bytes.
+MAX_LABELS: Final = 50
+MAX_LABEL_KEY_BYTES: Final = 64
+MAX_LABEL_VALUE_BYTES: Final = 256
+_LABEL_KEY: Final = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9._/-]*")
+_LABEL_KEY_TEXT: Final = "^[a-zA-Z0-9][a-zA-Z0-9._/-]*$"
 
 
 def labels(raw: Any) -> dict[str, str] | None:
+    """``labels``: an object of strings, checked as the server checks them; every broken rule
+    is one entry of the 400's ``validations`` (field ``labels``)."""
     if raw is None:
         return None
-    if not isinstance(raw, dict) or not all(
-        isinstance(k, str) and k and isinstance(v, str) for k, v in raw.items()
-    ):
-        raise FakeApiError(400, "Invalid labels.")
+    if not isinstance(raw, dict) or not all(isinstance(v, str) for v in raw.values()):
+        raise _not_json("labels must be an object of strings")
+    problems: list[str] = []
+    if len(raw) > MAX_LABELS:
+        problems.append(f"too many labels ({len(raw)}); maximum is {MAX_LABELS}")
+    for key, value in raw.items():
+        if key == "":
+            problems.append("label key must not be empty")
+            continue
+        quoted = go_quote(key)
+        if len(key.encode()) > MAX_LABEL_KEY_BYTES:
+            problems.append(
+                f"label key {quoted} exceeds maximum length of {MAX_LABEL_KEY_BYTES} bytes"
+            )
+        if _LABEL_KEY.fullmatch(key) is None:
+            problems.append(
+                f"label key {quoted} contains invalid characters; must match {_LABEL_KEY_TEXT}"
+            )
+        if value == "":
+            problems.append(f"label value for key {quoted} must not be empty")
+        if len(value.encode()) > MAX_LABEL_VALUE_BYTES:
+            problems.append(
+                f"label value for key {quoted} exceeds maximum length of "
+                f"{MAX_LABEL_VALUE_BYTES} bytes"
+            )
+    if problems:
+        raise FakeApiError(
+            400,
+            "Invalid labels.",
+            validations=[{"field": "labels", "detail": p} for p in problems],
+        )
     return dict(raw)
+
+
+def go_quote(text: str) -> str:
+    """``text`` quoted as Go's ``%q`` writes it for printable text: double quotes, with ``"``
+    and ``\\`` escaped (JSON's escapes for the rest)."""
+    return json.dumps(text, ensure_ascii=False)
+
+
+def uuid_field(raw: Any, field: str) -> str | None:
+    """An optional UUID field of a request body, lower-cased. A value that is not a UUID string
+    fails the server's JSON decoding: 400 "Request body must be valid JSON." with the reason."""
+    if raw is None:
+        return None
+    if not isinstance(raw, str):
+        raise _not_json(f"{field} must be a UUID string")
+    if UUID_RE.match(raw.lower()) is None:
+        if len(raw) != 36:
+            raise _not_json(f"invalid UUID length: {len(raw)}")
+        raise _not_json("invalid UUID format")
+    return raw.lower()
+
+
+def _not_json(detail: str) -> FakeApiError:
+    """The 400 the server's JSON decoding gives a field of the wrong type."""
+    return FakeApiError(400, "Request body must be valid JSON.", detail=detail)
 
 
 def dynamic_tools(raw: Any) -> list[dict[str, Any]]:

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from coder_io_common.fake_server import FakeCoderServer
-from coder_proto.fake import MAX_REQUEST_BODY_BYTES, FakeCoderModel
+from coder_proto.fake import MAX_REQUEST_BODY_BYTES, FakeCoderModel, FakeConfig
 
 from .support import V2
 
@@ -262,7 +262,10 @@ def test_the_limits_are_the_models() -> None:
     model = FakeCoderModel()
     files = "/api/v2/chats/files?organization=x"
     assert model.body_limit("POST", files) == UPLOAD_LIMIT
-    assert model.body_limit("POST", "/api/experimental/chats") == CREATE_LIMIT
+    assert model.body_limit("POST", "/api/v2/chats") == CREATE_LIMIT
+    legacy = FakeCoderModel(FakeConfig(legacy_only=True))
+    assert legacy.body_limit("POST", "/api/experimental/chats") == CREATE_LIMIT
+    assert model.body_limit("POST", "/api/experimental/chats") == MAX_REQUEST_BODY_BYTES
     chat = "/api/v2/chats/00000000-0000-4000-8000-000000000000"
     assert model.body_limit("POST", chat + "/tool-results") == CREATE_LIMIT
     assert model.body_limit("PATCH", chat) == MAX_REQUEST_BODY_BYTES

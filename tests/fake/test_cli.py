@@ -96,6 +96,23 @@ def test_fake_server_command_legacy_profile() -> None:
         assert stop(proc) == 0
 
 
+def test_fake_server_command_serves_the_newest_server_or_the_compatibility_window() -> None:
+    """D36: by default the chat routes answer 404 under the experimental prefix;
+    ``--experimental-mount`` serves them under both prefixes."""
+    for flags, experimental in (((), 404), (("--experimental-mount",), 200)):
+        proc, values = start(*flags)
+        try:
+            with httpx.Client(
+                base_url=values["CODER_URL"],
+                headers={"Coder-Session-Token": values["CODER_SESSION_TOKEN"]},
+                verify=False,
+            ) as http:
+                assert http.get("/api/v2/chats").status_code == 200
+                assert http.get("/api/experimental/chats").status_code == experimental
+        finally:
+            assert stop(proc) == 0
+
+
 def test_bad_scripts_file_exits_with_2(tmp_path: pathlib.Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text('{"rules": 5}')

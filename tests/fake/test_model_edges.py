@@ -26,7 +26,7 @@ from coder_proto.fake import (
     Wait,
 )
 
-from .support import V2, WEATHER_TOOL, Api, messages_of, text_of, types
+from .support import V2, WEATHER_TOOL, Api, messages_of, text_content, text_of, types
 
 LONG = Script((Say("partial "), Wait(10.0), Say("rest")))
 
@@ -68,15 +68,15 @@ def test_chat_accessor_and_default_model_fallback() -> None:
 
 
 def test_create_accepts_every_optional_field() -> None:
-    api = Api()
     workspace = "11111111-1111-4111-8111-111111111111"
     mcp = "22222222-2222-4222-8222-222222222222"
+    api = Api(workspace_ids=[workspace], mcp_server_ids=[mcp.upper()])
     chat_id = api.create(
         "x",
         workspace_id=workspace.upper(),
         reasoning_effort="high",
         plan_mode="plan",
-        mcp_server_ids=[mcp],
+        mcp_server_ids=[mcp, mcp.upper()],
         labels={"team": "a"},
         client_type="ui",
         system_prompt="be brief",
@@ -183,10 +183,19 @@ def test_attachments_keep_the_50_most_recent() -> None:
 
 
 def test_send_validation_and_optional_fields() -> None:
-    api = Api()
+    mcp = "22222222-2222-4222-8222-222222222222"
+    api = Api(mcp_server_ids=[mcp])
     chat_id = api.create("x")
     api.run_until(chat_id, {"waiting"})
-    mcp = "22222222-2222-4222-8222-222222222222"
+    unknown = "33333333-3333-4333-8333-333333333333"
+    refused = api.request(
+        "POST", f"/{chat_id}/messages", {"content": text_content("y"), "mcp_server_ids": [unknown]}
+    )
+    assert refused.status == 400
+    assert refused.json() == {
+        "message": "One or more MCP server IDs are invalid or disabled.",
+        "detail": f"Invalid IDs: {unknown}",
+    }
     gpt = api.model.model_config_ids["gpt-5"]
     response = api.request(
         "POST",

@@ -41,12 +41,43 @@ def test_requests_need_the_session_token() -> None:
 
 
 @pytest.mark.parametrize("prefix", [V2, LEGACY])
-def test_both_prefixes_serve_the_same_routes(prefix: str) -> None:
-    api = Api(prefix=prefix)
+def test_the_compatibility_window_serves_both_prefixes(prefix: str) -> None:
+    """D36: ``experimental_mount`` is a server of the compatibility window, with the same chat
+    routes under both prefixes."""
+    api = Api(prefix=prefix, experimental_mount=True)
     chat_id = api.create("hello")
     assert api.chat(chat_id)["id"] == chat_id
     other = V2 if prefix == LEGACY else LEGACY
     assert api.request("GET", f"{other}/{chat_id}", absolute=True).status == 200
+    org = f"/api/experimental/organizations/{api.model.organization_id}/chats/models"
+    assert api.request("GET", org, absolute=True).status == 200
+
+
+def test_the_newest_server_answers_404_under_the_experimental_prefix() -> None:
+    """D36: by default the chat routes live under ``/api/v2`` only; every chat route and
+    the experimental-only model routes answer 404 under ``/api/experimental``."""
+    api = Api()
+    chat_id = api.create("hello")
+    assert api.chat(chat_id)["id"] == chat_id
+    org = f"/api/experimental/organizations/{api.model.organization_id}/chats/models"
+    for method, path in (
+        ("GET", LEGACY),
+        ("POST", LEGACY),
+        ("GET", f"{LEGACY}/{chat_id}"),
+        ("GET", f"{LEGACY}/{chat_id}/messages"),
+        ("POST", f"{LEGACY}/{chat_id}/interrupt"),
+        ("GET", f"{LEGACY}/models"),
+        ("GET", f"{LEGACY}/model-configs"),
+        ("GET", org),
+    ):
+        response = api.request(method, path, absolute=True)
+        assert response.status == 404, path
+        assert response.json()["message"] == "Route not found."
+    upgrade = api.model.handle_upgrade(f"{LEGACY}/{chat_id}/stream", api.headers, 0.0)
+    assert isinstance(upgrade, FakeHttpResponse) and upgrade.status == 404
+    assert isinstance(
+        api.model.handle_upgrade(f"{V2}/{chat_id}/stream", api.headers, 0.0), StreamSubscription
+    )
 
 
 def test_legacy_only_profile_answers_404_under_v2() -> None:
@@ -70,7 +101,7 @@ def test_legacy_only_profile_answers_404_under_v2() -> None:
 def test_model_routes() -> None:
     """Wire 8 / D16: the org route lists models with providers; no ``provider`` string on a
     model; v2 reserves ``/chats/models`` and ``/chats/model-configs``."""
-    api = Api()
+    api = Api(experimental_mount=True)
     org = api.model.organization_id
     response = api.request("GET", f"/api/v2/organizations/{org}/chats/models", absolute=True)
     assert response.status == 200
@@ -129,7 +160,8 @@ def test_stream_route_checks_before_the_upgrade() -> None:
     cases = {
         f"/{missing}/stream": 404,
         f"/{chat_id}/stream?after_id=abc": 400,
-        f"/{chat_id}/stream?after_id=-1": 400,
+        f"/{chat_id}/stream?after_id= 1": 400,
+        f"/{chat_id}/stream?after_id=9223372036854775808": 400,
         f"/{chat_id}/messages/stream": 405,
     }
     for path, status in cases.items():
@@ -138,7 +170,16 @@ def test_stream_route_checks_before_the_upgrade() -> None:
         assert response.status == status, path
     bad = api.model.handle_upgrade(f"{V2}/{chat_id}/stream?after_id=x", api.headers, 0.0)
     assert isinstance(bad, FakeHttpResponse)
-    assert bad.json() == {"message": "Invalid after_id parameter."}
+    assert bad.json() == {
+        "message": "Invalid after_id parameter.",
+        "detail": 'strconv.ParseInt: parsing "x": invalid syntax',
+    }
+    # Any int64 is a cursor, as Go's ParseInt reads it: -1 and +3 replay like 0 and 3.
+    for cursor in ("-1", "%2B3"):
+        subscription = api.model.handle_upgrade(
+            f"{V2}/{chat_id}/stream?after_id={cursor}", api.headers, 0.0
+        )
+        assert isinstance(subscription, StreamSubscription), cursor
     assert api.model.handle_upgrade(f"{V2}/{chat_id}", api.headers, 0.0).status == 400  # type: ignore[union-attr]
     assert isinstance(
         api.model.handle_upgrade(f"{V2}/{chat_id}/stream?after_id=", api.headers, 0.0),
@@ -148,7 +189,7 @@ def test_stream_route_checks_before_the_upgrade() -> None:
     assert plain.status == 426
     assert api.request("GET", "/watch").status == 426
     assert isinstance(api.model.handle_upgrade(f"{V2}/watch", api.headers, 0.0), WatchSubscription)
-    assert api.model.counters.stream_dials[chat_id] == 4, "every upgrade attempt counts"
+    assert api.model.counters.stream_dials[chat_id] == 7, "every upgrade attempt counts"
 
 
 # -- pagination (server-behaviour 7) ------------------------------------------------------------
@@ -273,8 +314,9 @@ def test_upload_round_trip_and_attachment() -> None:
     assert got.status == 200
     assert got.body == PNG
     assert got.header("content-type") == "image/png"
-    assert got.header("content-disposition") == 'inline; filename="pic.png"'
+    assert got.header("content-disposition") == "inline; filename=pic.png"
     assert got.header("cache-control") == "private, max-age=31536000, immutable"
+    assert got.header("x-content-type-options") == "nosniff"
     chat_id = api.create(
         "look", content=[{"type": "text", "text": "look"}, {"type": "file", "file_id": file_id}]
     )
@@ -286,7 +328,13 @@ def test_upload_round_trip_and_attachment() -> None:
         "image/png",
         "pic.png",
     )
-    assert [f["id"] for f in api.chat(chat_id)["files"]] == [file_id]
+    (metadata,) = api.chat(chat_id)["files"]
+    assert metadata["id"] == file_id
+    assert (metadata["name"], metadata["mime_type"], metadata["size_bytes"]) == (
+        "pic.png",
+        "image/png",
+        len(PNG),
+    )
 
 
 def test_upload_rules() -> None:
@@ -335,7 +383,7 @@ def test_upload_classification() -> None:
     assert upload(api, b"RIFF\x00\x00\x00\x00WEBPVP8 ", "image/webp").status == 201
     assert upload(api, b"%PDF-1.7", "application/pdf").status == 201
     assert upload(api, b"{broken", "application/json").status == 400
-    assert upload(api, b"\xff\xfe\x00bad", "text/plain").status == 400
+    assert upload(api, b"\x00\x01\x02bad", "text/plain").status == 400
     utf8 = api.request(
         "POST",
         f"/files?organization={api.model.organization_id}",
@@ -348,6 +396,104 @@ def test_upload_classification() -> None:
     assert api.model.files[utf8.json()["id"]].name == "résumé.txt"
     loose = Api(require_upload_filename=False)
     assert upload(loose, b"hi", "text/plain", name=None).status == 201
+
+
+@pytest.mark.parametrize(
+    ("data", "name", "declared", "stored"),
+    [
+        # Plain text is refined by the file name's extension.
+        (b"# Title\n", "notes.md", "text/plain", "text/markdown"),
+        (b"# Title\n", "notes.MARKDOWN", "text/markdown", "text/markdown"),
+        (b"a;b\n", "table.csv", "text/plain", "text/csv"),
+        (b'{"a": 1}', "data.json", "application/octet-stream", "application/json"),
+        (b"{broken", "data.json", "text/plain", "text/plain"),
+        (b"just words", "words.txt", "application/octet-stream", "text/plain"),
+        # The bytes alone say CSV, JSON or an image, whatever the name.
+        (b"a,b\n1,2\n", "table.txt", "text/plain", "text/csv"),
+        (b"[1, 2]", "list.txt", "text/plain", "application/json"),
+        (PNG, "picture.txt", "application/octet-stream", "image/png"),
+        (b"%PDF-1.7", "doc", "", "application/pdf"),
+        (b"x" * 200_000, "long.txt", "text/plain", "text/plain"),
+        (b"<!-- never closed", "c.txt", "text/plain", "text/plain"),
+        (b"<!-- closed --> words", "c.txt", "text/plain", "text/plain"),
+        (b'"a JSON string"', "s.json", "text/plain", "application/json"),
+        # Other text (HTML) is stored as plain text.
+        (b"<!DOCTYPE html><p>x</p>", "page.md", "text/plain", "text/plain"),
+    ],
+)
+def test_uploads_are_typed_from_their_bytes_and_name(
+    data: bytes, name: str, declared: str, stored: str
+) -> None:
+    """D36, as the newest server's chat file typing does it."""
+    api = Api()
+    response = upload(api, data, declared, name=name)
+    assert response.status == 201, response.json()
+    assert api.model.files[response.json()["id"]].media_type == stored
+
+
+@pytest.mark.parametrize(
+    ("data", "name", "declared", "message"),
+    [
+        (b"\n  <svg xmlns='http://www.w3.org/2000/svg'/>", "a.txt", "text/plain", "Unsupported"),
+        (
+            b"<?xml version='1.0'?><!-- c --><!DOCTYPE svg><SVG/>",
+            "a.svg",
+            "application/octet-stream",
+            "Unsupported",
+        ),
+        (b"<?xml version='1.0'?><root/>", "a.txt", "text/plain", "Unsupported"),
+        (b"\x00\x01binary", "a.bin", "application/octet-stream", "Unsupported"),
+        (b"\xff\xfe not utf-8", "a.txt", "application/octet-stream", "Unsupported"),
+        # A declared type must agree with the stored one; only text/plain may be refined.
+        (b"# Title\n", "notes.md", "text/csv", "does not match"),
+        (b"just words", "words.txt", "text/markdown", "does not match"),
+        (b"a,b\n1,2\n", "t.csv", "application/json", "does not match"),
+        (PNG, "p.png", "image/jpeg", "does not match"),
+    ],
+)
+def test_uploads_the_server_refuses(data: bytes, name: str, declared: str, message: str) -> None:
+    api = Api()
+    response = upload(api, data, declared, name=name)
+    assert response.status == 400
+    assert message in response.json()["message"]
+    assert api.model.files == {}
+
+
+def test_upload_names_are_trimmed_and_cut_to_255_bytes() -> None:
+    api = Api()
+    long = "é" * 200 + ".txt"
+    response = upload(api, b"hi", "text/plain", name=f"  {long}  ")
+    stored = api.model.files[response.json()["id"]]
+    assert stored.name == "é" * 127, "cut at a character boundary"
+    assert len(stored.name.encode()) == 254
+    trimmed = upload(api, b"hi", "text/plain", name=" a.txt ").json()["id"]
+    assert api.model.files[trimmed].name == "a.txt"
+
+
+@pytest.mark.parametrize(
+    ("data", "declared", "name", "disposition"),
+    [
+        (b"%PDF-1.7", "application/pdf", "report.pdf", "attachment; filename=report.pdf"),
+        (b"words", "text/plain", "my notes.txt", 'inline; filename="my notes.txt"'),
+        (b"words", "text/plain", 'say "hi".txt', 'inline; filename="say \\"hi\\".txt"'),
+        (b"words", "text/plain", "résumé.txt", "inline; filename*=utf-8''r%C3%A9sum%C3%A9.txt"),
+    ],
+)
+def test_downloads_use_the_servers_disposition(
+    data: bytes, declared: str, name: str, disposition: str
+) -> None:
+    """Inline for every stored type but PDF; the name laid out as Go's media type formatter
+    does; never sniffed."""
+    api = Api()
+    file_id = upload(api, data, declared, name=name).json()["id"]
+    got = api.request("GET", f"/files/{file_id}")
+    assert got.header("content-disposition") == disposition
+    assert got.header("x-content-type-options") == "nosniff"
+    unnamed = Api(require_upload_filename=False)
+    file_id = upload(unnamed, b"hi", "text/plain", name=None).json()["id"]
+    assert unnamed.request("GET", f"/files/{file_id}").header("content-disposition") == (
+        "inline; filename=file"
+    )
 
 
 def test_get_file_errors() -> None:

@@ -22,7 +22,7 @@ from coder_proto.fake import (
     Wait,
 )
 
-from .support import WEATHER_TOOL, Api, text_of
+from .support import WEATHER_TOOL, Api, text_content, text_of
 
 #: Keeps a chat running for 10 s of model time, with partial text streamed before.
 LONG = Script((Say("partial answer "), Wait(10.0), Say("the rest")))
@@ -94,9 +94,19 @@ def test_create_returns_201_with_status_running_and_the_prompt_in_history() -> N
     assert chat["status"] == "running"
     assert chat["title"] == "hi"
     assert chat["children"] == []
+    assert chat["root_chat_id"] == chat["id"], "a root chat is its own root"
+    assert chat["last_turn_summary"] is None and chat["summary"] is None
+    assert (chat["mcp_server_ids"], chat["labels"], chat["files"]) == ([], {}, [])
     history = api.messages(chat["id"])["messages"]
     assert [m["role"] for m in history] == ["user"]
     assert history[0]["content"][0]["text"] == "hi", "text input is trimmed"
+    body = {
+        "organization_id": api.model.organization_id,
+        "content": [{"type": " Text ", "text": "x"}],
+    }
+    mixed_case = api.request("POST", "", body)
+    assert mixed_case.status == 201, "the part type is matched case-insensitively"
+    assert api.messages(mixed_case.json()["id"])["messages"][0]["content"][0]["type"] == "text"
     assert history[0]["created_by"] == api.model.user_id
 
 
@@ -144,12 +154,12 @@ def test_create_returns_201_with_status_running_and_the_prompt_in_history() -> N
         ),
         ({"plan_mode": "yolo"}, 400, "Invalid plan_mode value.", None),
         (
-            {"mcp_server_ids": ["x"]},
+            {"mcp_server_ids": ["22222222-2222-4222-8222-222222222222"]},
             400,
             "One or more MCP server IDs are invalid or disabled.",
-            None,
+            "Invalid IDs: 22222222-2222-4222-8222-222222222222",
         ),
-        ({"labels": {"a": 1}}, 400, "Invalid labels.", None),
+        ({"labels": {"a": "v", "-a": "v"}}, 400, "Invalid labels.", None),
         (
             {"unsafe_dynamic_tools": [{"name": ""}]},
             400,
@@ -171,10 +181,53 @@ def test_create_returns_201_with_status_running_and_the_prompt_in_history() -> N
         ({"client_type": "cli"}, 400, "Invalid client_type.", None),
         ({"reasoning_effort": "extreme"}, 400, "Invalid reasoning_effort value.", None),
         (
-            {"workspace_id": "not-a-uuid"},
+            {"workspace_id": "11111111-1111-4111-8111-111111111111"},
             400,
             "Workspace not found or you do not have access to this resource",
             None,
+        ),
+        # Fields of the wrong type fail the body's decoding, before any other check.
+        (
+            {"workspace_id": "not-a-uuid", "content": []},
+            400,
+            "Request body must be valid JSON.",
+            "invalid UUID length: 10",
+        ),
+        (
+            {"organization_id": "g" * 36},
+            400,
+            "Request body must be valid JSON.",
+            "invalid UUID format",
+        ),
+        (
+            {"organization_id": 7},
+            400,
+            "Request body must be valid JSON.",
+            "organization_id must be a UUID string",
+        ),
+        (
+            {"organization_id": "00000000-0000-0000-0000-000000000000"},
+            400,
+            "organization_id is required.",
+            None,
+        ),
+        (
+            {"mcp_server_ids": ["x"]},
+            400,
+            "Request body must be valid JSON.",
+            "mcp_server_ids must be an array of UUIDs",
+        ),
+        (
+            {"mcp_server_ids": "x"},
+            400,
+            "Request body must be valid JSON.",
+            "mcp_server_ids must be an array of UUIDs",
+        ),
+        (
+            {"labels": {"a": 1}},
+            400,
+            "Request body must be valid JSON.",
+            "labels must be an object of strings",
         ),
     ],
 )
@@ -469,14 +522,19 @@ def test_interrupt_paused_chat_with_queue_keeps_the_queue() -> None:
     ],
     ids=["W", "E0", "E1", "I0", "I1"],
 )
-def test_interrupt_is_409_in_w_e_and_i(make: object) -> None:
-    """Server-behaviour 8.6: a second interrupt while ``interrupting`` is a 409 too."""
+def test_interrupt_is_409_in_w_e_and_i(make: object, request: pytest.FixtureRequest) -> None:
+    """Server-behaviour 8.6: a second interrupt while ``interrupting`` is a 409 too; the
+    detail names the refused transition and the execution state, as the server's does."""
     api = Api()
     chat_id = make(api)  # type: ignore[operator]
     before = api.status(chat_id)
     response = api.interrupt(chat_id)
     assert response.status == 409
-    assert response.json()["message"] == "Chat is not in an interruptible state."
+    assert response.json() == {
+        "message": "Chat is not in an interruptible state.",
+        "detail": "chat state transition Interrupt not allowed from state "
+        + request.node.callspec.id,
+    }
     assert api.status(chat_id) == before
 
 
@@ -612,13 +670,17 @@ def test_requires_action_deadline_cancels_and_continues() -> None:
 @pytest.mark.parametrize(
     "make", [running_chat, interrupting_chat, paused_chat], ids=["R", "I", "A"]
 )
-def test_archive_is_409_while_active(make: object) -> None:
+def test_archive_is_409_while_active(make: object, request: pytest.FixtureRequest) -> None:
     api = Api()
     chat_id = make(api)  # type: ignore[operator]
     response = api.archive(chat_id)
     assert response.status == 409
     assert response.json()["message"] == (
         "Cannot archive an active chat. Interrupt or wait for the chat to finish first."
+    )
+    state = request.node.callspec.id + "0"
+    assert response.json()["detail"] == (
+        f"chat state transition SetArchived not allowed from state {state}"
     )
     assert api.chat(chat_id)["archived"] is False
 
@@ -674,6 +736,70 @@ def test_archived_chats_are_listed_only_on_request() -> None:
     assert api.request("GET", "?q=bogus:1").status == 400
 
 
+@pytest.mark.parametrize(
+    ("labels", "details"),
+    [
+        ({"": "v"}, ["label key must not be empty"]),
+        (
+            {"k" * 65: "v"},
+            [f'label key "{"k" * 65}" exceeds maximum length of 64 bytes'],
+        ),
+        (
+            {"a b": ""},
+            [
+                'label key "a b" contains invalid characters; must match '
+                "^[a-zA-Z0-9][a-zA-Z0-9._/-]*$",
+                'label value for key "a b" must not be empty',
+            ],
+        ),
+        ({"k": "é" * 129}, ['label value for key "k" exceeds maximum length of 256 bytes']),
+        ({f"k{n}": "v" for n in range(51)}, ["too many labels (51); maximum is 50"]),
+        ({"team/a.b_c-1": "v" * 256}, []),
+        ({f"k{n}": "v" for n in range(50)}, []),
+    ],
+)
+def test_labels_follow_the_servers_rules(labels: dict[str, str], details: list[str]) -> None:
+    """The label rules of the real server's chat label check: each broken rule is one entry
+    of ``validations``; on create and on PATCH alike."""
+    api = Api()
+    body = {"organization_id": api.model.organization_id, "content": text_content("hi")}
+    created = api.request("POST", "", {**body, "labels": labels})
+    chat_id = waiting_chat(api)
+    patched = api.request("PATCH", f"/{chat_id}", {"labels": labels})
+    if not details:
+        assert created.status == 201 and created.json()["labels"] == labels
+        assert patched.status == 204 and api.chat(chat_id)["labels"] == labels
+        return
+    for response in (created, patched):
+        assert response.status == 400
+        error = response.json()
+        assert error["message"] == "Invalid labels."
+        assert error["validations"] == [{"field": "labels", "detail": d} for d in details]
+
+
+def test_pins_append_move_and_unpin_as_the_server_does() -> None:
+    """An unpinned chat goes to the end whatever the value asked; a pinned one moves, clamped,
+    its neighbours shifting; 0 unpins. The list shows pinned chats first, in pin order."""
+    api = Api()
+    a, b, c, d = (waiting_chat(api) for _ in range(4))
+
+    def pins() -> dict[str, int]:
+        return {k: api.chat(k)["pin_order"] for k in (a, b, c, d)}
+
+    for chat_id in (a, b, c):
+        assert api.request("PATCH", f"/{chat_id}", {"pin_order": 7}).status == 204
+    assert pins() == {a: 1, b: 2, c: 3, d: 0}
+    api.request("PATCH", f"/{c}", {"pin_order": 1})
+    assert pins() == {a: 2, b: 3, c: 1, d: 0}
+    api.request("PATCH", f"/{c}", {"pin_order": 99})
+    assert pins() == {a: 1, b: 2, c: 3, d: 0}, "clamped to the pinned count"
+    api.request("PATCH", f"/{a}", {"pin_order": 0})
+    assert pins() == {a: 0, b: 1, c: 2, d: 0}
+    listed = [row["id"] for row in api.request("GET", "").json()]
+    assert listed[:2] == [b, c], "pinned first, in pin order"
+    assert listed[2:] == [d, a], "then newest activity first"
+
+
 def test_patch_title_pin_labels_and_plan_mode() -> None:
     api = Api()
     chat_id = waiting_chat(api)
@@ -698,7 +824,8 @@ def test_patch_title_pin_labels_and_plan_mode() -> None:
         ({"pin_order": -1}, "Pin order must be non-negative."),
         ({"pin_order": 1, "archived": True}, "Cannot pin an archived chat."),
         ({"plan_mode": "x"}, "Invalid plan_mode value."),
-        ({"labels": ["x"]}, "Invalid labels."),
+        ({"labels": ["x"]}, "Request body must be valid JSON."),
+        ({"labels": {"k": ""}}, "Invalid labels."),
     ]
     for body, message in cases:
         response = api.request("PATCH", f"/{chat_id}", body)
@@ -723,8 +850,17 @@ def test_queue_delete_windows() -> None:
     missing = api.request("DELETE", f"/{chat_id}/queue/{second + 100}")
     assert missing.status == 404
     assert missing.json()["message"] == "Queued message not found."
-    assert api.request("DELETE", f"/{chat_id}/queue/zero").status == 400
-    assert api.request("DELETE", f"/{chat_id}/queue/-3").status == 400
+    bad = api.request("DELETE", f"/{chat_id}/queue/zero")
+    assert bad.status == 400
+    assert bad.json() == {
+        "message": "Invalid queued message ID.",
+        "detail": 'strconv.ParseInt: parsing "zero": invalid syntax',
+    }
+    huge = api.request("DELETE", f"/{chat_id}/queue/9223372036854775808")
+    assert huge.json()["detail"].endswith("value out of range")
+    # Any int64 is an id as the server reads the path; zero and negative ones name no entry.
+    assert api.request("DELETE", f"/{chat_id}/queue/0").status == 404
+    assert api.request("DELETE", f"/{chat_id}/queue/-3").status == 404
     assert api.request("DELETE", f"/{chat_id}/queue/{first}").status == 204
     assert [q.id for q in api.model.chats[chat_id].queue] == [second]
 
@@ -756,6 +892,7 @@ def test_promote_windows_and_effects() -> None:
     second = api.send(chat_id, "b").json()["queued_message"]["id"]
     assert api.request("POST", f"/{chat_id}/queue/{second + 9}/promote").status == 404
     assert api.request("POST", f"/{chat_id}/queue/x/promote").status == 400
+    assert api.request("POST", f"/{chat_id}/queue/0/promote").status == 404
     api.model.config.scripts.push(LONG)
     response = api.request("POST", f"/{chat_id}/queue/{second}/promote")
     assert response.status == 202

@@ -41,7 +41,7 @@ def test_models_added_later_get_ids_and_providers() -> None:
 
 
 def test_providers_no_model_uses_are_not_listed() -> None:
-    api = Api()
+    api = Api(experimental_mount=True)
     api.model.config.models = tuple(m for m in api.model.config.models if m.provider != "openai")
     catalog = api.request("GET", "/api/experimental/chats/models", absolute=True).json()
     assert {p["type"] for p in catalog["providers"]} == {"anthropic"}

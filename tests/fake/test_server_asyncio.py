@@ -175,7 +175,7 @@ async def test_deltas_stream_live_and_replay_from_seq_1_after_reconnect(h: Harne
     await second.close()
 
 
-@served()
+@served(experimental_mount=True)
 async def test_prefixes_auth_and_model_routes(h: Harness) -> None:
     chat_id = await h.create()
     assert (await h.http.get(f"{LEGACY}/{chat_id}")).status_code == 200
@@ -212,6 +212,20 @@ async def test_legacy_only_mode(h: Harness) -> None:
     org = h.server.organization_id
     assert (await h.http.get(f"/api/v2/organizations/{org}/chats/models")).status_code == 404
     assert len((await h.http.get(f"{LEGACY}/model-configs")).json()) == 3
+
+
+@served()
+async def test_the_default_serves_chats_under_v2_only(h: Harness) -> None:
+    """D36: the served fake is the newest server: the experimental prefix answers 404 for
+    chat routes and stream upgrades."""
+    chat_id = await h.create()
+    assert (await h.http.get(f"{V2}/{chat_id}")).status_code == 200
+    legacy = await h.http.get(f"{LEGACY}/{chat_id}")
+    assert legacy.status_code == 404
+    assert legacy.json()["message"] == "Route not found."
+    socket = await AsyncWs.connect(h.server, f"{LEGACY}/{chat_id}/stream")
+    assert socket.raw.reject_status == 404
+    await socket.close()
 
 
 @served(chunk_delay=0.001)
