@@ -61,9 +61,7 @@ class Queue:
         and effort overrides, accepted only with content. Ending the edit of a paused chat's
         head sends it; beginning one on another entry of a paused chat is a 409."""
         t = self._store.advance_clock(now)
-        qid = parse_positive_int(queued_id)
-        if qid is None:
-            raise FakeApiError(400, "Invalid queued message ID.")
+        qid = _queued_id(queued_id)
         if chat.archived:
             raise FakeApiError(400, "Cannot edit queued messages in an archived chat.")
         raw_content = body.get("content")

@@ -243,7 +243,9 @@ class Turns:
             body.get("model_config_id"), target.model_config_id or chat.last_model_config_id
         )
         effort = check.reasoning_effort(body.get("reasoning_effort"))
-        mcp = check.mcp_server_ids(body.get("mcp_server_ids"))
+        mcp = check.mcp_server_ids(
+            body.get("mcp_server_ids"), [*store.config.mcp_server_ids, *chat.mcp_server_ids]
+        )
         self._worker.stop_run(chat)
         chat.interrupt_at = None
         store.begin(chat, t)

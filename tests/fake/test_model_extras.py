@@ -127,7 +127,7 @@ def test_a_chat_whose_prompt_has_no_user_text_is_proposed_the_default_title() ->
 
 
 def test_by_workspace_maps_each_workspace_to_its_latest_live_chat() -> None:
-    api = Api()
+    api = Api(workspace_ids=(WORKSPACE,))
     assert api.request("GET", "/by-workspace").json() == {}
     older = api.create("one", workspace_id=WORKSPACE)
     api.run_until(older, {"waiting"})
@@ -204,7 +204,7 @@ def test_a_download_url_for_an_unknown_or_malformed_file_is_refused() -> None:
 
 
 def test_a_sub_agent_chat_is_a_child_of_its_root_everywhere_but_the_list() -> None:
-    api = Api()
+    api = Api(workspace_ids=(WORKSPACE,))
     root = api.create("lead", workspace_id=WORKSPACE)
     api.run_until(root, {"waiting"})
     child = api.model.spawn_child(root, "look around\nthen report", api.now)
