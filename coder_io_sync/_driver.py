@@ -77,7 +77,7 @@ import threading
 import time
 import types
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, Generic, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeAlias, TypeVar
 
 import httpcore
 import httpx
@@ -111,7 +111,9 @@ from coder_proto._constants import BACKGROUND_TASK_BOUND
 from coder_proto._rest.settings import CONNECT_TIMEOUT, HTTP_TIMEOUT, MAX_RESPONSE_BYTES
 from coder_proto._stream.websocket import MAX_UNSENT
 from coder_proto._transport_events import TransportEventSink
-from coder_proto.transcript._recorder import Recorder
+
+if TYPE_CHECKING:
+    from coder_proto.transcript._recorder import Recorder
 
 __all__ = [
     "Deadline",
@@ -1170,7 +1172,8 @@ class Driver:
             # (pings ...) but reads nothing, and the replies would pile up. One large write
             # to a slow reader is not that: it is flushed as the socket becomes writable.
             self._socket_failed(
-                conn, OSError(f"more than {MAX_UNSENT} bytes wait to be sent: the peer reads nothing")
+                conn,
+                OSError(f"more than {MAX_UNSENT} bytes wait to be sent: the peer reads nothing"),
             )
             return
         if sock.out:
