@@ -4,6 +4,9 @@ library loads anyway), in fresh processes.
 * ``imports.asyncio``: ``import coder_io_asyncio``: the core and the asyncio agent, client and
   watch; durable workflows, stores, transcripts, the fake server and the integrations are
   imported on first use. Target: at or under 1.5x.
+* ``imports.asyncio_dependencies``: what the asyncio adapter's dependencies take alone
+  (httpx, wsproto, asyncio, attrs): the part of ``imports.asyncio`` that is not the library's
+  own code. Reported, no target.
 * ``imports.cli_version`` / ``imports.cli_help``: ``coder-agent --version`` and ``--help``
   (the console script's entry point, ``coder_io_sync.cli:main``), which import no protocol
   code. Target: at or under 1.0x.
@@ -33,9 +36,10 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 FLOOR = "import httpx"
 
-#: name, code run by ``python -c``, target (x the floor).
-LINES: tuple[tuple[str, str, float], ...] = (
+#: name, code run by ``python -c``, target (x the floor; ``None``: reported only).
+LINES: tuple[tuple[str, str, float | None], ...] = (
     ("imports.asyncio", "import coder_io_asyncio", 1.5),
+    ("imports.asyncio_dependencies", "import httpx, wsproto, asyncio, attrs", None),
     (
         "imports.cli_version",
         "import sys; sys.argv = ['coder-agent', '--version']; "
@@ -109,7 +113,9 @@ def _run(settings: Settings, env: dict[str, str]) -> list[Result]:
                 statistics.median(values),
                 statistics.median(floors),
                 ratio,
-                {
+                {"target": "reported (CPU, fresh process)"}
+                if target is None
+                else {
                     "target": f"<= {target}x `{FLOOR}` (CPU, fresh process)",
                     "meets_target": ratio <= target,
                 },
