@@ -1172,8 +1172,7 @@ class Driver:
             # (pings ...) but reads nothing, and the replies would pile up. One large write
             # to a slow reader is not that: it is flushed as the socket becomes writable.
             self._socket_failed(
-                conn,
-                OSError(f"more than {MAX_UNSENT} bytes wait to be sent: the peer reads nothing"),
+                conn, OSError(f"more than {MAX_UNSENT} bytes wait to be sent: the peer reads nothing")
             )
             return
         if sock.out:

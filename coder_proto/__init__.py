@@ -271,6 +271,8 @@ __all__ = [  # noqa: RUF022
     "WsRedialEvent",
 ]
 
+# Each name is imported on first use (``coder_proto._lazy``): a program pays for the modules
+# it reaches.
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {

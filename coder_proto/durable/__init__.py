@@ -102,6 +102,8 @@ __all__ = [
     "idempotency_key",
 ]
 
+# Each name is imported on first use (``coder_proto._lazy``): the core and the adapters
+# reach ``_store`` and ``_tools`` without loading the rest of the package.
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {

@@ -108,6 +108,8 @@ __all__ = [
     "replay",
 ]
 
+# Each name is imported on first use (``coder_proto._lazy``): an agent reaches the
+# ``Recorder`` protocol without loading the format, the records and replay.
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
