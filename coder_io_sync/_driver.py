@@ -77,7 +77,7 @@ import threading
 import time
 import types
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, Generic, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeAlias, TypeVar
 
 import httpcore
 import httpx
@@ -111,7 +111,9 @@ from coder_proto._constants import BACKGROUND_TASK_BOUND
 from coder_proto._rest.settings import CONNECT_TIMEOUT, HTTP_TIMEOUT, MAX_RESPONSE_BYTES
 from coder_proto._stream.websocket import MAX_UNSENT
 from coder_proto._transport_events import TransportEventSink
-from coder_proto.transcript._recorder import Recorder
+
+if TYPE_CHECKING:
+    from coder_proto.transcript._recorder import Recorder
 
 __all__ = [
     "Deadline",

@@ -104,7 +104,7 @@ def _add_deployment_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_fake_server(subparsers: Any) -> None:
-    from coder_io_common.fake_server import command
+    from coder_io_common.fake_server import _flags
 
     parser = subparsers.add_parser(
         "fake-server",
@@ -116,7 +116,7 @@ def _add_fake_server(subparsers: Any) -> None:
             "injected faults; the fake-server page of the documentation describes them."
         ),
     )
-    command.add_arguments(parser)
+    _flags.add_arguments(parser)
     parser.set_defaults(handler=_run_fake_server)
 
 

@@ -58,7 +58,7 @@ def test_json_is_a_list_of_result_objects(smoke_results: list[dict[str, object]]
 
 def test_every_suite_reports(smoke_results: list[dict[str, object]]) -> None:
     names = [str(item["name"]) for item in smoke_results]
-    for prefix in ("core.", "scaling.", "e2e", "memory.", "fleet."):
+    for prefix in ("core.", "scaling.", "e2e", "memory.", "fleet.", "imports."):
         assert any(name.startswith(prefix) for name in names), (prefix, names)
 
 

@@ -505,3 +505,41 @@ def test_d35_archiving_a_paused_chat_raises_at_once_without_retrying() -> None:
     assert "queue head is under edit" in str(error) and "chat-1" in str(error)
     assert isinstance(error.__cause__, CoderApiError)
     assert len(h.routes()) == 1
+
+
+def test_dispose_after_a_completed_turn_archives_without_interrupting() -> None:
+    """H.5: the chat's last status is settled (D1) and no turn is in flight: nothing runs on
+    it, so closing sends the archive alone (an interrupt would only be answered 409)."""
+    h = Harness()
+    turn = h.generate("hi")
+    h.send(status("running"), message(2, "ok"), status("waiting"))
+    assert turn.done
+    before = len(h.routes())
+    result = run(h, h.session.dispose(now=h.now))
+    assert h.routes()[before:] == [ARCHIVE.format("chat-1")]
+    assert result.interrupt is not None
+    assert (result.interrupt.interrupted, result.interrupt.chat_id) == (False, "chat-1")
+    assert result.archive is not None and result.archive.archived
+    assert result.errors == ()
+
+
+@pytest.mark.parametrize("last", ["running", "requires_action", None])
+def test_dispose_interrupts_a_chat_not_known_to_be_settled(last: str | None) -> None:
+    h = Harness(chat_id="chat-1")
+    h.session.last_status = last
+    run(h, h.session.dispose(now=h.now))
+    assert h.routes() == [INTERRUPT, ARCHIVE.format("chat-1")]
+
+
+def test_dispose_interrupts_while_a_turn_is_in_flight_on_a_settled_chat() -> None:
+    """The last status seen was settled, but a new turn is under way: it may have started a
+    run the session has not heard of yet, so closing interrupts it."""
+    h = Harness(rest={"POST /api/v2/chats/chat-1/messages": Hang()})
+    first = h.generate("hi")
+    h.send(status("running"), message(2, "ok"), status("waiting"))
+    assert first.done
+    second = h.generate("again")
+    assert not second.done and h.session.in_flight is second
+    before = len(h.routes())
+    run(h, h.session.dispose(now=h.now))
+    assert INTERRUPT in h.routes()[before:]

@@ -68,7 +68,7 @@ import logging
 import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from typing import Any, ClassVar, Generic, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeAlias, TypeVar
 
 import httpx
 
@@ -100,9 +100,11 @@ from coder_proto._errors import CoderAgentError, CoderProtocolError
 from coder_proto._outputs import ToolCall
 from coder_proto._rest.settings import CONNECT_TIMEOUT, HTTP_TIMEOUT, MAX_RESPONSE_BYTES
 from coder_proto._transport_events import TransportEventSink
-from coder_proto.transcript._recorder import Recorder
 
 from .runtime import CLOSE_GRACE, AsyncRuntime, Event, Task
+
+if TYPE_CHECKING:
+    from coder_proto.transcript._recorder import Recorder
 
 __all__ = ["HTTP_CONCURRENCY", "Driver", "Run", "Runnable", "ToolRunner", "transport_sink"]
 

@@ -39,6 +39,15 @@ every connection with 1001 and never waits more than a second for a client that 
 reading.
 """
 
-from ._server import FakeCoderServer
+from typing import TYPE_CHECKING
+
+from coder_proto._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from ._server import FakeCoderServer as FakeCoderServer
 
 __all__ = ["FakeCoderServer"]
+
+# The serving loop is imported on first use: ``coder-agent --help`` reads the flags of
+# ``fake-server`` (``command``) without it.
+__getattr__, __dir__ = lazy_exports(__name__, {"._server": ("FakeCoderServer",)})

@@ -6,28 +6,27 @@ single adapter, so they live here.
 * ``PostgresStore`` / ``AsyncPostgresStore``: one PostgreSQL database shared by a fleet of
   workers, on psycopg 3 (the ``postgres`` extra: ``pip install 'coder-agents[postgres]'``).
   They are imported on first use, so the adapters never need psycopg.
+
+Every store is imported on first use: a program that keeps no durable state pays nothing for
+them.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from .sqlite import SQLiteStore
+from coder_proto._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from .postgres import AsyncPostgresStore, PostgresStore
+    from .postgres import AsyncPostgresStore as AsyncPostgresStore
+    from .postgres import PostgresStore as PostgresStore
+    from .sqlite import SQLiteStore as SQLiteStore
 
 __all__ = ["STORE_NAMES", "AsyncPostgresStore", "PostgresStore", "SQLiteStore"]
 
 STORE_NAMES: tuple[str, ...] = ("SQLiteStore",)
 """The store names every adapter exports beside its own."""
 
-_POSTGRES = frozenset({"AsyncPostgresStore", "PostgresStore"})
-
-
-def __getattr__(name: str) -> Any:
-    if name in _POSTGRES:
-        from . import postgres
-
-        return getattr(postgres, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(
+    __name__, {".sqlite": ("SQLiteStore",), ".postgres": ("AsyncPostgresStore", "PostgresStore")}
+)

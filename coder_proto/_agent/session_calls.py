@@ -6,8 +6,8 @@ drives, with the results they return.
   stream and posts the interrupt (``interrupt_chat``: D4's follow-up, D11's wait);
 * ``SessionArchive`` archives the target and every stranded chat, stranded ones first, under
   one deadline (``archive_when_settled``: the 409 retry loop, D10);
-* ``SessionDispose`` interrupts, then archives, bounded, collecting failures instead of
-  raising (H.5).
+* ``SessionDispose`` interrupts (unless the chat is known to be settled), then archives,
+  bounded, collecting failures instead of raising (H.5).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from .._constants import INTERRUPT_WAIT_TIMEOUT
+from .._constants import INTERRUPT_WAIT_TIMEOUT, SETTLED_STATUSES
 from .._engine import CoreMachine, Wait
 from .._errors import CoderAgentError, CoderApiError
 from .._rest.stopping import (
@@ -47,7 +47,8 @@ logger = logging.getLogger("coder_proto")
 @attrs.frozen(kw_only=True)
 class InterruptResult:
     """What ``interrupt()`` acted on (H.3): ``interrupted`` is ``False`` (and no request was
-    made) when the session knows no chat. ``chat`` is the chat as the interrupt left it."""
+    made) when the session knows no chat, or, on closing (H.5), when its chat is known to be
+    settled (``chat_id`` names it then). ``chat`` is the chat as the interrupt left it."""
 
     interrupted: bool
     chat_id: str | None = None
@@ -76,6 +77,16 @@ class DisposeResult:
 
 def _target(session: SessionState) -> str | None:
     return session.chat_id or session.last_known_chat_id
+
+
+def _known_settled(session: SessionState) -> bool:
+    """Whether the session's chat is known to run nothing: its last status (which belongs to
+    ``session.chat_id``) is settled (D1) and no turn of the session is in flight."""
+    return (
+        session.chat_id is not None
+        and session.last_status in SETTLED_STATUSES
+        and session.in_flight is None
+    )
 
 
 class SessionInterrupt(CoreMachine[InterruptResult]):
@@ -181,8 +192,9 @@ def archive_session(
 
 
 class SessionDispose(CoreMachine[DisposeResult]):
-    """Disposal (H.5): close the retained stream, interrupt (an idle chat's 409 is fine),
-    then archive, all under one deadline of ``settle_deadline`` seconds. Never raises: failures
+    """Disposal (H.5): close the retained stream, interrupt unless the chat is known to be
+    settled (an idle chat's 409 is fine), then archive, all under one deadline of
+    ``settle_deadline`` seconds. Never raises: failures
     are collected in the result and logged."""
 
     def __init__(self, session: SessionState, *, now: float) -> None:
@@ -201,6 +213,10 @@ class SessionDispose(CoreMachine[DisposeResult]):
         target = _target(session)
         if target is None:
             interrupt_result = InterruptResult(interrupted=False)
+        elif _known_settled(session):
+            # H.5: nothing runs on a chat whose last status is settled (D1) while no turn is
+            # in flight; interrupting it would only be answered 409.
+            interrupt_result = InterruptResult(interrupted=False, chat_id=target)
         else:
             try:
                 chat = yield from interrupt_chat(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, ClassVar, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 from .._agent.agent_core import AgentCore
 from .._agent.tools import Tool
@@ -19,8 +19,10 @@ from .._options import AgentOptions, option_keywords
 from .._rest.prefix import PrefixSelector
 from .._rest.settings import ClientSettings
 from .._transport_events import TransportEventSink
-from ..transcript._recorder import Recorder
 from .agent_calls import AgentCalls
+
+if TYPE_CHECKING:
+    from ..transcript._recorder import Recorder
 
 __all__ = ["AgentClient", "AgentShell", "check_connection", "segment_sink"]
 

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from .._rest.organization import organization_from_env
 from .._rest.prefix import PrefixSelector
 from .._rest.settings import HTTP_TIMEOUT, MAX_RESPONSE_BYTES, ClientSettings
 from .._transport_events import TransportEventSink
-from ..transcript._recorder import Recorder
 from .client_calls import ChatCalls
+
+if TYPE_CHECKING:
+    from ..transcript._recorder import Recorder
 
 __all__ = ["ClientShell"]
 

@@ -39,31 +39,41 @@ is the strict reader (``TranscriptError`` with the line number for anything malf
 offline.
 """
 
-from ._fields import TranscriptError, TranscriptVersionError
-from ._format import Transcript, TranscriptWriter, parse_transcript
-from ._outcomes import outcome_summary
-from ._recorder import Recorder, TranscriptRecorder
-from ._records import (
-    FORMAT_NAME,
-    FORMAT_VERSION,
-    Cancel,
-    Header,
-    Record,
-    RestExchange,
-    SessionCall,
-    ToolRunRecord,
-    TranscriptSettings,
-    TurnEnd,
-    TurnStarted,
-    WsAccept,
-    WsClose,
-    WsEnd,
-    WsError,
-    WsFrame,
-    WsOpenRecord,
-    WsReject,
-)
-from ._replay import NOT_RECORDED, ReplayResult, ReplayTurn, replay
+from typing import TYPE_CHECKING
+
+from coder_proto._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from ._fields import TranscriptError as TranscriptError
+    from ._fields import TranscriptVersionError as TranscriptVersionError
+    from ._format import Transcript as Transcript
+    from ._format import TranscriptWriter as TranscriptWriter
+    from ._format import parse_transcript as parse_transcript
+    from ._outcomes import outcome_summary as outcome_summary
+    from ._recorder import Recorder as Recorder
+    from ._recorder import TranscriptRecorder as TranscriptRecorder
+    from ._records import FORMAT_NAME as FORMAT_NAME
+    from ._records import FORMAT_VERSION as FORMAT_VERSION
+    from ._records import Cancel as Cancel
+    from ._records import Header as Header
+    from ._records import Record as Record
+    from ._records import RestExchange as RestExchange
+    from ._records import SessionCall as SessionCall
+    from ._records import ToolRunRecord as ToolRunRecord
+    from ._records import TranscriptSettings as TranscriptSettings
+    from ._records import TurnEnd as TurnEnd
+    from ._records import TurnStarted as TurnStarted
+    from ._records import WsAccept as WsAccept
+    from ._records import WsClose as WsClose
+    from ._records import WsEnd as WsEnd
+    from ._records import WsError as WsError
+    from ._records import WsFrame as WsFrame
+    from ._records import WsOpenRecord as WsOpenRecord
+    from ._records import WsReject as WsReject
+    from ._replay import NOT_RECORDED as NOT_RECORDED
+    from ._replay import ReplayResult as ReplayResult
+    from ._replay import ReplayTurn as ReplayTurn
+    from ._replay import replay as replay
 
 __all__ = [
     "FORMAT_NAME",
@@ -97,3 +107,51 @@ __all__ = [
     "parse_transcript",
     "replay",
 ]
+
+# Each name is imported on first use (``coder_proto._lazy``): an agent reaches the
+# ``Recorder`` protocol without loading the format, the records and replay.
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "._fields": (
+            "TranscriptError",
+            "TranscriptVersionError",
+        ),
+        "._format": (
+            "Transcript",
+            "TranscriptWriter",
+            "parse_transcript",
+        ),
+        "._outcomes": ("outcome_summary",),
+        "._recorder": (
+            "Recorder",
+            "TranscriptRecorder",
+        ),
+        "._records": (
+            "FORMAT_NAME",
+            "FORMAT_VERSION",
+            "Cancel",
+            "Header",
+            "Record",
+            "RestExchange",
+            "SessionCall",
+            "ToolRunRecord",
+            "TranscriptSettings",
+            "TurnEnd",
+            "TurnStarted",
+            "WsAccept",
+            "WsClose",
+            "WsEnd",
+            "WsError",
+            "WsFrame",
+            "WsOpenRecord",
+            "WsReject",
+        ),
+        "._replay": (
+            "NOT_RECORDED",
+            "ReplayResult",
+            "ReplayTurn",
+            "replay",
+        ),
+    },
+)

@@ -21,7 +21,7 @@ from typing import Any
 
 from ._common import BenchSkipped, Result, Settings, skipped
 
-SUITES = ("core", "scaling", "e2e", "memory", "fleet")
+SUITES = ("core", "scaling", "e2e", "memory", "fleet", "imports")
 
 
 def _suite(name: str) -> Callable[[Settings], list[Result]]:
@@ -41,9 +41,13 @@ def _suite(name: str) -> Callable[[Settings], list[Result]]:
         from . import memory
 
         return memory.run
-    from . import fleet
+    if name == "fleet":
+        from . import fleet
 
-    return fleet.run
+        return fleet.run
+    from . import imports
+
+    return imports.run
 
 
 def _fmt(value: float | None, unit: str = "") -> str:

@@ -90,7 +90,9 @@ def docstring(surface: str, name: str) -> str:
         return str(vars(obj).get("__doc__") or "")
     if inspect.isroutine(obj) or inspect.ismodule(obj):
         return str(obj.__doc__ or "")
-    member = _static().get_member(surface)[name]
+    # Where the name is defined: an adapter's re-export of a core or store name is read at
+    # its source (the packages import those names on first use, out of a static reader's sight).
+    member = _static().get_member(reference_id(surface, name))
     return member.docstring.value if member.docstring else ""
 
 

@@ -528,21 +528,53 @@ def test_h4_archive_after_an_interrupt_retries_the_409s(
     assert 409 in statuses[:-1] and statuses[-1] < 300
 
 
-def test_h5_leaving_the_agent_interrupts_and_archives(
+def test_h5_leaving_the_agent_after_a_completed_turn_archives_without_interrupting(
     runtime: Any, server: FakeCoderServer
 ) -> None:
+    """The chat's last status is settled (D1) and no turn is in flight: nothing runs on it,
+    so closing sends the archive alone, not an interrupt the server would answer 409."""
+
     async def scenario(rt: Any) -> Any:
         agent = await rt.agent(server)
         result = await rt.generate(agent, "hi")
+        before = len(server.counters.request_log)
         await rt.close(agent)
         await rt.close(agent)  # idempotent
+        on_close = [r.op for r in server.counters.request_log[before:]]
         probe = await rt.agent(server)
         chat = await rt.client_call(probe, "get_chat", result.chat_id)
         await rt.close(probe)
-        return chat, ops(server, "interrupt_chat"), await rt.idle(server)
+        return chat, on_close, await rt.idle(server)
 
-    chat, interrupts, idle = runtime.run(scenario)
-    assert chat.archived and interrupts >= 1 and idle
+    chat, on_close, idle = runtime.run(scenario)
+    assert chat.archived and idle
+    assert on_close == ["update_chat"]
+    assert ops(server, "interrupt_chat") == 0
+
+
+def test_h5_leaving_the_agent_while_a_run_may_be_live_interrupts_then_archives(
+    runtime: Any, server: FakeCoderServer
+) -> None:
+    """A turn left early (the stream block ended after a few parts) saw the chat running
+    last: closing interrupts it before the archive, as it does whenever the chat is not known
+    to be settled."""
+    server.config.scripts.add("stuck", Script((Say("a few words here"), Wait(30.0))))
+
+    async def scenario(rt: Any) -> Any:
+        agent = await rt.agent(server)
+        await rt.stream_first(agent, "stuck", 3)
+        await rt.until(lambda: ops(server, "interrupt_chat") > 0)
+        await rt.sleep(0.2)
+        chat_id = agent.chat_id
+        before = len(server.counters.request_log)
+        await rt.close(agent)
+        on_close = [r.op for r in server.counters.request_log[before:]]
+        return on_close, server.model.chat(chat_id).archived, await rt.idle(server)
+
+    on_close, archived, idle = runtime.run(scenario)
+    assert on_close[0] == "interrupt_chat"
+    assert set(on_close[1:]) == {"update_chat"}, on_close
+    assert archived and idle
 
 
 #: A close must end by its ``settle_deadline`` plus this allowance (socket teardown, a loaded
@@ -555,20 +587,25 @@ def test_h5_closing_ends_by_the_settle_deadline_when_every_answer_is_slow(
 ) -> None:
     """The server takes 3 s to answer the interrupt and the archive: with a 2 s
     ``settle_deadline`` the close returns by then (plus an allowance), where sending them one
-    after the other would take over 6 s. Both were attempted; the close raises nothing."""
+    after the other would take over 6 s. Both were attempted (the turn was left early, so the
+    chat is not known to be settled); the close raises nothing."""
+    server.config.scripts.add("stuck", Script((Say("a few words here"), Wait(30.0))))
 
     async def scenario(rt: Any) -> Any:
         agent = await rt.agent(server, settle_deadline=2.0)
-        await rt.generate(agent, "hi")
+        await rt.stream_first(agent, "stuck", 3)
+        await rt.until(lambda: ops(server, "interrupt_chat") > 0)
+        await rt.sleep(0.2)
+        interrupts = ops(server, "interrupt_chat")
         server.faults.delay_requests("interrupt_chat", 3.0)
         server.faults.delay_requests("archive_chat", 3.0)
         start = time.monotonic()
         await rt.close(agent)
-        return time.monotonic() - start
+        return time.monotonic() - start, ops(server, "interrupt_chat") - interrupts
 
-    elapsed = runtime.run(scenario)
+    elapsed, interrupts = runtime.run(scenario)
     assert elapsed < 2.0 + CLOSE_ALLOWANCE, f"closing took {elapsed:.1f} s"
-    assert ops(server, "interrupt_chat") == 1
+    assert interrupts == 1
 
 
 def test_h5_the_archive_409_retries_of_a_close_stay_within_the_settle_deadline(
@@ -612,7 +649,9 @@ def test_closing_without_archiving_keeps_the_chat_for_a_later_step(
         return first, idle, second, archives_before
 
     first, idle, second, archives_before = runtime.run(scenario)
-    assert idle and archives_before == 0 and ops(server, "interrupt_chat") == 1
+    assert idle and archives_before == 0
+    # Each close follows a completed turn: the chat is known to be settled, nothing to stop.
+    assert ops(server, "interrupt_chat") == 0
     assert second.chat_id == first.chat_id and second.text == "You said: step two"
 
 

@@ -1,0 +1,150 @@
+"""A program imports what it uses when it uses it: ``coder-agent --version`` and ``--help``
+load no protocol code, and importing an adapter loads neither the fake server, the durable
+stores, transcripts nor the integrations (each checked in a fresh interpreter's
+``sys.modules``; what importing costs is measured by ``python -m tests.bench --only imports``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+#: Modules of the core that only a program using them should pay for.
+ON_FIRST_USE = (
+    "coder_proto.fake",
+    "coder_proto.transcript",
+    "coder_io_common.fake_server",
+    "coder_io_common.stores.sqlite",
+    "coder_io_common.stores.postgres",
+    "coder_io_common.otel",
+    "coder_io_common.instrumentation",
+    "coder_io_common.ai_sdk",
+    "coder_io_common.pytest_plugin",
+    "coder_io_asyncio.temporal",
+    "coder_io_asyncio.durable",
+    "coder_io_trio.durable",
+    "coder_io_sync.durable",
+    "coder_io_common._async.durable",
+    "opentelemetry",
+    "temporalio",
+    "jsonschema",
+    "sqlite3",
+    "psycopg",
+)
+
+#: What ``--version`` and ``--help`` may load of the library: the command line itself, the
+#: package ``__init__``s it sits in (their names resolve on first use) and the version.
+CLI_ALLOWED = {
+    "coder_proto",
+    "coder_proto._lazy",
+    "coder_proto._runtime_names",
+    "coder_proto._version",
+    "coder_io_common",
+    "coder_io_common.stores",
+    "coder_io_common.fake_server",
+    "coder_io_common.fake_server._flags",
+}
+
+
+def _modules_after(code: str) -> set[str]:
+    """The ``sys.modules`` of a fresh interpreter after running ``code``."""
+    script = (
+        f"{code}\nimport json, sys\nprint(json.dumps(sorted(sys.modules)), file=sys.__stderr__)"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return set(json.loads(proc.stderr.strip().splitlines()[-1]))
+
+
+def _library(modules: set[str]) -> set[str]:
+    return {m for m in modules if m.split(".")[0].startswith(("coder_proto", "coder_io_"))}
+
+
+@pytest.mark.parametrize("flag", ["--version", "--help"])
+def test_the_command_line_answers_version_and_help_without_protocol_code(flag: str) -> None:
+    code = (
+        f"import sys\nsys.argv = ['coder-agent', {flag!r}]\n"
+        "from coder_io_sync.cli import main\n"
+        "try:\n    main()\nexcept SystemExit as exc:\n    assert exc.code == 0, exc.code"
+    )
+    modules = _modules_after(code)
+    loaded = _library(modules) - CLI_ALLOWED
+    assert {m for m in loaded if not m.startswith("coder_io_sync")} == set()
+    assert {m for m in loaded if m.startswith("coder_io_sync.") and "_cli" not in m} == {
+        "coder_io_sync.cli"
+    }
+    assert not {"httpx", "attrs", "wsproto", "asyncio", "trio"} & modules
+
+
+@pytest.mark.parametrize("adapter", ["coder_io_asyncio", "coder_io_trio"])
+def test_importing_an_adapter_leaves_the_optional_parts_unloaded(adapter: str) -> None:
+    modules = _modules_after(f"import {adapter}")
+    assert f"{adapter}.agent" in modules  # the agent itself is there
+    loaded = {m for m in ON_FIRST_USE if any(n == m or n.startswith(m + ".") for n in modules)}
+    assert loaded == set()
+
+
+def test_the_blocking_adapter_loads_its_names_on_first_use() -> None:
+    """``coder_io_sync`` holds the command line too, so importing it loads nothing; its agent
+    brings the same as an event-loop adapter's, no more."""
+    assert _library(_modules_after("import coder_io_sync")) <= CLI_ALLOWED | {"coder_io_sync"}
+    modules = _modules_after("from coder_io_sync import CoderAgent, CoderChatClient, tool")
+    loaded = {m for m in ON_FIRST_USE if any(n == m or n.startswith(m + ".") for n in modules)}
+    assert loaded == set()
+
+
+@pytest.mark.parametrize(
+    ("code", "module"),
+    [
+        ("from coder_io_asyncio import SQLiteStore", "coder_io_common.stores.sqlite"),
+        ("from coder_io_asyncio import run_turn", "coder_io_asyncio.durable"),
+        ("from coder_io_trio import instrument", "coder_io_common.instrumentation"),
+        ("from coder_io_sync import sweep_orphans", "coder_io_sync.durable"),
+        ("from coder_proto.transcript import replay", "coder_proto.transcript._replay"),
+        (
+            "from coder_io_common.fake_server import FakeCoderServer",
+            "coder_io_common.fake_server._server",
+        ),
+    ],
+)
+def test_a_part_is_imported_when_a_name_of_it_is_used(code: str, module: str) -> None:
+    assert module in _modules_after(code)
+
+
+@pytest.mark.parametrize(
+    "package",
+    [
+        "coder_proto",
+        "coder_proto.durable",
+        "coder_proto.transcript",
+        "coder_io_sync",
+        "coder_io_asyncio",
+        "coder_io_common.stores",
+        "coder_io_common.fake_server",
+    ],
+)
+def test_names_imported_on_first_use_are_listed_and_unknown_names_are_errors(package: str) -> None:
+    import importlib
+
+    module = importlib.import_module(package)
+    assert set(module.__all__) <= set(dir(module))
+    with pytest.raises(AttributeError, match=f"module '{package}' has no attribute 'no_such_name'"):
+        module.no_such_name  # noqa: B018
