@@ -11,7 +11,6 @@ request travels: the chat keeps the conversation. Importing this module imports 
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import RunContext, ToolDefinition
 from pydantic_ai.usage import RequestUsage
+from pydantic_core import to_jsonable_python
 
 from coder_io_asyncio import (
     AgentOptions,
@@ -52,6 +52,8 @@ _FINISH_REASONS: Mapping[str, pai.FinishReason] = {
     "content-filter": "content_filter",
     "error": "error",
 }
+#: The tool return outcomes the chat sees as error results.
+_ERROR_OUTCOMES = frozenset({"failed", "retried", "denied", "interrupted"})
 #: The answer a paused call gets when the next request carries no return for it.
 _NOT_ANSWERED = "The tool call was not answered."
 
@@ -209,19 +211,11 @@ class CoderModel(Model):
                 answers[part.tool_call_id] = ToolResultContent(
                     tool_call_id=part.tool_call_id,
                     tool_name=part.tool_name,
-                    output=_jsonable(part.content),
-                )
-            elif isinstance(part, pai.RetryPromptPart) and part.tool_call_id in self._pending:
-                answers[part.tool_call_id] = ToolResultContent(
-                    tool_call_id=part.tool_call_id,
-                    tool_name=part.tool_name or "",
-                    output=part.model_response(),
-                    is_error=True,
+                    output=to_jsonable_python(part.content, fallback=str),
+                    is_error=part.outcome in _ERROR_OUTCOMES,
                 )
             elif isinstance(part, pai.UserPromptPart):
                 content.extend(_user_content(part.content))
-            elif isinstance(part, pai.RetryPromptPart):
-                content.append(TextContent(part.model_response()))
         resume: ToolMessage | None = None
         if self._pending:
             results = tuple(
@@ -377,11 +371,3 @@ def _user_content(content: str | Sequence[Any]) -> list[Any]:
                 f"a Coder chat takes text and file bytes in a prompt, not {type(item).__name__}"
             )
     return out
-
-
-def _jsonable(value: Any) -> Any:
-    try:
-        json.dumps(value)
-    except (TypeError, ValueError):
-        return str(value)
-    return value
