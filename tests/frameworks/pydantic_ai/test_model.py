@@ -7,6 +7,8 @@ cancellation that interrupts the run."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from collections.abc import Iterator
 from datetime import date
 from typing import Any
@@ -368,3 +370,11 @@ def test_tools_and_output_type_come_from_the_pydantic_ai_agent() -> None:
     assert CoderModel(model="gpt-5").model_name == "gpt-5"
     assert CoderModel(model_name="mine").system == "coder"
     assert CoderModel().chat_id is None
+
+
+def test_importing_the_adapter_does_not_import_pydantic_ai() -> None:
+    code = (
+        "import sys, coder_io_asyncio, coder_io_asyncio.integrations; "
+        "assert 'pydantic_ai' not in sys.modules, 'pydantic_ai imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
