@@ -378,3 +378,24 @@ def test_importing_the_adapter_does_not_import_pydantic_ai() -> None:
         "assert 'pydantic_ai' not in sys.modules, 'pydantic_ai imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_run_stream_takes_structured_output_from_the_output_tool(server: FakeCoderServer) -> None:
+    server.config.scripts.push(
+        Script(
+            [
+                CallClientTool(name="final_result", args={"severity": "major", "summary": "x"}),
+                Say("Filed."),
+            ]
+        )
+    )
+
+    async def scenario() -> tuple[list[Any], Any]:
+        async with model_for(server) as model:
+            async with Agent(model, output_type=Triage).run_stream("Triage it.") as stream:
+                partial = [output async for output in stream.stream_output()]
+                return partial, await stream.get_output()
+
+    partial, output = asyncio.run(scenario())
+    assert output == Triage(severity="major", summary="x")
+    assert partial[-1] == output
