@@ -284,15 +284,18 @@ def test_cancelling_a_run_interrupts_the_chat(server: FakeCoderServer) -> None:
     server.config.scripts.push(Script([Say("thinking"), Wait(30.0)]))
 
     async def scenario() -> None:
-        async with model_for(server) as model:
-            agent = Agent(model)
-            async with agent.run_stream("think hard") as stream:
+        model = model_for(server)
+        try:
+            async with Agent(model).run_stream("think hard") as stream:
                 async for _delta in stream.stream_text(delta=True):
                     raise asyncio.CancelledError
+        finally:
+            await model.aclose(archive=False)  # closing interrupts nothing itself
 
     with pytest.raises(asyncio.CancelledError):
         asyncio.run(scenario())
     assert server.counters.requests["interrupt_chat"] >= 1
+    assert server.counters.requests["update_chat"] == 0  # not archived
 
 
 def test_a_new_conversation_starts_a_fresh_chat(server: FakeCoderServer) -> None:
