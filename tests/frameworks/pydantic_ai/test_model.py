@@ -127,8 +127,12 @@ def test_run_sync_runs_a_function_tool_through_the_pause_and_the_resume(
     model = model_for(server)
     agent = weather_agent(model, calls)
     result = agent.run_sync("What is the weather in Paris?")
-    loop = asyncio.get_event_loop()
-    loop.run_until_complete(model.aclose())
+    loop = asyncio.get_event_loop()  # the loop run_sync ran on, which the chat's sockets use
+    try:
+        loop.run_until_complete(model.aclose())
+    finally:
+        asyncio.set_event_loop(None)
+        loop.close()
     assert calls == ["Paris"]
     assert result.output == "Paris: 21 degrees."
     messages = result.all_messages()
@@ -310,6 +314,24 @@ def test_a_new_conversation_starts_a_fresh_chat(server: FakeCoderServer) -> None
     one, two, outputs = asyncio.run(scenario())
     assert one is not None and two is not None and one != two
     assert outputs[0] == outputs[1]
+
+
+def test_a_chat_left_unarchived_is_continued_by_a_new_model(server: FakeCoderServer) -> None:
+    server.config.scripts.push(Script([Say("first")]))
+    server.config.scripts.push(Script([Say("second")]))
+
+    async def scenario() -> tuple[str | None, str | None, list[str]]:
+        model = model_for(server)
+        first = await Agent(model).run("hello")
+        chat_id = model.chat_id
+        await model.aclose(archive=False)
+        async with model_for(server, chat_id=chat_id) as again:
+            second = await Agent(again).run("more", message_history=first.all_messages())
+            return chat_id, again.chat_id, [first.output, second.output]
+
+    chat_id, continued, outputs = asyncio.run(scenario())
+    assert continued == chat_id is not None
+    assert outputs == ["first", "second"]
 
 
 def test_a_conversation_cannot_change_its_tools(server: FakeCoderServer) -> None:
