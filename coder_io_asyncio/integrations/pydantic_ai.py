@@ -150,7 +150,11 @@ class CoderModel(Model):
             # The chat is paused on calls a user prompt now follows (pydantic-ai ended the
             # run on its output tool): answer them first, then send the prompt.
             async with agent.segment(messages=[resume]) as wind_down:
-                await wind_down.get_final_result()
+                settled = await wind_down.get_final_result()
+            if settled.finish_reason == "tool-calls":
+                # The model called tools again while winding down: nobody will run them, and a
+                # paused chat would hold the prompt in its queue. Stop the run first.
+                await agent.interrupt(wait=True)
         async with agent.segment(messages=prompt) as segment:
             streamed = CoderStreamedResponse(
                 model_request_parameters=params,

@@ -197,6 +197,33 @@ def test_structured_output_comes_from_the_output_tool_and_the_next_prompt_answer
     assert server.counters.requests["submit_tool_results"] == 1
 
 
+def test_a_wind_down_that_calls_tools_again_is_interrupted_before_the_next_prompt(
+    server: FakeCoderServer,
+) -> None:
+    server.config.scripts.push(
+        Script(
+            [
+                CallClientTool(name="final_result", args={"severity": "major", "summary": "a"}),
+                Say("One more filing."),
+                CallClientTool(name="final_result", args={"severity": "minor", "summary": "b"}),
+            ]
+        )
+    )
+    server.config.scripts.push(
+        Script([CallClientTool(name="final_result", args={"severity": "minor", "summary": "c"})])
+    )
+
+    async def scenario() -> list[Any]:
+        async with model_for(server) as model:
+            agent = Agent(model, output_type=Triage)
+            first = await agent.run("Triage the outage.")
+            second = await agent.run("Again.", message_history=first.all_messages())
+            return [first.output.summary, second.output.summary]
+
+    assert asyncio.run(scenario()) == ["a", "c"]
+    assert server.counters.requests["interrupt_chat"] >= 1
+
+
 def test_a_tool_that_asks_for_a_retry_answers_the_call_with_an_error(
     server: FakeCoderServer,
 ) -> None:
