@@ -172,6 +172,17 @@ class CoderAgent(AgentShell[CoderChatClient, httpx.Client], Closing):
         is interrupted and the builtin ``TimeoutError`` raised (D22)."""
         return AgentStream(self, prompt, messages, Deadline.check(timeout))
 
+    def segment(
+        self, prompt: object = None, *, messages: object = None, timeout: float | None = None
+    ) -> AgentStream:
+        """One model round trip as a stream, for frameworks that run the tool loop
+        themselves (docs/tools.md "Running the tools yourself"): the parts of one segment,
+        ending when the run settles or pauses for client tools. A pause's calls are not run:
+        ``get_final_result()`` reports them in ``tool_calls`` with ``finish_reason``
+        ``"tool-calls"``, and the next ``segment`` with ``messages`` ending in a
+        ``ToolMessage`` of their results resumes the run. ``timeout`` is as for ``stream``."""
+        return AgentStream(self, prompt, messages, Deadline.check(timeout), segment=True)
+
     def _build(self, plan: PromptPlan) -> Sequence[Any]:
         return plan.build([_read_upload(upload) for upload in plan.reads])
 
@@ -289,9 +300,16 @@ class AgentStream:
     """
 
     def __init__(
-        self, agent: CoderAgent, prompt: object, messages: object, timeout: float | None = None
+        self,
+        agent: CoderAgent,
+        prompt: object,
+        messages: object,
+        timeout: float | None = None,
+        *,
+        segment: bool = False,
     ) -> None:
         self._agent = agent
+        self._segment = segment
         self._prompt = prompt
         self._messages = messages
         self._timeout = timeout
@@ -320,7 +338,8 @@ class AgentStream:
                 plan = prepare_prompt(self._prompt, self._messages)
                 built = agent._build(plan)
                 with driver.locked() as now:
-                    turn = core.stream(built, now=now)
+                    start = core.segment if self._segment else core.stream
+                    turn = start(built, now=now)
                 self._run = driver.start(turn, session=core.session, tools=agent._run_tools)
         except BaseException as exc:
             self._seen.end(error=exc)

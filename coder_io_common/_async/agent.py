@@ -149,6 +149,16 @@ class CoderAgent(AgentShell[CoderChatClient, httpx.AsyncClient], AsyncClosing):
         block before the turn finished interrupts the run."""
         return self._stream_class(self, prompt, messages)
 
+    def segment(self, prompt: object = None, *, messages: object = None) -> AgentStream:
+        """One model round trip as a stream, for frameworks that run the tool loop
+        themselves (docs/tools.md "Running the tools yourself"): the parts of one segment,
+        ending when the run settles or pauses for client tools. A pause's calls are not run:
+        ``get_final_result()`` reports them in ``tool_calls`` with ``finish_reason``
+        ``"tool-calls"``, and the next ``segment`` with ``messages`` ending in a
+        ``ToolMessage`` of their results resumes the run. Leaving the block before the
+        segment ended interrupts the run."""
+        return self._stream_class(self, prompt, messages, segment=True)
+
     async def _build(self, plan: PromptPlan) -> Sequence[Any]:
         to_thread = self._runtime.to_thread
         return plan.build([await read_upload(upload, to_thread) for upload in plan.reads])
@@ -250,10 +260,22 @@ class AgentStream:
     an error, the caller's cancellation) interrupts the run on the server.
     """
 
-    __slots__ = ("_agent", "_entered", "_final", "_messages", "_prompt", "_run", "_seen")
+    __slots__ = (
+        "_agent",
+        "_entered",
+        "_final",
+        "_messages",
+        "_prompt",
+        "_run",
+        "_seen",
+        "_segment",
+    )
 
-    def __init__(self, agent: CoderAgent, prompt: object, messages: object) -> None:
+    def __init__(
+        self, agent: CoderAgent, prompt: object, messages: object, *, segment: bool = False
+    ) -> None:
         self._agent = agent
+        self._segment = segment
         self._prompt = prompt
         self._messages = messages
         self._run: Run[Any] | None = None
@@ -275,7 +297,8 @@ class AgentStream:
         self._seen = turn_observation(agent._observer, agent, streaming=True)
         try:
             plan = prepare_prompt(self._prompt, self._messages)
-            turn = core.stream(await agent._build(plan), now=_now())
+            built = await agent._build(plan)
+            turn = (core.segment if self._segment else core.stream)(built, now=_now())
             self._run = agent._driver.start(turn, session=core.session, tools=agent._run_tools)
         except BaseException as exc:
             self._seen.end(error=exc)

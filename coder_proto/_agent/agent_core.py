@@ -280,6 +280,12 @@ class AgentCore:
         """Start a ``stream()`` turn; its parts are delivered live in ``turn.parts``."""
         return self.session.stream(messages, now=now)
 
+    def segment(self, messages: Sequence[Message], *, now: float) -> Turn:
+        """Start one model round trip (G.2) in stream mode: it ends when the run settles or
+        pauses for client tools, whose calls are left for the caller to run and to answer in
+        the next segment's prompt (tool messages)."""
+        return self.session.segment(messages, now=now)
+
     def stream_result(self, result: TurnResult) -> GenerateResult:
         """A finished stream's result, with the structured answer when one was filed validly
         (a stream is never nudged: its consumer has seen the turn already)."""

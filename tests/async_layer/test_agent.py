@@ -10,9 +10,16 @@ from typing import Any
 
 import pytest
 
-from coder_io_asyncio import CoderAgentError, tool
+from coder_io_asyncio import (
+    CoderAgentError,
+    TextContent,
+    ToolMessage,
+    ToolResultContent,
+    UserMessage,
+    tool,
+)
 from coder_io_common.fake_server import FakeCoderServer
-from coder_proto.fake import Say, Script
+from coder_proto.fake import CallClientTool, Say, Script
 
 
 def test_a_stream_is_entered_once_read_inside_its_block_and_keeps_its_result(
@@ -151,3 +158,50 @@ def test_a_bad_prompt_or_an_unreadable_file_fails_the_call_and_frees_the_agent(
         return result
 
     assert loop_runtime.run(scenario).text == "Still here."
+
+
+def test_a_segment_leaves_the_pause_to_the_caller_and_resumes_on_tool_messages(
+    loop_runtime: Any, server: FakeCoderServer
+) -> None:
+    """docs/tools.md "Running the tools yourself": one segment ends at the pause with the calls
+    unrun; the next one submits the caller's results and reads the run to its end."""
+    server.config.scripts.push(
+        Script(
+            [
+                CallClientTool(name="get_weather", args={"city": "Oslo"}),
+                Say("{tool_result.temp_c} C"),
+            ]
+        )
+    )
+    ran: list[str] = []
+
+    @tool
+    def get_weather(city: str) -> dict[str, Any]:
+        """The weather."""
+        ran.append(city)
+        return {"temp_c": 21}
+
+    async def scenario(rt: Any) -> tuple[Any, Any, list[str]]:
+        agent = await rt.agent(server, tools=[get_weather])
+        async with agent.segment("Weather in Oslo?") as paused:
+            kinds = [type(part).__name__ async for part in paused]
+            first = await paused.get_final_result()
+        call = first.tool_calls[0]
+        answer = ToolMessage(
+            (ToolResultContent(tool_call_id=call.tool_call_id, output={"temp_c": 4}),)
+        )
+        async with agent.segment(
+            messages=[UserMessage((TextContent("Weather in Oslo?"),)), answer]
+        ) as s:
+            second = await s.get_final_result()
+        await rt.close(agent)
+        return first, second, kinds
+
+    first, second, kinds = loop_runtime.run(scenario)
+    assert ran == []
+    assert kinds[-2:] == ["ToolCall", "Finish"]
+    assert first.finish_reason == "tool-calls"
+    assert [c.tool_name for c in first.tool_calls] == ["get_weather"]
+    assert second.finish_reason == "stop"
+    assert second.text == "4 C"
+    assert second.chat_id == first.chat_id

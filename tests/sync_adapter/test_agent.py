@@ -15,7 +15,15 @@ import pytest
 
 import coder_io_asyncio
 from coder_io_common.fake_server import FakeCoderServer
-from coder_io_sync import CoderAgent, CoderAgentError, CoderChatClient, TextDelta, tool
+from coder_io_sync import (
+    CoderAgent,
+    CoderAgentError,
+    CoderChatClient,
+    TextDelta,
+    ToolMessage,
+    ToolResultContent,
+    tool,
+)
 from coder_proto.fake import CallClientTool, Fail, Say, Script, Think, Wait
 from coder_proto.transcript._format import parse_transcript
 from coder_proto.transcript._recorder import TranscriptRecorder
@@ -257,3 +265,26 @@ def test_request_timeout_bounds_a_request_that_hangs_c3(server: FakeCoderServer)
         elapsed = time.monotonic() - started
     assert getattr(info.value, "kind", None) == "timeout" and info.value.retryable
     assert elapsed < 2.5
+
+
+def test_a_blocking_segment_leaves_the_pause_to_the_caller(server: FakeCoderServer) -> None:
+    """docs/tools.md "Running the tools yourself", on the blocking adapter."""
+    server.config.scripts.push(
+        Script(
+            [
+                CallClientTool(name="get_weather", args={"city": "Oslo"}),
+                Say("{tool_result.temp_c} C"),
+            ]
+        )
+    )
+    with agent_for(server, tools=[get_weather]) as agent:
+        with agent.segment("Weather in Oslo?", timeout=30) as paused:
+            first = paused.get_final_result()
+        call = first.tool_calls[0]
+        answer = ToolMessage(
+            (ToolResultContent(tool_call_id=call.tool_call_id, output={"temp_c": 4}),)
+        )
+        with agent.segment(messages=[answer]) as resumed:
+            second = resumed.get_final_result()
+    assert first.finish_reason == "tool-calls"
+    assert second.text == "4 C"
