@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import llm
 from llm.parts import StreamEvent
 from pydantic import Field
 
 from coder_io_sync import (
+    AgentOptions,
     Attachment,
     CoderAgent,
     GenerateResult,
@@ -70,7 +71,7 @@ class CoderModel(llm.KeyModel):
     supports_schema = True
     attachment_types = ATTACHMENT_TYPES
 
-    class Options(llm.Options):  # type: ignore[misc]
+    class Options(llm.Options):
         url: str | None = Field(
             default=None, description="The Coder deployment's URL (default: CODER_URL)"
         )
@@ -89,8 +90,8 @@ class CoderModel(llm.KeyModel):
             default=None, description="Seconds one model round trip may take"
         )
         timeout: float | None = Field(default=None, description="Seconds the whole prompt may take")
-        max_steps: int | None = Field(
-            default=None, description="Model round trips a prompt may take (default 64)"
+        max_steps: int = Field(
+            default=AgentOptions().max_steps, description="Model round trips a prompt may take"
         )
 
     def __str__(self) -> str:
@@ -107,7 +108,9 @@ class CoderModel(llm.KeyModel):
         """Run the prompt as one turn of the conversation's Coder chat, yielding its text
         (and its reasoning and tool calls as ``llm`` stream events); the chat id, cursor,
         finish reason and usage are recorded on ``response``."""
-        options = prompt.options
+        options = cast("CoderModel.Options", prompt.options)
+        # Only llm's own tools: llm refuses server-side tools a model does not declare.
+        tools = cast("list[llm.Tool]", prompt.tools)
         chat_id, last_seen = _session(prompt)
         agent = CoderAgent(
             base_url=options.url,
@@ -115,7 +118,7 @@ class CoderModel(llm.KeyModel):
             organization_id=options.organization_id,
             model=options.model,
             instructions=prompt.system or None,
-            tools=[_coder_tool(tool) for tool in prompt.tools],
+            tools=[_coder_tool(tool) for tool in tools],
             output_type=prompt.schema,
             request_timeout=options.request_timeout,
             chat_id=chat_id,
@@ -123,7 +126,7 @@ class CoderModel(llm.KeyModel):
             workspace_id=options.workspace_id,
             reasoning_effort=options.reasoning_effort,
             plan_mode=options.plan_mode,
-            **({} if options.max_steps is None else {"max_steps": options.max_steps}),
+            max_steps=options.max_steps,
         )
         content: list[Any] = [prompt.prompt] if prompt.prompt else []
         content += [_coder_attachment(attachment) for attachment in prompt.attachments]
@@ -154,7 +157,7 @@ def _session(prompt: llm.Prompt) -> tuple[str | None, int | None]:
     ``provider_metadata``."""
     for message in reversed(prompt.messages):
         for part in reversed(message.parts):
-            coder = (part.provider_metadata or {}).get("coder")
+            coder = (getattr(part, "provider_metadata", None) or {}).get("coder")
             if isinstance(coder, dict) and isinstance(coder.get("chat_id"), str):
                 last_seen = coder.get("last_seen_message_id")
                 return coder["chat_id"], last_seen if isinstance(last_seen, int) else None
@@ -222,13 +225,13 @@ def _coder_tool(tool: llm.Tool) -> Tool:
 def _coder_attachment(attachment: llm.Attachment) -> Attachment:
     name = attachment.path.rsplit("/", 1)[-1] if attachment.path else None
     return Attachment(
-        content=attachment.content_bytes(),
-        media_type=attachment.resolve_type(),
+        content=attachment.content_bytes(),  # type: ignore[no-untyped-call]
+        media_type=attachment.resolve_type(),  # type: ignore[no-untyped-call]
         filename=name,
     )
 
 
-@llm.hookimpl  # type: ignore[misc]
+@llm.hookimpl
 def register_models(register: Any) -> None:
     """``llm``'s plugin hook: registers the ``coder`` model."""
     register(CoderModel())

@@ -5,6 +5,8 @@ structured output and failures."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -207,3 +209,9 @@ def test_the_timeout_option_ends_a_slow_prompt(server: FakeCoderServer) -> None:
     # The conversation goes on: a later prompt is answered.
     answer = conversation.prompt("hello", **_connection(server))
     assert answer.text().startswith("Hello!")
+
+
+def test_importing_the_blocking_adapter_does_not_import_llm() -> None:
+    code = "import sys, coder_io_sync; print('llm' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
