@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from coder_io_common.fake_server import FakeCoderServer
-from coder_proto.fake import CallClientTool, Say, Script
+from coder_proto.fake import CallClientTool, Say, Script, Wait
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -182,3 +184,37 @@ def test_a_rejected_token_is_an_error_line_without_the_token(
     assert done.stderr.startswith("Error:")
     assert "not-the-token" not in done.stdout + done.stderr
     assert server.model.chats == {}
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX signals")
+def test_ctrl_c_interrupts_the_run_and_leaves_the_chat_in_place(
+    server: FakeCoderServer, tmp_path: Path, plugins: Path
+) -> None:
+    server.config.scripts.push(Script([Say("Thinking it over."), Wait(60), Say("Too late.")]))
+    child = subprocess.Popen(
+        [sys.executable, "-m", "llm", "-m", "coder", "Take your time."],
+        env=_env(server, tmp_path, plugins, None),
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None
+        # The first words are out: the run is under way on the server.
+        assert child.stdout.read(len("Thinking")) == "Thinking"
+        child.send_signal(signal.SIGINT)
+        out, _ = child.communicate(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert child.returncode != 0
+    assert "Too late." not in out
+    (chat_id,) = server.model.chats
+    # The interrupt is sent in the background and awaited as the plugin closes its agent.
+    deadline = time.monotonic() + 30
+    while server.model.chat(chat_id).status == "running":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert not server.model.chat(chat_id).archived
