@@ -111,6 +111,8 @@ class CoderModel(llm.KeyModel):
         options = cast("CoderModel.Options", prompt.options)
         # Only llm's own tools: llm refuses server-side tools a model does not declare.
         tools = cast("list[llm.Tool]", prompt.tools)
+        content: list[Any] = [prompt.prompt] if prompt.prompt else []
+        content += [_coder_attachment(attachment) for attachment in prompt.attachments]
         chat_id, last_seen = _session(prompt)
         agent = CoderAgent(
             base_url=options.url,
@@ -128,8 +130,6 @@ class CoderModel(llm.KeyModel):
             plan_mode=options.plan_mode,
             max_steps=options.max_steps,
         )
-        content: list[Any] = [prompt.prompt] if prompt.prompt else []
-        content += [_coder_attachment(attachment) for attachment in prompt.attachments]
         try:
             if prompt.schema is not None:
                 result = agent.generate(content, timeout=options.timeout)

@@ -134,6 +134,11 @@ def test_llm_c_continues_the_chat_and_the_log_holds_the_exchange(
     assert [row["prompt"] for row in logged] == ["hello", "say more"]
     assert logged[1]["response"].startswith("You said: say more")
     assert logged[0]["conversation_id"] == logged[1]["conversation_id"]
+    # The chat's reasoning is logged as reasoning; the part that keeps the chat adds none.
+    assert [row["reasoning"] or "" for row in logged] == [
+        "",
+        "The user said something; I will echo it.",
+    ]
     for row in logged:
         assert row["model"] == "coder"
         assert row["response_json"]["coder"]["chat_id"] == chat_id

@@ -15,7 +15,7 @@ import llm
 import pytest
 
 from coder_io_common.fake_server import FakeCoderServer
-from coder_io_sync import CoderApiError
+from coder_io_sync import CoderAgentError, CoderApiError
 from coder_io_sync.integrations.llm import CoderModel, register_models
 from coder_proto.fake import CallClientTool, ReportUsage, Say, Script, Think, Wait
 
@@ -215,3 +215,12 @@ def test_importing_the_blocking_adapter_does_not_import_llm() -> None:
     code = "import sys, coder_io_sync; print('llm' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
+
+
+def test_an_attachment_over_the_limit_is_refused_before_a_chat_exists(
+    server: FakeCoderServer,
+) -> None:
+    big = llm.Attachment(content=b"x" * (10 * 2**20 + 1), type="text/plain")
+    with pytest.raises(CoderAgentError):
+        CoderModel().prompt("Read this.", attachments=[big], **_connection(server)).text()
+    assert server.model.chats == {}
