@@ -154,7 +154,7 @@ class CoderModel(Model):
             response_id=result.chat_id,
         )
 
-    async def stream_response(  # type: ignore[override]
+    async def stream_response(
         self,
         system_instructions: str | None,
         input: str | list[TResponseInputItem],
