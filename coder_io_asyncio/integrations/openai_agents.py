@@ -20,7 +20,16 @@ import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
-from agents import FunctionTool, Handoff, Model, ModelProvider, ModelSettings, ModelTracing
+import attrs
+from agents import (
+    AgentsException,
+    FunctionTool,
+    Handoff,
+    Model,
+    ModelProvider,
+    ModelSettings,
+    ModelTracing,
+)
 from agents.agent_output import AgentOutputSchemaBase
 from agents.items import ModelResponse, TResponseInputItem, TResponseStreamEvent
 from agents.usage import Usage as AgentsUsage
@@ -42,7 +51,6 @@ from openai.types.responses.response_usage import InputTokensDetails, OutputToke
 from coder_proto import (
     AgentOptions,
     CoderAgentError,
-    GenerateResult,
     SystemMessage,
     TextContent,
     TextDelta,
@@ -60,6 +68,24 @@ __all__ = ["CoderModel", "CoderModelProvider"]
 
 #: The id of the one assistant message a round trip's text becomes.
 _MESSAGE_ID = "msg_coder"
+#: The client tool an agent with an output type files its answer through.
+OUTPUT_TOOL = "structured_output"
+_OUTPUT_DESCRIPTION = "File the final answer. Its input is the answer, in the requested shape."
+_OUTPUT_INSTRUCTIONS = (
+    f"When you have the final answer, call the `{OUTPUT_TOOL}` tool with it as the input, "
+    "then end your turn with one short sentence."
+)
+_ACKNOWLEDGEMENT = "Answer recorded. End your turn now with one short sentence; call no more tools."
+
+
+@attrs.frozen
+class _Done:
+    """The end of one model call: its output items, summed usage, steps and chat id."""
+
+    output: list[ResponseOutputItem]
+    usage: Usage
+    requests: int
+    chat_id: str | None
 
 
 class CoderModel(Model):
@@ -94,6 +120,10 @@ class CoderModel(Model):
         self._agent_kwargs = agent_kwargs
         self._agent: CoderAgent | None = None
         self._ids = itertools.count(1)
+        #: Answers to the filings of a pause whose other calls the SDK runs (submitted with
+        #: their results), and the newest valid filing of the turn.
+        self._held: list[ToolResultContent] = []
+        self._filed: str | None = None
 
     def __repr__(self) -> str:
         return f"<CoderModel model={self.model!r} chat_id={self.chat_id!r}>"
@@ -145,13 +175,13 @@ class CoderModel(Model):
         prompt: Any = None,
     ) -> ModelResponse:
         """One round trip: the model's text, and the function calls of a pause."""
-        agent = self._agent_for(system_instructions, tools, handoffs, output_schema)
-        async with agent.step(messages=_messages(system_instructions, input)) as step:
-            result = await step.get_final_result()
+        trips = self._round_trips(system_instructions, input, tools, handoffs, output_schema)
+        done = [item async for item in trips][-1]
+        assert isinstance(done, _Done)
         return ModelResponse(
-            output=self._output(result),
-            usage=_agents_usage(result.usage),
-            response_id=result.chat_id,
+            output=done.output,
+            usage=_agents_usage(done.usage, done.requests),
+            response_id=done.chat_id,
         )
 
     async def stream_response(
@@ -169,33 +199,131 @@ class CoderModel(Model):
         prompt: Any = None,
     ) -> AsyncIterator[TResponseStreamEvent]:
         """One round trip as Responses stream events: ``response.created``, a
-        ``response.output_text.delta`` per text delta, then ``response.completed`` with the
-        whole output and usage. Closing the stream early interrupts the run."""
-        agent = self._agent_for(system_instructions, tools, handoffs, output_schema)
+        ``response.output_text.delta`` per text delta (with an output type, one delta of
+        the filed answer), then ``response.completed`` with the whole output and usage.
+        Closing the stream early interrupts the run."""
         numbers = itertools.count()
-        async with agent.step(messages=_messages(system_instructions, input)) as step:
-            yield ResponseCreatedEvent(
-                response=self._response([], None, agent.chat_id),
-                type="response.created",
-                sequence_number=next(numbers),
-            )
-            async for part in step:
-                if isinstance(part, TextDelta) and part.delta:
-                    yield ResponseTextDeltaEvent(
-                        content_index=0,
-                        delta=part.delta,
-                        item_id=_MESSAGE_ID,
-                        logprobs=[],
-                        output_index=0,
-                        type="response.output_text.delta",
-                        sequence_number=next(numbers),
-                    )
-            result = await step.get_final_result()
-        yield ResponseCompletedEvent(
-            response=self._response(self._output(result), result.usage, result.chat_id),
-            type="response.completed",
+        yield ResponseCreatedEvent(
+            response=self._response([], None, self.chat_id),
+            type="response.created",
             sequence_number=next(numbers),
         )
+        trips = self._round_trips(
+            system_instructions, input, tools, handoffs, output_schema, live=True
+        )
+        async for item in trips:
+            if isinstance(item, str):
+                yield ResponseTextDeltaEvent(
+                    content_index=0,
+                    delta=item,
+                    item_id=_MESSAGE_ID,
+                    logprobs=[],
+                    output_index=0,
+                    type="response.output_text.delta",
+                    sequence_number=next(numbers),
+                )
+            else:
+                yield ResponseCompletedEvent(
+                    response=self._response(item.output, item.usage, item.chat_id),
+                    type="response.completed",
+                    sequence_number=next(numbers),
+                )
+
+    # -- the round trips ----------------------------------------------------------------------
+
+    async def _round_trips(
+        self,
+        system_instructions: str | None,
+        input: str | list[TResponseInputItem],
+        tools: Sequence[Any],
+        handoffs: Sequence[Handoff[Any, Any]],
+        output_schema: AgentOutputSchemaBase | None,
+        *,
+        live: bool = False,
+    ) -> AsyncIterator[str | _Done]:
+        """The steps of one model call: the text deltas (when ``live``), then a ``_Done``.
+        With an output type, the answer is filed through the ``structured_output`` tool and
+        answered here (docs/agents.md "Structured output", rules 1 and 2): a pause of filings
+        only is answered at once and the run goes on; the other calls of a pause go to the
+        SDK, the filings' answers wait to be submitted with their results (D5). The newest
+        valid filing is the call's text once the run settles."""
+        schema = output_schema if output_schema and not output_schema.is_plain_text() else None
+        agent = self._agent_for(system_instructions, tools, handoffs, schema)
+        messages = self._messages(system_instructions, input, schema)
+        usage = Usage()
+        requests = 0
+        while True:
+            async with agent.step(messages=messages) as step:
+                async for part in step:
+                    if live and schema is None and isinstance(part, TextDelta) and part.delta:
+                        yield part.delta
+                result = await step.get_final_result()
+            usage += result.usage
+            requests += 1
+            calls = [call for call in result.tool_calls if not call.provider_executed]
+            filings: list[Any] = []
+            answers: list[ToolResultContent] = []
+            if schema is not None:
+                filings = [call for call in calls if call.tool_name == OUTPUT_TOOL]
+                answers = [self._answer(schema, call) for call in filings]
+            others = [call for call in calls if call not in filings]
+            if filings and not others:
+                messages = [ToolMessage(tuple(answers))]
+                continue
+            self._held = answers
+            text = result.text
+            if not calls and self._filed is not None:
+                text, self._filed = self._filed, None
+            if live and schema is not None and text:
+                yield text
+            output = self._output(result.reasoning, text, others)
+            yield _Done(output, usage, requests, result.chat_id)
+            return
+
+    def _answer(self, schema: AgentOutputSchemaBase, call: Any) -> ToolResultContent:
+        try:
+            schema.validate_json(call.input)
+        except AgentsException as exc:
+            return ToolResultContent(
+                tool_call_id=call.tool_call_id,
+                output=f"The answer does not match the schema: {exc}. Call {OUTPUT_TOOL} "
+                "again with a corrected answer.",
+                is_error=True,
+            )
+        self._filed = call.input
+        return ToolResultContent(tool_call_id=call.tool_call_id, output=_ACKNOWLEDGEMENT)
+
+    def _messages(
+        self,
+        system_instructions: str | None,
+        input: str | list[Any],
+        schema: AgentOutputSchemaBase | None,
+    ) -> list[object]:
+        """The part of the SDK's input that is new to the chat: trailing function call outputs
+        (a resume, with the held answers of the pause's filings), else the last user message
+        (a new turn). Anything else leaves no prompt, which the agent refuses."""
+        messages: list[object] = []
+        if system_instructions:
+            messages.append(SystemMessage(system_instructions))
+        if schema is not None:
+            messages.append(SystemMessage(_OUTPUT_INSTRUCTIONS))
+        held, self._held = self._held, []
+        if isinstance(input, str):
+            self._filed = None
+            return [*messages, UserMessage((TextContent(input),))]
+        items = [_as_dict(item) for item in input]
+        results: list[ToolResultContent] = []
+        while items and items[-1].get("type") == "function_call_output":
+            item = items.pop()
+            results.insert(
+                0, ToolResultContent(tool_call_id=item["call_id"], output=item["output"])
+            )
+        if results:
+            return [*messages, ToolMessage((*held, *results))]
+        self._filed = None
+        if items and items[-1].get("role") == "user":
+            return [*messages, UserMessage(_user_content(items[-1]["content"]))]
+        return messages
 
     # -- mapping ------------------------------------------------------------------------------
 
@@ -204,19 +332,20 @@ class CoderModel(Model):
         system_instructions: str | None,
         tools: Sequence[Any],
         handoffs: Sequence[Handoff[Any, Any]],
-        output_schema: AgentOutputSchemaBase | None,
+        schema: AgentOutputSchemaBase | None,
     ) -> CoderAgent:
-        if output_schema is not None and not output_schema.is_plain_text():
-            raise CoderAgentError(
-                "CoderModel answers in text only: an agent's output_type is not supported "
-                "(Coder has no response format)"
-            )
         if self._agent is None:
             client_tools = [_client_tool(t) for t in tools]
             client_tools += [
                 Tool.from_schema(h.tool_name, h.input_json_schema, description=h.tool_description)
                 for h in handoffs
             ]
+            if schema is not None:
+                client_tools.append(
+                    Tool.from_schema(
+                        OUTPUT_TOOL, schema.json_schema(), description=_OUTPUT_DESCRIPTION
+                    )
+                )
             self._agent = CoderAgent(
                 client=self._client,
                 options=self._options,
@@ -226,24 +355,22 @@ class CoderModel(Model):
             )
         return self._agent
 
-    def _output(self, result: GenerateResult) -> list[ResponseOutputItem]:
+    def _output(self, reasoning: str, text: str, calls: Sequence[Any]) -> list[ResponseOutputItem]:
         turn = next(self._ids)
         output: list[ResponseOutputItem] = []
-        if result.reasoning:
+        if reasoning:
             output.append(
                 ResponseReasoningItem(
                     id=f"rs_coder_{turn}",
-                    summary=[Summary(text=result.reasoning, type="summary_text")],
+                    summary=[Summary(text=reasoning, type="summary_text")],
                     type="reasoning",
                 )
             )
-        if result.text:
+        if text:
             output.append(
                 ResponseOutputMessage(
                     id=_MESSAGE_ID,
-                    content=[
-                        ResponseOutputText(text=result.text, annotations=[], type="output_text")
-                    ],
+                    content=[ResponseOutputText(text=text, annotations=[], type="output_text")],
                     role="assistant",
                     status="completed",
                     type="message",
@@ -258,8 +385,7 @@ class CoderModel(Model):
                 id=f"fc_{call.tool_call_id}",
                 status="completed",
             )
-            for call in result.tool_calls
-            if not call.provider_executed
+            for call in calls
         )
         return output
 
@@ -320,27 +446,6 @@ def _client_tool(tool: Any) -> Tool:
     return Tool.from_schema(tool.name, tool.params_json_schema, description=tool.description)
 
 
-def _messages(system_instructions: str | None, input: str | list[Any]) -> list[object]:
-    """The part of the SDK's input that is new to the chat: trailing function call outputs
-    (a resume), else the last user message. Anything else leaves no prompt, which the agent
-    refuses."""
-    messages: list[object] = []
-    if system_instructions:
-        messages.append(SystemMessage(system_instructions))
-    if isinstance(input, str):
-        return [*messages, UserMessage((TextContent(input),))]
-    items = [_as_dict(item) for item in input]
-    results: list[ToolResultContent] = []
-    while items and items[-1].get("type") == "function_call_output":
-        item = items.pop()
-        results.insert(0, ToolResultContent(tool_call_id=item["call_id"], output=item["output"]))
-    if results:
-        return [*messages, ToolMessage(tuple(results))]
-    if items and items[-1].get("role") == "user":
-        return [*messages, UserMessage(_user_content(items[-1]["content"]))]
-    return messages
-
-
 def _as_dict(item: Any) -> Mapping[str, Any]:
     if isinstance(item, Mapping):
         return item
@@ -362,10 +467,10 @@ def _user_content(content: Any) -> tuple[TextContent, ...]:
     return tuple(parts)
 
 
-def _agents_usage(usage: Usage) -> AgentsUsage:
+def _agents_usage(usage: Usage, requests: int) -> AgentsUsage:
     counts = _response_usage(usage)
     return AgentsUsage(
-        requests=1,
+        requests=requests,
         input_tokens=counts.input_tokens,
         output_tokens=counts.output_tokens,
         total_tokens=counts.total_tokens,

@@ -13,6 +13,7 @@ import pytest
 from agents import (
     Agent,
     ItemHelpers,
+    ModelBehaviorError,
     ModelSettings,
     ModelTracing,
     ReasoningItem,
@@ -24,6 +25,7 @@ from agents import (
     function_tool,
 )
 from openai.types.responses import ResponseOutputMessage, ResponseTextDeltaEvent
+from pydantic import BaseModel
 
 from coder_io_asyncio.integrations.openai_agents import CoderModel, CoderModelProvider
 from coder_io_common.pytest_plugin import FakeCoder
@@ -185,8 +187,6 @@ async def test_what_does_not_map_is_refused_before_anything_is_sent(
     with pytest.raises(CoderAgentError, match="tools= comes from"):
         model_for(coder_fake, tools=[])
     async with model_for(coder_fake) as model:
-        with pytest.raises(CoderAgentError, match="output_type is not supported"):
-            await Runner.run(Agent(name="typed", model=model, output_type=int), "A number")
         with pytest.raises(CoderAgentError, match="not a WebSearchTool"):
             await Runner.run(Agent(name="search", model=model, tools=[WebSearchTool()]), "Hi")
         image = {"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}
@@ -239,3 +239,81 @@ async def test_the_model_called_directly_with_a_string(coder_fake: FakeCoder) ->
 def test_importing_the_adapter_does_not_import_the_sdk() -> None:
     code = "import sys, coder_io_asyncio; sys.exit('agents' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+class Weather(BaseModel):
+    city: str
+    temp_c: int
+
+
+OSLO = {"city": "Oslo", "temp_c": 12}
+
+
+@pytest.mark.anyio
+@pytest.mark.coder_script(CallClientTool(name="structured_output", args=OSLO), Say("Filed."))
+async def test_an_output_type_is_filed_through_a_tool_and_acknowledged(
+    coder_fake: FakeCoder,
+) -> None:
+    async with model_for(coder_fake) as model:
+        agent = Agent(name="typed", model=model, output_type=Weather)
+        result = await Runner.run(agent, "Weather in Oslo?")
+        assert result.final_output == Weather(city="Oslo", temp_c=12)
+        assert result.context_wrapper.usage.requests == 2
+        [ack] = coder_fake.tool_results(model.chat_id)
+        assert not ack.get("is_error") and "Answer recorded" in ack["output"]
+        [tool] = coder_fake.chat(model.chat_id).dynamic_tools
+        assert tool["name"] == "structured_output"
+        assert "structured_output" in coder_fake.chat(model.chat_id).system_prompt
+
+
+@pytest.mark.anyio
+@pytest.mark.coder_script(
+    CallClientTool(name="structured_output", args={"city": "Oslo"}),
+    Say("Let me fix that."),
+    CallClientTool(name="structured_output", args=OSLO),
+    Say("Done."),
+)
+async def test_an_invalid_filing_is_answered_with_its_error_and_filed_again(
+    coder_fake: FakeCoder,
+) -> None:
+    async with model_for(coder_fake) as model:
+        result = Runner.run_streamed(Agent(name="typed", model=model, output_type=Weather), "Go")
+        deltas = [
+            event.data.delta
+            async for event in result.stream_events()
+            if event.type == "raw_response_event" and isinstance(event.data, ResponseTextDeltaEvent)
+        ]
+        assert result.final_output == Weather(city="Oslo", temp_c=12)
+        assert deltas == ['{"city":"Oslo","temp_c":12}']
+        error, ack = coder_fake.tool_results(model.chat_id)
+        assert error["is_error"] and "does not match the schema" in error["output"]
+        assert not ack.get("is_error")
+
+
+@pytest.mark.anyio
+@pytest.mark.coder_script(
+    CallClientTool(name="get_weather", args={"city": "Oslo"}),
+    CallClientTool(name="structured_output", args=OSLO),
+    Say("Done."),
+)
+async def test_a_filing_beside_a_function_call_is_answered_with_its_result(
+    coder_fake: FakeCoder,
+) -> None:
+    async with model_for(coder_fake) as model:
+        agent = Agent(name="typed", model=model, output_type=Weather, tools=[get_weather])
+        result = await Runner.run(agent, "Weather in Oslo?")
+        assert result.final_output == Weather(city="Oslo", temp_c=12)
+        [call] = [item for item in result.new_items if isinstance(item, ToolCallItem)]
+        assert call.raw_item.name == "get_weather"
+        outputs = {r["output"] for r in coder_fake.tool_results(model.chat_id)}
+        assert "Oslo: 19 C" in outputs and len(outputs) == 2
+
+
+@pytest.mark.anyio
+@pytest.mark.coder_script(Say("Just prose."))
+async def test_an_answer_in_prose_is_the_sdks_model_behaviour_error(
+    coder_fake: FakeCoder,
+) -> None:
+    async with model_for(coder_fake) as model:
+        with pytest.raises(ModelBehaviorError):
+            await Runner.run(Agent(name="typed", model=model, output_type=Weather), "Go")
