@@ -70,6 +70,8 @@ __all__ = ["CoderModel", "CoderModelProvider"]
 _MESSAGE_ID = "msg_coder"
 #: The client tool an agent with an output type files its answer through.
 OUTPUT_TOOL = "structured_output"
+#: Rounds of rejected filings in a row one model call answers before it gives up.
+MAX_REJECTED_FILINGS = 3
 _OUTPUT_DESCRIPTION = "File the final answer. Its input is the answer, in the requested shape."
 _OUTPUT_INSTRUCTIONS = (
     f"When you have the final answer, call the `{OUTPUT_TOOL}` tool with it as the input, "
@@ -246,12 +248,14 @@ class CoderModel(Model):
         answered here (docs/agents.md "Structured output", rules 1 and 2): a pause of filings
         only is answered at once and the run goes on; the other calls of a pause go to the
         SDK, the filings' answers wait to be submitted with their results (D5). The newest
-        valid filing is the call's text once the run settles."""
+        valid filing is the call's text once the run settles. After ``MAX_REJECTED_FILINGS``
+        rounds of rejected filings in a row the run is interrupted and ``CoderAgentError``
+        raised."""
         schema = output_schema if output_schema and not output_schema.is_plain_text() else None
         agent = self._agent_for(system_instructions, tools, handoffs, schema)
         messages = self._messages(system_instructions, input, schema)
         usage = Usage()
-        requests = 0
+        requests = rejected = 0
         while True:
             async with agent.step(messages=messages) as step:
                 async for part in step:
@@ -268,6 +272,15 @@ class CoderModel(Model):
                 answers = [self._answer(schema, call) for call in filings]
             others = [call for call in calls if call not in filings]
             if filings and not others:
+                if all(answer.is_error for answer in answers):
+                    rejected += 1
+                    if rejected > MAX_REJECTED_FILINGS:
+                        # Never leave the chat paused on a filing (rule 4).
+                        await agent.interrupt()
+                        raise CoderAgentError(
+                            f"the model filed {rejected} answers in a row that do not match "
+                            f"the output type; the run was interrupted ({answers[0].output})"
+                        )
                 messages = [ToolMessage(tuple(answers))]
                 continue
             self._held = answers

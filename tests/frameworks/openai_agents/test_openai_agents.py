@@ -317,3 +317,20 @@ async def test_an_answer_in_prose_is_the_sdks_model_behaviour_error(
     async with model_for(coder_fake) as model:
         with pytest.raises(ModelBehaviorError):
             await Runner.run(Agent(name="typed", model=model, output_type=Weather), "Go")
+
+
+BAD = CallClientTool(name="structured_output", args={"city": "Oslo"})
+
+
+@pytest.mark.anyio
+@pytest.mark.coder_script(BAD, Say("Again."), BAD, Say("Again."), BAD, Say("Again."), BAD)
+async def test_filings_rejected_round_after_round_interrupt_the_run(coder_fake: FakeCoder) -> None:
+    async with model_for(coder_fake) as model:
+        with pytest.raises(CoderAgentError, match="4 answers in a row"):
+            await Runner.run(Agent(name="typed", model=model, output_type=Weather), "Go")
+        # Interrupting a paused chat may take a second interrupt (D4).
+        assert await coder_fake.until(lambda: coder_fake.interrupts(model.chat_id) >= 1)
+        *rejected, cancelled = coder_fake.tool_results(model.chat_id)
+        assert [r["is_error"] for r in rejected] == [True, True, True]
+        assert all("does not match the schema" in r["output"] for r in rejected)
+        assert cancelled["is_error"] and "interrupted" in cancelled["output"]
