@@ -172,6 +172,17 @@ class CoderAgent(AgentShell[CoderChatClient, httpx.Client], Closing):
         is interrupted and the builtin ``TimeoutError`` raised (D22)."""
         return AgentStream(self, prompt, messages, Deadline.check(timeout))
 
+    def step(
+        self, prompt: object = None, *, messages: object = None, timeout: float | None = None
+    ) -> AgentStream:
+        """One model round trip as a stream, for a framework whose own loop runs the client
+        tools (docs/tools.md "Running the tools yourself"): the stream ends when the run
+        settles or pauses for client tools, and the pause's calls are in the result's
+        ``tool_calls`` (finish reason ``tool-calls``), not run. The next step resumes the
+        pause when its messages end in ``ToolMessage`` results; the paused chat keeps its
+        stream meanwhile (H.6). Used like ``stream``, ``timeout`` included."""
+        return AgentStream(self, prompt, messages, Deadline.check(timeout), single_segment=True)
+
     def _build(self, plan: PromptPlan) -> Sequence[Any]:
         return plan.build([_read_upload(upload) for upload in plan.reads])
 
@@ -289,9 +300,16 @@ class AgentStream:
     """
 
     def __init__(
-        self, agent: CoderAgent, prompt: object, messages: object, timeout: float | None = None
+        self,
+        agent: CoderAgent,
+        prompt: object,
+        messages: object,
+        timeout: float | None = None,
+        *,
+        single_segment: bool = False,
     ) -> None:
         self._agent = agent
+        self._single_segment = single_segment
         self._prompt = prompt
         self._messages = messages
         self._timeout = timeout
@@ -320,7 +338,10 @@ class AgentStream:
                 plan = prepare_prompt(self._prompt, self._messages)
                 built = agent._build(plan)
                 with driver.locked() as now:
-                    turn = core.stream(built, now=now)
+                    if self._single_segment:
+                        turn = core.session.segment(built, now=now)
+                    else:
+                        turn = core.stream(built, now=now)
                 self._run = driver.start(turn, session=core.session, tools=agent._run_tools)
         except BaseException as exc:
             self._seen.end(error=exc)

@@ -1,4 +1,4 @@
-"""``CoderAgent.step``: one model round trip, on asyncio and trio. The pause's client calls
+"""``CoderAgent.step``: one model round trip, on asyncio, trio and the blocking adapter. The pause's client calls
 come back unrun; a step whose messages end in tool results resumes the paused chat on the
 stream it kept (H.6)."""
 
@@ -12,7 +12,7 @@ from coder_io_common.pytest_plugin import FakeCoder
 from coder_proto import TextContent, TextDelta, ToolMessage, ToolResultContent, UserMessage
 from coder_proto.fake import CallClientTool, Say
 
-pytestmark = pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+ASYNC_RUNTIMES = pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
 
 
 def lookup(city: str) -> dict[str, Any]:
@@ -20,6 +20,7 @@ def lookup(city: str) -> dict[str, Any]:
     raise AssertionError("a step never runs a tool")
 
 
+@ASYNC_RUNTIMES
 @pytest.mark.anyio
 @pytest.mark.coder_agent(tools=[lookup])
 @pytest.mark.coder_script(
@@ -47,6 +48,7 @@ async def test_a_step_stops_at_the_pause_and_the_next_resumes_it(
     assert coder_fake.prompts() == ["Weather in Oslo?"]
 
 
+@ASYNC_RUNTIMES
 @pytest.mark.anyio
 @pytest.mark.coder_script(Say("Plain."))
 async def test_a_step_without_tools_is_a_whole_turn(coder_agent: Any) -> None:
@@ -54,3 +56,20 @@ async def test_a_step_without_tools_is_a_whole_turn(coder_agent: Any) -> None:
     async with coder_agent.step(messages=[message]) as step:
         result = await step.get_final_result()
     assert (result.text, result.finish_reason) == ("Plain.", "stop")
+
+
+@pytest.mark.coder_agent(tools=[lookup])
+@pytest.mark.coder_script(
+    CallClientTool(name="lookup", args={"city": "Oslo"}), Say("Oslo has {tool_result.temp_c}.")
+)
+def test_a_blocking_step_stops_at_the_pause_and_the_next_resumes_it(
+    coder_sync_agent: Any, coder_fake: FakeCoder
+) -> None:
+    with coder_sync_agent.step("Weather in Oslo?", timeout=30) as step:
+        paused = step.get_final_result()
+    [call] = paused.tool_calls
+    result = ToolResultContent(tool_call_id=call.tool_call_id, output={"temp_c": 3})
+    with coder_sync_agent.step(messages=[ToolMessage((result,))]) as step:
+        text = "".join(step.text_stream)
+    assert text == "Oslo has 3."
+    assert [r["output"] for r in coder_fake.tool_results()] == [{"temp_c": 3}]

@@ -151,7 +151,7 @@ class CoderAgent(AgentShell[CoderChatClient, httpx.AsyncClient], AsyncClosing):
 
     def step(self, prompt: object = None, *, messages: object = None) -> AgentStream:
         """One model round trip as a stream, for a framework whose own loop runs the client
-        tools (docs/integrations/openai-agents.md): the stream ends when the run settles or
+        tools (docs/tools.md "Running the tools yourself"): the stream ends when the run settles or
         pauses for client tools, and the pause's calls are in the result's ``tool_calls``
         (finish reason ``tool-calls``), not run. The next step resumes the pause when its
         messages end in ``ToolMessage`` results; the paused chat keeps its stream meanwhile
