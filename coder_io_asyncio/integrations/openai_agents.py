@@ -359,12 +359,12 @@ class CoderModel(Model):
                         OUTPUT_TOOL, schema.json_schema(), description=_OUTPUT_DESCRIPTION
                     )
                 )
+            kwargs = dict(self._agent_kwargs)
+            if self.model is not None:
+                # Only a name given overrides the options' model (None would clear it).
+                kwargs["model"] = self.model
             self._agent = CoderAgent(
-                client=self._client,
-                options=self._options,
-                model=self.model,
-                tools=client_tools,
-                **self._agent_kwargs,
+                client=self._client, options=self._options, tools=client_tools, **kwargs
             )
         return self._agent
 

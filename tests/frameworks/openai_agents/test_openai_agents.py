@@ -29,7 +29,7 @@ from pydantic import BaseModel
 
 from coder_io_asyncio.integrations.openai_agents import CoderModel, CoderModelProvider
 from coder_io_common.pytest_plugin import FakeCoder
-from coder_proto import CoderAgentError
+from coder_proto import AgentOptions, CoderAgentError, CoderApiError
 from coder_proto.fake import CallClientTool, ReportUsage, Say, Think, Wait
 
 
@@ -334,3 +334,12 @@ async def test_filings_rejected_round_after_round_interrupt_the_run(coder_fake: 
         assert [r["is_error"] for r in rejected] == [True, True, True]
         assert all("does not match the schema" in r["output"] for r in rejected)
         assert cancelled["is_error"] and "interrupted" in cancelled["output"]
+
+
+@pytest.mark.anyio
+async def test_a_model_without_a_name_keeps_the_options_model(coder_fake: FakeCoder) -> None:
+    # A config id is sent as it is; the fake refuses one it does not know.
+    options = AgentOptions(model="00000000-0000-4000-8000-000000000000")
+    async with CoderModel(options=options, **coder_fake.connection()) as model:
+        with pytest.raises(CoderApiError, match="model config not found"):
+            await Runner.run(Agent(name="a", model=model), "Hi")
