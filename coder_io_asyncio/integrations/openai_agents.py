@@ -99,8 +99,9 @@ class CoderModel(Model):
     ``aclose``. ``client`` (a ``CoderChatClient``, never closed here), ``options`` (an
     ``AgentOptions``), ``chat_id`` / ``last_seen_message_id`` (continue an existing chat)
     and any other ``CoderAgent`` keyword configure the chat, as for ``CoderAgent``.
-    ``instructions`` and ``tools`` come from the SDK's agent instead. ``chat_id`` and
-    ``last_seen_message_id`` tell where the conversation is.
+    ``instructions`` and ``tools`` come from the SDK's agent instead. An agent's
+    ``output_type`` is filed through a ``structured_output`` client tool that this model
+    answers itself. ``chat_id`` and ``last_seen_message_id`` tell where the conversation is.
     """
 
     def __init__(

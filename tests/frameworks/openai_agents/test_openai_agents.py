@@ -1,7 +1,7 @@
 """The OpenAI Agents SDK's own ``Runner`` drives a Coder chat on the fake server through
 ``CoderModel`` and ``CoderModelProvider``: text, streaming, function tools through the pause
-and resume, usage and the chat id in the run's result, cancellation, and the inputs that do
-not map."""
+and resume, structured output through the filing tool, usage and the chat id in the run's
+result, cancellation, and the inputs that do not map."""
 
 from __future__ import annotations
 
