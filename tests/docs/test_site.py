@@ -41,6 +41,7 @@ SURFACES = (
     "coder_io_common.ai_sdk",
     "coder_io_common.pytest_plugin",
     "coder_io_asyncio.temporal",
+    "coder_io_asyncio.integrations.openai_agents",
     "coder_io_common.otel",
     "coder_io_asyncio.integrations.pydantic_ai",
     "coder_io_sync.integrations.llm",
