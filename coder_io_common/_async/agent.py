@@ -149,6 +149,15 @@ class CoderAgent(AgentShell[CoderChatClient, httpx.AsyncClient], AsyncClosing):
         block before the turn finished interrupts the run."""
         return self._stream_class(self, prompt, messages)
 
+    def step(self, prompt: object = None, *, messages: object = None) -> AgentStream:
+        """One model round trip (the reference model's ``doStream``), for a framework whose
+        own loop runs the tools: used like ``stream()``, but a call to a client tool is not
+        run here. The step ends at the pause with ``finish_reason`` ``"tool-calls"`` and the
+        calls in ``tool_calls``; the chat stays paused, and the next step, whose prompt ends
+        in ``ToolMessage`` results for those calls, submits them and goes on (G.2, H.6).
+        Structured output is not collected (the caller's loop sees the filing as a call)."""
+        return self._stream_class(self, prompt, messages, single_segment=True)
+
     async def _build(self, plan: PromptPlan) -> Sequence[Any]:
         to_thread = self._runtime.to_thread
         return plan.build([await read_upload(upload, to_thread) for upload in plan.reads])
@@ -250,10 +259,22 @@ class AgentStream:
     an error, the caller's cancellation) interrupts the run on the server.
     """
 
-    __slots__ = ("_agent", "_entered", "_final", "_messages", "_prompt", "_run", "_seen")
+    __slots__ = (
+        "_agent",
+        "_entered",
+        "_final",
+        "_messages",
+        "_prompt",
+        "_run",
+        "_seen",
+        "_single",
+    )
 
-    def __init__(self, agent: CoderAgent, prompt: object, messages: object) -> None:
+    def __init__(
+        self, agent: CoderAgent, prompt: object, messages: object, *, single_segment: bool = False
+    ) -> None:
         self._agent = agent
+        self._single = single_segment
         self._prompt = prompt
         self._messages = messages
         self._run: Run[Any] | None = None
@@ -275,7 +296,11 @@ class AgentStream:
         self._seen = turn_observation(agent._observer, agent, streaming=True)
         try:
             plan = prepare_prompt(self._prompt, self._messages)
-            turn = core.stream(await agent._build(plan), now=_now())
+            built = await agent._build(plan)
+            if self._single:
+                turn = core.session.segment(built, now=_now())
+            else:
+                turn = core.stream(built, now=_now())
             self._run = agent._driver.start(turn, session=core.session, tools=agent._run_tools)
         except BaseException as exc:
             self._seen.end(error=exc)
