@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import queue
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
@@ -43,7 +44,8 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from langchain_core.runnables import Runnable, RunnableLambda, RunnableMap, RunnablePassthrough
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr
+from langchain_core.utils.pydantic import is_basemodel_subclass
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, model_validator
 
 from coder_io_asyncio import (
     CoderAgent,
@@ -65,6 +67,8 @@ T = TypeVar("T")
 CHAT_ID_KEY = "coder_chat_id"
 CURSOR_KEY = "coder_last_seen_message_id"
 _DONE = object()
+#: Content blocks that restate an answer's tool calls (Anthropic's and LangChain's own).
+_CALL_BLOCKS = frozenset({"tool_use", "tool_call"})
 
 
 class ChatCoder(BaseChatModel):
@@ -81,28 +85,48 @@ class ChatCoder(BaseChatModel):
     event loop; the chats stay on the server.
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True, populate_by_name=True)
 
     base_url: str | None = None
     """The deployment's URL (``CODER_URL`` when left out)."""
-    token: SecretStr | None = None
-    """A session token (``CODER_SESSION_TOKEN`` when left out); never shown in a repr."""
+    token: SecretStr | None = Field(default=None, alias="api_key")
+    """A session token (``CODER_SESSION_TOKEN`` when left out; also ``api_key=``); never
+    shown in a repr."""
     organization_id: str | None = None
     """The organization new chats belong to (D33 when left out)."""
     model: str | None = None
     """The Coder model config's model name (the deployment's default when left out)."""
     instructions: str | None = None
     """The system prompt of new chats, before the history's system messages."""
-    request_timeout: float | None = None
-    """Seconds one round trip may take before the run is interrupted."""
+    request_timeout: float | None = Field(default=None, alias="timeout")
+    """Seconds one round trip may take before the run is interrupted (also ``timeout=``)."""
+    max_retries: int | None = None
+    """How often a first turn whose stream was lost is replayed on a fresh chat (C.5)."""
+    temperature: float | None = None
+    """Accepted for LangChain's common parameters and not sent: a Coder model config sets
+    the sampling on the server."""
+    max_tokens: int | None = None
+    """Accepted for LangChain's common parameters and not sent: a Coder model config sets
+    the output limit on the server."""
+    stop: list[str] | None = None
+    """Accepted for LangChain's common parameters and not sent: Coder has no stop
+    sequences."""
     agent_kwargs: dict[str, Any] = Field(default_factory=dict)
     """Further ``CoderAgent`` keywords (``workspace_id``, ``mcp_server_ids``, ...)."""
 
     _loop: asyncio.AbstractEventLoop | None = PrivateAttr(default=None)
     _thread: threading.Thread | None = PrivateAttr(default=None)
     _client: CoderChatClient | None = PrivateAttr(default=None)
-    _agents: dict[str, CoderAgent] = PrivateAttr(default_factory=dict)
+    _agents: dict[str, tuple[CoderAgent, str]] = PrivateAttr(default_factory=dict)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+
+    @model_validator(mode="after")
+    def _from_env(self) -> ChatCoder:
+        if self.base_url is None and os.environ.get("CODER_URL"):
+            self.base_url = os.environ["CODER_URL"]
+        if self.token is None and os.environ.get("CODER_SESSION_TOKEN"):
+            self.token = SecretStr(os.environ["CODER_SESSION_TOKEN"])
+        return self
 
     @property
     def _llm_type(self) -> str:
@@ -111,6 +135,12 @@ class ChatCoder(BaseChatModel):
     @property
     def _identifying_params(self) -> dict[str, Any]:
         return {"model": self.model, "base_url": self.base_url}
+
+    def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> Any:
+        params = super()._get_ls_params(stop=stop, **kwargs)
+        params["ls_provider"] = "coder"
+        params["ls_model_name"] = kwargs.get("model") or self.model or "coder"
+        return params
 
     # -- tools and structured output ---------------------------------------------------------
 
@@ -148,7 +178,7 @@ class ChatCoder(BaseChatModel):
             },
         )
         parser: Runnable[Any, Any]
-        if isinstance(schema, type) and issubclass(schema, BaseModel):
+        if isinstance(schema, type) and is_basemodel_subclass(schema):
             parser = PydanticToolsParser(tools=[schema], first_tool_only=True)
         else:
             parser = JsonOutputKeyToolsParser(key_name=name, first_tool_only=True)
@@ -158,7 +188,9 @@ class ChatCoder(BaseChatModel):
         def parse(state: Mapping[str, Any]) -> Any:
             return parser.invoke(state["raw"])
 
-        parsed = RunnablePassthrough.assign(parsed=RunnableLambda(parse), parsing_error=lambda _: None)
+        parsed = RunnablePassthrough.assign(
+            parsed=RunnableLambda(parse), parsing_error=lambda _: None
+        )
         return RunnableMap(raw=llm) | parsed
 
     # -- LangChain's entry points ------------------------------------------------------------
@@ -258,11 +290,13 @@ class ChatCoder(BaseChatModel):
             chat_id, cursor, new = _split_history(messages)
             output = kwargs.get("coder_output")
             if output is not None:
-                message = await self._structured(messages, output)
+                message = await self._structured(messages, output, kwargs.get("model"))
                 if put is not None:
                     put(_as_chunk(message))
                 return message
-            agent = self._agent_for(chat_id, cursor, messages, kwargs.get("tools") or ())
+            agent, model_name = self._agent_for(
+                chat_id, cursor, messages, kwargs.get("tools") or (), kwargs.get("model")
+            )
             prompt = _prompt(new, fresh=chat_id is None, history=messages)
             async with agent.step(prompt) as stream:
                 async for part in stream:
@@ -270,8 +304,8 @@ class ChatCoder(BaseChatModel):
                         put(AIMessageChunk(content=part.delta))
                 result = await stream.get_final_result()
             if result.chat_id is not None:
-                self._agents[result.chat_id] = agent
-            message = _answer(result)
+                self._agents[result.chat_id] = (agent, model_name)
+            message = _answer(result, model_name)
             if put is not None:
                 put(_tail_chunk(message))
             return message
@@ -285,37 +319,42 @@ class ChatCoder(BaseChatModel):
         cursor: int | None,
         messages: Sequence[BaseMessage],
         tools: Sequence[Mapping[str, Any]],
-    ) -> CoderAgent:
+        model: str | None,
+    ) -> tuple[CoderAgent, str]:
         if chat_id is not None and chat_id in self._agents:
             return self._agents[chat_id]
-        return CoderAgent(
+        model = model or self.model
+        agent = CoderAgent(
             client=self._chat_client(),
             organization_id=self.organization_id,
-            model=self.model,
+            model=model,
             instructions=_instructions(self.instructions, messages),
             request_timeout=self.request_timeout,
+            **self._retries(),
             tools=[_schema_tool(t) for t in tools],
             chat_id=chat_id,
             last_seen_message_id=cursor,
             **self.agent_kwargs,
         )
+        return agent, model or "coder"
 
     async def _structured(
-        self, messages: Sequence[BaseMessage], function: Mapping[str, Any]
+        self, messages: Sequence[BaseMessage], function: Mapping[str, Any], model: str | None
     ) -> AIMessage:
         schema = dict(function.get("parameters") or {"type": "object"})
         async with CoderAgent(
             client=self._chat_client(),
             organization_id=self.organization_id,
-            model=self.model,
+            model=model or self.model,
             instructions=_instructions(self.instructions, messages),
             request_timeout=self.request_timeout,
+            **self._retries(),
             output_type=schema,
             **self.agent_kwargs,
         ) as agent:
             _chat, _cursor, new = _split_history(messages)
             result = await agent.generate(_prompt(new, fresh=True, history=messages))
-        message = _answer(result)
+        message = _answer(result, model or self.model or "coder")
         message.tool_calls = [
             {
                 "name": function["name"],
@@ -325,6 +364,9 @@ class ChatCoder(BaseChatModel):
             }
         ]
         return message
+
+    def _retries(self) -> dict[str, Any]:
+        return {} if self.max_retries is None else {"max_retries": self.max_retries}
 
     def _chat_client(self) -> CoderChatClient:
         if self._client is None:
@@ -338,7 +380,7 @@ class ChatCoder(BaseChatModel):
 
     async def _close_all(self) -> None:
         agents, self._agents = list(self._agents.values()), {}
-        for agent in agents:
+        for agent, _model in agents:
             await agent.aclose(archive=False)
         if self._client is not None:
             client, self._client = self._client, None
@@ -376,8 +418,10 @@ def _split_history(
             chat_id = message.response_metadata.get(CHAT_ID_KEY)
             if isinstance(chat_id, str) and chat_id:
                 cursor = message.response_metadata.get(CURSOR_KEY)
-                return chat_id, cursor if isinstance(cursor, int) else None, list(
-                    messages[index + 1 :]
+                return (
+                    chat_id,
+                    cursor if isinstance(cursor, int) else None,
+                    list(messages[index + 1 :]),
                 )
     return None, None, list(messages)
 
@@ -392,6 +436,8 @@ def _text(message: BaseMessage) -> str:
             texts.append(block)
         elif block.get("type") == "text":
             texts.append(str(block.get("text", "")))
+        elif block.get("type") in _CALL_BLOCKS:
+            continue  # an answer's calls, also in its tool_calls
         else:
             raise CoderAgentError(
                 f"a {block.get('type')!r} content block cannot be sent to a Coder chat: "
@@ -408,7 +454,7 @@ def _prompt(new: Sequence[BaseMessage], *, fresh: bool, history: Sequence[BaseMe
         if not isinstance(message, ToolMessage):
             break
         trailing.insert(0, message)
-    if trailing:
+    if trailing and not fresh:
         return [
             CoderToolMessage(
                 tuple(
@@ -423,21 +469,35 @@ def _prompt(new: Sequence[BaseMessage], *, fresh: bool, history: Sequence[BaseMe
             )
         ]
     turns = [m for m in new if not isinstance(m, SystemMessage)]
-    last_user = max(
-        (i for i, m in enumerate(turns) if isinstance(m, HumanMessage)), default=None
-    )
-    if last_user is None:
-        raise CoderAgentError("the messages hold no user message to send to the Coder chat")
-    earlier = turns[:last_user]
-    text = "\n\n".join(_text(m) for m in turns[last_user:] if isinstance(m, HumanMessage))
-    if fresh and earlier:
-        lines = [f"{_role(m)}: {_text(m)}" for m in earlier]
-        text = "The conversation so far:\n" + "\n".join(lines) + "\n\n" + text
-    return text
+    if trailing:
+        # A new chat cannot take results of calls it never made: the whole exchange goes as
+        # a transcript, and the model answers from it.
+        earlier, latest = turns, "Go on from the tool results above."
+    else:
+        last_user = max(
+            (i for i, m in enumerate(turns) if isinstance(m, HumanMessage)), default=None
+        )
+        if last_user is None:
+            raise CoderAgentError("the messages hold no user message to send to the Coder chat")
+        earlier = turns[:last_user] if fresh else []
+        latest = "\n\n".join(_text(m) for m in turns[last_user:] if isinstance(m, HumanMessage))
+    if earlier:
+        lines = [_line(m) for m in earlier]
+        return "The conversation so far:\n" + "\n".join(lines) + "\n\n" + latest
+    return latest
 
 
-def _role(message: BaseMessage) -> str:
-    return {"human": "user", "ai": "assistant"}.get(message.type, message.type)
+def _line(message: BaseMessage) -> str:
+    if isinstance(message, AIMessage):
+        calls = "".join(
+            f" [called {c['name']}({json.dumps(c['args'])}) as {c['id']}]"
+            for c in message.tool_calls
+        )
+        return f"assistant: {_text(message)}{calls}"
+    if isinstance(message, ToolMessage):
+        flag = " (error)" if message.status == "error" else ""
+        return f"tool result for {message.tool_call_id}{flag}: {_text(message)}"
+    return f"user: {_text(message)}"
 
 
 def _instructions(instructions: str | None, messages: Sequence[BaseMessage]) -> str | None:
@@ -474,7 +534,7 @@ def _usage(usage: Usage) -> UsageMetadata:
     return metadata
 
 
-def _answer(result: GenerateResult) -> AIMessage:
+def _answer(result: GenerateResult, model_name: str) -> AIMessage:
     calls = [
         {
             "name": call.tool_name,
@@ -496,7 +556,7 @@ def _answer(result: GenerateResult) -> AIMessage:
             CHAT_ID_KEY: result.chat_id,
             CURSOR_KEY: result.last_seen_message_id,
             "finish_reason": finish,
-            "model_name": "coder",
+            "model_name": model_name,
             "model_provider": "coder",
         },
         id=f"coder-{result.chat_id}-{result.last_seen_message_id}",
@@ -528,4 +588,3 @@ def _as_chunk(message: AIMessage) -> AIMessageChunk:
     tail = _tail_chunk(message)
     tail.content = message.content
     return tail
-
