@@ -118,6 +118,7 @@ class ChatCoder(BaseChatModel):
     _thread: threading.Thread | None = PrivateAttr(default=None)
     _client: CoderChatClient | None = PrivateAttr(default=None)
     _agents: dict[str, tuple[CoderAgent, str]] = PrivateAttr(default_factory=dict)
+    _open: list[CoderAgent] = PrivateAttr(default_factory=list)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 
     @model_validator(mode="after")
@@ -336,6 +337,7 @@ class ChatCoder(BaseChatModel):
             last_seen_message_id=cursor,
             **self.agent_kwargs,
         )
+        self._open.append(agent)
         return agent, model or "coder"
 
     async def _structured(
@@ -379,8 +381,8 @@ class ChatCoder(BaseChatModel):
     # -- closing -----------------------------------------------------------------------------
 
     async def _close_all(self) -> None:
-        agents, self._agents = list(self._agents.values()), {}
-        for agent, _model in agents:
+        agents, self._open, self._agents = self._open, [], {}
+        for agent in agents:
             await agent.aclose(archive=False)
         if self._client is not None:
             client, self._client = self._client, None
@@ -460,7 +462,7 @@ def _prompt(new: Sequence[BaseMessage], *, fresh: bool, history: Sequence[BaseMe
                 tuple(
                     ToolResultContent(
                         tool_call_id=m.tool_call_id,
-                        output=_text(m),
+                        output=_tool_output(m),
                         is_error=m.status == "error",
                         tool_name=m.name or "",
                     )
@@ -485,6 +487,18 @@ def _prompt(new: Sequence[BaseMessage], *, fresh: bool, history: Sequence[BaseMe
         lines = [_line(m) for m in earlier]
         return "The conversation so far:\n" + "\n".join(lines) + "\n\n" + latest
     return latest
+
+
+def _tool_output(message: ToolMessage) -> Any:
+    """A tool message's output as the wire JSON value: LangChain tools hand dicts and lists
+    over as JSON text, which goes back to JSON; any other text stays a string."""
+    text = _text(message)
+    if text[:1] in ("{", "["):
+        try:
+            return json.loads(text)
+        except ValueError:
+            pass
+    return text
 
 
 def _line(message: BaseMessage) -> str:

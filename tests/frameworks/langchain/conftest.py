@@ -6,16 +6,13 @@ from collections.abc import Iterator
 
 import pytest
 
-pytest.importorskip("langchain_core")
-
-from coder_io_common.fake_server import FakeCoderServer  # noqa: E402
+from coder_io_common.fake_server import FakeCoderServer
 
 
 @pytest.fixture(scope="module")
 def coder_server() -> Iterator[FakeCoderServer]:
     with FakeCoderServer(chunk_delay=0.0) as server:
         yield server
-
 
 
 @pytest.fixture
