@@ -42,6 +42,7 @@ SURFACES = (
     "coder_io_common.pytest_plugin",
     "coder_io_asyncio.temporal",
     "coder_io_common.otel",
+    "coder_io_asyncio.integrations.langchain",
 )
 PACKAGES = ("coder_proto", "coder_io_common", "coder_io_asyncio", "coder_io_trio", "coder_io_sync")
 
