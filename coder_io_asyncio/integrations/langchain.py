@@ -295,17 +295,17 @@ class ChatCoder(BaseChatModel):
                 if put is not None:
                     put(_as_chunk(message))
                 return message
+            prompt = _prompt(new, fresh=chat_id is None, history=messages)
             agent, model_name = self._agent_for(
                 chat_id, cursor, messages, kwargs.get("tools") or (), kwargs.get("model")
             )
-            prompt = _prompt(new, fresh=chat_id is None, history=messages)
             async with agent.step(prompt) as stream:
                 async for part in stream:
                     if put is not None and isinstance(part, TextDelta) and part.delta:
                         put(AIMessageChunk(content=part.delta))
                 result = await stream.get_final_result()
-            if result.chat_id is not None:
-                self._agents[result.chat_id] = (agent, model_name)
+            assert result.chat_id is not None  # a step that did not raise ran on a chat
+            self._agents[result.chat_id] = (agent, model_name)
             message = _answer(result, model_name)
             if put is not None:
                 put(_tail_chunk(message))

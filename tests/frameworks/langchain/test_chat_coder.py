@@ -27,7 +27,7 @@ from coder_io_asyncio import CoderAgentError
 from coder_io_asyncio.integrations.langchain import ChatCoder
 from coder_io_common.fake_server import FakeCoderServer
 from coder_io_common.pytest_plugin import FakeCoder
-from coder_proto.fake import CallClientTool, Say, Script, Wait
+from coder_proto.fake import CallClientTool, ReportUsage, Say, Script, Wait
 
 pytestmark = pytest.mark.anyio
 
@@ -49,6 +49,7 @@ class Weather(BaseModel):
 def fake(coder_server: FakeCoderServer) -> FakeCoder:
     fake = FakeCoder(coder_server)
     scripts = coder_server.config.scripts
+    scripts.add(r"count", Script([ReportUsage(input_tokens=7, output_tokens=3), Say("counted")]))
     scripts.add(r"slow", Script([Say("starting"), Wait(30), Say("never")]))
     scripts.add(
         r"weather in (?P<city>\w+)",
@@ -255,6 +256,12 @@ def test_leaving_a_sync_stream_early_interrupts_the_run(model: ChatCoder, fake: 
     stream.close()
     model.close()
     fake.assert_interrupted(_chat_id(first))
+
+
+def test_usage_without_cache_or_reasoning_counts_has_no_details(model: ChatCoder) -> None:
+    answer = model.invoke([HumanMessage(content=["Please ", {"type": "text", "text": "count"}])])
+    assert answer.content == "counted"
+    assert answer.usage_metadata == {"input_tokens": 7, "output_tokens": 3, "total_tokens": 10}
 
 
 def test_content_that_cannot_reach_a_chat_is_refused(model: ChatCoder) -> None:
