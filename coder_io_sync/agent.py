@@ -172,6 +172,17 @@ class CoderAgent(AgentShell[CoderChatClient, httpx.Client], Closing):
         is interrupted and the builtin ``TimeoutError`` raised (D22)."""
         return AgentStream(self, prompt, messages, Deadline.check(timeout))
 
+    def step(
+        self, prompt: object = None, *, messages: object = None, timeout: float | None = None
+    ) -> AgentStream:
+        """One model round trip (the reference model's ``doStream``), for a framework whose
+        own loop runs the tools: used like ``stream()``, but a call to a client tool is not
+        run here. The step ends at the pause with ``finish_reason`` ``"tool-calls"`` and the
+        calls in ``tool_calls``; the chat stays paused, and the next step, whose prompt ends
+        in ``ToolMessage`` results for those calls, submits them and goes on (G.2, H.6).
+        Structured output is not collected (the caller's loop sees the filing as a call)."""
+        return AgentStream(self, prompt, messages, Deadline.check(timeout), single_segment=True)
+
     def _build(self, plan: PromptPlan) -> Sequence[Any]:
         return plan.build([_read_upload(upload) for upload in plan.reads])
 
@@ -289,9 +300,16 @@ class AgentStream:
     """
 
     def __init__(
-        self, agent: CoderAgent, prompt: object, messages: object, timeout: float | None = None
+        self,
+        agent: CoderAgent,
+        prompt: object,
+        messages: object,
+        timeout: float | None = None,
+        *,
+        single_segment: bool = False,
     ) -> None:
         self._agent = agent
+        self._single = single_segment
         self._prompt = prompt
         self._messages = messages
         self._timeout = timeout
@@ -320,7 +338,10 @@ class AgentStream:
                 plan = prepare_prompt(self._prompt, self._messages)
                 built = agent._build(plan)
                 with driver.locked() as now:
-                    turn = core.stream(built, now=now)
+                    if self._single:
+                        turn = core.session.segment(built, now=now)
+                    else:
+                        turn = core.stream(built, now=now)
                 self._run = driver.start(turn, session=core.session, tools=agent._run_tools)
         except BaseException as exc:
             self._seen.end(error=exc)

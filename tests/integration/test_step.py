@@ -12,6 +12,7 @@ import pytest
 import trio
 
 import coder_io_asyncio
+import coder_io_sync
 import coder_io_trio
 from coder_io_asyncio import TextDelta, ToolMessage, ToolResultContent, tool
 from coder_io_common.fake_server import FakeCoderServer
@@ -86,3 +87,27 @@ def test_a_step_stops_at_the_pause_and_the_next_resumes_it(
     module: Any, runner: str, server: FakeCoderServer
 ) -> None:
     RUNNERS[runner](lambda: _pause_and_resume(module, server))
+
+
+def test_a_blocking_step_stops_at_the_pause_and_the_next_resumes_it(
+    server: FakeCoderServer,
+) -> None:
+    fake = FakeCoder(server)
+    with coder_io_sync.CoderAgent(
+        base_url=server.url,
+        token=server.token,
+        organization_id=server.organization_id,
+        tools=[get_weather],
+    ) as agent:
+        with agent.step("What is the weather in Oslo?", timeout=30) as stream:
+            paused = stream.get_final_result()
+        assert paused.finish_reason == "tool-calls"
+        (call,) = paused.tool_calls
+        assert fake.chat(paused.chat_id).status == "requires_action"
+        results = ToolMessage(
+            (ToolResultContent(tool_call_id=call.tool_call_id, output={"temp_c": 21}),)
+        )
+        with agent.step(messages=[results]) as stream:
+            text = "".join(stream.text_stream)
+        assert text == "Oslo: 21 degrees."
+        assert ran == []
