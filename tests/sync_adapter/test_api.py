@@ -28,6 +28,7 @@ RENAMED = {
 SYNC_ONLY_PARAMETERS = {
     ("CoderAgent", "generate"): {"timeout"},
     ("CoderAgent", "stream"): {"timeout"},
+    ("CoderAgent", "step"): {"timeout"},
     ("CoderAgent", "archive"): {"timeout"},
     ("AgentStream", "__init__"): {"timeout"},
     ("run_turn", None): {"timeout"},
