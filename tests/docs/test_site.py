@@ -45,6 +45,7 @@ SURFACES = (
     "coder_io_common.otel",
     "coder_io_asyncio.integrations.pydantic_ai",
     "coder_io_sync.integrations.llm",
+    "coder_io_asyncio.integrations.langchain",
 )
 PACKAGES = ("coder_proto", "coder_io_common", "coder_io_asyncio", "coder_io_trio", "coder_io_sync")
 
