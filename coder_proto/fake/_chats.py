@@ -192,23 +192,6 @@ class Chats:
             for member in (chat, *self._store.children(chat)):
                 member.archived = archived
 
-    def _pin(self, chat: FakeChat, pin: int) -> None:
-        """Pinned chats are numbered 1..n. 0 unpins; a positive ``pin`` appends an unpinned
-        chat to the end (the value itself is ignored) or moves a pinned one there, clamped
-        to 1..n; the others close up around it."""
-        others = sorted(
-            (c for c in self._store.chats.values() if c.pin_order > 0 and c is not chat),
-            key=lambda c: c.pin_order,
-        )
-        if pin == 0:
-            chat.pin_order = 0
-        elif chat.pin_order == 0:
-            others.append(chat)
-        else:
-            others.insert(min(pin, len(others) + 1) - 1, chat)
-        for position, member in enumerate(others, 1):
-            member.pin_order = position
-
     def _pin(self, chat: FakeChat, requested: int) -> None:
         """Pin, unpin or move a chat as the server does: 0 unpins; an unpinned chat goes to
         the end of the pinned list whatever the value asked; a pinned one moves to the asked
