@@ -8,14 +8,19 @@ Subcommands:
 
 * ``fake-server``: serve a fake Coder deployment on loopback (``coder_proto.fake`` served by
   ``coder_io_common.fake_server``) and print its base URL, session token and organization id
-  (as both ``CODER_ORGANIZATION_ID`` and ``CODER_ORG_ID``).
+  (as both ``CODER_ORGANIZATION_ID`` and ``CODER_ORG_ID``; ``--env``: as ``export`` lines
+  on a stdout closed after them, the banner on stderr).
 * ``demo``: one agent turn that streams text live, calls a client tool and heals an injected
   stream drop, then a summary of segments, redials and usage from the transport events. It
-  starts the fake server in-process unless ``CODER_URL`` is set. ``demo`` and ``run`` use the
-  blocking adapter (``coder_io_sync``): no event loop, and Ctrl-C interrupts the run.
+  starts the fake server in-process unless ``--url`` or ``CODER_URL`` is given; its failures
+  end as ``run``'s do. ``demo`` and ``run`` use the blocking adapter (``coder_io_sync``): no
+  event loop, and Ctrl-C interrupts the run.
 * ``run PROMPT``: one streaming turn against ``--url`` / ``CODER_URL`` (or ``--fake``),
   printing the text as it arrives and then the chat id and cursor to continue with; ``--json``
-  prints one JSON object instead. ``PROMPT`` ``-`` reads the prompt from stdin. Every way a
+  prints one JSON object instead. ``PROMPT`` ``-``, or none with stdin not a terminal, reads
+  the prompt from stdin; ``-c`` continues the deployment's latest chat of the local log;
+  ``-m`` names the model (one that matches none is a usage error); ``--tools`` loads client
+  tools as ``chat`` does. Every way a
   run ends (success, failure, Ctrl-C, SIGTERM, timeout, lost stream, closed stdout) reports the
   chat id and cursor: on stderr in text mode, in the JSON object (``error``, ``chat_id``,
   ``last_seen_message_id``) under ``--json``. Ctrl-C and SIGTERM interrupt the server's run.
@@ -27,6 +32,12 @@ Subcommands:
 * ``chats list | show CHAT_ID | interrupt CHAT_ID | archive CHAT_ID | watch``: the chats on
   the deployment, a chat's history oldest first, interrupting its run, archiving it, and the
   watch stream of their lifecycle events.
+* ``log``: the chats ``run`` and ``chat`` reached on a deployment, from the local log
+  (``coder_io_sync._cli.history``), which ``--continue`` reads too.
+
+The deployment comes from the flags, the ``CODER_*`` variables, or the files ``coder login``
+stored (``coder_io_sync._cli.common.coder_config_dir``). Mistakes, argument mistakes
+included, are one line ``coder-agent COMMAND: ...`` with exit status 2.
 
 On a terminal, ``run`` and ``chat`` show progress on stderr (``coder_io_sync._cli.screen``);
 docs/cli.md describes every command, flag and exit code.
@@ -1066,7 +1077,7 @@ class _Parser(argparse.ArgumentParser):
     ``coder-agent COMMAND: ...``, then where the flags are listed; exit status 2."""
 
     def error(self, message: str) -> NoReturn:
-        sys.stderr.write(f"{self.prog}: {message}\n(`{self.prog} --help` lists the flags)\n")
+        sys.stderr.write(f"{self.prog}: {message} (`{self.prog} --help` lists the flags)\n")
         sys.exit(EXIT_USAGE)
 
 
@@ -1124,7 +1135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if extra:
         command = f"coder-agent {args.command}" if args.command else "coder-agent"
         print(
-            f"{command}: unrecognized arguments: {' '.join(extra)}\n"
+            f"{command}: unrecognized arguments: {' '.join(extra)} "
             f"(`{command} --help` lists the flags)",
             file=sys.stderr,
         )

@@ -205,7 +205,11 @@ def run_chat(args: argparse.Namespace, out: TextIO | None = None) -> int:
         return common.EXIT_USAGE
     except KeyboardInterrupt:
         code = common.EXIT_TERMINATED if signals.terminated else common.EXIT_INTERRUPTED
-        word = "terminated by SIGTERM" if signals.terminated else "stopped by Ctrl-C"
+        word = (
+            "terminated by SIGTERM; the run was stopped"
+            if signals.terminated
+            else "stopped by Ctrl-C"
+        )
         print(f"coder-agent chat: {word}", file=err)
     except CoderNetworkError as exc:
         print(
