@@ -340,9 +340,7 @@ def _run_demo(args: argparse.Namespace, out: TextIO | None = None) -> int:
     try:
         with signals.installed():
             return _demo(args, out or sys.stdout, fake=fake)
-    except BaseException as exc:
-        if not isinstance(exc, (Exception, KeyboardInterrupt)):
-            raise
+    except (Exception, KeyboardInterrupt) as exc:
         code, kind, message = _classify(exc, signals, getattr(args, "deployment_url", None))
         if kind == "broken_pipe":
             _silence_stdout()

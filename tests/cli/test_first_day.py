@@ -251,6 +251,20 @@ def test_argument_mistakes_are_one_line_in_the_commands_form() -> None:
         assert line.endswith(f" (`{start.split(':')[0]} --help` lists the flags)")
 
 
+def test_a_closed_stdout_ends_demo_and_log_with_141(server: FakeCoderServer) -> None:
+    env = _env(server)
+    assert _cli("run", "hi", env=env).returncode == 0  # one chat in the log
+    for argv in (["demo", "--fake"], ["log"]):
+        process = subprocess.Popen(
+            [*CLI, *argv], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        assert process.stdout is not None
+        process.stdout.close()  # before the program writes anything
+        _, err = process.communicate(timeout=120)
+        assert process.returncode == 141, err
+        assert b"Traceback" not in err
+
+
 # -- fake-server --env ---------------------------------------------------------------------------
 
 

@@ -19,6 +19,7 @@ def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     return pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", *args)
 
 
+@pytest.mark.timeout(600)
 def test_the_documented_layout_passes_under_plain_pytest(tmp_path: Path) -> None:
     blocks = blocks_of(ROOT / "docs" / "pytest-plugin.md")
     files = {b.argument: b.text for b in blocks if b.marker == "file" and b.argument}
@@ -53,7 +54,7 @@ def test_the_documented_layout_passes_under_plain_pytest(tmp_path: Path) -> None
     (tmp_path / "pyproject.toml").unlink()
     (tmp_path / "conftest.py").unlink()
     without = subprocess.run(
-        [str(pytest_script), "-p", "no:cacheprovider", "-q"],
+        [str(pytest_script), "-p", "no:cacheprovider", "-q", "--collect-only"],
         cwd=tmp_path,
         env=env,
         capture_output=True,
