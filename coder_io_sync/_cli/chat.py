@@ -229,10 +229,11 @@ def run_chat(args: argparse.Namespace, out: TextIO | None = None) -> int:
         if not args.fake and url is not None and agent.chat_id is not None:
             from . import history
 
+            assert chat is not None  # made right after the agent
             history.append(
                 chat_id=agent.chat_id,
                 deployment=url,
-                prompt=chat.first_prompt if chat is not None else "",
+                prompt=chat.first_prompt,
                 last_seen_message_id=agent.last_seen_message_id,
                 command="chat",
             )
