@@ -66,6 +66,19 @@ def _as_script(items: tuple[Any, ...]) -> Script:
     return Script(items)
 
 
+class _Tracked:
+    """A scripted answer that notes when a turn used it (a script factory of the book)."""
+
+    def __init__(self, script: Script, label: str) -> None:
+        self.script = script
+        self.label = label
+        self.used = False
+
+    def __call__(self, ctx: Any) -> Script:
+        self.used = True
+        return self.script
+
+
 class FakeCoder:
     """A running fake Coder deployment, as the fixtures hand it to a test.
 
@@ -80,6 +93,12 @@ class FakeCoder:
 
     def __init__(self, server: FakeCoderServer) -> None:
         self.server = server
+        #: When true, the end of the test does not check that every script given through
+        #: ``script``, ``push`` or the ``coder_script`` marker was used (the
+        #: ``coder_allow_unused_scripts`` marker sets it).
+        self.allow_unused_scripts = False
+        self._scripted: list[_Tracked] = []
+        self._pushed: list[Script] = []
 
     def __repr__(self) -> str:
         return f"<FakeCoder {self.url}>"
@@ -109,15 +128,19 @@ class FakeCoder:
         in the order the rules were added), or, without ``match``, for every prompt no rule
         matches. ``items`` are script items or one ``Script`` (or its JSON form)."""
         script = _as_script(items)
+        label = "every prompt" if match is None else f"prompts matching {match!r}"
+        tracked = _Tracked(script, label)
+        self._scripted.append(tracked)
         if match is None:
-            self.server.config.scripts.default = script
+            self.server.config.scripts.default = tracked
         else:
-            self.server.config.scripts.add(match, script)
+            self.server.config.scripts.add(match, tracked)
         return script
 
     def push(self, *items: Any) -> Script:
         """A script for the next prompt only (whatever it says)."""
         script = _as_script(items)
+        self._pushed.append(script)
         self.server.config.scripts.push(script)
         return script
 
@@ -128,6 +151,16 @@ class FakeCoder:
         if not isinstance(book, ScriptBook):
             book = ScriptBook.from_json(book)
         self.server.config.scripts = book
+
+    def unused_scripts(self) -> list[str]:
+        """What the test scripted and no turn used: one description each (empty when every
+        script of ``script``, ``push`` and the ``coder_script`` marker answered a prompt; a
+        book given whole, by ``use_book`` or ``coder_script_book``, is not checked)."""
+        unused = [f"the script for {t.label}" for t in self._scripted if not t.used]
+        waiting = self.server.config.scripts.waiting()
+        pushed = [s for s in self._pushed if any(s is w for w in waiting)]
+        unused += ["a pushed script (for the next prompt)"] * len(pushed)
+        return unused
 
     @property
     def faults(self) -> Faults:
@@ -295,6 +328,18 @@ class FakeCoder:
 # -- hooks --------------------------------------------------------------------------------------
 
 
+_CALL_FAILED = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """Note a test whose body failed: its unused scripts are not reported on top."""
+    report = yield
+    if report.when == "call" and report.failed:
+        item.stash[_CALL_FAILED] = True
+    return report
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
@@ -305,6 +350,10 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.addinivalue_line(
         "markers", "coder_agent(**kwargs): keyword arguments of the coder_agent fixtures"
+    )
+    config.addinivalue_line(
+        "markers",
+        "coder_allow_unused_scripts: a script of this test that no prompt used does not fail it",
     )
 
 
@@ -325,9 +374,7 @@ def coder_script_book() -> ScriptBook | Mapping[str, Any] | None:
 
 
 @pytest.fixture
-def coder_fake(
-    request: pytest.FixtureRequest, coder_script_book: Any
-) -> Iterator[FakeCoder]:
+def coder_fake(request: pytest.FixtureRequest, coder_script_book: Any) -> Iterator[FakeCoder]:
     """A fake Coder server for this test, with the ``coder_fake`` and ``coder_script``
     markers applied; stopped when the test ends."""
     overrides: dict[str, Any] = {}
@@ -346,7 +393,20 @@ def coder_fake(
             if unknown:
                 raise TypeError(f"coder_script got unexpected arguments {sorted(unknown)}")
             fake.script(*marker.args, match=marker.kwargs.get("match"))
+        fake.allow_unused_scripts = (
+            request.node.get_closest_marker("coder_allow_unused_scripts") is not None
+        )
         yield fake
+        failed = request.node.stash.get(_CALL_FAILED, False)
+        unused = [] if fake.allow_unused_scripts or failed else fake.unused_scripts()
+        if unused:
+            pytest.fail(
+                "the test scripted answers no prompt used: "
+                + "; ".join(unused)
+                + " (mark the test @pytest.mark.coder_allow_unused_scripts, or set "
+                "coder_fake.allow_unused_scripts = True, if that is intended)",
+                pytrace=False,
+            )
     finally:
         server.stop()
 
@@ -425,4 +485,3 @@ def coder_sync_agent(request: pytest.FixtureRequest, coder_fake: FakeCoder) -> I
 
     with coder_io_sync.CoderAgent(**{**coder_fake.connection(), **_agent_kwargs(request)}) as agent:
         yield agent
-

@@ -8,14 +8,19 @@ Subcommands:
 
 * ``fake-server``: serve a fake Coder deployment on loopback (``coder_proto.fake`` served by
   ``coder_io_common.fake_server``) and print its base URL, session token and organization id
-  (as both ``CODER_ORGANIZATION_ID`` and ``CODER_ORG_ID``).
+  (as both ``CODER_ORGANIZATION_ID`` and ``CODER_ORG_ID``; ``--env``: as ``export`` lines
+  on a stdout closed after them, the banner on stderr).
 * ``demo``: one agent turn that streams text live, calls a client tool and heals an injected
   stream drop, then a summary of segments, redials and usage from the transport events. It
-  starts the fake server in-process unless ``CODER_URL`` is set. ``demo`` and ``run`` use the
-  blocking adapter (``coder_io_sync``): no event loop, and Ctrl-C interrupts the run.
+  starts the fake server in-process unless ``--url`` or ``CODER_URL`` is given; its failures
+  end as ``run``'s do. ``demo`` and ``run`` use the blocking adapter (``coder_io_sync``): no
+  event loop, and Ctrl-C interrupts the run.
 * ``run PROMPT``: one streaming turn against ``--url`` / ``CODER_URL`` (or ``--fake``),
   printing the text as it arrives and then the chat id and cursor to continue with; ``--json``
-  prints one JSON object instead. ``PROMPT`` ``-`` reads the prompt from stdin. Every way a
+  prints one JSON object instead. ``PROMPT`` ``-``, or none with stdin not a terminal, reads
+  the prompt from stdin; ``-c`` continues the deployment's latest chat of the local log;
+  ``-m`` names the model (one that matches none is a usage error); ``--tools`` loads client
+  tools as ``chat`` does. Every way a
   run ends (success, failure, Ctrl-C, SIGTERM, timeout, lost stream, closed stdout) reports the
   chat id and cursor: on stderr in text mode, in the JSON object (``error``, ``chat_id``,
   ``last_seen_message_id``) under ``--json``. Ctrl-C and SIGTERM interrupt the server's run.
@@ -27,6 +32,12 @@ Subcommands:
 * ``chats list | show CHAT_ID | interrupt CHAT_ID | archive CHAT_ID | watch``: the chats on
   the deployment, a chat's history oldest first, interrupting its run, archiving it, and the
   watch stream of their lifecycle events.
+* ``log``: the chats ``run`` and ``chat`` reached on a deployment, from the local log
+  (``coder_io_sync._cli.history``), which ``--continue`` reads too.
+
+The deployment comes from the flags, the ``CODER_*`` variables, or the files ``coder login``
+stored (``coder_io_sync._cli.common.coder_config_dir``). Mistakes, argument mistakes
+included, are one line ``coder-agent COMMAND: ...`` with exit status 2.
 
 On a terminal, ``run`` and ``chat`` show progress on stderr (``coder_io_sync._cli.screen``);
 docs/cli.md describes every command, flag and exit code.
@@ -57,7 +68,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 from ._cli.common import (
     EXIT_BROKEN_PIPE,
@@ -77,6 +88,7 @@ from ._cli.common import (
     _organization_id,
     _seconds,
     _Signals,
+    explain,
 )
 from ._cli.screen import Printer, Progress
 
@@ -103,6 +115,41 @@ def _add_deployment_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_agent_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags ``run`` and ``chat`` share: the model, the instructions, the timeout and the
+    client tools."""
+    parser.add_argument(
+        "-m",
+        "--model",
+        default=None,
+        help="model: a config id, provider:model, a model id ... (coder-agent models lists "
+        "them); one that matches none is a usage error",
+    )
+    parser.add_argument(
+        "-s",
+        "--system",
+        "--instructions",
+        dest="instructions",
+        default=None,
+        help="system prompt (instructions) for a new chat",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="request_timeout in seconds for each segment (default: none)",
+    )
+    parser.add_argument(
+        "--tools",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="client tools from a Python module: a .py path or a module name, optionally "
+        "MODULE:NAME; its TOOLS list, else its @tool functions (repeatable)",
+    )
+
+
 def _add_fake_server(subparsers: Any) -> None:
     from coder_io_common.fake_server import _flags
 
@@ -112,11 +159,18 @@ def _add_fake_server(subparsers: Any) -> None:
         description=(
             "Serve a fake Coder chat server (REST and WebSocket) until interrupted. It prints "
             "CODER_URL, CODER_SESSION_TOKEN, CODER_ORGANIZATION_ID and CODER_ORG_ID lines you "
-            "can export. Flags set its timings, profile, model catalog, scripted answers and "
-            "injected faults; the fake-server page of the documentation describes them."
+            "can export (with --env, as export lines a shell can source). Flags set its "
+            "timings, profile, model catalog, scripted answers and injected faults; the "
+            "fake-server page of the documentation describes them."
         ),
     )
     _flags.add_arguments(parser)
+    parser.add_argument(
+        "--env",
+        action="store_true",
+        help="print only `export NAME=value` lines on stdout, then close it, for "
+        "`source <(coder-agent fake-server --env)`; the banner goes to stderr",
+    )
     parser.set_defaults(handler=_run_fake_server)
 
 
@@ -146,22 +200,22 @@ def _add_demo(subparsers: Any) -> None:
         description=(
             "Run one CoderAgent turn that streams text, calls a client tool (get_weather) and, "
             "on the built-in fake server, survives an injected stream drop; then print a "
-            "summary of segments, redials and usage. Without CODER_URL the fake Coder server "
-            "runs in-process; with CODER_URL (and CODER_SESSION_TOKEN, CODER_ORGANIZATION_ID) "
-            "the turn runs on that deployment and its chat is archived afterwards."
+            "summary of segments, redials and usage. Without --url or CODER_URL the fake Coder "
+            "server runs in-process; with one (and a session token) the turn runs on that "
+            "deployment and its chat is archived afterwards."
         ),
+        epilog=_exit_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "--fake",
         action="store_true",
-        help="use the in-process fake server even when CODER_URL is set",
+        help="use the in-process fake server even when --url or CODER_URL is given",
     )
+    _add_deployment_arguments(parser)
     parser.add_argument(
-        "--organization-id",
-        default=None,
-        help="(default: $CODER_ORGANIZATION_ID, then $CODER_ORG_ID)",
+        "-m", "--model", default=None, help="model for a deployment (coder-agent models)"
     )
-    parser.add_argument("--model", default=None, help="model hint for a real deployment")
     parser.set_defaults(handler=_run_demo)
 
 
@@ -180,8 +234,21 @@ def _add_run(subparsers: Any) -> None:
         epilog=_exit_epilog(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("prompt", metavar="PROMPT", help="the user message; - reads it from stdin")
+    parser.add_argument(
+        "prompt",
+        metavar="PROMPT",
+        nargs="?",
+        default=None,
+        help="the user message; - or none (with stdin not a terminal) reads it from stdin",
+    )
     parser.add_argument("--fake", action="store_true", help="run against an in-process fake server")
+    parser.add_argument(
+        "-c",
+        "--continue",
+        dest="continue_chat",
+        action="store_true",
+        help="continue the chat this deployment used last (from coder-agent log)",
+    )
     parser.add_argument(
         "--json",
         action="store_true",
@@ -195,15 +262,7 @@ def _add_run(subparsers: Any) -> None:
         help="the resume cursor printed by the previous run (needs --chat-id)",
     )
     _add_deployment_arguments(parser)
-    parser.add_argument("--model", default=None, help="model hint: config id, provider:model ...")
-    parser.add_argument("--instructions", default=None, help="system prompt for a new chat")
-    parser.add_argument(
-        "--timeout",
-        type=_seconds,
-        default=None,
-        metavar="SECONDS",
-        help="request_timeout in seconds for each segment (default: none)",
-    )
+    _add_agent_arguments(parser)
     parser.add_argument(
         "--record",
         metavar="FILE",
@@ -276,29 +335,31 @@ def _usage_line(usage: Any) -> str:
 
 
 def _run_demo(args: argparse.Namespace, out: TextIO | None = None) -> int:
-    import os
-
-    from coder_proto import CoderAgentError
-
-    fake = args.fake or not os.environ.get("CODER_URL")
+    """The ``demo`` handler: its failures are worded and numbered as ``run``'s."""
+    fake = args.fake or not (args.url or os.environ.get("CODER_URL"))
+    signals = _Signals()
     try:
-        return _demo(args, out or sys.stdout, fake=fake)
-    except KeyboardInterrupt:
-        return 130
-    except CoderAgentError as exc:
-        print(f"coder-agent demo: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
+        with signals.installed():
+            return _demo(args, out or sys.stdout, fake=fake)
+    except (Exception, KeyboardInterrupt) as exc:
+        code, kind, message = _classify(exc, signals, getattr(args, "deployment_url", None))
+        if kind == "broken_pipe":
+            _silence_stdout()
+        print(f"coder-agent demo: {message}", file=sys.stderr)
+        return code
 
 
 def _demo(args: argparse.Namespace, out: TextIO, *, fake: bool) -> int:
     import contextlib
     import time
 
-    from coder_io_sync import CoderAgent
+    from coder_io_sync import CoderAgent, CoderChatClient
+
+    from ._cli.common import _model
 
     events = _Events()
     with contextlib.ExitStack() as stack:
-        settings: dict[str, Any] = {"organization_id": _organization_id(args), "model": args.model}
+        settings: dict[str, Any] = {"organization_id": _organization_id(args)}
         if fake:
             server = stack.enter_context(_demo_server())
             settings.update(
@@ -308,7 +369,13 @@ def _demo(args: argparse.Namespace, out: TextIO, *, fake: bool) -> int:
                 f"Fake Coder server on {server.url} (set CODER_URL to use a deployment)", file=out
             )
         else:
-            print("Using the Coder deployment at $CODER_URL", file=out)
+            url, token = _deployment(args)
+            args.deployment_url = url
+            print(f"Using the Coder deployment at {url}", file=out)
+            client = stack.enter_context(CoderChatClient(url, token))
+            settings.update(
+                client=client, model=_model(client, args.model, settings["organization_id"])
+            )
         agent = stack.enter_context(
             CoderAgent(
                 **settings,
@@ -355,8 +422,11 @@ def _silence_stdout() -> None:
         pass
 
 
-def _classify(exc: BaseException, signals: _Signals) -> tuple[int, str, str]:
-    """``(exit status, kind, one-line message)`` for the exception that ended a run."""
+def _classify(
+    exc: BaseException, signals: _Signals, url: str | None = None
+) -> tuple[int, str, str]:
+    """``(exit status, kind, one-line message)`` for the exception that ended a run on the
+    deployment at ``url``."""
     from coder_proto import (
         CoderAgentError,
         CoderChatError,
@@ -366,8 +436,8 @@ def _classify(exc: BaseException, signals: _Signals) -> tuple[int, str, str]:
 
     if isinstance(exc, KeyboardInterrupt):
         if signals.terminated:
-            return EXIT_TERMINATED, "terminated", "terminated; the run was interrupted"
-        return EXIT_INTERRUPTED, "interrupted", "interrupted; the run was interrupted"
+            return EXIT_TERMINATED, "terminated", "terminated by SIGTERM; the run was stopped"
+        return EXIT_INTERRUPTED, "interrupted", "stopped by Ctrl-C"
     if isinstance(exc, BrokenPipeError):
         return EXIT_BROKEN_PIPE, "broken_pipe", "stdout was closed; the run was interrupted"
     if isinstance(exc, UsageError):
@@ -376,9 +446,9 @@ def _classify(exc: BaseException, signals: _Signals) -> tuple[int, str, str]:
     if isinstance(exc, TimeoutError) or kind == "timeout":
         return EXIT_TIMEOUT, "timeout", "the --timeout deadline passed; the run was interrupted"
     if isinstance(exc, (CoderNetworkError, CoderStreamError)) or kind == "stream_closed":
-        return EXIT_NETWORK, "network", f"{type(exc).__name__}: {exc}"
+        return EXIT_NETWORK, "network", explain(exc, url)
     if isinstance(exc, CoderAgentError):
-        return EXIT_FAILED, "failed", f"{type(exc).__name__}: {exc}"
+        return EXIT_FAILED, "failed", explain(exc, url)
     raise exc
 
 
@@ -390,6 +460,8 @@ class _Session:
         self.printer: Printer | None = None
         self.progress: Progress | None = None
         self.chat_id: str | None = args.chat_id
+        self.fake: bool = args.fake
+        self.prompt: str | None = None
         # The given cursor is reported back only once the chat confirmed it (_check_cursor).
         self.cursor: int | None = None
 
@@ -406,6 +478,9 @@ def _print_resume(session: _Session) -> None:
         return
     cursor = session.cursor
     print(f"chat_id={session.chat_id} last_seen_message_id={cursor}", file=sys.stderr)
+    if session.fake:
+        # The in-process fake server, and the chat with it, ended with the command.
+        return
     resume = f"--chat-id {session.chat_id}"
     if cursor is not None:
         resume += f" --last-seen-message-id {cursor}"
@@ -422,7 +497,7 @@ def _run_run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     except BaseException as exc:
         if not isinstance(exc, (Exception, KeyboardInterrupt)):
             raise
-        code, kind, message = _classify(exc, signals)
+        code, kind, message = _classify(exc, signals, getattr(args, "deployment_url", None))
         if kind == "broken_pipe":
             _silence_stdout()
         if session.printer is not None:
@@ -447,18 +522,42 @@ def _run_run(args: argparse.Namespace, out: TextIO | None = None) -> int:
             print(f"coder-agent run: {message}", file=sys.stderr)
             if kind != "usage":
                 _print_resume(session)
+    _remember(args, session, "run")
     return code
 
 
+def _remember(args: argparse.Namespace, session: _Session, command: str) -> None:
+    """Add the session's chat to the local log (``coder-agent log``, ``--continue``), on a
+    deployment only."""
+    url = getattr(args, "deployment_url", None)
+    if session.fake or url is None or session.chat_id is None:
+        return
+    from ._cli import history
+
+    history.append(
+        chat_id=session.chat_id,
+        deployment=url,
+        prompt=session.prompt or "",
+        last_seen_message_id=session.cursor,
+        command=command,
+    )
+
+
 def _prompt(args: argparse.Namespace) -> str:
-    if args.prompt != "-":
+    """``PROMPT``; ``-`` or none reads stdin, unless stdin is a terminal (then no PROMPT is a
+    usage error rather than a wait for typed text)."""
+    from ._cli.screen import is_terminal
+
+    if args.prompt is None and is_terminal(sys.stdin):
+        raise UsageError("no PROMPT: give one, or pipe it on stdin (echo hi | coder-agent run)")
+    if args.prompt not in (None, "-"):
         return str(args.prompt)
     try:
         text = sys.stdin.read()
     except (OSError, ValueError, UnicodeDecodeError) as exc:
         raise UsageError(f"cannot read the prompt from stdin: {exc}") from None
     if not text.strip():
-        raise UsageError("the prompt read from stdin (PROMPT -) is empty")
+        raise UsageError("the prompt read from stdin is empty")
     # The newline that ends a piped line (`echo hi | coder-agent run -`) is not the prompt's.
     return text.removesuffix("\n")
 
@@ -522,9 +621,15 @@ def _result_json(result: Any) -> dict[str, Any]:
 
 
 def _run_turn(args: argparse.Namespace, out: TextIO, session: _Session) -> int:
-    if args.last_seen_message_id is not None and args.chat_id is None:
-        raise UsageError("--last-seen-message-id needs --chat-id")
-    prompt = _prompt(args)
+    from ._cli.tools import ToolsError, load_tools
+
+    if args.last_seen_message_id is not None and args.chat_id is None and not args.continue_chat:
+        raise UsageError("--last-seen-message-id needs --chat-id (or --continue)")
+    prompt = session.prompt = _prompt(args)
+    try:
+        tools = load_tools(args.tools)
+    except ToolsError as exc:
+        raise UsageError(str(exc)) from None
     deployment = None if args.fake else _deployment(args)
     with contextlib.ExitStack() as stack:
         recorder = None
@@ -538,10 +643,11 @@ def _run_turn(args: argparse.Namespace, out: TextIO, session: _Session) -> int:
         progress = session.progress = Progress(sys.stderr, enabled=False if args.json else None)
         # The client (not the agent) is closed at the end: the chat is kept for a resume.
         client, organization_id = _connect(args, stack, progress, deployment)
+        session.chat_id = args.chat_id
         if args.chat_id is not None and args.last_seen_message_id is not None:
             session.cursor = args.last_seen_message_id
         agent = session.agent = _agent(
-            args, stack, client, organization_id, progress, recorder=recorder
+            args, stack, client, organization_id, progress, recorder=recorder, tools=tools
         )
         if args.json:
             result = agent.generate(prompt)
@@ -716,8 +822,10 @@ def _operation(name: str, args: argparse.Namespace, body: Callable[[Any], int]) 
     from coder_io_sync import CoderChatClient
     from coder_proto import CoderAgentError, CoderNetworkError
 
+    url: str | None = None
     try:
         url, token = _deployment(args)
+        args.deployment_url = url
         try:
             client = CoderChatClient(url, token)
         except CoderAgentError as exc:
@@ -733,10 +841,10 @@ def _operation(name: str, args: argparse.Namespace, body: Callable[[Any], int]) 
         _silence_stdout()
         return EXIT_BROKEN_PIPE
     except CoderNetworkError as exc:
-        print(f"coder-agent {name}: {exc}", file=sys.stderr)
+        print(f"coder-agent {name}: {explain(exc, url)}", file=sys.stderr)
         return EXIT_NETWORK
     except CoderAgentError as exc:
-        print(f"coder-agent {name}: {exc}", file=sys.stderr)
+        print(f"coder-agent {name}: {explain(exc, url, named=False)}", file=sys.stderr)
         return EXIT_FAILED
 
 
@@ -891,6 +999,7 @@ def _add_chat(subparsers: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     chat.add_arguments(parser)
+    _add_agent_arguments(parser)
     _add_deployment_arguments(parser)
     parser.set_defaults(handler=_run_chat)
 
@@ -899,6 +1008,54 @@ def _run_chat(args: argparse.Namespace, out: TextIO | None = None) -> int:
     from ._cli.chat import run_chat
 
     return run_chat(args, out)
+
+
+def _add_log(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "log",
+        help="list the chats run and chat reached, from the local log",
+        description=(
+            "List the chats `run` and `chat` reached on a deployment, the latest last: id, "
+            "time of the first session (UTC), deployment, first prompt. The log is "
+            "$XDG_DATA_HOME/coder-agents/chats.jsonl (~/.local/share when unset); --continue "
+            "reads it too. Runs on --fake are not logged."
+        ),
+        epilog=_exit_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "-n", "--limit", type=_count, default=None, help="the last N chats (default: all)"
+    )
+    parser.add_argument("--url", default=None, help="only this deployment's chats")
+    parser.add_argument("--json", action="store_true", help="print one JSON array")
+    parser.set_defaults(handler=_run_log)
+
+
+def _run_log(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    import dataclasses
+
+    from ._cli import history
+
+    stream = out or sys.stdout
+    entries = history.chats(args.url)
+    if args.limit is not None:
+        entries = entries[-args.limit :]
+    try:
+        if args.json:
+            rows = [dataclasses.asdict(entry) for entry in entries]
+            print(json.dumps(rows, ensure_ascii=False), file=stream, flush=True)
+            return EXIT_OK
+        for entry in entries:
+            prompt = " ".join(entry.prompt.split())
+            prompt = prompt if len(prompt) <= 60 else prompt[:59] + "\u2026"
+            print(f"{entry.chat_id}  {entry.time}  {entry.deployment}  {prompt}", file=stream)
+        if not entries:
+            print(f"no chats in {history.log_path()}", file=sys.stderr)
+        stream.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+    return EXIT_OK
 
 
 #: Subcommand registrations, in help order.
@@ -910,14 +1067,24 @@ _COMMANDS: list[Callable[[Any], None]] = [
     _add_replay,
     _add_models,
     _add_chats,
+    _add_log,
 ]
+
+
+class _Parser(argparse.ArgumentParser):
+    """Argument mistakes in the form of every other mistake: one line on stderr,
+    ``coder-agent COMMAND: ...``, then where the flags are listed; exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        sys.stderr.write(f"{self.prog}: {message} (`{self.prog} --help` lists the flags)\n")
+        sys.exit(EXIT_USAGE)
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``coder-agent`` parser with every registered subcommand."""
     from coder_proto import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="coder-agent",
         description="Coder Agents client tools.",
         epilog=_exit_epilog(),
@@ -963,7 +1130,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             stream.reconfigure(errors="backslashreplace")
     _library_logs()
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        command = f"coder-agent {args.command}" if args.command else "coder-agent"
+        print(
+            f"{command}: unrecognized arguments: {' '.join(extra)} "
+            f"(`{command} --help` lists the flags)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     handler = getattr(args, "handler", None)
     if handler is None:
         parser.print_help()

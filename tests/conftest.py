@@ -54,3 +54,15 @@ def pg_schema(postgres_server: PostgresServer) -> Iterator[str]:
     name = f"test_{uuid.uuid4().hex[:12]}"
     yield name
     postgres_server.drop_schema(name)
+
+
+@pytest.fixture(autouse=True)
+def _cli_state_in_tmp(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``coder-agent``'s local chat log and the Coder CLI's stored login are looked up in
+    folders of the test's own, never the user's: every test (and the programs it starts)
+    sees an empty ``$XDG_DATA_HOME`` and ``$CODER_CONFIG_DIR``."""
+    home = tmp_path_factory.mktemp("cli-state")
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / "data"))
+    monkeypatch.setenv("CODER_CONFIG_DIR", str(home / "coderv2"))

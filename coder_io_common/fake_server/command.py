@@ -11,7 +11,9 @@ import argparse
 import asyncio
 import json
 import math
+import os
 import re
+import shlex
 from collections.abc import Callable
 from contextlib import ExitStack
 from typing import Any, Final, TextIO
@@ -264,16 +266,35 @@ def server_from_args(args: argparse.Namespace, err: TextIO, stack: ExitStack) ->
     )
 
 
+def _close_stdout(out: TextIO) -> None:
+    """After the ``--env`` lines: end the output, so that a shell reading it
+    (``source <(...)``) goes on while the server keeps serving."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, out.fileno())
+    finally:
+        os.close(devnull)
+
+
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Serve until interrupted; the exit status (2: a bad flag, 1: cannot listen)."""
 
+    exports = getattr(args, "env", False)
+
     def ready(srv: FakeCoderServer) -> None:
-        print(f"Fake Coder server listening on {srv.url} (Ctrl-C to stop)", file=out)
-        print(f"CODER_URL={srv.url}", file=out)
-        print(f"CODER_SESSION_TOKEN={srv.token}", file=out)
-        print(f"CODER_ORGANIZATION_ID={srv.organization_id}", file=out)
-        print(f"CODER_ORG_ID={srv.organization_id}", file=out)
+        banner = f"Fake Coder server listening on {srv.url} (Ctrl-C to stop)"
+        print(banner, file=err if exports else out, flush=True)
+        prefix = "export " if exports else ""
+        for name, value in (
+            ("CODER_URL", srv.url),
+            ("CODER_SESSION_TOKEN", srv.token),
+            ("CODER_ORGANIZATION_ID", srv.organization_id),
+            ("CODER_ORG_ID", srv.organization_id),
+        ):
+            print(f"{prefix}{name}={shlex.quote(value) if exports else value}", file=out)
         out.flush()
+        if exports:
+            _close_stdout(out)
 
     with ExitStack() as stack:
         try:

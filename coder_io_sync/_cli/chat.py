@@ -42,32 +42,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the resume cursor printed when the chat was left (needs --chat-id)",
     )
     parser.add_argument(
-        "--tools",
-        action="append",
-        default=[],
-        metavar="MODULE",
-        help="client tools from a Python module: a .py path or a module name, optionally "
-        "MODULE:NAME; its TOOLS list, else its @tool functions (repeatable)",
-    )
-    parser.add_argument("--model", default=None, help="model hint: config id, provider:model ...")
-    parser.add_argument("--instructions", default=None, help="system prompt for a new chat")
-    parser.add_argument(
-        "--timeout",
-        type=common._seconds,
-        default=None,
-        metavar="SECONDS",
-        help="request_timeout in seconds for each segment (default: none)",
+        "-c",
+        "--continue",
+        dest="continue_chat",
+        action="store_true",
+        help="continue the chat this deployment used last (from coder-agent log)",
     )
 
 
 class _Chat:
     """One interactive session."""
 
-    def __init__(self, agent: Any, out: TextIO, err: TextIO, progress: Progress) -> None:
+    def __init__(
+        self, agent: Any, out: TextIO, err: TextIO, progress: Progress, url: str | None = None
+    ) -> None:
         self.agent = agent
+        self.url = url
         self.out = out
         self.err = err
         self.progress = progress
+        #: The first prompt of the current chat, for the local log.
+        self.first_prompt = ""
 
     def say(self, text: str) -> None:
         print(text, file=self.err, flush=True)
@@ -76,6 +71,8 @@ class _Chat:
         """One turn, streamed; a failure or a Ctrl-C ends the turn, not the session."""
         from coder_proto import CoderAgentError
 
+        if self.agent.chat_id is None:
+            self.first_prompt = prompt
         printer = Printer(self.out, progress=self.progress)
         self.progress.start()
         try:
@@ -96,7 +93,7 @@ class _Chat:
             if isinstance(exc, TimeoutError) or getattr(exc, "kind", None) == "timeout":
                 self.say("[the --timeout deadline passed: the run was interrupted]")
             else:
-                self.say(f"[the turn failed: {type(exc).__name__}: {exc}]")
+                self.say(f"[the turn failed: {common.explain(exc, self.url)}]")
             return
         printer.finish()
         self.progress.finished("done")
@@ -184,7 +181,7 @@ def run_chat(args: argparse.Namespace, out: TextIO | None = None) -> int:
     try:
         with signals.installed(), contextlib.ExitStack() as stack:
             agent, progress = _open(args, stack, err)
-            chat = _Chat(agent, out, err, progress)
+            chat = _Chat(agent, out, err, progress, getattr(args, "deployment_url", None))
             interactive = is_terminal(sys.stdin)
             if interactive:
                 with contextlib.suppress(ImportError):
@@ -208,16 +205,38 @@ def run_chat(args: argparse.Namespace, out: TextIO | None = None) -> int:
         return common.EXIT_USAGE
     except KeyboardInterrupt:
         code = common.EXIT_TERMINATED if signals.terminated else common.EXIT_INTERRUPTED
-        word = "terminated" if signals.terminated else "interrupted"
-        print(f"coder-agent chat: {word}; the run was interrupted", file=err)
+        word = (
+            "terminated by SIGTERM; the run was stopped"
+            if signals.terminated
+            else "stopped by Ctrl-C"
+        )
+        print(f"coder-agent chat: {word}", file=err)
     except CoderNetworkError as exc:
-        print(f"coder-agent chat: {type(exc).__name__}: {exc}", file=err)
+        print(
+            f"coder-agent chat: {common.explain(exc, getattr(args, 'deployment_url', None))}",
+            file=err,
+        )
         code = common.EXIT_NETWORK
     except CoderAgentError as exc:
-        print(f"coder-agent chat: {type(exc).__name__}: {exc}", file=err)
+        print(
+            f"coder-agent chat: {common.explain(exc, getattr(args, 'deployment_url', None))}",
+            file=err,
+        )
         code = common.EXIT_FAILED
     if agent is not None:
-        _print_end(agent, err)
+        _print_end(agent, err, fake=args.fake)
+        url = getattr(args, "deployment_url", None)
+        if not args.fake and url is not None and agent.chat_id is not None:
+            from . import history
+
+            assert chat is not None  # made right after the agent
+            history.append(
+                chat_id=agent.chat_id,
+                deployment=url,
+                prompt=chat.first_prompt,
+                last_seen_message_id=agent.last_seen_message_id,
+                command="chat",
+            )
     return code
 
 
@@ -226,8 +245,9 @@ def _open(
 ) -> tuple[Any, Progress]:
     """The session's agent and its progress line, the agent closed (without archiving) when
     ``stack`` unwinds."""
-    if args.last_seen_message_id is not None and args.chat_id is None:
-        raise common.UsageError("--last-seen-message-id needs --chat-id")
+    args.deployment_url = None
+    if args.last_seen_message_id is not None and args.chat_id is None and not args.continue_chat:
+        raise common.UsageError("--last-seen-message-id needs --chat-id (or --continue)")
     try:
         tools = load_tools(args.tools)
     except ToolsError as exc:
@@ -238,13 +258,15 @@ def _open(
     return agent, progress
 
 
-def _print_end(agent: Any, err: TextIO) -> None:
+def _print_end(agent: Any, err: TextIO, *, fake: bool) -> None:
     chat_id = agent.chat_id
     if chat_id is None:
         print("no chat was created", file=err, flush=True)
         return
     cursor = agent.last_seen_message_id
-    print(f"chat_id={chat_id} last_seen_message_id={cursor}", file=err)
+    print(f"chat_id={chat_id} last_seen_message_id={cursor}", file=err, flush=True)
+    if fake:  # the in-process fake server, and its chats, end with the command
+        return
     resume = f"--chat-id {chat_id}"
     if cursor is not None:
         resume += f" --last-seen-message-id {cursor}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import threading
 from typing import Any, TextIO
 
@@ -39,10 +40,14 @@ def _json(event: Any) -> str:
 
 
 def watch_chats(client: Any, args: argparse.Namespace, out: TextIO) -> int:
-    """Print the events of ``client.watch_chats()`` until Ctrl-C or ``args.timeout``."""
+    """Print the events of ``client.watch_chats()`` until Ctrl-C or ``args.timeout``; a line
+    on stderr says the watch started, and how it ends."""
 
     expired = threading.Event()
     with client.watch_chats() as watch:
+        url = getattr(args, "deployment_url", None) or "the deployment"
+        until = f"for {args.timeout:g} s" if args.timeout is not None else "until Ctrl-C"
+        print(f"watching the chats on {url} {until}", file=sys.stderr, flush=True)
         timer = None
         if args.timeout is not None:
 

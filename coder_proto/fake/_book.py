@@ -83,6 +83,10 @@ class ScriptBook:
         """Use ``script`` for the next turn that starts on any chat (once)."""
         self._pending.append(script)
 
+    def waiting(self) -> tuple[Script, ...]:
+        """The pushed scripts no turn has used yet, oldest first."""
+        return tuple(self._pending)
+
     def add(self, pattern: str, script: Script | ScriptFactory) -> None:
         """Append a rule (rules are tried in order). ``ScriptError`` when ``pattern`` is not a
         regular expression or names a group like a built-in placeholder."""

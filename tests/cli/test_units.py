@@ -261,3 +261,84 @@ def test_version_flag_in_process(capsys: pytest.CaptureFixture[str]) -> None:
     assert caught.value.code == 0 and capsys.readouterr().out.startswith("coder-agent ")
     assert main([]) == 2
     assert sys.stdout is not None
+
+
+# -- the stored coder login, the local log, the model check --------------------------------------
+
+
+def test_the_coder_config_dir_on_each_platform(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from coder_io_sync._cli.common import coder_config_dir
+
+    monkeypatch.setenv("CODER_CONFIG_DIR", "~/elsewhere")
+    assert coder_config_dir() == Path.home() / "elsewhere"
+    monkeypatch.delenv("CODER_CONFIG_DIR")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setattr(sys, "platform", "linux")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    assert coder_config_dir() == tmp_path / "xdg" / "coderv2"
+    monkeypatch.delenv("XDG_CONFIG_HOME")
+    assert coder_config_dir() == tmp_path / ".config" / "coderv2"
+    monkeypatch.setattr(sys, "platform", "darwin")
+    assert coder_config_dir() == tmp_path / "Library" / "Application Support" / "coderv2"
+    monkeypatch.setattr(sys, "platform", "win32")
+    monkeypatch.setenv("APPDATA", str(tmp_path / "roaming"))
+    assert coder_config_dir() == tmp_path / "roaming" / "coderv2"
+    monkeypatch.delenv("APPDATA")
+    assert coder_config_dir() == tmp_path / "AppData" / "Roaming" / "coderv2"
+
+
+def test_the_log_skips_broken_lines_and_an_unwritable_folder(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from coder_io_sync._cli import history
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    path = history.log_path()
+    path.parent.mkdir(parents=True)
+    good = {"chat_id": "c1", "time": "t", "deployment": "http://d/", "prompt": "p" * 300}
+    path.write_text(
+        "\n".join(
+            [
+                json.dumps({**good, "last_seen_message_id": 3}),
+                '{"chat_id": "cut short',
+                "[1, 2]",
+                json.dumps({"deployment": "http://d"}),
+                json.dumps({**good, "last_seen_message_id": "7"}),
+                json.dumps({**good, "chat_id": "c2", "deployment": "http://other"}),
+            ]
+        )
+        + "\n"
+    )
+    entries = history.chats()
+    assert [(e.chat_id, e.sessions, e.last_seen_message_id) for e in entries] == [
+        ("c1", 2, 3),
+        ("c2", 1, None),
+    ]
+    assert history.latest("HTTP://D") is not None and history.latest("http://x") is None
+    assert main(["log", "-n", "1", "--url", "http://d"]) == 0
+    line = capsys.readouterr().out.strip()
+    assert line.startswith("c1  t  http://d/  ") and line.endswith("p\u2026")
+    assert len(line.split("  ")[-1]) == 60
+    # A log that cannot be written is skipped: the run already printed its chat id.
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    monkeypatch.setenv("XDG_DATA_HOME", str(blocked))
+    history.append(
+        chat_id="c", deployment="http://d", prompt="p", last_seen_message_id=1, command="run"
+    )
+    assert history.chats() == []
+
+
+def test_a_model_without_a_provider_is_suggested_by_its_name(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from coder_proto.fake import FakeModelSpec
+
+    models = (FakeModelSpec(model="solo-model", display_name="Solo", provider=""),)
+    with FakeCoderServer(chunk_delay=0.0005, models=models) as server:
+        monkeypatch.setenv("CODER_URL", server.url)
+        monkeypatch.setenv("CODER_SESSION_TOKEN", server.token)
+        assert main(["run", "-m", "solo-modle", "hi"]) == 2
+    assert "did you mean solo-model?" in capsys.readouterr().err

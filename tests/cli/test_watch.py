@@ -92,4 +92,5 @@ def test_watch_times_out_quietly_with_no_events(server: FakeCoderServer) -> None
         timeout=60,
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout == "" and result.stderr == ""
+    assert result.stdout == ""
+    assert result.stderr == f"watching the chats on {server.url} for 0.5 s\n"

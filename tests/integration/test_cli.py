@@ -62,7 +62,7 @@ def test_demo_uses_the_deployment_in_coder_url(
 ) -> None:
     assert main(["demo"]) == 0
     out = capsys.readouterr().out
-    assert "Using the Coder deployment at $CODER_URL" in out
+    assert f"Using the Coder deployment at {deployment.url}" in out
     assert deployment.token not in out
     assert "[client tool call] get_weather" in out and "redials     0" in out
     # Leaving the agent archived the demo's chat.

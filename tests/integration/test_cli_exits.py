@@ -209,7 +209,7 @@ def _wait_streaming(server: FakeCoderServer, process: subprocess.Popen[bytes]) -
 
 @pytest.mark.parametrize(
     ("sig", "code", "word"),
-    [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")],
+    [(signal.SIGINT, 130, "stopped by Ctrl-C"), (signal.SIGTERM, 143, "terminated by SIGTERM")],
 )
 def test_a_signal_interrupts_the_run_and_prints_how_to_continue(
     slow: FakeCoderServer, sig: int, code: int, word: str
@@ -278,7 +278,8 @@ def test_an_unreachable_deployment_exits_3() -> None:
     flags = ["--url", "http://127.0.0.1:9", "--token", "t", "--organization-id", "o"]
     text = _cli("run", *flags, "hi")
     assert text.returncode == 3 and "Traceback" not in text.stderr
-    assert "CoderNetworkError" in text.stderr and "no chat was created" in text.stderr
+    assert "cannot reach the Coder deployment at http://127.0.0.1:9" in text.stderr
+    assert "no chat was created" in text.stderr
     as_json = _cli("run", "--json", *flags, "hi")
     assert as_json.returncode == 3
     body = json.loads(as_json.stdout)
