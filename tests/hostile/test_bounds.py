@@ -364,6 +364,8 @@ def test_the_fake_server_refuses_an_oversized_request_at_once(runtime: str) -> N
             runtime,
             server.url,
             "create_chat",
+            # The fake serves the chat routes under /api/v2 only, as the newest server (D36).
+            client={"prefix": "/api/v2/chats"},
             options={"organization_id": server.organization_id, "content": "x" * (1024 * 1024)},
             token=server.token,
         )
