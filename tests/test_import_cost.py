@@ -6,6 +6,7 @@ stores, transcripts nor the integrations (each checked in a fresh interpreter's
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import pathlib
@@ -54,6 +55,14 @@ CLI_ALLOWED = {
 
 
 def _modules_after(code: str) -> set[str]:
+    """The modules a fresh interpreter holds after running ``code`` and not before it: what
+    the interpreter loads on its own (site, and coverage's measurement of child processes in
+    a covered run, which imports ``sqlite3``) does not count."""
+    return _sys_modules(code) - _sys_modules("pass")
+
+
+@functools.cache
+def _sys_modules(code: str) -> set[str]:
     """The ``sys.modules`` of a fresh interpreter after running ``code``."""
     script = (
         f"{code}\nimport json, sys\nprint(json.dumps(sorted(sys.modules)), file=sys.__stderr__)"
