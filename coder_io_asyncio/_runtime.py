@@ -288,6 +288,9 @@ class AsyncioRuntime(AsyncRuntime):
     def loop_token(self) -> _LoopToken:
         return _LoopToken(asyncio.get_running_loop())
 
+    def current_loop(self) -> object:
+        return asyncio.get_running_loop()
+
     # -- threads -----------------------------------------------------------------------------
 
     async def to_thread(

@@ -304,6 +304,9 @@ class TrioRuntime(AsyncRuntime):
     def loop_token(self) -> _LoopToken:
         return _LoopToken(trio.lowlevel.current_trio_token())
 
+    def current_loop(self) -> object:
+        return trio.lowlevel.current_trio_token()
+
     # -- threads -----------------------------------------------------------------------------
 
     async def to_thread(

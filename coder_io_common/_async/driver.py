@@ -63,6 +63,7 @@ Interface for the public classes (the blocking driver offers the same names):
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 import ssl
@@ -286,18 +287,14 @@ class Driver:
         runtime = self.runtime
         self._http_gate: Any = None
         if http_client is None:
-            http_client = httpx.AsyncClient(
-                timeout=httpx.Timeout(None, connect=CONNECT_TIMEOUT),
-                verify=self._ssl,
-                limits=httpx.Limits(max_connections=HTTP_CONCURRENCY, max_keepalive_connections=20),
-            )
-            # Wire 1.1: the reference sends no Accept header.
-            http_client.headers.pop("Accept", None)
+            http_client = self._new_client()
             self._owns_client = True
             self._http_gate = runtime.semaphore(HTTP_CONCURRENCY)
         else:
             self._owns_client = False
         self.http_client = http_client
+        # The loop the owned client's pooled connections belong to (set by the first request).
+        self._client_loop: object = None
         #: D29: the total bound of a REST call the core sets no deadline for (``None``: none).
         self.http_timeout: float | None = HTTP_TIMEOUT
         #: D30: the largest response body read; a larger one fails the call.
@@ -511,6 +508,32 @@ class Driver:
 
     # -- REST --------------------------------------------------------------------------------
 
+    def _new_client(self) -> httpx.AsyncClient:
+        client = httpx.AsyncClient(
+            timeout=httpx.Timeout(None, connect=CONNECT_TIMEOUT),
+            verify=self._ssl,
+            limits=httpx.Limits(max_connections=HTTP_CONCURRENCY, max_keepalive_connections=20),
+        )
+        # Wire 1.1: the reference sends no Accept header.
+        client.headers.pop("Accept", None)
+        return client
+
+    async def _client_of_this_loop(self) -> httpx.AsyncClient:
+        """The client for a request on the running loop. An agent can outlive the loop it
+        started on (one ``asyncio.run`` per call, as a framework's ``run_sync`` does): the
+        connections its own pool kept belong to that loop and cannot carry a request on this
+        one, so the pool is replaced (the old one closed as far as its dead loop allows)."""
+        loop = self.runtime.current_loop()
+        if self._client_loop is None or not self._owns_client:
+            self._client_loop = loop
+        elif self._client_loop is not loop:
+            stale, self.http_client = self.http_client, self._new_client()
+            self._client_loop = loop
+            async with self.runtime.cut_after(CLOSE_GRACE):
+                with contextlib.suppress(Exception):
+                    await stale.aclose()
+        return self.http_client
+
     async def _http(self, call: HttpCall) -> None:
         gate = self._http_gate
         if gate is None:
@@ -529,7 +552,7 @@ class Driver:
         failure: BaseException | None = None
         async with runtime.cut_after(bound) as cut:
             try:
-                client = self.http_client
+                client = await self._client_of_this_loop()
                 outgoing = client.build_request(
                     call.method, call.url, headers=call.headers, content=call.body
                 )

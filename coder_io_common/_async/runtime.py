@@ -185,6 +185,11 @@ class AsyncRuntime(abc.ABC):
     def loop_token(self) -> LoopToken:
         """The running loop's token (``LoopToken``); called on the loop."""
 
+    @abc.abstractmethod
+    def current_loop(self) -> object:
+        """What identifies the running loop, the same object for the whole of its life (an
+        asyncio loop, a trio run's token); called on the loop."""
+
     # -- threads -----------------------------------------------------------------------------
 
     @abc.abstractmethod

@@ -205,3 +205,31 @@ def test_a_segment_leaves_the_pause_to_the_caller_and_resumes_on_tool_messages(
     assert second.finish_reason == "stop"
     assert second.text == "4 C"
     assert second.chat_id == first.chat_id
+
+
+def test_an_agent_outlives_the_loop_it_started_on(
+    loop_runtime: Any, server: FakeCoderServer
+) -> None:
+    """One loop per call (``asyncio.run`` each time, as a framework's ``run_sync`` does): the
+    connections the first loop pooled cannot carry a request on the next, so the agent's own
+    client takes new ones, and closing it on a third loop still archives the chat (a closing
+    that sends only the archive, H.5, once met the dead loop's connection)."""
+    server.config.scripts.push(Script([Say("First.")]))
+    server.config.scripts.push(Script([Say("Second.")]))
+    agents: list[Any] = []
+
+    async def first(rt: Any) -> str:
+        agents.append(await rt.agent(server))
+        return (await agents[0].generate("one")).text
+
+    async def second(rt: Any) -> str:
+        return (await agents[0].generate("two")).text
+
+    async def close(rt: Any) -> Any:
+        await agents[0].aclose()
+        return agents[0].chat_id
+
+    assert loop_runtime.run(first) == "First."
+    assert loop_runtime.run(second) == "Second."
+    chat_id = loop_runtime.run(close)
+    assert server.model.store.chats[chat_id].archived
