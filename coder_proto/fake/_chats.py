@@ -142,7 +142,7 @@ class Chats:
 
     def update(self, chat: FakeChat, body: Mapping[str, Any], now: float) -> None:
         """``PATCH /chats/{chat}``: title, archive (server-behaviour 2.4), pin, labels, plan
-        mode. 204 on success."""
+        mode, the owner's read marker (``read``). 204 on success."""
         store = self._store
         t = store.advance_clock(now)
         title = body.get("title")
@@ -161,6 +161,11 @@ class Chats:
                 raise FakeApiError(400, "Cannot pin a child chat.")
         plan_mode = check.plan_mode(body.get("plan_mode"))
         labels = check.labels(body.get("labels"))
+        read = body.get("read")
+        if read is not None and not isinstance(read, bool):
+            raise FakeApiError(
+                400, "Request body must be valid JSON.", detail="read must be a boolean"
+            )
         archived = body.get("archived")
         if archived is not None:
             if chat.parent_chat_id is not None:
@@ -187,6 +192,11 @@ class Chats:
             chat.plan_mode = plan_mode or None
         if labels is not None:
             chat.labels = labels
+        if read is True:
+            chat.mark_read()
+        elif read is False:
+            # Unread forgets the marker: every assistant message counts as unread again.
+            chat.last_read_message_id = 0
         if archived is not None:
             # The archive state of a chat family changes together, from its root.
             for member in (chat, *self._store.children(chat)):

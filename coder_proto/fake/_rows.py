@@ -229,6 +229,8 @@ class FakeChat:
     dynamic_tools: list[dict[str, Any]] = attrs.Factory(list)
     last_error: dict[str, Any] | None = None
     pin_order: int = 0
+    # the owner's read marker: assistant messages above it are unread (``has_unread``)
+    last_read_message_id: int = 0
     parent_chat_id: str | None = None
     file_ids: list[str] = attrs.Factory(list)
     # the model context (compact and clear): the last message before it, and the summary
@@ -255,6 +257,20 @@ class FakeChat:
 
     def visible_messages(self) -> list[FakeMessage]:
         return [m for m in self.messages if not m.deleted]
+
+    def mark_read(self) -> None:
+        """Move the owner's read marker to the latest assistant message, as the server does
+        when the owner opens or leaves the chat's stream or marks the chat read."""
+        self.last_read_message_id = max(
+            (m.id for m in self.visible_messages() if m.role == "assistant"), default=0
+        )
+
+    def has_unread(self) -> bool:
+        """Whether an assistant message came after the owner's read marker."""
+        return any(
+            m.role == "assistant" and m.id > self.last_read_message_id
+            for m in self.visible_messages()
+        )
 
     def current_episode(self) -> Episode | None:
         """The live episode a (re)connecting socket replays, if a worker is generating."""
@@ -327,7 +343,7 @@ class FakeChat:
         out["labels"] = dict(self.labels)
         if not light:
             out["files"] = [f.metadata_json() for f in files or []]
-        out["has_unread"] = False
+        out["has_unread"] = self.has_unread()
         if self.queued_for_capacity:
             out["queued_for_capacity"] = True
         out["client_type"] = self.client_type

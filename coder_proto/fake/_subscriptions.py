@@ -36,6 +36,7 @@ class Subscriptions:
         self.watches: list[WatchSubscription] = []
 
     def open_stream(self, chat: FakeChat, after_id: int) -> StreamSubscription:
+        chat.mark_read()
         sub = StreamSubscription(self._source, chat, after_id)
         self.streams.append(sub)
         self._counters.streams_accepted[chat.id] += 1
@@ -50,6 +51,8 @@ class Subscriptions:
 
     def _release(self, sub: Delivery) -> None:
         if isinstance(sub, StreamSubscription):
+            # The owner's read marker moves again when the stream closes.
+            self._store.chats[sub.chat_id].mark_read()
             self.streams.remove(sub)
             self._counters.open_streams -= 1
         else:

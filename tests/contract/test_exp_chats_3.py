@@ -560,3 +560,23 @@ def test_chat_owner_only_write_handlers__owner_can_send_messages(api: Contract) 
     chat = api.create_chat("owner chat for authz test")
     answer = send(api, chat["id"], "owner should succeed")
     assert answer.status_code == 200, answer.text
+
+
+# -- TestChatReadState -------------------------------------------------------------------------
+
+
+def has_unread(api: Contract, chat_id: str) -> bool:
+    listed = {chat["id"]: chat for chat in api.request("GET", CHATS).json()}
+    return bool(listed[chat_id]["has_unread"])
+
+
+def test_chat_read_state__mark_read_and_unread(api: Contract) -> None:
+    """TestChatReadState/MarkReadAndUnread: a chat with an answer the owner never opened is
+    unread; ``read`` marks it read and unread again."""
+    chat = api.create_chat("read state chat")
+    wait_status(api, chat["id"])
+    assert has_unread(api, chat["id"]) is True
+    assert api.request("PATCH", f"{CHATS}/{chat['id']}", {"read": True}).status_code == 204
+    assert has_unread(api, chat["id"]) is False
+    assert api.request("PATCH", f"{CHATS}/{chat['id']}", {"read": False}).status_code == 204
+    assert has_unread(api, chat["id"]) is True
