@@ -9,10 +9,10 @@ subtests the fake can answer are restated and the others are listed below.
 Not restated
 ------------
 
-* TestGetChatCost (RollsUpChatTree, UnpricedRequests, PartiallyPricedRequest,
-  ZeroCostRequests, RequestWithoutUsage, IsolatesSiblingChatTrees,
-  ExcludesUnattributedUsageFromCost, ExcludesForeignAndUnfinishedRequests): the spend is
-  seeded as AI gateway interceptions in the database; the fake prices its own model steps.
+* TestGetChatCost (UnpricedRequests, PartiallyPricedRequest, ZeroCostRequests,
+  RequestWithoutUsage, ExcludesUnattributedUsageFromCost,
+  ExcludesForeignAndUnfinishedRequests): the spend is seeded as AI gateway interceptions in
+  the database, priced or not; the fake prices every model step of its own.
 * TestGetChatCost/MemberCanReadOwnChat, MemberCannotReadOtherUsersChat: a second user.
 * TestWatchChatDesktop: the desktop stream (experimental prefix only) is not served.
 * TestWatchChatGitAuthz: workspace agents and role demotion.
@@ -159,6 +159,52 @@ def test_get_chat_cost__zero_requests(api: Contract) -> None:
     assert cost.json()["total_cost_micros"] == 0
     assert cost.json()["request_count"] == 0
     assert cost.json()["unpriced_request_count"] == 0
+
+
+def cost(api: Contract, chat_id: str) -> dict[str, Any]:
+    answer = api.request("GET", f"{CHATS}/{chat_id}/cost")
+    assert answer.status_code == 200, answer.text
+    found: dict[str, Any] = answer.json()
+    assert found["chat_id"] == chat_id
+    assert found["unpriced_request_count"] == 0
+    return found
+
+
+def spawn(api: Contract, root_id: str, prompt: str) -> str:
+    """A sub-agent chat of ``root_id``, its first turn finished."""
+    child = api.server.model.spawn_child(root_id, prompt, time.monotonic())
+    wait_status(api, child.id)
+    return str(child.id)
+
+
+def test_get_chat_cost__rolls_up_chat_tree(api: Contract) -> None:
+    """TestGetChatCost/RollsUpChatTree: the root and its sub-agent chat each report the whole
+    tree's spend and request count (the server's test goes one level deeper, to a grandchild;
+    the fake spawns one level). The fake prices its own model steps, so the totals are
+    compared with each other rather than with the server's figures."""
+    root = api.create_chat("root chat")["id"]
+    wait_status(api, root)
+    assert send(api, root, "second request").status_code == 200
+    wait_status(api, root)
+    child = spawn(api, root, "child chat")
+    costs = [cost(api, chat_id) for chat_id in (root, child)]
+    assert [c["request_count"] for c in costs] == [3, 3]
+    assert costs[0]["total_cost_micros"] == costs[1]["total_cost_micros"] > 0
+
+
+def test_get_chat_cost__isolates_sibling_chat_trees(api: Contract) -> None:
+    """TestGetChatCost/IsolatesSiblingChatTrees: one tree's spend does not reach another's."""
+    first = api.create_chat("first root chat")["id"]
+    wait_status(api, first)
+    alone = cost(api, first)
+    second = api.create_chat("second root chat")["id"]
+    wait_status(api, second)
+    child = spawn(api, second, "second root subagent")
+    assert cost(api, first) == alone
+    assert alone["request_count"] == 1
+    costs = [cost(api, chat_id) for chat_id in (second, child)]
+    assert [c["request_count"] for c in costs] == [2, 2]
+    assert costs[0]["total_cost_micros"] == costs[1]["total_cost_micros"]
 
 
 # -- TestChatModelOverrides, TestUserChatPersonalModelOverrides --------------------------------
