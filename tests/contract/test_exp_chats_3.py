@@ -68,6 +68,7 @@ import httpx
 import pytest
 
 from coder_io_common.fake_server import FakeCoderServer
+from coder_proto._constants import MAX_QUEUE_SIZE
 from coder_proto.fake import CallClientTool, Script, Wait
 
 from .conftest import CHATS, Contract
@@ -421,14 +422,15 @@ def test_submit_tool_results__archived_chat(api: Contract) -> None:
 
 @pytest.mark.parametrize(
     ("config", "limit"),
-    [({}, 20), ({"max_queue": 2}, 2), ({"max_queue": 25}, 25)],
+    [({}, MAX_QUEUE_SIZE), ({"max_queue": 2}, 2), ({"max_queue": 25}, 25)],
     ids=["default", "lower", "higher"],
 )
 def test_chat_limits_from_deployment_config__max_queued_messages_per_chat(
     config: dict[str, int], limit: int
 ) -> None:
-    """TestChatLimitsFromDeploymentConfig/MaxQueuedMessagesPerChat: sends to a running chat
-    queue up to the limit, then answer 429 with the limit in the detail."""
+    """TestChatLimitsFromDeploymentConfig/MaxQueuedMessagesPerChat (Default, Lower, Higher):
+    sends to a running chat queue up to the limit, then answer 429 with the limit in the
+    detail. The fake's ``max_queue`` stands for the deployment option."""
     with served(**config) as api:
         hold_next_turn(api)
         chat_id = api.create_chat("queue cap")["id"]
@@ -541,17 +543,24 @@ def test_get_chat_messages_pagination__limit_caps_after_id_page_to_oldest_and_se
     assert not answer.json()["queued_messages"]
 
 
-@pytest.mark.parametrize("after_id", ["-1", "abc"], ids=["negative", "non_numeric"])
-def test_get_chat_messages_pagination__bad_after_id_returns_400(
-    api: Contract, after_id: str
-) -> None:
-    """TestGetChatMessages_Pagination/NegativeAfterIDReturns400 and
-    NonNumericAfterIDReturns400: a validation error names ``after_id``."""
+def refuses_after_id(api: Contract, after_id: str) -> None:
     chat_id, _ = seed_chat(api, 1)
     answer = messages(api, chat_id, after_id=after_id)
     assert answer.status_code == 400
     assert answer.json()["message"] == "Query parameters have invalid values."
     assert "after_id" in [v["field"] for v in answer.json()["validations"]]
+
+
+def test_get_chat_messages_pagination__negative_after_id_returns400(api: Contract) -> None:
+    """TestGetChatMessages_Pagination/NegativeAfterIDReturns400: a validation error names
+    ``after_id``."""
+    refuses_after_id(api, "-1")
+
+
+def test_get_chat_messages_pagination__non_numeric_after_id_returns400(api: Contract) -> None:
+    """TestGetChatMessages_Pagination/NonNumericAfterIDReturns400: a validation error names
+    ``after_id``."""
+    refuses_after_id(api, "abc")
 
 
 def test_get_chat_messages_pagination__after_id_at_or_above_max_returns_empty(
