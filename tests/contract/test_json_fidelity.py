@@ -6,9 +6,10 @@ the fields its JSON always carries, and the words of its queue conflicts.
   are always there (``mcp_server_ids``, ``labels``, ``children``). ``ChatMessage`` and
   ``ChatQueuedMessage`` tag every optional field ``omitempty`` in the version read, so an
   unset one is left out rather than sent as ``null``; the client reads both forms alike.
-- ``coderd/exp_chats.go``: deleting or promoting from an empty queue is the state machine's
-  refusal, a 409 whose ``message`` names the route and whose ``detail`` is the refused
-  transition ("chat state transition DeleteQueuedMessage not allowed from state R0").
+- ``coderd/exp_chats.go``: deleting or promoting from an empty queue, and reconciling a chat
+  whose state is valid, are the state machine's refusals: a 409 whose ``message`` names the
+  route and whose ``detail`` is the refused transition ("chat state transition
+  DeleteQueuedMessage not allowed from state R0").
 """
 
 from __future__ import annotations
@@ -85,4 +86,16 @@ def test_empty_queue_conflicts_name_the_refused_transition(
     assert answer.json()["message"] == message
     assert answer.json()["detail"] == (
         f"chat state transition {transition} not allowed from state R0"
+    )
+
+
+def test_reconcile_conflict_names_the_refused_transition(api: Contract) -> None:
+    """Reconciling a running chat, whose state is valid, is the server's 409 with the state
+    machine's refusal in ``detail``."""
+    chat = api.create_chat(BUSY)
+    answer = api.request("POST", f"{CHATS}/{chat['id']}/reconcile-invalid")
+    assert answer.status_code == 409, answer.text
+    assert answer.json()["message"] == "Chat is not in an invalid state."
+    assert answer.json()["detail"] == (
+        "chat state transition ReconcileInvalidState not allowed from state R0"
     )
