@@ -178,10 +178,13 @@ class Chats:
                 raise FakeApiError(400, "Chat is already archived.")
             if not archived and not chat.archived:
                 raise FakeApiError(400, "Chat is already not archived.")
-            if archived and chat.status in _ACTIVE_STATUSES:
-                raise transition_refused(_ARCHIVE_CONFLICT, "SetArchived", chat)
-            if archived and chat.status == STATUS_PAUSED:
-                raise FakeApiError(409, PAUSED_ARCHIVE_CONFLICT)
+            # The family archives together or not at all: any member that may not be
+            # archived refuses it for all of them.
+            for member in (chat, *store.children(chat)) if archived else ():
+                if member.status in _ACTIVE_STATUSES:
+                    raise transition_refused(_ARCHIVE_CONFLICT, "SetArchived", member)
+                if member.status == STATUS_PAUSED:
+                    raise FakeApiError(409, PAUSED_ARCHIVE_CONFLICT)
         store.begin(chat, t)
         if title is not None:
             chat.title = title.strip()

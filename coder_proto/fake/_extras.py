@@ -26,6 +26,7 @@ from ._run import Run
 from ._script import Script
 from ._store import ChatStore, content_text
 from ._subscriptions import Subscriptions
+from ._transitions import transition_refused
 from ._util import UUID_RE
 from ._worker import Worker
 
@@ -106,8 +107,9 @@ class ChatExtras:
     @staticmethod
     def reconcile(chat: FakeChat) -> NoReturn:
         """``POST /chats/{chat}/reconcile-invalid``: the fake never reaches an invalid state
-        (archived while running), so this is always the server's 409."""
-        raise FakeApiError(409, "Chat is not in an invalid state.")
+        (archived while running), so this is always the server's 409, with the state
+        machine's refusal in its detail."""
+        raise transition_refused("Chat is not in an invalid state.", "ReconcileInvalidState", chat)
 
     # -- reads ------------------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from ._http import parse_go_int64
 from ._rows import FakeChat
 from ._store import CANCEL_BY_PROMOTION, ChatStore
 from ._subscriptions import Subscriptions
+from ._transitions import transition_refused
 from ._worker import Worker
 
 __all__ = ["PAUSED_EDIT_CONFLICT", "Queue"]
@@ -120,7 +121,9 @@ class Queue:
         if chat.archived:
             raise FakeApiError(409, "Chat is not in a state that allows deleting queued messages.")
         if not chat.queue:
-            raise FakeApiError(409, "Chat has no queued messages to delete.")
+            raise transition_refused(
+                "Chat has no queued messages to delete.", "DeleteQueuedMessage", chat
+            )
         index = _position(chat, qid)
         self._store.begin(chat, t)
         del chat.queue[index]
@@ -140,7 +143,9 @@ class Queue:
             raise FakeApiError(400, "Cannot promote queued messages in an archived chat.")
         qid = _queued_id(queued_id)
         if not chat.queue:
-            raise FakeApiError(409, "Chat has no queued messages to promote.")
+            raise transition_refused(
+                "Chat has no queued messages to promote.", "PromoteQueuedMessage", chat
+            )
         index = _position(chat, qid)
         self._store.begin(chat, t)
         target = chat.queue[index]
