@@ -66,10 +66,18 @@ class ChatExtras:
         if chat.archived:
             raise FakeApiError(400, "Cannot compact an archived chat.")
         if chat.status not in (STATUS_WAITING, STATUS_ERROR):
-            raise FakeApiError(409, "Cannot compact the chat in its current state.")
+            raise FakeApiError(
+                409,
+                "Cannot compact the chat in its current state.",
+                detail="Compaction is not available while the chat is generating.",
+            )
         new = [m for m in chat.visible_messages() if m.id > chat.context_floor]
         if not new:
-            raise FakeApiError(409, "Nothing to compact.")
+            raise FakeApiError(
+                409,
+                "Nothing to compact.",
+                detail="The chat has no conversation to summarize after the latest compaction.",
+            )
         store.begin(chat, t)
         chat.context_floor = new[-1].id
         chat.context_summary = _summary(chat.context_summary, new)

@@ -26,6 +26,7 @@ def test_compact_runs_a_summary_pass_then_settles_and_refuses_a_second_one() -> 
         409,
         "Cannot compact the chat in its current state.",
     )
+    assert busy.json()["detail"] == "Compaction is not available while the chat is generating."
     api.run_until(chat, {"waiting"})
     shown = len(api.messages(chat)["messages"])
     answer = api.request("POST", f"/{chat}/compact")
@@ -36,6 +37,9 @@ def test_compact_runs_a_summary_pass_then_settles_and_refuses_a_second_one() -> 
     assert "user: hello" in (api.model.chats[chat].context_summary or "")
     again = api.request("POST", f"/{chat}/compact")
     assert (again.status, again.json()["message"]) == (409, "Nothing to compact.")
+    assert again.json()["detail"] == (
+        "The chat has no conversation to summarize after the latest compaction."
+    )
 
 
 def test_compact_of_an_errored_chat_clears_its_error() -> None:
