@@ -234,12 +234,15 @@ def build_update_chat(
     labels: Mapping[str, str] | None = None,
     plan_mode: str | None = None,
     workspace_id: str | None = None,
+    read: bool | None = None,
 ) -> HttpRequest:
     """``PATCH {P}/{chat_id}`` with ``{"title"?, "archived"?, "pin_order"?, "labels"?,
-    "plan_mode"?, "workspace_id"?}``: only the given fields are sent, and at least one is
-    required. ``pin_order`` 0 unpins, a positive one pins (or moves a pinned chat there);
-    ``labels`` replaces the whole label set (``{}`` removes every label); ``plan_mode``
-    ``"plan"`` turns plan mode on and ``""`` turns it off."""
+    "plan_mode"?, "workspace_id"?, "read"?}``: only the given fields are sent, and at least
+    one is required. ``pin_order`` 0 unpins, a positive one pins (or moves a pinned chat
+    there); ``labels`` replaces the whole label set (``{}`` removes every label);
+    ``plan_mode`` ``"plan"`` turns plan mode on and ``""`` turns it off; ``read`` ``True``
+    marks every answer so far as read (``Chat.has_unread`` turns false) and ``False`` marks
+    them unread."""
     body: dict[str, Any] = {}
     if title is not None:
         if type(title) is not str:
@@ -261,6 +264,10 @@ def build_update_chat(
         body["plan_mode"] = plan_mode
     if workspace_id is not None:
         body["workspace_id"] = check_chat_id(workspace_id, "workspace_id")
+    if read is not None:
+        if type(read) is not bool:
+            raise CoderAgentError(f"read must be a bool, got {read!r}")
+        body["read"] = read
     if not body:
         raise CoderAgentError("update_chat needs at least one field to change")
     return HttpRequest.build("update_chat", "PATCH", _chat_route(chat_id), json=body)

@@ -186,10 +186,12 @@ class ChatCalls:
         labels: Mapping[str, str] | None = None,
         plan_mode: str | None = None,
         workspace_id: str | None = None,
+        read: bool | None = None,
     ) -> Call[None]:
         """``PATCH {P}/{chat_id}`` with only the given fields (wire 2.4): ``pin_order`` 0
         unpins and a positive one pins; ``labels`` replaces the label set; ``plan_mode``
-        ``"plan"`` turns plan mode on and ``""`` off."""
+        ``"plan"`` turns plan mode on and ``""`` off; ``read`` moves the owner's read marker
+        (``True``: every answer so far is read, ``Chat.has_unread`` turns false)."""
         return self._rest(
             "update_chat",
             chat_id,
@@ -199,6 +201,7 @@ class ChatCalls:
             labels=labels,
             plan_mode=plan_mode,
             workspace_id=workspace_id,
+            read=read,
         )
 
     def archive_chat(self, chat_id: str) -> Call[ArchiveOutcome]:

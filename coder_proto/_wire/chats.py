@@ -48,6 +48,8 @@ class Chat:
     """A chat (wire 3.2). ``status`` is an open set of strings (D1). ``labels`` are the
     chat's key/value labels, ``pin_order`` its place among pinned chats (0: not pinned), and
     ``children`` the sub-agent chats of a root chat (always empty for a sub-agent chat).
+    ``has_unread`` is true while an answer lies past the owner's read marker (the owner's
+    open stream moves the marker; ``update_chat(read=...)`` sets it).
     Fields the server adds beyond these are kept in ``raw``. The ids are checked as
     identifiers (wire 3.9): an invalid one is a ``CoderProtocolError``."""
 
@@ -73,6 +75,7 @@ class Chat:
     queued_for_capacity: bool = False
     labels: dict[str, str] = attrs.field(factory=dict, hash=False)
     pin_order: int = 0
+    has_unread: bool = False
     children: tuple[Chat, ...] = ()
     raw: dict[str, Any] = attrs.field(factory=dict, eq=False, repr=False)
 
@@ -105,6 +108,7 @@ class Chat:
             queued_for_capacity=get_bool(obj, "queued_for_capacity", w),
             labels={k: v for k, v in labels.items() if type(v) is str},
             pin_order=get_int(obj, "pin_order", w),
+            has_unread=get_bool(obj, "has_unread", w),
             children=tuple(Chat.from_json(c) for c in get_list(obj, "children", w) or ()),
             raw=obj,
         )
@@ -144,6 +148,8 @@ class Chat:
             out["labels"] = dict(self.labels)
         if self.pin_order:
             out["pin_order"] = self.pin_order
+        if self.has_unread:
+            out["has_unread"] = True
         if self.children:
             out["children"] = [child.to_json() for child in self.children]
         return out

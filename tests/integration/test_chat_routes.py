@@ -221,3 +221,24 @@ def test_a_root_chat_lists_its_sub_agent_chats_in_children(
         await rt.close_client(client)
 
     runtime.run(scenario)
+
+
+def test_the_read_marker_moves_with_update_chat_and_shows_as_has_unread(
+    runtime: Any, server: FakeCoderServer
+) -> None:
+    async def scenario(rt: Any) -> None:
+        client = await rt.client(server)
+        # No stream was opened: the answer lies past the owner's read marker.
+        chat = await _settled_chat(rt, client, server)
+        assert (await rt.call(client, "get_chat", chat.id)).has_unread is True
+        await rt.call(client, "update_chat", chat.id, read=True)
+        assert (await rt.call(client, "get_chat", chat.id)).has_unread is False
+        listed = await rt.call(client, "list_chats")
+        assert [c.has_unread for c in listed if c.id == chat.id] == [False]
+        await rt.call(client, "update_chat", chat.id, read=False)
+        assert (await rt.call(client, "get_chat", chat.id)).has_unread is True
+        with pytest.raises(CoderAgentError, match="read must be a bool"):
+            await rt.call(client, "update_chat", chat.id, read="yes")
+        await rt.close_client(client)
+
+    runtime.run(scenario)
