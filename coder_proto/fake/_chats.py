@@ -63,6 +63,13 @@ class Chats:
             raise FakeApiError(400, "organization_id is required.")
         if org != store.organization_id:
             raise FakeApiError(403, "You are not a member of the specified organization.")
+        owner = check.uuid_field(body.get("owner_id"), "owner_id")
+        if owner == NIL_UUID:
+            raise FakeApiError(400, "Invalid owner_id: must be a user ID or omitted.")
+        if owner is not None and owner != store.user_id:
+            # The fake's one user is the deployment's owner, who may create a chat for any
+            # active member; no other user exists here.
+            raise FakeApiError(400, "Chat owner must be an active member of the organization.")
         content = check.content_parts(body.get("content"), store.files)
         if workspace is not None and workspace not in store.config.workspace_ids:
             raise FakeApiError(
