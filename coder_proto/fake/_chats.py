@@ -221,16 +221,28 @@ class Chats:
         paginate."""
         archived: bool | None = False
         title: str | None = None
+        searched = False
         for term in (query.get("q") or "").split():
             key, _, value = term.partition(":")
             if key == "archived" and value in ("true", "false"):
                 archived = value == "true"
             elif key == "title" and value:
                 title = value.lower()
-            elif key in ("has_unread", "pr_status", "source", "search"):
+            elif key == "search":
+                searched = True
+            elif key in ("has_unread", "pr_status", "source"):
                 continue
             else:
                 raise FakeApiError(400, "Invalid chat search query.")
+        if searched and title is not None:
+            # The server refuses a full-text search together with a title filter.
+            raise FakeApiError(
+                400,
+                "Invalid chat search query.",
+                validations=[
+                    {"field": "search", "detail": '"search" cannot be used with "title".'}
+                ],
+            )
         labels = []
         for item in query.get_all("label"):
             key, sep, value = item.partition(":")
