@@ -217,8 +217,8 @@ class Chats:
 
     def search(self, query: Query) -> list[dict[str, Any]]:
         """``GET /chats``: root chats, pinned ones first, then newest first; ``q`` understands
-        ``archived:`` and ``title:``; ``label=k:v`` filters (AND); ``limit``/``offset``
-        paginate."""
+        ``archived:`` and ``title:``; ``label=k:v`` filters (AND); ``after_id`` (a cursor),
+        ``limit`` and ``offset`` paginate."""
         archived: bool | None = False
         title: str | None = None
         searched = False
@@ -267,6 +267,12 @@ class Chats:
             and (title is None or title in c.title.lower())
             and all(c.labels.get(k) == v for k, v in labels)
         ]
+        after = query.get("after_id")
+        if after:
+            # A cursor page starts after the named chat in the list's order; a chat that is
+            # not in the list leaves nothing after it, as the server's cursor row is missing.
+            listed = [c.id for c in chats]
+            chats = chats[listed.index(after.lower()) + 1 :] if after.lower() in listed else []
         offset = parse_positive_int(query.get("offset")) or 0
         limit = parse_positive_int(query.get("limit"))
         chats = chats[offset:]
