@@ -195,9 +195,13 @@ class Chats:
         if labels is not None:
             chat.labels = labels
         if archived is not None:
-            # The archive state of a chat family changes together, from its root.
-            for member in (chat, *self._store.children(chat)):
+            # The archive state of a chat family changes together, from its root; watchers
+            # see each chat of it go (deleted) or come back (created), as the server tells.
+            family = (chat, *self._store.children(chat))
+            for member in family:
                 member.archived = archived
+            for member in family:
+                self._subscriptions.publish("deleted" if archived else "created", member)
 
     def _pin(self, chat: FakeChat, requested: int) -> None:
         """Pin, unpin or move a chat as the server does: 0 unpins; an unpinned chat goes to
