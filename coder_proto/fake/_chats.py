@@ -149,7 +149,7 @@ class Chats:
 
     def update(self, chat: FakeChat, body: Mapping[str, Any], now: float) -> None:
         """``PATCH /chats/{chat}``: title, archive (server-behaviour 2.4), pin, labels, plan
-        mode. 204 on success."""
+        mode, workspace. 204 on success."""
         store = self._store
         t = store.advance_clock(now)
         title = body.get("title")
@@ -168,6 +168,11 @@ class Chats:
                 raise FakeApiError(400, "Cannot pin a child chat.")
         plan_mode = check.plan_mode(body.get("plan_mode"))
         labels = check.labels(body.get("labels"))
+        workspace = check.uuid_field(body.get("workspace_id"), "workspace_id")
+        if workspace not in (None, NIL_UUID) and workspace not in store.config.workspace_ids:
+            raise FakeApiError(
+                400, "Workspace not found or you do not have access to this resource"
+            )
         archived = body.get("archived")
         if archived is not None:
             if chat.parent_chat_id is not None:
@@ -194,6 +199,9 @@ class Chats:
             chat.plan_mode = plan_mode or None
         if labels is not None:
             chat.labels = labels
+        if workspace is not None:
+            # The nil id unbinds the chat from its workspace.
+            chat.workspace_id = None if workspace == NIL_UUID else workspace
         if archived is not None:
             # The archive state of a chat family changes together, from its root; watchers
             # see each chat of it go (deleted) or come back (created), as the server tells.
