@@ -290,7 +290,20 @@ class Chats:
         chats = chats[offset:]
         if limit is not None:
             chats = chats[:limit]
-        return [self._store.chat_json(c) for c in chats]
+        return [self._listed_json(c) for c in chats]
+
+    def _listed_json(self, chat: FakeChat) -> dict[str, Any]:
+        """A chat as the list shows it: with its diff status, which the server fills in for
+        every listed chat (the empty one here, as the fake has no git changes to report)."""
+        out = self._store.chat_json(chat)
+        out["diff_status"] = {
+            "chat_id": chat.id,
+            "changes_requested": False,
+            "additions": 0,
+            "deletions": 0,
+            "changed_files": 0,
+        }
+        return out
 
     def cost_json(self, chat: FakeChat) -> dict[str, Any]:
         """``GET /chats/{chat}/cost``: a made-up price per token, for the whole chat tree (the
