@@ -70,7 +70,6 @@ Needs server features the fake does not model:
 * TestListChats_Search/MatchesTitleAndMessageBody, NoSearchableWordsReturnsEmpty,
   ComposesWithRepoFilterAndArchivedDefault: full-text search with stemming, stop words and
   repository filters (the fake ignores ``search:``).
-* TestGetChat/AIGatewayDisabled: a deployment without the AI gateway.
 * TestGetChatUserPrompts/NewestFirstFiltering: assistant, model-only, deleted and legacy
   message rows that the API cannot write.
 
@@ -658,6 +657,20 @@ def test_get_chat__success(api: Contract) -> None:
         m["role"] == "user" and any(p.get("text") == "get chat route payload" for p in m["content"])
         for m in body["messages"]
     )
+
+
+def test_get_chat__ai_gateway_disabled(api: Contract) -> None:
+    """TestGetChat/AIGatewayDisabled: with the chat daemon off, a chat is still read (the
+    fake's chat is created before the daemon is turned off, not seeded)."""
+    created = api.create_chat("ai gateway disabled chat")
+    settle(api, created["id"])
+    model = default_model_id(api)
+    api.server.faults.chatd_disabled = True
+    chat = get_chat(api, created["id"])
+    assert chat["id"] == created["id"]
+    assert chat["owner_id"] == user_id(api)
+    assert chat["last_model_config_id"] == model
+    assert chat["title"] == "ai gateway disabled chat"
 
 
 def test_get_chat__files_hydrated(api: Contract) -> None:
