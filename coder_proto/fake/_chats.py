@@ -63,6 +63,13 @@ class Chats:
             raise FakeApiError(400, "organization_id is required.")
         if org != store.organization_id:
             raise FakeApiError(403, "You are not a member of the specified organization.")
+        owner = check.uuid_field(body.get("owner_id"), "owner_id")
+        if owner == NIL_UUID:
+            raise FakeApiError(400, "Invalid owner_id: must be a user ID or omitted.")
+        if owner is not None and owner != store.user_id:
+            # The fake's one user is the deployment's owner, who may create a chat for any
+            # active member; no other user exists here.
+            raise FakeApiError(400, "Chat owner must be an active member of the organization.")
         content = check.content_parts(body.get("content"), store.files)
         if workspace is not None and workspace not in store.config.workspace_ids:
             raise FakeApiError(
@@ -142,7 +149,7 @@ class Chats:
 
     def update(self, chat: FakeChat, body: Mapping[str, Any], now: float) -> None:
         """``PATCH /chats/{chat}``: title, archive (server-behaviour 2.4), pin, labels, plan
-        mode, the owner's read marker (``read``). 204 on success."""
+        mode, workspace, the owner's read marker (``read``). 204 on success."""
         store = self._store
         t = store.advance_clock(now)
         title = body.get("title")
@@ -165,6 +172,11 @@ class Chats:
         if read is not None and not isinstance(read, bool):
             raise FakeApiError(
                 400, "Request body must be valid JSON.", detail="read must be a boolean"
+            )
+        workspace = check.uuid_field(body.get("workspace_id"), "workspace_id")
+        if workspace not in (None, NIL_UUID) and workspace not in store.config.workspace_ids:
+            raise FakeApiError(
+                400, "Workspace not found or you do not have access to this resource"
             )
         archived = body.get("archived")
         if archived is not None:
@@ -200,10 +212,17 @@ class Chats:
         elif read is False:
             # Unread forgets the marker: every assistant message counts as unread again.
             chat.last_read_message_id = 0
+        if workspace is not None:
+            # The nil id unbinds the chat from its workspace.
+            chat.workspace_id = None if workspace == NIL_UUID else workspace
         if archived is not None:
-            # The archive state of a chat family changes together, from its root.
-            for member in (chat, *self._store.children(chat)):
+            # The archive state of a chat family changes together, from its root; watchers
+            # see each chat of it go (deleted) or come back (created), as the server tells.
+            family = (chat, *self._store.children(chat))
+            for member in family:
                 member.archived = archived
+            for member in family:
+                self._subscriptions.publish("deleted" if archived else "created", member)
 
     def _pin(self, chat: FakeChat, requested: int) -> None:
         """Pin, unpin or move a chat as the server does: 0 unpins; an unpinned chat goes to
@@ -223,20 +242,32 @@ class Chats:
 
     def search(self, query: Query) -> list[dict[str, Any]]:
         """``GET /chats``: root chats, pinned ones first, then newest first; ``q`` understands
-        ``archived:`` and ``title:``; ``label=k:v`` filters (AND); ``limit``/``offset``
-        paginate."""
+        ``archived:`` and ``title:``; ``label=k:v`` filters (AND); ``after_id`` (a cursor),
+        ``limit`` and ``offset`` paginate."""
         archived: bool | None = False
         title: str | None = None
+        searched = False
         for term in (query.get("q") or "").split():
             key, _, value = term.partition(":")
             if key == "archived" and value in ("true", "false"):
                 archived = value == "true"
             elif key == "title" and value:
                 title = value.lower()
-            elif key in ("has_unread", "pr_status", "source", "search"):
+            elif key == "search":
+                searched = True
+            elif key in ("has_unread", "pr_status", "source"):
                 continue
             else:
                 raise FakeApiError(400, "Invalid chat search query.")
+        if searched and title is not None:
+            # The server refuses a full-text search together with a title filter.
+            raise FakeApiError(
+                400,
+                "Invalid chat search query.",
+                validations=[
+                    {"field": "search", "detail": '"search" cannot be used with "title".'}
+                ],
+            )
         labels = []
         for item in query.get_all("label"):
             key, sep, value = item.partition(":")
@@ -261,12 +292,31 @@ class Chats:
             and (title is None or title in c.title.lower())
             and all(c.labels.get(k) == v for k, v in labels)
         ]
+        after = query.get("after_id")
+        if after:
+            # A cursor page starts after the named chat in the list's order; a chat that is
+            # not in the list leaves nothing after it, as the server's cursor row is missing.
+            listed = [c.id for c in chats]
+            chats = chats[listed.index(after.lower()) + 1 :] if after.lower() in listed else []
         offset = parse_positive_int(query.get("offset")) or 0
         limit = parse_positive_int(query.get("limit"))
         chats = chats[offset:]
         if limit is not None:
             chats = chats[:limit]
-        return [self._store.chat_json(c) for c in chats]
+        return [self._listed_json(c) for c in chats]
+
+    def _listed_json(self, chat: FakeChat) -> dict[str, Any]:
+        """A chat as the list shows it: with its diff status, which the server fills in for
+        every listed chat (the empty one here, as the fake has no git changes to report)."""
+        out = self._store.chat_json(chat)
+        out["diff_status"] = {
+            "chat_id": chat.id,
+            "changes_requested": False,
+            "additions": 0,
+            "deletions": 0,
+            "changed_files": 0,
+        }
+        return out
 
     def cost_json(self, chat: FakeChat) -> dict[str, Any]:
         """``GET /chats/{chat}/cost``: a made-up price per token, for the whole chat tree (the

@@ -200,5 +200,6 @@ class ChatStore:
         return out
 
     def children(self, chat: FakeChat) -> list[FakeChat]:
-        """The sub-agent chats of ``chat``, oldest first (none for a sub-agent chat)."""
-        return [c for c in self.chats.values() if c.parent_chat_id == chat.id]
+        """The sub-agent chats of ``chat``, newest first as the server lists them (none for a
+        sub-agent chat)."""
+        return [c for c in reversed(self.chats.values()) if c.parent_chat_id == chat.id]

@@ -105,7 +105,12 @@ def reasoning_effort(raw: Any) -> str | None:
     if raw is None or raw == "":
         return None
     if not isinstance(raw, str) or raw not in REASONING_EFFORTS:
-        raise FakeApiError(400, "Invalid reasoning_effort value.")
+        # The server names the value it refused and the ones it takes.
+        raise FakeApiError(
+            400,
+            "Invalid reasoning_effort value.",
+            detail=f'Invalid value "{raw}": must be one of {", ".join(REASONING_EFFORTS)}.',
+        )
     return raw
 
 

@@ -322,6 +322,15 @@ def test_list_chats_queries() -> None:
     assert api.request("GET", "").json()[0]["id"] == b
 
 
+def test_list_chats_after_a_cursor() -> None:
+    api = Api()
+    a = api.create("alpha one")
+    b = api.create("beta two")
+    assert [c["id"] for c in api.request("GET", f"?after_id={b.upper()}").json()] == [a]
+    assert api.request("GET", f"?after_id={a}").json() == []
+    assert api.request("GET", "?after_id=00000000-0000-4000-8000-000000000000").json() == []
+
+
 def test_fail_with_detail_and_retries_exhausted() -> None:
     api = Api()
     chat_id = api.create("x", script=Script((Fail(message="m", detail="d", kind="auth"),)))

@@ -179,7 +179,12 @@ def test_create_returns_201_with_status_running_and_the_prompt_in_history() -> N
             None,
         ),
         ({"client_type": "cli"}, 400, "Invalid client_type.", None),
-        ({"reasoning_effort": "extreme"}, 400, "Invalid reasoning_effort value.", None),
+        (
+            {"reasoning_effort": "extreme"},
+            400,
+            "Invalid reasoning_effort value.",
+            'Invalid value "extreme": must be one of none, minimal, low, medium, high, xhigh, max.',
+        ),
         (
             {"workspace_id": "11111111-1111-4111-8111-111111111111"},
             400,
