@@ -75,9 +75,12 @@ class Turns:
                 429, "Message queue is full.", detail=f"Maximum {max_queue} messages can be queued."
             )
         store.begin(chat, t)
-        chat.last_model_config_id = model_config_id
-        if effort is not None:
-            chat.last_reasoning_effort = effort
+        if direct:
+            # A queued send keeps its model and effort on the queued message; the chat takes
+            # them when the message is promoted.
+            chat.last_model_config_id = model_config_id
+            if effort is not None:
+                chat.last_reasoning_effort = effort
         if plan_mode is not None:
             chat.plan_mode = plan_mode or None
         if mcp is not None:
