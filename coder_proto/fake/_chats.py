@@ -19,8 +19,9 @@ from ._catalog import ModelCatalog
 from ._errors import FakeApiError
 from ._http import Query, parse_positive_int
 from ._rows import FakeChat
-from ._store import ChatStore, content_text
+from ._store import ChatStore
 from ._subscriptions import Subscriptions
+from ._titles import fallback_title
 from ._transitions import transition_refused
 from ._worker import Worker
 
@@ -84,14 +85,13 @@ class Chats:
             raise FakeApiError(400, "Invalid client_type.")
         effort = check.reasoning_effort(body.get("reasoning_effort"))
         system_prompt = body.get("system_prompt")
-        text = content_text(content).strip()
-        title = text.splitlines()[0] if text else "New Chat"
+        title = fallback_title(content, store.files)
         chat = FakeChat(
             id=store.new_uuid(),
             organization_id=store.organization_id,
             owner_id=store.user_id,
             owner_username=store.config.username,
-            title=user_title or title[:MAX_TITLE_LENGTH],
+            title=user_title or title,
             title_source="user" if user_title else "fallback",
             status=STATUS_WAITING if empty else STATUS_RUNNING,
             created_at=store.timestamp(t),

@@ -165,10 +165,8 @@ class ChatStore:
         head = chat.queue.pop(0)
         self.queue_changed(chat)
         # The chat's model and effort become those the message was queued with.
-        if head.model_config_id is not None:
-            chat.last_model_config_id = head.model_config_id
-        if head.reasoning_effort is not None:
-            chat.last_reasoning_effort = head.reasoning_effort
+        chat.last_model_config_id = head.model_config_id or chat.last_model_config_id
+        chat.last_reasoning_effort = head.reasoning_effort or chat.last_reasoning_effort
         return self.insert(
             chat,
             t,

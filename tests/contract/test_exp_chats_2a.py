@@ -20,8 +20,6 @@ Not restated
   .../HistoricalForeignModelFallsBackToLocalDefault,
   .../HistoricalForeignModelWithoutLocalDefaultReturnsGuidance: a second organization.
 * TestPostChatMessages/MemberCanCreateChatMessage: a second user.
-* TestChatMessageWithFiles/PasteOnlyOnCreate: the fake differs (its fallback title is the
-  first line of the prompt's text; the server's keeps the first words of a pasted attachment).
 * TestChatMessageWithFiles/UnsupportedPromptInputFileType: a file written by the agent.
 * TestChatMessageWithFiles/FileCapEvictsOldest and /FileCapOnCreate with the limits 3 and 60:
   deployment configuration (the default limit is restated).
@@ -757,6 +755,26 @@ def test_chat_message_with_files__file_only_on_create(api: Contract) -> None:
     assert f["size_bytes"] == len(PNG)
     assert f["name"] == "test.png"
     assert f["created_at"]
+
+
+def test_chat_message_with_files__paste_only_on_create(api: Contract) -> None:
+    """TestChatMessageWithFiles/PasteOnlyOnCreate: a chat created with only a pasted-text
+    attachment takes its fallback title from the paste's first words."""
+    file_id = uploaded_id(
+        api,
+        b"Fix the flaky test in coderd please",
+        "text/plain",
+        "pasted-text-2026-01-02-03-04-05.txt",
+    )
+    answer = api.request(
+        "POST",
+        CHATS,
+        {
+            "organization_id": api.server.organization_id,
+            "content": [{"type": "file", "file_id": file_id}],
+        },
+    )
+    assert error_of(answer, 201)["title"] == "Fix the flaky test in coderd…"
 
 
 def test_chat_message_with_files__invalid_file_id(api: Contract) -> None:

@@ -26,12 +26,9 @@ Not restated
   failures and quota (and database versions, workspace builds).
 * TestProposeChatTitle/NoDefaultModelConfig: a deleted model configuration.
 * TestManualTitleEndpointsPassOwnerSyntheticAPIKeyToAIGateway: the AI gateway.
-* TestPostChats_AutomaticTitleGenerationPasteOnly: the title request sent to the model
-  provider, and the fallback title of a pasted attachment, where the fake differs.
 * TestPostChatMessages_TitleGenerationForEmptyCreatedChat: the title request sent to the model
-  provider.
-* TestPostChatMessages_FallbackTitleForEmptyCreatedChat: the fake differs (its fallback title
-  is the prompt's first line; the server's keeps its first words and ends with an ellipsis).
+  provider (TestPostChats_AutomaticTitleGeneration and ...PasteOnly are restated for the
+  create answer's fallback title only, for the same reason).
 * TestGetChatDiffStatus/Success: a cached pull-request status row.
 * TestGetChatDiffStatus/NotFoundForDifferentUser, TestGetChatDiffContents/NotFoundForDifferentUser:
   a second user.
@@ -496,6 +493,22 @@ def test_post_chats__user_title(api: Contract) -> None:
     assert settled["title_source"] == "user"
 
 
+def test_post_chats__automatic_title_generation_paste_only(api: Contract) -> None:
+    """TestPostChats_AutomaticTitleGenerationPasteOnly: the create answer of a chat whose only
+    content is a pasted-text attachment carries a fallback title from the paste."""
+    paste = b"panic: runtime error: invalid memory address or nil pointer dereference"
+    file_id = uploaded_id(api, paste, "text/plain", "pasted-text-2026-01-02-03-04-05.txt")
+    answer = api.request(
+        "POST",
+        CHATS,
+        {
+            "organization_id": api.server.organization_id,
+            "content": [{"type": "file", "file_id": file_id}],
+        },
+    )
+    assert error_of(answer, 201)["title"] == "panic: runtime error: invalid memory address…"
+
+
 def test_post_chats__empty_content__create_idle_then_first_message(api: Contract) -> None:
     """TestPostChats_EmptyContent/CreateIdleThenFirstMessage: a chat created without content
     waits, titled "New Chat", without user messages; its first message is sent, not queued."""
@@ -520,6 +533,17 @@ def test_post_chats__empty_content__archive_immediately(api: Contract) -> None:
     assert chat["status"] == "waiting"
     assert patch(api, chat["id"], {"archived": True}).status_code == 204
     assert chat_of(api, chat["id"])["archived"] is True
+
+
+def test_post_chat_messages__fallback_title_for_empty_created_chat(api: Contract) -> None:
+    """TestPostChatMessages_FallbackTitleForEmptyCreatedChat: the first message of a chat
+    created without one gives it the fallback title: the first six words and an ellipsis."""
+    chat = error_of(
+        api.request("POST", CHATS, {"organization_id": api.server.organization_id}), 201
+    )
+    prompt = "summarize the failing upload integration tests for me"
+    error_of(send(api, chat["id"], {"content": text(prompt)}), 200)
+    assert settle(api, chat["id"])["title"] == "summarize the failing upload integration tests…"
 
 
 # -- TestGetChatDiffContents -----------------------------------------------------------------------

@@ -112,7 +112,7 @@ def test_title_proposal_and_diff_read_the_chat_without_changing_it() -> None:
     chat = api.create("Plan the release\nwith details")
     title = api.request("POST", f"/{chat}/title/propose").json()
     assert title == {"title": "Plan the release"}
-    assert api.chat(chat)["title"] == "Plan the release"
+    assert api.chat(chat)["title"] == "Plan the release with details"
     assert api.request("GET", f"/{chat}/diff").json() == {"chat_id": chat}
     for meth, route in (("POST", "title/propose"), ("GET", "diff"), ("GET", "prompts")):
         assert api.request(meth, f"/{UNKNOWN}/{route}").status == 404
