@@ -91,7 +91,7 @@ def messages(api: Contract, chat_id: str) -> dict[str, Any]:
 
 
 def first_user_message_id(api: Contract, chat_id: str) -> int:
-    return next(m["id"] for m in messages(api, chat_id)["messages"] if m["role"] == "user")
+    return int(next(m["id"] for m in messages(api, chat_id)["messages"] if m["role"] == "user"))
 
 
 def send(api: Contract, chat_id: str, body: dict[str, Any]) -> httpx.Response:
