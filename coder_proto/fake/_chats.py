@@ -12,14 +12,16 @@ from .._constants import (
     STATUS_PAUSED,
     STATUS_REQUIRES_ACTION,
     STATUS_RUNNING,
+    STATUS_WAITING,
 )
 from . import _validation as check
 from ._catalog import ModelCatalog
 from ._errors import FakeApiError
 from ._http import Query, parse_positive_int
 from ._rows import FakeChat
-from ._store import ChatStore, content_text
+from ._store import ChatStore
 from ._subscriptions import Subscriptions
+from ._titles import fallback_title
 from ._transitions import transition_refused
 from ._worker import Worker
 
@@ -53,7 +55,8 @@ class Chats:
         self._subscriptions = subscriptions
 
     def create(self, body: Mapping[str, Any], now: float) -> FakeChat:
-        """``POST /chats`` (server-behaviour 1.5): N → R0, status ``running`` at once."""
+        """``POST /chats`` (server-behaviour 1.5): N → R0, status ``running`` at once; without
+        content the chat waits for its first message. A ``title`` is the user's."""
         store = self._store
         t = store.advance_clock(now)
         # Fields of the wrong type fail the body's decoding, before any other check.
@@ -70,7 +73,11 @@ class Chats:
             # The fake's one user is the deployment's owner, who may create a chat for any
             # active member; no other user exists here.
             raise FakeApiError(400, "Chat owner must be an active member of the organization.")
-        content = check.content_parts(body.get("content"), store.files)
+        # A chat may start without a message: it waits, titled "New Chat", until its first.
+        raw_content = body.get("content")
+        empty = raw_content is None or raw_content == []
+        content = [] if empty else check.content_parts(raw_content, store.files)
+        user_title = _title(body.get("title"))
         if workspace is not None and workspace not in store.config.workspace_ids:
             raise FakeApiError(
                 400, "Workspace not found or you do not have access to this resource"
@@ -85,15 +92,15 @@ class Chats:
             raise FakeApiError(400, "Invalid client_type.")
         effort = check.reasoning_effort(body.get("reasoning_effort"))
         system_prompt = body.get("system_prompt")
-        text = content_text(content).strip()
-        title = text.splitlines()[0] if text else "New Chat"
+        title = fallback_title(content, store.files)
         chat = FakeChat(
             id=store.new_uuid(),
             organization_id=store.organization_id,
             owner_id=store.user_id,
             owner_username=store.config.username,
-            title=title[:MAX_TITLE_LENGTH],
-            status=STATUS_RUNNING,
+            title=user_title or title,
+            title_source="user" if user_title else "fallback",
+            status=STATUS_WAITING if empty else STATUS_RUNNING,
             created_at=store.timestamp(t),
             updated_at=store.timestamp(t),
             last_model_config_id=model_config_id,
@@ -108,11 +115,12 @@ class Chats:
         )
         store.chats[chat.id] = chat
         store.begin(chat, t)
-        store.link_files(chat, content)
-        message = store.insert(
-            chat, t, "user", content, created_by=store.user_id, model_config_id=model_config_id
-        )
-        self._worker.start_run(chat, message, t)
+        if not empty:
+            store.link_files(chat, content)
+            message = store.insert(
+                chat, t, "user", content, created_by=store.user_id, model_config_id=model_config_id
+            )
+            self._worker.start_run(chat, message, t)
         self._subscriptions.publish("created", chat)
         return chat
 
@@ -149,15 +157,16 @@ class Chats:
 
     def update(self, chat: FakeChat, body: Mapping[str, Any], now: float) -> None:
         """``PATCH /chats/{chat}``: title, archive (server-behaviour 2.4), pin, labels, plan
-        mode, workspace, the owner's read marker (``read``). 204 on success."""
+        mode, workspace (a known one, or the nil UUID to unbind), the owner's read marker
+        (``read``). 204 on success; a refused request changes nothing."""
         store = self._store
         t = store.advance_clock(now)
-        title = body.get("title")
-        if title is not None:
-            if not isinstance(title, str) or not title.strip():
-                raise FakeApiError(400, "Title cannot be empty.")
-            if len(title.strip()) > MAX_TITLE_LENGTH:
-                raise FakeApiError(400, f"Title must be at most {MAX_TITLE_LENGTH} characters.")
+        title = _title(body.get("title"))
+        workspace = check.uuid_field(body.get("workspace_id"), "workspace_id")
+        if workspace not in (None, NIL_UUID, *store.config.workspace_ids):
+            raise FakeApiError(
+                400, "Workspace not found or you do not have access to this resource"
+            )
         pin = body.get("pin_order")
         if pin is not None:
             if not isinstance(pin, int) or isinstance(pin, bool) or pin < 0:
@@ -172,11 +181,6 @@ class Chats:
         if read is not None and not isinstance(read, bool):
             raise FakeApiError(
                 400, "Request body must be valid JSON.", detail="read must be a boolean"
-            )
-        workspace = check.uuid_field(body.get("workspace_id"), "workspace_id")
-        if workspace not in (None, NIL_UUID) and workspace not in store.config.workspace_ids:
-            raise FakeApiError(
-                400, "Workspace not found or you do not have access to this resource"
             )
         archived = body.get("archived")
         if archived is not None:
@@ -197,9 +201,20 @@ class Chats:
                     raise transition_refused(_ARCHIVE_CONFLICT, "SetArchived", member)
                 if member.status == STATUS_PAUSED:
                     raise FakeApiError(409, PAUSED_ARCHIVE_CONFLICT)
+        # A rename or a read marker alone is not activity: the chat keeps its place in the list.
+        quiet = (title is not None or read is not None) and all(
+            body.get(k) is None for k in body if k not in ("title", "read")
+        )
+        kept_updated_at = chat.updated_at
         store.begin(chat, t)
+        if quiet:
+            chat.updated_at = kept_updated_at
+        if workspace is not None:
+            chat.workspace_id = None if workspace == NIL_UUID else workspace
         if title is not None:
-            chat.title = title.strip()
+            chat.title = title
+            chat.title_source = "user"
+            chat.title_updated_at = store.timestamp(t)
             self._subscriptions.publish("title_change", chat)
         if pin is not None:
             self._pin(chat, pin)
@@ -212,9 +227,6 @@ class Chats:
         elif read is False:
             # Unread forgets the marker: every assistant message counts as unread again.
             chat.last_read_message_id = 0
-        if workspace is not None:
-            # The nil id unbinds the chat from its workspace.
-            chat.workspace_id = None if workspace == NIL_UUID else workspace
         if archived is not None:
             # The archive state of a chat family changes together, from its root; watchers
             # see each chat of it go (deleted) or come back (created), as the server tells.
@@ -223,6 +235,9 @@ class Chats:
                 member.archived = archived
             for member in family:
                 self._subscriptions.publish("deleted" if archived else "created", member)
+            if archived:
+                # An archived chat leaves the pinned list; the other pins keep their places.
+                chat.pin_order = 0
 
     def _pin(self, chat: FakeChat, requested: int) -> None:
         """Pin, unpin or move a chat as the server does: 0 unpins; an unpinned chat goes to
@@ -338,3 +353,15 @@ class Chats:
             "request_count": count,
             "unpriced_request_count": 0,
         }
+
+
+def _title(raw: Any) -> str | None:
+    """A title a request names (``PATCH`` or create), trimmed: 400 when blank or over
+    ``MAX_TITLE_LENGTH`` characters; ``None`` when the request names none."""
+    if raw is None:
+        return None
+    if not isinstance(raw, str) or not raw.strip():
+        raise FakeApiError(400, "Title cannot be empty.")
+    if len(raw.strip()) > MAX_TITLE_LENGTH:
+        raise FakeApiError(400, f"Title must be at most {MAX_TITLE_LENGTH} characters.")
+    return raw.strip()

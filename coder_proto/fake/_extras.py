@@ -13,11 +13,12 @@ transcript as it is.
 from __future__ import annotations
 
 import hashlib
+import math
 from typing import Any, Final, NoReturn
 
 import attrs
 
-from .._constants import STATUS_ERROR, STATUS_RUNNING, STATUS_WAITING
+from .._constants import STATUS_ERROR, STATUS_INTERRUPTING, STATUS_RUNNING, STATUS_WAITING
 from ._context import ScriptContext
 from ._errors import FakeApiError
 from ._http import FakeHttpResponse, Query, not_found
@@ -27,7 +28,7 @@ from ._script import Script
 from ._store import ChatStore, content_text
 from ._subscriptions import Subscriptions
 from ._transitions import transition_refused
-from ._util import UUID_RE
+from ._util import UUID_RE, rfc3339
 from ._worker import Worker
 
 __all__ = ["DOWNLOAD_URL_LIFETIME", "ChatExtras"]
@@ -38,6 +39,11 @@ _DEFAULT_PROMPTS: Final = 500
 _MAX_PROMPTS: Final = 2000
 _MAX_WORKSPACE_IDS: Final = 25
 _QUERY_INVALID: Final = "Query parameters have invalid values."
+#: The detail of a compaction refused while the chat's model is at work.
+_COMPACT_BUSY_DETAILS: Final = {
+    STATUS_RUNNING: "Compaction is not available while the chat is generating.",
+    STATUS_INTERRUPTING: "Compaction is not available while the chat is generating.",
+}
 
 
 @attrs.define
@@ -69,7 +75,7 @@ class ChatExtras:
             raise FakeApiError(
                 409,
                 "Cannot compact the chat in its current state.",
-                detail="Compaction is not available while the chat is generating.",
+                detail=_COMPACT_BUSY_DETAILS.get(chat.status),
             )
         new = [m for m in chat.visible_messages() if m.id > chat.context_floor]
         if not new:
@@ -104,6 +110,11 @@ class ChatExtras:
             raise FakeApiError(400, "Cannot clear an archived chat.")
         if chat.status not in (STATUS_WAITING, STATUS_ERROR) or chat.queue:
             raise FakeApiError(409, "Cannot clear the chat in its current state.")
+        # A compaction's summary is context too: only an empty context has nothing to clear.
+        if chat.context_summary is None and not any(
+            m.id > chat.context_floor for m in chat.visible_messages()
+        ):
+            raise FakeApiError(409, "Nothing to clear.")
         store.begin(chat, t)
         chat.context_floor = max((m.id for m in chat.visible_messages()), default=0)
         chat.context_summary = None
@@ -154,10 +165,18 @@ class ChatExtras:
         return {"title": (line[:80] or "New Chat")}
 
     @staticmethod
-    def diff(chat: FakeChat) -> dict[str, Any]:
+    def diff(chat: FakeChat, query: Query) -> dict[str, Any]:
         """``GET /chats/{chat}/diff``: the diff the chat's workspace changes make; the fake
         has no workspace, so the diff is empty (the server's answer for a chat without a
-        repository)."""
+        repository). A reference selector (``origin`` and ``branch``, both or neither: 400)
+        names none of the chat's references: 404."""
+        origin, branch = query.get("origin"), query.get("branch")
+        if (origin is None) != (branch is None):
+            raise FakeApiError(
+                400, "Invalid diff selector.", detail="origin and branch must be given together."
+            )
+        if origin is not None:
+            raise not_found()
         return {"chat_id": chat.id}
 
     def by_workspace(self, query: Query) -> dict[str, str]:
@@ -195,11 +214,14 @@ class ChatExtras:
         stored = self._file(file_id)
         t = self._store.advance_clock(now)
         token = self._store.new_uuid().replace("-", "") + self._store.new_uuid().replace("-", "")
-        self._signed[token] = _Signed(stored.id, t + DOWNLOAD_URL_LIFETIME)
+        # The expiry is a whole second of the wall clock, as a signed token's claim is.
+        offset = self._store.config.wall_clock_offset
+        expires_wall = math.floor(t + DOWNLOAD_URL_LIFETIME + offset)
+        self._signed[token] = _Signed(stored.id, expires_wall - offset)
         path = f"/api/v2/chats/files/{stored.id}/download?token={token}"
         return {
             "url": self._store.config.access_url.rstrip("/") + path,
-            "expires_at": self._store.timestamp(t + DOWNLOAD_URL_LIFETIME),
+            "expires_at": rfc3339(expires_wall),
             "sha256": hashlib.sha256(stored.data).hexdigest(),
             "size_bytes": len(stored.data),
             "name": stored.name,

@@ -2,11 +2,12 @@
 
 Uploads are typed as the newest server types them (D36): the stored type is decided from the
 bytes and the file name (plain text is refined by the extension: ``.md`` and ``.markdown`` to
-Markdown, ``.csv`` to CSV, ``.json`` to JSON when the bytes are valid JSON), SVG, XML and
-binary content are refused, and a declared type must agree with the stored one (a declared
-``text/plain`` may turn out Markdown, CSV or JSON; ``application/octet-stream`` takes whatever
-the bytes are). Names are trimmed and cut to 255 bytes. Downloads are inline for every stored
-type but PDF, which is an attachment, and carry ``X-Content-Type-Options: nosniff``.
+Markdown, ``.csv`` to CSV, ``.json`` to JSON when the bytes are valid JSON), XML and binary
+content are refused, and a declared type must agree with the stored one (a declared
+``text/plain`` may turn out Markdown, CSV, JSON or SVG; ``application/octet-stream`` takes
+whatever the bytes are). Names are trimmed and cut to 255 bytes. Downloads are inline for every
+stored type but PDF and SVG, which are attachments, and carry ``X-Content-Type-Options:
+nosniff``.
 """
 
 from __future__ import annotations
@@ -32,7 +33,16 @@ __all__ = ["MAX_STORED_NAME_BYTES", "Files", "classify_upload", "file_too_large"
 #: The longest stored file name, in UTF-8 bytes; longer names are cut at a character boundary.
 MAX_STORED_NAME_BYTES: Final = 255
 #: Declared types that may be stored as a richer text type after classification.
-_TEXT_REFINEMENTS: Final = frozenset({"text/markdown", "text/csv", "application/json"})
+_TEXT_REFINEMENTS: Final = frozenset(
+    {"text/markdown", "text/csv", "application/json", "image/svg+xml"}
+)
+#: What an upload may be stored as: the client's allowlist and SVG, which the server keeps
+#: but serves only as a download.
+_STORED_TYPES: Final = frozenset({*ALLOWED_MEDIA_TYPES, "image/svg+xml"})
+#: Stored types served as an attachment, never shown inline.
+_ATTACHMENT_TYPES: Final = frozenset({"application/pdf", "image/svg+xml"})
+#: Bytes a content sniffer takes for binary data (control characters other than blanks).
+_BINARY_BYTES: Final = re.compile(rb"[\x00-\x08\x0b\x0e-\x1a\x1c-\x1f]")
 
 
 def file_too_large() -> FakeApiError:
@@ -70,15 +80,19 @@ class Files:
             raise FakeApiError(403, "You are not a member of the specified organization.")
         declared = headers.get("content-type", "").split(";")[0].strip().lower()
         declared = declared or "application/octet-stream"
-        if declared != "application/octet-stream" and declared not in ALLOWED_MEDIA_TYPES:
+        if declared != "application/octet-stream" and declared not in _STORED_TYPES:
             raise _unsupported()
         if not body:
             raise FakeApiError(400, "Invalid file.", detail="The file is empty.")
         name = _stored_name(_disposition_filename(headers.get("content-disposition")) or "")
         if not name and store.config.require_upload_filename:
-            raise FakeApiError(400, "Filename is required.")
+            raise FakeApiError(
+                400,
+                "Filename is required.",
+                detail="Name the file in the Content-Disposition header.",
+            )
         media_type = classify_upload(name, body)
-        if media_type not in ALLOWED_MEDIA_TYPES:
+        if media_type not in _STORED_TYPES:
             raise _unsupported()
         if declared != "application/octet-stream" and not _compatible(declared, media_type):
             raise FakeApiError(400, "File content type does not match Content-Type header.")
@@ -104,7 +118,7 @@ class Files:
         stored = self._store.files.get(file_id)
         if stored is None:
             raise not_found()
-        kind = "attachment" if stored.media_type == "application/pdf" else "inline"
+        kind = "attachment" if stored.media_type in _ATTACHMENT_TYPES else "inline"
         disposition = format_media_type(kind, {"filename": stored.name})
         return FakeHttpResponse(
             status=200,
@@ -147,7 +161,7 @@ def _detect(data: bytes) -> str:
         return "image/webp"
     if data.startswith(b"%PDF-"):
         return "application/pdf"
-    if b"\x00" in data:
+    if _BINARY_BYTES.search(data):
         return "application/octet-stream"
     try:
         text = data.removeprefix(b"\xef\xbb\xbf").decode("utf-8")

@@ -258,7 +258,7 @@ class FakeCoderModel:
             "clear_chat": self._clear,
             "reconcile_chat": lambda chat, req: self._extras.reconcile(chat),
             "propose_chat_title": lambda chat, req: self._ok(self._extras.propose_title(chat)),
-            "get_chat_diff": lambda chat, req: self._ok(self._extras.diff(chat)),
+            "get_chat_diff": lambda chat, req: self._ok(self._extras.diff(chat, req.query)),
             # The fake has no workspace agent: there is no newer context to pin.
             "refresh_chat_context": lambda chat, req: self._ok(self.store.chat_json(chat)),
         }

@@ -218,6 +218,10 @@ class FakeChat:
     created_at: str
     updated_at: str
     last_model_config_id: str
+    # who set the title ("fallback": taken from the first prompt; "user": named by the
+    # user) and when; ``None`` keeps the creation time
+    title_source: str = "fallback"
+    title_updated_at: str | None = None
     last_reasoning_effort: str | None = None
     archived: bool = False
     workspace_id: str | None = None
@@ -327,6 +331,8 @@ class FakeChat:
         if self.last_reasoning_effort is not None:
             out["last_reasoning_effort"] = self.last_reasoning_effort
         out["title"] = self.title
+        out["title_source"] = self.title_source
+        out["title_updated_at"] = self.title_updated_at or self.created_at
         out["status"] = self.status
         if self.plan_mode:
             out["plan_mode"] = self.plan_mode

@@ -164,6 +164,9 @@ class ChatStore:
         off)."""
         head = chat.queue.pop(0)
         self.queue_changed(chat)
+        # The chat's model and effort become those the message was queued with.
+        chat.last_model_config_id = head.model_config_id or chat.last_model_config_id
+        chat.last_reasoning_effort = head.reasoning_effort or chat.last_reasoning_effort
         return self.insert(
             chat,
             t,

@@ -24,6 +24,7 @@ from ._http import parse_positive_int
 from ._rows import FakeChat, FakeQueuedMessage
 from ._store import CANCEL_BY_EDIT, CANCEL_BY_USER, CANCEL_BY_USER_MESSAGE, ChatStore
 from ._subscriptions import Subscriptions
+from ._titles import fallback_title
 from ._transitions import transition_refused
 from ._worker import Worker
 
@@ -75,16 +76,24 @@ class Turns:
                 429, "Message queue is full.", detail=f"Maximum {max_queue} messages can be queued."
             )
         store.begin(chat, t)
-        chat.last_model_config_id = model_config_id
-        if effort is not None:
-            chat.last_reasoning_effort = effort
+        if direct:
+            # A queued send keeps its model and effort on the queued message; the chat takes
+            # them when the message is promoted.
+            chat.last_model_config_id = model_config_id
+            if effort is not None:
+                chat.last_reasoning_effort = effort
         if plan_mode is not None:
             chat.plan_mode = plan_mode or None
         if mcp is not None:
             chat.mcp_server_ids = mcp
         store.link_files(chat, content)
         if direct:
-            # W, E0 → R0: straight into history; last_error cleared.
+            # W, E0 → R0: straight into history; last_error cleared. The first message of a
+            # chat created without one names it, unless the user did.
+            if chat.title_source == "fallback" and not any(
+                m.role == "user" for m in chat.visible_messages()
+            ):
+                chat.title = fallback_title(content, store.files)
             cancelled = store.cancel_pending(chat, t, CANCEL_BY_USER_MESSAGE)
             message = store.insert(
                 chat, t, "user", content, created_by=store.user_id, model_config_id=model_config_id

@@ -89,7 +89,9 @@ def content_parts(
                 ref[key] = value
             if not ref["file_name"]:
                 raise FakeApiError(
-                    400, "Invalid input part.", detail=f"{where}.file_name is required."
+                    400,
+                    "Invalid input part.",
+                    detail=f"{where}.file_name cannot be empty for file-reference.",
                 )
             out.append(ref)
         else:
@@ -97,7 +99,11 @@ def content_parts(
                 400, "Invalid input part.", detail=f'{where}.type "{raw_kind}" is not supported.'
             )
     if sum(1 for p in out if p["type"] == "file") > MAX_ATTACHMENTS_PER_CHAT:
-        raise FakeApiError(400, "Chat attachment limit reached.")
+        raise FakeApiError(
+            400,
+            "Chat attachment limit reached.",
+            detail=f"A chat can have at most {MAX_ATTACHMENTS_PER_CHAT} attachments.",
+        )
     return out
 
 
@@ -105,11 +111,10 @@ def reasoning_effort(raw: Any) -> str | None:
     if raw is None or raw == "":
         return None
     if not isinstance(raw, str) or raw not in REASONING_EFFORTS:
-        # The server names the value it refused and the ones it takes.
         raise FakeApiError(
             400,
             "Invalid reasoning_effort value.",
-            detail=f'Invalid value "{raw}": must be one of {", ".join(REASONING_EFFORTS)}.',
+            detail=f"Invalid value {json.dumps(raw)}: must be one of {', '.join(REASONING_EFFORTS)}.",
         )
     return raw
 

@@ -117,7 +117,7 @@ def test_content_validation_branches() -> None:
                     "content": "",
                 }
             ],
-            "content[0].file_name is required.",
+            "content[0].file_name cannot be empty for file-reference.",
         ),
         (
             [

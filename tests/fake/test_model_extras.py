@@ -116,7 +116,7 @@ def test_title_proposal_and_diff_read_the_chat_without_changing_it() -> None:
     chat = api.create("Plan the release\nwith details")
     title = api.request("POST", f"/{chat}/title/propose").json()
     assert title == {"title": "Plan the release"}
-    assert api.chat(chat)["title"] == "Plan the release"
+    assert api.chat(chat)["title"] == "Plan the release with details"
     assert api.request("GET", f"/{chat}/diff").json() == {"chat_id": chat}
     for meth, route in (("POST", "title/propose"), ("GET", "diff"), ("GET", "prompts")):
         assert api.request(meth, f"/{UNKNOWN}/{route}").status == 404
@@ -139,14 +139,19 @@ def test_by_workspace_maps_each_workspace_to_its_latest_live_chat() -> None:
     newer = api.create("two", workspace_id=WORKSPACE)
     api.run_until(newer, {"waiting"})
     api.create("elsewhere")
-    # Renaming the older chat makes it the latest activity of the workspace ...
+    # A new message in the older chat makes it the latest activity of the workspace ...
     api.advance(1.0)
-    assert api.request("PATCH", f"/{older}", {"title": "renamed"}).status == 204
+    api.send(older, "more")
+    api.run_until(older, {"waiting"})
     renamed = api.request("GET", f"/by-workspace?workspace_ids={WORKSPACE}").json()
     assert renamed == {WORKSPACE: older}
-    # ... until the newer one has activity again.
+    # ... until the newer one has activity again (a rename alone is not activity).
     api.advance(1.0)
     assert api.request("PATCH", f"/{newer}", {"title": "again"}).status == 204
+    unchanged = api.request("GET", f"/by-workspace?workspace_ids={WORKSPACE}").json()
+    assert unchanged == {WORKSPACE: older}
+    api.send(newer, "again")
+    api.run_until(newer, {"waiting"})
     found = api.request("GET", f"/by-workspace?workspace_ids={WORKSPACE},{UNKNOWN}").json()
     assert found == {WORKSPACE: newer}
     assert api.archive(newer).status == 204

@@ -419,6 +419,14 @@ def test_upload_classification() -> None:
         (b'"a JSON string"', "s.json", "text/plain", "application/json"),
         # Other text (HTML) is stored as plain text.
         (b"<!DOCTYPE html><p>x</p>", "page.md", "text/plain", "text/plain"),
+        # SVG is kept (and served only as a download), even pasted as text.
+        (b"\n  <svg xmlns='http://www.w3.org/2000/svg'/>", "a.txt", "text/plain", "image/svg+xml"),
+        (
+            b"<?xml version='1.0'?><!-- c --><!DOCTYPE svg><SVG/>",
+            "a.svg",
+            "application/octet-stream",
+            "image/svg+xml",
+        ),
     ],
 )
 def test_uploads_are_typed_from_their_bytes_and_name(
@@ -434,13 +442,7 @@ def test_uploads_are_typed_from_their_bytes_and_name(
 @pytest.mark.parametrize(
     ("data", "name", "declared", "message"),
     [
-        (b"\n  <svg xmlns='http://www.w3.org/2000/svg'/>", "a.txt", "text/plain", "Unsupported"),
-        (
-            b"<?xml version='1.0'?><!-- c --><!DOCTYPE svg><SVG/>",
-            "a.svg",
-            "application/octet-stream",
-            "Unsupported",
-        ),
+        (b"PK\x03\x04", "a.zip", "application/octet-stream", "Unsupported"),
         (b"<?xml version='1.0'?><root/>", "a.txt", "text/plain", "Unsupported"),
         (b"\x00\x01binary", "a.bin", "application/octet-stream", "Unsupported"),
         (b"\xff\xfe not utf-8", "a.txt", "application/octet-stream", "Unsupported"),

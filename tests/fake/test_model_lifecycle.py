@@ -120,7 +120,6 @@ def test_create_returns_201_with_status_running_and_the_prompt_in_history() -> N
             "You are not a member of the specified organization.",
             None,
         ),
-        ({"content": []}, 400, "Content is required.", None),
         (
             {"content": [{"type": "text", "text": "   "}]},
             400,

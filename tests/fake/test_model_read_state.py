@@ -54,3 +54,16 @@ def test_the_owner_stream_marks_the_chat_read_when_it_opens_and_when_it_closes()
     assert unread(api, chat_id)
     stream.close()
     assert not unread(api, chat_id)
+
+
+def test_moving_the_read_marker_is_not_activity_and_keeps_the_chats_place() -> None:
+    api = Api()
+    chat_id = api.create("hello")
+    api.run_until(chat_id, TERMINAL)
+    before = api.chat(chat_id)["updated_at"]
+    api.advance(5)
+    assert api.request("PATCH", f"/{chat_id}", {"read": True}).status == 204
+    assert api.chat(chat_id)["updated_at"] == before
+    api.advance(5)
+    assert api.request("PATCH", f"/{chat_id}", {"read": False, "pin_order": 1}).status == 204
+    assert api.chat(chat_id)["updated_at"] != before
