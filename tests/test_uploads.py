@@ -25,8 +25,8 @@ from coder_proto._rest.uploads import (
 )
 
 ALLOWED = (
-    "application/json, application/pdf, image/gif, image/jpeg, image/png, image/webp, "
-    "text/csv, text/markdown, text/plain"
+    "application/json, application/pdf, image/gif, image/jpeg, image/png, image/svg+xml, "
+    "image/webp, text/csv, text/markdown, text/plain"
 )
 
 
@@ -56,6 +56,7 @@ def test_wire_7_media_type_normalisation(given_type: str, normalised: str) -> No
         "image/gif",
         "image/jpeg",
         "image/png",
+        "image/svg+xml",
         "image/webp",
         "text/csv",
         "text/markdown",
@@ -81,7 +82,7 @@ def test_wire_7_missing_media_type_is_a_clear_error(missing: Any) -> None:
         check_media_type(missing)
 
 
-ACCEPTED_EXTENSIONS = ".json, .pdf, .gif, .jpg, .png, .webp, .csv, .md, .txt"
+ACCEPTED_EXTENSIONS = ".json, .pdf, .gif, .jpg, .png, .svg, .webp, .csv, .md, .txt"
 
 
 @pytest.mark.parametrize("name", ["archive.zip", "/tmp/Build.TAR.GZ", "photo.heic"])
