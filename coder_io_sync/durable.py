@@ -252,19 +252,22 @@ class _Effects:
         step, client = self._step, self._client
         assert step is not None
         assert client is not None
-        agent = CoderAgent(client=client, **step.turn_kwargs(effect))
-        if effect.chat_id is None:
 
-            def chat_created(chat_id: str) -> None:
-                # D28, before the stream opens (called as the create call answered).
-                op = step.early_checkpoint(effect, chat_id)
-                if op is not None:
-                    try:
-                        self._apply(op)
-                    except Exception as exc:
-                        step.early_checkpoint_failed(chat_id, exc)
+        def chat_created(chat_id: str) -> None:
+            # D28, before the stream opens (called as the create call answered).
+            op = step.early_checkpoint(effect, chat_id)
+            if op is not None:
+                try:
+                    self._apply(op)
+                except Exception as exc:
+                    step.early_checkpoint_failed(chat_id, exc)
 
-            agent._core.session.on_chat_created = chat_created
+        fresh = effect.chat_id is None
+        agent = CoderAgent(
+            client=client,
+            on_chat_created=chat_created if fresh else None,
+            **step.turn_kwargs(effect),
+        )
         try:
             result = agent.generate(effect.prompt, timeout=self._timeout)
             report = turn_report(agent, result=result)

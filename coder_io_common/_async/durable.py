@@ -309,9 +309,12 @@ class _Effects:
         step = self._step
         assert step is not None
         runtime = self._runtime
-        agent = self._functions._agent_class(client=self._client, **step.turn_kwargs(effect))
+        created = _ChatCreated()
+        agent = self._functions._agent_class(
+            client=self._client, on_chat_created=created, **step.turn_kwargs(effect)
+        )
         try:
-            report = turn_report(agent, result=await self._generate(step, effect, agent))
+            report = turn_report(agent, result=await self._generate(step, effect, agent, created))
         except runtime.cancelled as exc:
             report = turn_report(agent, error=exc, cancelled=True)
         except Exception as exc:
@@ -321,7 +324,9 @@ class _Effects:
         await agent.aclose(archive=False)
         return report
 
-    async def _generate(self, step: DurableStep, effect: RunAgentTurn, agent: Any) -> Any:
+    async def _generate(
+        self, step: DurableStep, effect: RunAgentTurn, agent: Any, created: _ChatCreated
+    ) -> Any:
         """``agent.generate`` for one step turn; on a fresh chat, the early checkpoint (D28)
         is written as soon as the create call answered. A plain store's write happens right
         there, on the loop, before the stream's dial starts (one short write per workflow,
@@ -353,7 +358,7 @@ class _Effects:
                 except Exception as exc:
                     step.early_checkpoint_failed(chat_id, exc)
 
-            agent._core.session.on_chat_created = chat_created
+            created.target = chat_created
             failure: Exception | None = None
             try:
                 result = await agent.generate(effect.prompt)
@@ -364,10 +369,24 @@ class _Effects:
                 # own checkpoint writes (a late one would overwrite them).
                 failure = exc
             finally:
-                agent._core.session.on_chat_created = None
+                created.target = None
         if failure is not None:
             raise failure
         return result
+
+
+class _ChatCreated:
+    """An agent's ``on_chat_created`` hook, pointed at a step's early checkpoint (D28) while
+    that step's turn runs."""
+
+    __slots__ = ("target",)
+
+    def __init__(self) -> None:
+        self.target: Callable[[str], None] | None = None
+
+    def __call__(self, chat_id: str) -> None:
+        if self.target is not None:
+            self.target(chat_id)
 
 
 class DurableFunctions:

@@ -6,6 +6,7 @@ with its client class and adds the methods that perform I/O.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
@@ -85,7 +86,10 @@ class AgentShell(Generic[ClientT, HttpClientT]):
     ``http:*`` and ``ws:*`` events go to that client's hook and this one receives the
     ``segment:*`` events (all of them go to the client's hook when the agent has none).
     ``recorder`` (a ``coder_proto.transcript.Recorder``) is told what crosses the wire
-    (``docs/transcripts.md``). Construction does no I/O.
+    (``docs/transcripts.md``). ``on_chat_created`` (a plain function) is called with the chat
+    id as soon as a turn's create request answers, before the stream opens, so the id can be
+    stored before anything else happens; an exception it raises is logged (logger
+    ``coder_proto``) and the turn goes on. Construction does no I/O.
     """
 
     #: The adapter's ``CoderChatClient`` class: a supplied client must be one.
@@ -115,6 +119,7 @@ class AgentShell(Generic[ClientT, HttpClientT]):
         settle_deadline: float = SETTLE_DEADLINE,
         settle_retry_delay: float = SETTLE_RETRY_DELAY,
         on_transport_event: Callable[[Any], object] | None = None,
+        on_chat_created: Callable[[str], object] | None = None,
         client: ClientT | None = None,
         base_url: str | None = None,
         token: str | None = None,
@@ -161,6 +166,8 @@ class AgentShell(Generic[ClientT, HttpClientT]):
             sink=sink,
             env=os.environ,
         )
+        if on_chat_created is not None:
+            self._core.session.on_chat_created = _guarded(on_chat_created)
         self._calls = AgentCalls(self._core)
         self._closed = False
         self._setup()
@@ -210,3 +217,19 @@ def check_connection(
         base_url is not None or token is not None or http_client is not None
     ):
         raise CoderAgentError("pass either client or base_url/token/http_client, not both")
+
+
+logger = logging.getLogger("coder_proto")
+
+
+def _guarded(hook: Callable[[str], object]) -> Callable[[str], None]:
+    """``hook`` as the session calls it: an exception it raises is logged, not raised into
+    the turn (the chat exists by then; the turn goes on)."""
+
+    def call(chat_id: str) -> None:
+        try:
+            hook(chat_id)
+        except Exception:
+            logger.warning("on_chat_created raised; the turn goes on", exc_info=True)
+
+    return call

@@ -1028,3 +1028,27 @@ def test_attaching_a_file_type_the_server_does_not_accept_says_so_wire_7(
     assert message.startswith('File type ".zip" of "logs.zip" is not accepted'), message
     assert ".pdf" in message and "media type" not in message
     assert server.counters.requests["upload_chat_file"] == 0
+
+
+def test_on_chat_created_sees_the_id_before_the_stream_opens_and_cannot_break_the_turn(
+    runtime: Any, server: FakeCoderServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    seen: list[tuple[str, int]] = []
+
+    def created(chat_id: str) -> None:
+        # What the server had been asked by then: the stream is not dialled yet.
+        seen.append((chat_id, ops(server, "stream_chat")))
+        raise RuntimeError("the hook failed")
+
+    async def scenario(rt: Any) -> None:
+        agent = await rt.agent(server, on_chat_created=created)
+        result = await rt.generate(agent, "hello")
+        assert result.text
+        assert seen == [(agent.chat_id, 0)]
+        # A second turn reuses the chat: the hook is not called again.
+        await rt.generate(agent, "again")
+        assert len(seen) == 1
+        await rt.close(agent)
+
+    runtime.run(scenario)
+    assert any("on_chat_created raised" in r.getMessage() for r in caplog.records)
