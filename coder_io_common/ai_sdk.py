@@ -1162,32 +1162,24 @@ class ChatBridge:
 
     # -- resuming -------------------------------------------------------------------------------
 
-    def _live_turn(self, ui_chat_id: str, stored: Any, user: str | None) -> _TurnFrames | None:
+    def _live_turn(self, ui_chat_id: str, user: str | None) -> _TurnFrames | None:
+        # A chat that is not the user's reads as one with no turn running: the page asks on
+        # every load, before its chat has ever run, and the answer must tell nothing.
         live = self._live.get(ui_chat_id)
-        if live is not None:
-            if live.owner != user:
-                raise ChatNotFoundError()
-            return live
-        if not isinstance(stored, ChatSession) or stored.owner != user:
-            raise ChatNotFoundError()
-        return None
+        return live if live is not None and live.owner == user else None
 
     async def resume(
         self, ui_chat_id: str, *, user: str | None = None
     ) -> AsyncIterator[bytes] | None:
         """The UI message stream of ``ui_chat_id``'s turn in flight, from its ``start`` (what
-        ``useChat({resume: true})`` reads), or ``None`` when no turn is running (answer 204).
-        ``ChatNotFoundError`` for a chat that is not ``user``'s."""
-        stored = await _maybe_await(self.sessions.get(ui_chat_id))
-        live = self._live_turn(ui_chat_id, stored, user)
+        ``useChat({resume: true})`` reads), or ``None`` when none of ``user``'s turns runs on
+        that chat (answer 204): the same for a chat that is idle, unknown or another user's."""
+        live = self._live_turn(ui_chat_id, user)
         return None if live is None else _replay(live)
 
     def resume_sync(self, ui_chat_id: str, *, user: str | None = None) -> Iterator[bytes] | None:
-        """``resume`` with plain session-map methods, read by a blocking caller."""
-        stored = _plain(
-            self.sessions.get(ui_chat_id), "resume_sync needs a SessionMap with plain methods"
-        )
-        live = self._live_turn(ui_chat_id, stored, user)
+        """``resume``, read by a blocking caller."""
+        live = self._live_turn(ui_chat_id, user)
         return None if live is None else _replay_sync(live)
 
     # -- web framework glue ---------------------------------------------------------------------
@@ -1219,7 +1211,7 @@ class ChatBridge:
 
     async def handle_resume(self, web_request: Any, ui_chat_id: str) -> Any:
         """The ``GET {api}/{id}/stream`` route ``useChat({resume: true})`` calls: the turn
-        in flight's stream, 204 when none runs, 404 for a chat that is not the user's."""
+        in flight's stream, else 204 (also for a chat that is not the user's)."""
         try:
             user = await self.user_of(web_request)
             frames = await self.resume(ui_chat_id, user=user)
