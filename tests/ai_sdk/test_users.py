@@ -131,7 +131,9 @@ def test_each_chat_belongs_to_the_user_who_made_it(
         finish = chunks_of(answer.content)[-1]
         [chat] = fake.model.chats.values()
         assert finish["messageMetadata"]["coder"]["chatId"] == chat.id
-        assert sessions.get("a1").owner == "alice"
+        assert sessions.get("a1") == ChatSession(
+            chat.id, finish["messageMetadata"]["coder"]["lastSeenMessageId"], "alice"
+        )
         assert chat.labels == {OWNER_LABEL: owner_label_value("alice")}
         assert "alice" not in json.dumps(chat.labels)
         # Alice's next message goes on in her chat.
@@ -448,9 +450,12 @@ def test_a_chat_that_cannot_be_labelled_still_belongs_to_its_user(
         assert denied.status_code == 404
 
     def make_agent(request: ChatRequest, session: ChatSession) -> Any:
-        return coder_io_sync.CoderAgent(base_url=fake.url, token=fake.token,
-                                        organization_id=fake.organization_id,
-                                        **session.agent_kwargs())
+        return coder_io_sync.CoderAgent(
+            base_url=fake.url,
+            token=fake.token,
+            organization_id=fake.organization_id,
+            **session.agent_kwargs(),
+        )
 
     blocking = ChatBridge(make_agent)
     list(blocking.stream_sync({"id": "b1", "messages": [user_message("hello")]}, user="alice"))
@@ -464,9 +469,12 @@ def test_two_turns_of_one_chat_at_once_keep_the_later_one_resumable(fake: Any) -
     import coder_io_sync
 
     def make_agent(request: ChatRequest, session: ChatSession) -> Any:
-        return coder_io_sync.CoderAgent(base_url=fake.url, token=fake.token,
-                                        organization_id=fake.organization_id,
-                                        **session.agent_kwargs())
+        return coder_io_sync.CoderAgent(
+            base_url=fake.url,
+            token=fake.token,
+            organization_id=fake.organization_id,
+            **session.agent_kwargs(),
+        )
 
     bridge = ChatBridge(make_agent)
     body = {"id": "c1", "messages": [user_message("hello")]}
