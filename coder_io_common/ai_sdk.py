@@ -62,13 +62,14 @@ from collections.abc import (
     AsyncGenerator,
     AsyncIterable,
     AsyncIterator,
+    Awaitable,
     Callable,
     Generator,
     Iterable,
     Iterator,
     Mapping,
 )
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Final, Protocol, runtime_checkable
 
 import attrs
 
@@ -575,12 +576,17 @@ class ChatRequest:
     ``regenerate-message``), ``message_id`` and the extra ``body`` entries the front end added.
 
     ``prompt`` is what the turn sends: the text and file parts of the last user message
-    (Coder keeps the history, so only that message travels). Regenerating sends that message
-    again, as a new turn on the same chat.
+    (Coder keeps the history, so only that message travels).
 
     ``coder_chat_id`` and ``coder_last_seen_message_id`` are what the newest message carrying
     ``metadata.coder`` says (the bridge writes them into every answer's metadata): a chat the
     backend no longer knows continues there when its user owns it.
+
+    ``user_message_id`` is the UI id of the last user message. ``replaces`` is set when that
+    message takes the place of one sent before rather than following it: a regenerate
+    (``trigger`` ``regenerate-message``) or an edit (``sendMessage`` with the ``messageId``
+    of the user message it rewrites). The bridge then edits the Coder message instead of
+    appending a prompt.
     """
 
     id: str
@@ -591,6 +597,8 @@ class ChatRequest:
     prompt: tuple[Any, ...] = ()
     coder_chat_id: str | None = None
     coder_last_seen_message_id: int | None = None
+    user_message_id: str | None = None
+    replaces: str | None = None
 
     @classmethod
     def from_json(cls, body: Any) -> ChatRequest:
@@ -633,6 +641,12 @@ class ChatRequest:
             k: v for k, v in body.items() if k not in ("id", "messages", "trigger", "messageId")
         }
         coder_chat_id, cursor = _coder_chat_of(messages)
+        user_id = user.get("id")
+        if user_id is not None and not isinstance(user_id, str):
+            raise ChatRequestError("a UI message id must be a string")
+        replaces = None
+        if trigger == "regenerate-message" or (message_id is not None and message_id == user_id):
+            replaces = user_id
         return cls(
             id=chat_id,
             messages=tuple(messages),
@@ -642,6 +656,8 @@ class ChatRequest:
             prompt=tuple(prompt),
             coder_chat_id=coder_chat_id,
             coder_last_seen_message_id=cursor,
+            user_message_id=user_id,
+            replaces=replaces,
         )
 
 
@@ -668,11 +684,14 @@ def _coder_chat_of(messages: list[Mapping[str, Any]]) -> tuple[str | None, int |
 class ChatSession:
     """Where a front-end chat lives on Coder: the chat id and the resume cursor (both
     ``None`` before its first turn), and ``owner``, the user the bridge's ``authorize`` hook
-    named when the chat was made (``None`` without a hook). Only that user reaches it."""
+    named when the chat was made (``None`` without a hook). Only that user reaches it.
+    ``message_ids`` maps the UI ids of the user messages sent to the Coder message ids they
+    became, so a regenerate or an edit replaces the right one."""
 
     chat_id: str | None = None
     last_seen_message_id: int | None = None
     owner: str | None = None
+    message_ids: Mapping[str, int] = attrs.field(factory=dict, hash=False)
 
     def agent_kwargs(self) -> dict[str, Any]:
         """``chat_id`` and ``last_seen_message_id``, to pass to ``CoderAgent(...)``."""
@@ -739,11 +758,19 @@ class ChatUnauthorizedError(CoderAgentError):
     """The bridge's ``authorize`` hook named no user (a web handler answers 401)."""
 
 
-def _session_of(agent: Any, before: ChatSession) -> ChatSession:
+def _session_of(agent: Any, before: ChatSession, prompt: tuple[str, int] | None) -> ChatSession:
+    """The session after a turn; ``prompt`` is the UI id and Coder id of its user message."""
     chat_id = getattr(agent, "chat_id", None)
     if chat_id is None:
         return before
-    return ChatSession(chat_id, getattr(agent, "last_seen_message_id", None), before.owner)
+    ids = dict(before.message_ids)
+    if prompt is not None:
+        ids[prompt[0]] = prompt[1]
+    return ChatSession(chat_id, getattr(agent, "last_seen_message_id", None), before.owner, ids)
+
+
+#: ``_edit_plan``'s answer for "the chat's newest prompt" (message ids are positive).
+_NEWEST_PROMPT: Final = 0
 
 
 def _coder_metadata(agent: Any) -> dict[str, Any]:
@@ -769,21 +796,34 @@ async def _maybe_await(value: Any) -> Any:
     return value
 
 
+def _agent_stream(agent: Any, prompt: list[Any], edit: int | None) -> Any:
+    if edit is None:
+        return agent.stream(prompt)
+    return agent.stream(prompt, edit_message_id=edit)
+
+
 async def _agent_parts(
-    agent: Any, prompt: list[Any], seen: Callable[[Any], None]
+    agent: Any,
+    prompt: list[Any],
+    seen: Callable[[Any], None],
+    edit: Callable[[], Awaitable[int | None]],
 ) -> AsyncGenerator[Any, None]:
-    """The parts of one streaming turn. Entering the stream happens at the first part, so a
-    failure there (a prompt the agent refuses) becomes an ``error`` chunk like any other."""
-    async with agent.stream(prompt) as stream:
+    """The parts of one streaming turn (an edit of the Coder message ``edit()`` names, else a
+    new prompt). Entering the stream happens at the first part, so a failure there (a prompt
+    the agent refuses) becomes an ``error`` chunk like any other."""
+    async with _agent_stream(agent, prompt, await edit()) as stream:
         async for part in stream:
             seen(part)
             yield part
 
 
 def _agent_parts_sync(
-    agent: Any, prompt: list[Any], seen: Callable[[Any], None]
+    agent: Any,
+    prompt: list[Any],
+    seen: Callable[[Any], None],
+    edit: Callable[[], int | None],
 ) -> Generator[Any, None, None]:
-    with agent.stream(prompt) as stream:
+    with _agent_stream(agent, prompt, edit()) as stream:
         for part in stream:
             seen(part)
             yield part
@@ -1025,9 +1065,10 @@ class ChatBridge:
         return build
 
     def _failure_hooks(
-        self, agent: Any, request: ChatRequest, session: ChatSession
+        self, agent: Any, request: ChatRequest, session: ChatSession, raised: list[bool]
     ) -> tuple[Callable[[BaseException], str], Callable[[Any], None]]:
-        """``on_error`` for the turn, and a watcher of its parts: both log a failed turn."""
+        """``on_error`` for the turn (which notes in ``raised`` that the turn raised), and a
+        watcher of its parts: both log a failed turn."""
 
         def log(text: str) -> None:
             chat_id = getattr(agent, "chat_id", None) or session.chat_id
@@ -1036,6 +1077,7 @@ class ChatBridge:
             )
 
         def failed(exc: BaseException) -> str:
+            raised.append(True)
             text = _failure_text(exc, self.on_error)
             log(text)
             return text
@@ -1045,6 +1087,26 @@ class ChatBridge:
                 log(part.error.message)
 
         return failed, seen
+
+    def _edit_plan(self, request: ChatRequest, before: ChatSession) -> int | None:
+        """The Coder message the request's prompt replaces: its id, ``_NEWEST_PROMPT`` for
+        the chat's newest prompt (a regenerate the backend has no record of), or ``None``
+        for a new prompt."""
+        if request.replaces is None or before.chat_id is None:
+            return None
+        known = before.message_ids.get(request.replaces)
+        if known is not None:
+            return known
+        if request.trigger == "regenerate-message":
+            return _NEWEST_PROMPT
+        raise ChatRequestError(
+            "the edited message is not one this backend sent: send it as a new message"
+        )
+
+    def _prompt_id(self, request: ChatRequest, agent: Any, raised: list[bool]) -> bool:
+        """Whether to record the Coder id of the turn's user message: a turn that raised may
+        not have sent it."""
+        return not raised and request.user_message_id is not None and agent.chat_id is not None
 
     def _label_new_chat(self, before: ChatSession, agent: Any) -> Any:
         """The labelling call for a chat this turn made for a signed-in user, else ``None``."""
@@ -1057,8 +1119,16 @@ class ChatBridge:
 
     async def _turn(self, request: ChatRequest, before: ChatSession) -> AsyncGenerator[bytes, None]:
         agent = self.make_agent(request, before)
-        failed, seen = self._failure_hooks(agent, request, before)
-        parts = _agent_parts(agent, list(request.prompt), seen)
+        raised: list[bool] = []
+        failed, seen = self._failure_hooks(agent, request, before, raised)
+
+        async def edit() -> int | None:
+            plan = self._edit_plan(request, before)
+            if plan == _NEWEST_PROMPT:
+                return next(iter(p.id for p in await agent.prompts(limit=1)), None)
+            return plan
+
+        parts = _agent_parts(agent, list(request.prompt), seen, edit)
         frames = self._live[request.id] = _TurnFrames(before.owner)
         try:
             chunks = ui_message_chunks(
@@ -1078,7 +1148,7 @@ class ChatBridge:
             # Leaving early (the client left) leaves the agent's stream, which interrupts the
             # run; the stream's exit does not wait, so this cannot be held up.
             await parts.aclose()
-            await self._after_turn(request, before, agent)
+            await self._after_turn(request, before, agent, raised)
 
     def _forget(self, ui_chat_id: str, frames: _TurnFrames) -> None:
         """The turn is over: its readers end, and the chat has no turn in flight unless a
@@ -1087,7 +1157,9 @@ class ChatBridge:
         if self._live.get(ui_chat_id) is frames:
             del self._live[ui_chat_id]
 
-    async def _after_turn(self, request: ChatRequest, before: ChatSession, agent: Any) -> None:
+    async def _after_turn(
+        self, request: ChatRequest, before: ChatSession, agent: Any, raised: list[bool]
+    ) -> None:
         # Also when the response was cancelled (the client left): the cursor must be written
         # and the agent's connections closed, so this part is shielded (the agent bounds its
         # own requests).
@@ -1095,7 +1167,16 @@ class ChatBridge:
 
         with anyio.CancelScope(shield=True):
             try:
-                await _maybe_await(self.sessions.put(request.id, _session_of(agent, before)))
+                prompt = None
+                if self._prompt_id(request, agent, raised):
+                    assert request.user_message_id is not None
+                    try:
+                        [newest] = await agent.prompts(limit=1)
+                        prompt = (request.user_message_id, newest.id)
+                    except CoderAgentError as exc:
+                        _unrecorded(agent, exc)
+                session = _session_of(agent, before, prompt)
+                await _maybe_await(self.sessions.put(request.id, session))
                 try:
                     await _maybe_await(self._label_new_chat(before, agent))
                 except CoderAgentError as exc:
@@ -1125,8 +1206,16 @@ class ChatBridge:
 
     def _turn_sync(self, request: ChatRequest, before: ChatSession) -> Iterator[bytes]:
         agent = self.make_agent(request, before)
-        failed, seen = self._failure_hooks(agent, request, before)
-        parts = _agent_parts_sync(agent, list(request.prompt), seen)
+        raised: list[bool] = []
+        failed, seen = self._failure_hooks(agent, request, before, raised)
+
+        def edit() -> int | None:
+            plan = self._edit_plan(request, before)
+            if plan == _NEWEST_PROMPT:
+                return next(iter(p.id for p in agent.prompts(limit=1)), None)
+            return plan
+
+        parts = _agent_parts_sync(agent, list(request.prompt), seen, edit)
         frames = self._live[request.id] = _TurnFrames(before.owner)
         try:
             for frame in sse_stream_sync(
@@ -1143,7 +1232,15 @@ class ChatBridge:
             self._forget(request.id, frames)
             parts.close()
             try:
-                self.sessions.put(request.id, _session_of(agent, before))
+                prompt = None
+                if self._prompt_id(request, agent, raised):
+                    assert request.user_message_id is not None
+                    try:
+                        [newest] = agent.prompts(limit=1)
+                        prompt = (request.user_message_id, newest.id)
+                    except CoderAgentError as exc:
+                        _unrecorded(agent, exc)
+                self.sessions.put(request.id, _session_of(agent, before, prompt))
                 try:
                     self._label_new_chat(before, agent)
                 except CoderAgentError as exc:
@@ -1222,6 +1319,11 @@ class ChatBridge:
 
             return Response(status_code=204)
         return streaming_response(frames)
+
+
+def _unrecorded(agent: Any, exc: CoderAgentError) -> None:
+    # Only a later regenerate or edit of this message is affected (it is refused).
+    logger.warning("the prompt of chat %s could not be read back: %s", agent.chat_id, exc)
 
 
 def _unlabelled(agent: Any, exc: CoderAgentError) -> None:

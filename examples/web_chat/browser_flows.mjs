@@ -7,7 +7,9 @@
 // FLOW is one of
 //   error   a prompt whose turn fails, then a prompt that works (the page recovers);
 //   stop    a slow answer stopped with the Stop button;
-//   resume  a slow answer, and a second tab opened on the same chat while it runs.
+//   resume  a slow answer, and a second tab opened on the same chat while it runs;
+//   regenerate  an answer, then the Regenerate button;
+//   edit    an answer, then the first message edited and sent again.
 import { chromium } from 'playwright-core';
 
 const [url, flow, screenshot] = process.argv.slice(2);
@@ -116,6 +118,37 @@ try {
     await idle(first);
     out.first = await shown(first);
     await second.screenshot({ path: screenshot, fullPage: true });
+  } else if (flow === 'regenerate' || flow === 'edit') {
+    const page = await open(context, url);
+    await send(page, 'What is the weather in Oslo?');
+    await page.locator('[data-role="assistant"] .usage').waitFor(TIMEOUT);
+    await idle(page);
+    out.answered = await shown(page);
+    const before = await page.locator('[data-role="assistant"]').getAttribute('data-id');
+    if (flow === 'regenerate') {
+      await page.getByTestId('regenerate').click();
+    } else {
+      await page.getByTestId('edit').click();
+      out.editing = await page.getByTestId('prompt').inputValue();
+      await page.getByTestId('prompt').fill('What is the weather in Lima?');
+      await page.getByTestId('send').click();
+    }
+    // Done when a new answer, other than the first, is complete.
+    await page.waitForFunction(
+      first => {
+        const answer = document.querySelector('[data-role="assistant"]');
+        return (
+          answer !== null &&
+          answer.dataset.id !== first &&
+          answer.querySelector('.usage') !== null &&
+          document.querySelector('[data-testid="status"]')?.textContent === 'ready'
+        );
+      },
+      before,
+      TIMEOUT,
+    );
+    out.after = await shown(page);
+    await page.screenshot({ path: screenshot, fullPage: true });
   } else {
     throw new Error(`unknown flow ${flow}`);
   }

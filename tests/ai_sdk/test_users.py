@@ -115,6 +115,14 @@ def make_bridge(fake: Any) -> Callable[..., ChatBridge]:
     return make
 
 
+def chat_prompts(fake: Any, chat_id: str) -> Any:
+    """The chat's prompts as Coder lists them, newest first."""
+    import coder_io_sync
+
+    with coder_io_sync.CoderChatClient(fake.url, fake.token) as client:
+        return client.get_chat_prompts(chat_id)
+
+
 def post(client: httpx.Client, url: str, user: str | None, body: Any) -> httpx.Response:
     headers = {} if user is None else {"x-user": user}
     return client.post(f"{url}/api/chat", json=body, headers=headers)
@@ -131,8 +139,13 @@ def test_each_chat_belongs_to_the_user_who_made_it(
         finish = chunks_of(answer.content)[-1]
         [chat] = fake.model.chats.values()
         assert finish["messageMetadata"]["coder"]["chatId"] == chat.id
+        # The session records the owner and which Coder message the UI's "u1" became.
+        [prompt] = chat_prompts(fake, chat.id)
         assert sessions.get("a1") == ChatSession(
-            chat.id, finish["messageMetadata"]["coder"]["lastSeenMessageId"], "alice"
+            chat.id,
+            finish["messageMetadata"]["coder"]["lastSeenMessageId"],
+            "alice",
+            {"u1": prompt.id},
         )
         assert chat.labels == {OWNER_LABEL: owner_label_value("alice")}
         assert "alice" not in json.dumps(chat.labels)
@@ -218,8 +231,11 @@ def test_a_chat_the_backend_forgot_continues_for_its_owner_only(
         assert answer.status_code == 200
         assert chunks_of(answer.content)[-1]["messageMetadata"]["coder"]["chatId"] == chat.id
         assert len(fake.model.chats) == 1
-        assert restarted.sessions.get("a1") == ChatSession(
-            chat.id, restarted.sessions.get("a1").last_seen_message_id, "alice"
+        session = restarted.sessions.get("a1")
+        assert session is not None
+        newest = chat_prompts(fake, chat.id)[0]
+        assert session == ChatSession(
+            chat.id, session.last_seen_message_id, "alice", {"u2": newest.id}
         )
 
 
@@ -256,6 +272,8 @@ def test_requests_that_cannot_run_answer_in_plain_text(
     with Served(make_bridge(authorize=lambda request: "")) as url, httpx.Client() as client:
         refused = post(client, url, None, {"id": "x", "messages": [user_message("hi")]})
         assert (refused.status_code, refused.text) == (401, "the request names no signed-in user")
+        resume = client.get(f"{url}/api/chat/x/stream")
+        assert (resume.status_code, resume.text) == (401, "the request names no signed-in user")
     with Served(make_bridge(authorize=header_user)) as url, httpx.Client() as client:
         bad = post(client, url, "alice", {"id": "x", "messages": []})
         assert bad.status_code == 400
@@ -527,3 +545,155 @@ def test_the_blocking_path_refuses_any_awaitable_hook() -> None:
     bridge = ChatBridge(lambda request, session: None, authorize=lambda request: Later())
     with pytest.raises(CoderAgentError, match="plain authorize"):
         bridge.user_of_sync({})
+
+
+# -- regenerate and edit --------------------------------------------------------------------------
+
+
+def assistant(text: str, id: str, metadata: Any = None) -> dict[str, Any]:
+    message: dict[str, Any] = {
+        "id": id,
+        "role": "assistant",
+        "parts": [{"type": "text", "text": text}],
+    }
+    if metadata is not None:
+        message["metadata"] = metadata
+    return message
+
+
+def answer_text(body: bytes) -> str:
+    return "".join(c["delta"] for c in chunks_of(body) if c["type"] == "text-delta")
+
+
+def test_regenerate_and_edit_replace_the_coder_message(
+    fake: Any, make_bridge: Callable[..., ChatBridge]
+) -> None:
+    bridge = make_bridge(authorize=header_user)
+    with Served(bridge) as url, httpx.Client(timeout=30) as client:
+        first = post(client, url, "alice", {"id": "c1", "messages": [user_message("ping")]})
+        assert answer_text(first.content) == "You said: ping"
+        [chat] = fake.model.chats.values()
+        history = [
+            user_message("ping"),
+            assistant("You said: ping", "a1"),
+            user_message("more", "u2"),
+        ]
+        post(client, url, "alice", {"id": "c1", "messages": history})
+        assert [p.text for p in chat_prompts(fake, chat.id)] == ["more", "ping"]
+        # Regenerate the last answer: useChat drops it and resends up to the user message.
+        again = post(
+            client,
+            url,
+            "alice",
+            {"id": "c1", "messages": history, "trigger": "regenerate-message", "messageId": "a2"},
+        )
+        assert answer_text(again.content) == "You said: more"
+        assert [p.text for p in chat_prompts(fake, chat.id)] == ["more", "ping"]
+        # Edit the first message: useChat resends it, rewritten, with its own id.
+        edited = post(
+            client,
+            url,
+            "alice",
+            {"id": "c1", "messageId": "u1", "messages": [user_message("ping again")]},
+        )
+        assert answer_text(edited.content) == "You said: ping again"
+        assert [p.text for p in chat_prompts(fake, chat.id)] == ["ping again"]
+        # The edited message is recorded again: a regenerate of it edits it once more.
+        post(
+            client,
+            url,
+            "alice",
+            {"id": "c1", "trigger": "regenerate-message", "messages": [user_message("ping again")]},
+        )
+        assert [p.text for p in chat_prompts(fake, chat.id)] == ["ping again"]
+        # An edit of a message the backend never sent is refused in words.
+        unknown = post(
+            client,
+            url,
+            "alice",
+            {
+                "id": "c1",
+                "messageId": "u9",
+                "messages": [
+                    user_message("ping again"),
+                    assistant("You said: ping again", "a3"),
+                    user_message("what?", "u9"),
+                ],
+            },
+        )
+        [error] = [c for c in chunks_of(unknown.content) if c["type"] == "error"]
+        assert error["errorText"] == (
+            "the edited message is not one this backend sent: send it as a new message"
+        )
+        assert [p.text for p in chat_prompts(fake, chat.id)] == ["ping again"]
+    assert len(fake.model.chats) == 1
+
+
+def test_a_regenerate_after_a_restart_replaces_the_newest_prompt(
+    fake: Any, make_bridge: Callable[..., ChatBridge], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="coder_io_common.ai_sdk")
+    with Served(make_bridge(authorize=header_user)) as url, httpx.Client(timeout=30) as client:
+        # Reading the prompt back fails: the turn is fine, only the record is missing.
+        fake.faults.fail_requests("get_chat_prompts", 500)
+        first = post(client, url, "alice", {"id": "c1", "messages": [user_message("ping")]})
+        metadata = chunks_of(first.content)[-1]["messageMetadata"]
+    assert any("could not be read back" in r.getMessage() for r in caplog.records)
+    [chat] = fake.model.chats.values()
+    restarted = make_bridge(authorize=header_user)
+    with Served(restarted) as url, httpx.Client(timeout=30) as client:
+        again = post(
+            client,
+            url,
+            "alice",
+            {
+                "id": "c1",
+                "trigger": "regenerate-message",
+                "messages": [user_message("ping", metadata=metadata)],
+            },
+        )
+        assert answer_text(again.content) == "You said: ping"
+    [prompt] = chat_prompts(fake, chat.id)
+    assert prompt.text == "ping"
+    assert restarted.sessions.get("c1").message_ids == {"u1": prompt.id}
+
+
+def test_the_blocking_path_regenerates_and_edits_too(fake: Any) -> None:
+    import coder_io_sync
+
+    def make_agent(request: ChatRequest, session: ChatSession) -> Any:
+        return coder_io_sync.CoderAgent(
+            base_url=fake.url,
+            token=fake.token,
+            organization_id=fake.organization_id,
+            **session.agent_kwargs(),
+        )
+
+    bridge = ChatBridge(make_agent)
+    list(bridge.stream_sync({"id": "c1", "messages": [user_message("ping")]}))
+    [chat] = fake.model.chats.values()
+    again = b"".join(
+        bridge.stream_sync(
+            {"id": "c1", "trigger": "regenerate-message", "messages": [user_message("ping")]}
+        )
+    )
+    assert answer_text(again) == "You said: ping"
+    edited = b"".join(
+        bridge.stream_sync({"id": "c1", "messageId": "u1", "messages": [user_message("pong")]})
+    )
+    assert answer_text(edited) == "You said: pong"
+    assert [p.text for p in chat_prompts(fake, chat.id)] == ["pong"]
+    # Without a record (a fresh bridge) a regenerate replaces the newest prompt.
+    fresh = ChatBridge(make_agent)
+    fresh.sessions.put("c1", ChatSession(chat.id, None))
+    b"".join(
+        fresh.stream_sync(
+            {"id": "c1", "trigger": "regenerate-message", "messages": [user_message("pong")]}
+        )
+    )
+    assert [p.text for p in chat_prompts(fake, chat.id)] == ["pong"]
+    fake.faults.fail_requests("get_chat_prompts", 500)
+    list(
+        fresh.stream_sync({"id": "c1", "messages": [user_message("pong"), user_message("x", "u2")]})
+    )
+    assert fresh.sessions.get("c1").message_ids == {"u1": chat_prompts(fake, chat.id)[1].id}

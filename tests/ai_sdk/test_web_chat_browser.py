@@ -187,6 +187,42 @@ def test_a_second_tab_on_the_chat_resumes_the_turn_in_flight(
     assert len(fake.model.chats) == 1
 
 
+def prompts_of(fake: Any) -> list[str]:
+    """The prompts of the fake's one chat as Coder lists them, newest first."""
+    import coder_io_sync
+
+    [chat] = fake.model.chats.values()
+    with coder_io_sync.CoderChatClient(fake.url, fake.token) as client:
+        return [p.text for p in client.get_chat_prompts(chat.id)]
+
+
+OSLO = "Right now it is 21 °C in Oslo, and the sky is clear. Enjoy your day!"
+
+
+def test_regenerate_replaces_the_answer_in_coder_too(running_app: tuple[str, Any, Any]) -> None:
+    url, _app, fake = running_app
+    shown = run_flow(url, "regenerate")
+    asked = {"role": "user", "text": "What is the weather in Oslo?"}
+    assert shown["answered"]["bubbles"] == [asked, {"role": "assistant", "text": OSLO}]
+    assert shown["after"]["bubbles"] == [asked, {"role": "assistant", "text": OSLO}]
+    assert shown["after"]["error"] is None
+    # Coder's history holds the question once: the regenerate edited it, it did not append.
+    assert prompts_of(fake) == ["What is the weather in Oslo?"]
+
+
+def test_an_edited_message_replaces_the_coder_message(running_app: tuple[str, Any, Any]) -> None:
+    url, _app, fake = running_app
+    shown = run_flow(url, "edit")
+    assert shown["editing"] == "What is the weather in Oslo?"
+    assert shown["after"]["bubbles"] == [
+        {"role": "user", "text": "What is the weather in Lima?"},
+        {"role": "assistant",
+         "text": "Right now it is 21 °C in Lima, and the sky is clear. Enjoy your day!"},
+    ]
+    assert shown["after"]["error"] is None
+    assert prompts_of(fake) == ["What is the weather in Lima?"]
+
+
 def wait_for(predicate: Any, timeout: float = 10.0) -> Any:
     deadline = time.monotonic() + timeout
     while True:

@@ -57,28 +57,52 @@ function Usage({ metadata }) {
 }
 
 function App() {
-  const { messages, sendMessage, status, error, stop, clearError } = useChat({
+  const { messages, sendMessage, regenerate, status, error, stop, clearError } = useChat({
     id: chatId,
     transport,
     resume: true,
   });
   const [input, setInput] = useState('');
+  // The user message being edited: sending replaces it (and drops what followed it).
+  const [editing, setEditing] = useState(null);
   const busy = status === 'submitted' || status === 'streaming';
   const submit = event => {
     event.preventDefault();
     if (!input.trim() || busy) return;
     if (error) clearError();
-    sendMessage({ text: input });
+    sendMessage(editing ? { text: input, messageId: editing } : { text: input });
     setInput('');
+    setEditing(null);
   };
+  const startEdit = message => {
+    setEditing(message.id);
+    setInput(message.parts.filter(part => part.type === 'text').map(part => part.text).join(''));
+  };
+  const shown = messages.filter(visible);
+  const last = shown[shown.length - 1];
   return (
     <main>
       <h1>Coder agent chat</h1>
       <div className="messages">
-        {messages.filter(visible).map(message => (
-          <div key={message.id} className={`message ${message.role}`} data-role={message.role}>
+        {shown.map(message => (
+          <div
+            key={message.id}
+            className={`message ${message.role}`}
+            data-role={message.role}
+            data-id={message.id}
+          >
             {message.parts.map((part, index) => <Part key={index} part={part} />)}
             {message.role === 'assistant' && <Usage metadata={message.metadata} />}
+            {message.role === 'user' && !busy && (
+              <button type="button" className="link" data-testid="edit" onClick={() => startEdit(message)}>
+                Edit
+              </button>
+            )}
+            {message === last && message.role === 'assistant' && !busy && (
+              <button type="button" className="link" data-testid="regenerate" onClick={() => regenerate()}>
+                Regenerate
+              </button>
+            )}
           </div>
         ))}
       </div>
@@ -87,7 +111,7 @@ function App() {
         <input
           data-testid="prompt"
           value={input}
-          placeholder="Ask about the weather…"
+          placeholder={editing ? 'Edit your message…' : 'Ask about the weather…'}
           onChange={event => setInput(event.target.value)}
         />
         {busy ? (
