@@ -24,7 +24,8 @@ imports nothing of this module.
 Mapping (output part -> chunks):
 
 =====================================  ==============================================================
-``StreamStart`` (a model round trip)   ``start-step`` (the first one after ``start``)
+``StreamStart`` (a model round trip)   ``start-step``, sent with the round trip's first content
+                                       (a round trip that shows nothing sends no step)
 ``TextStart/Delta/End``                ``text-start`` / ``text-delta`` / ``text-end``
 ``ReasoningStart/Delta/End``           ``reasoning-start`` / ``reasoning-delta`` / ``reasoning-end``
 ``ToolInputStart``                     ``tool-input-start`` (``providerExecuted`` and ``dynamic``
@@ -50,6 +51,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import inspect
 import json
 import logging
@@ -60,19 +62,21 @@ from collections.abc import (
     AsyncGenerator,
     AsyncIterable,
     AsyncIterator,
+    Awaitable,
     Callable,
     Generator,
     Iterable,
     Iterator,
     Mapping,
 )
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Final, Protocol, runtime_checkable
 
 import attrs
 
 from coder_proto import (
     Attachment,
     CoderAgentError,
+    CoderApiError,
     ErrorPart,
     Finish,
     ReasoningDelta,
@@ -91,16 +95,21 @@ from coder_proto import (
 )
 
 __all__ = [
+    "OWNER_LABEL",
     "SSE_DONE",
     "UI_MESSAGE_STREAM_HEADERS",
     "ChatBridge",
+    "ChatNotFoundError",
     "ChatRequest",
     "ChatRequestError",
     "ChatSession",
+    "ChatUnauthorizedError",
     "MemorySessionMap",
     "SessionMap",
     "UIMessageStreamEncoder",
+    "api_error_text",
     "encode_sse",
+    "owner_label_value",
     "sse_stream",
     "sse_stream_sync",
     "streaming_response",
@@ -230,7 +239,7 @@ class UIMessageStreamEncoder:
 
     def __init__(self, *, message_id: str | None = None) -> None:
         self.message_id = message_id
-        #: Model round trips seen so far (``start-step`` chunks sent).
+        #: Model round trips that showed content so far (``start-step`` chunks sent).
         self.steps = 0
         #: Usage summed over the finished round trips (``None`` before the first).
         self.usage: Usage | None = None
@@ -315,7 +324,9 @@ class UIMessageStreamEncoder:
         return [{"type": "finish-step"}]
 
     def _ensure_step(self) -> list[Chunk]:
-        # A part before any StreamStart (a hand-built stream) still sits inside a step.
+        # A round trip's ``start-step`` waits for its first content, so a round trip that
+        # shows nothing (it failed at once, or answered nothing) leaves no empty step in the
+        # message. A part before any StreamStart (a hand-built stream) still sits in a step.
         if self._step_open:
             return []
         self._step_open = True
@@ -323,9 +334,7 @@ class UIMessageStreamEncoder:
         return [{"type": "start-step"}]
 
     def _stream_start(self, part: StreamStart) -> list[Chunk]:
-        chunks = self._close_step()
-        chunks.extend(self._ensure_step())
-        return chunks
+        return self._close_step()
 
     def _finish_part(self, part: Finish) -> list[Chunk]:
         self.finish_reason = part.finish_reason
@@ -428,8 +437,9 @@ class UIMessageStreamEncoder:
         return [*self._ensure_step(), chunk]
 
     def _error_part(self, part: ErrorPart) -> list[Chunk]:
+        # An error is no part of the message: it opens no step of its own.
         self._errored = True
-        return [*self._ensure_step(), {"type": "error", "errorText": part.error.message}]
+        return [{"type": "error", "errorText": part.error.message}]
 
     _handlers: dict[type, Callable[[UIMessageStreamEncoder, Any], list[Chunk]]] = {
         StreamStart: _stream_start,
@@ -452,9 +462,21 @@ class UIMessageStreamEncoder:
 # -- running the mapping over a stream ----------------------------------------------------------
 
 
+def api_error_text(exc: CoderApiError) -> str:
+    """What a person reads of a Coder API error: the server's own message (and its detail),
+    without the method, path and status a log wants."""
+    text = exc.server_message or str(exc)
+    if exc.detail:
+        text += f" ({exc.detail})"
+    return text
+
+
 def _failure_text(exc: BaseException, on_error: Callable[[BaseException], str] | None) -> str:
     if on_error is not None:
         return on_error(exc)
+    if isinstance(exc, CoderApiError):
+        # "Coder API POST /api/... failed (400): ..." is for logs; the page shows the reason.
+        return api_error_text(exc)
     if isinstance(exc, CoderAgentError):
         # Library errors never hold the token or request bodies.
         return str(exc)
@@ -554,8 +576,17 @@ class ChatRequest:
     ``regenerate-message``), ``message_id`` and the extra ``body`` entries the front end added.
 
     ``prompt`` is what the turn sends: the text and file parts of the last user message
-    (Coder keeps the history, so only that message travels). Regenerating sends that message
-    again, as a new turn on the same chat.
+    (Coder keeps the history, so only that message travels).
+
+    ``coder_chat_id`` and ``coder_last_seen_message_id`` are what the newest message carrying
+    ``metadata.coder`` says (the bridge writes them into every answer's metadata): a chat the
+    backend no longer knows continues there when its user owns it.
+
+    ``user_message_id`` is the UI id of the last user message. ``replaces`` is set when that
+    message takes the place of one sent before rather than following it: a regenerate
+    (``trigger`` ``regenerate-message``) or an edit (``sendMessage`` with the ``messageId``
+    of the user message it rewrites). The bridge then edits the Coder message instead of
+    appending a prompt.
     """
 
     id: str
@@ -564,6 +595,10 @@ class ChatRequest:
     message_id: str | None = None
     body: Mapping[str, Any] = attrs.field(factory=dict)
     prompt: tuple[Any, ...] = ()
+    coder_chat_id: str | None = None
+    coder_last_seen_message_id: int | None = None
+    user_message_id: str | None = None
+    replaces: str | None = None
 
     @classmethod
     def from_json(cls, body: Any) -> ChatRequest:
@@ -605,6 +640,13 @@ class ChatRequest:
         extra = {
             k: v for k, v in body.items() if k not in ("id", "messages", "trigger", "messageId")
         }
+        coder_chat_id, cursor = _coder_chat_of(messages)
+        user_id = user.get("id")
+        if user_id is not None and not isinstance(user_id, str):
+            raise ChatRequestError("a UI message id must be a string")
+        replaces = None
+        if trigger == "regenerate-message" or (message_id is not None and message_id == user_id):
+            replaces = user_id
         return cls(
             id=chat_id,
             messages=tuple(messages),
@@ -612,7 +654,27 @@ class ChatRequest:
             message_id=message_id,
             body=extra,
             prompt=tuple(prompt),
+            coder_chat_id=coder_chat_id,
+            coder_last_seen_message_id=cursor,
+            user_message_id=user_id,
+            replaces=replaces,
         )
+
+
+def _coder_chat_of(messages: list[Mapping[str, Any]]) -> tuple[str | None, int | None]:
+    """The Coder chat id and cursor the newest message with ``metadata.coder`` names."""
+    for message in reversed(messages):
+        metadata = message.get("metadata")
+        coder = metadata.get("coder") if isinstance(metadata, Mapping) else None
+        if coder is None:
+            continue
+        if not isinstance(coder, Mapping) or not isinstance(coder.get("chatId"), str):
+            raise ChatRequestError("metadata.coder must be an object with a string chatId")
+        cursor = coder.get("lastSeenMessageId")
+        if cursor is not None and (type(cursor) is not int or cursor < 0):
+            raise ChatRequestError("metadata.coder.lastSeenMessageId must be a whole number")
+        return str(coder["chatId"]), cursor
+    return None, None
 
 
 # -- sessions -------------------------------------------------------------------------------------
@@ -621,10 +683,15 @@ class ChatRequest:
 @attrs.frozen
 class ChatSession:
     """Where a front-end chat lives on Coder: the chat id and the resume cursor (both
-    ``None`` before its first turn)."""
+    ``None`` before its first turn), and ``owner``, the user the bridge's ``authorize`` hook
+    named when the chat was made (``None`` without a hook). Only that user reaches it.
+    ``message_ids`` maps the UI ids of the user messages sent to the Coder message ids they
+    became, so a regenerate or an edit replaces the right one."""
 
     chat_id: str | None = None
     last_seen_message_id: int | None = None
+    owner: str | None = None
+    message_ids: Mapping[str, int] = attrs.field(factory=dict, hash=False)
 
     def agent_kwargs(self) -> dict[str, Any]:
         """``chat_id`` and ``last_seen_message_id``, to pass to ``CoderAgent(...)``."""
@@ -667,12 +734,43 @@ class MemorySessionMap:
 
 # -- the bridge -----------------------------------------------------------------------------------
 
+OWNER_LABEL = "coder-agents/owner"
+"""The Coder chat label that names the owner of a chat the bridge made (see
+``owner_label_value``)."""
 
-def _session_of(agent: Any, before: ChatSession) -> ChatSession:
+
+def owner_label_value(user: str) -> str:
+    """The owner label's value for ``user``: a SHA-256 digest of the user id, so the label
+    fits Coder's rules for any id and names no one in the clear."""
+    return hashlib.sha256(user.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class ChatNotFoundError(CoderAgentError):
+    """The chat named by the request is not one its user may reach: unknown to the backend
+    and to Coder, or another user's. Both read the same (a web handler answers 404), so an id
+    tells nobody whether someone else's chat exists."""
+
+    def __init__(self) -> None:
+        super().__init__("chat not found")
+
+
+class ChatUnauthorizedError(CoderAgentError):
+    """The bridge's ``authorize`` hook named no user (a web handler answers 401)."""
+
+
+def _session_of(agent: Any, before: ChatSession, prompt: tuple[str, int] | None) -> ChatSession:
+    """The session after a turn; ``prompt`` is the UI id and Coder id of its user message."""
     chat_id = getattr(agent, "chat_id", None)
     if chat_id is None:
         return before
-    return ChatSession(chat_id, getattr(agent, "last_seen_message_id", None))
+    ids = dict(before.message_ids)
+    if prompt is not None:
+        ids[prompt[0]] = prompt[1]
+    return ChatSession(chat_id, getattr(agent, "last_seen_message_id", None), before.owner, ids)
+
+
+#: ``_edit_plan``'s answer for "the chat's newest prompt" (message ids are positive).
+_NEWEST_PROMPT: Final = 0
 
 
 def _coder_metadata(agent: Any) -> dict[str, Any]:
@@ -682,31 +780,126 @@ def _coder_metadata(agent: Any) -> dict[str, Any]:
     return {"coder": {"chatId": chat_id, "lastSeenMessageId": agent.last_seen_message_id}}
 
 
+def _plain(value: Any, refusal: str) -> Any:
+    """``value``, which a blocking caller cannot await: an awaitable is refused (a coroutine
+    is closed first, so it is not left unawaited)."""
+    if inspect.isawaitable(value):
+        if inspect.iscoroutine(value):
+            value.close()
+        raise CoderAgentError(refusal)
+    return value
+
+
 async def _maybe_await(value: Any) -> Any:
     if inspect.isawaitable(value):
         return await value
     return value
 
 
-async def _agent_parts(agent: Any, prompt: list[Any]) -> AsyncGenerator[Any, None]:
-    """The parts of one streaming turn. Entering the stream happens at the first part, so a
-    failure there (a prompt the agent refuses) becomes an ``error`` chunk like any other."""
-    async with agent.stream(prompt) as stream:
+def _agent_stream(agent: Any, prompt: list[Any], edit: int | None) -> Any:
+    if edit is None:
+        return agent.stream(prompt)
+    return agent.stream(prompt, edit_message_id=edit)
+
+
+async def _agent_parts(
+    agent: Any,
+    prompt: list[Any],
+    seen: Callable[[Any], None],
+    edit: Callable[[], Awaitable[int | None]],
+) -> AsyncGenerator[Any, None]:
+    """The parts of one streaming turn (an edit of the Coder message ``edit()`` names, else a
+    new prompt). Entering the stream happens at the first part, so a failure there (a prompt
+    the agent refuses) becomes an ``error`` chunk like any other."""
+    async with _agent_stream(agent, prompt, await edit()) as stream:
         async for part in stream:
+            seen(part)
             yield part
 
 
-def _agent_parts_sync(agent: Any, prompt: list[Any]) -> Generator[Any, None, None]:
-    with agent.stream(prompt) as stream:
-        yield from stream
+def _agent_parts_sync(
+    agent: Any,
+    prompt: list[Any],
+    seen: Callable[[Any], None],
+    edit: Callable[[], int | None],
+) -> Generator[Any, None, None]:
+    with _agent_stream(agent, prompt, edit()) as stream:
+        for part in stream:
+            seen(part)
+            yield part
 
 
 def _new_message_id() -> str:
     return "msg-" + secrets.token_hex(12)
 
 
+#: The Coder statuses of a chat id that is not the caller's to reach: a malformed id (400),
+#: another user's chat (403 on some servers) or none at all (404).
+_NOT_FOUND_STATUSES = frozenset({400, 403, 404, 410})
+
+
+class _TurnFrames:
+    """The SSE frames of a turn in flight, kept so a resumed request can replay and follow
+    them (``ChatBridge.resume``). Writers and readers may be on different threads."""
+
+    def __init__(self, owner: str | None) -> None:
+        self.owner = owner
+        self.frames: list[bytes] = []
+        self.done = False
+        self._changed = threading.Condition()
+
+    def add(self, frame: bytes) -> None:
+        with self._changed:
+            self.frames.append(frame)
+            self._changed.notify_all()
+
+    def close(self) -> None:
+        with self._changed:
+            self.done = True
+            self._changed.notify_all()
+
+    def after(self, seen: int, timeout: float | None) -> tuple[list[bytes], bool]:
+        """The frames after the first ``seen`` (waiting up to ``timeout`` for one when there
+        are none yet), and whether the turn is over."""
+        with self._changed:
+            self._changed.wait_for(lambda: len(self.frames) > seen or self.done, timeout)
+            return self.frames[seen:], self.done
+
+
+#: How long a resumed reader waits in one go for the turn's next frame before looking again
+#: (a reader on an event loop waits in a worker thread, which this bounds).
+_RESUME_WAIT = 1.0
+
+
+async def _replay(frames: _TurnFrames) -> AsyncIterator[bytes]:
+    import anyio
+
+    seen = 0
+    while True:
+        new, done = frames.after(seen, 0)
+        if not new and not done:
+            new, done = await anyio.to_thread.run_sync(
+                frames.after, seen, _RESUME_WAIT, abandon_on_cancel=True
+            )
+        for frame in new:
+            yield frame
+        seen += len(new)
+        if done and not new:
+            return
+
+
+def _replay_sync(frames: _TurnFrames) -> Iterator[bytes]:
+    seen = 0
+    while True:
+        new, done = frames.after(seen, _RESUME_WAIT)
+        yield from new
+        seen += len(new)
+        if done and not new:
+            return
+
+
 class ChatBridge:
-    """Runs the front end's chat requests as agent turns.
+    """Runs the front end's chat requests as agent turns, each on its user's own chat.
 
     ``make_agent(request, session)`` returns a fresh agent (``CoderAgent`` of any adapter) on
     the session's chat: pass it ``**session.agent_kwargs()``; give it a shared
@@ -716,9 +909,17 @@ class ChatBridge:
     without archiving the chat. A client that goes away mid-answer cancels the response, which
     interrupts the run on the server.
 
-    ``on_error(exc)`` picks the text a failed turn shows (default: a library error's message,
-    otherwise ``"An error occurred."``); ``message_metadata(request, session)`` adds entries
-    to the ``finish`` chunk's metadata.
+    ``authorize(web_request)`` (a function or a coroutine function) names the request's user:
+    it returns a user id, or raises (``ChatUnauthorizedError``, or the framework's own 401)
+    to refuse. Every chat the bridge makes is bound to that user (the session map's
+    ``owner``, and the Coder chat's ``owner_label`` label), and a chat id coming from the
+    browser reaches only its owner's chats: anything else is ``ChatNotFoundError``. Without
+    the hook every caller is one user (the backend's token), as in a single-user app.
+
+    ``on_error(exc)`` picks the text a failed turn shows (default: a Coder API error's
+    message, another library error's message, otherwise ``"An error occurred."``); failed
+    turns are logged on the ``coder_io_common.ai_sdk`` logger. ``message_metadata(request,
+    session)`` adds entries to the ``finish`` chunk's metadata.
 
     One request at a time per chat (``useChat`` sends them that way): two concurrent turns on
     one chat would queue on Coder's side rather than run together.
@@ -729,14 +930,20 @@ class ChatBridge:
         make_agent: Callable[[ChatRequest, ChatSession], Any],
         *,
         sessions: SessionMap | None = None,
+        authorize: Callable[[Any], Any] | None = None,
+        owner_label: str = OWNER_LABEL,
         on_error: Callable[[BaseException], str] | None = None,
         message_metadata: Callable[[ChatRequest, ChatSession], Mapping[str, Any] | None]
         | None = None,
     ) -> None:
         self.make_agent = make_agent
         self.sessions: SessionMap = sessions if sessions is not None else MemorySessionMap()
+        self.authorize = authorize
+        self.owner_label = owner_label
         self.on_error = on_error
         self.message_metadata = message_metadata
+        self._live: dict[str, _TurnFrames] = {}
+        self._said_single_user = False
 
     def __repr__(self) -> str:
         return f"<ChatBridge sessions={self.sessions!r}>"
@@ -752,6 +959,100 @@ class ChatBridge:
                 raise ChatRequestError("the chat request body is not JSON") from None
         return ChatRequest.from_json(body)
 
+    # -- who is asking --------------------------------------------------------------------------
+
+    def _checked_user(self, user: Any) -> str:
+        if not isinstance(user, str) or not user:
+            raise ChatUnauthorizedError("the request names no signed-in user")
+        return user
+
+    def _single_user(self) -> None:
+        if not self._said_single_user:
+            self._said_single_user = True
+            logger.warning(
+                "ChatBridge has no authorize hook: every caller drives the agent as the "
+                "backend's one Coder user and reaches every chat it made"
+            )
+
+    async def user_of(self, web_request: Any) -> str | None:
+        """The user ``authorize`` names for ``web_request`` (``None`` without a hook);
+        ``ChatUnauthorizedError`` when it names none."""
+        if self.authorize is None:
+            self._single_user()
+            return None
+        return self._checked_user(await _maybe_await(self.authorize(web_request)))
+
+    def user_of_sync(self, web_request: Any) -> str | None:
+        """``user_of`` for a plain ``authorize`` function (the blocking path)."""
+        if self.authorize is None:
+            self._single_user()
+            return None
+        user = _plain(
+            self.authorize(web_request), "the blocking path needs a plain authorize function"
+        )
+        return self._checked_user(user)
+
+    # -- which chat -----------------------------------------------------------------------------
+
+    def _known(self, request: ChatRequest, stored: Any, user: str | None) -> ChatSession | None:
+        """The session of a chat the backend knows (checked against ``user``), a fresh one,
+        or ``None`` when the chat named by the messages' metadata must be asked of Coder."""
+        live = self._live.get(request.id)
+        if live is not None and live.owner != user:
+            raise ChatNotFoundError()
+        if stored is not None:
+            if not isinstance(stored, ChatSession) or stored.owner != user:
+                raise ChatNotFoundError()
+            return stored
+        if request.coder_chat_id is None:
+            return ChatSession(owner=user)
+        return None
+
+    def _continued(self, request: ChatRequest, chat: Any, user: str | None) -> ChatSession:
+        if user is not None and chat.labels.get(self.owner_label) != owner_label_value(user):
+            raise ChatNotFoundError()
+        return ChatSession(request.coder_chat_id, request.coder_last_seen_message_id, user)
+
+    async def session_for(self, request: ChatRequest, user: str | None = None) -> ChatSession:
+        """The session ``request`` runs on for ``user``: the stored one, a chat named by the
+        messages' ``metadata.coder.chatId`` that ``user`` owns on Coder, or a new one.
+        ``ChatNotFoundError`` for another user's chat or one Coder does not have."""
+        stored = await _maybe_await(self.sessions.get(request.id))
+        session = self._known(request, stored, user)
+        if session is not None:
+            return session
+        agent = self.make_agent(request, ChatSession(owner=user))
+        try:
+            chat = await agent.client.get_chat(request.coder_chat_id)
+        except CoderApiError as exc:
+            if exc.status in _NOT_FOUND_STATUSES:
+                raise ChatNotFoundError() from None
+            raise
+        finally:
+            await agent.aclose(archive=False)
+        return self._continued(request, chat, user)
+
+    def session_for_sync(self, request: ChatRequest, user: str | None = None) -> ChatSession:
+        """``session_for`` with plain session-map methods and a blocking agent."""
+        stored = _plain(
+            self.sessions.get(request.id), "stream_sync needs a SessionMap with plain methods"
+        )
+        session = self._known(request, stored, user)
+        if session is not None:
+            return session
+        agent = self.make_agent(request, ChatSession(owner=user))
+        try:
+            chat = agent.client.get_chat(request.coder_chat_id)
+        except CoderApiError as exc:
+            if exc.status in _NOT_FOUND_STATUSES:
+                raise ChatNotFoundError() from None
+            raise
+        finally:
+            agent.close(archive=False)
+        return self._continued(request, chat, user)
+
+    # -- one turn -------------------------------------------------------------------------------
+
     def _finish_metadata(
         self, agent: Any, request: ChatRequest, session: ChatSession
     ) -> Callable[[], Mapping[str, Any]]:
@@ -763,75 +1064,288 @@ class ChatBridge:
 
         return build
 
-    async def stream(self, body: Any) -> AsyncIterator[bytes]:
-        """SSE bytes for one request, on asyncio or trio (with that runtime's agent). The body
-        is checked before the first byte: ``ChatRequestError`` is raised by the first
-        ``__anext__``."""
-        request = self.parse(body)
-        before = await _maybe_await(self.sessions.get(request.id)) or ChatSession()
+    def _failure_hooks(
+        self, agent: Any, request: ChatRequest, session: ChatSession, raised: list[bool]
+    ) -> tuple[Callable[[BaseException], str], Callable[[Any], None]]:
+        """``on_error`` for the turn (which notes in ``raised`` that the turn raised), and a
+        watcher of its parts: both log a failed turn."""
+
+        def log(text: str) -> None:
+            chat_id = getattr(agent, "chat_id", None) or session.chat_id
+            logger.warning(
+                "a chat turn failed (chat %s, UI chat %r): %s", chat_id, request.id, text
+            )
+
+        def failed(exc: BaseException) -> str:
+            raised.append(True)
+            text = _failure_text(exc, self.on_error)
+            log(text)
+            return text
+
+        def seen(part: Any) -> None:
+            if isinstance(part, ErrorPart):
+                log(part.error.message)
+
+        return failed, seen
+
+    def _edit_plan(self, request: ChatRequest, before: ChatSession) -> int | None:
+        """The Coder message the request's prompt replaces: its id, ``_NEWEST_PROMPT`` for
+        the chat's newest prompt (a regenerate the backend has no record of), or ``None``
+        for a new prompt."""
+        if request.replaces is None or before.chat_id is None:
+            return None
+        known = before.message_ids.get(request.replaces)
+        if known is not None:
+            return known
+        if request.trigger == "regenerate-message":
+            return _NEWEST_PROMPT
+        raise ChatRequestError(
+            "the edited message is not one this backend sent: send it as a new message"
+        )
+
+    def _prompt_id(self, request: ChatRequest, agent: Any, raised: list[bool]) -> bool:
+        """Whether to record the Coder id of the turn's user message: a turn that raised may
+        not have sent it."""
+        return not raised and request.user_message_id is not None and agent.chat_id is not None
+
+    def _label_new_chat(self, before: ChatSession, agent: Any) -> Any:
+        """The labelling call for a chat this turn made for a signed-in user, else ``None``."""
+        chat_id = getattr(agent, "chat_id", None)
+        if before.owner is None or before.chat_id is not None or chat_id is None:
+            return None
+        return agent.client.update_chat(
+            chat_id, labels={self.owner_label: owner_label_value(before.owner)}
+        )
+
+    async def _turn(self, request: ChatRequest, before: ChatSession) -> AsyncGenerator[bytes, None]:
         agent = self.make_agent(request, before)
-        parts = _agent_parts(agent, list(request.prompt))
+        raised: list[bool] = []
+        failed, seen = self._failure_hooks(agent, request, before, raised)
+
+        async def edit() -> int | None:
+            plan = self._edit_plan(request, before)
+            if plan == _NEWEST_PROMPT:
+                return next(iter(p.id for p in await agent.prompts(limit=1)), None)
+            return plan
+
+        parts = _agent_parts(agent, list(request.prompt), seen, edit)
+        frames = self._live[request.id] = _TurnFrames(before.owner)
         try:
             chunks = ui_message_chunks(
                 parts,
                 message_id=_new_message_id(),
-                on_error=self.on_error,
+                on_error=failed,
                 finish_metadata=self._finish_metadata(agent, request, before),
             )
             async for chunk in chunks:
-                yield encode_sse(chunk)
+                frame = encode_sse(chunk)
+                frames.add(frame)
+                yield frame
+            frames.add(SSE_DONE)
             yield SSE_DONE
         finally:
+            self._forget(request.id, frames)
             # Leaving early (the client left) leaves the agent's stream, which interrupts the
             # run; the stream's exit does not wait, so this cannot be held up.
             await parts.aclose()
-            # Also when the response was cancelled (the client left): the cursor must be
-            # written and the agent's connections closed, so this part is shielded (the
-            # agent bounds its own close).
-            import anyio
+            await self._after_turn(request, before, agent, raised)
 
-            with anyio.CancelScope(shield=True):
+    def _forget(self, ui_chat_id: str, frames: _TurnFrames) -> None:
+        """The turn is over: its readers end, and the chat has no turn in flight unless a
+        later request of the same chat started one meanwhile."""
+        frames.close()
+        if self._live.get(ui_chat_id) is frames:
+            del self._live[ui_chat_id]
+
+    async def _after_turn(
+        self, request: ChatRequest, before: ChatSession, agent: Any, raised: list[bool]
+    ) -> None:
+        # Also when the response was cancelled (the client left): the cursor must be written
+        # and the agent's connections closed, so this part is shielded (the agent bounds its
+        # own requests).
+        import anyio
+
+        with anyio.CancelScope(shield=True):
+            try:
+                prompt = None
+                if self._prompt_id(request, agent, raised):
+                    assert request.user_message_id is not None
+                    try:
+                        [newest] = await agent.prompts(limit=1)
+                        prompt = (request.user_message_id, newest.id)
+                    except CoderAgentError as exc:
+                        _unrecorded(agent, exc)
+                session = _session_of(agent, before, prompt)
+                await _maybe_await(self.sessions.put(request.id, session))
                 try:
-                    await _maybe_await(self.sessions.put(request.id, _session_of(agent, before)))
-                finally:
-                    await agent.aclose(archive=False)
+                    await _maybe_await(self._label_new_chat(before, agent))
+                except CoderAgentError as exc:
+                    _unlabelled(agent, exc)
+            finally:
+                await agent.aclose(archive=False)
 
-    def stream_sync(self, body: Any) -> Iterator[bytes]:
-        """SSE bytes for one request with a blocking agent (``coder_io_sync``)."""
+    async def open_stream(
+        self, body: Any, *, user: str | None = None
+    ) -> AsyncGenerator[bytes, None]:
+        """Check the request now (``ChatRequestError``, ``ChatNotFoundError``) and return the
+        SSE bytes of its turn, on asyncio or trio (with that runtime's agent)."""
         request = self.parse(body)
-        before = self.sessions.get(request.id) or ChatSession()
-        if inspect.isawaitable(before):
-            if inspect.iscoroutine(before):
-                before.close()
-            raise CoderAgentError("stream_sync needs a SessionMap with plain methods")
-        agent = self.make_agent(request, before)
-        parts = _agent_parts_sync(agent, list(request.prompt))
+        session = await self.session_for(request, user)
+        return self._turn(request, session)
+
+    async def stream(self, body: Any, *, user: str | None = None) -> AsyncIterator[bytes]:
+        """SSE bytes for one request of ``user``, on asyncio or trio (with that runtime's
+        agent). The body and the chat are checked before the first byte: ``ChatRequestError``
+        or ``ChatNotFoundError`` is raised by the first ``__anext__``."""
+        turn = await self.open_stream(body, user=user)
         try:
-            yield from sse_stream_sync(
+            async for frame in turn:
+                yield frame
+        finally:
+            await turn.aclose()
+
+    def _turn_sync(self, request: ChatRequest, before: ChatSession) -> Iterator[bytes]:
+        agent = self.make_agent(request, before)
+        raised: list[bool] = []
+        failed, seen = self._failure_hooks(agent, request, before, raised)
+
+        def edit() -> int | None:
+            plan = self._edit_plan(request, before)
+            if plan == _NEWEST_PROMPT:
+                return next(iter(p.id for p in agent.prompts(limit=1)), None)
+            return plan
+
+        parts = _agent_parts_sync(agent, list(request.prompt), seen, edit)
+        frames = self._live[request.id] = _TurnFrames(before.owner)
+        try:
+            for frame in sse_stream_sync(
                 ui_message_chunks_sync(
                     parts,
                     message_id=_new_message_id(),
-                    on_error=self.on_error,
+                    on_error=failed,
                     finish_metadata=self._finish_metadata(agent, request, before),
                 )
-            )
+            ):
+                frames.add(frame)
+                yield frame
         finally:
+            self._forget(request.id, frames)
             parts.close()
             try:
-                self.sessions.put(request.id, _session_of(agent, before))
+                prompt = None
+                if self._prompt_id(request, agent, raised):
+                    assert request.user_message_id is not None
+                    try:
+                        [newest] = agent.prompts(limit=1)
+                        prompt = (request.user_message_id, newest.id)
+                    except CoderAgentError as exc:
+                        _unrecorded(agent, exc)
+                self.sessions.put(request.id, _session_of(agent, before, prompt))
+                try:
+                    self._label_new_chat(before, agent)
+                except CoderAgentError as exc:
+                    _unlabelled(agent, exc)
             finally:
                 agent.close(archive=False)
 
+    def open_stream_sync(self, body: Any, *, user: str | None = None) -> Iterator[bytes]:
+        """``open_stream`` with a blocking agent (``coder_io_sync``): the checks run now."""
+        request = self.parse(body)
+        return self._turn_sync(request, self.session_for_sync(request, user))
+
+    def stream_sync(self, body: Any, *, user: str | None = None) -> Iterator[bytes]:
+        """SSE bytes for one request with a blocking agent (``coder_io_sync``)."""
+        yield from self.open_stream_sync(body, user=user)
+
+    # -- resuming -------------------------------------------------------------------------------
+
+    def _live_turn(self, ui_chat_id: str, user: str | None) -> _TurnFrames | None:
+        # A chat that is not the user's reads as one with no turn running: the page asks on
+        # every load, before its chat has ever run, and the answer must tell nothing.
+        live = self._live.get(ui_chat_id)
+        return live if live is not None and live.owner == user else None
+
+    async def resume(
+        self, ui_chat_id: str, *, user: str | None = None
+    ) -> AsyncIterator[bytes] | None:
+        """The UI message stream of ``ui_chat_id``'s turn in flight, from its ``start`` (what
+        ``useChat({resume: true})`` reads), or ``None`` when none of ``user``'s turns runs on
+        that chat (answer 204): the same for a chat that is idle, unknown or another user's."""
+        live = self._live_turn(ui_chat_id, user)
+        return None if live is None else _replay(live)
+
+    def resume_sync(self, ui_chat_id: str, *, user: str | None = None) -> Iterator[bytes] | None:
+        """``resume``, read by a blocking caller."""
+        live = self._live_turn(ui_chat_id, user)
+        return None if live is None else _replay_sync(live)
+
+    # -- web framework glue ---------------------------------------------------------------------
+
     def response(self, body: Any) -> Any:
-        """A Starlette / FastAPI ``StreamingResponse`` running ``stream`` (an asyncio agent;
-        Starlette serves on asyncio). The body is parsed now, so a bad one raises
-        ``ChatRequestError`` in the handler, which can answer 400."""
+        """A Starlette / FastAPI ``StreamingResponse`` running ``stream`` for the single-user
+        case (an asyncio agent; Starlette serves on asyncio). The body is parsed now, so a bad
+        one raises ``ChatRequestError`` in the handler, which can answer 400. ``handle`` does
+        the whole route, users included."""
         return streaming_response(self.stream(self.parse(body)))
 
-    def response_sync(self, body: Any) -> Any:
-        """``response`` for a blocking agent: Starlette runs ``stream_sync`` in its thread
-        pool, so the event loop never blocks."""
-        return streaming_response(self.stream_sync(self.parse(body)))
+    def response_sync(self, body: Any, *, user: str | None = None) -> Any:
+        """``response`` for a blocking agent, with ``user``'s checks done now (call it from a
+        plain ``def`` route, which Starlette runs in its thread pool): Starlette iterates the
+        turn in its thread pool too, so the event loop never blocks."""
+        return streaming_response(self.open_stream_sync(body, user=user))
+
+    async def handle(self, web_request: Any) -> Any:
+        """The whole ``POST {api}`` route on Starlette / FastAPI: the user from ``authorize``,
+        the body, the chat, then the turn's stream. Problems answer in plain text, which
+        ``useChat`` shows as the error's message: 401 (no user), 400 (a body that cannot
+        run), 404 (not the user's chat), 502 (Coder refused)."""
+        try:
+            user = await self.user_of(web_request)
+            body = await web_request.body()
+            return streaming_response(await self.open_stream(body, user=user))
+        except CoderAgentError as exc:
+            return _error_response(exc)
+
+    async def handle_resume(self, web_request: Any, ui_chat_id: str) -> Any:
+        """The ``GET {api}/{id}/stream`` route ``useChat({resume: true})`` calls: the turn
+        in flight's stream, else 204 (also for a chat that is not the user's)."""
+        try:
+            user = await self.user_of(web_request)
+            frames = await self.resume(ui_chat_id, user=user)
+        except CoderAgentError as exc:
+            return _error_response(exc)
+        if frames is None:
+            from starlette.responses import Response
+
+            return Response(status_code=204)
+        return streaming_response(frames)
+
+
+def _unrecorded(agent: Any, exc: CoderAgentError) -> None:
+    # Only a later regenerate or edit of this message is affected (it is refused).
+    logger.warning("the prompt of chat %s could not be read back: %s", agent.chat_id, exc)
+
+
+def _unlabelled(agent: Any, exc: CoderAgentError) -> None:
+    # The session map still binds the chat to its user; only a restart's check is lost.
+    logger.warning("the new chat %s could not be labelled with its owner: %s", agent.chat_id, exc)
+
+
+def _error_response(exc: CoderAgentError) -> Any:
+    """A plain-text answer for a request the bridge cannot run (its text is the message)."""
+    from starlette.responses import PlainTextResponse
+
+    if isinstance(exc, ChatUnauthorizedError):
+        status = 401
+    elif isinstance(exc, ChatNotFoundError):
+        status = 404
+    elif isinstance(exc, ChatRequestError):
+        status = 400
+    else:
+        status = 502
+        logger.warning("a chat request failed: %s", exc)
+    text = api_error_text(exc) if isinstance(exc, CoderApiError) else str(exc)
+    return PlainTextResponse(text, status_code=status)
 
 
 _response_class: Any = None

@@ -162,15 +162,25 @@ class CoderAgent(AgentShell[CoderChatClient, httpx.Client], Closing):
             self._end()
 
     def stream(
-        self, prompt: object = None, *, messages: object = None, timeout: float | None = None
+        self,
+        prompt: object = None,
+        *,
+        messages: object = None,
+        timeout: float | None = None,
+        edit_message_id: int | None = None,
     ) -> AgentStream:
         """A streaming turn: ``with agent.stream(prompt) as s:`` then ``for part in s``
         (output parts, live), or ``for delta in s.text_stream``, and
         ``s.get_final_result()``. A failure of the run is raised by the iteration; leaving the
         block before the turn finished interrupts the run. ``timeout`` (seconds, from entering
         the block) is the caller's deadline: when it passes while waiting for parts, the run
-        is interrupted and the builtin ``TimeoutError`` raised (D22)."""
-        return AgentStream(self, prompt, messages, Deadline.check(timeout))
+        is interrupted and the builtin ``TimeoutError`` raised (D22). With
+        ``edit_message_id`` (the id of one of the chat's user messages, as ``prompts()`` lists
+        them) the prompt replaces that message, which drops it and everything after it from
+        the history, and the turn streams the run the edit starts (docs/sessions.md)."""
+        return AgentStream(
+            self, prompt, messages, Deadline.check(timeout), edit_message_id=edit_message_id
+        )
 
     def segment(
         self, prompt: object = None, *, messages: object = None, timeout: float | None = None
@@ -307,9 +317,11 @@ class AgentStream:
         timeout: float | None = None,
         *,
         segment: bool = False,
+        edit_message_id: int | None = None,
     ) -> None:
         self._agent = agent
         self._segment = segment
+        self._edit_message_id = edit_message_id
         self._prompt = prompt
         self._messages = messages
         self._timeout = timeout
@@ -338,8 +350,10 @@ class AgentStream:
                 plan = prepare_prompt(self._prompt, self._messages)
                 built = agent._build(plan)
                 with driver.locked() as now:
-                    start = core.segment if self._segment else core.stream
-                    turn = start(built, now=now)
+                    if self._segment:
+                        turn = core.segment(built, now=now)
+                    else:
+                        turn = core.stream(built, now=now, edit_message_id=self._edit_message_id)
                 self._run = driver.start(turn, session=core.session, tools=agent._run_tools)
         except BaseException as exc:
             self._seen.end(error=exc)

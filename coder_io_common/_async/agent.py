@@ -142,12 +142,21 @@ class CoderAgent(AgentShell[CoderChatClient, httpx.AsyncClient], AsyncClosing):
         finally:
             core.end()
 
-    def stream(self, prompt: object = None, *, messages: object = None) -> AgentStream:
+    def stream(
+        self,
+        prompt: object = None,
+        *,
+        messages: object = None,
+        edit_message_id: int | None = None,
+    ) -> AgentStream:
         """A streaming turn: ``async with agent.stream(prompt) as s:`` then ``async for part in
         s`` (output parts, live), or ``async for delta in s.text_stream``, and ``await
         s.get_final_result()``. A failure of the run is raised by the iteration; leaving the
-        block before the turn finished interrupts the run."""
-        return self._stream_class(self, prompt, messages)
+        block before the turn finished interrupts the run. With ``edit_message_id`` (the id of
+        one of the chat's user messages, as ``prompts()`` lists them) the prompt replaces that
+        message, which drops it and everything after it from the history, and the turn
+        streams the run the edit starts (docs/sessions.md)."""
+        return self._stream_class(self, prompt, messages, edit_message_id=edit_message_id)
 
     def segment(self, prompt: object = None, *, messages: object = None) -> AgentStream:
         """One model round trip as a stream, for frameworks that run the tool loop
@@ -262,6 +271,7 @@ class AgentStream:
 
     __slots__ = (
         "_agent",
+        "_edit_message_id",
         "_entered",
         "_final",
         "_messages",
@@ -272,10 +282,17 @@ class AgentStream:
     )
 
     def __init__(
-        self, agent: CoderAgent, prompt: object, messages: object, *, segment: bool = False
+        self,
+        agent: CoderAgent,
+        prompt: object,
+        messages: object,
+        *,
+        segment: bool = False,
+        edit_message_id: int | None = None,
     ) -> None:
         self._agent = agent
         self._segment = segment
+        self._edit_message_id = edit_message_id
         self._prompt = prompt
         self._messages = messages
         self._run: Run[Any] | None = None
@@ -298,7 +315,10 @@ class AgentStream:
         try:
             plan = prepare_prompt(self._prompt, self._messages)
             built = await agent._build(plan)
-            turn = (core.segment if self._segment else core.stream)(built, now=_now())
+            if self._segment:
+                turn = core.segment(built, now=_now())
+            else:
+                turn = core.stream(built, now=_now(), edit_message_id=self._edit_message_id)
             self._run = agent._driver.start(turn, session=core.session, tools=agent._run_tools)
         except BaseException as exc:
             self._seen.end(error=exc)

@@ -276,9 +276,12 @@ class AgentCore:
         """Start a ``generate()`` call on the prepared ``messages``."""
         return GenerateCall(self, messages, now=now)
 
-    def stream(self, messages: Sequence[Message], *, now: float) -> Turn:
-        """Start a ``stream()`` turn; its parts are delivered live in ``turn.parts``."""
-        return self.session.stream(messages, now=now)
+    def stream(
+        self, messages: Sequence[Message], *, now: float, edit_message_id: int | None = None
+    ) -> Turn:
+        """Start a ``stream()`` turn; its parts are delivered live in ``turn.parts``. With
+        ``edit_message_id`` the prompt replaces that user message instead of following it."""
+        return self.session.stream(messages, now=now, edit_message_id=edit_message_id)
 
     def segment(self, messages: Sequence[Message], *, now: float) -> Turn:
         """Start one model round trip (G.2) in stream mode: it ends when the run settles or

@@ -124,9 +124,11 @@ Message: TypeAlias = SystemMessage | UserMessage | AssistantMessage | ToolMessag
 
 @attrs.frozen
 class NewTurn:
-    """Send ``content`` as a new user message (or create the chat with it)."""
+    """Send ``content`` as a new user message (or create the chat with it); with
+    ``edit_message_id``, replace that user message of the chat with it instead (wire 2.4)."""
 
     content: tuple[UserContent, ...]
+    edit_message_id: int | None = None
 
 
 @attrs.frozen

@@ -50,6 +50,7 @@ from .._outputs import (
     ToolCall,
     ToolResult,
 )
+from .._rest.chat_extras import build_edit_chat_message, parse_edit_chat_message
 from .._rest.model_hints import (
     ModelConfigs,
     ModelConfigsExchange,
@@ -118,6 +119,7 @@ STREAM_CLOSED_MESSAGE: Final = (
 STREAM_FAILED_PREFIX: Final = "Coder chat stream failed mid-turn: "
 #: G.2, wire 10.
 NO_CHAT_FOR_RESUME: Final = "cannot submit tool results before a chat exists"
+NO_CHAT_TO_EDIT: Final = "cannot edit a message before the session has a chat"
 NOOP_PROMPT: Final = "CoderAgent received a prompt with no user message or tool results to act on."
 EMPTY_CONTENT: Final = "the prompt has no content to send: give it some text or a file"
 _EFFECTFUL_REASON: Final = (
@@ -527,16 +529,33 @@ class Segment:
     def _submit_prompt(
         self, action: NewTurn
     ) -> Wait[tuple[int | None, QueuedSubmission | None, bool]]:
-        """D.2 for a new turn: create the chat, or post the message. Returns the dial cursor,
-        the queued submission (E.1) and the D3 exemption flag."""
+        """D.2 for a new turn: create the chat, or post the message, or replace an earlier
+        user message (an edit). Returns the dial cursor, the queued submission (E.1) and the
+        D3 exemption flag."""
         turn = self.turn
         session = self.session
         config = session.config
         planned = input_parts(action.content)
         if not planned:
             raise CoderAgentError(EMPTY_CONTENT)
+        if action.edit_message_id is not None and session.chat_id is None:
+            raise CoderAgentError(NO_CHAT_TO_EDIT)
         model_config_id = yield from self._resolve_model()
         content = yield from self._upload(planned)
+        if action.edit_message_id is not None:
+            assert session.chat_id is not None
+            # The edit runs the chat again from the replacement, whose id is new: the turn's
+            # events are those past it (the edited message and what followed it are gone).
+            request = build_edit_chat_message(
+                session.chat_id,
+                action.edit_message_id,
+                content,
+                model_config_id=model_config_id,
+                reasoning_effort=config.reasoning_effort,
+            )
+            self.owns_run = True
+            edited = yield from self._submission(turn._rest(request, parse_edit_chat_message))
+            return edited.message.id, None, False
         if session.chat_id is None:
             organization_id = yield from self._organization()
             body = CreateChatRequest(

@@ -69,11 +69,22 @@ class Session(SessionState):
         now: float,
         tools: Sequence[DynamicTool] | None = None,
         warnings: Sequence[str] = (),
+        edit_message_id: int | None = None,
     ) -> Turn:
         """Start a whole turn in stream mode: output parts are delivered live in
-        ``turn.parts``; an error event is delivered as an ``ErrorPart``."""
+        ``turn.parts``; an error event is delivered as an ``ErrorPart``. With
+        ``edit_message_id`` the prompt replaces that user message of the chat (wire 2.4) and
+        the turn streams the run the edit starts."""
         self._check_single_flight()
-        return Turn(self, prompt, now=now, mode="stream", tools=tools, warnings=warnings)
+        return Turn(
+            self,
+            prompt,
+            now=now,
+            mode="stream",
+            tools=tools,
+            warnings=warnings,
+            edit_message_id=edit_message_id,
+        )
 
     def segment(
         self,

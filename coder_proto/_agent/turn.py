@@ -41,10 +41,11 @@ from .._engine import Cancelled, CoreMachine, Wait
 from .._errors import CoderAgentError, CoderChatError, CoderStreamError
 from .._json import dumps
 from .._outputs import OutputPart, Source, ToolCall, ToolResult, Usage
+from .._rest.routes import check_positive_id
 from .._rest.stopping import InterruptJob, interrupt_chat
 from .._stream.usage import sum_usage
 from .._wire.chats import DynamicTool, ToolResultInput
-from .prompt import Message, Noop, Resume, classify_prompt, normalize_prompt
+from .prompt import Message, NewTurn, Noop, Resume, classify_prompt, normalize_prompt
 from .segment import NOOP_PROMPT, Segment, StepResult
 
 if TYPE_CHECKING:
@@ -56,6 +57,7 @@ logger = logging.getLogger("coder_proto")
 
 #: The error result submitted for a pending call the adapter reported no outcome for (D5).
 MISSING_RESULT_MESSAGE: Final = "the client reported no result for this tool call"
+EDIT_NEEDS_USER_MESSAGE: Final = "an edit replaces a user message: its prompt must end with one"
 _TOOL_WARN_TIMER: Final = "tool-deadline-warning"
 
 
@@ -146,10 +148,14 @@ class Turn(CoreMachine[TurnResult]):
         tools: Sequence[DynamicTool] | None = None,
         single_segment: bool = False,
         warnings: Sequence[str] = (),
+        edit_message_id: int | None = None,
     ) -> None:
         if mode not in ("generate", "stream"):
             raise CoderAgentError(f'mode must be "generate" or "stream", got {mode!r}')
         messages = normalize_prompt(prompt)
+        if edit_message_id is not None:
+            check_positive_id(edit_message_id, "edit_message_id")
+        self._edit_message_id = edit_message_id
         super().__init__(session.selector)
         self.session = session
         self.mode = mode
@@ -261,6 +267,10 @@ class Turn(CoreMachine[TurnResult]):
         action = classify_prompt(self._messages)
         if isinstance(action, Noop):
             raise CoderAgentError(NOOP_PROMPT)
+        if self._edit_message_id is not None:
+            if not isinstance(action, NewTurn):
+                raise CoderAgentError(EDIT_NEEDS_USER_MESSAGE)
+            action = attrs.evolve(action, edit_message_id=self._edit_message_id)
         session = self.session
         max_steps = session.config.max_steps
         first = True

@@ -1,6 +1,6 @@
 """The web chat example's backend: a FastAPI app whose ``/api/chat`` runs each message of the
 page's ``useChat`` as a Coder agent turn (with a client tool, ``get_weather``) and streams it
-back as an AI SDK UI message stream.
+back as an AI SDK UI message stream; ``/api/chat/{id}/stream`` serves ``useChat``'s resume.
 
 Run it with one command from the repository root (Python 3.11+, Node.js and npm)::
 
@@ -20,17 +20,17 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import FileResponse, JSONResponse
+from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 
 from coder_io_asyncio import CoderAgent, CoderChatClient, tool
-from coder_io_common.ai_sdk import ChatBridge, ChatRequest, ChatRequestError, ChatSession
+from coder_io_common.ai_sdk import ChatBridge, ChatRequest, ChatSession
 
 HERE = Path(__file__).resolve().parent
 STATIC = HERE / "static"
@@ -45,9 +45,15 @@ def get_weather(city: str) -> dict[str, Any]:
     return {"city": city, "temp_c": 21, "sky": "clear"}
 
 
-def create_app(connection: Mapping[str, str] | None = None) -> FastAPI:
+def create_app(
+    connection: Mapping[str, str] | None = None,
+    *,
+    authorize: Callable[[Request], Any] | None = None,
+) -> FastAPI:
     """The app. ``connection`` is ``base_url``, ``token`` and ``organization_id`` (default:
-    ``CODER_URL``, ``CODER_SESSION_TOKEN``, ``CODER_ORGANIZATION_ID``)."""
+    ``CODER_URL``, ``CODER_SESSION_TOKEN``, ``CODER_ORGANIZATION_ID``). ``authorize`` is the
+    bridge's sign-in hook (docs/ai-sdk.md "Users"); without it the app is a one-person app,
+    as run on a laptop."""
     settings = dict(connection or {})
     clients: list[CoderChatClient] = []
 
@@ -69,16 +75,17 @@ def create_app(connection: Mapping[str, str] | None = None) -> FastAPI:
             **session.agent_kwargs(),
         )
 
-    bridge = ChatBridge(make_agent)
+    bridge = ChatBridge(make_agent, authorize=authorize)
     app = FastAPI(title="Coder agent chat", lifespan=lifespan)
     app.state.bridge = bridge
 
     @app.post("/api/chat")
     async def chat(request: Request) -> Any:
-        try:
-            return bridge.response(await request.body())
-        except ChatRequestError as exc:
-            return JSONResponse({"error": str(exc)}, status_code=400)
+        return await bridge.handle(request)
+
+    @app.get("/api/chat/{chat_id}/stream")
+    async def resume(request: Request, chat_id: str) -> Any:
+        return await bridge.handle_resume(request, chat_id)
 
     @app.get("/")
     async def index() -> FileResponse:
@@ -109,7 +116,7 @@ def build_page(force: bool = False) -> Path:
 
 def weather_script(ctx: Any) -> Any:
     """The fake model's answer to a weather question: reasoning, a ``get_weather`` call for
-    the city named in the prompt, then the answer built from the tool's result."""
+    the city named in the prompt, then the answer in words, built from the tool's result."""
     from coder_proto.fake import CallClientTool, Say, Script, Think
 
     found = re.search(r"\bin ([A-Z][\w-]*(?: [A-Z][\w-]*)*)", ctx.prompt)
@@ -118,7 +125,11 @@ def weather_script(ctx: Any) -> Any:
         [
             Think(f"The user asks about {city}; let me check the forecast."),
             CallClientTool(name="get_weather", args={"city": city}),
-            Say(f"Right now in {city}: {{tool_result}}. Enjoy your day!", chunk=6),
+            Say(
+                f"Right now it is {{tool_result.temp_c}} °C in {city}, and the sky is "
+                "{tool_result.sky}. Enjoy your day!",
+                chunk=6,
+            ),
         ]
     )
 

@@ -43,7 +43,9 @@ try {
     const assistant = document.querySelector('[data-role="assistant"]');
     const tool = assistant.querySelector('[data-testid="tool-call"]');
     return {
-      user: document.querySelector('[data-role="user"]')?.textContent,
+      user: [...document.querySelectorAll('[data-role="user"] .text')]
+        .map(node => node.textContent)
+        .join(''),
       text: [...assistant.querySelectorAll('.text')].map(node => node.textContent).join(''),
       reasoning: [...assistant.querySelectorAll('.reasoning')].map(node => node.textContent).join(''),
       tool: {

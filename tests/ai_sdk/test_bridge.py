@@ -184,6 +184,12 @@ def test_request_reads_the_last_user_message() -> None:
     assert text == "second"
     assert attachment.content == b"a b"
     assert len(request.messages) == 3
+    # A regenerate replaces the last user message; so does a message sent with its own id.
+    assert (request.user_message_id, request.replaces) == ("u2", "u2")
+    edit = ChatRequest.from_json({"id": "c", "messageId": "u1", "messages": [user("x")]})
+    assert edit.replaces == "u1"
+    new = ChatRequest.from_json({"id": "c", "messageId": "a1", "messages": [user("x")]})
+    assert (new.user_message_id, new.replaces) == ("u1", None)
 
 
 @pytest.mark.parametrize(
@@ -197,6 +203,8 @@ def test_request_reads_the_last_user_message() -> None:
         ({"id": "c", "messages": [user("x")], "messageId": 3}, "messageId"),
         ({"id": "c", "messages": [{"role": "assistant", "parts": []}]}, "no user message"),
         ({"id": "c", "messages": [{"role": "user"}]}, "list of parts"),
+        ({"id": "c", "messages": [{"id": 7, "role": "user", "parts": [
+            {"type": "text", "text": "x"}]}]}, "message id must be a string"),
         ({"id": "c", "messages": [{"role": "user", "parts": ["x"]}]}, "must be an object"),
         ({"id": "c", "messages": [{"role": "user", "parts": [{"type": "text"}]}]}, "string text"),
         ({"id": "c", "messages": [{"role": "user", "parts": []}]}, "no text or file"),

@@ -42,9 +42,14 @@ from coder_proto import (
 
 
 def started(**kwargs: Any) -> UIMessageStreamEncoder:
+    """An encoder inside its first round trip, whose step was opened by a first source."""
     encoder = UIMessageStreamEncoder(**kwargs)
     encoder.start()
     encoder.feed(StreamStart())
+    assert encoder.feed(Source(id="first", url="https://e.x/")) == [
+        {"type": "start-step"},
+        {"type": "source-url", "sourceId": "first", "url": "https://e.x/"},
+    ]
     return encoder
 
 
@@ -58,13 +63,34 @@ def test_start_carries_message_id_and_metadata() -> None:
     assert UIMessageStreamEncoder().start() == [{"type": "start"}]
 
 
-def test_stream_start_opens_a_step_and_finish_closes_it() -> None:
+def test_a_round_trip_opens_its_step_with_its_first_content_and_finish_closes_it() -> None:
     encoder = UIMessageStreamEncoder()
     encoder.start()
-    assert encoder.feed(StreamStart()) == [{"type": "start-step"}]
+    assert encoder.feed(StreamStart()) == []
+    assert encoder.feed(TextDelta("text-1", "a")) == [
+        {"type": "start-step"},
+        {"type": "text-delta", "id": "text-1", "delta": "a"},
+    ]
     assert encoder.feed(Finish(finish_reason="tool-calls")) == [{"type": "finish-step"}]
-    assert encoder.feed(StreamStart()) == [{"type": "start-step"}]
+    assert encoder.feed(StreamStart()) == []
+    assert encoder.feed(TextDelta("text-1", "b"))[0] == {"type": "start-step"}
     assert encoder.steps == 2
+
+
+def test_a_round_trip_that_shows_nothing_sends_no_empty_step() -> None:
+    encoder = UIMessageStreamEncoder()
+    encoder.start()
+    assert encoder.feed(StreamStart()) == []
+    part = ErrorPart(error=ChatError(message="The provider failed.", kind="generic"))
+    assert encoder.feed(part) == [{"type": "error", "errorText": "The provider failed."}]
+    assert encoder.feed(Finish(finish_reason="error")) == []
+    assert [c["type"] for c in encoder.finish()] == ["finish"]
+    assert encoder.steps == 0
+    failed = UIMessageStreamEncoder()
+    failed.start()
+    failed.feed(StreamStart())
+    assert failed.error("lost") == [{"type": "error", "errorText": "lost"}]
+    assert [c["type"] for c in failed.finish()] == ["finish"]
 
 
 def test_text_block() -> None:
@@ -95,7 +121,7 @@ def test_block_ids_of_later_steps_are_distinct() -> None:
     encoder.feed(TextEnd("text-1"))
     encoder.feed(Finish(finish_reason="tool-calls"))
     encoder.feed(StreamStart())
-    second = encoder.feed(TextStart("text-1"))[0]["id"]
+    second = encoder.feed(TextStart("text-1"))[-1]["id"]
     assert encoder.feed(TextDelta("text-1", "x"))[0]["id"] == second
     assert first != second
 
@@ -235,6 +261,7 @@ def test_finish_sums_usage_into_message_metadata() -> None:
         )
     )
     encoder.feed(StreamStart())
+    encoder.feed(TextDelta("text-1", "ok"))
     encoder.feed(
         Finish(
             finish_reason="stop",
@@ -269,6 +296,7 @@ def test_finish_closes_an_open_step_and_maps_unknown_reasons() -> None:
     encoder = started()
     encoder.feed(Finish(finish_reason="tool-calls"))
     encoder.feed(StreamStart())
+    encoder.feed(TextDelta("text-1", "cut short"))
     chunks = encoder.finish()
     assert [c["type"] for c in chunks] == ["finish-step", "finish"]
     assert chunks[-1]["finishReason"] == "tool-calls"

@@ -12,7 +12,13 @@ import httpx
 import pytest
 
 from coder_io_common.fake_server import FakeCoderServer
-from coder_proto import CoderAgentError, CoderApiError, TextInput
+from coder_proto import (
+    CoderAgentError,
+    CoderApiError,
+    TextInput,
+    ToolMessage,
+    ToolResultContent,
+)
 
 from .test_client import UNKNOWN, wait_status
 
@@ -242,3 +248,47 @@ def test_the_read_marker_moves_with_update_chat_and_shows_as_has_unread(
         await rt.close_client(client)
 
     runtime.run(scenario)
+
+
+def test_a_streamed_edit_replaces_the_prompt_and_streams_the_rerun(
+    runtime: Any, server: FakeCoderServer
+) -> None:
+    async def scenario(rt: Any) -> None:
+        agent = await rt.agent(server)
+        early = await rt.stream(agent, "Tell me a story", edit_message_id=1)
+        assert isinstance(early.error, CoderAgentError)
+        assert str(early.error) == "cannot edit a message before the session has a chat"
+        assert server.model.chats == {}
+        first = await rt.stream(agent, "Tell me a story")
+        assert first.text == "You said: Tell me a story"
+        [prompt] = await rt.call(agent, "prompts")
+        edited = await rt.stream(agent, "Tell me a poem", edit_message_id=prompt.id)
+        assert edited.error is None
+        assert edited.text == "You said: Tell me a poem"
+        assert edited.result.finish_reason == "stop"
+        # The history holds the replacement and its answer, not the story.
+        history = await rt.call(agent, "history")
+        assert [(m.role, _text_of(m)) for m in history] == [
+            ("user", "Tell me a poem"),
+            ("assistant", "You said: Tell me a poem"),
+        ]
+        # The next turn follows the edited history as usual.
+        after = await rt.stream(agent, "And a limerick")
+        assert after.text == "You said: And a limerick"
+        gone = await rt.stream(agent, "again", edit_message_id=prompt.id)
+        assert isinstance(gone.error, CoderApiError) and gone.error.status == 404
+        # An edit replaces a user message: tool results or a bad id are refused up front.
+        results = ToolMessage((ToolResultContent(tool_call_id="call-1", output=1),))
+        refused = await rt.stream(agent, messages=[results], edit_message_id=prompt.id)
+        assert str(refused.error) == (
+            "an edit replaces a user message: its prompt must end with one"
+        )
+        zero = await rt.stream(agent, "again", edit_message_id=0)
+        assert str(zero.error) == "edit_message_id must be a positive integer, got 0"
+        await rt.close(agent)
+
+    runtime.run(scenario)
+
+
+def _text_of(message: Any) -> str:
+    return "".join(p["text"] for p in message.to_json()["parts"] if p["type"] == "text")
