@@ -211,3 +211,15 @@ def test_any_frame_gives_the_general_ways_events_or_error(
             assert typed == _outcome(data)
     finally:
         events._typed_deltas, unicode.loads = saved
+
+
+def test_queued_deltas_share_their_role_and_chat_id() -> None:
+    """A backlog of deltas holds one string for the chat id and one per role, not a copy in
+    every event (the events are equal either way)."""
+    frame = "[" + ",".join(_delta(TEXT, seq=str(i)) for i in range(1, 40)) + "]"
+    parsed = parse_frame(frame)
+    assert len(parsed) == 39
+    assert len({id(e.chat_id) for e in parsed}) == 1
+    assert len({id(e.role) for e in parsed}) == 1  # type: ignore[union-attr]
+    odd = parse_frame("[" + _delta(TEXT).replace('"assistant"', '"narrator"') + "]")
+    assert odd[0].role == "narrator"  # type: ignore[union-attr]

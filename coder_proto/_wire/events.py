@@ -645,6 +645,11 @@ _decode_deltas: Callable[[str], list[Any]] = msgspec.json.Decoder(
 ).decode
 
 
+#: A delta's role and chat id are kept as one string each for every delta of a stream (the
+#: checked chat id, ``_ROLES``' roles), not one copy per delta that an event holds.
+_ROLES: dict[str | None, str | None] = {role: role for role in ("assistant", "tool", "user")}
+
+
 def _typed_deltas(data: str) -> list[StreamEvent] | None:
     """The events of ``data`` when it is an array frame of text and reasoning deltas in the
     shape servers write, decoded in one pass; ``None`` for any other document (a frame of
@@ -656,7 +661,9 @@ def _typed_deltas(data: str) -> list[StreamEvent] | None:
     it: JSON the standard library refuses, a lone surrogate, a number where an ``int``
     coordinate goes (a float, a boolean), an unknown event or part type, a member the
     Structs do not know (whose numbers and nesting the general way reads), duplicate type
-    members. The chat id is checked as there (wire 3.9), with the same error.
+    members. The chat id is checked as there (wire 3.9), with the same error. A queued delta
+    holds its event, part, text and coordinates, and shares its role and chat id with the
+    others.
     """
     try:
         value = _decode_deltas(data)
@@ -682,14 +689,17 @@ def _typed_deltas(data: str) -> list[StreamEvent] | None:
             part.completed_at = wire_part.completed_at
             part.__class__ = ReasoningPart
         event: Any = _MessagePartDraft()
-        event.role = payload.role
+        role = payload.role
+        event.role = _ROLES.get(role, role)
         event.part = part
         event.history_version = payload.history_version
         event.generation_attempt = payload.generation_attempt
         event.seq = payload.seq
         chat_id = wire.chat_id
-        if chat_id and chat_id != checked[0]:
-            _check_chat_id(chat_id)
+        if chat_id:
+            if chat_id != checked[0]:
+                _check_chat_id(chat_id)
+            chat_id = checked[0]
         event.chat_id = chat_id
         event.__class__ = MessagePartEvent
         append(event)
