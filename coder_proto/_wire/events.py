@@ -722,16 +722,24 @@ def parse_frame(data: str | bytes) -> list[StreamEvent]:
 
     Invalid JSON raises ``CoderProtocolError`` (the reader treats it as terminal, C.2.3).
 
-    An array frame longer than 4 KiB (a batch of 256 deltas is about 50 KiB) is decoded in
-    pieces of about 4 KiB, each cut before a delta, so the decoded objects of the whole
-    frame and the events built from them are never all alive at once. On CPython before 3.13
-    they otherwise outnumber the cyclic collector's young-generation threshold on every
-    batched frame, and each collection moves the frame's objects to an older generation,
-    whose collections then add about half to the core's own work on the frame (the gain is
-    listed in ``coder_proto._speedups.HOT_PATHS``). The events and errors are those of the
-    whole frame: see ``_parse_pieces``.
+    An array frame of text and reasoning deltas that the typed decode takes
+    (``_typed_deltas``) is decoded whole, at once: its Structs are not tracked by the
+    cyclic collector, and the 256 deltas a server puts in a frame at most keep 512 tracked
+    objects (events and parts), under the young generation's threshold of 700.
+
+    Any other array frame longer than 4 KiB is decoded in pieces of about 4 KiB, each cut
+    before a delta, so the decoded objects of the whole frame and the events built from
+    them are never all alive at once. On CPython before 3.13 they otherwise outnumber the
+    cyclic collector's young-generation threshold on every batched frame, and each
+    collection moves the frame's objects to an older generation, whose collections then add
+    about half to the core's own work on the frame (the gain is listed in
+    ``coder_proto._speedups.HOT_PATHS``). The events and errors are those of the whole
+    frame: see ``_parse_pieces``.
     """
     if type(data) is str and len(data) > _PIECE and data[0] == "[":
+        typed = _typed_deltas(data)
+        if typed is not None:
+            return typed
         cut = data.find(_BETWEEN_EVENTS, _PIECE)
         if cut > 0:
             return _parse_pieces(data, cut)
