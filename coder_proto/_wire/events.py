@@ -648,6 +648,8 @@ _decode_deltas: Callable[[str], list[Any]] = msgspec.json.Decoder(
 #: A delta's role and chat id are kept as one string each for every delta of a stream (the
 #: checked chat id, ``_ROLES``' roles), not one copy per delta that an event holds.
 _ROLES: dict[str | None, str | None] = {role: role for role in ("assistant", "tool", "user")}
+#: How a frame of deltas starts as servers write it.
+_DELTAS_START = '[{"type":"message_part"'
 
 
 def _typed_deltas(data: str) -> list[StreamEvent] | None:
@@ -664,7 +666,14 @@ def _typed_deltas(data: str) -> list[StreamEvent] | None:
     members. The chat id is checked as there (wire 3.9), with the same error. A queued delta
     holds its event, part, text and coordinates, and shares its role and chat id with the
     others.
+
+    Only a document that starts as servers start a frame of deltas (its first event's
+    ``type`` first, no spaces) is tried: any other (a status, a message's snapshot) would fail
+    the decode, after msgspec had made the UTF-8 copy it reads a ``str`` that is not ASCII
+    through, which the ``str`` then keeps while it lives.
     """
+    if not data.startswith(_DELTAS_START):
+        return None
     try:
         value = _decode_deltas(data)
     except (ValueError, RecursionError):
