@@ -7,6 +7,7 @@ invalid ids included."""
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 import pytest
@@ -223,3 +224,30 @@ def test_queued_deltas_share_their_role_and_chat_id() -> None:
     assert len({id(e.role) for e in parsed}) == 1  # type: ignore[union-attr]
     odd = parse_frame("[" + _delta(TEXT).replace('"assistant"', '"narrator"') + "]")
     assert odd[0].role == "narrator"  # type: ignore[union-attr]
+
+
+def test_a_long_frame_of_other_events_keeps_no_utf8_copy() -> None:
+    """A long frame that does not start as a frame of deltas (a message's snapshot, text not
+    ASCII) is not handed to the typed decode, which would have left a UTF-8 copy of the
+    whole frame in its ``str``; short frames, and long ones of deltas, are decoded typed."""
+    snapshot = json.dumps(
+        {
+            "type": "message",
+            "chat_id": CHAT,
+            "message": {
+                "id": 7,
+                "role": "assistant",
+                "content": [{"type": "text", "text": "é" * 9000}],
+            },
+        },
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
+    frame = "[" + snapshot + "]"
+    size = sys.getsizeof(frame)
+    assert events._typed_deltas(frame) is None
+    assert sys.getsizeof(frame) == size
+    assert parse_frame(frame)[0].type == "message"
+    long_deltas = "[" + ",".join([_delta('{"type":"text","text":"é"}')] * 40) + "]"
+    assert len(long_deltas) > events._PIECE and events._typed_deltas(long_deltas) is not None
+    assert events._typed_deltas("[" + _delta(TEXT) + "]") is not None
