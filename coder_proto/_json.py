@@ -134,9 +134,9 @@ REFUSED: Final = object()
 #: orjson's working memory for a document is about 13 times its size (a turn's last message
 #: snapshot of 460 KB: 6.0 MB, against the standard library's 0.46 MB for the value), which
 #: made that one decode the peak of a streamed turn's memory. Documents this long are few in a
-#: turn (a message's snapshot, a REST body); frames of deltas are decoded in pieces well under
-#: it (``coder_proto._wire.events.parse_frame``); and on text that is not ASCII the standard
-#: library is the faster one.
+#: turn (a message's snapshot, a REST body); frames of deltas are decoded typed by msgspec, or
+#: in pieces well under it (``coder_proto._wire.events.parse_frame``); and on text that is not
+#: ASCII the standard library is the faster one.
 _LONG = 16_384
 
 

@@ -1,6 +1,7 @@
-"""A long array frame is parsed a piece at a time (``coder_proto._wire.events.parse_frame``):
-the events, and the error for a frame that is not valid JSON, are those of parsing the whole
-frame as one document, on both decoding paths, wherever the cuts fall."""
+"""A long array frame that the typed decode of deltas does not take is parsed a piece at a
+time (``coder_proto._wire.events.parse_frame``): the events, and the error for a frame that
+is not valid JSON, are those of parsing the whole frame as one document, on both decoding
+paths, wherever the cuts fall."""
 
 from __future__ import annotations
 
@@ -84,7 +85,10 @@ def _documents(data: str, piece: int, monkeypatch: pytest.MonkeyPatch) -> list[s
 def test_a_batch_is_decoded_in_pieces_cut_between_events(
     path: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    frame = _batch(256)
+    """A batch the typed decode does not take (here its roles are not strings) goes the
+    general way, a piece at a time."""
+    frame = _batch(256).replace('"role":"assistant"', '"role":1')
+    assert events._typed_deltas(frame) is None
     documents = _documents(frame, 4096, monkeypatch)
     assert len(documents) == len(frame) // 4096 + 1 or len(documents) == len(frame) // 4096
     assert all(len(d) < 4096 + len(DELTA) + 4 for d in documents)
@@ -97,6 +101,21 @@ def test_a_batch_is_decoded_in_pieces_cut_between_events(
     parsed = parse_frame(frame)
     assert [e.seq for e in parsed] == list(range(1, 257))  # type: ignore[union-attr]
     assert all(type(e) is MessagePartEvent for e in parsed)
+
+
+def test_a_server_batch_of_deltas_is_decoded_typed_and_whole(
+    path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch of text deltas as servers write it is decoded by the typed decode at once,
+    without pieces (its Structs are not tracked by the collector), to the same events."""
+    frame = _batch(256)
+    assert _documents(frame, 4096, monkeypatch) == []
+    whole, pieces = _outcomes(frame, 4096, monkeypatch)
+    assert pieces == whole and whole[0] == "ok"
+    with monkeypatch.context() as patch:
+        patch.setattr(events, "_typed_deltas", lambda data: None)
+        assert _outcome(frame) == whole
+    assert [e.seq for e in parse_frame(frame)] == list(range(1, 257))  # type: ignore[union-attr]
 
 
 def test_a_snapshot_frame_is_decoded_whole_at_once(

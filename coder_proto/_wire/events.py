@@ -5,16 +5,20 @@ event object. Each known ``type`` parses into its own frozen class; an unknown `
 becomes ``UnknownEvent``, which the machines skip. Structurally wrong input raises
 ``CoderProtocolError``.
 
-``message_part`` is the hot path (one per streamed text chunk): it is parsed with as little
-work as the JSON already done allows.
+``message_part`` is the hot path (one per streamed text chunk). An array frame of text and
+reasoning deltas in the shape servers write is decoded by msgspec in one pass into Structs
+made from the classes here (``_typed_deltas``), and its events built from them, with no dict
+per delta; any other frame is decoded to dicts and parsed with as little work as the JSON
+already done allows. Both ways give the same events and errors.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar, TypeAlias
+from typing import Any, ClassVar, TypeAlias, Union
 
 import attrs
+import msgspec
 
 from .._errors import CoderProtocolError
 from .._json import REFUSED, long_digit_run, orjson_loads, orjson_unscanned
@@ -24,6 +28,8 @@ from .fields import get_dict, get_int, get_list, get_str, opt_int, opt_str, req_
 from .ids import check_resource_id
 from .message_parts import (
     ChatMessagePart,
+    ReasoningPart,
+    ReasoningPartDraft,
     TextPart,
     TextPartDraft,
     parse_part,
@@ -549,6 +555,167 @@ def _events_into(value: Any, out: list[StreamEvent]) -> bool:
     return plain
 
 
+# -- typed decoding of delta frames ---------------------------------------------------------------
+#
+# A frame of text and reasoning deltas, nearly every frame of a turn, is decoded by msgspec
+# straight into Structs in one pass, with no dict for any event, payload or part. The Struct
+# types are made from the attrs classes above (their field names, types and defaults), so the
+# classes stay the one definition of the wire model; only what a delta's shortcut can take
+# exactly is narrowed (see ``_wire_struct``). Every other document fails that decode and goes
+# the general way (``_parse_document``), which gives its events or its error.
+
+
+def _wire_struct(
+    cls: type,
+    name: str,
+    *,
+    tag: str | None = None,
+    only: tuple[str, ...],
+    narrow: dict[str, Any] | None = None,
+    absent: dict[str, Any] | None = None,
+    nested: tuple[tuple[str, Any], ...] = (),
+) -> Any:
+    """A msgspec Struct type decoding the wire object of the attrs class ``cls``: a field for
+    each field of ``cls`` named in ``only``, with its type and default, and the ``nested``
+    objects. ``narrow`` gives a field a narrower type than the class's (a value outside it
+    sends the document the general way); ``absent`` gives the value a field the class
+    requires takes when the wire omits it. A field without a default is required, and a
+    member the Struct does not know fails the decode too (so its numbers and nesting never
+    go unread)."""
+    attrs.resolve_types(cls)
+    narrow = narrow or {}
+    absent = absent or {}
+    fields: list[tuple[str, Any] | tuple[str, Any, Any]] = list(nested)
+    for field in attrs.fields(cls):
+        if field.name not in only:
+            continue
+        kind = narrow.get(field.name, field.type)
+        default = absent.get(field.name, field.default)
+        if default is attrs.NOTHING:
+            fields.append((field.name, kind))
+        else:
+            fields.append((field.name, kind, default))
+    return msgspec.defstruct(
+        name,
+        fields,
+        tag=tag,
+        tag_field="type" if tag is not None else None,
+        kw_only=True,
+        forbid_unknown_fields=True,
+        # Decoded values hold strings and ints only: the collector need not track them.
+        gc=False,
+        module=__name__,
+    )
+
+
+# A part's text is required here (``parse_part`` decides what a part without one is).
+_TextWire = _wire_struct(
+    TextPart, "_TextWire", tag=TextPart.type, only=("text",), absent={"text": attrs.NOTHING}
+)
+_ReasoningWire = _wire_struct(
+    ReasoningPart,
+    "_ReasoningWire",
+    tag=ReasoningPart.type,
+    only=("text", "signature", "created_at", "completed_at"),
+    absent={"text": attrs.NOTHING},
+)
+_DeltaPayloadWire = _wire_struct(
+    MessagePartEvent,
+    "_DeltaPayloadWire",
+    only=("role", "part", "history_version", "generation_attempt", "seq"),
+    # Coordinates are ints on the wire (D14); anything else is kept as sent, the general way.
+    narrow={
+        "part": Union[_TextWire, _ReasoningWire],  # noqa: UP007 - a runtime type for msgspec
+        "history_version": int | None,
+        "generation_attempt": int | None,
+        "seq": int | None,
+    },
+    # ``role`` is left out by servers that send none.
+    absent={"role": None},
+)
+_DeltaWire = _wire_struct(
+    MessagePartEvent,
+    "_DeltaWire",
+    tag=MessagePartEvent.type,
+    only=("chat_id",),
+    nested=((MessagePartEvent.type, _DeltaPayloadWire),),
+)
+_decode_deltas: Callable[[str], list[Any]] = msgspec.json.Decoder(
+    list[_DeltaWire]  # type: ignore[valid-type] # made at run time
+).decode
+
+
+#: A delta's role and chat id are kept as one string each for every delta of a stream (the
+#: checked chat id, ``_ROLES``' roles), not one copy per delta that an event holds.
+_ROLES: dict[str | None, str | None] = {role: role for role in ("assistant", "tool", "user")}
+#: How a frame of deltas starts as servers write it.
+_DELTAS_START = '[{"type":"message_part"'
+
+
+def _typed_deltas(data: str) -> list[StreamEvent] | None:
+    """The events of ``data`` when it is an array frame of text and reasoning deltas in the
+    shape servers write, decoded in one pass; ``None`` for any other document (a frame of
+    one event object too), which ``_parse_document`` decodes the general way.
+
+    The events are the general way's: strings and integers are read as the standard
+    library reads them (integers of any length within the interpreter's digit limit, which
+    msgspec applies as ``int`` does), and whatever the decode does not take exactly fails
+    it: JSON the standard library refuses, a lone surrogate, a number where an ``int``
+    coordinate goes (a float, a boolean), an unknown event or part type, a member the
+    Structs do not know (whose numbers and nesting the general way reads), duplicate type
+    members. The chat id is checked as there (wire 3.9), with the same error. A queued delta
+    holds its event, part, text and coordinates, and shares its role and chat id with the
+    others.
+
+    A document longer than 4 KiB is tried only when it starts as servers start a frame of
+    deltas (its first event's ``type`` first, no spaces): any other (a message's snapshot)
+    would fail the decode, after msgspec had made the UTF-8 copy it reads a ``str`` that is
+    not ASCII through, which the ``str`` then keeps while it lives. (A shorter one is tried
+    as it is: its copy is small, and the check would cost a tenth of its decode.)
+    """
+    if len(data) > _PIECE and not data.startswith(_DELTAS_START):
+        return None
+    try:
+        value = _decode_deltas(data)
+    except (ValueError, RecursionError):
+        # msgspec's errors are ValueErrors; so is the encode error of a lone surrogate.
+        return None
+    out: list[StreamEvent] = []
+    append = out.append
+    checked = _checked_chat_id
+    for wire in value:
+        payload = wire.message_part
+        wire_part = payload.part
+        part: Any
+        if type(wire_part) is _TextWire:
+            part = TextPartDraft()
+            part.text = wire_part.text
+            part.__class__ = TextPart
+        else:
+            part = ReasoningPartDraft()
+            part.text = wire_part.text
+            part.signature = wire_part.signature
+            part.created_at = wire_part.created_at
+            part.completed_at = wire_part.completed_at
+            part.__class__ = ReasoningPart
+        event: Any = _MessagePartDraft()
+        role = payload.role
+        event.role = _ROLES.get(role, role)
+        event.part = part
+        event.history_version = payload.history_version
+        event.generation_attempt = payload.generation_attempt
+        event.seq = payload.seq
+        chat_id = wire.chat_id
+        if chat_id:
+            if chat_id != checked[0]:
+                _check_chat_id(chat_id)
+            chat_id = checked[0]
+        event.chat_id = chat_id
+        event.__class__ = MessagePartEvent
+        append(event)
+    return out
+
+
 #: An array frame longer than this many characters is decoded a piece at a time.
 _PIECE = 4096
 #: A frame whose pieces would be longer than this is decoded whole (see ``_parse_pieces``).
@@ -565,16 +732,24 @@ def parse_frame(data: str | bytes) -> list[StreamEvent]:
 
     Invalid JSON raises ``CoderProtocolError`` (the reader treats it as terminal, C.2.3).
 
-    An array frame longer than 4 KiB (a batch of 256 deltas is about 50 KiB) is decoded in
-    pieces of about 4 KiB, each cut before a delta, so the decoded objects of the whole
-    frame and the events built from them are never all alive at once. On CPython before 3.13
-    they otherwise outnumber the cyclic collector's young-generation threshold on every
-    batched frame, and each collection moves the frame's objects to an older generation,
-    whose collections then add about half to the core's own work on the frame (the gain is
-    listed in ``coder_proto._speedups.HOT_PATHS``). The events and errors are those of the
-    whole frame: see ``_parse_pieces``.
+    An array frame of text and reasoning deltas that the typed decode takes
+    (``_typed_deltas``) is decoded whole, at once: its Structs are not tracked by the
+    cyclic collector, and the 256 deltas a server puts in a frame at most keep 512 tracked
+    objects (events and parts), under the young generation's threshold of 700.
+
+    Any other array frame longer than 4 KiB is decoded in pieces of about 4 KiB, each cut
+    before a delta, so the decoded objects of the whole frame and the events built from
+    them are never all alive at once. On CPython before 3.13 they otherwise outnumber the
+    cyclic collector's young-generation threshold on every batched frame, and each
+    collection moves the frame's objects to an older generation, whose collections then add
+    about half to the core's own work on the frame (the gain is listed in
+    ``coder_proto._speedups.HOT_PATHS``). The events and errors are those of the whole
+    frame: see ``_parse_pieces``.
     """
     if type(data) is str and len(data) > _PIECE and data[0] == "[":
+        typed = _typed_deltas(data)
+        if typed is not None:
+            return typed
         cut = data.find(_BETWEEN_EVENTS, _PIECE)
         if cut > 0:
             return _parse_pieces(data, cut)
@@ -620,6 +795,9 @@ def _parse_pieces(data: str, cut: int) -> list[StreamEvent]:
 def _parse_document(data: str | bytes) -> list[StreamEvent]:
     """``parse_frame`` of one JSON document.
 
+    An array of text and reasoning deltas is decoded typed (``_typed_deltas``); any other
+    document the general way, below.
+
     With orjson decoding, a frame of text and reasoning deltas skips the scan for long
     integers that ``coder_proto._json`` makes before it trusts orjson: such a frame's events
     keep no number but their coordinates, so when all of those are ``int`` no integer was
@@ -627,6 +805,10 @@ def _parse_document(data: str | bytes) -> list[StreamEvent]:
     other frame is scanned as ``loads`` would scan it, and decoded again when the scan finds
     a long run of digits.
     """
+    if type(data) is str:
+        typed = _typed_deltas(data)
+        if typed is not None:
+            return typed
     out: list[StreamEvent] = []
     if type(data) is str and _unicode.loads is orjson_loads and "\\" not in data:
         value = orjson_unscanned(data)

@@ -12,10 +12,18 @@ event per frame, 256 per frame):
   WebSocket layer).
 * ``core.parse.<framing>`` and ``core.reader.<framing>``: the first stages alone, to show where
   the time goes (not with ``--quick``).
+* ``core.gc.<framing>``: the cyclic collector's collections during one run of
+  ``core.frames.<framing>`` (at the interpreter's thresholds), per 100,000 deltas, streamed
+  and as a backlog (every frame queued before the consumer reads), against those of the
+  floor's ``loads`` alone; and the objects the collector tracks and the memory blocks a
+  queued delta holds. Reported, no target.
 """
 
 from __future__ import annotations
 
+import gc
+import sys
+from collections.abc import Callable
 from typing import Any
 
 from ._common import Paired, Result, Settings, cpu_clock, paired
@@ -23,8 +31,10 @@ from ._data import batched_frames, one_event_frames, transcript_lines
 from ._pipelines import (
     backends,
     check_output,
+    frame_entry,
     json_backend,
     loads_floor,
+    open_reader,
     parse_run,
     reader_frames_run,
     translate_frames_run,
@@ -69,6 +79,67 @@ def _check(frames: list[str], lines: list[str], *, ws: bool = False) -> None:
     factory = ws_run if ws else translate_frames_run
     factory(frames, collect=parts)()()
     check_output(parts, lines)
+
+
+def _collections(factory: Callable[[], Callable[[], object]]) -> list[int]:
+    """The collections of each generation during one run of what ``factory`` builds (built
+    first, not counted)."""
+    timed = factory()
+    gc.collect()
+    before = [stats["collections"] for stats in gc.get_stats()]
+    timed()
+    after = [stats["collections"] for stats in gc.get_stats()]
+    return [b - a for a, b in zip(before, after, strict=True)]
+
+
+def _held(frames: list[str]) -> tuple[int, int]:
+    """The objects the collector tracks and the memory blocks allocated that a reader's
+    queue holds once every frame is handed to it (a backlog not yet consumed)."""
+    reader, _ = open_reader()
+    entry = frame_entry(reader)
+    gc.collect()
+    objects = len(gc.get_objects())
+    blocks = sys.getallocatedblocks()
+    for frame in frames:
+        entry(frame, 0.0)
+    held = (len(gc.get_objects()) - objects, sys.getallocatedblocks() - blocks)
+    reader.events.clear()
+    return held
+
+
+def _gc_result(name: str, n: int, frames: list[str], floor: Any, events: int) -> Result:
+    """``core.gc.<framing>``: collections per 100,000 deltas (streamed, and with every frame
+    queued before the consumer reads: a backlog), against the floor's; and the tracked
+    objects and memory blocks a queued delta holds."""
+    scale = 100_000 / events
+    streamed = [round(c * scale, 1) for c in _collections(translate_frames_run(frames))]
+    backlog = [
+        round(c * scale, 1) for c in _collections(translate_frames_run(frames, backlog=True))
+    ]
+    per_floor = [round(c * scale, 1) for c in _collections(floor)]
+    objects, blocks = _held(frames)
+    core_total = sum(streamed)
+    return Result(
+        name,
+        n,
+        None,
+        None,
+        core_total / sum(per_floor) if sum(per_floor) else None,
+        {
+            "collections_per_100k_deltas": streamed,
+            "backlog_collections_per_100k_deltas": backlog,
+            "floor_collections_per_100k_deltas": per_floor,
+            "tracked_objects_per_queued_delta": round(objects / events, 2),
+            "blocks_per_queued_delta": round(blocks / events, 2),
+            "thresholds": list(gc.get_threshold()),
+            "target": "reported",
+            "note": (
+                f"gen0/1/2 per 100k deltas {streamed}, backlog {backlog}, floor {per_floor}; "
+                f"per queued delta {objects / events:.2f} tracked objects, "
+                f"{blocks / events:.2f} blocks"
+            ),
+        },
+    )
 
 
 def run(settings: Settings) -> list[Result]:
@@ -142,6 +213,8 @@ def run(settings: Settings) -> list[Result]:
                         extra=common,
                     )
                 )
+
+                out.append(_gc_result(f"core.gc.{framing}{suffix}", n, frames, floor, len(lines)))
 
                 # Where the time goes, stage by stage (not in --quick: it is diagnosis).
                 stages = (

@@ -1,0 +1,253 @@
+"""An array frame of text and reasoning deltas is decoded in one pass into typed Structs made
+from the wire model (``coder_proto._wire.events._typed_deltas``). Whatever it holds, a frame
+gives the events, or the error, that the general way (decoded to dicts, then parsed) gives:
+long integers, lone surrogates, deep or unknown members, unknown types, malformed text and
+invalid ids included."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from coder_proto import CoderProtocolError
+from coder_proto._json import orjson_loads, std_loads
+from coder_proto._wire import events, unicode
+from coder_proto._wire.events import MessagePartEvent, parse_frame
+from coder_proto._wire.message_parts import ReasoningPart, TextPart
+
+CHAT = "c0ffee00-1234-4abc-8def-0123456789ab"
+
+
+def _delta(part: str, *, seq: str = "1", extra: str = "", chat: str = CHAT) -> str:
+    return (
+        f'{{"type":"message_part","chat_id":"{chat}","message_part":{{"role":"assistant",'
+        f'"part":{part},"history_version":1,"generation_attempt":1,"seq":{seq}{extra}}}}}'
+    )
+
+
+TEXT = '{"type":"text","text":"a few words"}'
+
+
+def _outcome(data: str) -> tuple[str, str]:
+    """``parse_frame(data)``: the events' repr (an int and an equal float differ there), or
+    the error's type and message."""
+    try:
+        return ("ok", repr(parse_frame(data)))
+    except CoderProtocolError as exc:
+        return ("CoderProtocolError", str(exc))
+
+
+def _both(data: str, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
+    """``data`` parsed as it is, and with the typed decode turned off (the general way)."""
+    typed = _outcome(data)
+    with monkeypatch.context() as patch:
+        patch.setattr(events, "_typed_deltas", lambda data: None)
+        general = _outcome(data)
+    return typed, general
+
+
+@pytest.fixture(params=["stdlib", "orjson"])
+def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The decoder of the general way: the standard library's, or orjson's."""
+    monkeypatch.setattr(unicode, "loads", std_loads if request.param == "stdlib" else orjson_loads)
+    return str(request.param)
+
+
+def test_a_server_frame_of_deltas_is_decoded_typed() -> None:
+    reasoning = '{"type":"reasoning","text":"hm","signature":"sig"}'
+    frame = "[" + _delta(TEXT) + "," + _delta(reasoning, seq="2") + "]\n"
+    got = events._typed_deltas(frame)
+    assert got == [
+        MessagePartEvent("assistant", TextPart("a few words"), 1, 1, 1, CHAT),
+        MessagePartEvent("assistant", ReasoningPart("hm", "sig"), 1, 1, 2, CHAT),
+    ]
+    assert [type(e.part) for e in got] == [TextPart, ReasoningPart]  # type: ignore[union-attr]
+    assert got == parse_frame(frame)
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        # Not an array of deltas, or not in the shape the Structs take exactly.
+        _delta(TEXT),
+        "[" + _delta(TEXT) + ',{"type":"status","chat_id":"c","status":{"status":"running"}}]',
+        "[" + _delta(TEXT, seq="1.0") + "]",
+        "[" + _delta(TEXT, seq="true") + "]",
+        "[" + _delta(TEXT, extra=',"added_by_a_newer_server":1') + "]",
+        "[" + _delta('{"type":"text","text":"x","provider_metadata":{}}') + "]",
+        "[" + _delta('{"type":"tool-call","tool_call_id":"t","tool_name":"n"}') + "]",
+        "[" + _delta('{"type":"text"}') + "]",
+        "[" + _delta('{"type":"text","text":"\\ud800"}') + "]",
+        "[" + _delta(TEXT) + ",1]",
+        "[" + _delta(TEXT) + "",
+        '[{"type":"message_part","type":"status","message_part":{"part":' + TEXT + "}}]",
+        ("[" + _delta(TEXT) + "]").replace(f'"chat_id":"{CHAT}"', '"chat_id":null'),
+    ],
+)
+def test_other_documents_go_the_general_way(frame: str) -> None:
+    assert events._typed_deltas(frame) is None
+
+
+@pytest.mark.parametrize(
+    ("frame", "want"),
+    [
+        # Coordinates beyond 64 bits stay exact integers.
+        ("[" + _delta(TEXT, seq=str(2**70)) + "]", ("ok", str(2**70))),
+        ("[" + _delta(TEXT, seq=str(-(2**64))) + "]", ("ok", str(-(2**64)))),
+        # A float coordinate stays a float (an untrackable delta, D14).
+        ("[" + _delta(TEXT, seq="3.0") + "]", ("ok", "seq=3.0")),
+        # A lone surrogate becomes U+FFFD (D32); a valid pair is one code point.
+        ("[" + _delta('{"type":"text","text":"a\\ud800b"}') + "]", ("ok", "a\ufffdb")),
+        ("[" + _delta('{"type":"text","text":"\\ud83d\\ude00"}') + "]", ("ok", "\U0001f600")),
+        # Integers longer than the interpreter's digit limit, where the Structs read them and
+        # where they skip nothing: refused as the standard library refuses them.
+        ("[" + _delta(TEXT, seq="9" * 5000) + "]", ("CoderProtocolError", "failed to parse")),
+        (
+            "[" + _delta(TEXT, extra=',"x":' + "9" * 5000) + "]",
+            ("CoderProtocolError", "failed to parse"),
+        ),
+        # An unknown member nested deeper than the standard library has room for.
+        (
+            "[" + _delta(TEXT, extra=',"x":' + "[" * 100_000 + "]" * 100_000) + "]",
+            ("CoderProtocolError", "failed to parse"),
+        ),
+        # An invalid chat id is the same error on both ways (wire 3.9).
+        ("[" + _delta(TEXT, chat="not an id") + "]", ("CoderProtocolError", "chat_id")),
+    ],
+)
+def test_hostile_deltas_give_the_general_ways_answer(
+    frame: str, want: tuple[str, str], path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    typed, general = _both(frame, monkeypatch)
+    assert typed == general
+    assert typed[0] == want[0] and want[1] in typed[1]
+
+
+_texts = st.lists(
+    st.sampled_from(
+        ["a", "é", "\u2028", '"', "\\", "}", ",", "\ud83d\ude00", "\ud800", "\x7f", " "]
+    ),
+    max_size=5,
+).map("".join)
+
+_numbers = st.one_of(
+    st.none(),
+    st.integers(-(2**80), 2**80),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.booleans(),
+    st.just("1"),
+    st.just([[1]]),
+)
+
+_parts = st.one_of(
+    st.fixed_dictionaries({"type": st.just("text"), "text": _texts}),
+    st.fixed_dictionaries(
+        {"type": st.just("reasoning"), "text": _texts},
+        optional={
+            "signature": st.one_of(st.none(), _texts, st.integers()),
+            "created_at": st.one_of(st.none(), _texts),
+            "completed_at": st.none(),
+        },
+    ),
+    st.fixed_dictionaries({"type": st.sampled_from(["text", "reasoning", "source", "x"])}),
+    st.fixed_dictionaries({"type": st.just("text"), "text": _texts, "extra": _numbers}),
+)
+
+_deltas = st.fixed_dictionaries(
+    {
+        "type": st.just("message_part"),
+        "message_part": st.fixed_dictionaries(
+            {"part": _parts},
+            optional={
+                "role": st.one_of(
+                    st.none(), st.sampled_from(["assistant", "tool", ""]), st.just(1)
+                ),
+                "history_version": _numbers,
+                "generation_attempt": _numbers,
+                "seq": _numbers,
+            },
+        ),
+    },
+    optional={
+        "chat_id": st.one_of(st.just(CHAT), st.just(""), st.none(), st.just("bad id")),
+        "added": _numbers,
+    },
+)
+
+_items = st.one_of(
+    _deltas,
+    st.just({"type": "status", "chat_id": CHAT, "status": {"status": "running"}}),
+    st.just({"type": "no-such-event"}),
+    st.integers(),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    frame=st.lists(_items, max_size=6),
+    ensure_ascii=st.booleans(),
+    damage=st.one_of(st.none(), st.tuples(st.integers(0, 10**6), st.sampled_from(["", "]", '"']))),
+)
+def test_any_frame_gives_the_general_ways_events_or_error(
+    frame: list[Any], ensure_ascii: bool, damage: tuple[int, str] | None
+) -> None:
+    """Generated frames of deltas in every shape (and some damaged): the events' repr or the
+    error is the general way's, on both of its decoders."""
+    data = json.dumps(frame, separators=(",", ":"), ensure_ascii=ensure_ascii)
+    if damage is not None:
+        at = damage[0] % (len(data) + 1)
+        data = data[:at] + damage[1] + data[at + 1 :]
+    saved = (events._typed_deltas, unicode.loads)
+    try:
+        for loads in (std_loads, orjson_loads):
+            unicode.loads = loads
+            events._typed_deltas = saved[0]
+            typed = _outcome(data)
+            events._typed_deltas = lambda data: None
+            assert typed == _outcome(data)
+    finally:
+        events._typed_deltas, unicode.loads = saved
+
+
+def test_queued_deltas_share_their_role_and_chat_id() -> None:
+    """A backlog of deltas holds one string for the chat id and one per role, not a copy in
+    every event (the events are equal either way)."""
+    frame = "[" + ",".join(_delta(TEXT, seq=str(i)) for i in range(1, 40)) + "]"
+    parsed = parse_frame(frame)
+    assert len(parsed) == 39
+    assert len({id(e.chat_id) for e in parsed}) == 1
+    assert len({id(e.role) for e in parsed}) == 1  # type: ignore[union-attr]
+    odd = parse_frame("[" + _delta(TEXT).replace('"assistant"', '"narrator"') + "]")
+    assert odd[0].role == "narrator"  # type: ignore[union-attr]
+
+
+def test_a_long_frame_of_other_events_keeps_no_utf8_copy() -> None:
+    """A long frame that does not start as a frame of deltas (a message's snapshot, text not
+    ASCII) is not handed to the typed decode, which would have left a UTF-8 copy of the
+    whole frame in its ``str``; short frames, and long ones of deltas, are decoded typed."""
+    snapshot = json.dumps(
+        {
+            "type": "message",
+            "chat_id": CHAT,
+            "message": {
+                "id": 7,
+                "role": "assistant",
+                "content": [{"type": "text", "text": "é" * 9000}],
+            },
+        },
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
+    frame = "[" + snapshot + "]"
+    size = sys.getsizeof(frame)
+    assert events._typed_deltas(frame) is None
+    assert sys.getsizeof(frame) == size
+    assert parse_frame(frame)[0].type == "message"
+    long_deltas = "[" + ",".join([_delta('{"type":"text","text":"é"}')] * 40) + "]"
+    assert len(long_deltas) > events._PIECE and events._typed_deltas(long_deltas) is not None
+    assert events._typed_deltas("[" + _delta(TEXT) + "]") is not None
