@@ -379,6 +379,8 @@ class AsyncioRuntime(AsyncRuntime):
                     host.socket_lost(conn)
                     return
                 host.socket_data(conn, data)
+                # Not kept while the socket is idle: an open chat waits here.
+                del data
         finally:
             if writer is not None:
                 await _close_writer(writer)

@@ -429,6 +429,8 @@ class TrioRuntime(AsyncRuntime):
                         host.socket_lost(conn)
                         return
                     host.socket_data(conn, bytes(data))
+                    # Not kept while the socket is idle: an open chat waits here.
+                    del data
             if sock.dropped is not None:
                 host.socket_failed(conn, sock.dropped)
         finally:
