@@ -6,6 +6,7 @@ the generated transcripts have the shape the benchmarks rely on."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import pathlib
 import subprocess
@@ -18,7 +19,7 @@ from coder_proto._stream.translator import TurnTranslator
 from coder_proto._wire import events_from_json
 from tests.bench import _transcript
 from tests.bench.__main__ import format_table
-from tests.bench._common import Result, skipped
+from tests.bench._common import Result, fitted_exponent, skipped
 from tests.bench._pipelines import check_output
 from tests.bench.targets import settle
 
@@ -224,3 +225,26 @@ def test_lines_without_a_target_are_reported_and_unjudged() -> None:
         "target": "reported",
         "meets_target": None,
     }
+
+
+def test_the_fleet_is_measured_at_every_size_on_asyncio_and_trio(
+    smoke_results: list[dict[str, object]],
+) -> None:
+    by_name = {item["name"]: item for item in smoke_results}
+    for runtime in ("asyncio", "trio"):
+        memory = by_name[f"fleet.{runtime}.memory"]["extra"]
+        cpu = by_name[f"fleet.{runtime}.cpu"]["extra"]
+        assert isinstance(memory, dict) and isinstance(cpu, dict)
+        if "skipped" in memory:  # the fake server could not start here: said why
+            continue
+        assert memory["target"] == "<= 16 KiB traced per open chat"
+        assert set(memory["traced_bytes_per_chat_by_size"]) == {"2", "4"}
+        assert set(cpu["per_delta_us_by_size"]) == {"2", "4"}
+        assert isinstance(cpu["exponent"], float)
+
+
+def test_the_fitted_exponent_of_a_power_law() -> None:
+    points = [(n, 3.0 * n**1.2) for n in (100, 1_000, 10_000)]
+    assert fitted_exponent(points) == pytest.approx(1.2)
+    assert fitted_exponent([(10, 1.0), (20, 2.0)]) == pytest.approx(1.0)
+    assert math.isnan(fitted_exponent([(10, 1.0), (10, 2.0), (5, 0.0)]))
