@@ -81,7 +81,11 @@ class ServerProcess:
     ``chunk_delay`` (default: the run lasts at least 50 ms) keeps the run open across several
     of the server's syncs: like the real server, the fake relays deltas only while their
     episode is open, so a run that starts and ends between two syncs arrives as its
-    committed snapshot alone."""
+    committed snapshot alone.
+
+    ``ping_interval`` is the fake's heartbeat (a ping every so many seconds, the connection
+    closed when its pong is that late): a process opening thousands of streams answers late,
+    and the heartbeat is not what a benchmark measures."""
 
     def __init__(
         self,
@@ -89,6 +93,7 @@ class ServerProcess:
         *,
         start_delay: float = 0.3,
         chunk_delay: float | None = None,
+        ping_interval: float = 15.0,
         startup_timeout: float = 60.0,
     ) -> None:
         self.deltas = deltas
@@ -104,6 +109,8 @@ class ServerProcess:
             str(start_delay),
             "--chunk-delay",
             str(chunk_delay),
+            "--ping-interval",
+            str(ping_interval),
         ]
         self._timeout = startup_timeout
         self._proc: subprocess.Popen[str] | None = None

@@ -55,7 +55,9 @@ def _server(args: argparse.Namespace) -> Any:
         # rest (server-behaviour 3.3); a benchmark turn must arrive whole.
         part_buffer_bytes=1 << 40,
     )
-    return FakeCoderServer(config=config)
+    return FakeCoderServer(
+        config=config, ping_interval=args.ping_interval, ping_timeout=args.ping_interval
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--deltas", type=int, required=True)
     parser.add_argument("--chunk-delay", type=float, default=1e-5)
     parser.add_argument("--start-delay", type=float, default=0.3)
+    parser.add_argument("--ping-interval", type=float, default=15.0)
     args = parser.parse_args(argv)
     with _server(args) as server:
         model = getattr(server, "model", None)

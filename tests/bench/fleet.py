@@ -73,8 +73,17 @@ FLEET_DELAY_PER_CHAT = 1e-4
 
 def open_margin(chats: int) -> float:
     """Seconds the fake waits before a run starts, so that every stream of a ``chats``-chat
-    fleet is open (and idle) before the first delta: about 20 ms per chat, traced."""
-    return 2.0 + 0.02 * chats
+    fleet is open (and idle) before the first delta: 40 ms per chat (opening one, traced, on a
+    loaded machine, takes up to 30 ms)."""
+    return 2.0 + 0.04 * chats
+
+
+def fleet_ping_interval(chats: int) -> float:
+    """The fake's heartbeat for a ``chats``-chat fleet: a ping (and a pong's grace) every
+    15 s, or every whole fleet measurement for the large ones (a process opening 10,000
+    streams, traced, answers a ping late; a stream closed for it would redial and be counted
+    twice)."""
+    return 15.0 if chats <= 100 else 2 * FLEET_TIMEOUT
 
 
 def fleet_chunk_delay(chats: int) -> float:
@@ -275,7 +284,12 @@ def _core_asyncio(settings: Settings, chats: int, deltas: int, text_chars: int) 
     with ServerProcess(deltas, chunk_delay=pace) as server:
         single, single_reads = _core_asyncio_single(server.info, max(settings.e2e_rounds, 1))
     # Every chat is created (one request at a time) and open before the first run starts.
-    with ServerProcess(deltas, start_delay=open_margin(chats), chunk_delay=pace) as server:
+    with ServerProcess(
+        deltas,
+        start_delay=open_margin(chats),
+        chunk_delay=pace,
+        ping_interval=fleet_ping_interval(chats),
+    ) as server:
         measured = _core_asyncio_fleet(server.info, chats, timeout=900.0)
     # The traced Python heap is judged (RSS, kept beside it, counts the socket buffers but
     # hides allocations that reuse freed memory, and is noisy).
@@ -429,7 +443,10 @@ def _client_lines(settings: Settings, runtime: str, text_chars: int) -> list[Res
     try:
         for chats in sizes:
             with ServerProcess(
-                deltas, start_delay=open_margin(chats), chunk_delay=fleet_chunk_delay(chats)
+                deltas,
+                start_delay=open_margin(chats),
+                chunk_delay=fleet_chunk_delay(chats),
+                ping_interval=fleet_ping_interval(chats),
             ) as server:
                 measured[chats] = _client_fleet(runtime, cls, server.info, chats, FLEET_TIMEOUT)
     except Exception as exc:  # the adapter under test failed: report it, go on
