@@ -42,6 +42,13 @@ one client; about 29 KiB on asyncio, 32 KiB on trio):
   the parked ``receive_some`` (about 5 KiB);
 * the agent's stream and the driver's run: about 1.2 KiB.
 
+At 10,000 chats the fake is the bound: it serves every chat from one process and wakes every
+open stream for each request it answers (``wake_all``) and each chat its ticker advances, so
+opening the fleet costs it time in the square of the chats. On a loaded machine it then
+answers some upgrades later than the client's 30 s (they are redialed and the run goes on, but
+the first chats' runs start before the last are open). Waking only the streams of the chats a
+request or a tick advanced would make the full run as fast as the client.
+
 Cut so far: a redactor's copies of the token's beginnings (4 KiB a chat, made only when a
 cut text is redacted now), the last bytes read (kept while the socket waited), the asyncio
 events' empty deques, and trio's idle writer task per socket (about 4.5 KiB on trio).
