@@ -4,8 +4,10 @@ the asyncio ``Driver``.
 * tasks: ``asyncio.create_task``, held here until they end (the loop keeps only weak
   references); a task group cancels and awaits what is left when its block is left by an
   exception;
-* waiting: ``asyncio.Event``, ``asyncio.timeout``, ``asyncio.Semaphore``; the timer is one
-  ``loop.call_later`` handle, moved when the deadline moves;
+* waiting: a one-shot event of its own (``_Event``: an ``asyncio.Event`` holds an empty deque
+  of about 600 bytes, and every open chat holds events), ``asyncio.timeout``,
+  ``asyncio.Semaphore``; the timer is one ``loop.call_later`` handle, moved when the deadline
+  moves;
 * worker threads: ``asyncio.to_thread`` (a cancelled caller never waits for the thread);
 * cancellation: ``asyncio.CancelledError``, delivered once, so cleanup after it needs no
   shield;
@@ -195,6 +197,43 @@ class _CutAfter:
         return False
 
 
+class _Event:
+    """A one-shot event (``runtime.Event``): set once, it stays set. Its waiters' futures are
+    kept in a list made by the first waiter."""
+
+    __slots__ = ("_set", "_waiters")
+
+    def __init__(self) -> None:
+        self._set = False
+        self._waiters: list[asyncio.Future[None]] | None = None
+
+    def set(self) -> None:
+        if self._set:
+            return
+        self._set = True
+        waiters, self._waiters = self._waiters, None
+        for waiter in waiters or ():
+            if not waiter.done():  # else its waiter was cancelled meanwhile
+                waiter.set_result(None)
+
+    def is_set(self) -> bool:
+        return self._set
+
+    async def wait(self) -> bool:
+        if self._set:
+            return True
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if self._waiters is None:
+            self._waiters = []
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        finally:
+            if self._waiters is not None:  # still unset: this waiter was cancelled
+                self._waiters.remove(waiter)
+        return True
+
+
 class _Cut:
     """``AsyncRuntime.cut_after``'s verdict."""
 
@@ -268,7 +307,7 @@ class AsyncioRuntime(AsyncRuntime):
     # -- waiting -----------------------------------------------------------------------------
 
     def event(self) -> Event:
-        return asyncio.Event()
+        return _Event()
 
     async def wait(self, event: Event, timeout: float | None) -> bool:
         with contextlib.suppress(TimeoutError):
@@ -379,6 +418,8 @@ class AsyncioRuntime(AsyncRuntime):
                     host.socket_lost(conn)
                     return
                 host.socket_data(conn, data)
+                # Not kept while the socket is idle: an open chat waits here.
+                del data
         finally:
             if writer is not None:
                 await _close_writer(writer)

@@ -566,16 +566,22 @@ class Run(Generic[T]):
         machine = self._machine
         parts = machine.parts
         take = self._driver._take
+        popleft = parts.popleft
         while True:
             # One part at a time: a part this iterator has not yielded stays in the deque for
-            # whichever lens reads next.
-            part, finished = take(parts, machine)
-            if part is not None:
-                yield part
-                continue
-            if finished:
-                return
-            self._driver._wait(self, lambda: bool(parts) or machine.done, deadline)
+            # whichever lens reads next. A part that is there is taken without the lock (a
+            # deque's ``popleft`` is atomic); the lock is for the question that needs it,
+            # whether an empty deque means the machine is done.
+            try:
+                part = popleft()
+            except IndexError:
+                part, finished = take(parts, machine)
+                if part is None:
+                    if finished:
+                        return
+                    self._driver._wait(self, lambda: bool(parts) or machine.done, deadline)
+                    continue
+            yield part
 
 
 def _run_of(job: Job) -> Run[Any] | None:

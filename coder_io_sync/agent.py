@@ -396,9 +396,12 @@ class AgentStream:
         return self._text()
 
     def _text(self) -> Iterator[str]:
-        for part in self._parts():
+        # ``_parts`` inline: one generator less to step through per delta.
+        run = self._live()
+        for part in run.parts(self._deadline):
             if type(part) is TextDelta:
                 yield part.delta
+        run.result(self._deadline)
 
     def get_final_result(self) -> GenerateResult:
         """Wait for the turn to finish (draining the parts nobody read) and return its

@@ -185,36 +185,34 @@ class _Cut:
 
 class _Socket:
     """The trio side of one ``Conn``: its stream, the bytes to write (and how many are not
-    sent yet), its reader and writer tasks, the writer's wake-up and scope, the reader's
-    reading scope, and why the connection was dropped (D30), if it was."""
+    sent yet), its reader task, its writer task while there is something to write (or a
+    close to make), the writer's scope, the reader's reading scope, and why the connection
+    was dropped (D30), if it was."""
 
     __slots__ = (
         "closing",
         "dropped",
+        "host",
         "outbox",
         "reader",
         "reading",
         "sending",
         "stream",
         "unsent",
-        "wake",
         "writer",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, host: SocketHost) -> None:
+        self.host = host
         self.stream: trio.abc.Stream | None = None
         self.outbox: list[bytes] = []
         self.unsent = 0
-        self.wake = trio.Event()
         self.closing = False
         self.dropped: OSError | None = None
         self.reader: Task | None = None
         self.writer: Task | None = None
         self.reading: trio.CancelScope | None = None
         self.sending: trio.CancelScope | None = None
-
-    def kick(self) -> None:
-        self.wake.set()
 
     def cancel(self) -> None:
         if self.reader is not None:
@@ -338,7 +336,7 @@ class TrioRuntime(AsyncRuntime):
         """httpx runs on trio without anyio's asyncio backend: nothing to load."""
 
     def open_socket(self, host: SocketHost, conn: Conn) -> None:
-        sock = conn.io = _Socket()
+        sock = conn.io = _Socket(host)
         sock.reader = host.spawn(self._socket, host, conn, sock)
 
     def write_socket(self, conn: Conn, data: bytes) -> None:
@@ -359,7 +357,8 @@ class TrioRuntime(AsyncRuntime):
             return
         sock.outbox.append(data)
         sock.unsent += len(data)
-        sock.kick()
+        if sock.writer is None:  # else the running writer sends it after what it sends
+            self._start_writer(sock)
 
     def close_socket(self, conn: Conn) -> None:
         sock: _Socket = conn.io
@@ -367,13 +366,21 @@ class TrioRuntime(AsyncRuntime):
         for task in (sock.reader, sock.writer):
             if task is not None:
                 task.lingering = True
-        if sock.stream is None or sock.writer is None:
+        if sock.stream is None:
             sock.cancel()
             return
-        if sock.sending is not None:
+        if sock.writer is None:
+            # Nothing is being written: a writer of its own makes the graceful close.
+            self._start_writer(sock).lingering = True
+        elif sock.sending is not None:
             # Flushing, our end and the peer's: CLOSE_GRACE at most from now (D30).
             sock.sending.deadline = min(sock.sending.deadline, trio.current_time() + CLOSE_GRACE)
-        sock.kick()
+
+    def _start_writer(self, sock: _Socket) -> Task:
+        """A connected socket's writer runs while there is something to write (or a close to
+        make), not for the socket's whole life: every open chat would hold an idle task."""
+        writer = sock.writer = sock.host.spawn(self._write, sock)
+        return writer
 
     async def _socket(self, host: SocketHost, conn: Conn, sock: _Socket) -> None:
         """Open the connection, then read it until it ends; every outcome is reported."""
@@ -411,7 +418,6 @@ class TrioRuntime(AsyncRuntime):
         try:
             if conn.closed:
                 return
-            sock.writer = host.spawn(self._write, sock)
             host.socket_made(conn)
             # After CloseSocket the writer flushes what came before it, then cancels this
             # task; what is read meanwhile is ignored by the drive.
@@ -429,6 +435,8 @@ class TrioRuntime(AsyncRuntime):
                         host.socket_lost(conn)
                         return
                     host.socket_data(conn, bytes(data))
+                    # Not kept while the socket is idle: an open chat waits here.
+                    del data
             if sock.dropped is not None:
                 host.socket_failed(conn, sock.dropped)
         finally:
@@ -437,27 +445,27 @@ class TrioRuntime(AsyncRuntime):
             await trio.aclose_forcefully(stream)
 
     async def _write(self, sock: _Socket) -> None:
-        """Write what the machine sends, in order; after ``CloseSocket``, close the socket
-        once everything before it is written."""
+        """Write what the machine sends, in order, then end (the next write starts a writer
+        again); after ``CloseSocket``, close the socket once everything before it is
+        written. After a failure the writer is not started again: the reader reports it."""
         stream = sock.stream
         assert stream is not None
         with trio.CancelScope() as sock.sending:
             if sock.closing:
                 sock.sending.deadline = trio.current_time() + CLOSE_GRACE
             try:
-                while True:
-                    while sock.outbox:
-                        data = b"".join(sock.outbox)
-                        sock.outbox.clear()
-                        await stream.send_all(data)
-                        sock.unsent -= len(data)
-                    if sock.closing:
-                        break
-                    await sock.wake.wait()
-                    sock.wake = trio.Event()
+                while sock.outbox:
+                    data = b"".join(sock.outbox)
+                    sock.outbox.clear()
+                    await stream.send_all(data)
+                    sock.unsent -= len(data)
             except (OSError, ssl.SSLError, trio.BrokenResourceError, trio.ClosedResourceError):
                 # The reader sees the same failure and reports it.
                 pass
+            else:
+                if not sock.closing:
+                    sock.writer = None
+                    return
             if sock.closing:
                 # A graceful close: the end of our side goes out after the last bytes, and
                 # the reader drains what the peer still sends until its end (a socket closed

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any, Final
 from urllib.parse import quote, quote_plus
 
@@ -60,18 +60,14 @@ class Redactor:
     """Replaces the session token in server text (``text``, ``data``, ``headers``, ``json``).
     A redactor without a token changes nothing and reports nothing found."""
 
-    __slots__ = ("_byte_pattern", "_byte_starts", "_bytes", "_pattern", "_starts", "_texts")
+    __slots__ = ("_byte_pattern", "_bytes", "_pattern", "_texts", "_token")
 
     def __init__(self, token: str | None) -> None:
         token = token or ""
         texts = _forms(token) if token else ()
         self._texts = texts
         self._bytes = tuple(form.encode("utf-8", "surrogatepass") for form in texts)
-        #: The token's beginnings of 8 characters or more, longest first (``cut_text``).
-        self._starts = tuple(
-            token[:size] for size in range(len(token) - 1, MIN_SUBSTRING_TOKEN - 1, -1)
-        )
-        self._byte_starts = tuple(start.encode("utf-8", "surrogatepass") for start in self._starts)
+        self._token = token
         self._pattern: re.Pattern[str] | None = None
         self._byte_pattern: re.Pattern[bytes] | None = None
         if token and len(token) < MIN_SUBSTRING_TOKEN:
@@ -117,7 +113,7 @@ class Redactor:
         bytes, a body kept up to a bound), redacted; a beginning of the token of 8 characters
         or more at its very end is replaced too."""
         text = self.text(text)
-        for start in self._starts:
+        for start in self._starts():
             if text.endswith(start):
                 return text[: -len(start)] + REDACTED
         return text
@@ -125,10 +121,19 @@ class Redactor:
     def cut_data(self, data: bytes) -> bytes:
         """``cut_text`` for bytes."""
         data = self.data(data)
-        for start in self._byte_starts:
-            if data.endswith(start):
-                return data[: -len(start)] + REDACTED.encode()
+        for start in self._starts():
+            encoded = start.encode("utf-8", "surrogatepass")
+            if data.endswith(encoded):
+                return data[: -len(encoded)] + REDACTED.encode()
         return data
+
+    def _starts(self) -> Iterator[str]:
+        """The token's beginnings of 8 characters or more, longest first. Made when a cut
+        text is redacted (rare), not kept: every open chat holds redactors, and a token's
+        beginnings would be most of their memory."""
+        token = self._token
+        for size in range(len(token) - 1, MIN_SUBSTRING_TOKEN - 1, -1):
+            yield token[:size]
 
     def headers(self, headers: Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
         """Header values without the token (names are left alone)."""

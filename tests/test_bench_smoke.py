@@ -6,6 +6,7 @@ the generated transcripts have the shape the benchmarks rely on."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import pathlib
 import subprocess
@@ -18,8 +19,9 @@ from coder_proto._stream.translator import TurnTranslator
 from coder_proto._wire import events_from_json
 from tests.bench import _transcript
 from tests.bench.__main__ import format_table
-from tests.bench._common import Result
+from tests.bench._common import Result, fitted_exponent, skipped
 from tests.bench._pipelines import check_output
+from tests.bench.targets import settle
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 KEYS = {"name", "n", "value_s", "floor_s", "ratio", "extra"}
@@ -180,3 +182,69 @@ def test_bad_sizes_are_refused() -> None:
         list(_transcript.events(2, 3))
     with pytest.raises(ValueError):
         list(_transcript.events(5, 0))
+
+
+def test_every_line_states_its_target_and_verdict(smoke_results: list[dict[str, object]]) -> None:
+    """Each measured line carries its target in words and a verdict: met, missed, or ``None``
+    for a line that is reported only (or could not be judged)."""
+    for item in smoke_results:
+        extra = item["extra"]
+        assert isinstance(extra, dict)
+        if "skipped" in extra:
+            continue
+        assert isinstance(extra["target"], str) and extra["target"], item
+        assert extra["meets_target"] in (True, False, None), item
+        if extra["target"] == "reported":
+            assert extra["meets_target"] is None, item
+
+
+@pytest.mark.parametrize(
+    ("name", "target"),
+    [
+        ("core.frames.one", "<= 1.0x json.loads"),
+        ("core.frames.batched.m10", "<= 1.0x json.loads"),
+        ("core.parse.one", "<= 1.0x json.loads"),
+        ("core.frames.one+orjson", "<= 2.0x orjson.loads"),
+        ("core.ws.one", "<= 1.5x json.loads"),
+        ("core.ws.batched+orjson", "<= 2.5x orjson.loads"),
+    ],
+)
+def test_core_lines_are_judged_against_their_own_decoder(name: str, target: str) -> None:
+    for ratio, met in ((0.5, True), (3.0, False)):
+        result = settle(Result(name, 10, 1.0, 1.0, ratio, {"target": "<= 2.0x"}))
+        assert result.extra == {"target": target, "meets_target": met}
+
+
+def test_lines_without_a_target_are_reported_and_unjudged() -> None:
+    for extra in ({}, {"target": "report"}, {"target": "<= 1.5x one chat", "note": "only 1"}):
+        result = settle(Result("fleet.x", 1, 1.0, None, None, dict(extra)))
+        assert result.extra["meets_target"] is None
+    table = format_table([result, skipped("e2e.trio", 3, "trio is not installed")])
+    assert "skip" in table and "trio is not installed" in table
+    assert settle(Result("core.frames.one+ujson", 1, 1.0, 1.0, 1.0, {})).extra == {
+        "target": "reported",
+        "meets_target": None,
+    }
+
+
+def test_the_fleet_is_measured_at_every_size_on_asyncio_and_trio(
+    smoke_results: list[dict[str, object]],
+) -> None:
+    by_name = {item["name"]: item for item in smoke_results}
+    for runtime in ("asyncio", "trio"):
+        memory = by_name[f"fleet.{runtime}.memory"]["extra"]
+        cpu = by_name[f"fleet.{runtime}.cpu"]["extra"]
+        assert isinstance(memory, dict) and isinstance(cpu, dict)
+        if "skipped" in memory:  # the fake server could not start here: said why
+            continue
+        assert memory["target"] == "<= 16 KiB traced per open chat"
+        assert set(memory["traced_bytes_per_chat_by_size"]) == {"2", "4"}
+        assert set(cpu["per_delta_us_by_size"]) == {"2", "4"}
+        assert isinstance(cpu["exponent"], float)
+
+
+def test_the_fitted_exponent_of_a_power_law() -> None:
+    points = [(n, 3.0 * n**1.2) for n in (100, 1_000, 10_000)]
+    assert fitted_exponent(points) == pytest.approx(1.2)
+    assert fitted_exponent([(10, 1.0), (20, 2.0)]) == pytest.approx(1.0)
+    assert math.isnan(fitted_exponent([(10, 1.0), (10, 2.0), (5, 0.0)]))

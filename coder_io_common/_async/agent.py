@@ -350,9 +350,15 @@ class AgentStream:
         return self._parts()
 
     async def _parts(self) -> AsyncIterator[OutputPart]:
+        # ``Run.parts`` inline: one async generator step per part, not two.
         run = self._live()
-        async for part in run.parts():
-            yield part
+        parts = run.machine.parts
+        while True:
+            while parts:
+                yield parts.popleft()
+            if run.done:
+                break
+            await run.wait_changed()
         await run.result()
 
     @property
@@ -361,11 +367,18 @@ class AgentStream:
         return self._text()
 
     async def _text(self) -> AsyncIterator[str]:
-        # The parts loop of ``_parts`` inline: one async generator per open stream, not two.
+        # The parts loop of ``_parts`` inline: one async generator per open stream, not two,
+        # and one step of it per delta.
         run = self._live()
-        async for part in run.parts():
-            if type(part) is TextDelta:
-                yield part.delta
+        parts = run.machine.parts
+        while True:
+            while parts:
+                part = parts.popleft()
+                if type(part) is TextDelta:
+                    yield part.delta
+            if run.done:
+                break
+            await run.wait_changed()
         await run.result()
 
     async def get_final_result(self) -> GenerateResult:

@@ -122,6 +122,10 @@ NO_CHAT_FOR_RESUME: Final = "cannot submit tool results before a chat exists"
 NO_CHAT_TO_EDIT: Final = "cannot edit a message before the session has a chat"
 NOOP_PROMPT: Final = "CoderAgent received a prompt with no user message or tool results to act on."
 EMPTY_CONTENT: Final = "the prompt has no content to send: give it some text or a file"
+#: The client tool names of a segment without client tools: one empty set for all of them
+#: (an empty ``frozenset`` is a new object of 216 bytes each time it is made).
+_NO_TOOL_NAMES: Final[frozenset[str]] = frozenset()
+
 _EFFECTFUL_REASON: Final = (
     "the turn has server-side effects a replay would repeat (a workspace, MCP servers or "
     "uploaded attachments)"
@@ -360,7 +364,9 @@ class Segment:
         self.action = action
         self.messages = tuple(messages)
         self.tools = tuple(tools)
-        self.dynamic_tool_names = frozenset(t.name for t in self.tools)
+        self.dynamic_tool_names = (
+            frozenset(t.name for t in self.tools) if self.tools else _NO_TOOL_NAMES
+        )
         self.warnings = tuple(warnings)
         self.generate = mode == "generate"
         self.translator: TurnTranslator | None = None

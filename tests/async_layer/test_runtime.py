@@ -247,6 +247,30 @@ def test_wait_says_whether_the_event_was_set_in_time(h: Harness) -> None:
     assert h.run(body) == [False, True, True]
 
 
+def test_an_event_wakes_its_waiters_once_and_not_a_cancelled_one(h: Harness) -> None:
+    async def body(h: Harness) -> tuple[list[str], bool, bool]:
+        runtime = h.runtime
+        event = runtime.event()
+        woken: list[str] = []
+
+        async def waiter(name: str) -> None:
+            await event.wait()
+            woken.append(name)
+
+        _first, second, third = (runtime.spawn(waiter, name) for name in ("a", "b", "c"))
+        await h.sleep(0.01)  # all three wait
+        third.cancel()
+        await h.sleep(0.01)  # the third has left its wait
+        second.cancel()  # the second is cancelled, and the event set before it runs again
+        event.set()
+        event.set()  # once set, it stays set
+        await h.sleep(0.01)
+        already = await runtime.wait(event, 0)  # a set event is not waited for
+        return woken, event.is_set(), already
+
+    assert h.run(body) == (["a"], True, True)
+
+
 def test_the_timer_calls_back_at_its_deadline_as_it_moves(h: Harness) -> None:
     async def body(h: Harness) -> list[tuple[str, float]]:
         runtime = h.runtime

@@ -81,7 +81,12 @@ class ServerProcess:
     ``chunk_delay`` (default: the run lasts at least 50 ms) keeps the run open across several
     of the server's syncs: like the real server, the fake relays deltas only while their
     episode is open, so a run that starts and ends between two syncs arrives as its
-    committed snapshot alone."""
+    committed snapshot alone.
+
+    ``ping_interval`` is the fake's heartbeat (a ping every so many seconds, the connection
+    closed when its pong is that late): a process opening thousands of streams answers late,
+    and the heartbeat is not what a benchmark measures. ``wake_by_chat``: the fake wakes only
+    the streams of the chats that advanced (``_server._wake_by_chat``), for a fleet."""
 
     def __init__(
         self,
@@ -89,6 +94,8 @@ class ServerProcess:
         *,
         start_delay: float = 0.3,
         chunk_delay: float | None = None,
+        ping_interval: float = 15.0,
+        wake_by_chat: bool = False,
         startup_timeout: float = 60.0,
     ) -> None:
         self.deltas = deltas
@@ -104,6 +111,9 @@ class ServerProcess:
             str(start_delay),
             "--chunk-delay",
             str(chunk_delay),
+            "--ping-interval",
+            str(ping_interval),
+            *(["--wake-by-chat"] if wake_by_chat else []),
         ]
         self._timeout = startup_timeout
         self._proc: subprocess.Popen[str] | None = None

@@ -23,6 +23,7 @@ __all__ = [
     "Result",
     "Settings",
     "cpu_clock",
+    "fitted_exponent",
     "paired",
     "scaling_exponent",
     "skipped",
@@ -84,7 +85,7 @@ def skipped(name: str, n: int, reason: str) -> Result:
 class Settings:
     """Sizes and repetitions for one run of the suite.
 
-    ``full``: the full sizes (100k-delta transcripts, a 1,000-chat fleet).
+    ``full``: the full sizes (100k-delta transcripts, fleets of 100, 1,000 and 10,000 chats).
     ``quick``: the same code on smaller inputs, well under a minute. ``smoke``: tiny inputs,
     one round: checks that everything runs, measures nothing meaningful.
     """
@@ -97,6 +98,8 @@ class Settings:
     memory_n: int
     fleet_chats: int
     fleet_deltas: int
+    #: The fleet sizes of the client lines, smallest first; the largest is ``fleet_chats``.
+    fleet_sizes: tuple[int, ...]
     e2e_rounds: int
 
     @classmethod
@@ -109,8 +112,9 @@ class Settings:
                 rounds=7,
                 e2e_n=100_000,
                 memory_n=100_000,
-                fleet_chats=1_000,
-                fleet_deltas=1_000,
+                fleet_chats=10_000,
+                fleet_deltas=100,
+                fleet_sizes=(100, 1_000, 10_000),
                 e2e_rounds=5,
             )
         if mode == "quick":
@@ -121,8 +125,9 @@ class Settings:
                 rounds=3,
                 e2e_n=5_000,
                 memory_n=10_000,
-                fleet_chats=50,
-                fleet_deltas=100,
+                fleet_chats=100,
+                fleet_deltas=50,
+                fleet_sizes=(10, 30, 100),
                 e2e_rounds=3,
             )
         if mode == "smoke":
@@ -133,8 +138,9 @@ class Settings:
                 rounds=1,
                 e2e_n=200,
                 memory_n=200,
-                fleet_chats=3,
+                fleet_chats=4,
                 fleet_deltas=20,
+                fleet_sizes=(2, 4),
                 e2e_rounds=1,
             )
         raise ValueError(f"unknown mode {mode!r}")
@@ -218,3 +224,14 @@ def scaling_exponent(n1: int, t1: float, n2: int, t2: float) -> float:
     if n1 <= 0 or n2 <= 0 or n1 == n2 or t1 <= 0 or t2 <= 0:
         return math.nan
     return math.log(t2 / t1) / math.log(n2 / n1)
+
+
+def fitted_exponent(points: list[tuple[int, float]]) -> float:
+    """``k`` in ``t ~ n**k`` fitted through ``(n, t)`` points (least squares on the logs)."""
+    usable = [(math.log(n), math.log(t)) for n, t in points if n > 0 and t > 0]
+    if len({x for x, _ in usable}) < 2:
+        return math.nan
+    mean_x = statistics.fmean(x for x, _ in usable)
+    mean_y = statistics.fmean(y for _, y in usable)
+    spread = sum((x - mean_x) ** 2 for x, _ in usable)
+    return sum((x - mean_x) * (y - mean_y) for x, y in usable) / spread

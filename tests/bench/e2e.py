@@ -6,11 +6,33 @@ is ``_agent.bare_turn``: one plain HTTP request to create the chat, then a socke
 Both sides are timed from the chat's creation to the end of the turn, alternating, in one
 process. ``ratio`` is the median CPU-time ratio (the client's own cost: the server's pace,
 which bounds both, is not the client's); ``extra.wall_ratio`` is the wall-clock one. Target:
-at most 3.0x on every runtime.
+at most 1.5x on every runtime.
 
 ``e2e.core.asyncio`` runs the core's ``StreamReader`` and ``TurnTranslator`` on a minimal
 asyncio driver against the same floor: the cost of the protocol core over a real socket,
 measurable before (and apart from) the adapters.
+
+What is left above the floor (profiled on a 20,000-delta turn with orjson installed; the
+same on every runtime unless said otherwise):
+
+* the core, which is most of it: decoding each frame into typed events (the floor decodes
+  and walks plain dicts), the replay filter, and the translator's ledger; ``e2e.core.asyncio``
+  measures this share alone (1.1x to 1.2x in quick runs). Its cost per delta is the core
+  benchmark's (``core.frames.*``), not the adapters';
+* per delta, one generator step in the adapter: ``text_stream`` drains the run's parts
+  inline (on asyncio and trio one async generator step per delta, on the blocking adapter
+  one generator step and a lock-free ``popleft``);
+* per socket read, the driver's pump: the connection machine settles its jobs and re-arms
+  its one timer (a few microseconds per read, so it weighs only when reads are small);
+* asyncio: per read, the event loop's wake-up and the stream reader's copy of the bytes it
+  buffered (``asyncio.StreamReader``); a protocol of our own would save the copy and a future
+  per read;
+* trio: per read, a trio checkpoint (``receive_some`` parks the task, the scheduler wakes
+  it), which costs more than asyncio's callback; and a second task per socket, the writer,
+  idle while the turn streams;
+* blocking: no event loop; per read, a ``poll`` on the socket and the wake pipe, and the
+  driver's condition notified for waiting readers. It is the closest to the floor when the
+  machine is quiet, and the most sensitive to a loaded one (its reads are many and small).
 """
 
 from __future__ import annotations
@@ -35,7 +57,7 @@ from ._server import transcript_texts
 
 __all__ = ["E2E_TARGET", "run"]
 
-E2E_TARGET = 3.0
+E2E_TARGET = 1.5
 
 
 def _floor(info: dict[str, Any]) -> dict[str, Any]:

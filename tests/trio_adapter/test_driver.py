@@ -273,7 +273,7 @@ def test_an_async_transport_event_callback_is_run_in_a_task_and_its_errors_swall
 def test_a_socket_without_a_reader_or_an_os_socket_is_left_alone() -> None:
     # A connection dropped before its reader started, and a stream with no OS socket under it
     # (half-closing it is skipped): neither raises.
-    _Socket().cancel()
+    _Socket(Driver(base_url="http://127.0.0.1:1", token="t")).cancel()
     left, _ = trio.testing.memory_stream_pair()
     _shutdown_write(left)
     assert repr(_Task("_write")) == "<task _write>"
