@@ -41,6 +41,11 @@ def test_every_runtime_has_measured_e2e_and_memory_lines(
         item = lines[name]
         extra = item["extra"]
         assert isinstance(extra, dict) and "skipped" not in extra, (name, extra)
-        assert isinstance(item["ratio"], float) and item["ratio"] > 0, (name, item)
+        assert isinstance(item["ratio"], float), (name, item)
+        if name.startswith("memory."):
+            # A smoke turn is small: its peak RSS growth can be nothing (a page or less).
+            assert item["ratio"] >= 0 and "growth_mb" in extra, (name, item)
+        else:
+            assert item["ratio"] > 0, (name, item)
         assert "target" in extra and isinstance(extra["meets_target"], bool), (name, extra)
         assert extra["runtime"] == runtime
