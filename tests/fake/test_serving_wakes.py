@@ -63,3 +63,14 @@ def test_a_closed_connection_is_woken_no_more() -> None:
     serving.remove_waker(a2, "a")
     serving.wake_request({"a"})
     assert not a2.is_set()
+
+
+def test_without_a_ticker_the_connections_are_woken_all_the_same() -> None:
+    serving = Serving(FakeCoderModel(), ping_interval=15.0, ping_timeout=15.0, trace=None)
+    a, b = asyncio.Event(), asyncio.Event()
+    serving.add_waker(a, "a")
+    serving.add_waker(b, "b")
+    serving.wake_request({"a"})
+    assert (a.is_set(), b.is_set()) == (True, False)
+    serving.wake_all()
+    assert b.is_set()
