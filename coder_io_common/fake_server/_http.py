@@ -80,8 +80,9 @@ async def serve_connection(
             return
         with serving.lock:
             response = serving.model.handle_http(method, target, headers, body, time.monotonic())
+            touched = serving.model.drain_touched()
             serving.note_answer(conn_id)
-        serving.wake_all()
+        serving.wake_request(touched)
         if response.delay > 0:
             await asyncio.sleep(response.delay)
         await _send(conn, writer, response, close=False)

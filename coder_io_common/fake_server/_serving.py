@@ -1,13 +1,13 @@
 """What every connection of one served fake shares: the model behind its lock, the wake-up
-events of the open WebSockets and the ticker, the stop flag, the WebSocket heartbeat settings
-and the trace."""
+events of the open WebSockets (indexed by chat, so waking a chat's streams costs only those)
+and the ticker, the stop flag, the WebSocket heartbeat settings and the trace."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from coder_proto.fake import FakeCoderModel
 
@@ -43,27 +43,63 @@ class Serving:
         self.ping_interval = ping_interval
         self.ping_timeout = ping_timeout
         self.trace = trace
-        #: Each open WebSocket's wake-up event, with its chat id (``None``: a watch).
-        self.wakers: dict[asyncio.Event, str | None] = {}
+        #: The wake-up events of the open streams, by chat id, and of the open watches.
+        self._streams: dict[str, set[asyncio.Event]] = {}
+        self._watches: set[asyncio.Event] = set()
         #: The ticker's wake-up event (set while serving).
         self.tick_wake: asyncio.Event | None = None
         #: Stopping began: every loop of the server ends at its next wake-up.
         self.stopping = False
 
+    def add_waker(self, event: asyncio.Event, chat_id: str | None) -> None:
+        """Register an open WebSocket's wake-up event: a stream of ``chat_id``, or a watch
+        (``None``)."""
+        if chat_id is None:
+            self._watches.add(event)
+        else:
+            self._streams.setdefault(chat_id, set()).add(event)
+
+    def remove_waker(self, event: asyncio.Event, chat_id: str | None) -> None:
+        """Forget a closed WebSocket's wake-up event (registered with the same ``chat_id``)."""
+        if chat_id is None:
+            self._watches.discard(event)
+            return
+        events = self._streams[chat_id]
+        events.discard(event)
+        if not events:
+            del self._streams[chat_id]
+
     def wake_all(self) -> None:
-        """Wake the ticker and every WebSocket (on the server's loop)."""
+        """Wake the ticker and every WebSocket (on the server's loop): after a change made
+        outside a request, and on stopping."""
         if self.tick_wake is not None:
             self.tick_wake.set()
-        for event in self.wakers:
-            event.set()
+        self._wake(self._watches)
+        for events in self._streams.values():
+            self._wake(events)
+
+    def wake_request(self, chat_ids: set[str]) -> None:
+        """After a REST request: wake the ticker (a request may start or end a run), every
+        watch (watch events follow any chat) and the streams of ``chat_ids``, the chats the
+        request may have changed. It costs the streams it wakes, not every open one."""
+        if self.tick_wake is not None:
+            self.tick_wake.set()
+        self._wake(self._watches)
+        for chat_id in chat_ids:
+            self._wake(self._streams.get(chat_id, ()))
 
     def wake_chats(self, chat_ids: set[str]) -> None:
         """Wake the streams of ``chat_ids`` and every watch (watch events follow any chat)."""
         if not chat_ids:
             return
-        for event, chat_id in self.wakers.items():
-            if chat_id is None or chat_id in chat_ids:
-                event.set()
+        self._wake(self._watches)
+        for chat_id in chat_ids:
+            self._wake(self._streams.get(chat_id, ()))
+
+    @staticmethod
+    def _wake(events: Iterable[asyncio.Event]) -> None:
+        for event in events:
+            event.set()
 
     def count(self, field: str, delta: int) -> None:
         """Add ``delta`` to one of the model's connection counters."""

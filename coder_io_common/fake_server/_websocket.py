@@ -55,7 +55,8 @@ async def run_websocket(
     """Serve ``sub`` on the upgraded connection until either side ends it."""
     ws = WsConnection(ConnectionType.SERVER)
     client = _Client(wake=asyncio.Event(), last_pong=time.monotonic())
-    serving.wakers[client.wake] = sub.chat_id if isinstance(sub, StreamSubscription) else None
+    waker_chat = sub.chat_id if isinstance(sub, StreamSubscription) else None
+    serving.add_waker(client.wake, waker_chat)
     serving.count("open_websockets", 1)
     reader_task = asyncio.create_task(_read_client(reader, writer, ws, client, trailing))
     close_code: int | None = 1001
@@ -107,7 +108,7 @@ async def run_websocket(
             await wait_event(client.wake, max(0.0, wait_until - time.monotonic()))
             client.wake.clear()
     finally:
-        serving.wakers.pop(client.wake, None)
+        serving.remove_waker(client.wake, waker_chat)
         with serving.lock:
             sub.close()
         serving.note(conn_id, ending or f"close {close_code} {close_reason}".rstrip())

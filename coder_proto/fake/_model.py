@@ -210,6 +210,14 @@ class FakeCoderModel:
         adapter can wake only the connections that may have something to send."""
         return self.worker.drain_advanced()
 
+    def drain_touched(self) -> set[str]:
+        """The ids of the chats that requests, operations and workers may have changed since
+        the last call: every chat a transaction began on, and for each request that is not
+        read-only the chat its path names with its root and sub-agent chats. An adapter wakes
+        the streams of these chats after a request (and every watch); a stream of any other
+        chat has nothing new to send."""
+        return self.store.drain_touched()
+
     # -- operations without HTTP ------------------------------------------------------------------
 
     def create_chat(self, body: Mapping[str, Any], now: float) -> FakeChat:
@@ -290,7 +298,10 @@ class FakeCoderModel:
     def _on_chat(
         self, handle: Callable[[FakeChat, _Request], FakeHttpResponse], req: _Request
     ) -> FakeHttpResponse:
-        return handle(self._lookup_chat(req.route), req)
+        chat = self._lookup_chat(req.route)
+        if req.route.op not in READ_ONLY_OPS:
+            self.store.touch_family(chat)
+        return handle(chat, req)
 
     def _create_chat(self, req: _Request) -> FakeHttpResponse:
         chat = self._chats.create(parse_json_object(req.body), req.now)

@@ -69,6 +69,7 @@ class ChatStore:
         self._message_id = 0
         self._queued_id = 0
         self._call_id = 0
+        self._touched: set[str] = set()
 
     # -- clock and ids ------------------------------------------------------------------------
 
@@ -105,6 +106,20 @@ class ChatStore:
         """Start a transaction on ``chat``: a new snapshot version."""
         chat.snapshot_version += 1
         chat.updated_at = self.timestamp(t)
+        self._touched.add(chat.id)
+
+    def touch_family(self, chat: FakeChat) -> None:
+        """Count ``chat``, its root chat and its sub-agent chats as changed, whether or not a
+        transaction follows (a request that may change any of them)."""
+        self._touched.add(chat.id)
+        if chat.parent_chat_id is not None:
+            self._touched.add(chat.parent_chat_id)
+        self._touched.update(c.id for c in self.children(chat))
+
+    def drain_touched(self) -> set[str]:
+        """The ids of the chats changed (or counted as changed) since the last call."""
+        touched, self._touched = self._touched, set()
+        return touched
 
     def history_changed(self, chat: FakeChat) -> None:
         """History changes in this transaction: a new history version and episode."""

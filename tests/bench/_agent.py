@@ -85,8 +85,7 @@ class ServerProcess:
 
     ``ping_interval`` is the fake's heartbeat (a ping every so many seconds, the connection
     closed when its pong is that late): a process opening thousands of streams answers late,
-    and the heartbeat is not what a benchmark measures. ``wake_by_chat``: the fake wakes only
-    the streams of the chats that advanced (``_server._wake_by_chat``), for a fleet."""
+    and the heartbeat is not what a benchmark measures."""
 
     def __init__(
         self,
@@ -95,7 +94,6 @@ class ServerProcess:
         start_delay: float = 0.3,
         chunk_delay: float | None = None,
         ping_interval: float = 15.0,
-        wake_by_chat: bool = False,
         startup_timeout: float = 60.0,
     ) -> None:
         self.deltas = deltas
@@ -113,7 +111,6 @@ class ServerProcess:
             str(chunk_delay),
             "--ping-interval",
             str(ping_interval),
-            *(["--wake-by-chat"] if wake_by_chat else []),
         ]
         self._timeout = startup_timeout
         self._proc: subprocess.Popen[str] | None = None

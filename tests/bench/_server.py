@@ -55,59 +55,9 @@ def _server(args: argparse.Namespace) -> Any:
         # rest (server-behaviour 3.3); a benchmark turn must arrive whole.
         part_buffer_bytes=1 << 40,
     )
-    server = FakeCoderServer(
+    return FakeCoderServer(
         config=config, ping_interval=args.ping_interval, ping_timeout=args.ping_interval
     )
-    if args.wake_by_chat:
-        _wake_by_chat(server)
-    return server
-
-
-class _WakersByChat(dict[Any, "str | None"]):
-    """The served fake's open WebSockets (wake-up event -> chat id, ``None`` for a watch),
-    indexed by chat as well."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.by_chat: dict[str | None, set[Any]] = {}
-
-    def __setitem__(self, event: Any, chat_id: str | None) -> None:
-        super().__setitem__(event, chat_id)
-        self.by_chat.setdefault(chat_id, set()).add(event)
-
-    def pop(self, event: Any, default: Any = None) -> Any:
-        chat_id = super().pop(event, default)
-        events = self.by_chat.get(chat_id)
-        if events is not None:
-            events.discard(event)
-            if not events:
-                del self.by_chat[chat_id]
-        return chat_id
-
-
-def _wake_by_chat(server: Any) -> None:
-    """Make the fake wake only the streams that may have something to send: the streams of
-    the chats its ticker advanced (and every watch), and after a REST request none but the
-    ticker. The fake wakes every open stream for each request and each tick, which costs it
-    time in the square of the open chats; a fleet's requests only create chats (no stream is
-    open on a chat yet when it is created), so nothing it measures changes."""
-    serving = server._serving
-    wakers = serving.wakers = _WakersByChat()
-
-    def wake_all() -> None:
-        if serving.tick_wake is not None:
-            serving.tick_wake.set()
-        if serving.stopping:
-            for event in list(wakers):
-                event.set()
-
-    def wake_chats(chat_ids: set[str]) -> None:
-        for chat_id in (*chat_ids, None):
-            for event in wakers.by_chat.get(chat_id, ()):
-                event.set()
-
-    serving.wake_all = wake_all
-    serving.wake_chats = wake_chats
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -116,7 +66,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chunk-delay", type=float, default=1e-5)
     parser.add_argument("--start-delay", type=float, default=0.3)
     parser.add_argument("--ping-interval", type=float, default=15.0)
-    parser.add_argument("--wake-by-chat", action="store_true")
     args = parser.parse_args(argv)
     with _server(args) as server:
         model = getattr(server, "model", None)

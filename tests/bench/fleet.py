@@ -42,10 +42,10 @@ one client; about 29 KiB on asyncio, 32 KiB on trio):
   the parked ``receive_some`` (about 5 KiB);
 * the agent's stream and the driver's run: about 1.2 KiB.
 
-The fake serves every chat from one process and wakes every open stream for each request it
-answers and each chat its ticker advances, which costs it time in the square of the open
-chats: at 10,000 it answered upgrades later than the client's 30 s. For the fleet it wakes
-only the streams of the chats that advanced (``_server._wake_by_chat``).
+The fake serves every chat from one process and wakes, after each request it answers and
+each chat its ticker advances, only the streams of the chats that changed (and every watch):
+waking every open stream each time cost it time in the square of the open chats, and at
+10,000 it answered upgrades later than the client's 30 s.
 
 Cut so far: a redactor's copies of the token's beginnings (4 KiB a chat, made only when a
 cut text is redacted now), the last bytes read (kept while the socket waited), the asyncio
@@ -317,7 +317,6 @@ def _core_asyncio(settings: Settings, chats: int, deltas: int, text_chars: int) 
         start_delay=open_margin(chats),
         chunk_delay=pace,
         ping_interval=fleet_ping_interval(chats),
-        wake_by_chat=True,
     ) as server:
         measured = _core_asyncio_fleet(server.info, chats, timeout=900.0)
     # The traced Python heap is judged (RSS, kept beside it, counts the socket buffers but
@@ -488,7 +487,6 @@ def _client_lines(settings: Settings, runtime: str, text_chars: int) -> list[Res
                 start_delay=open_margin(chats),
                 chunk_delay=fleet_chunk_delay(chats),
                 ping_interval=fleet_ping_interval(chats),
-                wake_by_chat=True,
             ) as server:
                 measured[chats] = _client_fleet(runtime, cls, server.info, chats, FLEET_TIMEOUT)
     except Exception as exc:  # the adapter under test failed: report it, go on

@@ -504,3 +504,51 @@ def test_drain_advanced_reports_chats_whose_workers_moved() -> None:
     assert api.model.drain_advanced() == set()
     api.advance(200.0)
     assert api.model.drain_advanced() == {b}
+
+
+def test_drain_touched_reports_the_chats_a_request_may_have_changed() -> None:
+    api = Api()
+    a = api.create("a", script=Script((Wait(100.0),)))
+    b = api.create("b", script=Script((Wait(100.0),)))
+    api.advance(0.5)
+    # Creating the chats and starting their runs changed both.
+    assert api.model.drain_touched() == {a, b}
+    assert api.model.drain_touched() == set()
+    # Reads, uploads and refused requests change no chat.
+    api.chat(a)
+    api.messages(b)
+    upload = api.request(
+        "POST",
+        f"/files?organization={api.model.organization_id}",
+        raw=b"hi",
+        headers={
+            "Content-Type": "text/plain",
+            "Content-Disposition": 'attachment; filename="a.txt"',
+        },
+    )
+    assert upload.status == 201
+    assert api.request("POST", "/00000000-0000-0000-0000-000000000001/interrupt").status == 404
+    assert api.model.drain_touched() == set()
+    # A change to one chat names that chat only, even when the change is refused.
+    assert api.request("PATCH", f"/{b}", {"archived": "yes"}).status == 400
+    assert api.model.drain_touched() == {b}
+    api.interrupt(a)
+    assert api.model.drain_touched() == {a}
+
+
+def test_drain_touched_names_the_family_of_a_changed_chat() -> None:
+    api = Api()
+    root = api.create("root")
+    api.run_until(root, {"waiting"})
+    child = api.model.spawn_child(root, "work", api.now).id
+    api.run_until(child, {"waiting"})
+    other = api.create("other")
+    api.run_until(other, {"waiting"})
+    api.model.drain_touched()
+    # Archiving the root archives its sub-agent chat too.
+    assert api.archive(root).status == 204
+    assert api.model.drain_touched() == {root, child}
+    assert api.model.chats[child].archived
+    # A request on the sub-agent chat names its root as well.
+    assert api.request("PATCH", f"/{child}", {"title": "t"}).status == 204
+    assert api.model.drain_touched() == {root, child}
