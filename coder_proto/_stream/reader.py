@@ -221,6 +221,40 @@ class StreamReader:
       ``ws:close`` per dial.
     """
 
+    __slots__ = (
+        "_actions",
+        "_client",
+        "_deadline",
+        "_dial_url",
+        "_foreign_warned",
+        "_held",
+        "_last_failure",
+        "_last_ga",
+        "_last_hv",
+        "_last_seq",
+        "_max_committed_id",
+        "_max_message_size",
+        "_run_failed",
+        "_sink",
+        "_snapshots",
+        "_token",
+        "_untrackable",
+        "after_id",
+        "attempt",
+        "backoff",
+        "chat_id",
+        "consecutive_failures",
+        "error",
+        "events",
+        "observer",
+        "path",
+        "policy",
+        "progress_events",
+        "reader_id",
+        "state",
+        "url",
+    )
+
     def __init__(
         self,
         *,
