@@ -45,7 +45,7 @@ from __future__ import annotations
 import collections
 import logging
 import marshal
-from typing import Final
+from typing import Any, Final
 from urllib.parse import quote, urlsplit, urlunsplit
 
 import attrs
@@ -196,7 +196,7 @@ BACKOFF: Final = "backoff"
 DONE: Final = "done"
 
 
-def _fingerprint(raw: object) -> int:
+def _fingerprint(raw: dict[str, Any]) -> int:
     """What the replay filter keeps of a snapshot's raw JSON value: the hash of its marshal
     form (version 2: no shared references, so equal values in the same key order give equal
     bytes; nesting is bounded by the decoder, far below marshal's own limit). An open chat
