@@ -91,6 +91,23 @@ class CoreMachine(Generic[T]):
     when ``next_deadline()`` passes, and ``cancel`` when its own task is cancelled.
     """
 
+    __slots__ = (
+        "_abort_deadline",
+        "_calls",
+        "_cancel",
+        "_error",
+        "_finished",
+        "_gen",
+        "_now",
+        "_outbox",
+        "_request_ids",
+        "_selector",
+        "_stepping",
+        "_timers",
+        "_value",
+        "cancelled",
+    )
+
     def __init__(self, selector: PrefixSelector) -> None:
         self._selector = selector
         self._outbox: list[Action] = []

@@ -95,6 +95,16 @@ def snapshot(message_id: int, text: str, role: str = "assistant") -> dict[str, A
     }
 
 
+def nested_snapshot(message_id: int, depth: int, leaf: str) -> dict[str, Any]:
+    """A snapshot with a field the client does not know, ``depth`` arrays deep."""
+    event = snapshot(message_id, "text")
+    value: Any = leaf
+    for _ in range(depth):
+        value = [value]
+    event["message"]["x_nested"] = value
+    return event
+
+
 # -- the harness -----------------------------------------------------------------------------
 
 
@@ -438,6 +448,8 @@ def test_progress_resets_failures_and_backoff_b2() -> None:
         ([snapshot(1, "a")], 1),
         ([snapshot(1, "a"), snapshot(1, "a")], 1),
         ([snapshot(1, "a"), snapshot(1, "ab")], 2),
+        ([nested_snapshot(1, 900, "a"), nested_snapshot(1, 900, "a")], 1),
+        ([nested_snapshot(1, 900, "a"), nested_snapshot(1, 900, "b")], 2),
         ([untracked("a")], 0),
         ([status("running"), {"type": "retry", "chat_id": CHAT}], 0),
         ([delta("a", True)], 0),

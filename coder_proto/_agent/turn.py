@@ -138,6 +138,21 @@ class Turn(CoreMachine[TurnResult]):
     """One ``generate()`` / ``stream()`` call (or, with ``single_segment``, one model round
     trip). Create it through ``Session.generate`` / ``stream`` / ``segment``."""
 
+    __slots__ = (
+        "_edit_message_id",
+        "_messages",
+        "_outcomes",
+        "_pending_tools",
+        "mode",
+        "parts",
+        "segment",
+        "session",
+        "single_segment",
+        "steps",
+        "tools",
+        "warnings",
+    )
+
     def __init__(
         self,
         session: SessionState,

@@ -44,7 +44,8 @@ from __future__ import annotations
 
 import collections
 import logging
-from typing import Final
+import marshal
+from typing import Any, Final
 from urllib.parse import quote, urlsplit, urlunsplit
 
 import attrs
@@ -195,6 +196,14 @@ BACKOFF: Final = "backoff"
 DONE: Final = "done"
 
 
+def _fingerprint(raw: dict[str, Any]) -> int:
+    """What the replay filter keeps of a snapshot's raw JSON value: the hash of its marshal
+    form (version 2: no shared references, so equal values in the same key order give equal
+    bytes; nesting is bounded by the decoder, far below marshal's own limit). An open chat
+    keeps an int per message instead of the decoded message (about 1.2 KiB for a prompt)."""
+    return hash(marshal.dumps(raw, 2))
+
+
 class StreamReader:
     """One turn's chat stream across its connections (state machines B, C; wire 4.5, 5, 11).
 
@@ -220,6 +229,40 @@ class StreamReader:
     * transport events (wire 11, D24) are built only when the sink is enabled; exactly one
       ``ws:close`` per dial.
     """
+
+    __slots__ = (
+        "_actions",
+        "_client",
+        "_deadline",
+        "_dial_url",
+        "_foreign_warned",
+        "_held",
+        "_last_failure",
+        "_last_ga",
+        "_last_hv",
+        "_last_seq",
+        "_max_committed_id",
+        "_max_message_size",
+        "_run_failed",
+        "_sink",
+        "_snapshots",
+        "_token",
+        "_untrackable",
+        "after_id",
+        "attempt",
+        "backoff",
+        "chat_id",
+        "consecutive_failures",
+        "error",
+        "events",
+        "observer",
+        "path",
+        "policy",
+        "progress_events",
+        "reader_id",
+        "state",
+        "url",
+    )
 
     def __init__(
         self,
@@ -269,7 +312,8 @@ class StreamReader:
         self._last_hv: int | None = None
         self._last_ga: int | None = None
         self._last_seq: int | None = None
-        self._snapshots: dict[int, object] = {}
+        # The fingerprint of each snapshot's raw JSON by message id (``_fingerprint``).
+        self._snapshots: dict[int, int] = {}
         self._max_committed_id: int = after_id if after_id is not None else 0
         self._untrackable = False
         #: The dial attempt whose foreign event was logged (D31: once per connection).
@@ -553,9 +597,9 @@ class StreamReader:
             elif type(event) is MessageEvent:
                 message = event.message
                 message_id = message.id
-                raw = message.raw
-                if self._snapshots.get(message_id) != raw:
-                    self._snapshots[message_id] = raw
+                fingerprint = _fingerprint(message.raw)
+                if self._snapshots.get(message_id) != fingerprint:
+                    self._snapshots[message_id] = fingerprint
                     progress += 1
                 if message_id > self._max_committed_id:
                     # The commit finalised the outstanding deltas into snapshots (B.2).

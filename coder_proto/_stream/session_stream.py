@@ -82,6 +82,23 @@ class ReaderLike(Protocol):
 class SessionStream:
     """One turn stream as the session holds it (H.6)."""
 
+    __slots__ = (
+        "_conn_ids",
+        "_max_buffered",
+        "_observer",
+        "_pause_limit",
+        "_to_global",
+        "_to_local",
+        "after_id",
+        "attached",
+        "chat_id",
+        "closed",
+        "paused_at",
+        "reader",
+        "reader_id",
+        "reusable",
+    )
+
     def __init__(
         self,
         reader: ReaderLike,

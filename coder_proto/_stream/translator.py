@@ -97,6 +97,18 @@ def finish_reason(
     return FINISH_STOP
 
 
+_NO_IDS: Final[frozenset[str]] = frozenset()
+
+
+def _with_id(seen: AbstractSet[str], key: str) -> set[str]:
+    """``seen`` with ``key`` added: the shared empty ``_NO_IDS`` becomes a set of its own on
+    the first id (an open, idle chat allocates none), a set grows in place."""
+    if isinstance(seen, set):
+        seen.add(key)
+        return seen
+    return {key}
+
+
 class _Record:
     """Ledger entry of one message id: what has been emitted for it (A.1)."""
 
@@ -235,11 +247,12 @@ class TurnTranslator:
         self._ledger: dict[int, _Record] = {}
         self._deferred: dict[int, tuple[ChatMessagePart, ...]] = {}
         self._usage = UsageAccumulator()
-        self._server_tool_calls: set[str] = set()
-        self._server_tool_results: set[str] = set()
-        self._client_tool_call_ids: set[str] = set()
+        # The ids seen once: a set each only from the first id on (an idle chat holds none).
+        self._server_tool_calls: AbstractSet[str] = _NO_IDS
+        self._server_tool_results: AbstractSet[str] = _NO_IDS
+        self._client_tool_call_ids: AbstractSet[str] = _NO_IDS
         self._client_tool_calls: list[ToolCall] = []
-        self._sources: set[str] = set()
+        self._sources: AbstractSet[str] = _NO_IDS
         self._error: ChatError | None = None
         self._error_seen = False
         self._terminal_status: str | None = None
@@ -736,7 +749,7 @@ class TurnTranslator:
         if not call_id or not name or part.args is MISSING or call_id in self._server_tool_calls:
             return
         tool_input = _tool_input(part.args)
-        self._server_tool_calls.add(call_id)
+        self._server_tool_calls = _with_id(self._server_tool_calls, call_id)
         out.append(
             ToolInputStart(
                 tool_call_id=call_id, tool_name=name, provider_executed=True, dynamic=True
@@ -766,7 +779,7 @@ class TurnTranslator:
             or call_id in self._server_tool_results
         ):
             return
-        self._server_tool_results.add(call_id)
+        self._server_tool_results = _with_id(self._server_tool_results, call_id)
         result = {} if part.result is None else part.result
         out.append(
             ToolResult(
@@ -786,7 +799,7 @@ class TurnTranslator:
         source_id = part.source_id or url
         if source_id in self._sources:
             return
-        self._sources.add(source_id)
+        self._sources = _with_id(self._sources, source_id)
         out.append(Source(id=source_id, url=url, title=part.title))
 
     def _on_action_required(self, event: ActionRequiredEvent, out: list[OutputPart]) -> None:
@@ -810,14 +823,14 @@ class TurnTranslator:
                 # A tool this agent did not register: its snapshot was taken for a server
                 # tool's call and delivered as such. The server waits on it, so it is answered
                 # (with an error, D5), but the user sees it once.
-                self._client_tool_call_ids.add(call_id)
+                self._client_tool_call_ids = _with_id(self._client_tool_call_ids, call_id)
                 self._client_tool_calls.append(
                     ToolCall(tool_call_id=call_id, tool_name=call.tool_name, input=tool_input)
                 )
                 continue
             self._flush_deferred(out)
             self._close_blocks(out)
-            self._client_tool_call_ids.add(call_id)
+            self._client_tool_call_ids = _with_id(self._client_tool_call_ids, call_id)
             tool_call = ToolCall(tool_call_id=call_id, tool_name=call.tool_name, input=tool_input)
             self._client_tool_calls.append(tool_call)
             out.append(ToolInputStart(tool_call_id=call_id, tool_name=call.tool_name))

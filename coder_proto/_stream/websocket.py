@@ -34,7 +34,7 @@ from urllib.parse import SplitResult, urlsplit
 import attrs
 import h11
 from wsproto import ConnectionType, WSConnection
-from wsproto.connection import ConnectionState
+from wsproto.connection import Connection, ConnectionState
 from wsproto.events import (
     AcceptConnection,
     CloseConnection,
@@ -261,7 +261,9 @@ class WebSocketClient:
             extra.append((name.encode("latin-1", "replace"), _header_value(value)))
         self._max_message_size = max_message_size
         self._redactor = Redactor(token)
-        self._ws = WSConnection(ConnectionType.CLIENT)
+        # The handshake's connection until the upgrade is accepted, then only the WebSocket
+        # connection it made: the handshake's h11 state is not used again.
+        self._ws: WSConnection | Connection = WSConnection(ConnectionType.CLIENT)
         self._outgoing = bytearray()
         self._initiated = False
         # Building the request now makes a bad header a configuration error at construction.
@@ -494,6 +496,9 @@ class WebSocketClient:
                 self._on_close(event, out, eof)
                 return
             elif kind is AcceptConnection:
+                assert isinstance(ws, WSConnection)
+                assert ws.connection is not None
+                self._ws = ws.connection
                 self._opened = True
                 out.append(_WS_OPEN)
             elif kind is RejectConnection:
