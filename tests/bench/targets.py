@@ -43,7 +43,8 @@ def core_target(name: str) -> tuple[float, str] | None:
     """The target (a ratio) of a ``core.*`` line and its words, or ``None`` for any other
     line or a backend with no target."""
     stage, _, rest = name.removeprefix("core.").partition(".")
-    if not name.startswith("core.") or not rest:
+    if not name.startswith("core.") or not rest or stage == "gc":
+        # ``core.gc.*`` counts collections and objects, not time: a reported line.
         return None
     backend = name.partition("+")[2] or "json"
     kind = "ws" if stage == "ws" else "frames"
