@@ -101,9 +101,14 @@ def fake(coder_fake: FakeCoder) -> Any:
 
 @pytest.fixture
 def make_bridge(fake: Any) -> Callable[..., ChatBridge]:
-    def make(**kwargs: Any) -> ChatBridge:
+    def make(*, blocking: bool = False, **kwargs: Any) -> ChatBridge:
+        """A bridge whose agents talk to ``fake``: asyncio ones, or blocking ones."""
+        import coder_io_sync
+
+        agent_class = coder_io_sync.CoderAgent if blocking else CoderAgent
+
         def make_agent(request: ChatRequest, session: ChatSession) -> Any:
-            return CoderAgent(
+            return agent_class(
                 base_url=fake.url,
                 token=fake.token,
                 organization_id=fake.organization_id,
@@ -395,18 +400,10 @@ def test_the_resume_route_follows_the_turn_in_flight(
         assert idle.status_code == 204
 
 
-def test_the_blocking_path_binds_users_continues_and_resumes(fake: Any) -> None:
-    import coder_io_sync
-
-    def make_agent(request: ChatRequest, session: ChatSession) -> Any:
-        return coder_io_sync.CoderAgent(
-            base_url=fake.url,
-            token=fake.token,
-            organization_id=fake.organization_id,
-            **session.agent_kwargs(),
-        )
-
-    bridge = ChatBridge(make_agent, authorize=lambda request: request["user"])
+def test_the_blocking_path_binds_users_continues_and_resumes(
+    fake: Any, make_bridge: Callable[..., ChatBridge]
+) -> None:
+    bridge = make_bridge(blocking=True, authorize=lambda request: request["user"])
     alice = bridge.user_of_sync({"user": "alice"})
     frames = list(bridge.stream_sync({"id": "a1", "messages": [user_message("hello")]}, user=alice))
     metadata = chunks_of(b"".join(frames))[-1]["messageMetadata"]
@@ -416,7 +413,7 @@ def test_the_blocking_path_binds_users_continues_and_resumes(fake: Any) -> None:
     with pytest.raises(ChatNotFoundError):
         list(bridge.stream_sync({"id": "a1", "messages": [user_message("x")]}, user="bob"))
     # After a restart: continued for Alice from the metadata, not found for Bob.
-    restarted = ChatBridge(make_agent, authorize=lambda request: request["user"])
+    restarted = make_bridge(blocking=True, authorize=lambda request: request["user"])
     moved = {"id": "a2", "messages": [user_message("more", metadata=metadata)]}
     with pytest.raises(ChatNotFoundError):
         restarted.open_stream_sync(moved, user="bob")
@@ -449,15 +446,13 @@ def test_the_blocking_path_binds_users_continues_and_resumes(fake: Any) -> None:
         return "alice"
 
     with pytest.raises(CoderAgentError, match="plain authorize"):
-        ChatBridge(make_agent, authorize=later).user_of_sync({})
-    assert ChatBridge(make_agent).user_of_sync({}) is None
+        make_bridge(blocking=True, authorize=later).user_of_sync({})
+    assert make_bridge(blocking=True).user_of_sync({}) is None
 
 
 def test_a_chat_that_cannot_be_labelled_still_belongs_to_its_user(
     fake: Any, make_bridge: Callable[..., ChatBridge], caplog: pytest.LogCaptureFixture
 ) -> None:
-    import coder_io_sync
-
     caplog.set_level(logging.WARNING, logger="coder_io_common.ai_sdk")
     fake.faults.fail_requests("update_chat", 500, times=2)
     bridge = make_bridge(authorize=header_user)
@@ -467,15 +462,7 @@ def test_a_chat_that_cannot_be_labelled_still_belongs_to_its_user(
         denied = post(client, url, "bob", {"id": "a1", "messages": [user_message("x")]})
         assert denied.status_code == 404
 
-    def make_agent(request: ChatRequest, session: ChatSession) -> Any:
-        return coder_io_sync.CoderAgent(
-            base_url=fake.url,
-            token=fake.token,
-            organization_id=fake.organization_id,
-            **session.agent_kwargs(),
-        )
-
-    blocking = ChatBridge(make_agent)
+    blocking = make_bridge(blocking=True)
     list(blocking.stream_sync({"id": "b1", "messages": [user_message("hello")]}, user="alice"))
     assert blocking.sessions.get("b1").owner == "alice"
     assert all(chat.labels == {} for chat in fake.model.chats.values())
@@ -483,18 +470,10 @@ def test_a_chat_that_cannot_be_labelled_still_belongs_to_its_user(
     assert len(unlabelled) == 2
 
 
-def test_two_turns_of_one_chat_at_once_keep_the_later_one_resumable(fake: Any) -> None:
-    import coder_io_sync
-
-    def make_agent(request: ChatRequest, session: ChatSession) -> Any:
-        return coder_io_sync.CoderAgent(
-            base_url=fake.url,
-            token=fake.token,
-            organization_id=fake.organization_id,
-            **session.agent_kwargs(),
-        )
-
-    bridge = ChatBridge(make_agent)
+def test_two_turns_of_one_chat_at_once_keep_the_later_one_resumable(
+    fake: Any, make_bridge: Callable[..., ChatBridge]
+) -> None:
+    bridge = make_bridge(blocking=True)
     body = {"id": "c1", "messages": [user_message("hello")]}
     first = bridge.open_stream_sync(body)
     next(first)
@@ -658,18 +637,10 @@ def test_a_regenerate_after_a_restart_replaces_the_newest_prompt(
     assert restarted.sessions.get("c1").message_ids == {"u1": prompt.id}
 
 
-def test_the_blocking_path_regenerates_and_edits_too(fake: Any) -> None:
-    import coder_io_sync
-
-    def make_agent(request: ChatRequest, session: ChatSession) -> Any:
-        return coder_io_sync.CoderAgent(
-            base_url=fake.url,
-            token=fake.token,
-            organization_id=fake.organization_id,
-            **session.agent_kwargs(),
-        )
-
-    bridge = ChatBridge(make_agent)
+def test_the_blocking_path_regenerates_and_edits_too(
+    fake: Any, make_bridge: Callable[..., ChatBridge]
+) -> None:
+    bridge = make_bridge(blocking=True)
     list(bridge.stream_sync({"id": "c1", "messages": [user_message("ping")]}))
     [chat] = fake.model.chats.values()
     again = b"".join(
@@ -684,7 +655,7 @@ def test_the_blocking_path_regenerates_and_edits_too(fake: Any) -> None:
     assert answer_text(edited) == "You said: pong"
     assert [p.text for p in chat_prompts(fake, chat.id)] == ["pong"]
     # Without a record (a fresh bridge) a regenerate replaces the newest prompt.
-    fresh = ChatBridge(make_agent)
+    fresh = make_bridge(blocking=True)
     fresh.sessions.put("c1", ChatSession(chat.id, None))
     b"".join(
         fresh.stream_sync(
