@@ -118,7 +118,10 @@ HOT_PATHS: Final = (
         "coder_proto._wire.events._typed_deltas",
         "an array frame of text and reasoning deltas is decoded by msgspec in one pass into "
         "Structs made from the wire model's attrs classes, and its events built from them, "
-        "with no dict per event, payload or part; any other document, or one the Structs do "
+        "with no dict per event, payload or part; a message snapshot among the deltas is "
+        "decoded in the same pass, its message kept as JSON text for ChatMessage (a frame of "
+        "deltas with a commit in it is no longer tried whole, then decoded again in pieces); "
+        "any other document, or one the Structs do "
         "not take exactly, is decoded the general way (tests/test_typed_frames.py compares "
         "both on hostile and generated frames)",
         "frame text to events (core.parse) about 2.3x on one-event frames (1.22-1.27x to "
