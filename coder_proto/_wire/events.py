@@ -54,6 +54,7 @@ __all__ = [
     "UnknownEvent",
     "parse_event",
     "parse_frame",
+    "parse_text_frame",
     "parse_watch_frame",
 ]
 
@@ -807,6 +808,20 @@ def parse_frame(data: str | bytes) -> list[StreamEvent]:
     return _parse_document(data)
 
 
+def parse_text_frame(data: str) -> list[StreamEvent]:
+    """``parse_frame`` of a text frame as a connection received it (a ``str``): the same
+    events or error, with the typed decode tried first and once, and no call between it and
+    the reader (one-event frames of deltas are nearly every frame of a streamed turn)."""
+    typed = _typed_deltas(data)
+    if typed is not None:
+        return typed
+    if len(data) > _PIECE and data[0] == "[":
+        cut = data.find(_BETWEEN_EVENTS, _PIECE)
+        if cut > 0:
+            return _parse_pieces(data, cut)
+    return _parse_general(data)
+
+
 def _parse_pieces(data: str, cut: int) -> list[StreamEvent]:
     """``data``, an array frame, parsed as the arrays ``data[:cut + 1] + "]"``, then
     ``"[" + data[cut + 2 : next_cut + 1] + "]"`` and so on, with ``"[" + data[start:]``
@@ -847,7 +862,17 @@ def _parse_document(data: str | bytes) -> list[StreamEvent]:
     """``parse_frame`` of one JSON document.
 
     An array of text and reasoning deltas is decoded typed (``_typed_deltas``); any other
-    document the general way, below.
+    document the general way (``_parse_general``).
+    """
+    if type(data) is str:
+        typed = _typed_deltas(data)
+        if typed is not None:
+            return typed
+    return _parse_general(data)
+
+
+def _parse_general(data: str | bytes) -> list[StreamEvent]:
+    """``_parse_document`` of a document the typed decode did not take.
 
     With orjson decoding, a frame of text and reasoning deltas skips the scan for long
     integers that ``coder_proto._json`` makes before it trusts orjson: such a frame's events
@@ -856,10 +881,6 @@ def _parse_document(data: str | bytes) -> list[StreamEvent]:
     other frame is scanned as ``loads`` would scan it, and decoded again when the scan finds
     a long run of digits.
     """
-    if type(data) is str:
-        typed = _typed_deltas(data)
-        if typed is not None:
-            return typed
     out: list[StreamEvent] = []
     if type(data) is str and _unicode.loads is orjson_loads and "\\" not in data:
         value = orjson_unscanned(data)
