@@ -307,3 +307,67 @@ def test_any_frame_parses_in_pieces_as_it_does_whole(
             assert _outcome(data) == whole
     finally:
         events._PIECE, events._LONGEST_PIECE, unicode.loads = saved
+
+
+def test_a_connections_text_frame_parses_as_parse_frame_parses_it(path: str) -> None:
+    """The reader's entry (``parse_text_frame``, the typed decode tried first and once) gives
+    what ``parse_frame`` gives: frames the typed decode takes, long frames it does not
+    (decoded in pieces, or whole when no cut is found), short ones, and errors."""
+    snapshot = _snapshot(3)
+    untyped = _batch(256).replace('"role":"assistant"', '"role":1')
+    frames = [
+        _batch(3),
+        _batch(256),
+        untyped,
+        "[" + snapshot + "," + _batch(200)[1:],
+        "[" + "1," * 5000 + "1]",
+        json.dumps({"type": "status", "chat_id": "c", "status": {"status": "running"}}),
+        untyped[:-9],
+        "[",
+    ]
+    assert events._typed_deltas(untyped) is None
+    for frame in frames:
+        try:
+            want: Any = parse_frame(frame)
+        except CoderProtocolError as exc:
+            want = str(exc)
+        try:
+            got: Any = events.parse_text_frame(frame)
+        except CoderProtocolError as exc:
+            got = str(exc)
+        assert repr(got) == repr(want)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    frame=st.lists(_event, max_size=12),
+    ensure_ascii=st.booleans(),
+    piece=st.integers(1, 120),
+    damage=st.one_of(
+        st.none(), st.tuples(st.integers(0, 10**6), st.sampled_from(["", "x", ",", "]", "}", '"']))
+    ),
+)
+def test_any_text_frame_parses_as_parse_frame_parses_it(
+    frame: list[Any], ensure_ascii: bool, piece: int, damage: tuple[int, str] | None
+) -> None:
+    data = json.dumps(frame, separators=(",", ":"), ensure_ascii=ensure_ascii)
+    if damage is not None:
+        at = damage[0] % (len(data) + 1)
+        data = data[:at] + damage[1] + data[at + 1 :]
+    saved = (events._PIECE, events._LONGEST_PIECE, unicode.loads)
+    try:
+        for loads in (std_loads, orjson_loads):
+            unicode.loads = loads
+            events._PIECE = piece
+            events._LONGEST_PIECE = 2 * piece
+            try:
+                want = ("ok", repr(parse_frame(data)))
+            except CoderProtocolError as exc:
+                want = ("CoderProtocolError", str(exc))
+            try:
+                got = ("ok", repr(events.parse_text_frame(data)))
+            except CoderProtocolError as exc:
+                got = ("CoderProtocolError", str(exc))
+            assert got == want
+    finally:
+        events._PIECE, events._LONGEST_PIECE, unicode.loads = saved

@@ -251,3 +251,181 @@ def test_a_long_frame_of_other_events_keeps_no_utf8_copy() -> None:
     long_deltas = "[" + ",".join([_delta('{"type":"text","text":"é"}')] * 40) + "]"
     assert len(long_deltas) > events._PIECE and events._typed_deltas(long_deltas) is not None
     assert events._typed_deltas("[" + _delta(TEXT) + "]") is not None
+
+
+# -- message snapshots in a frame of deltas ---------------------------------------------------
+
+
+def _snapshot(message: str, *, chat: str = CHAT) -> str:
+    return f'{{"type":"message","chat_id":"{chat}","message":{message}}}'
+
+
+MESSAGE = (
+    '{"id":7,"chat_id":"' + CHAT + '","role":"assistant","created_at":"2025-01-01T00:00:01Z",'
+    '"content":[{"type":"reasoning","text":"hm"},{"type":"text","text":"a few words"}],'
+    '"usage":{"input_tokens":3,"output_tokens":2}}'
+)
+
+
+def test_a_frame_of_deltas_with_a_snapshot_is_decoded_typed_in_one_pass(
+    path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A message's snapshot among deltas (a commit in a backlog) is decoded with them, its
+    message as the general way decodes it: the same events, the same raw value (the replay
+    filter's fingerprint of it is the same)."""
+    from coder_proto._stream.reader import _fingerprint
+    from coder_proto._wire.events import MessageEvent
+
+    frame = "[" + _delta(TEXT) + "," + _snapshot(MESSAGE) + "," + _delta(TEXT, seq="2") + "]\n"
+    typed = events._typed_deltas(frame)
+    assert typed is not None
+    assert [type(e) for e in typed] == [MessagePartEvent, MessageEvent, MessagePartEvent]
+    with monkeypatch.context() as patch:
+        patch.setattr(events, "_typed_deltas", lambda data: None)
+        general = parse_frame(frame)
+    assert typed == general and repr(typed) == repr(general)
+    snapshot, other = typed[1], general[1]
+    assert type(snapshot) is MessageEvent and type(other) is MessageEvent
+    assert snapshot.message.raw == other.message.raw == json.loads(MESSAGE)
+    assert list(snapshot.message.raw) == list(other.message.raw)
+    assert _fingerprint(snapshot.message.raw) == _fingerprint(other.message.raw)
+    assert snapshot.chat_id == CHAT
+    # A frame of one snapshot, and a snapshot whose event names no chat.
+    alone = "[" + _snapshot(MESSAGE).replace(f',"chat_id":"{CHAT}"', "", 1) + "]"
+    only = events._typed_deltas(alone)
+    assert only is not None and only[0].chat_id == ""
+    assert _both(alone, monkeypatch)[0] == _both(alone, monkeypatch)[1]
+
+
+_DEEP = "[" * 200 + "]" * 200
+
+
+@pytest.mark.parametrize(
+    ("message", "typed_decodes", "want"),
+    [
+        # Numbers and text the snapshot's own decode reads as the whole frame's does.
+        (MESSAGE.replace('"output_tokens":2', '"output_tokens":' + str(2**70)), True, "ok"),
+        # A lone surrogate: msgspec refuses it, the general way replaces it (D32).
+        (MESSAGE.replace('"a few words"', '"a\\ud800b"'), False, "a\ufffdb"),
+        (MESSAGE.replace('"a few words"', '"\\ud83d\\ude00"'), True, "\U0001f600"),
+        (MESSAGE.replace('"usage"', '"added_by_a_newer_server":{"n":[1,2.5]},"usage"'), True, "ok"),
+        # Beyond the digit limit: refused as the standard library refuses it.
+        (MESSAGE.replace('"output_tokens":2', '"output_tokens":' + "9" * 5000), False, "failed"),
+        # Not a message: the general way's error.
+        ("null", False, "'message' should be an object"),
+        ('{"id":"seven","role":"assistant","content":[]}', False, "malformed"),
+        # Long, or with many brackets: decoded where it lies in the whole frame.
+        (MESSAGE.replace('"a few words"', '"' + "word " * 2000 + '"'), False, "ok"),
+        (MESSAGE.replace('"usage"', '"x":[' + "[1]," * 200 + '1],"usage"'), False, "ok"),
+        (MESSAGE.replace('"usage"', '"x":' + _DEEP + ',"usage"'), False, "ok"),
+    ],
+)
+def test_hostile_snapshots_give_the_general_ways_answer(
+    message: str,
+    typed_decodes: bool,
+    want: str,
+    path: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    frame = "[" + _delta(TEXT) + "," + _snapshot(message) + "]"
+    try:
+        decoded = events._typed_deltas(frame) is not None
+    except CoderProtocolError:
+        decoded = False
+    assert decoded is typed_decodes
+    typed, general = _both(frame, monkeypatch)
+    assert typed == general
+    assert want in typed[1] or typed[0] == want
+
+
+def test_a_snapshot_nested_too_deeply_fails_as_the_whole_frame_does(
+    path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    deep = MESSAGE.replace('"usage"', '"x":' + "[" * 100_000 + "]" * 100_000 + ',"usage"')
+    frame = "[" + _delta(TEXT) + "," + _snapshot(deep) + "]"
+    typed, general = _both(frame, monkeypatch)
+    assert typed == general == ("CoderProtocolError", "failed to parse chat stream frame")
+
+
+@pytest.mark.parametrize(
+    ("frame", "error"),
+    [
+        # The snapshot's chat id is checked as the general way checks it (wire 3.9) ...
+        ("[" + _delta(TEXT) + "," + _snapshot(MESSAGE, chat="not an id") + "]", "chat_id"),
+        # ... after its message: a malformed message is that event's error.
+        (
+            "[" + _snapshot('{"id":"seven","role":"assistant"}', chat="not an id") + "]",
+            "malformed",
+        ),
+    ],
+)
+def test_a_snapshots_errors_come_in_the_general_ways_order(
+    frame: str, error: str, path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    typed, general = _both(frame, monkeypatch)
+    assert typed == general and typed[0] == "CoderProtocolError" and error in typed[1]
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        # Duplicate type members, and a chat id that is not a string: the general way.
+        "[" + _snapshot(MESSAGE).replace('"type":"message"', '"type":"message","type":"x"') + "]",
+        "[" + _snapshot(MESSAGE).replace('"type":"message"', '"type":"x","type":"message"') + "]",
+        "[" + _snapshot(MESSAGE).replace(f'"chat_id":"{CHAT}"', '"chat_id":null', 1) + "]",
+        # A member the event's Struct does not know.
+        "[" + _snapshot(MESSAGE)[:-1] + ',"added":1}]',
+        # A snapshot without its message.
+        '[{"type":"message","chat_id":"' + CHAT + '"}]',
+    ],
+)
+def test_other_snapshot_events_go_the_general_way(
+    frame: str, path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert events._typed_deltas(frame) is None
+    typed, general = _both(frame, monkeypatch)
+    assert typed == general
+
+
+_messages = st.fixed_dictionaries(
+    {"id": st.one_of(st.integers(-3, 2**70), st.just("7"), st.none())},
+    optional={
+        "role": st.one_of(st.sampled_from(["assistant", "user", "tool"]), st.integers()),
+        "content": st.one_of(st.lists(_parts, max_size=3), st.just({})),
+        "usage": st.one_of(st.none(), st.fixed_dictionaries({"output_tokens": _numbers})),
+        "created_at": _texts,
+        "added": _numbers,
+    },
+)
+
+_snapshots = st.fixed_dictionaries(
+    {"type": st.just("message"), "message": st.one_of(_messages, _numbers)},
+    optional={"chat_id": st.one_of(st.just(CHAT), st.just(""), st.none(), st.just("bad id"))},
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    frame=st.lists(st.one_of(_deltas, _snapshots), max_size=6),
+    ensure_ascii=st.booleans(),
+    damage=st.one_of(st.none(), st.tuples(st.integers(0, 10**6), st.sampled_from(["", "]", '"']))),
+)
+def test_any_frame_with_snapshots_gives_the_general_ways_events_or_error(
+    frame: list[Any], ensure_ascii: bool, damage: tuple[int, str] | None
+) -> None:
+    """Generated frames of deltas and snapshots (some damaged): the events' repr or the
+    error is the general way's, on both of its decoders."""
+    data = json.dumps(frame, separators=(",", ":"), ensure_ascii=ensure_ascii)
+    if damage is not None:
+        at = damage[0] % (len(data) + 1)
+        data = data[:at] + damage[1] + data[at + 1 :]
+    saved = (events._typed_deltas, unicode.loads)
+    try:
+        for loads in (std_loads, orjson_loads):
+            unicode.loads = loads
+            events._typed_deltas = saved[0]
+            typed = _outcome(data)
+            events._typed_deltas = lambda data: None
+            assert typed == _outcome(data)
+    finally:
+        events._typed_deltas, unicode.loads = saved

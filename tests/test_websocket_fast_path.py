@@ -9,9 +9,12 @@ goes through wsproto: that reference is the same class with the fast path switch
 from __future__ import annotations
 
 import os
+import pickle
 import struct
 from typing import Any
 
+import attrs
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from wsproto import ConnectionType, WSConnection
@@ -132,6 +135,20 @@ def test_text_frames_after_the_upgrade_take_the_fast_path() -> None:
     assert client.receive_data(accept + frames[:7]) == [WsOpen()]
     assert client._fast
     assert client.receive_data(frames[7:]) == [WsText(f'[{{"n":{i}}}]\n') for i in range(3)]
+
+
+def test_the_fast_paths_text_events_are_the_frozen_value_class() -> None:
+    """The fast path builds its ``WsText`` without the ``__init__`` frame: the same frozen,
+    hashable, picklable value."""
+    client, accept = _pair(fast=True)
+    proto = FrameProtocol(client=False, extensions=[])
+    client.receive_data(accept)
+    (event,) = client.receive_data(proto.send_data("[]\n", True))
+    assert type(event) is WsText and event == WsText("[]\n")
+    assert hash(event) == hash(WsText("[]\n")) and repr(event) == repr(WsText("[]\n"))
+    assert pickle.loads(pickle.dumps(event)) == event
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        event.text = "other"  # type: ignore[misc]
 
 
 def test_end_of_stream_inside_a_frame_is_a_close_without_code() -> None:

@@ -79,7 +79,7 @@ from .._wire.events import (
     MessagePartEvent,
     StatusEvent,
     StreamEvent,
-    parse_frame,
+    parse_text_frame,
 )
 from .websocket import (
     CLOSE_NORMAL,
@@ -541,7 +541,7 @@ class StreamReader:
         """Decode one frame and run the replay filter on each event (B.2). False when the
         connection ended (terminal parse failure, or the consumer closed it meanwhile)."""
         try:
-            decoded = parse_frame(text)
+            decoded = parse_text_frame(text)
         except (CoderProtocolError, RecursionError) as exc:
             client = self._client
             assert client is not None  # frames only arrive on a live connection

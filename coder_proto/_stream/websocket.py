@@ -109,11 +109,21 @@ class WsOpen:
     """The upgrade was accepted; text messages may follow."""
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class WsText:
     """One complete text message (reassembled from its fragments)."""
 
     text: str = attrs.field(repr=lambda t: f"<{len(t)} chars>")
+
+
+class _WsTextDraft:
+    """The slots of ``WsText``, writable: the fast path fills one with a plain store and
+    makes it a ``WsText`` by assigning ``__class__`` (same slots, no ``__weakref__``), once
+    per received frame."""
+
+    __slots__ = WsText.__slots__  # type: ignore[attr-defined]
+
+    text: str
 
 
 @attrs.frozen
@@ -423,6 +433,10 @@ class WebSocketClient:
         buf = self._buffer
         size = len(buf)
         pos = 0
+        append = out.append
+        # Only wsproto (``_feed``) and the branch below change these: read again after each.
+        fragmented = self._fragmented
+        limit = self._max_message_size
         while not self._done:
             forward = self._forward
             if forward:
@@ -431,6 +445,7 @@ class WebSocketClient:
                     break
                 self._forward = forward - take
                 self._feed(bytes(buf[pos : pos + take]), out, False)
+                fragmented = self._fragmented
                 pos += take
                 continue
             if size - pos < 2:
@@ -451,7 +466,7 @@ class WebSocketClient:
                 header = 10
             if second & 0x80:
                 header += 4  # a masking key: a server must not send one, wsproto says so
-            elif first == 0x81 and not self._fragmented and length <= self._max_message_size:
+            elif first == 0x81 and not fragmented and length <= limit:
                 end = pos + header + length
                 if end > size:
                     break
@@ -460,14 +475,18 @@ class WebSocketClient:
                 except UnicodeDecodeError:
                     pass  # wsproto reports it (close 1007)
                 else:
-                    out.append(WsText(text))
+                    # WsText(text) without the __init__ frame: a draft given the class.
+                    event = _WsTextDraft()
+                    event.text = text
+                    event.__class__ = WsText  # type: ignore[assignment]
+                    append(event)  # type: ignore[arg-type]
                     pos = end
                     continue
             opcode = first & 0x0F
             if opcode == 1 or opcode == 2:
-                self._fragmented = not first & 0x80
+                self._fragmented = fragmented = not first & 0x80
             elif opcode == 0 and first & 0x80:
-                self._fragmented = False
+                self._fragmented = fragmented = False
             self._forward = header + length
         del buf[:pos]
 

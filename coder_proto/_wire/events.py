@@ -6,10 +6,11 @@ becomes ``UnknownEvent``, which the machines skip. Structurally wrong input rais
 ``CoderProtocolError``.
 
 ``message_part`` is the hot path (one per streamed text chunk). An array frame of text and
-reasoning deltas in the shape servers write is decoded by msgspec in one pass into Structs
-made from the classes here (``_typed_deltas``), and its events built from them, with no dict
-per delta; any other frame is decoded to dicts and parsed with as little work as the JSON
-already done allows. Both ways give the same events and errors.
+reasoning deltas in the shape servers write, with the message snapshots a backlog carries
+among them, is decoded by msgspec in one pass into Structs made from the classes here
+(``_typed_deltas``), and its events built from them, with no dict per delta; any other frame
+is decoded to dicts and parsed with as little work as the JSON already done allows. Both ways
+give the same events and errors.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ __all__ = [
     "UnknownEvent",
     "parse_event",
     "parse_frame",
+    "parse_text_frame",
     "parse_watch_frame",
 ]
 
@@ -558,7 +560,8 @@ def _events_into(value: Any, out: list[StreamEvent]) -> bool:
 # -- typed decoding of delta frames ---------------------------------------------------------------
 #
 # A frame of text and reasoning deltas, nearly every frame of a turn, is decoded by msgspec
-# straight into Structs in one pass, with no dict for any event, payload or part. The Struct
+# straight into Structs in one pass, with no dict for any event, payload or part (a message
+# snapshot among them too, its message kept as text for ``ChatMessage``). The Struct
 # types are made from the attrs classes above (their field names, types and defaults), so the
 # classes stay the one definition of the wire model; only what a delta's shortcut can take
 # exactly is narrowed (see ``_wire_struct``). Every other document fails that decode and goes
@@ -640,9 +643,50 @@ _DeltaWire = _wire_struct(
     only=("chat_id",),
     nested=((MessagePartEvent.type, _DeltaPayloadWire),),
 )
+# A message's snapshot in a frame of deltas: its event decoded typed, the message itself kept
+# as its JSON text and decoded by ``ChatMessage`` as the general way decodes it (its value,
+# ``raw`` included, is the one the whole frame's decode gives it).
+_SnapshotWire = _wire_struct(
+    MessageEvent,
+    "_SnapshotWire",
+    tag="message",
+    only=("message", "chat_id"),
+    narrow={"message": msgspec.Raw},
+)
 _decode_deltas: Callable[[str], list[Any]] = msgspec.json.Decoder(
-    list[_DeltaWire]  # type: ignore[valid-type] # made at run time
+    list[Union[_DeltaWire, _SnapshotWire]]  # type: ignore[valid-type] # noqa: UP007 - made at run time
 ).decode
+#: A snapshot whose text is longer than this many bytes, or that has more opening brackets
+#: than this many, sends its frame the general way (see ``_snapshot_event``).
+_SNAPSHOT_BYTES = 8192
+_SNAPSHOT_BRACKETS = 128
+_raw_bytes = bytes
+
+
+def _snapshot_event(wire: Any) -> MessageEvent | None:
+    """The ``message`` event of ``wire``, a ``_SnapshotWire``, as the general way builds it;
+    ``None`` when the general way must decide (its error, or a value only the whole frame's
+    decode gives exactly).
+
+    A snapshot longer than ``_SNAPSHOT_BYTES`` is decoded where it lies in the frame, without
+    the copy of its text that decoding it alone takes. One with more than
+    ``_SNAPSHOT_BRACKETS`` opening brackets could nest near the decoder's bound, which is
+    counted from the whole frame (two levels deeper) and from the caller's stack: the whole
+    frame's decode says whether it is too deep."""
+    raw = _raw_bytes(wire.message)
+    if len(raw) > _SNAPSHOT_BYTES or raw.count(b"[") + raw.count(b"{") > _SNAPSHOT_BRACKETS:
+        return None
+    try:
+        payload = decode_json(raw)
+    except ValueError:
+        return None
+    if type(payload) is not dict:
+        return None
+    try:
+        message = ChatMessage.from_json(payload)
+    except CoderProtocolError:
+        return None
+    return MessageEvent(message, _check_chat_id(wire.chat_id))
 
 
 #: A delta's role and chat id are kept as one string each for every delta of a stream (the
@@ -654,8 +698,9 @@ _DELTAS_START = '[{"type":"message_part"'
 
 def _typed_deltas(data: str) -> list[StreamEvent] | None:
     """The events of ``data`` when it is an array frame of text and reasoning deltas in the
-    shape servers write, decoded in one pass; ``None`` for any other document (a frame of
-    one event object too), which ``_parse_document`` decodes the general way.
+    shape servers write, and of message snapshots among them (``_snapshot_event``), decoded
+    in one pass; ``None`` for any other document (a frame of one event object too), which
+    ``_parse_document`` decodes the general way.
 
     The events are the general way's: strings and integers are read as the standard
     library reads them (integers of any length within the interpreter's digit limit, which
@@ -668,10 +713,11 @@ def _typed_deltas(data: str) -> list[StreamEvent] | None:
     others.
 
     A document longer than 4 KiB is tried only when it starts as servers start a frame of
-    deltas (its first event's ``type`` first, no spaces): any other (a message's snapshot)
-    would fail the decode, after msgspec had made the UTF-8 copy it reads a ``str`` that is
-    not ASCII through, which the ``str`` then keeps while it lives. (A shorter one is tried
-    as it is: its copy is small, and the check would cost a tenth of its decode.)
+    deltas (its first event's ``type`` first, no spaces): any other (a long message's
+    snapshot, a status first) would mostly fail the decode, after msgspec had made the
+    UTF-8 copy it reads a ``str`` that is not ASCII through, which the ``str`` then keeps
+    while it lives. (A shorter one is tried as it is: its copy is small, and the check would
+    cost a tenth of its decode.)
     """
     if len(data) > _PIECE and not data.startswith(_DELTAS_START):
         return None
@@ -684,6 +730,12 @@ def _typed_deltas(data: str) -> list[StreamEvent] | None:
     append = out.append
     checked = _checked_chat_id
     for wire in value:
+        if type(wire) is _SnapshotWire:
+            snapshot = _snapshot_event(wire)
+            if snapshot is None:
+                return None
+            append(snapshot)
+            continue
         payload = wire.message_part
         wire_part = payload.part
         part: Any
@@ -756,6 +808,20 @@ def parse_frame(data: str | bytes) -> list[StreamEvent]:
     return _parse_document(data)
 
 
+def parse_text_frame(data: str) -> list[StreamEvent]:
+    """``parse_frame`` of a text frame as a connection received it (a ``str``): the same
+    events or error, with the typed decode tried first and once, and no call between it and
+    the reader (one-event frames of deltas are nearly every frame of a streamed turn)."""
+    typed = _typed_deltas(data)
+    if typed is not None:
+        return typed
+    if len(data) > _PIECE and data[0] == "[":
+        cut = data.find(_BETWEEN_EVENTS, _PIECE)
+        if cut > 0:
+            return _parse_pieces(data, cut)
+    return _parse_general(data)
+
+
 def _parse_pieces(data: str, cut: int) -> list[StreamEvent]:
     """``data``, an array frame, parsed as the arrays ``data[:cut + 1] + "]"``, then
     ``"[" + data[cut + 2 : next_cut + 1] + "]"`` and so on, with ``"[" + data[start:]``
@@ -796,7 +862,17 @@ def _parse_document(data: str | bytes) -> list[StreamEvent]:
     """``parse_frame`` of one JSON document.
 
     An array of text and reasoning deltas is decoded typed (``_typed_deltas``); any other
-    document the general way, below.
+    document the general way (``_parse_general``).
+    """
+    if type(data) is str:
+        typed = _typed_deltas(data)
+        if typed is not None:
+            return typed
+    return _parse_general(data)
+
+
+def _parse_general(data: str | bytes) -> list[StreamEvent]:
+    """``_parse_document`` of a document the typed decode did not take.
 
     With orjson decoding, a frame of text and reasoning deltas skips the scan for long
     integers that ``coder_proto._json`` makes before it trusts orjson: such a frame's events
@@ -805,10 +881,6 @@ def _parse_document(data: str | bytes) -> list[StreamEvent]:
     other frame is scanned as ``loads`` would scan it, and decoded again when the scan finds
     a long run of digits.
     """
-    if type(data) is str:
-        typed = _typed_deltas(data)
-        if typed is not None:
-            return typed
     out: list[StreamEvent] = []
     if type(data) is str and _unicode.loads is orjson_loads and "\\" not in data:
         value = orjson_unscanned(data)
