@@ -1,9 +1,5 @@
-"""The fixtures of ``tests/integration`` for the event-loop scenarios (``loop_runtime``: asyncio
-and trio; ``server``: a fake server over loopback with the token check)."""
+"""The fake server of ``tests/integration`` for the event-loop scenarios (``server``: a fake
+server over loopback with the token check); the runtime facades (``loop_runtime``: asyncio and
+trio) are ``tests/runtimes.py``'s, from ``tests/conftest.py``."""
 
-from tests.integration.conftest import (  # noqa: F401 - shared fixtures
-    loop_runtime,
-    make_server,
-    recorder,
-    server,
-)
+from tests.integration.conftest import make_server, server  # noqa: F401 - shared fixtures
