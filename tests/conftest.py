@@ -1,7 +1,7 @@
 """Fixtures shared across the test directories: the three runtimes' facades
 (``tests/runtimes.py``: ``runtime``, ``loop_runtime`` and the ``recorder`` they report to),
 the real servers the tests start themselves, once per run (a PostgreSQL server,
-``tests/stores/postgres_server.py``; a Temporal dev server, ``tests/temporal/server.py``), and a
+``tests/postgres_server.py``; a Temporal dev server, ``tests/temporal/server.py``), and a
 PostgreSQL schema per test. A server that cannot start fails the tests that need it, never
 skips them."""
 
@@ -13,9 +13,9 @@ from typing import Any, TypeVar
 
 import pytest
 
+from tests.postgres_server import PostgresServer
+from tests.postgres_server import ServerUnavailable as PostgresUnavailable
 from tests.runtimes import LOOP_RUNTIMES, RUNTIMES, Recorder
-from tests.stores.postgres_server import PostgresServer
-from tests.stores.postgres_server import ServerUnavailable as PostgresUnavailable
 from tests.temporal.server import ServerUnavailable as TemporalUnavailable
 from tests.temporal.server import TemporalServer
 
