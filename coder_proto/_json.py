@@ -20,7 +20,7 @@ one the standard library's ``json.loads`` gives**.
   standard library, so both paths stop at the same depth.
 * Both paths give what JSON gives for the rest: the last of duplicate keys wins (at the first
   one's position), ``-0.0`` stays negative, ``-0`` is the integer 0, floats are correctly
-  rounded. ``tests/test_json.py`` runs every check on both paths and compares them on
+  rounded. ``tests/proto/test_json.py`` runs every check on both paths and compares them on
   generated text.
 
 Every error is a ``ValueError`` (``json.JSONDecodeError``, ``UnicodeDecodeError``, the

@@ -4,7 +4,7 @@
 ``python -m fuzz.seeds`` rewrites ``fuzz/corpus/*.jsonl``. Each scenario is one small agent
 session (plain text, reasoning, client-tool loops, server tools, drops and redials,
 promotions, a lost ``action_required``, errors, a timeout...). The same scenarios back the
-replay tests (``tests/test_replay.py``).
+replay tests (``tests/proto/transcript/test_replay.py``).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ split the bytes of a frame delivery. Invariants: only library errors; the text a
 emitted so far are a prefix of what the model streams; at the end, exactly the committed
 text, once, with the model's usage and every client tool call.
 
-``tests/test_fuzz_stateful.py`` runs it as a test; ``python -m fuzz`` runs it for a time
+``tests/fuzz/test_fuzz_stateful.py`` runs it as a test; ``python -m fuzz`` runs it for a time
 budget.
 """
 

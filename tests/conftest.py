@@ -1,18 +1,21 @@
-"""Fixtures shared across the test directories: the real servers the tests start themselves,
-once per run (a PostgreSQL server, ``tests/stores/postgres_server.py``; a Temporal dev
-server, ``tests/temporal/server.py``), and a PostgreSQL schema per test. A server that cannot
-start fails the tests that need it, never skips them."""
+"""Fixtures shared across the test directories: the three runtimes' facades
+(``tests/runtimes.py``: ``runtime``, ``loop_runtime`` and the ``recorder`` they report to),
+the real servers the tests start themselves, once per run (a PostgreSQL server,
+``tests/postgres_server.py``; a Temporal dev server, ``tests/temporal/server.py``), and a
+PostgreSQL schema per test. A server that cannot start fails the tests that need it, never
+skips them."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pytest
 
-from tests.stores.postgres_server import PostgresServer
-from tests.stores.postgres_server import ServerUnavailable as PostgresUnavailable
+from tests.postgres_server import PostgresServer
+from tests.postgres_server import ServerUnavailable as PostgresUnavailable
+from tests.runtimes import LOOP_RUNTIMES, RUNTIMES, Recorder
 from tests.temporal.server import ServerUnavailable as TemporalUnavailable
 from tests.temporal.server import TemporalServer
 
@@ -34,6 +37,25 @@ def _serve(server: _Server, unavailable: type[Exception], name: str) -> Iterator
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def recorder() -> Recorder:
+    """What the runtime facades saw, for the token checks."""
+    return Recorder()
+
+
+@pytest.fixture(params=sorted(RUNTIMES))
+def runtime(request: pytest.FixtureRequest, recorder: Recorder) -> Any:
+    """Each runtime's facade in turn: asyncio, the blocking adapter, trio."""
+    return RUNTIMES[request.param](recorder)
+
+
+@pytest.fixture(params=LOOP_RUNTIMES)
+def loop_runtime(request: pytest.FixtureRequest, recorder: Recorder) -> Any:
+    """An event-loop runtime's facade (asyncio, trio): for what the blocking adapter does
+    another way."""
+    return RUNTIMES[request.param](recorder)
 
 
 @pytest.fixture(scope="session")

@@ -30,7 +30,8 @@ kind            what happened
 
 No record type has a field for headers, and URLs are stored without user info or a
 ``coder_session_token`` query parameter, so a transcript cannot carry the session token
-(``tests/test_transcript.py`` checks both). ``docs/transcripts.md`` documents every field.
+(``tests/proto/transcript/test_transcript.py`` checks both). ``docs/transcripts.md`` documents
+every field.
 
 ``TranscriptRecorder`` turns an adapter's observations (the ``Recorder`` protocol: one call per
 REST exchange, per chunk of received bytes, per tool run...) into records; ``parse_transcript``

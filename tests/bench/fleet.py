@@ -608,7 +608,7 @@ def _temporal(settings: Settings) -> list[Result]:
         reason = "runs in quick and full modes (tests/temporal checks it in every run)"
         return [skipped(name, 0, reason) for name in names]
     try:
-        from tests.stores.postgres_server import PostgresServer, ServerUnavailable
+        from tests.postgres_server import PostgresServer, ServerUnavailable
         from tests.temporal.server import ServerUnavailable as TemporalUnavailable
         from tests.temporal.server import TemporalServer
     except ImportError as exc:  # temporalio or psycopg missing

@@ -260,7 +260,8 @@ def unscanned_pairs() -> list[dict[str, Any]]:
 def _opened_client(*, fast: bool) -> tuple[WebSocketClient, WSConnection]:
     client = WebSocketClient(URL, token="t", max_message_size=1 << 20)
     if not fast:
-        client._head = None  # every byte through wsproto, as tests/test_websocket_fast_path.py
+        # Every byte through wsproto, as tests/proto/stream/test_websocket_fast_path.py
+        client._head = None
     server = WSConnection(ConnectionType.SERVER)
     server.receive_data(client.initiate())
     assert any(isinstance(e, Request) for e in server.events())

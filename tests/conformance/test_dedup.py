@@ -22,7 +22,7 @@ from coder_proto._actions import SendRequest
 from coder_proto._stream.reader import StreamReader
 from coder_proto._transport_events import TransportEventSink, WsEventEvent, WsRedialEvent
 from coder_proto._wire import MessageEvent, MessagePartEvent, StreamEvent
-from tests.test_reader import Net
+from tests.proto.stream.test_reader import Net
 
 from .corpus import Case, Unreadable, case_of, cases
 from .mapping import check_trace, make_translator, model_loop

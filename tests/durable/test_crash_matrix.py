@@ -28,11 +28,8 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import os
-import pathlib
 import queue
 import signal
-import subprocess
-import sys
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -42,12 +39,11 @@ import attrs
 import pytest
 
 from coder_io_common.fake_server import FakeCoderServer
-from tests.stores.postgres_server import PostgresServer
+from tests.postgres_server import PostgresServer
+from tests.workers import Zygote
 
 from . import payments
 from .orders import add_scripts, chats, expire_lease
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 @attrs.frozen
@@ -155,34 +151,6 @@ class Outcome:
     calls: list[tuple[str, str]]
     chats: list[dict[str, Any]]
     log: str
-
-
-class Zygote:
-    """One ``tests.durable.zygote`` process: forks a workflow process per ``run``."""
-
-    def __init__(self) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.durable.zygote"],
-            cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-
-    def run(self, env: dict[str, str]) -> int:
-        """Run one workflow process with ``env``; its exit code (``-9``: SIGKILLed)."""
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(json.dumps(env) + "\n")
-        self.proc.stdin.flush()
-        line = self.proc.stdout.readline()
-        assert line, "the zygote died"
-        return int(json.loads(line)["exit"])
-
-    def close(self) -> None:
-        if self.proc.stdin is not None:
-            self.proc.stdin.close()
-        self.proc.wait(timeout=30)
 
 
 #: The stores the matrix runs on.

@@ -32,10 +32,10 @@ import pytest
 
 from coder_io_common.fake_server import FakeCoderServer
 from examples.temporal import payments as example_payments
-from tests.stores.postgres_server import PostgresServer
+from tests.postgres_server import PostgresServer
+from tests.workers import Zygote
 
 from .orders import add_scripts
-from .test_crash_matrix import Zygote
 
 pytestmark = [
     pytest.mark.skipif(not hasattr(os, "fork"), reason="the workflow processes are forked"),

@@ -29,14 +29,14 @@ import pytest
 from coder_io_common.fake_server import FakeCoderServer
 from coder_io_common.stores import PostgresStore, SQLiteStore
 from coder_io_sync.durable import archive_workflow, sweep_orphans
-from tests.stores.postgres_server import PostgresServer
+from tests.postgres_server import PostgresServer
+from tests.workers import Zygote
 
 from . import payments
 from .orders import add_scripts, chats
 from .test_crash_matrix import (
     Outcome,
     Scenario,
-    Zygote,
     check_outcome,
     run_scenario,
 )

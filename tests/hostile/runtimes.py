@@ -1,13 +1,13 @@
 """Run one public call against a hostile server on each runtime, and observe what escapes.
 
 ``call(runtime, url, op, *args, client=..., timeout=...)`` builds a ``CoderChatClient`` of that
-runtime (``asyncio``, ``trio`` or ``sync``), performs ``op``, closes the client and returns an
-``Outcome``: the value or the exception, how long the call took, and the threads left behind.
+runtime (``asyncio``, ``trio`` or ``sync``) on its facade (``tests/runtimes.py``), performs
+``op``, closes the client and returns an ``Outcome``: the value or the exception, how long the
+call took, and the threads left behind.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import threading
@@ -16,12 +16,10 @@ from collections.abc import Callable
 from typing import Any
 
 import attrs
-import trio
 
-import coder_io_asyncio
-import coder_io_sync
-import coder_io_trio
 from coder_proto import CoderAgentError
+from tests.runtimes import RUNTIMES as RUNTIME_FACADES
+from tests.runtimes import Recorder
 
 RUNTIMES = ("asyncio", "trio", "sync")
 
@@ -72,6 +70,11 @@ def _left_behind(before: set[threading.Thread]) -> list[str]:
     return [t.name for t in left]
 
 
+def _facade(runtime: str) -> Any:
+    """The runtime's facade (``tests/runtimes.py``), with a recorder of its own."""
+    return RUNTIME_FACADES[runtime](Recorder())
+
+
 def call(
     runtime: str,
     url: str,
@@ -89,40 +92,22 @@ def call(
     before = _threads()
     out = Outcome()
     start = time.monotonic()
-    if runtime == "sync":
-        sync_client = coder_io_sync.CoderChatClient(url, token, **kwargs)
+
+    async def scenario(rt: Any) -> None:
+        made = rt.client_class(url, token, **kwargs)
         try:
-            out.value = getattr(sync_client, op)(*args, **named)
+            out.value = await rt.call(made, op, *args, **named)
         except BaseException as exc:
             out.error = exc
         finally:
             out.elapsed = time.monotonic() - start
             if after is not None:
-                after(sync_client)
+                after(made)
             closing = time.monotonic()
-            sync_client.close()
+            await rt.close_client(made)
             out.closing = time.monotonic() - closing
-    else:
-        module: Any = coder_io_asyncio if runtime == "asyncio" else coder_io_trio
 
-        async def run() -> None:
-            async_client = module.CoderChatClient(url, token, **kwargs)
-            try:
-                out.value = await getattr(async_client, op)(*args, **named)
-            except BaseException as exc:
-                out.error = exc
-            finally:
-                out.elapsed = time.monotonic() - start
-                if after is not None:
-                    after(async_client)
-                closing = time.monotonic()
-                await async_client.aclose()
-                out.closing = time.monotonic() - closing
-
-        if runtime == "asyncio":
-            asyncio.run(run())
-        else:
-            trio.run(run)
+    _facade(runtime).run(scenario)
     # Threads the client started must be gone once it is closed (a moment for them to end).
     out.threads_left = _left_behind(before)
     return out
@@ -143,46 +128,23 @@ def generate(
     before = _threads()
     out = Outcome()
     start = time.monotonic()
-    if runtime == "sync":
-        sync_agent = coder_io_sync.CoderAgent(**kwargs)
+
+    async def scenario(rt: Any) -> None:
+        made = rt.agent_class(**kwargs)
         try:
             if timeout is None:
-                out.value = sync_agent.generate(prompt)
+                out.value = await rt.generate(made, prompt)
             else:
-                out.value = sync_agent.generate(prompt, timeout=timeout)
+                out.value = await rt.bounded(timeout, "generate", made, prompt)
         except BaseException as exc:
             out.error = exc
         finally:
             out.elapsed = time.monotonic() - start
             closing = time.monotonic()
-            sync_agent.close(archive=False)
+            await rt.close(made, archive=False)
             out.closing = time.monotonic() - closing
-    else:
-        module: Any = coder_io_asyncio if runtime == "asyncio" else coder_io_trio
 
-        async def run() -> None:
-            async_agent = module.CoderAgent(**kwargs)
-            try:
-                if timeout is None:
-                    out.value = await async_agent.generate(prompt)
-                elif runtime == "asyncio":
-                    async with asyncio.timeout(timeout):
-                        out.value = await async_agent.generate(prompt)
-                else:
-                    with trio.fail_after(timeout):
-                        out.value = await async_agent.generate(prompt)
-            except BaseException as exc:
-                out.error = exc
-            finally:
-                out.elapsed = time.monotonic() - start
-                closing = time.monotonic()
-                await async_agent.aclose(archive=False)
-                out.closing = time.monotonic() - closing
-
-        if runtime == "asyncio":
-            asyncio.run(run())
-        else:
-            trio.run(run)
+    _facade(runtime).run(scenario)
     out.threads_left = _left_behind(before)
     return out
 
@@ -194,19 +156,12 @@ def dispose(runtime: str, url: str, *, agent: dict[str, Any]) -> Outcome:
     before = _threads()
     out = Outcome()
     start = time.monotonic()
+
+    async def scenario(rt: Any) -> None:
+        await rt.close(rt.agent_class(**kwargs))
+
     try:
-        if runtime == "sync":
-            coder_io_sync.CoderAgent(**kwargs).close()
-        else:
-            module: Any = coder_io_asyncio if runtime == "asyncio" else coder_io_trio
-
-            async def run() -> None:
-                await module.CoderAgent(**kwargs).aclose()
-
-            if runtime == "asyncio":
-                asyncio.run(run())
-            else:
-                trio.run(run)
+        _facade(runtime).run(scenario)
     except BaseException as exc:
         out.error = exc
     out.closing = time.monotonic() - start

@@ -17,14 +17,13 @@ from typing import Any
 import pytest
 import trio
 
-import coder_io_asyncio
-import coder_io_sync
-import coder_io_trio
 from coder_io_common.fake_server import FakeCoderServer
 from coder_proto import CoderApiError, CoderProtocolError
 from coder_proto._rest.settings import HTTP_TIMEOUT, MAX_RESPONSE_BYTES
 from coder_proto._stream.websocket import MAX_REJECTION_BODY
 from coder_proto.transcript import TranscriptRecorder, WsReject, parse_transcript
+from tests.runtimes import RUNTIMES as RUNTIME_FACADES
+from tests.runtimes import Recorder
 
 from . import cases, ws_cases
 from .runtimes import ALLOWED, TOKEN, call, dispose, generate, open_sockets
@@ -38,12 +37,6 @@ SLOW: dict[str, Callable[[Conn], None]] = {
     "trickled-head": cases._trickled_head,
     "trickled-body": cases._trickled_body,
     "continue-flood": cases._continue_flood,
-}
-
-CLIENTS: dict[str, Any] = {
-    "asyncio": coder_io_asyncio.CoderChatClient,
-    "trio": coder_io_trio.CoderChatClient,
-    "sync": coder_io_sync.CoderChatClient,
 }
 
 
@@ -109,22 +102,20 @@ def test_closing_an_agent_ends_by_its_settle_deadline_against_a_slow_answerer(
 def test_the_default_bounds_are_applied_by_every_client(runtime: str) -> None:
     """With no settings: 60 s per REST call (D29) and 32 MiB per body (D30); both can be
     changed, and ``http_timeout=None`` lifts the time bound."""
-    cls = CLIENTS[runtime]
+    rt = RUNTIME_FACADES[runtime](Recorder())
+    cls = rt.client_class
     defaults = cls("http://127.0.0.1:9", TOKEN)
     assert defaults.driver.http_timeout == HTTP_TIMEOUT == 60.0
     assert defaults.driver.max_response_bytes == MAX_RESPONSE_BYTES == 32 * 1024 * 1024
     custom = cls("http://127.0.0.1:9", TOKEN, http_timeout=None, max_response_bytes=1024)
     assert custom.driver.http_timeout is None
     assert custom.driver.max_response_bytes == 1024
-    for client in (defaults, custom):
-        if runtime == "sync":
-            client.close()
-        elif runtime == "asyncio":
-            import asyncio
 
-            asyncio.run(client.aclose())
-        else:
-            trio.run(client.aclose)
+    async def close_both(rt: Any) -> None:
+        for client in (defaults, custom):
+            await rt.close_client(client)
+
+    rt.run(close_both)
 
 
 @pytest.mark.timeout(90)

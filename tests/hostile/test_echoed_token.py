@@ -11,35 +11,26 @@ suite's autouse check), the transport events, the transcript and the OpenTelemet
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote
 
 import pytest
-import trio
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-import coder_io_asyncio
-import coder_io_sync
-import coder_io_trio
 from coder_io_common.otel import instrument
 from coder_proto import CoderApiError, CoderChatError
 from coder_proto.transcript import TranscriptRecorder
+from tests.runtimes import RUNTIMES as RUNTIME_FACADES
+from tests.runtimes import Recorder
 
 from .runtimes import PREFIX, RUNTIMES, TOKEN
 from .server import Conn, HostileServer
 from .test_rest import _chain
 from .ws_cases import CHAT_ID, ORG, accept, events, frame, own, serve
-
-MODULES: dict[str, Any] = {
-    "asyncio": coder_io_asyncio,
-    "trio": coder_io_trio,
-    "sync": coder_io_sync,
-}
 
 #: How a JSON body may spell the token: as it is, percent-encoded, JSON-escaped.
 ECHOES = (TOKEN, quote(TOKEN, safe=""), json.dumps(TOKEN)[1:-1])
@@ -98,13 +89,6 @@ def seen() -> Iterator[Seen]:
     out.provider.shutdown()
 
 
-def _run(runtime: str, run: Callable[[], Coroutine[Any, Any, None]]) -> None:
-    if runtime == "asyncio":
-        asyncio.run(run())
-    else:
-        trio.run(run)
-
-
 def _client_call(runtime: str, url: str, seen: Seen) -> None:
     """``client.get_chat`` with a recorder, a transport-event callback and spans."""
     kwargs: dict[str, Any] = {
@@ -112,29 +96,18 @@ def _client_call(runtime: str, url: str, seen: Seen) -> None:
         "recorder": TranscriptRecorder(seen.lines.append),
         "on_transport_event": seen.events.append,
     }
-    module = MODULES[runtime]
-    if runtime == "sync":
-        client = module.CoderChatClient(url, TOKEN, **kwargs)
+
+    async def scenario(rt: Any) -> None:
+        client = rt.client_class(url, TOKEN, **kwargs)
         instrument(client, tracer_provider=seen.provider)
         try:
-            seen.value = client.get_chat("c1")
+            seen.value = await rt.call(client, "get_chat", "c1")
         except Exception as exc:
             seen.error = exc
         finally:
-            client.close()
-        return
+            await rt.close_client(client)
 
-    async def run() -> None:
-        client = module.CoderChatClient(url, TOKEN, **kwargs)
-        instrument(client, tracer_provider=seen.provider)
-        try:
-            seen.value = await client.get_chat("c1")
-        except Exception as exc:
-            seen.error = exc
-        finally:
-            await client.aclose()
-
-    _run(runtime, run)
+    RUNTIME_FACADES[runtime](Recorder()).run(scenario)
 
 
 def _generate(runtime: str, url: str, seen: Seen) -> None:
@@ -147,29 +120,18 @@ def _generate(runtime: str, url: str, seen: Seen) -> None:
         "recorder": TranscriptRecorder(seen.lines.append),
         "on_transport_event": seen.events.append,
     }
-    module = MODULES[runtime]
-    if runtime == "sync":
-        agent = module.CoderAgent(**kwargs)
+
+    async def scenario(rt: Any) -> None:
+        agent = rt.agent_class(**kwargs)
         instrument(agent, tracer_provider=seen.provider)
         try:
-            agent.generate("hello")
+            await rt.generate(agent, "hello")
         except Exception as exc:
             seen.error = exc
         finally:
-            agent.close(archive=False)
-        return
+            await rt.close(agent, archive=False)
 
-    async def run() -> None:
-        agent = module.CoderAgent(**kwargs)
-        instrument(agent, tracer_provider=seen.provider)
-        try:
-            await agent.generate("hello")
-        except Exception as exc:
-            seen.error = exc
-        finally:
-            await agent.aclose(archive=False)
-
-    _run(runtime, run)
+    RUNTIME_FACADES[runtime](Recorder()).run(scenario)
 
 
 def _answer(status: str, body: bytes, content_type: str) -> bytes:

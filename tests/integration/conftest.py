@@ -1,5 +1,5 @@
-"""Fixtures for the integration scenarios: fake servers over loopback, the runtime facades,
-and the token check every scenario gets for free (docs/architecture.md rule 6: the session token appears in
+"""Fixtures for the integration scenarios: fake servers over loopback (the runtime facades
+are ``tests/runtimes.py``'s, from ``tests/conftest.py``), and the token check every scenario gets for free (docs/architecture.md rule 6: the session token appears in
 no repr, exception, log record or transport event)."""
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ from typing import Any
 import pytest
 
 from coder_io_common.fake_server import FakeCoderServer
-
-from .runtimes import LOOP_RUNTIMES, RUNTIMES, Recorder
+from tests.runtimes import Recorder
 
 #: Fast fake-server knobs: the scenarios wait on the protocol, never on the fake model.
 FAST: dict[str, Any] = {"chunk_delay": 0.0005, "interrupt_delay": 0.05}
@@ -26,23 +25,6 @@ def _record_text(record: logging.LogRecord) -> str:
     if record.exc_info:
         text += "".join(traceback.format_exception(*record.exc_info))
     return text
-
-
-@pytest.fixture
-def recorder() -> Recorder:
-    return Recorder()
-
-
-@pytest.fixture(params=sorted(RUNTIMES))
-def runtime(request: pytest.FixtureRequest, recorder: Recorder) -> Any:
-    return RUNTIMES[request.param](recorder)
-
-
-@pytest.fixture(params=LOOP_RUNTIMES)
-def loop_runtime(request: pytest.FixtureRequest, recorder: Recorder) -> Any:
-    """An event-loop runtime's facade (asyncio, trio): for what the blocking adapter does
-    another way."""
-    return RUNTIMES[request.param](recorder)
 
 
 @pytest.fixture

@@ -28,9 +28,9 @@ from coder_io_common.fake_server import FakeCoderServer
 from coder_proto._stream.reader import BackoffPolicy
 from coder_proto.fake import CallClientTool, Fail, Say, Script, ScriptBook, Wait
 from coder_proto.fake._faults import SNAPSHOT_FAILED, SUBSCRIBE_FAILED
+from tests.runtimes import Streamed
 
 from .conftest import MakeServer
-from .runtimes import Streamed
 
 LONG_TEXT = " ".join(f"word{i}" for i in range(60))
 

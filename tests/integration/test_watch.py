@@ -14,9 +14,9 @@ import pytest
 
 from coder_io_common.fake_server import FakeCoderServer
 from coder_proto import CoderApiError, WatchBackoff
+from tests.runtimes import SyncRuntime
 
 from .conftest import MakeServer
-from .runtimes import SyncRuntime
 
 FAST = WatchBackoff(initial=0.02, cap=0.1)
 

@@ -1,7 +1,8 @@
 """Fixtures of the OpenTelemetry tests: an SDK tracer provider with an in-memory exporter, a
-meter provider with an in-memory reader, fake servers over loopback, the runtime facades of
-the integration scenarios, and the token check every test gets for free (no span, event or
-metric attribute holds the session token)."""
+meter provider with an in-memory reader, fake servers over loopback, and the token check every
+test gets for free (no span, event or metric attribute holds the session token). The runtime
+facades (``runtime``, ``loop_runtime``) are ``tests/runtimes.py``'s, from
+``tests/conftest.py``."""
 
 from __future__ import annotations
 
@@ -17,7 +18,6 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from coder_io_common.fake_server import FakeCoderServer
-from tests.integration.runtimes import LOOP_RUNTIMES, RUNTIMES, Recorder
 
 FAST: dict[str, Any] = {"chunk_delay": 0.0005, "interrupt_delay": 0.05}
 
@@ -93,17 +93,6 @@ def telemetry() -> Iterator[Telemetry]:
     yield Telemetry(tracer_provider, meter_provider, exporter, reader)
     tracer_provider.shutdown()
     meter_provider.shutdown()
-
-
-@pytest.fixture(params=sorted(RUNTIMES))
-def runtime(request: pytest.FixtureRequest) -> Any:
-    return RUNTIMES[request.param](Recorder())
-
-
-@pytest.fixture(params=LOOP_RUNTIMES)
-def loop_runtime(request: pytest.FixtureRequest) -> Any:
-    """An event-loop runtime's facade (asyncio, trio): for coroutine tools."""
-    return RUNTIMES[request.param](Recorder())
 
 
 @pytest.fixture

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-# The runtime facades of tests/integration, for the workflow scenarios on every runtime.
-from tests.integration.conftest import make_server, recorder, runtime  # noqa: F401
+# The fake servers of tests/integration, for the workflow scenarios on every runtime.
+from tests.integration.conftest import make_server  # noqa: F401
 
 from .kinds import KINDS, SHARED_KINDS, StoreMaker
 

@@ -14,8 +14,7 @@ import pytest
 
 from coder_io_common.stores import AsyncPostgresStore, PostgresStore, SQLiteStore
 from coder_proto.durable import MemoryStore
-
-from .postgres_server import PostgresServer
+from tests.postgres_server import PostgresServer
 
 #: Every store the suite runs on.
 KINDS = ("memory", "sqlite", "postgres", "postgres_async")

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from coder_proto.durable import Checkpoint, JournalEntry, LedgerEntry
+from tests.postgres_server import PostgresServer
 
 from .kinds import StoreMaker
-from .postgres_server import PostgresServer
 
 ENTRY = JournalEntry(state="resumed", marker="[wf/a]", attempt=1, at=5.0)
 

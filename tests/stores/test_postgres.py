@@ -27,9 +27,8 @@ from coder_io_common.stores import AsyncPostgresStore, PostgresStore
 from coder_io_common.stores.postgres import DEFAULT_SCHEMA, MIGRATIONS, SCHEMA_VERSION
 from coder_proto._errors import CoderAgentError
 from coder_proto.durable import Checkpoint, DurableStoreError, LedgerEntry
-
-from . import postgres_server as postgres_server_module
-from .postgres_server import BIN_ENV, PostgresServer, ServerUnavailable, find_bin_dir
+from tests import postgres_server as postgres_server_module
+from tests.postgres_server import BIN_ENV, PostgresServer, ServerUnavailable, find_bin_dir
 
 CP = Checkpoint(chat_id="c1", last_seen_message_id=4)
 T = TypeVar("T")

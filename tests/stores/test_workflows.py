@@ -14,8 +14,7 @@ from coder_proto.durable import DurableStoreError, DurableToolContext, LedgerEnt
 from coder_proto.durable._scan import step_marker
 from coder_proto.fake import CallClientTool, Say, Script
 from tests.integration.conftest import MakeServer
-
-from .postgres_server import PostgresServer
+from tests.postgres_server import PostgresServer
 
 CHARGES: dict[str, int] = {}
 

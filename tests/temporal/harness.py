@@ -8,9 +8,6 @@ import asyncio
 import os
 import pathlib
 import random
-import signal
-import subprocess
-import sys
 import threading
 import time
 from typing import Any
@@ -19,6 +16,7 @@ import attrs
 
 from coder_io_common.fake_server import FakeCoderServer
 from coder_proto.fake import Say, Script
+from tests import workers
 from tests.durable import orders, payments
 from tests.durable.orders import chats
 
@@ -52,50 +50,12 @@ def fake_server(**config: Any) -> FakeCoderServer:
     return FakeCoderServer(**config)
 
 
-class WorkerProcess:
-    """One ``tests.temporal.worker`` process."""
+class WorkerProcess(workers.WorkerProcess):
+    """One ``tests.temporal.worker`` process (``tests/workers.py``): its output goes to
+    ``log``, and it creates ``ready`` once it polls its task queue."""
 
     def __init__(self, env: dict[str, str], ready: str, log: str) -> None:
-        self.ready = ready
-        if os.path.exists(ready):
-            os.remove(ready)
-        self.log = log
-        with open(log, "ab") as out:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "tests.temporal.worker"],
-                cwd=ROOT,
-                env={**os.environ, **env, "PYTHONPATH": str(ROOT), "WORKER_READY": ready},
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-
-    def wait_ready(self, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        while not os.path.exists(self.ready):
-            assert self.proc.poll() is None, f"the worker exited: {self.tail()}"
-            assert time.monotonic() < deadline, f"the worker never started: {self.tail()}"
-            time.sleep(0.05)
-
-    def tail(self) -> str:
-        with open(self.log, errors="replace") as f:
-            return f.read()[-6000:]
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(timeout=30)
-
-    def stop(self) -> int:
-        """SIGTERM (the worker shuts down gracefully), then its exit code."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=30)
-        return int(self.proc.returncode)
+        super().__init__("tests.temporal.worker", env=env, ready=ready, log=log)
 
 
 def worker_env(

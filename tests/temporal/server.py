@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 
-from tests.stores.postgres_server import _parent_death_signal
+from tests.postgres_server import _parent_death_signal
 
 __all__ = ["ServerUnavailable", "TemporalServer", "find_cli"]
 

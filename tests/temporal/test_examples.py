@@ -17,6 +17,7 @@ import pytest
 from temporalio.exceptions import ApplicationError
 
 from coder_proto.fake import ScriptBook
+from tests.workers import WorkerProcess
 
 from .harness import ROOT, fake_server
 from .server import TemporalServer
@@ -52,14 +53,7 @@ def test_worker_and_starter(temporal_server: TemporalServer) -> None:
             "PYTHONPATH": str(ROOT),
         }
         log = os.path.join(tmp, "worker.log")
-        with open(log, "wb") as out:
-            worker = subprocess.Popen(
-                [sys.executable, "-m", "examples.temporal.worker"],
-                cwd=ROOT,
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
+        worker = WorkerProcess("examples.temporal.worker", environ=env, log=log)
         try:
             starter = subprocess.run(
                 [sys.executable, "-m", "examples.temporal.starter", "2"],
@@ -71,8 +65,7 @@ def test_worker_and_starter(temporal_server: TemporalServer) -> None:
                 check=False,
             )
         finally:
-            worker.terminate()  # SIGTERM: a graceful shutdown
-            code = worker.wait(timeout=30)
+            code = worker.stop()  # SIGTERM: a graceful shutdown
         with open(log, errors="replace") as f:
             worker_log = f.read()
         assert starter.returncode == 0, (starter.stdout, starter.stderr, worker_log)

@@ -25,7 +25,7 @@ from temporalio.exceptions import (
 
 from coder_io_asyncio.temporal import OrphanSweepWorkflow, SweepOutcome, SweepRequest
 from tests.durable.orders import expire_lease
-from tests.stores.postgres_server import PostgresServer
+from tests.postgres_server import PostgresServer
 
 from .harness import (
     HEARTBEAT_TIMEOUT,

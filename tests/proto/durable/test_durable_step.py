@@ -324,7 +324,7 @@ def test_a_discard_without_a_claim_leaves_no_checkpoint_to_clear() -> None:
 
 
 def test_a_replayed_structured_step_without_an_answer_is_a_recovery_error() -> None:
-    from tests.test_durable_recovery import _Answer
+    from tests.proto.durable.test_durable_recovery import _Answer
 
     world = World()
     run(world, Agent(world, "planned"), plan("plan", "plan it"))

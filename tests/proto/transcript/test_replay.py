@@ -280,7 +280,7 @@ def test_a_tool_call_id_that_is_not_unicode_is_answered_not_an_internal_error() 
     with an internal error. The results are now submitted with the id escaped as it came."""
     from fuzz.mutate import check_replay
 
-    corpus = pathlib.Path(__file__).resolve().parents[1] / "fuzz" / "corpus"
+    corpus = pathlib.Path(__file__).resolve().parents[3] / "fuzz" / "corpus"
     text = (corpus / "live_client_tool_loop.jsonl").read_text(encoding="utf-8")
     check_replay(text, "retype", random.Random(4025014981))
 

@@ -11,7 +11,9 @@ killed run; the directory such a run leaves behind is removed by a later run onc
 stale (no live server in it for ``STALE_AFTER`` seconds).
 
 A missing binary or a server that cannot start raises ``ServerUnavailable`` with what to do;
-the fixture turns that into a failure, never a skip.
+the fixture turns that into a failure, never a skip. That fixture, ``postgres_server`` in
+``tests/conftest.py``, is the one every directory uses (``tests/stores``, ``tests/durable``,
+``tests/temporal``): one server per run, and a schema per test (``pg_schema``).
 """
 
 from __future__ import annotations

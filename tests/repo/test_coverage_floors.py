@@ -88,7 +88,7 @@ def test_a_malformed_floor_is_a_usage_error() -> None:
 def test_the_suite_measures_coverage_without_printing_the_table() -> None:
     """The README's test command measures every package and applies the floors, and prints the
     per-package lines only: the per-file table is asked for on the command line."""
-    ini = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text("utf-8"))
+    ini = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text("utf-8"))
     addopts = shlex.split(ini["tool"]["pytest"]["ini_options"]["addopts"])
     assert "tests.coverage_floors" in addopts
     assert "--cov-branch" in addopts

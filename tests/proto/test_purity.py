@@ -39,7 +39,7 @@ IO_MODULES = (
     "subprocess",
     "urllib.request",
 )
-CORE = pathlib.Path(__file__).resolve().parent.parent / "coder_proto"
+CORE = pathlib.Path(__file__).resolve().parents[2] / "coder_proto"
 
 #: Reading any of these (calling it, or passing it on to be called later) reads the clock or
 #: the system's randomness.

@@ -41,8 +41,8 @@ from coder_proto._actions import CloseConnection, OpenConnection, SendData
 from coder_proto._stream.reader import BackoffPolicy, StreamReader
 from coder_proto._transport_events import TransportEventSink
 from coder_proto._wire import ErrorEvent, MessageEvent, MessagePartEvent
-from tests.test_reader import CHAT, Net, delta, snapshot, status
-from tests.test_websocket import ServerSide
+from tests.proto.stream.test_reader import CHAT, Net, delta, snapshot, status
+from tests.proto.stream.test_websocket import ServerSide
 
 SCHEDULE = BackoffPolicy().schedule()
 STATES = {"idle", "connecting", "handshake", "open", "backoff", "done"}

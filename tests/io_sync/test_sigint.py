@@ -30,7 +30,7 @@ pytestmark = pytest.mark.skipif(os.name != "posix", reason="POSIX signals")
 @pytest.mark.parametrize("mode", ["generate", "stream"])
 def test_sigint_to_a_process_stuck_in_a_call_interrupts_the_run_once(mode: str) -> None:
     child = subprocess.Popen(
-        [sys.executable, "-m", "tests.sync_adapter.sigint_child", mode],
+        [sys.executable, "-m", "tests.io_sync.sigint_child", mode],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

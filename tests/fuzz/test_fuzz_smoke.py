@@ -7,7 +7,7 @@ import pathlib
 import subprocess
 import sys
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def test_a_short_fuzz_run_executes_every_harness_without_findings() -> None:

@@ -2,7 +2,7 @@
 (state machines B, C.1-C.2, C.4; wire 4.5, 5, 11; D12-D15, D24).
 
 ``Net`` drives a reader the way an adapter would, against in-memory server ends built from
-wsproto (``tests.test_websocket.ServerSide``), with a fake monotonic clock.
+wsproto (``tests.proto.stream.test_websocket.ServerSide``), with a fake monotonic clock.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from coder_proto._wire import (
     StatusEvent,
     UnknownEvent,
 )
-from tests.test_websocket import ServerSide
+from tests.proto.stream.test_websocket import ServerSide
 
 TOKEN = "tok-very-secret-123"
 CHAT = "2b1c3d4e-0000-4000-8000-000000000001"

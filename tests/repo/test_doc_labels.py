@@ -27,7 +27,7 @@ from xml.etree import ElementTree
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SOURCE_DIRS = (
     "coder_proto",
     "coder_io_common",

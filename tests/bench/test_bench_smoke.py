@@ -23,7 +23,7 @@ from tests.bench._common import Result, fitted_exponent, skipped
 from tests.bench._pipelines import check_output
 from tests.bench.targets import settle
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 KEYS = {"name", "n", "value_s", "floor_s", "ratio", "extra"}
 
 

@@ -1,14 +1,19 @@
-"""One facade per runtime, so every integration scenario is written once.
+"""The three runtimes, given to every test the same way: one facade per adapter, so a
+scenario is written once and runs on asyncio, trio and the blocking adapter.
 
 A scenario is an ``async def scenario(rt)`` that touches the library only through ``await
-rt.<method>(...)``. ``rt.run(scenario)`` runs it: ``asyncio.run`` here; ``trio.run`` for the
-trio facade; and for the blocking adapter a facade whose ``async`` methods call blocking
-functions and never suspend, so the coroutine is driven with ``coro.send(None)`` and no event
-loop at all. Tool functions in scenarios are plain functions, which every adapter runs.
+rt.<method>(...)``. ``rt.run(scenario)`` runs it: ``asyncio.run`` for the asyncio facade;
+``trio.run`` for the trio facade; and for the blocking adapter a facade whose ``async``
+methods call blocking functions and never suspend, so the coroutine is driven with
+``coro.send(None)`` and no event loop at all. Tool functions in scenarios are plain
+functions, which every adapter runs. The asyncio and trio facades share the adapters' API
+(the same on both, awaited) and each brings its own runtime's control: running, a caller's
+deadline (``bounded``, ``within``), cancellation, concurrency, sleeping and polling.
 
 Every facade records what the library hands back (agents, results, parts, errors) and the
 transport events it emits, in a ``Recorder``, so a test can check that the session token
-never shows up in any of it.
+never shows up in any of it. ``tests/conftest.py`` gives them as fixtures: ``runtime`` (the
+three), ``loop_runtime`` (asyncio and trio) and ``recorder``.
 """
 
 from __future__ import annotations
@@ -28,8 +33,8 @@ import trio
 import coder_io_asyncio
 import coder_io_sync
 import coder_io_trio
-from coder_io_asyncio import CoderAgent, CoderChatClient, TextDelta
 from coder_io_common.fake_server import FakeCoderServer
+from coder_proto import TextDelta
 
 T = TypeVar("T")
 
@@ -75,24 +80,29 @@ class Streamed:
         return [p for p in self.parts if type(p).__name__ == name]
 
 
-class AsyncioRuntime:
-    """The asyncio facade (``coder_io_asyncio``)."""
+class _EventLoopRuntime:
+    """What the two event-loop facades share: the adapters' API, which is the same on asyncio
+    and trio, awaited. Each facade adds its runtime's control (running a scenario, a caller's
+    deadline, cancellation, concurrency, sleeping and polling)."""
 
-    name = "asyncio"
+    name: str
     #: The adapter package (its public names).
-    adapter: Any = coder_io_asyncio
+    adapter: Any
     #: What a caller's own deadline raises on this runtime (D22).
-    deadline_error: type[BaseException] = TimeoutError
+    deadline_error: type[BaseException]
     #: The runtime's own cancellation, as the canceller sees it (D22).
-    cancel_error: type[BaseException] = asyncio.CancelledError
-    agent_class: Any = CoderAgent
-    client_class: Any = CoderChatClient
+    cancel_error: type[BaseException]
+    agent_class: Any
+    client_class: Any
 
     def __init__(self, recorder: Recorder) -> None:
         self.recorder = recorder
 
-    def run(self, scenario: Callable[[AsyncioRuntime], Coroutine[Any, Any, T]]) -> T:
-        return asyncio.run(scenario(self))
+    async def bounded(self, seconds: float, method: str, *args: Any, **kwargs: Any) -> Any:
+        """``await self.<method>(*args, **kwargs)`` under a caller deadline of ``seconds``
+        (the runtime's own: it raises ``deadline_error``). A blocking facade passes
+        ``timeout=seconds`` instead."""
+        raise NotImplementedError
 
     async def _observe(self, awaitable: Awaitable[T]) -> T:
         try:
@@ -105,7 +115,7 @@ class AsyncioRuntime:
 
     # -- agents --------------------------------------------------------------------------------
 
-    async def agent(self, server: FakeCoderServer, **kwargs: Any) -> CoderAgent:
+    async def agent(self, server: FakeCoderServer, **kwargs: Any) -> Any:
         """A ``CoderAgent`` on ``server`` (its URL, token and organization unless given), with
         the recorder's transport-event hook and a short cleanup retry delay."""
         kwargs.setdefault("base_url", server.url)
@@ -121,7 +131,7 @@ class AsyncioRuntime:
         self.recorder.note(agent)
         return agent
 
-    async def client(self, server: FakeCoderServer, **kwargs: Any) -> CoderChatClient:
+    async def client(self, server: FakeCoderServer, **kwargs: Any) -> Any:
         """A ``CoderChatClient`` on ``server`` (to share between agents, or to pass as
         ``client=``)."""
         kwargs.setdefault("on_transport_event", self.recorder.event)
@@ -129,13 +139,13 @@ class AsyncioRuntime:
         self.recorder.note(client)
         return client
 
-    async def close_client(self, client: CoderChatClient) -> None:
+    async def close_client(self, client: Any) -> None:
         await client.aclose()
 
-    async def generate(self, agent: CoderAgent, prompt: Any = None, **kwargs: Any) -> Any:
+    async def generate(self, agent: Any, prompt: Any = None, **kwargs: Any) -> Any:
         return await self._observe(agent.generate(prompt, **kwargs))
 
-    async def stream(self, agent: CoderAgent, prompt: Any = None, **kwargs: Any) -> Streamed:
+    async def stream(self, agent: Any, prompt: Any = None, **kwargs: Any) -> Streamed:
         """Consume a whole stream part by part, then its final result; a failure of the
         iteration is kept in ``error`` (with the parts delivered before it)."""
         out = Streamed()
@@ -150,13 +160,13 @@ class AsyncioRuntime:
             out.error = exc
         return out
 
-    async def stream_text(self, agent: CoderAgent, prompt: Any = None) -> tuple[list[str], Any]:
+    async def stream_text(self, agent: Any, prompt: Any = None) -> tuple[list[str], Any]:
         """The ``text_stream`` lens, then the final result."""
         async with agent.stream(prompt) as stream:
             deltas = [d async for d in stream.text_stream]
             return deltas, await self._observe(stream.get_final_result())
 
-    async def stream_first(self, agent: CoderAgent, prompt: Any, count: int) -> list[Any]:
+    async def stream_first(self, agent: Any, prompt: Any, count: int) -> list[Any]:
         """Read ``count`` parts, then leave the stream block (a consumer teardown)."""
         parts: list[Any] = []
         async with agent.stream(prompt) as stream:
@@ -167,60 +177,53 @@ class AsyncioRuntime:
         return parts
 
     async def generate_within(
-        self, agent: CoderAgent, prompt: Any, seconds: float
+        self, agent: Any, prompt: Any, seconds: float
     ) -> BaseException | None:
         """``generate`` under a caller deadline of ``seconds``: the exception the runtime
         raised for it (``None`` when the turn finished first)."""
-        try:
-            async with asyncio.timeout(seconds):
-                await agent.generate(prompt)
-        except TimeoutError as exc:
-            self.recorder.note(exc)
-            return exc
-        return None
+        return await self.within(seconds, "generate", agent, prompt)
 
     async def within(
         self, seconds: float, method: str, *args: Any, **kwargs: Any
     ) -> BaseException | None:
         """``await self.<method>(*args, **kwargs)`` under a caller deadline of ``seconds``
         (the runtime's own cancellation): the exception the runtime raised for it, ``None``
-        when the call finished first. A blocking facade passes ``timeout=seconds`` instead."""
+        when the call finished first."""
         try:
-            async with asyncio.timeout(seconds):
-                await getattr(self, method)(*args, **kwargs)
-        except TimeoutError as exc:
+            await self.bounded(seconds, method, *args, **kwargs)
+        except self.deadline_error as exc:
             self.recorder.note(exc)
             return exc
         return None
 
-    async def interrupt(self, agent: CoderAgent, **kwargs: Any) -> Any:
+    async def interrupt(self, agent: Any, **kwargs: Any) -> Any:
         return await self._observe(agent.interrupt(**kwargs))
 
-    async def archive(self, agent: CoderAgent) -> Any:
+    async def archive(self, agent: Any) -> Any:
         return await self._observe(agent.archive())
 
-    async def close(self, agent: CoderAgent, **kwargs: Any) -> None:
+    async def close(self, agent: Any, **kwargs: Any) -> None:
         await agent.aclose(**kwargs)
 
-    async def reset_session(self, agent: CoderAgent) -> None:
+    async def reset_session(self, agent: Any) -> None:
         agent.reset_session()
 
-    async def attach(self, agent: CoderAgent, content: Any, **kwargs: Any) -> Any:
+    async def attach(self, agent: Any, content: Any, **kwargs: Any) -> Any:
         return await self._observe(agent.attach(content, **kwargs))
 
-    async def list_models(self, agent: CoderAgent) -> Any:
+    async def list_models(self, agent: Any) -> Any:
         return await self._observe(agent.list_models())
 
-    async def history(self, agent: CoderAgent) -> Any:
+    async def history(self, agent: Any) -> Any:
         return await self._observe(agent.history())
 
-    async def get_chat_cost(self, agent: CoderAgent) -> Any:
+    async def get_chat_cost(self, agent: Any) -> Any:
         return await self._observe(agent.get_chat_cost())
 
-    async def upload_to_workspace(self, agent: CoderAgent, content: Any, path: str) -> Any:
+    async def upload_to_workspace(self, agent: Any, content: Any, path: str) -> Any:
         return await self._observe(agent.upload_to_workspace(content, path))
 
-    async def client_call(self, agent: CoderAgent, name: str, *args: Any, **kwargs: Any) -> Any:
+    async def client_call(self, agent: Any, name: str, *args: Any, **kwargs: Any) -> Any:
         """A raw ``CoderChatClient`` operation through ``agent.client``."""
         return await self._observe(getattr(agent.client, name)(*args, **kwargs))
 
@@ -278,6 +281,31 @@ class AsyncioRuntime:
             return event
         raise AssertionError("the watch ended")
 
+    async def durable(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        """``await <adapter>.<name>(...)``: ``run_turn``, ``archive_workflow`` or
+        ``sweep_orphans``, observed."""
+        return await self._observe(getattr(self.adapter, name)(*args, **kwargs))
+
+
+class AsyncioRuntime(_EventLoopRuntime):
+    """The asyncio facade (``coder_io_asyncio``): scenarios run under ``asyncio.run``, a
+    caller's deadline is ``asyncio.timeout`` (``TimeoutError``), cancellation is a task's
+    ``cancel()``, concurrency is tasks."""
+
+    name = "asyncio"
+    adapter: Any = coder_io_asyncio
+    deadline_error: type[BaseException] = TimeoutError
+    cancel_error: type[BaseException] = asyncio.CancelledError
+    agent_class: Any = coder_io_asyncio.CoderAgent
+    client_class: Any = coder_io_asyncio.CoderChatClient
+
+    def run(self, scenario: Callable[[AsyncioRuntime], Coroutine[Any, Any, T]]) -> T:
+        return asyncio.run(scenario(self))
+
+    async def bounded(self, seconds: float, method: str, *args: Any, **kwargs: Any) -> Any:
+        async with asyncio.timeout(seconds):
+            return await getattr(self, method)(*args, **kwargs)
+
     async def cancel_consumer(self, watch: Any, when: Callable[[], bool]) -> bool:
         """Consume ``watch`` and cancel the consumer with the runtime's own cancellation once
         ``when()`` holds: whether that cancellation reached the canceller unwrapped (D22)."""
@@ -294,11 +322,6 @@ class AsyncioRuntime:
         except asyncio.CancelledError:
             return True
         return False
-
-    async def durable(self, name: str, *args: Any, **kwargs: Any) -> Any:
-        """``await <adapter>.<name>(...)``: ``run_turn``, ``archive_workflow`` or
-        ``sweep_orphans``, observed."""
-        return await self._observe(getattr(self.adapter, name)(*args, **kwargs))
 
     async def cancel_when(
         self, when: Callable[[], bool], method: str, *args: Any, **kwargs: Any
@@ -381,10 +404,10 @@ def _complete(coro: Coroutine[Any, Any, T]) -> T:
     raise AssertionError("a scenario on the blocking adapter awaited something that suspends")
 
 
-class TrioRuntime(AsyncioRuntime):
-    """The trio facade (``coder_io_trio``): the asyncio facade's methods (the adapters share
-    their API) with trio's control: scenarios run under ``trio.run``, a caller's deadline is
-    ``trio.fail_after`` (``trio.TooSlowError``), concurrency is a nursery."""
+class TrioRuntime(_EventLoopRuntime):
+    """The trio facade (``coder_io_trio``): scenarios run under ``trio.run``, a caller's
+    deadline is ``trio.fail_after`` (``trio.TooSlowError``), cancellation is a cancel scope's,
+    concurrency is a nursery."""
 
     name = "trio"
     adapter: Any = coder_io_trio
@@ -393,24 +416,12 @@ class TrioRuntime(AsyncioRuntime):
     agent_class: Any = coder_io_trio.CoderAgent
     client_class: Any = coder_io_trio.CoderChatClient
 
-    def run(self, scenario: Callable[[Any], Coroutine[Any, Any, T]]) -> T:
+    def run(self, scenario: Callable[[TrioRuntime], Coroutine[Any, Any, T]]) -> T:
         return trio.run(scenario, self)
 
-    async def generate_within(
-        self, agent: Any, prompt: Any, seconds: float
-    ) -> BaseException | None:
-        return await self.within(seconds, "generate", agent, prompt)
-
-    async def within(
-        self, seconds: float, method: str, *args: Any, **kwargs: Any
-    ) -> BaseException | None:
-        try:
-            with trio.fail_after(seconds):
-                await getattr(self, method)(*args, **kwargs)
-        except trio.TooSlowError as exc:
-            self.recorder.note(exc)
-            return exc
-        return None
+    async def bounded(self, seconds: float, method: str, *args: Any, **kwargs: Any) -> Any:
+        with trio.fail_after(seconds):
+            return await getattr(self, method)(*args, **kwargs)
 
     async def cancel_consumer(self, watch: Any, when: Callable[[], bool]) -> bool:
         cancelled = False
@@ -615,13 +626,17 @@ class SyncRuntime:
             return exc
         return None
 
+    async def bounded(self, seconds: float, method: str, *args: Any, **kwargs: Any) -> Any:
+        """``self.<method>(*args, **kwargs)`` with the caller's deadline ``timeout=seconds``."""
+        return await getattr(self, method)(*args, timeout=seconds, **kwargs)
+
     async def within(
         self, seconds: float, method: str, *args: Any, **kwargs: Any
     ) -> BaseException | None:
         """``self.<method>(*args, **kwargs)`` with the caller's deadline ``timeout=seconds``:
         the ``TimeoutError`` it raised, ``None`` when the call finished first."""
         try:
-            await getattr(self, method)(*args, timeout=seconds, **kwargs)
+            await self.bounded(seconds, method, *args, **kwargs)
         except TimeoutError as exc:
             self.recorder.note(exc)
             return exc
