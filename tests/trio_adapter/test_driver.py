@@ -27,7 +27,7 @@ from coder_proto._actions import ToolOutcome
 from coder_proto._agent.session import Session
 from coder_proto._agent.session_state import SessionConfig
 from coder_proto._errors import CoderAgentError, CoderNetworkError
-from coder_proto._rest.jobs import rest_job
+from coder_proto._jobs.operations import rest_job
 from coder_proto._rest.prefix import PrefixSelector
 from coder_proto._stream.watch import WatchBackoff, WatchMachine
 from coder_proto._wire.chats import DynamicTool
