@@ -23,8 +23,8 @@ from typing import Any
 import httpx
 import pytest
 
+from coder_integrations.fake_server import FakeCoderServer
 from coder_io_asyncio._runtime import Driver, ssl_context, transport_sink
-from coder_io_common.fake_server import FakeCoderServer
 from coder_proto._actions import ToolOutcome
 from coder_proto._agent.session import Session
 from coder_proto._agent.session_state import SessionConfig

@@ -26,7 +26,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import coder_io_asyncio
 import coder_io_sync
 import coder_io_trio
-from coder_io_common.otel import instrument
+from coder_integrations.otel import instrument
 from coder_proto import CoderApiError, CoderChatError
 from coder_proto.transcript import TranscriptRecorder
 

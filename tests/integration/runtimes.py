@@ -28,8 +28,8 @@ import trio
 import coder_io_asyncio
 import coder_io_sync
 import coder_io_trio
+from coder_integrations.fake_server import FakeCoderServer
 from coder_io_asyncio import CoderAgent, CoderChatClient, TextDelta
-from coder_io_common.fake_server import FakeCoderServer
 
 T = TypeVar("T")
 

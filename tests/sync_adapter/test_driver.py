@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
-from coder_io_common.fake_server import FakeCoderServer
+from coder_integrations.fake_server import FakeCoderServer
 from coder_io_sync._driver import Deadline, Driver, ssl_context, transport_sink
 from coder_proto import (
     CoderAgentError,

@@ -21,7 +21,7 @@ import pytest
 import trio
 import trio.testing
 
-from coder_io_common.fake_server import FakeCoderServer
+from coder_integrations.fake_server import FakeCoderServer
 from coder_io_trio._runtime import Driver, _shutdown_write, _Socket, _Task, transport_sink
 from coder_proto._actions import ToolOutcome
 from coder_proto._agent.session import Session
