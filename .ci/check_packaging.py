@@ -12,8 +12,8 @@ status is 1 if any did. What is checked:
   ``tests/conformance/cases`` among them), ``docs/``, ``examples/``, ``fuzz/`` (with
   ``fuzz/corpus``), ``pyproject.toml``, ``README.md`` and ``LICENSE``;
 * in a new virtual environment, outside the checkout, the wheel installs; the core, the shared
-  layer and the asyncio and blocking adapters import from it (not from the checkout) without
-  extras, ``coder-agent demo`` completes against the built-in fake server, and with the
+  layer, the asyncio and blocking adapters and the integrations package import from it (not
+  from the checkout) without extras, ``coder-agent demo`` completes against the built-in fake server, and with the
   ``trio`` extra added the trio adapter imports too.
 """
 
@@ -29,7 +29,14 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("coder_proto", "coder_io_common", "coder_io_asyncio", "coder_io_trio", "coder_io_sync")
+PACKAGES = (
+    "coder_proto",
+    "coder_io_common",
+    "coder_io_asyncio",
+    "coder_io_trio",
+    "coder_io_sync",
+    "coder_integrations",
+)
 # What the sdist's tests read: everything tracked under these, plus these single files.
 SDIST_TREES = ("tests", "docs", "examples", "fuzz")
 SDIST_FILES = ("pyproject.toml", "README.md", "LICENSE")
@@ -62,7 +69,7 @@ def tracked(*paths: str) -> set[str]:
 
 
 def source_packages() -> set[str]:
-    """Every package directory (one with an ``__init__.py``) tracked under the five packages."""
+    """Every package directory (one with an ``__init__.py``) tracked under the six packages."""
     return {str(Path(p).parent) for p in tracked(*PACKAGES) if p.endswith("/__init__.py")}
 
 
@@ -80,7 +87,7 @@ def check_wheel(wheel: Path) -> None:
     check(not any(n.startswith("tests/") for n in names), "wheel holds nothing from tests/")
     check("coder-agent = coder_io_sync.cli:main" in entry_points, "wheel declares coder-agent")
     check(
-        "coder_agents = coder_io_common.pytest_plugin" in entry_points,
+        "coder_agents = coder_integrations.pytest_plugin" in entry_points,
         "wheel declares the pytest plugin entry point",
     )
 
@@ -104,11 +111,12 @@ def check_installed(wheel: Path, work: Path) -> None:
     # A clean environment and a working directory outside the checkout: what runs is the wheel.
     env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "CODER_URL"}}
     env["PYTHONSAFEPATH"] = "1"
-    # Without extras: the core, the shared I/O layer and the asyncio and blocking adapters.
+    # Without extras: the core, the shared I/O layer, the asyncio and blocking adapters and the
+    # integrations package (whose modules import their own extras only when used).
     where = run(
         python,
         "-c",
-        "import coder_proto, coder_io_common, coder_io_asyncio, coder_io_sync;"
+        "import coder_proto, coder_io_common, coder_io_asyncio, coder_io_sync, coder_integrations;"
         "print(coder_proto.__file__)",
         cwd=work,
         env=env,

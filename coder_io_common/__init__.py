@@ -10,13 +10,13 @@
   thread by the event-loop adapters);
 * ``wallclock``: the wall-clock stamps the core takes as inputs (transcript headers,
   transport-event timestamps);
-* ``fake_server``: the fake Coder server's serving loop (``FakeCoderServer``), which serves
-  ``coder_proto.fake`` on loopback for every runtime's tests.
 * ``stores``: the durable stores (SQLite; PostgreSQL with the ``postgres`` extra), usable from
   every adapter.
 * ``observer``: the hooks an agent calls around its turns, client tools and session events;
-  ``otel``: the OpenTelemetry observer behind them (the ``otel`` extra, docs/observability.md),
-  turned on by ``instrumentation.instrument`` (which imports it when called).
+  ``instrumentation.instrument`` turns on the OpenTelemetry observer behind them
+  (``coder_integrations.otel``), importing it only when called.
 
-Everything else runtime-independent lives in ``coder_proto``.
+Everything else runtime-independent lives in ``coder_proto``. What stands on top of the
+adapters (the fake server's serving loop, the pytest plugin, OpenTelemetry, the AI SDK bridge)
+lives in ``coder_integrations``.
 """

@@ -1,5 +1,5 @@
 """``instrument``, as every adapter re-exports it: OpenTelemetry for one agent or client
-(docs/observability.md), importing OpenTelemetry (``coder_io_common.otel``) only when it is
+(docs/observability.md), importing OpenTelemetry (``coder_integrations.otel``) only when it is
 called, so importing an adapter never loads it."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ def instrument(
     (``opentelemetry-api``). ``tracer_provider`` / ``meter_provider`` default to the global
     ones. Call it before the first turn. Returns ``target``. OpenTelemetry is imported only
     when this is called."""
-    from coder_io_common.otel import instrument as otel_instrument
+    from coder_integrations.otel import instrument as otel_instrument
 
     return otel_instrument(
         target,

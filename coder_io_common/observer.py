@@ -7,7 +7,7 @@ it, so an observer may make its own context current for the tool) and every tran
 of the agent's session (``segment:*``, ``ws:*``, and ``http:*`` when the agent's session and
 its client share one event sink). ``observe(agent, observer)`` attaches one; the adapters
 call the hooks only when one is attached, so an agent without an observer does no extra
-work. ``coder_io_common.otel`` is the OpenTelemetry observer;
+work. ``coder_integrations.otel`` is the OpenTelemetry observer;
 ``coder_io_common.instrumentation.instrument`` (re-exported by every adapter) turns it on
 without importing OpenTelemetry before it is called.
 

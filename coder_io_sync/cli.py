@@ -7,7 +7,7 @@ command by writing such a function and listing it in ``_COMMANDS``.
 Subcommands:
 
 * ``fake-server``: serve a fake Coder deployment on loopback (``coder_proto.fake`` served by
-  ``coder_io_common.fake_server``) and print its base URL, session token and organization id
+  ``coder_integrations.fake_server``) and print its base URL, session token and organization id
   (as both ``CODER_ORGANIZATION_ID`` and ``CODER_ORG_ID``; ``--env``: as ``export`` lines
   on a stdout closed after them, the banner on stderr).
 * ``demo``: one agent turn that streams text live, calls a client tool and heals an injected
@@ -151,7 +151,7 @@ def _add_agent_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_fake_server(subparsers: Any) -> None:
-    from coder_io_common.fake_server import _flags
+    from coder_integrations.fake_server import _flags
 
     parser = subparsers.add_parser(
         "fake-server",
@@ -177,7 +177,7 @@ def _add_fake_server(subparsers: Any) -> None:
 def _run_fake_server(
     args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None
 ) -> int:
-    from coder_io_common.fake_server import command
+    from coder_integrations.fake_server import command
 
     return command.run(args, out or sys.stdout, err or sys.stderr)
 
@@ -286,7 +286,7 @@ def _weather(city: str) -> dict[str, Any]:
 
 
 def _demo_server() -> Any:
-    from coder_io_common.fake_server import FakeCoderServer
+    from coder_integrations.fake_server import FakeCoderServer
     from coder_proto.fake import CallClientTool, Say, Script, Think
 
     server = FakeCoderServer(chunk_delay=0.03, interrupt_delay=0.2)
@@ -1098,7 +1098,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 #: The loggers of the library (docs/logging.md).
-_LIBRARY_LOGGERS = ("coder_proto", "coder_io_sync", "coder_io_common")
+_LIBRARY_LOGGERS = ("coder_proto", "coder_io_sync", "coder_io_common", "coder_integrations")
 
 
 def _library_logs() -> None:

@@ -40,6 +40,7 @@ import httpx
 from coder_io_common.tls import VerifyTypes
 from coder_proto import CoderAgentError, ToolCall
 from coder_proto._actions import ToolOutcome
+from coder_proto._agent.options import AgentOptions, option_keywords
 from coder_proto._constants import (
     DEFAULT_MAX_STEPS,
     INTERRUPT_POLL_INTERVAL,
@@ -47,7 +48,6 @@ from coder_proto._constants import (
     SETTLE_DEADLINE,
     SETTLE_RETRY_DELAY,
 )
-from coder_proto._options import AgentOptions, option_keywords
 from coder_proto._shells.agent_shell import check_connection
 from coder_proto.durable import (
     DEFAULT_SETTLE_TIMEOUT,

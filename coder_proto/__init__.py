@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from ._agent.history import UIReasoningPart as UIReasoningPart
     from ._agent.history import UISourceUrlPart as UISourceUrlPart
     from ._agent.history import UITextPart as UITextPart
+    from ._agent.options import AgentOptions as AgentOptions
     from ._agent.prompt import AssistantMessage as AssistantMessage
     from ._agent.prompt import FileContent as FileContent
     from ._agent.prompt import SystemMessage as SystemMessage
@@ -76,7 +77,7 @@ if TYPE_CHECKING:
     from ._errors import CoderNetworkError as CoderNetworkError
     from ._errors import CoderProtocolError as CoderProtocolError
     from ._errors import CoderStreamError as CoderStreamError
-    from ._options import AgentOptions as AgentOptions
+    from ._jobs.operations import WorkspacePreview as WorkspacePreview
     from ._outputs import ErrorPart as ErrorPart
     from ._outputs import Finish as Finish
     from ._outputs import OutputPart as OutputPart
@@ -97,7 +98,6 @@ if TYPE_CHECKING:
     from ._rest.chat_extras import ChatFileDownloadUrl as ChatFileDownloadUrl
     from ._rest.chat_extras import ChatPrompt as ChatPrompt
     from ._rest.chat_extras import EditedMessage as EditedMessage
-    from ._rest.jobs import WorkspacePreview as WorkspacePreview
     from ._rest.routes import ArchiveOutcome as ArchiveOutcome
     from ._rest.routes import ChatCost as ChatCost
     from ._rest.routes import ChatFile as ChatFile
@@ -349,7 +349,7 @@ __getattr__, __dir__ = lazy_exports(
             "CoderProtocolError",
             "CoderStreamError",
         ),
-        "._options": ("AgentOptions",),
+        "._agent.options": ("AgentOptions",),
         "._outputs": (
             "ErrorPart",
             "Finish",
@@ -374,7 +374,7 @@ __getattr__, __dir__ = lazy_exports(
             "ChatPrompt",
             "EditedMessage",
         ),
-        "._rest.jobs": ("WorkspacePreview",),
+        "._jobs.operations": ("WorkspacePreview",),
         "._rest.routes": (
             "ArchiveOutcome",
             "ChatCost",

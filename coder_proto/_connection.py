@@ -90,6 +90,7 @@ from ._actions import (
     ToolOutcome,
 )
 from ._agent.agent_core import AgentCore, GenerateCall
+from ._agent.options import OPTION_NAMES, AgentOptions, resolve_options
 from ._agent.session import Session
 from ._agent.session_calls import SessionArchive, SessionDispose, SessionInterrupt
 from ._agent.tool_calls import ToolInvocation, ToolPlan
@@ -97,7 +98,6 @@ from ._agent.turn import Turn
 from ._constants import SESSION_TOKEN_HEADER
 from ._engine import CoreMachine
 from ._errors import CoderAgentError, CoderProtocolError
-from ._options import OPTION_NAMES, AgentOptions, resolve_options
 from ._outputs import OutputPart, ToolCall
 from ._redact import Redactor
 from ._rest.http import HttpRequest, HttpResponse

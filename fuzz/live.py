@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from coder_integrations.fake_server import FakeCoderServer
 from coder_io_asyncio import CoderAgent
-from coder_io_common.fake_server import FakeCoderServer
 from coder_proto import CoderAgentError
 from coder_proto.fake import CallClientTool, CallServerTool, Cite, Fail, Say, Script, Think, Wait
 from coder_proto.transcript._recorder import TranscriptRecorder

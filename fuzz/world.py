@@ -1,7 +1,7 @@
 """An in-memory world: the core's ``Session`` driven against the pure fake server model
 (``coder_proto.fake.FakeCoderModel``) with a virtual clock and no sockets.
 
-``ModelWorld`` is what ``coder_io_common.fake_server.FakeCoderServer`` plus an adapter do,
+``ModelWorld`` is what ``coder_integrations.fake_server.FakeCoderServer`` plus an adapter do,
 collapsed into one deterministic loop: the session's machines run on a ``coder_proto.Connection``
 whose commands the world performs (REST requests go to ``model.handle_http``, stream
 connections to ``model.handle_upgrade``, framed server side with wsproto; client tools are

@@ -33,7 +33,7 @@ import trio
 import coder_io_asyncio
 import coder_io_sync
 import coder_io_trio
-from coder_io_common.fake_server import FakeCoderServer
+from coder_integrations.fake_server import FakeCoderServer
 from coder_proto import TextDelta
 
 T = TypeVar("T")

@@ -272,7 +272,7 @@ def _connect(
             "with each command"
         )
     if args.fake:
-        from coder_io_common.fake_server import FakeCoderServer
+        from coder_integrations.fake_server import FakeCoderServer
 
         server = stack.enter_context(FakeCoderServer(chunk_delay=0.01))
         url, token = server.url, server.token

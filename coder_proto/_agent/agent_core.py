@@ -35,13 +35,13 @@ from typing import Any, Final
 import attrs
 
 from .._errors import CoderAgentError
-from .._options import AgentOptions
+from .._jobs.organization import ENV_ORGANIZATION_ID, organization_from_env
 from .._outputs import ToolCall
-from .._rest.organization import ENV_ORGANIZATION_ID, organization_from_env
 from .._rest.prefix import PrefixSelector
 from .._rest.uploads import plan_upload
 from .._stream.usage import sum_usage
 from .._transport_events import TransportEventSink
+from .options import AgentOptions
 from .prompt import Message
 from .session import Session
 from .session_state import ReaderFactory, SessionConfig

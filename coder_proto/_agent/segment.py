@@ -38,6 +38,8 @@ from .._constants import (
 )
 from .._engine import Cancelled, CoreMachine, TimedOut, Wait, _Call
 from .._errors import CoderAgentError, CoderApiError, CoderChatError, CoderStreamError
+from .._jobs.organization import default_organization
+from .._jobs.stopping import InterruptJob, WithdrawJob, withdraw_queued
 from .._json import js_stringify
 from .._outputs import (
     ErrorPart,
@@ -57,7 +59,6 @@ from .._rest.model_hints import (
     is_model_config_uuid,
     resolve_model_hint,
 )
-from .._rest.organization import default_organization
 from .._rest.prefix import Completed, Failed
 from .._rest.routes import (
     build_create_chat,
@@ -69,7 +70,6 @@ from .._rest.routes import (
     parse_get_messages,
     parse_submit_tool_results,
 )
-from .._rest.stopping import InterruptJob, WithdrawJob, withdraw_queued
 from .._rest.uploads import build_upload_chat_file, parse_upload_chat_file
 from .._stream.promotion import QueuedSubmission, teardown_action
 from .._stream.translator import PENDING_RUN, TurnTranslator

@@ -21,7 +21,7 @@ import attrs
 from .._constants import INTERRUPT_WAIT_TIMEOUT, SETTLED_STATUSES
 from .._engine import CoreMachine, Wait
 from .._errors import CoderAgentError, CoderApiError
-from .._rest.stopping import (
+from .._jobs.stopping import (
     MIN_ARCHIVE_BUDGET,
     archive_when_settled,
     interrupt_chat,

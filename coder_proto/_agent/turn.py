@@ -39,10 +39,10 @@ from .._actions import Action, RunInBackground, RunTools, ToolOutcome
 from .._constants import BACKGROUND_TASK_BOUND, REQUIRES_ACTION_DEADLINE, STATUS_REQUIRES_ACTION
 from .._engine import Cancelled, CoreMachine, Wait
 from .._errors import CoderAgentError, CoderChatError, CoderStreamError
+from .._jobs.stopping import InterruptJob, interrupt_chat
 from .._json import dumps
 from .._outputs import OutputPart, Source, ToolCall, ToolResult, Usage
 from .._rest.routes import check_positive_id
-from .._rest.stopping import InterruptJob, interrupt_chat
 from .._stream.usage import sum_usage
 from .._wire.chats import DynamicTool, ToolResultInput
 from .prompt import Message, NewTurn, Noop, Resume, classify_prompt, normalize_prompt

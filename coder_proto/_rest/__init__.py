@@ -1,3 +1,3 @@
-"""REST: the HTTP values the core hands out and takes back, the chat-prefix negotiation, one
-builder and one classifier per route, and the machines that run the raw client's operations
-and stop or retire chats."""
+"""REST: the HTTP values the core hands out and takes back, the chat-prefix negotiation, and
+one builder and one classifier per route. The machines that send these requests are in
+``coder_proto._jobs``, over the engine."""

@@ -206,7 +206,7 @@ class PrefixSelector:
 
     The selector is also where the client keeps the one other fact it learns from the
     deployment once: ``default_organization_id``, the organization ``GET /api/v2/users/me``
-    named (D33; ``coder_proto._rest.organization``), ``None`` until it was asked.
+    named (D33; ``coder_proto._jobs.organization``), ``None`` until it was asked.
     """
 
     __slots__ = ("_prefix", "default_organization_id", "organization_lookups")

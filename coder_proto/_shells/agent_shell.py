@@ -12,11 +12,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 from .._agent.agent_core import AgentCore
+from .._agent.options import AgentOptions, option_keywords
 from .._agent.tools import Tool
 from .._agent.workspace_files import WorkspaceFiles
 from .._constants import DEFAULT_MAX_STEPS, SETTLE_DEADLINE, SETTLE_RETRY_DELAY
 from .._errors import CoderAgentError
-from .._options import AgentOptions, option_keywords
 from .._rest.prefix import PrefixSelector
 from .._rest.settings import ClientSettings
 from .._transport_events import TransportEventSink

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 
 from .._actions import ToolOutcome
 from .._errors import CoderAgentError
-from .._rest.organization import UNKNOWN_ORGANIZATION
+from .._jobs.organization import UNKNOWN_ORGANIZATION
 from .._rest.routes import check_chat_id
 from .._wire.chats import (
     ChatInputPart,

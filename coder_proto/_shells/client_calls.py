@@ -20,9 +20,7 @@ from typing import Any, Generic, TypeVar
 import attrs
 
 from .._agent.session import Session
-from .._rest.chat_extras import ChatDiff, ChatFileDownloadUrl, ChatPrompt, EditedMessage
-from .._rest.http import HttpRequest
-from .._rest.jobs import (
+from .._jobs.operations import (
     ModelConfigsJob,
     OrganizationRestJob,
     PreviewJob,
@@ -32,7 +30,9 @@ from .._rest.jobs import (
     interrupt_job,
     rest_job,
 )
-from .._rest.organization import UNKNOWN_ORGANIZATION
+from .._jobs.organization import UNKNOWN_ORGANIZATION
+from .._rest.chat_extras import ChatDiff, ChatFileDownloadUrl, ChatPrompt, EditedMessage
+from .._rest.http import HttpRequest
 from .._rest.prefix import PrefixSelector
 from .._rest.routes import ArchiveOutcome, ChatCost, ChatFile, build_create_chat, parse_create_chat
 from .._rest.uploads import UploadPlan, parse_upload_chat_file, plan_upload

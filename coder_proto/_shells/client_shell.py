@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
-from .._rest.organization import organization_from_env
+from .._jobs.organization import organization_from_env
 from .._rest.prefix import PrefixSelector
 from .._rest.settings import HTTP_TIMEOUT, MAX_RESPONSE_BYTES, ClientSettings
 from .._transport_events import TransportEventSink

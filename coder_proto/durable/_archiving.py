@@ -31,9 +31,9 @@ from .._constants import (
 )
 from .._engine import Wait
 from .._errors import CoderAgentError, CoderApiError
+from .._jobs.stopping import MIN_ARCHIVE_BUDGET, archive_when_settled, interrupt_chat
 from .._rest.prefix import PrefixSelector
 from .._rest.routes import build_get_chat, build_list_chats, parse_get_chat, parse_list_chats
-from .._rest.stopping import MIN_ARCHIVE_BUDGET, archive_when_settled, interrupt_chat
 from .._timestamps import parse_rfc3339
 from .._wire.chats import Chat
 from ._errors import WorkflowBusyError

@@ -59,6 +59,7 @@ from .._constants import (
 )
 from .._engine import Wait
 from .._errors import CoderAgentError, CoderApiError
+from .._jobs.stopping import interrupt_chat
 from .._outputs import ToolCall
 from .._rest.prefix import PrefixSelector
 from .._rest.routes import (
@@ -69,7 +70,6 @@ from .._rest.routes import (
     parse_get_messages,
     parse_submit_tool_results,
 )
-from .._rest.stopping import interrupt_chat
 from .._wire.chats import Chat, ToolResultInput
 from .._wire.messages import ChatError
 from ._errors import RecoveryError

@@ -33,11 +33,11 @@ from typing import Any, Protocol, TypeAlias
 
 import attrs
 
+from .._agent.options import AgentOptions
 from .._agent.structured_output import StructuredOutput
 from .._agent.tools import Tool, tools_by_name
 from .._connection import ApplyStore
 from .._constants import INTERRUPT_POLL_INTERVAL, INTERRUPT_WAIT_TIMEOUT
-from .._options import AgentOptions
 from .._rest.prefix import PrefixSelector
 from ._archiving import ArchiveWorkflow, OrphanSweep
 from ._effects import Sleep, WallClock

@@ -2,7 +2,7 @@
 
 ``FakeCoderModel`` reproduces the server's REST surface, lifecycle state machine and stream
 semantics (server-behaviour sections 1-8) without any I/O; ``FakeCoderServer``
-(``coder_io_common.fake_server``) serves it over loopback HTTP and WebSocket. Scripts
+(``coder_integrations.fake_server``) serves it over loopback HTTP and WebSocket. Scripts
 (``Script``, ``Say``, ``CallClientTool`` ...) chosen by a ``ScriptBook`` decide what the
 simulated model does with each prompt; ``Faults`` injects failures deterministically;
 ``FakeCounters`` records what the server saw.

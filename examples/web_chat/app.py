@@ -29,8 +29,8 @@ from fastapi import FastAPI, Request
 from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 
+from coder_integrations.ai_sdk import ChatBridge, ChatRequest, ChatSession
 from coder_io_asyncio import CoderAgent, CoderChatClient, tool
-from coder_io_common.ai_sdk import ChatBridge, ChatRequest, ChatSession
 
 HERE = Path(__file__).resolve().parent
 STATIC = HERE / "static"
@@ -136,7 +136,7 @@ def weather_script(ctx: Any) -> Any:
 
 def start_fake() -> Any:
     """A fake Coder server (in its own thread) scripted for weather questions."""
-    from coder_io_common.fake_server import FakeCoderServer
+    from coder_integrations.fake_server import FakeCoderServer
 
     server = FakeCoderServer(chunk_delay=0.02)
     server.config.scripts.add(r"(?i)weather", weather_script)

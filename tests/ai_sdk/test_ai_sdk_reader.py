@@ -12,9 +12,9 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from fastapi.testclient import TestClient
 
+from coder_integrations.ai_sdk import ChatBridge, ChatRequest, ChatRequestError, ChatSession
+from coder_integrations.pytest_plugin import FakeCoder
 from coder_io_asyncio import CoderAgent, tool
-from coder_io_common.ai_sdk import ChatBridge, ChatRequest, ChatRequestError, ChatSession
-from coder_io_common.pytest_plugin import FakeCoder
 from coder_proto.fake import CallClientTool, CallServerTool, Cite, Fail, Say, Script, Think
 
 from .conftest import AI_SDK_VERSION, RunNode
@@ -211,7 +211,7 @@ def test_a_bad_request_body_is_a_400(server: Any) -> None:
 def test_every_chunk_the_bridge_sends_passes_the_ai_sdk_schema(ai_sdk_node: RunNode) -> None:
     """One message with every chunk type the mapping produces, parsed by the AI SDK's own
     reader (its schema rejects a malformed chunk as a stream error)."""
-    from coder_io_common.ai_sdk import (
+    from coder_integrations.ai_sdk import (
         SSE_DONE,
         UI_MESSAGE_STREAM_HEADERS,
         UIMessageStreamEncoder,

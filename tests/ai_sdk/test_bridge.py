@@ -10,7 +10,7 @@ import trio
 
 import coder_io_sync
 import coder_io_trio
-from coder_io_common.ai_sdk import (
+from coder_integrations.ai_sdk import (
     SSE_DONE,
     ChatBridge,
     ChatRequest,
@@ -19,7 +19,7 @@ from coder_io_common.ai_sdk import (
     MemorySessionMap,
     SessionMap,
 )
-from coder_io_common.pytest_plugin import FakeCoder
+from coder_integrations.pytest_plugin import FakeCoder
 from coder_proto import CoderAgentError
 from coder_proto.fake import CallClientTool, Say, Script
 

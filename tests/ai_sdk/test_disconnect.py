@@ -13,9 +13,9 @@ import pytest
 import uvicorn
 from fastapi import FastAPI, Request
 
+from coder_integrations.ai_sdk import ChatBridge, ChatRequest, ChatSession
+from coder_integrations.pytest_plugin import FakeCoder
 from coder_io_asyncio import CoderAgent
-from coder_io_common.ai_sdk import ChatBridge, ChatRequest, ChatSession
-from coder_io_common.pytest_plugin import FakeCoder
 from coder_proto.fake import Say, Script, Wait
 
 

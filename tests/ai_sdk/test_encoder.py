@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from coder_io_common.ai_sdk import (
+from coder_integrations.ai_sdk import (
     SSE_DONE,
     UI_MESSAGE_STREAM_HEADERS,
     UIMessageStreamEncoder,
@@ -408,7 +408,7 @@ def test_a_library_failure_becomes_an_error_chunk_and_a_finish() -> None:
 def test_an_unexpected_failure_shows_a_generic_text_and_is_logged(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    with caplog.at_level(logging.ERROR, logger="coder_io_common.ai_sdk"):
+    with caplog.at_level(logging.ERROR, logger="coder_integrations.ai_sdk"):
         chunks = list(ui_message_chunks_sync(failing(RuntimeError("secret internals"))))
     assert chunks[-2] == {"type": "error", "errorText": "An error occurred."}
     assert "secret internals" not in json.dumps(chunks)

@@ -16,8 +16,7 @@ import pytest
 import uvicorn
 from fastapi import FastAPI, HTTPException, Request
 
-from coder_io_asyncio import CoderAgent
-from coder_io_common.ai_sdk import (
+from coder_integrations.ai_sdk import (
     OWNER_LABEL,
     SSE_DONE,
     ChatBridge,
@@ -28,7 +27,8 @@ from coder_io_common.ai_sdk import (
     MemorySessionMap,
     owner_label_value,
 )
-from coder_io_common.pytest_plugin import FakeCoder
+from coder_integrations.pytest_plugin import FakeCoder
+from coder_io_asyncio import CoderAgent
 from coder_proto import CoderAgentError, CoderApiError
 from coder_proto.fake import Say, Script, Wait
 
@@ -247,7 +247,7 @@ def test_a_chat_the_backend_forgot_continues_for_its_owner_only(
 def test_without_a_hook_one_user_continues_any_chat_of_the_token(
     fake: Any, make_bridge: Callable[..., ChatBridge], caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="coder_io_common.ai_sdk")
+    caplog.set_level(logging.WARNING, logger="coder_integrations.ai_sdk")
     with Served(make_bridge()) as url, httpx.Client(timeout=30) as client:
         answer = post(client, url, None, {"id": "s1", "messages": [user_message("hello")]})
         metadata = chunks_of(answer.content)[-1]["messageMetadata"]
@@ -325,7 +325,7 @@ def test_requests_that_cannot_run_answer_in_plain_text(
 def test_a_coder_error_before_any_content_is_a_readable_error_and_logged(
     fake: Any, make_bridge: Callable[..., ChatBridge], caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="coder_io_common.ai_sdk")
+    caplog.set_level(logging.WARNING, logger="coder_integrations.ai_sdk")
     fake.faults.fail_requests("create_chat", 400, message="Model config is disabled.")
     with Served(make_bridge(authorize=header_user)) as url, httpx.Client(timeout=30) as client:
         answer = post(client, url, "alice", {"id": "e1", "messages": [user_message("hi")]})
@@ -343,7 +343,7 @@ def test_an_error_of_the_run_is_logged_with_its_chat(
 ) -> None:
     from coder_proto.fake import Fail
 
-    caplog.set_level(logging.WARNING, logger="coder_io_common.ai_sdk")
+    caplog.set_level(logging.WARNING, logger="coder_integrations.ai_sdk")
     fake.config.scripts.add(r"break", Script([Fail(message="The provider failed.")]))
     with Served(make_bridge(authorize=header_user)) as url, httpx.Client(timeout=30) as client:
         answer = post(client, url, "alice", {"id": "e2", "messages": [user_message("break")]})
@@ -453,7 +453,7 @@ def test_the_blocking_path_binds_users_continues_and_resumes(
 def test_a_chat_that_cannot_be_labelled_still_belongs_to_its_user(
     fake: Any, make_bridge: Callable[..., ChatBridge], caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="coder_io_common.ai_sdk")
+    caplog.set_level(logging.WARNING, logger="coder_integrations.ai_sdk")
     fake.faults.fail_requests("update_chat", 500, times=2)
     bridge = make_bridge(authorize=header_user)
     with Served(bridge) as url, httpx.Client(timeout=30) as client:
@@ -611,7 +611,7 @@ def test_regenerate_and_edit_replace_the_coder_message(
 def test_a_regenerate_after_a_restart_replaces_the_newest_prompt(
     fake: Any, make_bridge: Callable[..., ChatBridge], caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="coder_io_common.ai_sdk")
+    caplog.set_level(logging.WARNING, logger="coder_integrations.ai_sdk")
     with Served(make_bridge(authorize=header_user)) as url, httpx.Client(timeout=30) as client:
         # Reading the prompt back fails: the turn is fine, only the record is missing.
         fake.faults.fail_requests("get_chat_prompts", 500)

@@ -66,10 +66,10 @@ def agent_class(runtime: str) -> Any:
 
 def require_fake_server() -> None:
     try:
-        importlib.import_module("coder_io_common.fake_server")
+        importlib.import_module("coder_integrations.fake_server")
     except Exception as exc:  # a missing or broken fake server is reported, not fatal
         raise BenchSkipped(
-            f"coder_io_common.fake_server cannot be imported ({type(exc).__name__}: {exc})"
+            f"coder_integrations.fake_server cannot be imported ({type(exc).__name__}: {exc})"
         ) from None
 
 

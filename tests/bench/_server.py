@@ -36,7 +36,7 @@ def transcript_texts(n: int) -> tuple[str, str]:
 
 
 def _server(args: argparse.Namespace) -> Any:
-    from coder_io_common.fake_server import FakeCoderServer
+    from coder_integrations.fake_server import FakeCoderServer
     from coder_proto.fake import FakeConfig, Say, Script, ScriptBook, Think
 
     reasoning, text = transcript_texts(args.deltas)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from coder_io_common.fake_server import FakeCoderServer
+from coder_integrations.fake_server import FakeCoderServer
 from coder_proto.fake import Say, Script, Think
 
 from .terminal import CLI, Terminal, environment

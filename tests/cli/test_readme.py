@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from coder_io_common.fake_server import FakeCoderServer
+from coder_integrations.fake_server import FakeCoderServer
 
 from .terminal import CLI, environment
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from coder_io_common.fake_server import FakeCoderServer
+from coder_integrations.fake_server import FakeCoderServer
 from coder_io_sync import CoderAgent
 from coder_io_sync._cli.screen import Printer, Progress, is_terminal
 from coder_io_sync._cli.tools import ToolsError, load_tools

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from coder_io_common.fake_server import FakeCoderServer
+from coder_integrations.fake_server import FakeCoderServer
 from coder_io_sync import CoderAgent
 
 from .terminal import CLI, environment

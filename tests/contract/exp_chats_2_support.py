@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from coder_io_common.fake_server import FakeCoderServer
+from coder_integrations.fake_server import FakeCoderServer
 from coder_proto._constants import MAX_ATTACHMENTS_PER_CHAT
 from coder_proto.fake import Script
 from coder_proto.fake._script import Fail, Wait

@@ -93,7 +93,7 @@ from typing import Any
 import httpx
 import pytest
 
-from coder_io_common.fake_server import FakeCoderServer
+from coder_integrations.fake_server import FakeCoderServer
 from coder_proto.fake import FakeModelSpec
 
 from ..fake.netclients import SyncWs

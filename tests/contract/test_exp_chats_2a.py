@@ -34,7 +34,7 @@ from typing import Any
 
 import pytest
 
-from coder_io_common.fake_server import FakeCoderServer
+from coder_integrations.fake_server import FakeCoderServer
 
 from ..fake.netclients import SyncWs
 from .conftest import CHATS, Contract

@@ -56,7 +56,7 @@ from urllib.parse import quote, unquote, urlsplit
 import httpx
 import pytest
 
-from coder_io_common.fake_server import FakeCoderServer
+from coder_integrations.fake_server import FakeCoderServer
 from coder_proto.fake import Script
 from coder_proto.fake._script import CallClientTool
 

@@ -67,7 +67,7 @@ from typing import Any
 import httpx
 import pytest
 
-from coder_io_common.fake_server import FakeCoderServer
+from coder_integrations.fake_server import FakeCoderServer
 from coder_proto._constants import MAX_QUEUE_SIZE
 from coder_proto.fake import CallClientTool, Script, Wait
 

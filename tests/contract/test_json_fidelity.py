@@ -18,7 +18,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from coder_io_common.fake_server import FakeCoderServer
+from coder_integrations.fake_server import FakeCoderServer
 from coder_proto._wire.messages import ChatMessage, ChatQueuedMessage
 from coder_proto.fake import Script, Wait
 

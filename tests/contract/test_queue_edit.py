@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from coder_io_common.fake_server import FakeCoderServer
+from coder_integrations.fake_server import FakeCoderServer
 from coder_proto.fake import Fail, Script, Wait
 
 from .conftest import CHATS, Contract

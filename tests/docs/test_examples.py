@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from coder_io_common.fake_server import FakeCoderServer
-from coder_io_common.pytest_plugin import FAST_FAKE
+from coder_integrations.fake_server import FakeCoderServer
+from coder_integrations.pytest_plugin import FAST_FAKE
 
 from ._blocks import ROOT, Block, Program, blocks_of, pages, python_programs
 

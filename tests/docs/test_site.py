@@ -37,17 +37,24 @@ SURFACES = (
     "coder_io_trio",
     "coder_io_sync",
     "coder_io_common.stores",
-    "coder_io_common.fake_server",
-    "coder_io_common.ai_sdk",
-    "coder_io_common.pytest_plugin",
+    "coder_integrations.fake_server",
+    "coder_integrations.ai_sdk",
+    "coder_integrations.pytest_plugin",
     "coder_io_asyncio.temporal",
     "coder_io_asyncio.integrations.openai_agents",
-    "coder_io_common.otel",
+    "coder_integrations.otel",
     "coder_io_asyncio.integrations.pydantic_ai",
     "coder_io_sync.integrations.llm",
     "coder_io_asyncio.integrations.langchain",
 )
-PACKAGES = ("coder_proto", "coder_io_common", "coder_io_asyncio", "coder_io_trio", "coder_io_sync")
+PACKAGES = (
+    "coder_proto",
+    "coder_io_common",
+    "coder_io_asyncio",
+    "coder_io_trio",
+    "coder_io_sync",
+    "coder_integrations",
+)
 
 
 def public_names() -> Iterator[tuple[str, str]]:

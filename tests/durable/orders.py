@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from coder_io_common.fake_server import FakeCoderServer
+from coder_integrations.fake_server import FakeCoderServer
 from coder_io_common.stores import PostgresStore, SQLiteStore
 from coder_proto.durable import DEFAULT_TENANT
 from coder_proto.fake import CallClientTool, Say, Script

@@ -38,7 +38,7 @@ from typing import Any
 import attrs
 import pytest
 
-from coder_io_common.fake_server import FakeCoderServer
+from coder_integrations.fake_server import FakeCoderServer
 from tests.postgres_server import PostgresServer
 from tests.workers import Zygote
 

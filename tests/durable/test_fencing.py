@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from coder_io_common.fake_server import FakeCoderServer
+from coder_integrations.fake_server import FakeCoderServer
 from coder_proto import CoderAgentError
 from coder_proto.durable import (
     DurableToolContext,

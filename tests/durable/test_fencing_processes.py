@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from coder_io_common.fake_server import FakeCoderServer
+from coder_integrations.fake_server import FakeCoderServer
 from examples.temporal import payments as example_payments
 from tests.postgres_server import PostgresServer
 from tests.workers import Zygote

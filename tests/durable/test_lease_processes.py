@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from coder_io_common.fake_server import FakeCoderServer
+from coder_integrations.fake_server import FakeCoderServer
 from coder_io_common.stores import PostgresStore, SQLiteStore
 from coder_io_sync.durable import archive_workflow, sweep_orphans
 from tests.postgres_server import PostgresServer

@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 import pytest
 
-from coder_io_common.fake_server import FakeCoderServer
+from coder_integrations.fake_server import FakeCoderServer
 from coder_io_common.stores import SQLiteStore
 from coder_proto import CoderAgentError, CoderChatError
 from coder_proto.durable import (

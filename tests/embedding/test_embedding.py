@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from coder_io_common.fake_server import FakeCoderServer
+from coder_integrations.fake_server import FakeCoderServer
 from coder_proto.fake import CallClientTool, ReportUsage, Say, Script, Think, Wait
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]

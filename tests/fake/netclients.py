@@ -13,7 +13,7 @@ from typing import Any
 
 import trio
 
-from coder_io_common.fake_server import FakeCoderServer
+from coder_integrations.fake_server import FakeCoderServer
 
 from .support import RawWs
 

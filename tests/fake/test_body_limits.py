@@ -12,7 +12,7 @@ import h11
 import httpx
 import pytest
 
-from coder_io_common.fake_server import FakeCoderServer
+from coder_integrations.fake_server import FakeCoderServer
 from coder_proto.fake import MAX_REQUEST_BODY_BYTES, FakeCoderModel, FakeConfig
 
 from .support import V2

@@ -15,8 +15,8 @@ import sys
 import httpx
 import pytest
 
-from coder_io_common.fake_server import FakeCoderServer
-from coder_io_common.fake_server.command import server_from_args
+from coder_integrations.fake_server import FakeCoderServer
+from coder_integrations.fake_server.command import server_from_args
 from coder_io_sync.cli import build_parser, main
 
 from .netclients import SyncWs

@@ -8,7 +8,7 @@ import uuid
 import httpx
 import pytest
 
-from coder_io_common.fake_server import FakeCoderServer
+from coder_integrations.fake_server import FakeCoderServer
 from coder_proto.fake import FakeCoderModel, FakeConfig
 
 from .support import Api

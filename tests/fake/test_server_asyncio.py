@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from coder_io_common.fake_server import FakeCoderServer
+from coder_integrations.fake_server import FakeCoderServer
 from coder_proto.fake import CallClientTool, Fail, Retry, Say, Script, Wait
 
 from .netclients import AsyncWs

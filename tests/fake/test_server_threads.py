@@ -14,7 +14,7 @@ import time
 import httpx
 import pytest
 
-from coder_io_common.fake_server import FakeCoderServer
+from coder_integrations.fake_server import FakeCoderServer
 from coder_proto.fake import CallClientTool, FakeConfig, Faults, Say, Script, Wait
 
 from .netclients import SyncWs

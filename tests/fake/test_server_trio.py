@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import trio
 
-from coder_io_common.fake_server import FakeCoderServer
+from coder_integrations.fake_server import FakeCoderServer
 from coder_proto.fake import CallClientTool, Say, Script, Wait
 
 from .netclients import TrioWs

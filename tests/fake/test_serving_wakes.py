@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from coder_io_common.fake_server._serving import Serving
+from coder_integrations.fake_server._serving import Serving
 from coder_proto.fake import FakeCoderModel
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import trio
 
-from coder_io_common.fake_server import FakeCoderServer
+from coder_integrations.fake_server import FakeCoderServer
 from coder_proto import CoderApiError, CoderProtocolError
 from coder_proto._rest.settings import HTTP_TIMEOUT, MAX_RESPONSE_BYTES
 from coder_proto._stream.websocket import MAX_REJECTION_BODY

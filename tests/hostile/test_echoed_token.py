@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from coder_io_common.otel import instrument
+from coder_integrations.otel import instrument
 from coder_proto import CoderApiError, CoderChatError
 from coder_proto.transcript import TranscriptRecorder
 from tests.runtimes import RUNTIMES as RUNTIME_FACADES

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from coder_io_common.fake_server import FakeCoderServer
+from coder_integrations.fake_server import FakeCoderServer
 from tests.runtimes import Recorder
 
 #: Fast fake-server knobs: the scenarios wait on the protocol, never on the fake model.

@@ -11,6 +11,7 @@ from typing import Any, Literal
 import attrs
 import pytest
 
+from coder_integrations.fake_server import FakeCoderServer
 from coder_io_asyncio import (
     AttachedFile,
     Attachment,
@@ -24,7 +25,6 @@ from coder_io_asyncio import (
     StructuredOutputError,
     tool,
 )
-from coder_io_common.fake_server import FakeCoderServer
 from coder_proto._stream.reader import BackoffPolicy
 from coder_proto.fake import CallClientTool, Fail, Say, Script, ScriptBook, Wait
 from coder_proto.fake._faults import SNAPSHOT_FAILED, SUBSCRIBE_FAILED

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from coder_io_common.fake_server import FakeCoderServer
+from coder_integrations.fake_server import FakeCoderServer
 from coder_proto import (
     CoderAgentError,
     CoderApiError,

@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 import pytest
 
-from coder_io_common.fake_server import FakeCoderServer
+from coder_integrations.fake_server import FakeCoderServer
 from coder_proto import CoderStreamError
 from coder_proto._stream.reader import BackoffPolicy
 from coder_proto.fake import CallClientTool, Say, Script
@@ -34,7 +34,7 @@ def library_records(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]
         r
         for r in caplog.records
         if (r.name == "coder_proto" or r.name.startswith(("coder_proto.", "coder_io_")))
-        and not r.name.startswith("coder_io_common.fake_server")
+        and not r.name.startswith("coder_integrations.fake_server")
     ]
 
 

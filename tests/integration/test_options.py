@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from coder_integrations.fake_server import FakeCoderServer
 from coder_io_asyncio import AgentOptions, CoderChatError, tool
-from coder_io_common.fake_server import FakeCoderServer
 from coder_proto.durable import MemoryStore
 from coder_proto.fake import Say, Script, Wait
 

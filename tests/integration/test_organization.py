@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from coder_integrations.fake_server import FakeCoderServer
 from coder_io_asyncio import Attachment
-from coder_io_common.fake_server import FakeCoderServer
 from coder_proto import CoderAgentError, CoderApiError
 from coder_proto.fake import _deployment
 from coder_proto.transcript._recorder import TranscriptRecorder

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from coder_io_common.fake_server import FakeCoderServer
+from coder_integrations.fake_server import FakeCoderServer
 from coder_proto import CoderAgentError, CoderApiError
 from coder_proto.fake import Say, Script, Wait
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from coder_io_common.fake_server import FakeCoderServer
+from coder_integrations.fake_server import FakeCoderServer
 from coder_proto import CoderAgentError
 from coder_proto.fake import CallClientTool, Fail, Say, Script, Think, Wait
 from coder_proto.transcript._format import parse_transcript

@@ -14,9 +14,9 @@ import trio
 import coder_io_asyncio
 import coder_io_sync
 import coder_io_trio
+from coder_integrations.fake_server import FakeCoderServer
+from coder_integrations.pytest_plugin import FakeCoder
 from coder_io_asyncio import TextDelta, ToolMessage, ToolResultContent, tool
-from coder_io_common.fake_server import FakeCoderServer
-from coder_io_common.pytest_plugin import FakeCoder
 from coder_proto.fake import CallClientTool, Say, Script
 
 ran: list[str] = []

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from coder_io_common.fake_server import FakeCoderServer
+from coder_integrations.fake_server import FakeCoderServer
 from coder_proto import CoderApiError, WatchBackoff
 from tests.runtimes import SyncRuntime
 

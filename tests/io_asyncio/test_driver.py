@@ -23,14 +23,14 @@ from typing import Any
 import httpx
 import pytest
 
+from coder_integrations.fake_server import FakeCoderServer
 from coder_io_asyncio._runtime import Driver, ssl_context, transport_sink
-from coder_io_common.fake_server import FakeCoderServer
 from coder_proto._actions import ToolOutcome
 from coder_proto._agent.session import Session
 from coder_proto._agent.session_state import SessionConfig
 from coder_proto._errors import CoderAgentError, CoderNetworkError
+from coder_proto._jobs.operations import RestJob, rest_job
 from coder_proto._outputs import TextDelta
-from coder_proto._rest.jobs import RestJob, rest_job
 from coder_proto._rest.prefix import PrefixSelector
 from coder_proto._rest.routes import build_list_chats, parse_list_chats
 from coder_proto._stream.watch import WatchBackoff, WatchMachine

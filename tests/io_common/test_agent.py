@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from coder_integrations.fake_server import FakeCoderServer
 from coder_io_asyncio import (
     CoderAgentError,
     TextContent,
@@ -18,7 +19,6 @@ from coder_io_asyncio import (
     UserMessage,
     tool,
 )
-from coder_io_common.fake_server import FakeCoderServer
 from coder_proto.fake import CallClientTool, Say, Script
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from coder_io_common.pytest_plugin import FakeCoder
+from coder_integrations.pytest_plugin import FakeCoder
 from coder_proto import TextContent, TextDelta, ToolMessage, ToolResultContent, UserMessage
 from coder_proto.fake import CallClientTool, Say
 

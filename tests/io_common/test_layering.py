@@ -1,8 +1,9 @@
 """The async layer's place in the import graph (docs/architecture.md "Layers"): ``coder_io_asyncio`` and
 ``coder_io_trio`` are the one layer of ``coder_io_common._async`` on their runtime and import
-nothing of each other; the shared packages import no adapter; and no import circle runs
-through any package of the library, the core included (imports under ``TYPE_CHECKING`` and
-inside functions included)."""
+nothing of each other; the shared packages import no adapter; ``coder_integrations`` stands
+over all of them and only two doors of the adapters open onto it, when they are used; and no
+import circle runs through any package of the library, the core included (imports under
+``TYPE_CHECKING`` and inside functions included)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,22 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PACKAGES = ("coder_io_common", "coder_io_asyncio", "coder_io_trio")
 #: Every package of the library: the import graph of all of them together has no circle.
-LIBRARY = ("coder_proto", "coder_io_common", "coder_io_asyncio", "coder_io_trio", "coder_io_sync")
+LIBRARY = (
+    "coder_proto",
+    "coder_io_common",
+    "coder_io_asyncio",
+    "coder_io_trio",
+    "coder_io_sync",
+    "coder_integrations",
+)
+#: The modules under ``coder_integrations`` that import it, each only inside the function that
+#: needs it: the command line's ``fake-server`` command and ``--fake`` / ``demo`` deployments
+#: (the fake server), and ``instrument``, which every adapter re-exports (OpenTelemetry).
+INTEGRATIONS_DOORS = {
+    "coder_io_sync.cli": {"coder_integrations.fake_server"},
+    "coder_io_sync._cli.common": {"coder_integrations.fake_server"},
+    "coder_io_common.instrumentation": {"coder_integrations.otel"},
+}
 
 
 def module_files(package: str) -> dict[str, pathlib.Path]:
@@ -70,14 +86,6 @@ def test_the_adapters_import_nothing_of_each_other() -> None:
 
 def test_the_shared_layer_imports_no_adapter_and_no_runtime() -> None:
     for module, path in module_files("coder_io_common").items():
-        if module.startswith("coder_io_common.fake_server"):
-            # The fake server runs its own asyncio loop in a thread of its own, so every
-            # runtime (and plain threads) can serve it; it is no part of the async layer.
-            continue
-        if module in ("coder_io_common.pytest_plugin", "coder_io_common.ai_sdk"):
-            # Integrations on top of the adapters (fixtures and a web bridge for each
-            # runtime), not the layer the adapters are built on.
-            continue
         if module == "coder_io_common.stores.postgres":
             # psycopg's async connections need asyncio: the async store is asyncio's only
             # (trio refuses it with a clear message); the blocking store serves every runtime.
@@ -89,6 +97,45 @@ def test_the_shared_layer_imports_no_adapter_and_no_runtime() -> None:
             or n == "asyncio"
         }
         assert not bad, (module, bad)
+
+
+def top_level_imports(path: pathlib.Path) -> set[str]:
+    """The modules ``path`` imports when it is itself imported: at module level, outside
+    ``TYPE_CHECKING`` blocks (absolute names; relative imports are ``"."``)."""
+    names: set[str] = set()
+
+    def scan(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, ast.Import):
+                names.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                names.add(node.module if not node.level and node.module else ".")
+            elif isinstance(node, ast.If):
+                if not (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"):
+                    scan(node.body)
+                scan(node.orelse)
+            elif isinstance(node, ast.Try):
+                scan(node.body)
+                for handler in node.handlers:
+                    scan(handler.body)
+                scan(node.orelse)
+                scan(node.finalbody)
+
+    scan(ast.parse(path.read_text(), str(path)).body)
+    return names
+
+
+def test_nothing_under_the_integrations_imports_them_but_two_doors() -> None:
+    for package in LIBRARY[:-1]:
+        for module, path in module_files(package).items():
+            used = {n for n in imported(module, path) if n.split(".")[0] == "coder_integrations"}
+            allowed = INTEGRATIONS_DOORS.get(module, set())
+            bad = {n for n in used if not any(n == a or n.startswith(a + ".") for a in allowed)}
+            assert not bad, (module, bad)
+            on_import = {
+                n for n in top_level_imports(path) if n.split(".")[0] == "coder_integrations"
+            }
+            assert not on_import, (module, on_import)
 
 
 def test_no_import_circle_runs_through_any_package() -> None:

@@ -11,7 +11,7 @@ import sys
 import time
 from typing import Any
 
-from coder_io_common.fake_server import FakeCoderServer
+from coder_integrations.fake_server import FakeCoderServer
 from coder_io_sync import CoderAgent
 from coder_proto.fake import Say, Script, Wait
 

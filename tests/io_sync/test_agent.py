@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import coder_io_asyncio
-from coder_io_common.fake_server import FakeCoderServer
+from coder_integrations.fake_server import FakeCoderServer
 from coder_io_sync import (
     CoderAgent,
     CoderAgentError,

@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
-from coder_io_common.fake_server import FakeCoderServer
+from coder_integrations.fake_server import FakeCoderServer
 from coder_io_sync._driver import Deadline, Driver, ssl_context, transport_sink
 from coder_proto import (
     CoderAgentError,
@@ -35,10 +35,10 @@ from coder_proto._actions import RunInBackground, ToolOutcome
 from coder_proto._agent.session import Session
 from coder_proto._agent.session_state import SessionConfig
 from coder_proto._engine import CoreMachine
-from coder_proto._rest.jobs import RestJob, rest_job
+from coder_proto._jobs.operations import RestJob, rest_job
+from coder_proto._jobs.stopping import ChatInterrupt, InterruptJob
 from coder_proto._rest.prefix import PrefixSelector
 from coder_proto._rest.routes import build_list_chats, parse_list_chats
-from coder_proto._rest.stopping import ChatInterrupt, InterruptJob
 from coder_proto._stream.watch import WatchMachine
 from coder_proto._transport_events import TransportEventSink
 from coder_proto.fake import CallClientTool, Say, Script, Wait

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from coder_io_common.fake_server import FakeCoderServer
+from coder_integrations.fake_server import FakeCoderServer
 from coder_io_sync import CoderAgent, DurableToolContext, bind_tools, crash_safe, run_turn
 from coder_proto.durable import DurableStoreError, MemoryStore
 from coder_proto.fake import CallClientTool, Say, Script

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from coder_io_common.fake_server import FakeCoderServer
+from coder_integrations.fake_server import FakeCoderServer
 from coder_io_sync import CoderAgent
 from coder_io_sync._driver import _SIGINT, sigint_deferred
 from coder_proto.fake import Say, Script, Wait

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from coder_io_common.fake_server import FakeCoderServer
+from coder_integrations.fake_server import FakeCoderServer
 from coder_io_sync._driver import Deadline, Driver
 from coder_proto import CoderAgentError
 from coder_proto._actions import Action, CloseConnection, OpenConnection, RunInBackground, SendData

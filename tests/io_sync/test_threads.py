@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from coder_io_common.fake_server import FakeCoderServer
+from coder_integrations.fake_server import FakeCoderServer
 from coder_io_sync import CoderAgent, CoderAgentError, CoderChatClient, GenerateResult, tool
 from coder_proto.fake import CallClientTool, Say, Script, Wait
 

@@ -21,13 +21,13 @@ import pytest
 import trio
 import trio.testing
 
-from coder_io_common.fake_server import FakeCoderServer
+from coder_integrations.fake_server import FakeCoderServer
 from coder_io_trio._runtime import Driver, _shutdown_write, _Socket, _Task, transport_sink
 from coder_proto._actions import ToolOutcome
 from coder_proto._agent.session import Session
 from coder_proto._agent.session_state import SessionConfig
 from coder_proto._errors import CoderAgentError, CoderNetworkError
-from coder_proto._rest.jobs import rest_job
+from coder_proto._jobs.operations import rest_job
 from coder_proto._rest.prefix import PrefixSelector
 from coder_proto._stream.watch import WatchBackoff, WatchMachine
 from coder_proto._wire.chats import DynamicTool

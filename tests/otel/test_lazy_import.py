@@ -37,7 +37,7 @@ def test_a_turn_without_instrumentation_imports_no_opentelemetry() -> None:
     out = _run(
         """
         import sys
-        from coder_io_common.fake_server import FakeCoderServer
+        from coder_integrations.fake_server import FakeCoderServer
         from coder_io_sync import CoderAgent
         with FakeCoderServer(chunk_delay=0) as server:
             with CoderAgent(

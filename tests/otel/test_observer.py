@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from coder_io_common.fake_server import FakeCoderServer
+from coder_integrations.fake_server import FakeCoderServer
 from coder_io_common.observer import (
     AgentObserver,
     ToolObservation,

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from coder_io_common.fake_server import FakeCoderServer
-from coder_io_common.otel import instrument as otel_instrument
+from coder_integrations.fake_server import FakeCoderServer
+from coder_integrations.otel import instrument as otel_instrument
 from coder_proto import CoderChatError, CoderNetworkError, GenerateResult, tool
 from coder_proto.fake import CallClientTool, Fail, Say, Script, Wait
 

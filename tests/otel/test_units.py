@@ -3,7 +3,7 @@ that got no response."""
 
 from __future__ import annotations
 
-from coder_io_common.otel import _failure_type, route_template
+from coder_integrations.otel import _failure_type, route_template
 
 
 def test_failure_types_of_rest_calls_without_a_response() -> None:
@@ -38,7 +38,7 @@ def test_a_client_forgets_the_agents_it_traced_for_once_they_are_gone() -> None:
     import gc
 
     import coder_io_sync
-    from coder_io_common.otel import instrument
+    from coder_integrations.otel import instrument
 
     client = coder_io_sync.CoderChatClient("http://127.0.0.1:9", "t0ken")
     with client:

@@ -1,4 +1,4 @@
-"""``AgentOptions`` (``coder_proto._options``; H.2): one frozen, validated value for an
+"""``AgentOptions`` (``coder_proto._agent.options``; H.2): one frozen, validated value for an
 agent's settings; the rule that an explicit keyword overrides it (``option_keywords``); and
 the public functions that take it, so the keyword lists cannot drift from the options."""
 
@@ -16,9 +16,9 @@ import coder_io_sync
 import coder_io_trio
 import coder_proto
 from coder_proto import AgentOptions
+from coder_proto._agent.options import OPTION_NAMES, option_keywords, resolve_options
 from coder_proto._agent.tools import Tool, tool
 from coder_proto._errors import CoderAgentError
-from coder_proto._options import OPTION_NAMES, option_keywords, resolve_options
 
 ADAPTERS = (coder_io_asyncio, coder_io_trio, coder_io_sync)
 

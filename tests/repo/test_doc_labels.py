@@ -34,6 +34,7 @@ SOURCE_DIRS = (
     "coder_io_asyncio",
     "coder_io_trio",
     "coder_io_sync",
+    "coder_integrations",
     "fuzz",
     "tests",
     "examples",
@@ -44,6 +45,7 @@ LIBRARY_DIRS = (
     "coder_io_asyncio",
     "coder_io_trio",
     "coder_io_sync",
+    "coder_integrations",
 )
 
 WIRE = "docs/protocol/wire.md"

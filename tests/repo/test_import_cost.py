@@ -21,13 +21,13 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 ON_FIRST_USE = (
     "coder_proto.fake",
     "coder_proto.transcript",
-    "coder_io_common.fake_server",
+    "coder_integrations.fake_server",
     "coder_io_common.stores.sqlite",
     "coder_io_common.stores.postgres",
-    "coder_io_common.otel",
+    "coder_integrations.otel",
     "coder_io_common.instrumentation",
-    "coder_io_common.ai_sdk",
-    "coder_io_common.pytest_plugin",
+    "coder_integrations.ai_sdk",
+    "coder_integrations.pytest_plugin",
     "coder_io_asyncio.temporal",
     "coder_io_asyncio.durable",
     "coder_io_trio.durable",
@@ -49,8 +49,9 @@ CLI_ALLOWED = {
     "coder_proto._version",
     "coder_io_common",
     "coder_io_common.stores",
-    "coder_io_common.fake_server",
-    "coder_io_common.fake_server._flags",
+    "coder_integrations",
+    "coder_integrations.fake_server",
+    "coder_integrations.fake_server._flags",
 }
 
 
@@ -129,8 +130,8 @@ def test_the_blocking_adapter_loads_its_names_on_first_use() -> None:
         ("from coder_io_sync import sweep_orphans", "coder_io_sync.durable"),
         ("from coder_proto.transcript import replay", "coder_proto.transcript._replay"),
         (
-            "from coder_io_common.fake_server import FakeCoderServer",
-            "coder_io_common.fake_server._server",
+            "from coder_integrations.fake_server import FakeCoderServer",
+            "coder_integrations.fake_server._server",
         ),
     ],
 )
@@ -147,7 +148,7 @@ def test_a_part_is_imported_when_a_name_of_it_is_used(code: str, module: str) ->
         "coder_io_sync",
         "coder_io_asyncio",
         "coder_io_common.stores",
-        "coder_io_common.fake_server",
+        "coder_integrations.fake_server",
     ],
 )
 def test_names_imported_on_first_use_are_listed_and_unknown_names_are_errors(package: str) -> None:

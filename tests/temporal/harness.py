@@ -14,7 +14,7 @@ from typing import Any
 
 import attrs
 
-from coder_io_common.fake_server import FakeCoderServer
+from coder_integrations.fake_server import FakeCoderServer
 from coder_proto.fake import Say, Script
 from tests import workers
 from tests.durable import orders, payments

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from coder_io_common.fake_server import FakeCoderServer
+from coder_integrations.fake_server import FakeCoderServer
 
 
 @pytest.fixture(scope="module")

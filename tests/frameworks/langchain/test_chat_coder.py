@@ -23,10 +23,10 @@ from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 from pydantic import BaseModel
 
+from coder_integrations.fake_server import FakeCoderServer
+from coder_integrations.pytest_plugin import FakeCoder
 from coder_io_asyncio import CoderAgentError
 from coder_io_asyncio.integrations.langchain import ChatCoder
-from coder_io_common.fake_server import FakeCoderServer
-from coder_io_common.pytest_plugin import FakeCoder
 from coder_proto.fake import CallClientTool, ReportUsage, Say, Script, Wait
 
 pytestmark = pytest.mark.anyio

@@ -12,8 +12,8 @@ import pytest
 from langchain_tests.integration_tests import ChatModelIntegrationTests
 from langchain_tests.unit_tests import ChatModelUnitTests
 
+from coder_integrations.fake_server import FakeCoderServer
 from coder_io_asyncio.integrations.langchain import ChatCoder
-from coder_io_common.fake_server import FakeCoderServer
 from coder_proto.fake import CallClientTool, Script
 
 # The suites' async tests run on asyncio, through anyio's pytest plugin.

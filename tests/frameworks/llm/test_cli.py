@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from coder_io_common.fake_server import FakeCoderServer
+from coder_integrations.fake_server import FakeCoderServer
 from coder_proto.fake import CallClientTool, Say, Script, Wait
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -14,7 +14,7 @@ from typing import Any
 import llm
 import pytest
 
-from coder_io_common.fake_server import FakeCoderServer
+from coder_integrations.fake_server import FakeCoderServer
 from coder_io_sync import CoderAgentError, CoderApiError
 from coder_io_sync.integrations.llm import CoderModel, register_models
 from coder_proto.fake import CallClientTool, ReportUsage, Say, Script, Think, Wait

@@ -27,8 +27,8 @@ from agents import (
 from openai.types.responses import ResponseOutputMessage, ResponseTextDeltaEvent
 from pydantic import BaseModel
 
+from coder_integrations.pytest_plugin import FakeCoder
 from coder_io_asyncio.integrations.openai_agents import CoderModel, CoderModelProvider
-from coder_io_common.pytest_plugin import FakeCoder
 from coder_proto import AgentOptions, CoderAgentError, CoderApiError
 from coder_proto.fake import CallClientTool, ReportUsage, Say, Think, Wait
 

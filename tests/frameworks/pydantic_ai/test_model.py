@@ -27,9 +27,9 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models import ModelRequestParameters
 
+from coder_integrations.fake_server import FakeCoderServer
 from coder_io_asyncio import CoderAgentError, CoderChatError
 from coder_io_asyncio.integrations.pydantic_ai import CoderModel
-from coder_io_common.fake_server import FakeCoderServer
 from coder_proto.fake import (
     CallClientTool,
     CallServerTool,

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from coder_proto._actions import ToolOutcome
 from coder_proto._agent.agent_core import ENV_ORGANIZATION_ID, AgentCore, GenerateResult
 from coder_proto._agent.history import HistoryJob
+from coder_proto._agent.options import OPTION_NAMES, AgentOptions
 from coder_proto._agent.prompt import (
     AssistantMessage,
     FileContent,
@@ -47,7 +48,6 @@ from coder_proto._agent.tools import Tool, ToolContext, tool
 from coder_proto._agent.turn import TurnResult
 from coder_proto._constants import MAX_ATTACHMENT_BYTES
 from coder_proto._errors import CoderAgentError
-from coder_proto._options import OPTION_NAMES, AgentOptions
 from coder_proto._outputs import ToolCall, Usage
 from coder_proto._rest.prefix import PrefixSelector
 from coder_proto._transport_events import TransportEventSink

@@ -11,8 +11,8 @@ import pytest
 
 from coder_proto import CoderApiError, CoderNetworkError
 from coder_proto._constants import ALREADY_ARCHIVED_MESSAGE
+from coder_proto._jobs.stopping import InterruptJob, WithdrawJob
 from coder_proto._rest.prefix import PrefixSelector
-from coder_proto._rest.stopping import InterruptJob, WithdrawJob
 from tests.core_driver import (
     Driver,
     Hang,
@@ -414,7 +414,7 @@ def test_interrupt_during_a_running_turn_leaves_its_stream_to_it() -> None:
 
 def test_the_raw_interrupt_call_waits_for_the_chat_to_settle() -> None:
     """D11 for ``interrupt_chat(chat_id, wait=True)``."""
-    from coder_proto._rest.stopping import ChatInterrupt
+    from coder_proto._jobs.stopping import ChatInterrupt
 
     h = Harness(
         rest={
@@ -481,7 +481,7 @@ def test_d35_an_interrupt_409_of_a_chat_that_is_not_paused_is_raised() -> None:
 
 
 def test_d35_the_raw_interrupt_of_a_paused_chat_returns_it() -> None:
-    from coder_proto._rest.stopping import ChatInterrupt
+    from coder_proto._jobs.stopping import ChatInterrupt
 
     h = Harness(
         rest={

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from coder_proto import CoderAgentError, CoderApiError, CoderProtocolError
+from coder_proto._jobs.operations import ModelConfigsJob
+from coder_proto._jobs.organization import LOOKUP_POLL, LOOKUP_WAIT, organization_from_env
 from coder_proto._rest.http import HttpResponse
-from coder_proto._rest.jobs import ModelConfigsJob
-from coder_proto._rest.organization import LOOKUP_POLL, LOOKUP_WAIT, organization_from_env
 from coder_proto._rest.prefix import PrefixSelector
 from coder_proto._rest.routes import build_get_current_user, parse_default_organization
 

@@ -15,13 +15,13 @@ from typing import Any
 import pytest
 
 from coder_proto._agent.agent_core import AgentCore
+from coder_proto._agent.options import AgentOptions
 from coder_proto._agent.prompt_plan import AttachedFile
 from coder_proto._agent.session import Session
 from coder_proto._agent.session_calls import SessionInterrupt
 from coder_proto._agent.session_state import SessionConfig
 from coder_proto._agent.workspace_files import WorkspaceWrite
 from coder_proto._errors import CoderAgentError
-from coder_proto._options import AgentOptions
 from coder_proto._rest.http import HttpRequest
 from coder_proto._rest.prefix import PrefixSelector
 from coder_proto._rest.settings import ClientSettings

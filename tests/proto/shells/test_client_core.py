@@ -30,8 +30,7 @@ from coder_proto import (
 from coder_proto._actions import ToolOutcome
 from coder_proto._agent.session import Session
 from coder_proto._agent.session_state import SessionConfig
-from coder_proto._rest.http import HttpRequest, HttpResponse
-from coder_proto._rest.jobs import (
+from coder_proto._jobs.operations import (
     ModelConfigsJob,
     PreviewJob,
     ResolveModelJob,
@@ -39,7 +38,8 @@ from coder_proto._rest.jobs import (
     interrupt_job,
     rest_job,
 )
-from coder_proto._rest.organization import UNKNOWN_ORGANIZATION
+from coder_proto._jobs.organization import UNKNOWN_ORGANIZATION
+from coder_proto._rest.http import HttpRequest, HttpResponse
 from coder_proto._rest.prefix import PrefixSelector
 from coder_proto._rest.routes import build_get_chat, parse_get_chat
 from coder_proto._rest.settings import CONNECT_TIMEOUT, ClientSettings, emits_transport_events

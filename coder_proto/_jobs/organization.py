@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from .._engine import CoreMachine, Wait
-from .prefix import PrefixSelector
-from .routes import build_get_current_user, parse_default_organization
+from .._rest.prefix import PrefixSelector
+from .._rest.routes import build_get_current_user, parse_default_organization
 
 __all__ = [
     "ENV_ORGANIZATION_ID",

@@ -36,9 +36,8 @@ from .._constants import (
 )
 from .._engine import CoreMachine, Wait
 from .._errors import CoderAgentError, CoderApiError
-from .._wire.chats import Chat
-from .prefix import PrefixSelector
-from .routes import (
+from .._rest.prefix import PrefixSelector
+from .._rest.routes import (
     ArchiveOutcome,
     build_archive_chat,
     build_delete_queued_message,
@@ -50,6 +49,7 @@ from .routes import (
     parse_get_chat,
     parse_interrupt_chat,
 )
+from .._wire.chats import Chat
 
 __all__ = [
     "ChatInterrupt",

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from coder_io_common.fake_server import FakeCoderServer
+    from coder_integrations.fake_server import FakeCoderServer
     from coder_proto.fake import FakeChat, Faults, Script, ScriptBook
 
 __all__ = ["FAST_FAKE", "FakeCoder"]
@@ -47,7 +47,7 @@ FAST_FAKE: Mapping[str, Any] = {"chunk_delay": 0.0005, "interrupt_delay": 0.05}
 
 
 def _server_class() -> type[FakeCoderServer]:
-    from coder_io_common.fake_server import FakeCoderServer
+    from coder_integrations.fake_server import FakeCoderServer
 
     return FakeCoderServer
 

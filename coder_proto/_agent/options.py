@@ -26,10 +26,10 @@ from typing import Any, Final, TypeVar, cast
 
 import attrs
 
-from ._agent.session_state import sanitize_duration
-from ._agent.tools import Tool, tools_by_name
-from ._constants import DEFAULT_MAX_STEPS, SETTLE_DEADLINE, SETTLE_RETRY_DELAY
-from ._errors import CoderAgentError
+from .._constants import DEFAULT_MAX_STEPS, SETTLE_DEADLINE, SETTLE_RETRY_DELAY
+from .._errors import CoderAgentError
+from .session_state import sanitize_duration
+from .tools import Tool, tools_by_name
 
 __all__ = ["OPTION_NAMES", "AgentOptions", "option_keywords", "resolve_options"]
 

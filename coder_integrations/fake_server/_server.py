@@ -26,7 +26,7 @@ from ._websocket import CLOSE_TIMEOUT
 
 __all__ = ["FakeCoderServer"]
 
-logger = logging.getLogger("coder_io_common.fake_server")
+logger = logging.getLogger("coder_integrations.fake_server")
 
 
 class FakeCoderServer:

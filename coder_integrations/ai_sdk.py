@@ -118,7 +118,7 @@ __all__ = [
     "usage_metadata",
 ]
 
-logger = logging.getLogger("coder_io_common.ai_sdk")
+logger = logging.getLogger("coder_integrations.ai_sdk")
 
 UI_MESSAGE_STREAM_HEADERS: Mapping[str, str] = {
     "content-type": "text/event-stream",
@@ -918,7 +918,7 @@ class ChatBridge:
 
     ``on_error(exc)`` picks the text a failed turn shows (default: a Coder API error's
     message, another library error's message, otherwise ``"An error occurred."``); failed
-    turns are logged on the ``coder_io_common.ai_sdk`` logger. ``message_metadata(request,
+    turns are logged on the ``coder_integrations.ai_sdk`` logger. ``message_metadata(request,
     session)`` adds entries to the ``finish`` chunk's metadata.
 
     One request at a time per chat (``useChat`` sends them that way): two concurrent turns on

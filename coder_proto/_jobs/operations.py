@@ -23,8 +23,7 @@ import attrs
 from .._constants import INTERRUPT_WAIT_TIMEOUT
 from .._engine import CoreMachine, Wait
 from .._errors import CoderAgentError
-from .._wire.chats import ChatModelConfig
-from .chat_extras import (
+from .._rest.chat_extras import (
     build_clear_chat,
     build_compact_chat,
     build_edit_chat_message,
@@ -43,16 +42,15 @@ from .chat_extras import (
     parse_get_chats_by_workspace,
     parse_propose_chat_title,
 )
-from .http import HttpRequest, HttpResponse
-from .model_hints import (
+from .._rest.http import HttpRequest, HttpResponse
+from .._rest.model_hints import (
     ModelConfigs,
     ModelConfigsExchange,
     is_model_config_uuid,
     resolve_model_hint,
 )
-from .organization import UNKNOWN_ORGANIZATION, default_organization
-from .prefix import PrefixSelector
-from .routes import (
+from .._rest.prefix import PrefixSelector
+from .._rest.routes import (
     build_archive_chat,
     build_create_chat,
     build_create_chat_message,
@@ -81,8 +79,7 @@ from .routes import (
     parse_submit_tool_results,
     parse_update_chat,
 )
-from .stopping import ChatInterrupt
-from .workspaces import (
+from .._rest.workspaces import (
     PortShare,
     WorkspaceInfo,
     build_get_app_host,
@@ -96,6 +93,9 @@ from .workspaces import (
     preview_url,
     select_agent,
 )
+from .._wire.chats import ChatModelConfig
+from .organization import UNKNOWN_ORGANIZATION, default_organization
+from .stopping import ChatInterrupt
 
 __all__ = [
     "ModelConfigsJob",

@@ -16,7 +16,7 @@ connected, from any thread.
 
 Example::
 
-    from coder_io_common.fake_server import FakeCoderServer
+    from coder_integrations.fake_server import FakeCoderServer
     from coder_proto.fake import CallClientTool, Say, Script
 
     with FakeCoderServer(chunk_delay=0.001) as server:
