@@ -1,6 +1,7 @@
 """A program imports what it uses when it uses it: ``coder-agent --version`` and ``--help``
 load no protocol code, and importing an adapter loads neither the fake server, the durable
-stores, transcripts nor the integrations (each checked in a fresh interpreter's
+stores, transcripts nor the integrations, and an event-loop adapter loads httpx with its
+first client rather than on import (each checked in a fresh interpreter's
 ``sys.modules``; what importing costs is measured by ``python -m tests.bench --only imports``).
 """
 
@@ -39,6 +40,10 @@ ON_FIRST_USE = (
     "sqlite3",
     "psycopg",
 )
+
+#: What an event-loop adapter loads when its first client (or agent) is made, not when it is
+#: imported: a program that imports the library and never connects does not pay for them.
+ON_FIRST_CLIENT = ("httpx", "httpcore")
 
 #: What ``--version`` and ``--help`` may load of the library: the command line itself, the
 #: package ``__init__``s it sits in (their names resolve on first use) and the version.
@@ -109,6 +114,16 @@ def test_importing_an_adapter_leaves_the_optional_parts_unloaded(adapter: str) -
     assert f"{adapter}.agent" in modules  # the agent itself is there
     loaded = {m for m in ON_FIRST_USE if any(n == m or n.startswith(m + ".") for n in modules)}
     assert loaded == set()
+
+
+@pytest.mark.parametrize("adapter", ["coder_io_asyncio", "coder_io_trio"])
+def test_an_event_loop_adapter_loads_httpx_with_its_first_client(adapter: str) -> None:
+    imported = f"from {adapter} import CoderAgent, CoderChatClient, tool"
+    assert not set(ON_FIRST_CLIENT) & _modules_after(imported)
+    made = f"{imported}\nCoderChatClient(base_url='http://127.0.0.1:9', token='t')"
+    assert set(ON_FIRST_CLIENT) <= _modules_after(made)
+    made = f"{imported}\nCoderAgent(base_url='http://127.0.0.1:9', token='t')"
+    assert set(ON_FIRST_CLIENT) <= _modules_after(made)
 
 
 def test_the_blocking_adapter_loads_its_names_on_first_use() -> None:
