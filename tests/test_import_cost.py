@@ -34,6 +34,8 @@ ON_FIRST_USE = (
     "coder_io_trio.durable",
     "coder_io_sync.durable",
     "coder_io_common._async.durable",
+    "coder_proto.durable._tools",
+    "coder_proto.durable._effects",
     "opentelemetry",
     "temporalio",
     "jsonschema",
@@ -135,6 +137,22 @@ def test_the_blocking_adapter_loads_its_names_on_first_use() -> None:
     assert loaded == set()
 
 
+@pytest.mark.parametrize("adapter", ["coder_io_asyncio", "coder_io_trio"])
+def test_an_adapter_gives_the_cores_names_as_a_star_import_of_it_would(adapter: str) -> None:
+    """The core's names are looked up on first use, all of ``coder_proto.__all__`` (the
+    embedder's too, though only ``USER_NAMES`` are in the adapter's ``__all__``), each the
+    core's own object."""
+    import importlib
+
+    import coder_proto
+
+    module = importlib.import_module(adapter)
+    assert set(coder_proto.__all__) <= set(dir(module))
+    for name in coder_proto.__all__:
+        assert getattr(module, name) is getattr(coder_proto, name), name
+    assert "coder_proto.durable._tools" in _modules_after(f"from {adapter} import crash_safe")
+
+
 @pytest.mark.parametrize(
     ("code", "module"),
     [
@@ -161,6 +179,7 @@ def test_a_part_is_imported_when_a_name_of_it_is_used(code: str, module: str) ->
         "coder_proto.transcript",
         "coder_io_sync",
         "coder_io_asyncio",
+        "coder_io_trio",
         "coder_io_common.stores",
         "coder_io_common.fake_server",
     ],
