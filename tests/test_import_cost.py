@@ -45,7 +45,11 @@ ON_FIRST_USE = (
 
 #: What an event-loop adapter loads when its first client (or agent) is made, not when it is
 #: imported: a program that imports the library and never connects does not pay for them.
-ON_FIRST_CLIENT = ("httpx", "httpcore")
+ON_FIRST_CLIENT = ("httpx", "httpcore", "h11")
+
+#: What the core loads when it makes its first WebSocket connection (a turn's stream, the
+#: watch), not when it is imported.
+ON_FIRST_STREAM = ("wsproto",)
 
 #: What ``--version`` and ``--help`` may load of the library: the command line itself, the
 #: package ``__init__``s it sits in (their names resolve on first use) and the version.
@@ -126,6 +130,17 @@ def test_an_event_loop_adapter_loads_httpx_with_its_first_client(adapter: str) -
     assert set(ON_FIRST_CLIENT) <= _modules_after(made)
     made = f"{imported}\nCoderAgent(base_url='http://127.0.0.1:9', token='t')"
     assert set(ON_FIRST_CLIENT) <= _modules_after(made)
+
+
+@pytest.mark.parametrize("adapter", ["coder_io_asyncio", "coder_io_trio"])
+def test_an_adapter_loads_wsproto_with_its_first_websocket(adapter: str) -> None:
+    made = f"from {adapter} import CoderAgent\nCoderAgent(base_url='http://127.0.0.1:9', token='t')"
+    assert not set(ON_FIRST_STREAM) & _modules_after(made)
+    dialed = (
+        "from coder_proto._stream.websocket import WebSocketClient\n"
+        "WebSocketClient('ws://127.0.0.1:9/api/experimental/chats/watch', token='t')"
+    )
+    assert set(ON_FIRST_STREAM) <= _modules_after(dialed)
 
 
 def test_the_blocking_adapter_loads_its_names_on_first_use() -> None:
