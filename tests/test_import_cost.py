@@ -120,6 +120,7 @@ def test_importing_an_adapter_leaves_the_optional_parts_unloaded(adapter: str) -
     assert f"{adapter}.agent" in modules  # the agent itself is there
     loaded = {m for m in ON_FIRST_USE if any(n == m or n.startswith(m + ".") for n in modules)}
     assert loaded == set()
+    assert "pickle" not in modules  # imported by an error being pickled
 
 
 @pytest.mark.parametrize("adapter", ["coder_io_asyncio", "coder_io_trio"])
