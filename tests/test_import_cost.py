@@ -1,7 +1,7 @@
 """A program imports what it uses when it uses it: ``coder-agent --version`` and ``--help``
 load no protocol code, and importing an adapter loads neither the fake server, the durable
-stores, transcripts nor the integrations, and an event-loop adapter loads httpx with its
-first client rather than on import (each checked in a fresh interpreter's
+stores, transcripts nor the integrations, and an adapter loads httpx with its first
+client rather than on import (each checked in a fresh interpreter's
 ``sys.modules``; what importing costs is measured by ``python -m tests.bench --only imports``).
 """
 
@@ -43,8 +43,8 @@ ON_FIRST_USE = (
     "psycopg",
 )
 
-#: What an event-loop adapter loads when its first client (or agent) is made, not when it is
-#: imported: a program that imports the library and never connects does not pay for them.
+#: What an adapter loads when its first client (or agent) is made, not when it is imported: a
+#: program that imports the library and never connects does not pay for them.
 ON_FIRST_CLIENT = ("httpx", "httpcore", "h11")
 
 #: What the core loads when it makes its first WebSocket connection (a turn's stream, the
@@ -123,8 +123,8 @@ def test_importing_an_adapter_leaves_the_optional_parts_unloaded(adapter: str) -
     assert "pickle" not in modules  # imported by an error being pickled
 
 
-@pytest.mark.parametrize("adapter", ["coder_io_asyncio", "coder_io_trio"])
-def test_an_event_loop_adapter_loads_httpx_with_its_first_client(adapter: str) -> None:
+@pytest.mark.parametrize("adapter", ["coder_io_asyncio", "coder_io_trio", "coder_io_sync"])
+def test_an_adapter_loads_httpx_with_its_first_client(adapter: str) -> None:
     imported = f"from {adapter} import CoderAgent, CoderChatClient, tool"
     assert not set(ON_FIRST_CLIENT) & _modules_after(imported)
     made = f"{imported}\nCoderChatClient(base_url='http://127.0.0.1:9', token='t')"
@@ -133,7 +133,7 @@ def test_an_event_loop_adapter_loads_httpx_with_its_first_client(adapter: str) -
     assert set(ON_FIRST_CLIENT) <= _modules_after(made)
 
 
-@pytest.mark.parametrize("adapter", ["coder_io_asyncio", "coder_io_trio"])
+@pytest.mark.parametrize("adapter", ["coder_io_asyncio", "coder_io_trio", "coder_io_sync"])
 def test_an_adapter_loads_wsproto_with_its_first_websocket(adapter: str) -> None:
     made = f"from {adapter} import CoderAgent\nCoderAgent(base_url='http://127.0.0.1:9', token='t')"
     assert not set(ON_FIRST_STREAM) & _modules_after(made)
