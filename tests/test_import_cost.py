@@ -36,6 +36,7 @@ ON_FIRST_USE = (
     "coder_io_common._async.durable",
     "coder_proto.durable._tools",
     "coder_proto.durable._effects",
+    "coder_proto._agent.history",
     "opentelemetry",
     "temporalio",
     "jsonschema",
@@ -177,6 +178,7 @@ def test_an_adapter_gives_the_cores_names_as_a_star_import_of_it_would(adapter: 
         ("from coder_io_trio import instrument", "coder_io_common.instrumentation"),
         ("from coder_io_sync import sweep_orphans", "coder_io_sync.durable"),
         ("from coder_proto.transcript import replay", "coder_proto.transcript._replay"),
+        ("from coder_io_asyncio import UIMessage", "coder_proto._agent.history"),
         (
             "from coder_io_common.fake_server import FakeCoderServer",
             "coder_io_common.fake_server._server",
