@@ -109,6 +109,8 @@ from coder_proto._rest.settings import CONNECT_TIMEOUT, HTTP_TIMEOUT, MAX_RESPON
 from coder_proto._stream.websocket import MAX_UNSENT
 from coder_proto._transport_events import TransportEventSink
 
+from ._call_deadline import CALL_DEADLINE
+
 if TYPE_CHECKING:
     import httpx
 
@@ -381,28 +383,6 @@ class _Socket:
 
 
 # -- total deadlines for REST calls (D29) ---------------------------------------------------------
-
-
-class _CallDeadline(threading.local):
-    """The deadline of the REST call the current thread performs (``None``: none)."""
-
-    at: float | None = None
-
-
-_CALL_DEADLINE = _CallDeadline()
-
-
-def _left(timeout: float | None, error: type[Exception]) -> float | None:
-    """``timeout`` cut to what is left of the current call's deadline; ``error`` when none
-    is left. Every read and write of a REST call goes through here, so a server that trickles
-    bytes, floods ``100 Continue`` or never ends a body cannot extend the call (D29)."""
-    at = _CALL_DEADLINE.at
-    if at is None:
-        return timeout
-    left = at - _now()
-    if left <= 0:
-        raise error("the request did not finish within its deadline")
-    return left if timeout is None else min(timeout, left)
 
 
 class _TooLarge(Exception):
@@ -1002,7 +982,7 @@ class Driver:
         most = self.max_response_bytes
         try:
             with self._unlocked():
-                _CALL_DEADLINE.at = limit
+                CALL_DEADLINE.at = limit
                 try:
                     response = client.send(outgoing, stream=True)
                     try:
@@ -1013,7 +993,7 @@ class Driver:
                         # A body left unread (too large, too slow) closes the connection.
                         response.close()
                 finally:
-                    _CALL_DEADLINE.at = None
+                    CALL_DEADLINE.at = None
         except _TooLarge:
             error = CoderProtocolError(
                 f"the response to {call.method} {call.request.path} is larger than "

@@ -11,7 +11,7 @@ from typing import Any
 import httpcore
 import httpx
 
-from ._driver import _left
+from ._call_deadline import left
 
 __all__ = ["bounded_transport"]
 
@@ -23,10 +23,10 @@ class _BoundedStream(httpcore.NetworkStream):
         self._inner = inner
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return self._inner.read(max_bytes, _left(timeout, httpcore.ReadTimeout))
+        return self._inner.read(max_bytes, left(timeout, httpcore.ReadTimeout))
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        self._inner.write(buffer, _left(timeout, httpcore.WriteTimeout))
+        self._inner.write(buffer, left(timeout, httpcore.WriteTimeout))
 
     def close(self) -> None:
         self._inner.close()
@@ -38,7 +38,7 @@ class _BoundedStream(httpcore.NetworkStream):
         timeout: float | None = None,
     ) -> httpcore.NetworkStream:
         inner = self._inner.start_tls(
-            ssl_context, server_hostname, _left(timeout, httpcore.ConnectTimeout)
+            ssl_context, server_hostname, left(timeout, httpcore.ConnectTimeout)
         )
         return _BoundedStream(inner)
 
@@ -61,7 +61,7 @@ class _BoundedBackend(httpcore.NetworkBackend):
         socket_options: Iterable[Any] | None = None,
     ) -> httpcore.NetworkStream:
         stream = self._inner.connect_tcp(
-            host, port, _left(timeout, httpcore.ConnectTimeout), local_address, socket_options
+            host, port, left(timeout, httpcore.ConnectTimeout), local_address, socket_options
         )
         return _BoundedStream(stream)
 
@@ -72,7 +72,7 @@ class _BoundedBackend(httpcore.NetworkBackend):
         socket_options: Iterable[Any] | None = None,
     ) -> httpcore.NetworkStream:  # pragma: no cover - the client never dials a unix socket
         stream = self._inner.connect_unix_socket(
-            path, _left(timeout, httpcore.ConnectTimeout), socket_options
+            path, left(timeout, httpcore.ConnectTimeout), socket_options
         )
         return _BoundedStream(stream)
 
