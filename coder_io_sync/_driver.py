@@ -79,9 +79,6 @@ import types
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeAlias, TypeVar
 
-import httpcore
-import httpx
-
 from coder_io_common.tls import VerifyTypes, ssl_context
 from coder_io_common.wallclock import created_at, event_sink
 from coder_proto import CoderAgentError, CoderProtocolError, ToolCall
@@ -112,7 +109,11 @@ from coder_proto._rest.settings import CONNECT_TIMEOUT, HTTP_TIMEOUT, MAX_RESPON
 from coder_proto._stream.websocket import MAX_UNSENT
 from coder_proto._transport_events import TransportEventSink
 
+from ._call_deadline import CALL_DEADLINE
+
 if TYPE_CHECKING:
+    import httpx
+
     from coder_proto.transcript._recorder import Recorder
 
 __all__ = [
@@ -384,108 +385,13 @@ class _Socket:
 # -- total deadlines for REST calls (D29) ---------------------------------------------------------
 
 
-class _CallDeadline(threading.local):
-    """The deadline of the REST call the current thread performs (``None``: none)."""
-
-    at: float | None = None
-
-
-_CALL_DEADLINE = _CallDeadline()
-
-
-def _left(timeout: float | None, error: type[Exception]) -> float | None:
-    """``timeout`` cut to what is left of the current call's deadline; ``error`` when none
-    is left. Every read and write of a REST call goes through here, so a server that trickles
-    bytes, floods ``100 Continue`` or never ends a body cannot extend the call (D29)."""
-    at = _CALL_DEADLINE.at
-    if at is None:
-        return timeout
-    left = at - _now()
-    if left <= 0:
-        raise error("the request did not finish within its deadline")
-    return left if timeout is None else min(timeout, left)
-
-
-class _BoundedStream(httpcore.NetworkStream):
-    """A network stream whose every operation ends by the current call's deadline."""
-
-    def __init__(self, inner: httpcore.NetworkStream) -> None:
-        self._inner = inner
-
-    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return self._inner.read(max_bytes, _left(timeout, httpcore.ReadTimeout))
-
-    def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        self._inner.write(buffer, _left(timeout, httpcore.WriteTimeout))
-
-    def close(self) -> None:
-        self._inner.close()
-
-    def start_tls(
-        self,
-        ssl_context: ssl.SSLContext,
-        server_hostname: str | None = None,
-        timeout: float | None = None,
-    ) -> httpcore.NetworkStream:
-        inner = self._inner.start_tls(
-            ssl_context, server_hostname, _left(timeout, httpcore.ConnectTimeout)
-        )
-        return _BoundedStream(inner)
-
-    def get_extra_info(self, info: str) -> Any:
-        return self._inner.get_extra_info(info)
-
-
-class _BoundedBackend(httpcore.NetworkBackend):
-    """httpcore's network backend, with every stream bounded by the call's deadline."""
-
-    def __init__(self, inner: httpcore.NetworkBackend) -> None:
-        self._inner = inner
-
-    def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.NetworkStream:
-        stream = self._inner.connect_tcp(
-            host, port, _left(timeout, httpcore.ConnectTimeout), local_address, socket_options
-        )
-        return _BoundedStream(stream)
-
-    def connect_unix_socket(
-        self,
-        path: str,
-        timeout: float | None = None,
-        socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.NetworkStream:  # pragma: no cover - the client never dials a unix socket
-        stream = self._inner.connect_unix_socket(
-            path, _left(timeout, httpcore.ConnectTimeout), socket_options
-        )
-        return _BoundedStream(stream)
-
-    def sleep(self, seconds: float) -> None:  # pragma: no cover - only retries sleep
-        self._inner.sleep(seconds)
-
-
-def _bounded_transport(context: ssl.SSLContext) -> httpx.HTTPTransport:
-    """The transport of a client created here: httpx's own, its connections bounded by the
-    call's deadline. (httpx takes no network backend, so the pool's is wrapped in place.)"""
-    transport = httpx.HTTPTransport(verify=context)
-    pool = getattr(transport, "_pool", None)
-    backend = getattr(pool, "_network_backend", None)
-    if isinstance(backend, httpcore.NetworkBackend):
-        pool._network_backend = _BoundedBackend(backend)  # type: ignore[union-attr]
-    return transport
-
-
 class _TooLarge(Exception):
     """A response body past ``max_response_bytes``."""
 
 
 def _bounded(timeout: httpx.Timeout, seconds: float) -> httpx.Timeout:
+    import httpx
+
     def bound(value: float | None) -> float:
         return seconds if value is None else min(value, seconds)
 
@@ -615,6 +521,10 @@ class Driver:
         sink: TransportEventSink | None = None,
         recorder: Recorder | None = None,
     ) -> None:
+        # Imported here, by the first driver, rather than with the adapter: a program that
+        # imports the library pays for httpx when it makes a client.
+        import httpx
+
         if http_client is not None and not isinstance(http_client, httpx.Client):
             raise CoderAgentError(
                 "http_client must be an httpx.Client on the blocking adapter "
@@ -637,10 +547,12 @@ class Driver:
         #: D30: the largest response body read; a larger one fails the call.
         self.max_response_bytes: int = MAX_RESPONSE_BYTES
         if http_client is None:
+            from ._transport import bounded_transport
+
             http_client = httpx.Client(
                 timeout=httpx.Timeout(None, connect=CONNECT_TIMEOUT),
                 verify=self._ssl,
-                transport=_bounded_transport(self._ssl),
+                transport=bounded_transport(self._ssl),
             )
             # Wire 1.1: the reference sends no Accept header.
             http_client.headers.pop("Accept", None)
@@ -1070,7 +982,7 @@ class Driver:
         most = self.max_response_bytes
         try:
             with self._unlocked():
-                _CALL_DEADLINE.at = limit
+                CALL_DEADLINE.at = limit
                 try:
                     response = client.send(outgoing, stream=True)
                     try:
@@ -1081,7 +993,7 @@ class Driver:
                         # A body left unread (too large, too slow) closes the connection.
                         response.close()
                 finally:
-                    _CALL_DEADLINE.at = None
+                    CALL_DEADLINE.at = None
         except _TooLarge:
             error = CoderProtocolError(
                 f"the response to {call.method} {call.request.path} is larger than "
@@ -1091,6 +1003,8 @@ class Driver:
             self._absorb()
             return
         except Exception as exc:
+            import httpx
+
             now = _now()
             if limit is not None and now >= limit and isinstance(exc, httpx.TimeoutException):
                 if deadline is not None and now >= deadline.at:
@@ -1134,6 +1048,8 @@ class Driver:
                 raise _TooLarge
             chunks.append(chunk)
             if limit is not None and _now() >= limit:
+                import httpx
+
                 raise httpx.ReadTimeout("the response body did not end within its deadline")
         return b"".join(chunks)
 

@@ -26,9 +26,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from types import TracebackType
-from typing import Any, ClassVar, Concatenate, ParamSpec, TypeVar
-
-import httpx
+from typing import TYPE_CHECKING, Any, ClassVar, Concatenate, ParamSpec, TypeVar
 
 from coder_io_common.closing import Closing
 from coder_io_common.files import read_path
@@ -55,6 +53,9 @@ from coder_proto._shells.client_calls import Call
 from ._driver import Deadline, Driver, Run, sigint_deferred
 from .client import CoderChatClient, _read_upload, operation
 
+if TYPE_CHECKING:
+    import httpx  # noqa: F401 (named by the base class)
+
 __all__ = ["AgentStream", "CoderAgent"]
 
 logger = logging.getLogger("coder_io_sync")
@@ -67,7 +68,7 @@ def _op(spec: Callable[Concatenate[AgentCalls, P], Call[T]]) -> Callable[Concate
     return operation(spec, owner="CoderAgent")
 
 
-class CoderAgent(AgentShell[CoderChatClient, httpx.Client], Closing):
+class CoderAgent(AgentShell[CoderChatClient, "httpx.Client"], Closing):
     """A Coder Agents chat session, blocking (docs/architecture.md "Public API").
 
     One agent is one server chat, created by the first turn and reused by the next ones

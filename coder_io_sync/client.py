@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from typing import Any, ClassVar, Concatenate, ParamSpec, TypeVar
-
-import httpx
+from typing import TYPE_CHECKING, Any, ClassVar, Concatenate, ParamSpec, TypeVar
 
 from coder_io_common.closing import Closing
 from coder_io_common.files import read_upload_path
@@ -32,6 +30,9 @@ from coder_proto._transport_events import TransportEventSink
 
 from ._driver import Driver, sigint_deferred, transport_sink
 from .watch import ChatWatch
+
+if TYPE_CHECKING:
+    import httpx  # noqa: F401 (named by the base class)
 
 __all__ = ["CoderChatClient", "watch_chats"]
 
@@ -57,7 +58,7 @@ def _op(spec: Callable[Concatenate[ChatCalls, P], Call[T]]) -> Callable[Concaten
     return operation(spec, owner="CoderChatClient")
 
 
-class CoderChatClient(ClientShell[httpx.Client], Closing):
+class CoderChatClient(ClientShell["httpx.Client"], Closing):
     """The raw Coder chat API, blocking.
 
     ``base_url`` and ``token`` default to ``CODER_URL`` / ``CODER_SESSION_TOKEN`` (explicit

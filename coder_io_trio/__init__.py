@@ -10,9 +10,8 @@ on trio: run it inside ``trio.run``. Cancellation is trio's (``move_on_after``,
 from typing import TYPE_CHECKING
 
 from coder_io_common.stores import STORE_NAMES
-from coder_proto import *  # noqa: F403
 from coder_proto._lazy import lazy_exports
-from coder_proto._runtime_names import RUNTIME_NAMES, USER_NAMES
+from coder_proto._runtime_names import EMBEDDER_NAMES, RUNTIME_NAMES, USER_NAMES
 
 from .agent import AgentStream as AgentStream
 from .agent import CoderAgent as CoderAgent
@@ -23,6 +22,7 @@ from .watch import ChatWatch as ChatWatch
 if TYPE_CHECKING:
     from coder_io_common.instrumentation import instrument as instrument
     from coder_io_common.stores import SQLiteStore as SQLiteStore
+    from coder_proto import *  # noqa: F403
 
     from .durable import archive_workflow as archive_workflow
     from .durable import bind_tools as bind_tools
@@ -31,12 +31,15 @@ if TYPE_CHECKING:
 
 __all__ = [*USER_NAMES, *RUNTIME_NAMES, *STORE_NAMES]
 
-# Durable workflows, the stores and instrumentation are imported on first use.
+# The core's names (all of ``coder_proto.__all__``, as a star import of it would give),
+# durable workflows, the stores and instrumentation are imported on first use.
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
+        "coder_proto": (*USER_NAMES, *EMBEDDER_NAMES),
         "coder_io_common.instrumentation": ("instrument",),
         "coder_io_common.stores": ("SQLiteStore",),
         ".durable": ("archive_workflow", "bind_tools", "run_turn", "sweep_orphans"),
     },
 )
+del EMBEDDER_NAMES

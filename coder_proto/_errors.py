@@ -10,7 +10,6 @@ else.
 
 from __future__ import annotations
 
-import pickle
 from http import HTTPStatus
 from typing import Any
 
@@ -52,6 +51,7 @@ def _clip_validations(items: tuple[Any, ...] | None) -> tuple[Any, ...] | None:
             break
         kept.append(item)
     return tuple(kept)
+
 
 #: Statuses the README advises retrying (D21): request timeout, too early, rate limited.
 _RETRYABLE_4XX = frozenset({408, 425, 429})
@@ -96,6 +96,8 @@ class CoderAgentError(Exception):
         state = dict(self.__dict__)
         cause = self.__cause__
         if cause is not None:
+            import pickle  # only an error being pickled (or copied) needs it
+
             try:
                 pickle.dumps(cause)
             except Exception:

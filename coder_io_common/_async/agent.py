@@ -24,9 +24,7 @@ import math
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from types import TracebackType
-from typing import Any, ClassVar, Concatenate, ParamSpec, TypeVar
-
-import httpx
+from typing import TYPE_CHECKING, Any, ClassVar, Concatenate, ParamSpec, TypeVar
 
 from coder_io_common.closing import AsyncClosing
 from coder_io_common.files import read_path
@@ -49,6 +47,9 @@ from .client import CoderChatClient, operation, read_upload
 from .driver import Driver, Run
 from .runtime import AsyncRuntime
 
+if TYPE_CHECKING:
+    import httpx  # noqa: F401 (named by the base class)
+
 __all__ = ["AgentStream", "CoderAgent", "invoke_all"]
 
 P = ParamSpec("P")
@@ -70,7 +71,7 @@ def _op(
     return operation(spec, owner="CoderAgent")
 
 
-class CoderAgent(AgentShell[CoderChatClient, httpx.AsyncClient], AsyncClosing):
+class CoderAgent(AgentShell[CoderChatClient, "httpx.AsyncClient"], AsyncClosing):
     """A Coder Agents chat session on an event loop (docs/architecture.md "Public API").
 
     One agent is one server chat, created by the first turn and reused by the next ones

@@ -14,9 +14,7 @@ from __future__ import annotations
 import inspect
 import time
 from collections.abc import Callable, Coroutine
-from typing import Any, ClassVar, Concatenate, ParamSpec, TypeVar
-
-import httpx
+from typing import TYPE_CHECKING, Any, ClassVar, Concatenate, ParamSpec, TypeVar
 
 from coder_io_common.closing import AsyncClosing
 from coder_io_common.files import read_upload_path
@@ -30,6 +28,9 @@ from coder_proto._transport_events import TransportEventSink
 from .driver import Driver, transport_sink
 from .runtime import AsyncRuntime
 from .watch import ChatWatch
+
+if TYPE_CHECKING:
+    import httpx  # noqa: F401 (named by the base class)
 
 __all__ = ["CoderChatClient", "operation", "read_upload"]
 
@@ -57,7 +58,8 @@ def _op(
     return operation(spec, owner="CoderChatClient")
 
 
-class CoderChatClient(ClientShell[httpx.AsyncClient], AsyncClosing):
+# httpx is imported by the driver, when a client is made: importing the adapter does not load it.
+class CoderChatClient(ClientShell["httpx.AsyncClient"], AsyncClosing):
     """The raw Coder chat API on an event loop.
 
     ``base_url`` and ``token`` default to ``CODER_URL`` / ``CODER_SESSION_TOKEN`` (explicit

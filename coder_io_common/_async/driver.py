@@ -71,8 +71,6 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeAlias, TypeVar
 
-import httpx
-
 from coder_io_common.tls import VerifyTypes, ssl_context
 from coder_io_common.wallclock import created_at, event_sink
 from coder_proto._actions import Action, ToolOutcome
@@ -105,6 +103,8 @@ from coder_proto._transport_events import TransportEventSink
 from .runtime import CLOSE_GRACE, AsyncRuntime, Event, Task
 
 if TYPE_CHECKING:
+    import httpx
+
     from coder_proto.transcript._recorder import Recorder
 
 __all__ = ["HTTP_CONCURRENCY", "Driver", "Run", "Runnable", "ToolRunner", "transport_sink"]
@@ -267,6 +267,10 @@ class Driver:
         sink: TransportEventSink | None = None,
         recorder: Recorder | None = None,
     ) -> None:
+        # Imported here, by the first driver, rather than with the adapter: a program that
+        # imports the library pays for httpx when it makes a client.
+        import httpx
+
         if http_client is not None and not isinstance(http_client, httpx.AsyncClient):
             raise CoderAgentError(
                 f"http_client must be an httpx.AsyncClient on the {self.runtime.name} adapter "
@@ -509,6 +513,8 @@ class Driver:
     # -- REST --------------------------------------------------------------------------------
 
     def _new_client(self) -> httpx.AsyncClient:
+        import httpx
+
         client = httpx.AsyncClient(
             timeout=httpx.Timeout(None, connect=CONNECT_TIMEOUT),
             verify=self._ssl,
@@ -572,6 +578,8 @@ class Driver:
             except Exception as exc:
                 failure = exc
         if cut.expired:
+            import httpx
+
             failure = httpx.ReadTimeout(
                 f"the request did not finish within its deadline of {bound:g} s (http_timeout)"
             )

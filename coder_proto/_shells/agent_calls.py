@@ -7,8 +7,9 @@ queue's ``queued_messages``, ``edit_queued_message`` and ``promote_queued_messag
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .._agent.agent_core import AgentCore
-from .._agent.history import FileUrlResolver, HistoryJob, UIMessage, to_ui_messages
 from .._agent.prompt_plan import AttachedFile, prepare_attachment
 from .._agent.session_calls import InterruptResult
 from .._rest.chat_extras import ChatDiff, ChatPrompt, EditedMessage
@@ -16,6 +17,9 @@ from .._rest.routes import ChatCost
 from .._wire.chats import Chat, ChatModelConfig
 from .._wire.messages import ChatQueuedMessage
 from .client_calls import Call, ChatCalls
+
+if TYPE_CHECKING:
+    from .._agent.history import FileUrlResolver, UIMessage
 
 __all__ = ["AgentCalls"]
 
@@ -169,6 +173,9 @@ class AgentCalls:
 
     def history(self, *, file_url: FileUrlResolver | None = None) -> Call[list[UIMessage]]:
         """The chat's whole history as UI messages (state machines I), oldest first."""
+        # The history machine and the UI messages are imported by the first history asked for.
+        from .._agent.history import HistoryJob, to_ui_messages
+
         core = self._core
         chat_id = core.require_chat()
         selector = core.session.selector

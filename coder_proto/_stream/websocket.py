@@ -26,30 +26,33 @@ What it guarantees:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from http import HTTPStatus
-from typing import Final, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Final, Protocol, TypeAlias
 from urllib.parse import SplitResult, urlsplit
 
 import attrs
-import h11
-from wsproto import ConnectionType, WSConnection
-from wsproto.connection import Connection, ConnectionState
-from wsproto.events import (
-    AcceptConnection,
-    CloseConnection,
-    Ping,
-    RejectConnection,
-    RejectData,
-    Request,
-    TextMessage,
-)
-from wsproto.utilities import LocalProtocolError, RemoteProtocolError
 
 from .._constants import DEFAULT_MAX_MESSAGE_SIZE, SESSION_TOKEN_HEADER
 from .._errors import CoderAgentError
 from .._redact import Redactor
 from .._rest.http import build_path
+
+if TYPE_CHECKING:
+    import h11
+    from wsproto import ConnectionType, WSConnection
+    from wsproto.connection import Connection, ConnectionState
+    from wsproto.events import (
+        AcceptConnection,
+        CloseConnection,
+        Ping,
+        RejectConnection,
+        RejectData,
+        Request,
+        TextMessage,
+    )
+    from wsproto.utilities import LocalProtocolError, RemoteProtocolError
 
 __all__ = [
     "CLOSE_MESSAGE_TOO_BIG",
@@ -176,6 +179,29 @@ class WsObserver(Protocol):
 # -- the connection ----------------------------------------------------------------------------
 
 
+@functools.cache
+def _import_wsproto() -> None:
+    """Bind the wsproto and h11 names this module uses, once, when the first
+    ``WebSocketClient`` is made: a program that never opens a stream does not load them (and
+    the methods find them as plain module globals, as fast as a top-level import would)."""
+    global h11, ConnectionType, WSConnection, Connection, ConnectionState
+    global AcceptConnection, CloseConnection, Ping, RejectConnection, RejectData
+    global Request, TextMessage, LocalProtocolError, RemoteProtocolError
+    import h11
+    from wsproto import ConnectionType, WSConnection
+    from wsproto.connection import Connection, ConnectionState
+    from wsproto.events import (
+        AcceptConnection,
+        CloseConnection,
+        Ping,
+        RejectConnection,
+        RejectData,
+        Request,
+        TextMessage,
+    )
+    from wsproto.utilities import LocalProtocolError, RemoteProtocolError
+
+
 def _split(url: str) -> SplitResult:
     # The URL is never echoed in these messages: it could carry credentials.
     try:
@@ -248,6 +274,7 @@ class WebSocketClient:
         headers: Sequence[tuple[str, str]] = (),
         max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
     ) -> None:
+        _import_wsproto()
         parts = _split(url)
         hostname = parts.hostname or ""
         scheme = parts.scheme

@@ -3,10 +3,17 @@ library loads anyway), in fresh processes.
 
 * ``imports.asyncio``: ``import coder_io_asyncio``: the core and the asyncio agent, client and
   watch; durable workflows, stores, transcripts, the fake server and the integrations are
-  imported on first use. Target: at or under 1.5x.
+  imported on first use, httpx with the first client or agent made and wsproto with the first
+  WebSocket. Target: at or under 1.5x.
+* ``imports.trio``: ``import coder_io_trio``, the same on trio. Target: at or under 1.5x.
+* ``imports.sync``: ``from coder_io_sync import CoderAgent, CoderChatClient``: the blocking
+  adapter's package imports nothing by itself (it holds the command line too), so the line
+  takes its agent and client. Target: at or under 1.5x.
 * ``imports.asyncio_dependencies``: what the asyncio adapter's dependencies take alone
-  (httpx, wsproto, asyncio, attrs): the part of ``imports.asyncio`` that is not the library's
-  own code. Reported, no target.
+  (asyncio, attrs, msgspec): the part of ``imports.asyncio`` that is not the library's own
+  code. Reported, no target.
+* ``imports.asyncio_connected``: ``import coder_io_asyncio, httpx, wsproto``: what a program
+  has loaded once its first client is made and its first stream opened. Reported, no target.
 * ``imports.cli_version`` / ``imports.cli_help``: ``coder-agent --version`` and ``--help``
   (the console script's entry point, ``coder_io_sync.cli:main``), which import no protocol
   code. Target: at or under 1.0x.
@@ -39,7 +46,10 @@ FLOOR = "import httpx"
 #: name, code run by ``python -c``, target (x the floor; ``None``: reported only).
 LINES: tuple[tuple[str, str, float | None], ...] = (
     ("imports.asyncio", "import coder_io_asyncio", 1.5),
-    ("imports.asyncio_dependencies", "import httpx, wsproto, asyncio, attrs", None),
+    ("imports.trio", "import coder_io_trio", 1.5),
+    ("imports.sync", "from coder_io_sync import CoderAgent, CoderChatClient", 1.5),
+    ("imports.asyncio_dependencies", "import asyncio, attrs, msgspec", None),
+    ("imports.asyncio_connected", "import coder_io_asyncio, httpx, wsproto", None),
     (
         "imports.cli_version",
         "import sys; sys.argv = ['coder-agent', '--version']; "

@@ -1,6 +1,7 @@
 """A program imports what it uses when it uses it: ``coder-agent --version`` and ``--help``
 load no protocol code, and importing an adapter loads neither the fake server, the durable
-stores, transcripts nor the integrations (each checked in a fresh interpreter's
+stores, transcripts nor the integrations, and an adapter loads httpx with its first
+client rather than on import (each checked in a fresh interpreter's
 ``sys.modules``; what importing costs is measured by ``python -m tests.bench --only imports``).
 """
 
@@ -33,12 +34,23 @@ ON_FIRST_USE = (
     "coder_io_trio.durable",
     "coder_io_sync.durable",
     "coder_io_common._async.durable",
+    "coder_proto.durable._tools",
+    "coder_proto.durable._effects",
+    "coder_proto._agent.history",
     "opentelemetry",
     "temporalio",
     "jsonschema",
     "sqlite3",
     "psycopg",
 )
+
+#: What an adapter loads when its first client (or agent) is made, not when it is imported: a
+#: program that imports the library and never connects does not pay for them.
+ON_FIRST_CLIENT = ("httpx", "httpcore", "h11")
+
+#: What the core loads when it makes its first WebSocket connection (a turn's stream, the
+#: watch), not when it is imported.
+ON_FIRST_STREAM = ("wsproto",)
 
 #: What ``--version`` and ``--help`` may load of the library: the command line itself, the
 #: package ``__init__``s it sits in (their names resolve on first use) and the version.
@@ -110,6 +122,28 @@ def test_importing_an_adapter_leaves_the_optional_parts_unloaded(adapter: str) -
     assert f"{adapter}.agent" in modules  # the agent itself is there
     loaded = {m for m in ON_FIRST_USE if any(n == m or n.startswith(m + ".") for n in modules)}
     assert loaded == set()
+    assert "pickle" not in modules  # imported by an error being pickled
+
+
+@pytest.mark.parametrize("adapter", ["coder_io_asyncio", "coder_io_trio", "coder_io_sync"])
+def test_an_adapter_loads_httpx_with_its_first_client(adapter: str) -> None:
+    imported = f"from {adapter} import CoderAgent, CoderChatClient, tool"
+    assert not set(ON_FIRST_CLIENT) & _modules_after(imported)
+    made = f"{imported}\nCoderChatClient(base_url='http://127.0.0.1:9', token='t')"
+    assert set(ON_FIRST_CLIENT) <= _modules_after(made)
+    made = f"{imported}\nCoderAgent(base_url='http://127.0.0.1:9', token='t')"
+    assert set(ON_FIRST_CLIENT) <= _modules_after(made)
+
+
+@pytest.mark.parametrize("adapter", ["coder_io_asyncio", "coder_io_trio", "coder_io_sync"])
+def test_an_adapter_loads_wsproto_with_its_first_websocket(adapter: str) -> None:
+    made = f"from {adapter} import CoderAgent\nCoderAgent(base_url='http://127.0.0.1:9', token='t')"
+    assert not set(ON_FIRST_STREAM) & _modules_after(made)
+    dialed = (
+        "from coder_proto._stream.websocket import WebSocketClient\n"
+        "WebSocketClient('ws://127.0.0.1:9/api/experimental/chats/watch', token='t')"
+    )
+    assert set(ON_FIRST_STREAM) <= _modules_after(dialed)
 
 
 def test_the_blocking_adapter_loads_its_names_on_first_use() -> None:
@@ -121,6 +155,22 @@ def test_the_blocking_adapter_loads_its_names_on_first_use() -> None:
     assert loaded == set()
 
 
+@pytest.mark.parametrize("adapter", ["coder_io_asyncio", "coder_io_trio"])
+def test_an_adapter_gives_the_cores_names_as_a_star_import_of_it_would(adapter: str) -> None:
+    """The core's names are looked up on first use, all of ``coder_proto.__all__`` (the
+    embedder's too, though only ``USER_NAMES`` are in the adapter's ``__all__``), each the
+    core's own object."""
+    import importlib
+
+    import coder_proto
+
+    module = importlib.import_module(adapter)
+    assert set(coder_proto.__all__) <= set(dir(module))
+    for name in coder_proto.__all__:
+        assert getattr(module, name) is getattr(coder_proto, name), name
+    assert "coder_proto.durable._tools" in _modules_after(f"from {adapter} import crash_safe")
+
+
 @pytest.mark.parametrize(
     ("code", "module"),
     [
@@ -129,6 +179,7 @@ def test_the_blocking_adapter_loads_its_names_on_first_use() -> None:
         ("from coder_io_trio import instrument", "coder_io_common.instrumentation"),
         ("from coder_io_sync import sweep_orphans", "coder_io_sync.durable"),
         ("from coder_proto.transcript import replay", "coder_proto.transcript._replay"),
+        ("from coder_io_asyncio import UIMessage", "coder_proto._agent.history"),
         (
             "from coder_integrations.fake_server import FakeCoderServer",
             "coder_integrations.fake_server._server",
@@ -147,6 +198,7 @@ def test_a_part_is_imported_when_a_name_of_it_is_used(code: str, module: str) ->
         "coder_proto.transcript",
         "coder_io_sync",
         "coder_io_asyncio",
+        "coder_io_trio",
         "coder_io_common.stores",
         "coder_integrations.fake_server",
     ],
