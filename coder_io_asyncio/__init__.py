@@ -8,8 +8,7 @@ from typing import TYPE_CHECKING
 
 from coder_io_common.stores import STORE_NAMES
 from coder_proto import *  # noqa: F403
-from coder_proto._lazy import lazy_exports
-from coder_proto._runtime_names import RUNTIME_NAMES, USER_NAMES
+from coder_proto.adapter import RUNTIME_NAMES, USER_NAMES, lazy_exports
 
 from .agent import AgentStream as AgentStream
 from .agent import CoderAgent as CoderAgent

@@ -47,6 +47,7 @@ CLI_ALLOWED = {
     "coder_proto._lazy",
     "coder_proto._runtime_names",
     "coder_proto._version",
+    "coder_proto.adapter",
     "coder_io_common",
     "coder_io_common.stores",
     "coder_io_common.fake_server",
