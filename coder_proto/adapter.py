@@ -3,19 +3,25 @@
 user's vocabulary (``coder_proto.__all__``), ``coder_proto.durable`` and
 ``coder_proto.transcript`` (docs/runtimes.md "Writing an adapter").
 
-An adapter is a loop that drives a ``coder_proto.Connection`` (its commands, ``Job`` and
-``Runnable`` machines) plus thin classes around the runtime-independent halves defined here:
+An adapter is a loop that drives a ``coder_proto.Connection`` (its commands; ``Job`` and
+``Runnable`` for the machines it runs) plus thin classes around the runtime-independent halves
+defined here:
 
 - the shells: ``AgentShell`` and ``AgentCalls`` (a ``CoderAgent``'s constructor, state and
   plain operations), ``ClientShell`` and ``ChatCalls`` (a ``CoderChatClient``'s), ``Call`` (one
   validated operation) with ``public_method`` (an adapter method presented as the operation),
   ``WatchShell`` and ``standalone_watch`` (a ``ChatWatch``'s);
-- an agent's turns: ``Session``, ``Turn``, ``prepare_prompt`` and its ``PromptPlan``, the
-  ``WorkspaceWrite`` of ``upload_to_workspace``, ``ToolOutcome`` (what a client tool did) and
-  the ``Action`` a core machine returns;
+- an agent's session and turns: ``SessionConfig``, ``Session`` and the machines it starts
+  (``Turn``, ``GenerateCall``, ``SessionInterrupt``, ``SessionArchive``, ``SessionDispose``),
+  ``prepare_prompt`` and its ``PromptPlan``, the ``WorkspaceWrite`` of
+  ``upload_to_workspace``, the ``ToolPlan`` of a tool pause and ``ToolOutcome`` (what a client
+  tool did);
+- what a core machine (``Machine``, ``Runnable``) hands its driver: an ``Action``
+  (``OpenConnection``, ``SendData``, ``CloseConnection``, ``SendRequest``, ``CancelRequest``,
+  ``RunTools``, ``RunInBackground``), answered with an ``HttpResponse`` for a request;
 - the client's settings and limits: ``ClientSettings``, ``PrefixSelector``, ``UploadPlan``,
   ``check_attachment_size``, ``CONNECT_TIMEOUT``, ``HTTP_TIMEOUT``, ``MAX_RESPONSE_BYTES``,
-  ``MAX_UNSENT``, the time bounds of an agent's background work and of a durable step, the
+  ``MAX_UNSENT``, the time bounds of an agent's cleanup and background work, the
   ``TransportEventSink`` the ``on_event`` callbacks hang on;
 - durable workflows on a runtime: the effects a durable program yields (``Invoke``,
   ``Sleep``, ``WallClock``, ``RunDurable``, ``RunAgentTurn``, ``StartRenewal``,
