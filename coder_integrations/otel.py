@@ -41,9 +41,7 @@ from coder_io_common.observer import (
     observe,
     tee_events,
 )
-from coder_proto._actions import ToolOutcome
-from coder_proto._connection import CANCELLED_MESSAGE
-from coder_proto._transport_events import TransportEventSink
+from coder_proto.adapter import CANCELLED_MESSAGE, ToolOutcome, TransportEventSink
 
 __all__ = ["PROVIDER_NAME", "instrument", "route_template"]
 
@@ -160,7 +158,7 @@ class _Instruments:
     """The tracer, the histograms and the counters of one instrumentation."""
 
     def __init__(self, tracer_provider: Any, meter_provider: Any) -> None:
-        from coder_proto._version import __version__
+        from coder_proto import __version__
 
         self.tracer = trace.get_tracer(_SCOPE, __version__, tracer_provider=tracer_provider)
         meter = metrics.get_meter(_SCOPE, __version__, meter_provider=meter_provider)

@@ -7,8 +7,7 @@ core's (``coder_proto``); the classes and functions below perform I/O on asyncio
 from typing import TYPE_CHECKING
 
 from coder_io_common.stores import STORE_NAMES
-from coder_proto._lazy import lazy_exports
-from coder_proto._runtime_names import EMBEDDER_NAMES, RUNTIME_NAMES, USER_NAMES
+from coder_proto.adapter import EMBEDDER_NAMES, RUNTIME_NAMES, USER_NAMES, lazy_exports
 
 from .agent import AgentStream as AgentStream
 from .agent import CoderAgent as CoderAgent

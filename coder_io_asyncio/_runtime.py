@@ -39,9 +39,8 @@ from coder_io_common._async.runtime import (
     Task,
 )
 from coder_io_common.tls import VerifyTypes, ssl_context
-from coder_proto._connection import Conn
-from coder_proto._rest.settings import CONNECT_TIMEOUT
-from coder_proto._stream.websocket import MAX_UNSENT
+from coder_proto import Conn
+from coder_proto.adapter import CONNECT_TIMEOUT, MAX_UNSENT
 
 __all__ = ["ASYNCIO", "AsyncioRuntime", "Driver", "VerifyTypes", "ssl_context", "transport_sink"]
 

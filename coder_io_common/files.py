@@ -8,7 +8,7 @@ import os
 import pathlib
 
 from coder_proto import CoderAgentError
-from coder_proto._rest.uploads import check_attachment_size
+from coder_proto.adapter import check_attachment_size
 
 __all__ = ["read_path", "read_upload_path"]
 

@@ -20,8 +20,7 @@ from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any, TypeVar
 
-from coder_proto._actions import ToolOutcome
-from coder_proto._transport_events import TransportEventSink
+from coder_proto.adapter import ToolOutcome, TransportEventSink
 
 __all__ = [
     "AgentObserver",

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from coder_proto._transport_events import TransportEventSink
+from coder_proto.adapter import TransportEventSink
 
 __all__ = ["created_at", "event_sink"]
 

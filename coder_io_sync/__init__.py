@@ -41,8 +41,7 @@ Threads (what is and is not thread-safe):
 from typing import TYPE_CHECKING
 
 from coder_io_common.stores import STORE_NAMES
-from coder_proto._lazy import lazy_exports
-from coder_proto._runtime_names import RUNTIME_NAMES, USER_NAMES
+from coder_proto.adapter import RUNTIME_NAMES, USER_NAMES, lazy_exports
 
 if TYPE_CHECKING:
     from coder_io_common.instrumentation import instrument as instrument

@@ -81,40 +81,47 @@ from typing import TYPE_CHECKING, Any, Generic, TypeAlias, TypeVar
 
 from coder_io_common.tls import VerifyTypes, ssl_context
 from coder_io_common.wallclock import created_at, event_sink
-from coder_proto import CoderAgentError, CoderProtocolError, ToolCall
-from coder_proto._actions import Action, ToolOutcome
-from coder_proto._agent.session import Session
-from coder_proto._connection import (
+from coder_proto import (
     ApplyStore,
     CancelHttp,
     CancelTools,
     CloseSocket,
+    CoderAgentError,
+    CoderProtocolError,
     Conn,
     Connection,
-    ConnectionCommand,
     HttpCall,
     InvokeTools,
-    Job,
     OpenSocket,
-    Runnable,
     StartHttp,
     StoreRequest,
     Task,
     TaskMoved,
+    ToolCall,
     ToolRun,
     WriteSocket,
 )
-from coder_proto._constants import BACKGROUND_TASK_BOUND
-from coder_proto._rest.settings import CONNECT_TIMEOUT, HTTP_TIMEOUT, MAX_RESPONSE_BYTES
-from coder_proto._stream.websocket import MAX_UNSENT
-from coder_proto._transport_events import TransportEventSink
+from coder_proto.adapter import (
+    BACKGROUND_TASK_BOUND,
+    CONNECT_TIMEOUT,
+    HTTP_TIMEOUT,
+    MAX_RESPONSE_BYTES,
+    MAX_UNSENT,
+    Action,
+    ConnectionCommand,
+    Job,
+    Runnable,
+    Session,
+    ToolOutcome,
+    TransportEventSink,
+)
 
 from ._call_deadline import CALL_DEADLINE
 
 if TYPE_CHECKING:
     import httpx
 
-    from coder_proto.transcript._recorder import Recorder
+    from coder_proto.transcript import Recorder
 
 __all__ = [
     "Deadline",

@@ -38,17 +38,20 @@ from coder_proto import (
     OutputPart,
     TextDelta,
     ToolCall,
+    ToolInvocation,
     WorkspaceUpload,
 )
-from coder_proto._actions import ToolOutcome
-from coder_proto._agent.prompt_plan import PromptPlan, prepare_prompt
-from coder_proto._agent.tool_calls import ToolInvocation
-from coder_proto._agent.turn import Turn
-from coder_proto._agent.workspace_files import WorkspaceWrite
-from coder_proto._constants import BACKGROUND_TASK_BOUND
-from coder_proto._shells.agent_calls import AgentCalls
-from coder_proto._shells.agent_shell import AgentShell
-from coder_proto._shells.client_calls import Call
+from coder_proto.adapter import (
+    BACKGROUND_TASK_BOUND,
+    AgentCalls,
+    AgentShell,
+    Call,
+    PromptPlan,
+    ToolOutcome,
+    Turn,
+    WorkspaceWrite,
+    prepare_prompt,
+)
 
 from ._driver import Deadline, Driver, Run, sigint_deferred
 from .client import CoderChatClient, _read_upload, operation

@@ -579,7 +579,7 @@ def _open_record(path: str, force: bool) -> TextIO:
 
 
 def _result_json(result: Any) -> dict[str, Any]:
-    from coder_proto._agent.tools import encode_output
+    from coder_proto.adapter import encode_output
 
     usage = result.usage
     return {
@@ -634,7 +634,7 @@ def _run_turn(args: argparse.Namespace, out: TextIO, session: _Session) -> int:
     with contextlib.ExitStack() as stack:
         recorder = None
         if args.record:
-            from coder_proto.transcript._recorder import TranscriptRecorder
+            from coder_proto.transcript import TranscriptRecorder
 
             # Opened first, closed last: background cleanup is still recorded.
             transcript = stack.enter_context(_open_record(args.record, args.force))
@@ -689,8 +689,7 @@ def _add_replay(subparsers: Any) -> None:
 
 def _run_replay(args: argparse.Namespace, out: TextIO | None = None) -> int:
     from coder_proto import CoderAgentError
-    from coder_proto.transcript._format import parse_transcript
-    from coder_proto.transcript._replay import replay
+    from coder_proto.transcript import parse_transcript, replay
 
     out = out or sys.stdout
     try:

@@ -22,11 +22,15 @@ from typing import TYPE_CHECKING, Any, ClassVar, Concatenate, ParamSpec, TypeVar
 from coder_io_common.closing import Closing
 from coder_io_common.files import read_upload_path
 from coder_proto import CoderAgentError, WatchBackoff
-from coder_proto._rest.uploads import UploadPlan
-from coder_proto._shells.client_calls import Call, ChatCalls, public_method
-from coder_proto._shells.client_shell import ClientShell
-from coder_proto._shells.watch_feed import standalone_watch
-from coder_proto._transport_events import TransportEventSink
+from coder_proto.adapter import (
+    Call,
+    ChatCalls,
+    ClientShell,
+    TransportEventSink,
+    UploadPlan,
+    public_method,
+    standalone_watch,
+)
 
 from ._driver import Driver, sigint_deferred, transport_sink
 from .watch import ChatWatch

@@ -38,46 +38,48 @@ from typing import Any
 import httpx
 
 from coder_io_common.tls import VerifyTypes
-from coder_proto import CoderAgentError, ToolCall
-from coder_proto._actions import ToolOutcome
-from coder_proto._agent.options import AgentOptions, option_keywords
-from coder_proto._constants import (
+from coder_proto import AgentOptions, CoderAgentError, ToolCall
+from coder_proto.adapter import (
     DEFAULT_MAX_STEPS,
     INTERRUPT_POLL_INTERVAL,
     INTERRUPT_WAIT_TIMEOUT,
     SETTLE_DEADLINE,
     SETTLE_RETRY_DELAY,
-)
-from coder_proto._shells.agent_shell import check_connection
-from coder_proto.durable import (
-    DEFAULT_SETTLE_TIMEOUT,
-    DEFAULT_TENANT,
-    ArchiveWorkflowResult,
-    CrashSafeTool,
-    DurableStepResult,
-    SweepResult,
-)
-from coder_proto.durable._effects import Invoke, Sleep, WallClock
-from coder_proto.durable._lease import WorkflowLease
-from coder_proto.durable._runtime import (
+    DurableBinding,
     DurableStep,
     EffectStep,
     Guard,
+    Invoke,
+    RunAgentTurn,
     RunDurable,
+    Sleep,
     StartRenewal,
     StopRenewal,
+    ToolOutcome,
     ToolsArg,
+    TurnReport,
+    WallClock,
+    WorkflowLease,
     archive_call,
+    check_connection,
     crash_safe_program,
+    option_keywords,
     renewal,
     sweep_call,
     tool_binder,
     turn_report,
 )
-from coder_proto.durable._step import RunAgentTurn, TurnReport
-from coder_proto.durable._store import DEFAULT_LEASE_DURATION, StoreOp
-from coder_proto.durable._store_engine import DurableJob
-from coder_proto.durable._tools import DurableBinding
+from coder_proto.durable import (
+    DEFAULT_LEASE_DURATION,
+    DEFAULT_SETTLE_TIMEOUT,
+    DEFAULT_TENANT,
+    ArchiveWorkflowResult,
+    CrashSafeTool,
+    DurableJob,
+    DurableStepResult,
+    StoreOp,
+    SweepResult,
+)
 
 from ._driver import Deadline, blocking_sleep
 from .agent import CoderAgent, _discard, _invoke

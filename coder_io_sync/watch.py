@@ -9,9 +9,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from coder_io_common.closing import Closing
 from coder_proto import ChatWatchEvent
-from coder_proto._rest.prefix import PrefixSelector
-from coder_proto._rest.settings import ClientSettings
-from coder_proto._shells.watch_feed import WatchShell
+from coder_proto.adapter import ClientSettings, PrefixSelector, WatchShell
 
 if TYPE_CHECKING:
     from ._driver import Driver, Run

@@ -37,9 +37,8 @@ import trio
 from coder_io_common._async import driver
 from coder_io_common._async.runtime import CLOSE_GRACE, AsyncRuntime, Event, SocketHost, Task
 from coder_io_common.tls import VerifyTypes, ssl_context
-from coder_proto._connection import Conn
-from coder_proto._rest.settings import CONNECT_TIMEOUT
-from coder_proto._stream.websocket import MAX_UNSENT
+from coder_proto import Conn
+from coder_proto.adapter import CONNECT_TIMEOUT, MAX_UNSENT
 
 __all__ = [
     "TRIO",

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from coder_io_common._async import client
-from coder_proto._shells.watch_feed import standalone_watch
+from coder_proto.adapter import standalone_watch
 
 from ._runtime import Driver
 from .watch import ChatWatch

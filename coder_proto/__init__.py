@@ -18,8 +18,9 @@ of a turn, prompt messages, client tools, the values the raw client takes and re
 as UI messages, and transport events. Each adapter package re-exports exactly these names
 beside its own runtime classes, so one ``except`` clause or ``isinstance`` check works on every
 runtime. Durable workflows (``coder_proto.durable``), transcripts (``coder_proto.transcript``)
-and the fake server's model (``coder_proto.fake``) are public packages of their own; every
-other module is an implementation detail.
+and the fake server's model (``coder_proto.fake``) are public packages of their own, and
+``coder_proto.adapter`` holds what a runtime adapter builds on beyond these; every other
+module is an implementation detail.
 """
 
 from typing import TYPE_CHECKING
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING
 from ._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from ._agent.agent_core import AgentCore as AgentCore
     from ._agent.agent_core import GenerateResult as GenerateResult
     from ._agent.history import UIDynamicToolPart as UIDynamicToolPart
     from ._agent.history import UIFilePart as UIFilePart
@@ -98,9 +100,11 @@ if TYPE_CHECKING:
     from ._rest.chat_extras import ChatFileDownloadUrl as ChatFileDownloadUrl
     from ._rest.chat_extras import ChatPrompt as ChatPrompt
     from ._rest.chat_extras import EditedMessage as EditedMessage
+    from ._rest.http import HttpRequest as HttpRequest
     from ._rest.routes import ArchiveOutcome as ArchiveOutcome
     from ._rest.routes import ChatCost as ChatCost
     from ._rest.routes import ChatFile as ChatFile
+    from ._rest.workspaces import PortShare as PortShare
     from ._stream.watch import WatchBackoff as WatchBackoff
     from ._transport_events import HttpErrorEvent as HttpErrorEvent
     from ._transport_events import HttpRequestEvent as HttpRequestEvent
@@ -115,6 +119,7 @@ if TYPE_CHECKING:
     from ._transport_events import WsOpenEvent as WsOpenEvent
     from ._transport_events import WsRedialEvent as WsRedialEvent
     from ._version import __version__ as __version__
+    from ._wire.chats import ActionToolCall as ActionToolCall
     from ._wire.chats import Chat as Chat
     from ._wire.chats import ChatMessagesResponse as ChatMessagesResponse
     from ._wire.chats import ChatModelConfig as ChatModelConfig
@@ -151,9 +156,11 @@ if TYPE_CHECKING:
 __all__ = [  # noqa: RUF022
     # the embedder's object, its tasks and the commands it hands out
     "Connection",
+    "AgentCore",
     "Task",
     "Conn",
     "HttpCall",
+    "HttpRequest",
     "ToolRun",
     "ToolInvocation",
     "OpenSocket",
@@ -223,12 +230,14 @@ __all__ = [  # noqa: RUF022
     "ChatPrompt",
     "EditedMessage",
     "InterruptResult",
+    "PortShare",
     "WatchBackoff",
     "WorkspaceFiles",
     "WorkspacePreview",
     "WorkspaceUpload",
     # the wire values of the raw client
     "MISSING",
+    "ActionToolCall",
     "Chat",
     "ChatError",
     "ChatMessage",
@@ -284,7 +293,10 @@ __all__ = [  # noqa: RUF022
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
-        "._agent.agent_core": ("GenerateResult",),
+        "._agent.agent_core": (
+            "AgentCore",
+            "GenerateResult",
+        ),
         "._agent.history": (
             "UIDynamicToolPart",
             "UIFilePart",
@@ -375,11 +387,13 @@ __getattr__, __dir__ = lazy_exports(
             "EditedMessage",
         ),
         "._jobs.operations": ("WorkspacePreview",),
+        "._rest.http": ("HttpRequest",),
         "._rest.routes": (
             "ArchiveOutcome",
             "ChatCost",
             "ChatFile",
         ),
+        "._rest.workspaces": ("PortShare",),
         "._stream.watch": ("WatchBackoff",),
         "._transport_events": (
             "HttpErrorEvent",
@@ -397,6 +411,7 @@ __getattr__, __dir__ = lazy_exports(
         ),
         "._version": ("__version__",),
         "._wire.chats": (
+            "ActionToolCall",
             "Chat",
             "ChatMessagesResponse",
             "ChatModelConfig",

@@ -151,3 +151,5 @@ Action: TypeAlias = (
     | RunTools
     | RunInBackground
 )
+"""What a core machine's ``actions()`` hands its driver: ``Connection.perform`` turns each into
+commands."""

@@ -157,8 +157,8 @@ T_co = TypeVar("T_co", covariant=True)
 #: past deadline armed must not starve everything else (its timer fires again at once).
 MAX_ROUNDS = 1_000
 
-#: What an ``http_cancelled`` request reports as its ``http:error`` message (wire 11).
 CANCELLED_MESSAGE = "request cancelled"
+"""What a cancelled request reports as its ``http:error`` message (wire 11)."""
 
 
 class Runnable(Protocol[T_co]):
@@ -1333,7 +1333,6 @@ class TaskMoved:
     task: Task
 
 
-#: What ``Connection.commands`` hands the embedder.
 ConnectionCommand: TypeAlias = (
     OpenSocket
     | WriteSocket
@@ -1345,6 +1344,7 @@ ConnectionCommand: TypeAlias = (
     | ApplyStore
     | TaskMoved
 )
+"""What ``Connection.commands`` hands the embedder."""
 
 _TURN = "turn"
 _GENERATE = "generate"

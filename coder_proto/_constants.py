@@ -54,6 +54,8 @@ ACTION_REQUIRED_GRACE: Final = 2.0
 REQUIRES_ACTION_SAFETY_VALVE: Final = 200
 RECOVERY_PAGE_SIZE: Final = 200
 DEFAULT_MAX_STEPS: Final = 64
+"""How many steps the client-tool loop of one turn takes at most unless the agent sets
+``max_steps`` (D7)."""
 #: The server cancels pending client tool calls after this long (D6).
 REQUIRES_ACTION_DEADLINE: Final = 300.0
 #: A paused stream is closed when it stays paused longer than the deadline plus this (D6).
@@ -64,10 +66,18 @@ PAUSED_STREAM_MAX_BUFFERED: Final = 10_000
 # -- session cleanup (H.4, H.5, D10, D11, D22) ------------------------------------------------
 
 SETTLE_DEADLINE: Final = 15.0
+"""The one shared deadline, in seconds, within which archiving tries every chat of a session
+(H.4, D10) unless the agent sets ``settle_deadline``."""
 SETTLE_RETRY_DELAY: Final = 1.0
+"""The pause, in seconds, before an archive the server answered with 409 is tried again (D10)."""
 INTERRUPT_WAIT_TIMEOUT: Final = 15.0
+"""How long a waiting interrupt polls for the chat to settle unless given a timeout, in
+seconds (D11)."""
 INTERRUPT_POLL_INTERVAL: Final = 1.0
+"""How often a waiting interrupt asks for the chat's status, in seconds (D11)."""
 BACKGROUND_TASK_BOUND: Final = 10.0
+"""The bound, in seconds, of each piece of follow-up work nobody waits for (an interrupt after
+a cancelled turn, a withdrawal, closing a kept stream; D22)."""
 ALREADY_ARCHIVED_MESSAGE: Final = "Chat is already archived."
 
 # -- watch stream (wire 6) ---------------------------------------------------------------------

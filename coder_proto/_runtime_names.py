@@ -4,7 +4,7 @@
 an import change)::
 
     from coder_proto import *  # noqa: F403
-    from coder_proto._runtime_names import RUNTIME_NAMES, USER_NAMES
+    from coder_proto.adapter import RUNTIME_NAMES, USER_NAMES
 
     __all__ = [*USER_NAMES, *RUNTIME_NAMES]
 
@@ -12,15 +12,15 @@ The embedder's vocabulary (``Connection`` and its tasks and commands) is for loo
 own; an adapter is such a loop already, so it re-exports only what its users meet.
 """
 
-__all__ = ["EMBEDDER_NAMES", "RUNTIME_NAMES", "USER_NAMES"]
+__all__ = ["EMBEDDER_NAMES", "RUNTIME_NAMES"]
 
-#: ``coder_proto.__all__`` names that belong to the embedder's object (not re-exported by the
-#: adapters).
 EMBEDDER_NAMES: tuple[str, ...] = (
     "Connection",
+    "AgentCore",
     "Task",
     "Conn",
     "HttpCall",
+    "HttpRequest",
     "ToolRun",
     "ToolInvocation",
     "OpenSocket",
@@ -34,8 +34,9 @@ EMBEDDER_NAMES: tuple[str, ...] = (
     "ApplyStore",
     "TaskMoved",
 )
+"""The ``coder_proto.__all__`` names that belong to a loop of one's own (``Connection``, its
+tasks, handles and commands): an adapter is such a loop, so it does not re-export them."""
 
-#: The classes and functions an adapter implements on its own runtime.
 RUNTIME_NAMES: tuple[str, ...] = (
     "AgentStream",
     "ChatWatch",
@@ -47,13 +48,4 @@ RUNTIME_NAMES: tuple[str, ...] = (
     "sweep_orphans",
     "watch_chats",
 )
-
-
-def _user_names() -> tuple[str, ...]:
-    import coder_proto
-
-    return tuple(n for n in coder_proto.__all__ if n not in EMBEDDER_NAMES)
-
-
-#: ``coder_proto.__all__`` without the embedder's vocabulary: what every adapter re-exports.
-USER_NAMES: tuple[str, ...] = _user_names()
+"""The classes and functions every adapter defines on its own runtime, under these names."""

@@ -31,7 +31,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from coder_proto.transcript._format import parse_transcript
+from coder_proto.transcript import parse_transcript
 
 from . import harness_bytes
 from .mutate import MUTATIONS, baseline, check_mutant, check_replay, streams_of

@@ -11,7 +11,7 @@ from coder_integrations.fake_server import FakeCoderServer
 from coder_io_asyncio import CoderAgent
 from coder_proto import CoderAgentError
 from coder_proto.fake import CallClientTool, CallServerTool, Cite, Fail, Say, Script, Think, Wait
-from coder_proto.transcript._recorder import TranscriptRecorder
+from coder_proto.transcript import TranscriptRecorder
 
 __all__ = ["SCENARIOS", "record_live"]
 

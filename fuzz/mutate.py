@@ -41,9 +41,14 @@ import attrs
 
 from coder_proto import CoderAgentError
 from coder_proto._constants import TERMINAL_STATUSES
-from coder_proto.transcript._format import Transcript, parse_transcript
-from coder_proto.transcript._records import WsEnd, WsFrame, WsOpenRecord
-from coder_proto.transcript._replay import replay
+from coder_proto.transcript import (
+    Transcript,
+    WsEnd,
+    WsFrame,
+    WsOpenRecord,
+    parse_transcript,
+    replay,
+)
 
 from .pipeline import Finding, StreamOutcome, run_stream
 

@@ -26,7 +26,7 @@ from coder_proto.fake import (
     Think,
     Wait,
 )
-from coder_proto.transcript._recorder import TranscriptRecorder
+from coder_proto.transcript import TranscriptRecorder
 
 from .world import ModelWorld
 

@@ -36,11 +36,10 @@ from coder_proto import (
     ToolRun,
     WriteSocket,
 )
-from coder_proto._actions import ToolOutcome
-from coder_proto._agent.session import Session
 from coder_proto._agent.session_state import SessionConfig
+from coder_proto.adapter import Session, ToolOutcome
 from coder_proto.fake import FakeCoderModel, FakeConfig, FakeHttpResponse, StreamSubscription
-from coder_proto.transcript._recorder import Recorder
+from coder_proto.transcript import Recorder
 
 __all__ = ["BASE_URL", "ModelWorld", "ToolFn"]
 

@@ -41,7 +41,7 @@ reading.
 
 from typing import TYPE_CHECKING
 
-from coder_proto._lazy import lazy_exports
+from coder_proto.adapter import lazy_exports
 
 if TYPE_CHECKING:
     from ._server import FakeCoderServer as FakeCoderServer

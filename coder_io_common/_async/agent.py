@@ -29,19 +29,27 @@ from typing import TYPE_CHECKING, Any, ClassVar, Concatenate, ParamSpec, TypeVar
 from coder_io_common.closing import AsyncClosing
 from coder_io_common.files import read_path
 from coder_io_common.observer import AgentObserver, observed_async_tool, turn_observation
-from coder_proto._actions import ToolOutcome
-from coder_proto._agent.agent_core import GenerateResult
-from coder_proto._agent.prompt_plan import PromptPlan, prepare_prompt
-from coder_proto._agent.session_calls import ArchiveResult
-from coder_proto._agent.tool_calls import ToolInvocation
-from coder_proto._agent.turn import Turn
-from coder_proto._agent.workspace_files import WorkspaceUpload, WorkspaceWrite
-from coder_proto._constants import BACKGROUND_TASK_BOUND
-from coder_proto._errors import CoderAgentError
-from coder_proto._outputs import OutputPart, TextDelta, ToolCall
-from coder_proto._shells.agent_calls import AgentCalls
-from coder_proto._shells.agent_shell import AgentShell
-from coder_proto._shells.client_calls import Call
+from coder_proto import (
+    ArchiveResult,
+    CoderAgentError,
+    GenerateResult,
+    OutputPart,
+    TextDelta,
+    ToolCall,
+    ToolInvocation,
+    WorkspaceUpload,
+)
+from coder_proto.adapter import (
+    BACKGROUND_TASK_BOUND,
+    AgentCalls,
+    AgentShell,
+    Call,
+    PromptPlan,
+    ToolOutcome,
+    Turn,
+    WorkspaceWrite,
+    prepare_prompt,
+)
 
 from .client import CoderChatClient, operation, read_upload
 from .driver import Driver, Run

@@ -18,12 +18,15 @@ from typing import TYPE_CHECKING, Any, ClassVar, Concatenate, ParamSpec, TypeVar
 
 from coder_io_common.closing import AsyncClosing
 from coder_io_common.files import read_upload_path
-from coder_proto._errors import CoderAgentError
-from coder_proto._rest.uploads import UploadPlan
-from coder_proto._shells.client_calls import Call, ChatCalls, public_method
-from coder_proto._shells.client_shell import ClientShell
-from coder_proto._stream.watch import WatchBackoff
-from coder_proto._transport_events import TransportEventSink
+from coder_proto import CoderAgentError, WatchBackoff
+from coder_proto.adapter import (
+    Call,
+    ChatCalls,
+    ClientShell,
+    TransportEventSink,
+    UploadPlan,
+    public_method,
+)
 
 from .driver import Driver, transport_sink
 from .runtime import AsyncRuntime

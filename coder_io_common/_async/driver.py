@@ -73,39 +73,45 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeAlias, TypeVar
 
 from coder_io_common.tls import VerifyTypes, ssl_context
 from coder_io_common.wallclock import created_at, event_sink
-from coder_proto._actions import Action, ToolOutcome
-from coder_proto._agent.session import Session
-from coder_proto._connection import (
+from coder_proto import (
     ApplyStore,
     CancelHttp,
     CancelTools,
     CloseSocket,
+    CoderAgentError,
+    CoderProtocolError,
     Conn,
     Connection,
-    ConnectionCommand,
     HttpCall,
     InvokeTools,
     OpenSocket,
-    Runnable,
     StartHttp,
     StoreRequest,
     TaskMoved,
+    ToolCall,
     ToolRun,
     WriteSocket,
 )
-from coder_proto._connection import Task as ConnectionTask
-from coder_proto._constants import BACKGROUND_TASK_BOUND
-from coder_proto._errors import CoderAgentError, CoderProtocolError
-from coder_proto._outputs import ToolCall
-from coder_proto._rest.settings import CONNECT_TIMEOUT, HTTP_TIMEOUT, MAX_RESPONSE_BYTES
-from coder_proto._transport_events import TransportEventSink
+from coder_proto import Task as ConnectionTask
+from coder_proto.adapter import (
+    BACKGROUND_TASK_BOUND,
+    CONNECT_TIMEOUT,
+    HTTP_TIMEOUT,
+    MAX_RESPONSE_BYTES,
+    Action,
+    ConnectionCommand,
+    Runnable,
+    Session,
+    ToolOutcome,
+    TransportEventSink,
+)
 
 from .runtime import CLOSE_GRACE, AsyncRuntime, Event, Task
 
 if TYPE_CHECKING:
     import httpx
 
-    from coder_proto.transcript._recorder import Recorder
+    from coder_proto.transcript import Recorder
 
 __all__ = ["HTTP_CONCURRENCY", "Driver", "Run", "Runnable", "ToolRunner", "transport_sink"]
 

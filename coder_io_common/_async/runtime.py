@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import Any, ClassVar, Protocol
 
-from coder_proto._connection import Conn
+from coder_proto import Conn
 
 __all__ = [
     "CLOSE_GRACE",

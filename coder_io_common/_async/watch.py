@@ -9,10 +9,8 @@ import time
 from typing import Protocol
 
 from coder_io_common.closing import AsyncClosing
-from coder_proto._rest.prefix import PrefixSelector
-from coder_proto._rest.settings import ClientSettings
-from coder_proto._shells.watch_feed import WatchShell
-from coder_proto._wire.chats import ChatWatchEvent
+from coder_proto import ChatWatchEvent
+from coder_proto.adapter import ClientSettings, PrefixSelector, WatchShell
 
 from .driver import Driver, Run
 from .runtime import LoopToken

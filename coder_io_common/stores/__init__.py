@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from coder_proto._lazy import lazy_exports
+from coder_proto.adapter import lazy_exports
 
 if TYPE_CHECKING:
     from .postgres import AsyncPostgresStore as AsyncPostgresStore

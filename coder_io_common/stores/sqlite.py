@@ -42,16 +42,17 @@ from types import TracebackType
 from typing import Any, Final
 
 from coder_proto import CoderAgentError
-from coder_proto._json import dumps
-from coder_proto.durable._errors import DurableStoreError
-from coder_proto.durable._records import (
+from coder_proto.adapter import dumps
+from coder_proto.durable import (
     Checkpoint,
+    DurableStoreError,
     JournalEntry,
+    Lease,
     LedgerEntry,
     StrandedChat,
     check_key_part,
+    check_lease_request,
 )
-from coder_proto.durable._store import Lease, check_lease_request
 
 __all__ = ["SCHEMA_VERSION", "SQLiteStore"]
 

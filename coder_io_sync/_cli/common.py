@@ -206,7 +206,7 @@ def _model(client: Any, hint: str | None, organization_id: str | None) -> str | 
     """The model config id ``--model HINT`` names on the deployment (a config id is taken as
     it is), or a usage error that lists the close matches: a mistyped model never runs on
     the default one."""
-    from coder_proto._rest.model_hints import is_model_config_uuid, resolve_model_hint
+    from coder_proto.adapter import is_model_config_uuid, resolve_model_hint
 
     if hint is None or is_model_config_uuid(hint):
         return hint

@@ -25,19 +25,19 @@ __all__ = [
 ]
 
 
-#: D23: the connect timeout of the HTTP clients an adapter creates (no read timeout: the
-#: core's deadlines bound every wait) and of the stream sockets it opens.
 CONNECT_TIMEOUT: Final = 30.0
+"""D23: the connect timeout of the HTTP clients an adapter creates (no read timeout: the
+core's deadlines bound every wait) and of the stream sockets it opens, in seconds."""
 
-#: D29: a REST call with no deadline from the caller or the core ends at most this many
-#: seconds after its start (to its last body byte); ``http_timeout=None`` lifts it.
 HTTP_TIMEOUT: Final = 60.0
+"""D29: a REST call with no deadline from the caller or the core ends at most this many
+seconds after its start (to its last body byte); ``http_timeout=None`` lifts it."""
 
 #: D29: a WebSocket dial is bounded from connect to the upgrade's answer.
 DIAL_TIMEOUT: Final = 30.0
 
-#: D30: a REST response body larger than this ends the call with ``CoderProtocolError``.
 MAX_RESPONSE_BYTES: Final = 32 * 1024 * 1024
+"""D30: a REST response body larger than this ends the call with ``CoderProtocolError``."""
 #: Operations that emit no ``http:*`` events: the workspace helpers (wire 9, 11).
 UNOBSERVED_OPS: Final = frozenset({"get_workspace", "get_app_host", "share_port"})
 #: The environment variables the client defaults from (wire 1.1; docs/decisions.md "Environment and defaults").

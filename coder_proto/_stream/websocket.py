@@ -78,10 +78,10 @@ MAX_REJECTION_BODY: Final = 64 * 1024
 
 _DEFAULT_PORTS: Final = {"ws": 80, "wss": 443}
 
-#: D30: what an adapter lets wait unsent on a stream connection (pongs, the close reply).
-#: A peer that sends but reads nothing would grow it without bound: past this the adapter
-#: drops the connection (an ordinary connection failure, redialed as any other).
 MAX_UNSENT: Final = 1024 * 1024
+"""D30: how many bytes an adapter lets wait unsent on a stream connection (pongs, the close
+reply). A peer that sends but reads nothing would grow it without bound: past this the adapter
+drops the connection (an ordinary connection failure, redialed as any other)."""
 
 #: How much of an upgrade response is searched for the end of its head; past that the
 #: connection keeps every byte on the wsproto path.

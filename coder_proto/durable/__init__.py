@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from ._records import LedgerState as LedgerState
     from ._records import StepOutcome as StepOutcome
     from ._records import StrandedChat as StrandedChat
+    from ._records import check_key_part as check_key_part
     from ._records import idempotency_key as idempotency_key
     from ._recovery import DEFAULT_COMMIT_WINDOW as DEFAULT_COMMIT_WINDOW
     from ._recovery import DEFAULT_SETTLE_TIMEOUT as DEFAULT_SETTLE_TIMEOUT
@@ -55,10 +56,13 @@ if TYPE_CHECKING:
     from ._store import Lease as Lease
     from ._store import MemoryStore as MemoryStore
     from ._store import StoreOp as StoreOp
+    from ._store import check_lease_request as check_lease_request
     from ._store import check_store as check_store
     from ._store_engine import DurableJob as DurableJob
+    from ._store_engine import DurableMachine as DurableMachine
     from ._tools import CrashSafeTool as CrashSafeTool
     from ._tools import DurableToolContext as DurableToolContext
+    from ._tools import LeaseCheck as LeaseCheck
     from ._tools import crash_safe as crash_safe
 
 __all__ = [
@@ -80,6 +84,7 @@ __all__ = [
     "Checkpoint",
     "CrashSafeTool",
     "DurableJob",
+    "DurableMachine",
     "DurableStepResult",
     "DurableStore",
     "DurableStoreError",
@@ -87,6 +92,7 @@ __all__ = [
     "JournalEntry",
     "JournalState",
     "Lease",
+    "LeaseCheck",
     "LedgerEntry",
     "LedgerState",
     "MemoryStore",
@@ -97,6 +103,8 @@ __all__ = [
     "SweepResult",
     "WorkflowBusyError",
     "WorkflowLeaseLostError",
+    "check_key_part",
+    "check_lease_request",
     "check_store",
     "crash_safe",
     "idempotency_key",
@@ -135,6 +143,7 @@ __getattr__, __dir__ = lazy_exports(
             "LedgerState",
             "StepOutcome",
             "StrandedChat",
+            "check_key_part",
             "idempotency_key",
         ),
         "._recovery": (
@@ -149,12 +158,17 @@ __getattr__, __dir__ = lazy_exports(
             "Lease",
             "MemoryStore",
             "StoreOp",
+            "check_lease_request",
             "check_store",
         ),
-        "._store_engine": ("DurableJob",),
+        "._store_engine": (
+            "DurableJob",
+            "DurableMachine",
+        ),
         "._tools": (
             "CrashSafeTool",
             "DurableToolContext",
+            "LeaseCheck",
             "crash_safe",
         ),
     },

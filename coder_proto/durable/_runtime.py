@@ -75,16 +75,16 @@ __all__ = [
 
 logger = logging.getLogger("coder_proto")
 
-#: What ``tools=`` accepts (``coder_proto._agent.tools.tools_by_name``).
 ToolsArg: TypeAlias = Iterable[Tool | Callable[..., Any]] | Mapping[str, Any] | None
+"""What ``tools=`` accepts: tools or plain functions, a mapping of names to them, or ``None``."""
 
 #: An adapter's crash-safe function: ``(tool, binding, store, guard=None, lease=None)`` ->
 #: the callable that runs ``crash_safe_program`` with the store on that runtime (``lease``:
 #: the step's ``WorkflowLease``, which the tool's context checks, D37).
 BoundFunction: TypeAlias = Callable[..., Any]
 
-#: A check before each side effect (``WorkflowLease.guard``): raises to stop the call.
 Guard: TypeAlias = Callable[[object], None]
+"""A check before each side effect (``WorkflowLease.guard``): raises to stop the call."""
 
 #: What builds a durable machine: ``(selector, now, wall)`` -> the machine.
 Build: TypeAlias = Callable[[PrefixSelector, float, float], DurableMachine[Any]]

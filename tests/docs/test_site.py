@@ -33,6 +33,7 @@ SURFACES = (
     "coder_proto.durable",
     "coder_proto.transcript",
     "coder_proto.fake",
+    "coder_proto.adapter",
     "coder_io_asyncio",
     "coder_io_trio",
     "coder_io_sync",

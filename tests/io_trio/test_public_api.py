@@ -37,7 +37,7 @@ def test_every_adapter_exports_the_cores_public_names_and_its_own_runtime_names(
     import coder_io_sync
     import coder_proto
     from coder_io_common import stores
-    from coder_proto._runtime_names import EMBEDDER_NAMES, RUNTIME_NAMES
+    from coder_proto.adapter import EMBEDDER_NAMES, RUNTIME_NAMES
 
     user_names = [n for n in coder_proto.__all__ if n not in EMBEDDER_NAMES]
     assert set(EMBEDDER_NAMES) <= set(coder_proto.__all__)

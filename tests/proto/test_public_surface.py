@@ -1,6 +1,7 @@
-"""What a user can import from the core: ``coder_proto.__all__`` and three public packages
-(``coder_proto.durable``, ``coder_proto.transcript``, ``coder_proto.fake``); every other
-module is private (a leading underscore somewhere in its dotted path)."""
+"""What a user can import from the core: ``coder_proto.__all__``, three public packages
+(``coder_proto.durable``, ``coder_proto.transcript``, ``coder_proto.fake``) and the names a
+runtime adapter uses (``coder_proto.adapter``); every other module is private (a leading
+underscore somewhere in its dotted path)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,12 @@ import pytest
 
 import coder_proto
 
-PUBLIC_PACKAGES = ("coder_proto.durable", "coder_proto.transcript", "coder_proto.fake")
+PUBLIC_PACKAGES = (
+    "coder_proto.durable",
+    "coder_proto.transcript",
+    "coder_proto.fake",
+    "coder_proto.adapter",
+)
 
 
 def _modules() -> list[str]:
@@ -72,7 +78,7 @@ def test_a_durable_job_is_reachable_from_the_public_names() -> None:
     (``coder_proto.ApplyStore``, carrying a ``StoreRequest`` and its ``StoreOp``) and the
     connection's answers. The embedder's vocabulary is not re-exported by the adapters."""
     from coder_proto import durable
-    from coder_proto._runtime_names import EMBEDDER_NAMES, USER_NAMES
+    from coder_proto.adapter import EMBEDDER_NAMES, USER_NAMES
 
     for name in ("ApplyStore", "StoreRequest"):
         assert name in coder_proto.__all__ and name in EMBEDDER_NAMES and name not in USER_NAMES
@@ -91,7 +97,7 @@ def test_every_chat_route_the_fake_serves_has_a_client_method() -> None:
     import coder_io_asyncio
     import coder_io_sync
     import coder_io_trio
-    from coder_proto._runtime_names import USER_NAMES
+    from coder_proto.adapter import USER_NAMES
     from coder_proto.fake._routes import _CHAT_ROUTES
 
     reached_otherwise = {"stream_chat", "download_chat_file"}

@@ -59,6 +59,7 @@ CLI_ALLOWED = {
     "coder_proto._lazy",
     "coder_proto._runtime_names",
     "coder_proto._version",
+    "coder_proto.adapter",
     "coder_io_common",
     "coder_io_common.stores",
     "coder_integrations",
@@ -171,6 +172,21 @@ def test_an_adapter_gives_the_cores_names_as_a_star_import_of_it_would(adapter: 
     assert "coder_proto.durable._tools" in _modules_after(f"from {adapter} import crash_safe")
 
 
+def test_the_adapter_module_loads_its_names_on_first_use() -> None:
+    """``coder_proto.adapter`` lists where each of its names is defined; importing it loads
+    none of them, so an adapter importing its names from it pays what it paid importing them
+    from their modules."""
+    assert _library(_modules_after("import coder_proto.adapter")) <= {
+        "coder_proto",
+        "coder_proto._lazy",
+        "coder_proto._runtime_names",
+        "coder_proto.adapter",
+    }
+    modules = _modules_after("from coder_proto.adapter import run_program")
+    assert "coder_proto.durable._tools" in modules
+    assert "coder_proto._shells.agent_shell" not in modules
+
+
 @pytest.mark.parametrize(
     ("code", "module"),
     [
@@ -196,6 +212,7 @@ def test_a_part_is_imported_when_a_name_of_it_is_used(code: str, module: str) ->
         "coder_proto",
         "coder_proto.durable",
         "coder_proto.transcript",
+        "coder_proto.adapter",
         "coder_io_sync",
         "coder_io_asyncio",
         "coder_io_trio",
