@@ -18,7 +18,7 @@ from typing import Any
 import attrs
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 IO_PACKAGES = ("coder_io_common", "coder_io_asyncio", "coder_io_trio", "coder_io_sync")
 FACES = (
     "coder_proto",
