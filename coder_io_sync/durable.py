@@ -80,7 +80,9 @@ from coder_proto.durable._store_engine import DurableJob
 from coder_proto.durable._tools import DurableBinding
 
 from ._driver import Deadline, blocking_sleep
-from .agent import CoderAgent, _discard, _invoke
+from ._runtime import discard as _discard
+from ._tools import invoke as _invoke
+from .agent import CoderAgent
 from .client import CoderChatClient
 
 __all__ = ["archive_workflow", "bind_tools", "run_turn", "sweep_orphans"]

@@ -85,9 +85,10 @@ from coder_proto.durable._store import DEFAULT_LEASE_DURATION, StoreOp
 from coder_proto.durable._store_engine import DurableJob
 from coder_proto.durable._tools import DurableBinding, run_program
 
-from .agent import CoderAgent, invoke_all
+from .agent import CoderAgent
 from .client import CoderChatClient
 from .runtime import AsyncRuntime, Event, Task, TaskGroup
+from .tools import invoke_all
 
 __all__ = ["DurableFunctions"]
 
