@@ -112,7 +112,7 @@ from coder_proto._rest.settings import CONNECT_TIMEOUT, HTTP_TIMEOUT, MAX_RESPON
 from coder_proto._stream.websocket import MAX_UNSENT
 from coder_proto._transport_events import TransportEventSink
 
-from ._runtime import BLOCKING, BlockingRuntime
+from ._runtime import BlockingRuntime
 
 if TYPE_CHECKING:
     from coder_proto.transcript._recorder import Recorder
@@ -309,6 +309,10 @@ def blocking_sleep(seconds: float) -> None:
     if seconds > 0:
         with _SIGINT.blocking():
             time.sleep(seconds)
+
+
+#: The one blocking runtime (``Driver.runtime``).
+BLOCKING = BlockingRuntime(blocking_sleep)
 
 
 # -- sockets ---------------------------------------------------------------------------------------
@@ -573,11 +577,11 @@ class Run(Generic[T]):
 
     def wait_changed(self) -> None:
         """Drive until the run has something new for its consumer: a part in its ``parts``
-        deque (a stream-mode ``Turn``), or its end. At the run's deadline the machine is
-        cancelled and ``TimeoutError`` raised."""
+        deque (a stream-mode ``Turn``), an event in its ``events`` (a watch), or its end. At
+        the run's deadline the machine is cancelled and ``TimeoutError`` raised."""
         machine = self._machine
-        parts = machine.parts
-        self._driver._wait(self, lambda: bool(parts) or machine.done, self._deadline)
+        queue = machine.parts if hasattr(machine, "parts") else machine.events
+        self._driver._wait(self, lambda: bool(queue) or machine.done, self._deadline)
 
     def wait_until(self, predicate: Callable[[], bool], deadline: Deadline | None = None) -> None:
         """Drive until ``predicate()`` (called with the driver's lock held) is true or the

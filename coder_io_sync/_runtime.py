@@ -12,14 +12,113 @@ from __future__ import annotations
 import contextlib
 import inspect
 import logging
-from collections.abc import Callable
-from typing import Any, ClassVar
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any, ClassVar, Protocol
 
 from coder_io_common.files import read_upload_path
 from coder_proto._errors import CoderAgentError
 from coder_proto._rest.uploads import UploadPlan
 
-__all__ = ["BLOCKING", "BlockingRuntime", "discard"]
+__all__ = [
+    "BlockingRuntime",
+    "Cancelled",
+    "Event",
+    "LoopToken",
+    "Task",
+    "TaskGroup",
+    "discard",
+]
+
+#: A one-shot event (what ``AsyncRuntime.event`` gives on a loop).
+Event = threading.Event
+
+
+class LoopToken(Protocol):
+    """The async layer's handle on its loop; no loop runs here, so none is ever made."""
+
+    def run_soon(self, fn: Callable[..., object], *args: Any) -> None: ...
+
+
+class Cancelled(BaseException):
+    """The task of a ``TaskGroup`` that raises it was cancelled: its wait (``sleep``) ended
+    early. It ends the task quietly."""
+
+
+class Task:
+    """A thread of a ``TaskGroup``. ``cancel`` ends the waits it makes (``sleep``) with
+    ``Cancelled``; what it is doing otherwise finishes."""
+
+    lingering = False
+
+    def __init__(self) -> None:
+        self.cancelled = threading.Event()
+        self.thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._began = False
+
+    def begin(self) -> bool:
+        """Whether the task may run: not when it was cancelled before it began."""
+        with self._lock:
+            self._began = not self.cancelled.is_set()
+            return self._began
+
+    def cancel(self) -> None:
+        """Cancel the task and wait for its thread to end: once ``cancel`` returns, the task
+        does nothing more (one cancelled before it began never runs)."""
+        with self._lock:
+            self.cancelled.set()
+            began = self._began
+        thread = self.thread
+        if began and thread is not None and thread is not threading.current_thread():
+            thread.join()
+
+
+class _Current(threading.local):
+    task: Task | None = None
+
+
+_CURRENT = _Current()
+
+
+class TaskGroup:
+    """Threads whose lifetime is a block (``BlockingRuntime.task_group``)."""
+
+    def __init__(self, logger: logging.Logger) -> None:
+        self._logger = logger
+        self._tasks: list[Task] = []
+
+    def start_soon(self, fn: Callable[..., Any], *args: Any) -> Task:
+        """Run ``fn(*args)`` in a thread of the group. What it raises is logged (its
+        cancellation quietly ends it)."""
+        task = Task()
+
+        def main() -> None:
+            if not task.begin():
+                return
+            _CURRENT.task = task
+            try:
+                fn(*args)
+            except Cancelled:
+                pass
+            except Exception:
+                self._logger.exception("a background task failed")
+
+        task.thread = threading.Thread(target=main, name="coder-io-sync-task", daemon=True)
+        self._tasks.append(task)
+        task.thread.start()
+        return task
+
+    def cancel(self) -> None:
+        """Cancel every task of the group."""
+        for task in self._tasks:
+            task.cancel()
+
+    def join(self) -> None:
+        for task in self._tasks:
+            assert task.thread is not None
+            task.thread.join()
+
 
 
 class BlockingRuntime:
@@ -27,16 +126,65 @@ class BlockingRuntime:
 
     name: ClassVar[str] = "sync"
 
-    def __init__(self) -> None:
+    def __init__(self, sleep: Callable[[float], None]) -> None:
         #: The adapter's logger.
         self.logger = logging.getLogger("coder_io_sync")
+        #: A sleep that a deferred Ctrl-C interrupts (``coder_io_sync._driver``).
+        self._sleep = sleep
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__}>"
 
+    #: What ends a blocking call from outside: Ctrl-C.
+    cancelled: ClassVar[type[BaseException]] = KeyboardInterrupt
+
     def to_thread(self, fn: Callable[..., Any], /, *args: Any, abandon_on_cancel: bool = False) -> Any:
         """``fn(*args)``, in the calling thread (the thread that would wait anyway)."""
         return fn(*args)
+
+    def call(self, fn: Callable[..., Any], what: str, /, *args: Any, **kwargs: Any) -> Any:
+        """Call ``fn``, a user's function (``what`` names it: a store method, a tool). Nothing
+        here runs an event loop: a coroutine function, or an awaitable result, is refused
+        (``CoderAgentError``)."""
+        if inspect.iscoroutinefunction(fn):
+            raise CoderAgentError(
+                f"{what} is a coroutine function; the blocking adapter (coder_io_sync) needs "
+                "plain functions"
+            )
+        value = fn(*args, **kwargs)
+        if inspect.isawaitable(value):
+            discard(value)
+            raise CoderAgentError(
+                f"{what} returned an awaitable; the blocking adapter (coder_io_sync) needs plain "
+                "functions"
+            )
+        return value
+
+    def event(self) -> threading.Event:
+        """A new event."""
+        return threading.Event()
+
+    def sleep(self, seconds: float) -> None:
+        """Wait ``seconds``: in a task of a ``TaskGroup``, until the task is cancelled
+        (``Cancelled``); otherwise a sleep that a deferred Ctrl-C interrupts at once."""
+        task = _CURRENT.task
+        if task is None:
+            self._sleep(seconds)
+        elif task.cancelled.wait(seconds):
+            raise Cancelled
+
+    @contextlib.contextmanager
+    def task_group(self) -> Iterator[TaskGroup]:
+        """A block whose threads end with it: leaving it waits for them; an exception out of
+        the block cancels them first."""
+        group = TaskGroup(self.logger)
+        try:
+            yield group
+        except BaseException:
+            group.cancel()
+            group.join()
+            raise
+        group.join()
 
     def prepare_http(self) -> None:
         """Nothing to import ahead: ``httpx.Client`` imports what it needs with the client."""
@@ -79,7 +227,3 @@ def discard(value: object) -> None:
     close = getattr(value, "close", None)
     if callable(close):
         close()
-
-
-#: The one blocking runtime (``Driver.runtime``).
-BLOCKING = BlockingRuntime()

@@ -85,6 +85,7 @@ from coder_proto.durable._store import DEFAULT_LEASE_DURATION, StoreOp
 from coder_proto.durable._store_engine import DurableJob
 from coder_proto.durable._tools import DurableBinding, run_program
 
+# blocking: from .._driver import Deadline
 from .agent import CoderAgent
 from .client import CoderChatClient
 from .runtime import AsyncRuntime, Event, Task, TaskGroup
@@ -98,22 +99,11 @@ logger = logging.getLogger("coder_io_common")
 _AFTER_CANCEL_BOUND = 30.0
 
 
-async def _call(runtime: AsyncRuntime, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
-    """Call a store method or a tool function: coroutine functions are awaited, plain ones run
-    in a worker thread (their awaitable result awaited)."""
-    if inspect.iscoroutinefunction(fn):
-        return await fn(*args, **kwargs)
-    if kwargs:
-        fn = functools.partial(fn, **kwargs)
-    value = await runtime.to_thread(fn, *args)
-    if inspect.isawaitable(value):
-        value = await value
-    return value
-
-
 async def _apply(runtime: AsyncRuntime, store: Any, op: StoreOp) -> Any:
-    """Perform one store call (``check_store`` made sure the method exists)."""
-    return await _call(runtime, getattr(store, op.method), *op.args)
+    """Perform one store call (``check_store`` made sure the method exists) the runtime's
+    way (``runtime.call``)."""
+    method = getattr(store, op.method)
+    return await runtime.call(method, f"{type(store).__name__}.{op.method}", *op.args)
 
 
 async def _run_effects(
@@ -143,8 +133,8 @@ async def _run_effects(
     return step.value
 
 
-async def _awaited(value: Awaitable[Any]) -> None:
-    await value
+async def _awaited(value: Awaitable[Any]) -> Any:
+    return await value
 
 
 class _LeaseCheck:
@@ -156,14 +146,16 @@ class _LeaseCheck:
         self._lease = lease
         self._store = store
         self._runtime = runtime
-        self._loop_thread = threading.get_ident()
+        self._loop_thread: int | None = threading.get_ident()  # async only
+        # blocking: self._loop_thread: int | None = None
 
     @property
     def fencing_token(self) -> int | None:
         return self._lease.fencing_token
 
-    async def acheck(self) -> None:
-        await _run_effects(self._runtime, self._lease.verify(), self._perform)
+    async def acheck(self) -> None:  # unasync: keep
+        await _run_effects(self._runtime, self._lease.verify(), self._perform)  # async only
+        # blocking: self.check()
 
     async def _perform(self, effect: Any) -> Any:
         if isinstance(effect, StoreOp):
@@ -227,7 +219,10 @@ class _BoundCrashSafe:
         if isinstance(effect, WallClock):
             return time.time()
         assert isinstance(effect, Invoke)
-        return await _call(self._runtime, self._tool.inner, *effect.args, **effect.kwargs)
+        tool = self._tool
+        return await self._runtime.call(
+            tool.inner, f"tool {tool.name!r}", *effect.args, **effect.kwargs
+        )
 
 
 class _Renewer:
@@ -251,6 +246,7 @@ class _Effects:
         store: Any,
         client: CoderChatClient,
         step: DurableStep | None = None,
+        # blocking: timeout: float | None = None,
     ) -> None:
         self._functions = functions
         self._runtime = functions._runtime
@@ -259,6 +255,7 @@ class _Effects:
         self._client = client
         self._step = step
         self._renewer: _Renewer | None = None
+        # blocking: self._timeout = timeout
 
     async def __call__(self, effect: Any) -> Any:
         runtime = self._runtime
@@ -267,11 +264,12 @@ class _Effects:
         if isinstance(effect, WallClock):
             return time.time()
         if isinstance(effect, Sleep):
-            await runtime.wait(runtime.event(), effect.seconds)
+            await runtime.sleep(effect.seconds)
             return None
         if isinstance(effect, RunDurable):
             client = self._client
-            job = effect.job(client.selector, time.monotonic(), time.time(), store=self._apply)
+            with client.driver.locked() as now:
+                job = effect.job(client.selector, now, time.time(), store=self._apply)
             return await client.driver.run(job, tools=functools.partial(self._run_tools, job))
         if isinstance(effect, RunAgentTurn):
             return await self._turn(effect)
@@ -335,7 +333,8 @@ class _Effects:
         dial. Either is finished before the turn's result is reported."""
         runtime = self._runtime
         if effect.chat_id is not None:
-            return await agent.generate(effect.prompt)
+            return await agent.generate(effect.prompt)  # async only
+            # blocking: return agent.generate(effect.prompt, timeout=self._timeout)
         store = self._store
         async with runtime.task_group() as group:
 
@@ -362,7 +361,8 @@ class _Effects:
             created.target = chat_created
             failure: Exception | None = None
             try:
-                result = await agent.generate(effect.prompt)
+                result = await agent.generate(effect.prompt)  # async only
+                # blocking: result = agent.generate(effect.prompt, timeout=self._timeout)
             except runtime.cancelled:
                 raise
             except Exception as exc:
@@ -452,16 +452,21 @@ class DurableFunctions:
             await created.aclose()
 
     async def _run(
-        self, program: Any, store: Any, client: CoderChatClient, step: DurableStep | None = None
+        self,
+        program: Any,
+        store: Any,
+        client: CoderChatClient,
+        step: DurableStep | None = None,
+        # blocking: timeout: float | None = None,
     ) -> Any:
         """Run a call's program on ``client``; the lease's renewal task lives in a task group
         of the call."""
         runtime = self._runtime
         async with runtime.task_group() as group:
             try:
-                return await _run_effects(
-                    runtime, program, _Effects(self, group, store, client, step)
-                )
+                effects = _Effects(self, group, store, client, step)  # async only
+                # blocking: effects = _Effects(self, group, store, client, step, timeout)
+                return await _run_effects(runtime, program, effects)
             finally:
                 group.cancel()
 
@@ -496,6 +501,7 @@ class DurableFunctions:
         settle_timeout: float = DEFAULT_SETTLE_TIMEOUT,
         interrupt_timeout: float = INTERRUPT_WAIT_TIMEOUT,
         poll_interval: float = INTERRUPT_POLL_INTERVAL,
+        # blocking: timeout: float | None = None,
         lease_duration: float = DEFAULT_LEASE_DURATION,
         lease_wait: float | None = None,
         on_transport_event: Callable[[Any], object] | None = None,
@@ -524,7 +530,10 @@ class DurableFunctions:
         structured output (``result.output``). ``commit_window`` is how long a crashed
         attempt's send may still land (default ``request_timeout``, else 300 s);
         ``settle_timeout`` bounds recovery's settle poll (turn scale), ``interrupt_timeout``
-        its probe and interrupt, ``poll_interval`` the poll period.
+        its probe and interrupt, ``poll_interval`` the poll period. The blocking adapter's
+        ``run_turn`` also takes ``timeout``, the caller's deadline for the agent turn
+        (``generate(timeout=...)``): a turn it cuts is checkpointed as aborted (the next
+        attempt recovers and resubmits) and the builtin ``TimeoutError`` raised.
 
         The step holds the workflow's lease (D27) from before it reads anything until it
         ends: while another worker holds it, ``WorkflowBusyError`` (retryable) is raised
@@ -538,6 +547,7 @@ class DurableFunctions:
         ``CODER_SESSION_TOKEN``) with ``http_client`` and ``verify``; ``on_transport_event``
         receives every transport event.
         """
+        # blocking: Deadline.check(timeout)
         # The option keywords are folded into ``options`` (``option_keywords``).
         assert options is not None
         durable = DurableStep(
@@ -565,8 +575,10 @@ class DurableFunctions:
             # Construction does no I/O: bad agent settings fail here, before anything is
             # journaled or sent.
             self._agent_class(client=chat_client, **durable.dry_kwargs())
+            program = durable.program()
             result: DurableStepResult = await self._run(
-                durable.program(), store, chat_client, durable
+                program, store, chat_client, durable  # async only
+                # blocking: program, store, chat_client, durable, timeout
             )
             return result
 

@@ -17,6 +17,7 @@ asyncio.
 from __future__ import annotations
 
 import abc
+import functools
 import inspect
 import logging
 import ssl
@@ -222,6 +223,23 @@ class AsyncRuntime(abc.ABC):
             return data
         except OSError as exc:
             raise CoderAgentError(f"cannot read the file to upload: {exc}") from exc
+
+    async def call(self, fn: Callable[..., Any], what: str, /, *args: Any, **kwargs: Any) -> Any:
+        """Call ``fn``, a user's function (``what`` names it: a store method, a tool):
+        coroutine functions are awaited, plain ones run in a worker thread (their awaitable
+        result awaited)."""
+        if inspect.iscoroutinefunction(fn):
+            return await fn(*args, **kwargs)
+        if kwargs:
+            fn = functools.partial(fn, **kwargs)
+        value = await self.to_thread(fn, *args)
+        if inspect.isawaitable(value):
+            value = await value
+        return value
+
+    async def sleep(self, seconds: float) -> None:
+        """Wait ``seconds`` (the caller's cancellation ends it)."""
+        await self.wait(self.event(), seconds)
 
     async def awaited(self, value: Awaitable[Any], what: str) -> Any:
         """The value of an awaitable that ``what`` (a user's function) returned: awaited here

@@ -5,7 +5,6 @@ consumer's rules ``coder_proto._shells.watch_feed``)."""
 from __future__ import annotations
 
 import contextlib
-import time
 from typing import Protocol
 
 from coder_io_common.closing import AsyncClosing
@@ -55,15 +54,14 @@ class ChatWatch(WatchShell[WatchedClient], AsyncClosing):
 
     def _start(self) -> Run[None]:
         client = self._client
-        machine = self._feed.start(
-            client.selector,
-            base_url=client.base_url,
-            token=client.settings.token,
-            now=time.monotonic(),
-        )
+        driver = client.driver
+        with driver.locked() as now:
+            machine = self._feed.start(
+                client.selector, base_url=client.base_url, token=client.settings.token, now=now
+            )
         if machine is not None:
-            self._loop = client.driver.runtime.loop_token()
-            self._run = client.driver.start(machine)
+            self._loop = driver.runtime.loop_token()  # async only
+            self._run = driver.start(machine)
         assert self._run is not None
         return self._run
 
@@ -75,24 +73,32 @@ class ChatWatch(WatchShell[WatchedClient], AsyncClosing):
         if feed.exhausted:
             raise StopAsyncIteration
         run = self._start()
-        while (event := feed.next_event()) is None:
+        driver = self._client.driver
+        while True:
+            with driver.locked():
+                event = feed.next_event()
+            if event is not None:
+                return event
             if feed.exhausted:
                 raise StopAsyncIteration
             await run.wait_changed()
-        return event
 
     async def __aenter__(self) -> ChatWatch:
         self._start()
         return self
 
     async def aclose(self) -> None:
-        """Stop watching: the socket is closed (close 1000) at once. Idempotent."""
-        self.close()
+        """Stop watching: the socket is closed (close 1000) at once, and the client closed
+        when the watch created it (``watch_chats``). Idempotent."""
+        self._stop()
         if self._owns_client:
             await self._client.aclose()
 
-    def close(self) -> None:
-        """``aclose`` without awaiting (the teardown is synchronous)."""
+    def close(self) -> None:  # async only
+        """``aclose`` without awaiting (the teardown is synchronous)."""  # async only
+        self._stop()  # async only
+
+    def _stop(self) -> None:
         self._feed.close()
         if self._run is not None:
             self._run.cancel(None)

@@ -26,7 +26,7 @@ from coder_proto._transport_events import TransportEventSink
 
 from .._driver import Driver, transport_sink
 from .._runtime import BlockingRuntime
-from ..watch import ChatWatch
+from .watch import ChatWatch
 
 __all__ = ["CoderChatClient", "operation"]
 
