@@ -10,8 +10,9 @@ The rewriting is by tokens (``tokenize``), with a few rules and nothing else:
   phrases in ``PHRASES`` in strings and comments (``async with`` -> ``with`` ...);
 * the imported modules in ``MODULES`` are the blocking adapter's (``.driver`` ->
   ``.._driver``, the runtime ...); the names of one-line ``from`` imports are sorted again;
-* two markers, for the few lines only one layer has: a line ending in ``# async only`` is
-  left out, a comment line ``# blocking: CODE`` is ``CODE``; a line ending in
+* markers, for the few lines only one layer has: a line ending in ``# async only`` is left
+  out, and so are the lines from a comment line ``# async only: begin`` to ``# async only:
+  end``; a comment line ``# blocking: CODE`` is ``CODE``; a line ending in
   ``# unasync: keep`` is copied as it is (an ``async def`` the blocking layer keeps).
 
 What differs between the two layers beyond this stays out of the generated files: in the
@@ -82,6 +83,8 @@ PHRASES = (
 )
 
 ASYNC_ONLY = "  # async only"
+BEGIN = "# async only: begin"
+END = "# async only: end"
 BLOCKING = "# blocking: "
 KEEP = "# unasync: keep"
 
@@ -105,8 +108,13 @@ def _markers(text: str) -> str:
     """The lines of the blocking layer only (``# blocking: CODE``), without those of the
     async layer only (``... # async only``)."""
     lines = []
+    skipping = False
     for line in text.splitlines(keepends=True):
-        if line.rstrip("\n").endswith(ASYNC_ONLY):
+        stripped = line.strip()
+        if stripped in (BEGIN, END):
+            skipping = stripped == BEGIN
+            continue
+        if skipping or line.rstrip("\n").endswith(ASYNC_ONLY):
             continue
         stripped = line.lstrip()
         if stripped.startswith(BLOCKING):

@@ -14,7 +14,7 @@ import inspect
 import logging
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar
 
 from coder_io_common.files import read_upload_path
 from coder_proto._errors import CoderAgentError
@@ -24,7 +24,6 @@ __all__ = [
     "BlockingRuntime",
     "Cancelled",
     "Event",
-    "LoopToken",
     "Task",
     "TaskGroup",
     "discard",
@@ -34,44 +33,25 @@ __all__ = [
 Event = threading.Event
 
 
-class LoopToken(Protocol):
-    """The async layer's handle on its loop; no loop runs here, so none is ever made."""
-
-    def run_soon(self, fn: Callable[..., object], *args: Any) -> None: ...
-
-
 class Cancelled(BaseException):
     """The task of a ``TaskGroup`` that raises it was cancelled: its wait (``sleep``) ended
     early. It ends the task quietly."""
 
 
 class Task:
-    """A thread of a ``TaskGroup``. ``cancel`` ends the waits it makes (``sleep``) with
+    """A thread of a ``TaskGroup``. Cancelling it ends the waits it makes (``sleep``) with
     ``Cancelled``; what it is doing otherwise finishes."""
-
-    lingering = False
 
     def __init__(self) -> None:
         self.cancelled = threading.Event()
         self.thread: threading.Thread | None = None
-        self._lock = threading.Lock()
-        self._began = False
-
-    def begin(self) -> bool:
-        """Whether the task may run: not when it was cancelled before it began."""
-        with self._lock:
-            self._began = not self.cancelled.is_set()
-            return self._began
 
     def cancel(self) -> None:
         """Cancel the task and wait for its thread to end: once ``cancel`` returns, the task
-        does nothing more (one cancelled before it began never runs)."""
-        with self._lock:
-            self.cancelled.set()
-            began = self._began
-        thread = self.thread
-        if began and thread is not None and thread is not threading.current_thread():
-            thread.join()
+        does nothing more (the lease's renewal writes nothing after it was stopped)."""
+        self.cancelled.set()
+        assert self.thread is not None
+        self.thread.join()
 
 
 class _Current(threading.local):
@@ -84,25 +64,17 @@ _CURRENT = _Current()
 class TaskGroup:
     """Threads whose lifetime is a block (``BlockingRuntime.task_group``)."""
 
-    def __init__(self, logger: logging.Logger) -> None:
-        self._logger = logger
+    def __init__(self) -> None:
         self._tasks: list[Task] = []
 
     def start_soon(self, fn: Callable[..., Any], *args: Any) -> Task:
-        """Run ``fn(*args)`` in a thread of the group. What it raises is logged (its
-        cancellation quietly ends it)."""
+        """Run ``fn(*args)`` in a thread of the group; its cancellation quietly ends it."""
         task = Task()
 
         def main() -> None:
-            if not task.begin():
-                return
             _CURRENT.task = task
-            try:
+            with contextlib.suppress(Cancelled):
                 fn(*args)
-            except Cancelled:
-                pass
-            except Exception:
-                self._logger.exception("a background task failed")
 
         task.thread = threading.Thread(target=main, name="coder-io-sync-task", daemon=True)
         self._tasks.append(task)
@@ -110,15 +82,15 @@ class TaskGroup:
         return task
 
     def cancel(self) -> None:
-        """Cancel every task of the group."""
+        """Cancel every task of the group, and wait for their threads."""
         for task in self._tasks:
             task.cancel()
 
     def join(self) -> None:
+        """Wait for every task of the group."""
         for task in self._tasks:
             assert task.thread is not None
             task.thread.join()
-
 
 
 class BlockingRuntime:
@@ -177,12 +149,11 @@ class BlockingRuntime:
     def task_group(self) -> Iterator[TaskGroup]:
         """A block whose threads end with it: leaving it waits for them; an exception out of
         the block cancels them first."""
-        group = TaskGroup(self.logger)
+        group = TaskGroup()
         try:
             yield group
         except BaseException:
             group.cancel()
-            group.join()
             raise
         group.join()
 

@@ -31,9 +31,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import inspect
+import inspect  # async only
 import logging
-import threading
+import threading  # async only
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -42,7 +42,7 @@ from typing import Any
 import httpx
 
 from coder_io_common.tls import VerifyTypes
-from coder_proto import CoderAgentError
+from coder_proto import CoderAgentError  # async only
 from coder_proto._actions import ToolOutcome
 from coder_proto._constants import (
     DEFAULT_MAX_STEPS,
@@ -133,8 +133,12 @@ async def _run_effects(
     return step.value
 
 
-async def _awaited(value: Awaitable[Any]) -> Any:
-    return await value
+# async only: begin
+async def _awaited(value: Awaitable[Any]) -> None:
+    await value
+
+
+# async only: end
 
 
 class _LeaseCheck:
@@ -146,8 +150,7 @@ class _LeaseCheck:
         self._lease = lease
         self._store = store
         self._runtime = runtime
-        self._loop_thread: int | None = threading.get_ident()  # async only
-        # blocking: self._loop_thread: int | None = None
+        self._loop_thread = threading.get_ident()  # async only
 
     @property
     def fencing_token(self) -> int | None:
@@ -157,13 +160,16 @@ class _LeaseCheck:
         await _run_effects(self._runtime, self._lease.verify(), self._perform)  # async only
         # blocking: self.check()
 
+    # async only: begin
     async def _perform(self, effect: Any) -> Any:
         if isinstance(effect, StoreOp):
             return await _apply(self._runtime, self._store, effect)
         assert isinstance(effect, WallClock)
         return time.time()
 
+    # async only: end
     def check(self) -> None:
+        # async only: begin
         if threading.get_ident() == self._loop_thread:
             raise CoderAgentError(
                 "check_lease() blocks, and this is the event loop's thread: in a coroutine "
@@ -175,6 +181,7 @@ class _LeaseCheck:
                 "coroutines) from a plain tool function: make the tool a coroutine function "
                 "and await ctx.acheck_lease()"
             )
+        # async only: end
         run_program(self._lease.verify(), self._perform_blocking)
 
     def _perform_blocking(self, effect: Any) -> Any:
@@ -336,7 +343,9 @@ class _Effects:
             return await agent.generate(effect.prompt)  # async only
             # blocking: return agent.generate(effect.prompt, timeout=self._timeout)
         store = self._store
-        async with runtime.task_group() as group:
+        # blocking: with runtime.task_group():
+        async with runtime.task_group() as group:  # async only
+            # async only: begin
 
             async def write(chat_id: str, op: StoreOp) -> None:
                 try:
@@ -344,17 +353,23 @@ class _Effects:
                 except Exception as exc:
                     step.early_checkpoint_failed(chat_id, exc)
 
+            # async only: end
             def chat_created(chat_id: str) -> None:
                 op = step.early_checkpoint(effect, chat_id)
                 if op is None:
                     return
+                # async only: begin
                 if inspect.iscoroutinefunction(getattr(store, op.method, None)):
                     group.start_soon(write, chat_id, op)
                     return
+                # async only: end
                 try:
-                    value = op.apply(store)
+                    value = op.apply(store)  # async only
+                    # blocking: op.apply(store)
+                    # async only: begin
                     if inspect.isawaitable(value):
                         group.start_soon(_awaited, value)
+                    # async only: end
                 except Exception as exc:
                     step.early_checkpoint_failed(chat_id, exc)
 

@@ -4,7 +4,7 @@ consumer's rules ``coder_proto._shells.watch_feed``)."""
 
 from __future__ import annotations
 
-import contextlib
+import contextlib  # async only
 from typing import Protocol
 
 from coder_io_common.closing import AsyncClosing
@@ -14,7 +14,7 @@ from coder_proto._shells.watch_feed import WatchShell
 from coder_proto._wire.chats import ChatWatchEvent
 
 from .driver import Driver, Run
-from .runtime import LoopToken
+from .runtime import LoopToken  # async only
 
 __all__ = ["ChatWatch", "WatchedClient"]
 
@@ -49,8 +49,10 @@ class ChatWatch(WatchShell[WatchedClient], AsyncClosing):
     """
 
     _run: Run[None] | None
+    # async only: begin
     #: The loop that runs the watch (``__del__`` cancels on it).
     _loop: LoopToken | None = None
+    # async only: end
 
     def _start(self) -> Run[None]:
         client = self._client
@@ -103,6 +105,7 @@ class ChatWatch(WatchShell[WatchedClient], AsyncClosing):
         if self._run is not None:
             self._run.cancel(None)
 
+    # async only: begin
     def __del__(self) -> None:
         # Dropping an unfinished iterator (``break`` out of ``async for``) must not leave the
         # socket open: cancel on the loop that runs it.
@@ -112,3 +115,4 @@ class ChatWatch(WatchShell[WatchedClient], AsyncClosing):
             return
         with contextlib.suppress(Exception):
             loop.run_soon(run.cancel, None)
+    # async only: end

@@ -32,9 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import inspect
 import logging
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -43,7 +41,6 @@ from typing import Any
 import httpx
 
 from coder_io_common.tls import VerifyTypes
-from coder_proto import CoderAgentError
 from coder_proto._actions import ToolOutcome
 from coder_proto._constants import (
     DEFAULT_MAX_STEPS,
@@ -134,8 +131,6 @@ def _run_effects(
     return step.value
 
 
-def _awaited(value: Any) -> Any:
-    return value
 
 
 class _LeaseCheck:
@@ -147,7 +142,6 @@ class _LeaseCheck:
         self._lease = lease
         self._store = store
         self._runtime = runtime
-        self._loop_thread: int | None = None
 
     @property
     def fencing_token(self) -> int | None:
@@ -156,24 +150,7 @@ class _LeaseCheck:
     async def acheck(self) -> None:  # unasync: keep
         self.check()
 
-    def _perform(self, effect: Any) -> Any:
-        if isinstance(effect, StoreOp):
-            return _apply(self._runtime, self._store, effect)
-        assert isinstance(effect, WallClock)
-        return time.time()
-
     def check(self) -> None:
-        if threading.get_ident() == self._loop_thread:
-            raise CoderAgentError(
-                "check_lease() blocks, and this is the event loop's thread: in a coroutine "
-                "tool function, await ctx.acheck_lease() instead"
-            )
-        if inspect.iscoroutinefunction(getattr(self._store, "get_lease", None)):
-            raise CoderAgentError(
-                f"check_lease() cannot read {type(self._store).__name__} (its methods are "
-                "coroutines) from a plain tool function: make the tool a coroutine function "
-                "and await ctx.acheck_lease()"
-            )
         run_program(self._lease.verify(), self._perform_blocking)
 
     def _perform_blocking(self, effect: Any) -> Any:
@@ -334,25 +311,13 @@ class _Effects:
         if effect.chat_id is not None:
             return agent.generate(effect.prompt, timeout=self._timeout)
         store = self._store
-        with runtime.task_group() as group:
-
-            def write(chat_id: str, op: StoreOp) -> None:
-                try:
-                    self._apply(op)
-                except Exception as exc:
-                    step.early_checkpoint_failed(chat_id, exc)
-
+        with runtime.task_group():
             def chat_created(chat_id: str) -> None:
                 op = step.early_checkpoint(effect, chat_id)
                 if op is None:
                     return
-                if inspect.iscoroutinefunction(getattr(store, op.method, None)):
-                    group.start_soon(write, chat_id, op)
-                    return
                 try:
-                    value = op.apply(store)
-                    if inspect.isawaitable(value):
-                        group.start_soon(_awaited, value)
+                    op.apply(store)
                 except Exception as exc:
                     step.early_checkpoint_failed(chat_id, exc)
 

@@ -5,7 +5,6 @@ consumer's rules ``coder_proto._shells.watch_feed``)."""
 
 from __future__ import annotations
 
-import contextlib
 from typing import Protocol
 
 from coder_io_common.closing import Closing
@@ -15,7 +14,6 @@ from coder_proto._shells.watch_feed import WatchShell
 from coder_proto._wire.chats import ChatWatchEvent
 
 from .._driver import Driver, Run
-from .._runtime import LoopToken
 
 __all__ = ["ChatWatch", "WatchedClient"]
 
@@ -50,8 +48,6 @@ class ChatWatch(WatchShell[WatchedClient], Closing):
     """
 
     _run: Run[None] | None
-    #: The loop that runs the watch (``__del__`` cancels on it).
-    _loop: LoopToken | None = None
 
     def _start(self) -> Run[None]:
         client = self._client
@@ -100,12 +96,3 @@ class ChatWatch(WatchShell[WatchedClient], Closing):
         if self._run is not None:
             self._run.cancel(None)
 
-    def __del__(self) -> None:
-        # Dropping an unfinished iterator (``break`` out of ``for``) must not leave the
-        # socket open: cancel on the loop that runs it.
-        run = self._run
-        loop = self._loop
-        if run is None or run.done or loop is None:
-            return
-        with contextlib.suppress(Exception):
-            loop.run_soon(run.cancel, None)
