@@ -154,6 +154,8 @@ class CoderAgent(AgentShell[CoderChatClient, httpx.AsyncClient], AsyncClosing):
         finally:
             self._end()
 
+    # async only: begin
+    # The blocking adapter's stream and segment take a timeout= (coder_io_sync.agent).
     def stream(
         self,
         prompt: object = None,
@@ -180,6 +182,7 @@ class CoderAgent(AgentShell[CoderChatClient, httpx.AsyncClient], AsyncClosing):
         segment ended interrupts the run."""
         return self._stream_class(self, prompt, messages, segment=True)
 
+    # async only: end
     async def _build(self, plan: PromptPlan) -> Sequence[Any]:
         read_upload = self._runtime.read_upload
         return plan.build([await read_upload(upload) for upload in plan.reads])

@@ -85,9 +85,13 @@ class ChatWatch(WatchShell[WatchedClient], AsyncClosing):
                 raise StopAsyncIteration
             await run.wait_changed()
 
+    # async only: begin
+    # The blocking watch subscribes on entering (coder_io_sync.watch).
     async def __aenter__(self) -> ChatWatch:
         self._start()
         return self
+
+    # async only: end
 
     async def aclose(self) -> None:
         """Stop watching: the socket is closed (close 1000) at once, and the client closed

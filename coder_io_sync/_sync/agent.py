@@ -155,32 +155,6 @@ class CoderAgent(AgentShell[CoderChatClient, httpx.Client], Closing):
         finally:
             self._end()
 
-    def stream(
-        self,
-        prompt: object = None,
-        *,
-        messages: object = None,
-        edit_message_id: int | None = None,
-    ) -> AgentStream:
-        """A streaming turn: ``with agent.stream(prompt) as s:`` then ``for part in
-        s`` (output parts, live), or ``for delta in s.text_stream``, and ``await
-        s.get_final_result()``. A failure of the run is raised by the iteration; leaving the
-        block before the turn finished interrupts the run. With ``edit_message_id`` (the id of
-        one of the chat's user messages, as ``prompts()`` lists them) the prompt replaces that
-        message, which drops it and everything after it from the history, and the turn
-        streams the run the edit starts (docs/sessions.md)."""
-        return self._stream_class(self, prompt, messages, edit_message_id=edit_message_id)
-
-    def segment(self, prompt: object = None, *, messages: object = None) -> AgentStream:
-        """One model round trip as a stream, for frameworks that run the tool loop
-        themselves (docs/tools.md "Running the tools yourself"): the parts of one segment,
-        ending when the run settles or pauses for client tools. A pause's calls are not run:
-        ``get_final_result()`` reports them in ``tool_calls`` with ``finish_reason``
-        ``"tool-calls"``, and the next ``segment`` with ``messages`` ending in a
-        ``ToolMessage`` of their results resumes the run. Leaving the block before the
-        segment ended interrupts the run."""
-        return self._stream_class(self, prompt, messages, segment=True)
-
     def _build(self, plan: PromptPlan) -> Sequence[Any]:
         read_upload = self._runtime.read_upload
         return plan.build([read_upload(upload) for upload in plan.reads])

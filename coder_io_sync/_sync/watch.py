@@ -79,9 +79,6 @@ class ChatWatch(WatchShell[WatchedClient], Closing):
                 raise StopIteration
             run.wait_changed()
 
-    def __enter__(self) -> ChatWatch:
-        self._start()
-        return self
 
     def close(self) -> None:
         """Stop watching: the socket is closed (close 1000) at once, and the client closed
