@@ -243,7 +243,7 @@ class CoderAgent(AgentShell[CoderChatClient, httpx.Client], Closing):
         """Write ``content`` (bytes, a path or a binary file object) as-is to ``path`` on the
         agent's workspace through the ``workspace_files`` adapter (docs/agents.md "Workspace
         files"): no allowlist, no size cap, no unpacking. ``write_file`` may be a coroutine
-        function."""
+        function on an event loop; the blocking adapter needs a plain method."""
         write = self._core.workspace_write(content, path)
         data = _read_whole(write, self._runtime)
         written = write.adapter.write_file(write.target, data)
