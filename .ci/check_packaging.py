@@ -39,7 +39,7 @@ PACKAGES = (
 )
 # What the sdist's tests read: everything tracked under these, plus these single files.
 SDIST_TREES = ("tests", "docs", "examples", "fuzz")
-SDIST_FILES = ("pyproject.toml", "README.md", "LICENSE")
+SDIST_FILES = ("pyproject.toml", "README.md", "LICENSE", ".ci/unasync.py")
 # Must each hold at least one file (a corpus silently left out would shrink the tests).
 SDIST_NONEMPTY = ("tests/conformance/cases", "fuzz/corpus", "docs", "examples")
 

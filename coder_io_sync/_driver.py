@@ -77,7 +77,7 @@ import threading
 import time
 import types
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Generic, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeAlias, TypeVar
 
 from coder_io_common.tls import VerifyTypes, ssl_context
 from coder_io_common.wallclock import created_at, event_sink
@@ -117,6 +117,7 @@ from coder_proto.adapter import (
 )
 
 from ._call_deadline import CALL_DEADLINE
+from ._runtime import BlockingRuntime
 
 if TYPE_CHECKING:
     import httpx
@@ -155,10 +156,13 @@ def _now() -> float:
 # -- configuration -------------------------------------------------------------------------------
 
 
-def transport_sink(callback: Callable[[Any], object] | None) -> TransportEventSink:
+def transport_sink(
+    callback: Callable[[Any], object] | None, runtime: object = None
+) -> TransportEventSink:
     """The sink for a user's ``on_transport_event`` (wire 11, D24): wall-clock timestamps from
     ``time.time``; what the callback raises is swallowed. The blocking adapter calls plain
-    functions: a coroutine function is refused at once (``CoderAgentError``)."""
+    functions: a coroutine function is refused at once (``CoderAgentError``). ``runtime`` is
+    the async driver's argument (where an awaitable result runs), unused here."""
     if callback is None:
         return event_sink()
     if inspect.iscoroutinefunction(callback):
@@ -213,6 +217,16 @@ class Deadline:
 
 class _Expired(Exception):
     """The caller's deadline passed while waiting."""
+
+
+class _CallerDeadline(threading.local):
+    """The caller's deadline of the public call the current thread is in
+    (``Driver.deadline``); the runs it starts are bound by it."""
+
+    deadline: Deadline | None = None
+
+
+_CALLER = _CallerDeadline()
 
 
 # -- Ctrl-C ----------------------------------------------------------------------------------------
@@ -302,6 +316,10 @@ def blocking_sleep(seconds: float) -> None:
     if seconds > 0:
         with _SIGINT.blocking():
             time.sleep(seconds)
+
+
+#: The one blocking runtime (``Driver.runtime``).
+BLOCKING = BlockingRuntime(blocking_sleep)
 
 
 # -- sockets ---------------------------------------------------------------------------------------
@@ -436,6 +454,9 @@ class Run(Generic[T]):
         self._driver = driver
         self._task = task
         self._machine = machine
+        #: The caller's deadline the run was started under (``Driver.deadline``), if any: the
+        #: waits that name none are bound by it.
+        self._deadline = _CALLER.deadline
         #: Runs the machine's tool pauses (``None``: every call fails, D5).
         self._tools = tools
         #: Requests and connects of this run, performed by the thread that waits on it.
@@ -462,15 +483,23 @@ class Run(Generic[T]):
     def result(self, deadline: Deadline | None = None) -> T:
         """Drive until the machine finished and return its result (or raise its error). At
         ``deadline`` the machine is cancelled and ``TimeoutError`` raised."""
-        self._driver._wait(self, lambda: self.done, deadline)
+        self._driver._wait(self, lambda: self.done, deadline or self._deadline)
         value: T = self._machine.result()
         return value
+
+    def wait_changed(self) -> None:
+        """Drive until the run has something new for its consumer: a part in its ``parts``
+        deque (a stream-mode ``Turn``), an event in its ``events`` (a watch), or its end. At
+        the run's deadline the machine is cancelled and ``TimeoutError`` raised."""
+        machine = self._machine
+        queue = machine.parts if hasattr(machine, "parts") else machine.events
+        self._driver._wait(self, lambda: bool(queue) or machine.done, self._deadline)
 
     def wait_until(self, predicate: Callable[[], bool], deadline: Deadline | None = None) -> None:
         """Drive until ``predicate()`` (called with the driver's lock held) is true or the
         machine is done. At ``deadline`` the machine is cancelled and ``TimeoutError``
         raised."""
-        self._driver._wait(self, lambda: predicate() or self.done, deadline)
+        self._driver._wait(self, lambda: predicate() or self.done, deadline or self._deadline)
 
     def parts(self, deadline: Deadline | None = None) -> Iterator[Any]:
         """The machine's ``parts`` deque (a stream-mode ``Turn``), drained live in order until
@@ -480,6 +509,7 @@ class Run(Generic[T]):
         parts = machine.parts
         take = self._driver._take
         popleft = parts.popleft
+        deadline = deadline or self._deadline
         while True:
             # One part at a time: a part this iterator has not yielded stays in the deque for
             # whichever lens reads next. A part that is there is taken without the lock (a
@@ -517,6 +547,9 @@ class Driver:
     the stream sockets (and for the created HTTP client). ``sink`` receives the ``http:*``
     events.
     """
+
+    #: What the generated layer calls its runtime (``coder_io_sync._runtime``).
+    runtime: ClassVar[BlockingRuntime] = BLOCKING
 
     def __init__(
         self,
@@ -626,6 +659,26 @@ class Driver:
         session method) while no other thread steps the machines that share its state."""
         with self._lock:
             yield _now()
+
+    @contextlib.contextmanager
+    def deadline(self, seconds: object) -> Iterator[Deadline | None]:
+        """A caller's deadline ``seconds`` from now (``Deadline.after``: ``None`` for none;
+        anything but a number of seconds is ``CoderAgentError``) for the block: the runs this
+        thread starts inside it are cut there (D22), the builtin ``TimeoutError`` raised. The
+        ``timeout=`` of the blocking adapter's public calls."""
+        deadline = Deadline.after(seconds)
+        previous = _CALLER.deadline
+        _CALLER.deadline = deadline
+        try:
+            yield deadline
+        finally:
+            _CALLER.deadline = previous
+
+    def calling(self) -> contextlib.AbstractContextManager[None]:
+        """The scope of one public call: Ctrl-C is deferred to the driver's blocking points
+        (``sigint_deferred``), so a ``KeyboardInterrupt`` never lands between a machine's
+        creation and its driving."""
+        return _SIGINT.active()
 
     def start(
         self,

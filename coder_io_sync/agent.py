@@ -20,58 +20,18 @@ result once the run settled). A ``KeyboardInterrupt`` or the ``timeout=`` of ``g
 
 from __future__ import annotations
 
-import concurrent.futures
-import inspect
-import logging
-import threading
-from collections.abc import Callable, Iterator, Sequence
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, ClassVar, Concatenate, ParamSpec, TypeVar
+from typing import Any, ClassVar
 
-from coder_io_common.closing import Closing
-from coder_io_common.files import read_path
-from coder_io_common.observer import AgentObserver, observed_tool, turn_observation
-from coder_proto import (
-    ArchiveResult,
-    CoderAgentError,
-    GenerateResult,
-    OutputPart,
-    TextDelta,
-    ToolCall,
-    ToolInvocation,
-    WorkspaceUpload,
-)
-from coder_proto.adapter import (
-    BACKGROUND_TASK_BOUND,
-    AgentCalls,
-    AgentShell,
-    Call,
-    PromptPlan,
-    ToolOutcome,
-    Turn,
-    WorkspaceWrite,
-    prepare_prompt,
-)
+from coder_proto import ArchiveResult, GenerateResult
 
-from ._driver import Deadline, Driver, Run, sigint_deferred
-from .client import CoderChatClient, _read_upload, operation
-
-if TYPE_CHECKING:
-    import httpx  # noqa: F401 (named by the base class)
+from ._driver import Deadline
+from ._sync import agent
+from .client import CoderChatClient
 
 __all__ = ["AgentStream", "CoderAgent"]
 
-logger = logging.getLogger("coder_io_sync")
 
-P = ParamSpec("P")
-T = TypeVar("T")
-
-
-def _op(spec: Callable[Concatenate[AgentCalls, P], Call[T]]) -> Callable[Concatenate[Any, P], T]:
-    return operation(spec, owner="CoderAgent")
-
-
-class CoderAgent(AgentShell[CoderChatClient, "httpx.Client"], Closing):
+class CoderAgent(agent.CoderAgent):
     """A Coder Agents chat session, blocking (docs/architecture.md "Public API").
 
     One agent is one server chat, created by the first turn and reused by the next ones
@@ -96,35 +56,6 @@ class CoderAgent(AgentShell[CoderChatClient, "httpx.Client"], Closing):
     """
 
     _client_class: ClassVar[type[Any]] = CoderChatClient
-    _driver: Driver
-    #: Hooks around turns, tools and events (``coder_io_common.observer``), or ``None``.
-    _observer: AgentObserver | None = None
-
-    def _setup(self) -> None:
-        # The single-flight check and entry are one step, whichever thread calls (G.2).
-        self._flight = threading.Lock()
-
-    def reset_session(self) -> None:
-        """Start a fresh chat on the next turn (H.1); a paused stream is closed."""
-        session = self._core.session
-
-        def reset(now: float) -> list[Any]:
-            recorder = self._driver.recorder
-            if recorder is not None:
-                recorder.session_call("reset_session", now)
-            return session.reset_session(now)
-
-        self._driver.perform(reset, session=session)
-
-    # -- turns -------------------------------------------------------------------------------
-
-    def _begin(self) -> None:
-        with self._flight:
-            self._core.begin()
-
-    def _end(self) -> None:
-        with self._flight:
-            self._core.end()
 
     def generate(
         self, prompt: object = None, *, messages: object = None, timeout: float | None = None
@@ -137,33 +68,8 @@ class CoderAgent(AgentShell[CoderChatClient, "httpx.Client"], Closing):
         deadline for the whole call: when it passes, the run on the server is interrupted and
         the builtin ``TimeoutError`` raised (D22); a ``KeyboardInterrupt`` while waiting does
         the same and propagates. The agent stays usable afterwards."""
-        deadline = Deadline.after(timeout)
-        core = self._core
-        driver = self._driver
-        self._begin()
-        seen = turn_observation(self._observer, self, streaming=False)
-        try:
-            with sigint_deferred():
-                plan = prepare_prompt(prompt, messages)
-                built = self._build(plan)
-                with driver.locked() as now:
-                    call = core.generate(built, now=now)
-                turn: Turn = call.turn
-                while True:
-                    result = driver.run(
-                        turn, session=core.session, tools=self._run_tools, deadline=deadline
-                    )
-                    with driver.locked() as now:
-                        step = call.advance(result, now=now)
-                    if isinstance(step, GenerateResult):
-                        seen.end(step)
-                        return step
-                    turn = step
-        except BaseException as exc:
-            seen.end(error=exc)
-            raise
-        finally:
-            self._end()
+        with self._driver.deadline(timeout):
+            return super().generate(prompt, messages=messages)
 
     def stream(
         self,
@@ -197,42 +103,13 @@ class CoderAgent(AgentShell[CoderChatClient, "httpx.Client"], Closing):
         ``ToolMessage`` of their results resumes the run. ``timeout`` is as for ``stream``."""
         return AgentStream(self, prompt, messages, Deadline.check(timeout), segment=True)
 
-    def _build(self, plan: PromptPlan) -> Sequence[Any]:
-        return plan.build([_read_upload(upload) for upload in plan.reads])
-
-    def _run_tools(self, calls: tuple[ToolCall, ...]) -> list[ToolOutcome]:
-        """One pause's client calls (D5), in the driver's tool thread: the core plans them;
-        each invocation runs in a thread of its own when there are several."""
-        with self._driver.locked():
-            plan = self._core.plan_tools(calls)
-        outcomes = list(plan.outcomes)
-        invocations = plan.invocations
-        invoke = observed_tool(self._observer, _invoke)
-        if len(invocations) == 1:
-            outcomes.append(invoke(invocations[0]))
-        elif invocations:
-            with concurrent.futures.ThreadPoolExecutor(
-                max_workers=len(invocations), thread_name_prefix="coder-io-sync-tool"
-            ) as pool:
-                outcomes += list(pool.map(invoke, invocations))
-        return outcomes
-
-    # -- cleanup (H.3-H.5) -------------------------------------------------------------------
-
-    interrupt = _op(AgentCalls.interrupt)
-
     def archive(self, *, timeout: float | None = None) -> ArchiveResult:
         """Archive the session's chat and every stranded one (H.4, D10), retrying 409s while
         the chat winds down, within ``settle_deadline``. ``timeout`` (seconds) is the caller's
         deadline: when it passes, the archive stops and the builtin ``TimeoutError`` is raised
         (D22); the chat is left as it was, to archive later."""
-        deadline = Deadline.after(timeout)
-        session = self._core.session
-        driver = self._driver
-        with sigint_deferred():
-            with driver.locked() as now:
-                machine = session.archive(now=now)
-            return driver.run(machine, session=session, deadline=deadline)
+        with self._driver.deadline(timeout):
+            return super().archive()
 
     def close(self, *, archive: bool = True) -> None:
         """Dispose of the agent (H.5): interrupt, then archive, bounded by ``settle_deadline``;
@@ -240,68 +117,10 @@ class CoderAgent(AgentShell[CoderChatClient, "httpx.Client"], Closing):
         client if the agent created it. With ``archive=False`` the chat is left as it is, to be
         continued later from ``chat_id`` and ``last_seen_message_id``: only the connections
         are closed. Never raises (except a ``KeyboardInterrupt``). Idempotent."""
-        if self._closed:
-            return
-        self._closed = True
-        session = self._core.session
-        driver = self._driver
-        try:
-            if archive and not driver.closed:
-                # The dispose machine logs and collects its failures; it never raises.
-                with sigint_deferred():
-                    with driver.locked() as now:
-                        machine = session.dispose(now=now)
-                    driver.run(machine, session=session)
-            elif not driver.closed:
-                driver.perform(session.close_retained_stream, session=session)
-        except Exception:
-            logger.warning("agent disposal failed", exc_info=True)
-        finally:
-            if self._owns_client:
-                self._client.close()
-            elif not driver.closed:
-                try:
-                    driver.wait_background(BACKGROUND_TASK_BOUND)
-                finally:
-                    driver.release_session(session)
-
-    # -- plain operations (coder_proto._shells.agent_calls.AgentCalls) ---------------------------------------
-
-    def _perform(self, call: Call[T]) -> T:
-        return self._client._perform(call)
-
-    list_models = _op(AgentCalls.list_models)
-    get_chat_cost = _op(AgentCalls.get_chat_cost)
-    compact = _op(AgentCalls.compact)
-    clear = _op(AgentCalls.clear)
-    edit_message = _op(AgentCalls.edit_message)
-    prompts = _op(AgentCalls.prompts)
-    propose_title = _op(AgentCalls.propose_title)
-    diff = _op(AgentCalls.diff)
-    queued_messages = _op(AgentCalls.queued_messages)
-    edit_queued_message = _op(AgentCalls.edit_queued_message)
-    promote_queued_message = _op(AgentCalls.promote_queued_message)
-    attach = _op(AgentCalls.attach)
-    history = _op(AgentCalls.history)
-
-    def upload_to_workspace(self, content: object, path: str) -> WorkspaceUpload:
-        """Write ``content`` (bytes, a path or a binary file object) as-is to ``path`` on the
-        agent's workspace through the ``workspace_files`` adapter (docs/agents.md "Workspace
-        files"): no allowlist, no size cap, no unpacking. The adapter's ``write_file`` must be
-        a plain method here."""
-        write = self._core.workspace_write(content, path)
-        data = _read_whole(write)
-        written = write.adapter.write_file(write.target, data)
-        if inspect.isawaitable(written):
-            _discard(written)
-            raise CoderAgentError(
-                "workspace_files.write_file returned an awaitable; the blocking adapter "
-                "(coder_io_sync) needs a plain method"
-            )
-        return write.result(written, data)
+        super().close(archive=archive)
 
 
-class AgentStream:
+class AgentStream(agent.AgentStream):
     """One streaming turn (``CoderAgent.stream``); use it as a context manager.
 
     ``for part in stream`` yields the output parts (``TextDelta``, ``ToolCall``, ``Finish``
@@ -313,6 +132,8 @@ class AgentStream:
     part.
     """
 
+    __slots__ = ("_timeout",)
+
     def __init__(
         self,
         agent: CoderAgent,
@@ -323,144 +144,11 @@ class AgentStream:
         segment: bool = False,
         edit_message_id: int | None = None,
     ) -> None:
-        self._agent = agent
-        self._segment = segment
-        self._edit_message_id = edit_message_id
-        self._prompt = prompt
-        self._messages = messages
+        super().__init__(agent, prompt, messages, segment=segment, edit_message_id=edit_message_id)
         self._timeout = timeout
-        self._deadline: Deadline | None = None
-        self._run: Run[Any] | None = None
-        self._final: GenerateResult | None = None
-        self._entered = False
-        self._seen = turn_observation(None, agent, streaming=True)
-
-    def __repr__(self) -> str:
-        state = "not started" if self._run is None else ("done" if self._run.done else "live")
-        return f"<AgentStream {state}>"
 
     def __enter__(self) -> AgentStream:
-        if self._entered:
-            raise CoderAgentError("a stream can be entered only once")
-        self._entered = True
-        deadline = Deadline.after(self._timeout)
-        agent = self._agent
-        core = agent._core
-        driver = agent._driver
-        agent._begin()
-        self._seen = turn_observation(agent._observer, agent, streaming=True)
-        try:
-            with sigint_deferred():
-                plan = prepare_prompt(self._prompt, self._messages)
-                built = agent._build(plan)
-                with driver.locked() as now:
-                    if self._segment:
-                        turn = core.segment(built, now=now)
-                    else:
-                        turn = core.stream(built, now=now, edit_message_id=self._edit_message_id)
-                self._run = driver.start(turn, session=core.session, tools=agent._run_tools)
-        except BaseException as exc:
-            self._seen.end(error=exc)
-            agent._end()
-            raise
-        self._deadline = deadline
+        # ``timeout`` runs from entering the block: the turn's run is started under it.
+        with self._agent._driver.deadline(self._timeout):
+            super().__enter__()
         return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        try:
-            if self._run is not None and not self._run.done:
-                # Leaving the stream early interrupts the run (docs/agents.md "Timeouts and
-                # cancellation"); with an exception it is the caller's reason (D22).
-                self._run.cancel(exc)
-        finally:
-            self._seen.end_stream(self._run, exc)
-            self._agent._end()
-
-    def _live(self) -> Run[Any]:
-        if self._run is None:
-            raise CoderAgentError("use the stream inside `with agent.stream(...) as s:`")
-        return self._run
-
-    def __iter__(self) -> Iterator[OutputPart]:
-        return self._parts()
-
-    def _parts(self) -> Iterator[OutputPart]:
-        run = self._live()
-        yield from run.parts(self._deadline)
-        run.result(self._deadline)
-
-    @property
-    def text_stream(self) -> Iterator[str]:
-        """The text deltas of the turn, as strings, live."""
-        return self._text()
-
-    def _text(self) -> Iterator[str]:
-        # ``_parts`` inline: one generator less to step through per delta.
-        run = self._live()
-        for part in run.parts(self._deadline):
-            if type(part) is TextDelta:
-                yield part.delta
-        run.result(self._deadline)
-
-    def get_final_result(self) -> GenerateResult:
-        """Wait for the turn to finish (draining the parts nobody read) and return its
-        result, with ``output`` when a structured answer was filed validly."""
-        if self._final is None:
-            run = self._live()
-            for _part in run.parts(self._deadline):
-                pass
-            result = run.result(self._deadline)
-            agent = self._agent
-            with agent._driver.locked():
-                self._final = agent._core.stream_result(result)
-            self._seen.end(self._final)
-        return self._final
-
-
-# -- helpers shared by the methods above ------------------------------------------------------
-
-
-def _discard(value: object) -> None:
-    close = getattr(value, "close", None)
-    if callable(close):
-        close()
-
-
-def _invoke(invocation: ToolInvocation) -> ToolOutcome:
-    """Run one client tool. The blocking adapter runs plain functions: a coroutine function,
-    or a function that returns an awaitable, gets an error result (D5)."""
-    if invocation.is_async:
-        return invocation.failed(
-            CoderAgentError(
-                f"tool {invocation.tool.name!r} is a coroutine function; the blocking adapter "
-                "(coder_io_sync) runs plain functions"
-            )
-        )
-    try:
-        value = invocation.call()
-    except Exception as exc:
-        return invocation.failed(exc)
-    if inspect.isawaitable(value):
-        _discard(value)
-        return invocation.failed(
-            CoderAgentError(
-                f"tool {invocation.tool.name!r} returned an awaitable; the blocking adapter "
-                "(coder_io_sync) runs plain functions"
-            )
-        )
-    return invocation.succeeded(value)
-
-
-def _read_whole(write: WorkspaceWrite) -> bytes:
-    """Workspace files have no size cap: bytes as given, a path or a file object read whole."""
-    plan = write.plan
-    if plan.data is not None:
-        return bytes(plan.data)
-    if plan.path is not None:
-        return read_path(plan.path)
-    return write.data(_read_upload(plan))

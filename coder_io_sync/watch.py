@@ -5,32 +5,13 @@ a context manager (wire 6; the machine is ``coder_proto._stream.watch``, the con
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Any, Protocol
 
-from coder_io_common.closing import Closing
-from coder_proto import ChatWatchEvent
-from coder_proto.adapter import ClientSettings, PrefixSelector, WatchShell
-
-if TYPE_CHECKING:
-    from ._driver import Driver, Run
+from ._sync import watch
 
 __all__ = ["ChatWatch"]
 
 
-class _WatchedClient(Protocol):
-    """What a watch needs of the ``CoderChatClient`` it watches through."""
-
-    driver: Driver
-    selector: PrefixSelector
-    settings: ClientSettings
-
-    @property
-    def base_url(self) -> str: ...
-
-    def close(self) -> None: ...
-
-
-class ChatWatch(WatchShell[Any], Closing):
+class ChatWatch(watch.ChatWatch):
     """Chat lifecycle events for every chat the user can see (wire 6)::
 
         with client.watch_chats() as watch:
@@ -46,41 +27,6 @@ class ChatWatch(WatchShell[Any], Closing):
     of a ``for`` over ``client.watch_chats()``) tears the socket down at once. The socket is
     read only while the consumer waits in ``next()``. Nothing here emits ``ws:*`` events.
     """
-
-    _client: _WatchedClient
-    _run: Run[None] | None
-
-    def _start(self) -> Run[None]:
-        client = self._client
-        driver = client.driver
-        with driver.locked() as now:
-            machine = self._feed.start(
-                client.selector, base_url=client.base_url, token=client.settings.token, now=now
-            )
-        if machine is not None:
-            self._run = driver.start(machine)
-        assert self._run is not None
-        return self._run
-
-    def __iter__(self) -> ChatWatch:
-        return self
-
-    def __next__(self) -> ChatWatchEvent:
-        feed = self._feed
-        if feed.exhausted:
-            raise StopIteration
-        run = self._start()
-        machine = feed.machine
-        assert machine is not None
-        driver = self._client.driver
-        while True:
-            with driver.locked():
-                event = feed.next_event()
-            if event is not None:
-                return event
-            if feed.exhausted:
-                raise StopIteration
-            run.wait_until(lambda: bool(machine.events))
 
     def __enter__(self) -> ChatWatch:
         try:
@@ -101,15 +47,6 @@ class ChatWatch(WatchShell[Any], Closing):
         if machine.done and not machine.cancelled:
             self._feed.close()
             run.result()
-
-    def close(self) -> None:
-        """Stop watching: the socket is closed (close 1000) at once, and the client closed
-        when the watch created it (``watch_chats``). Idempotent."""
-        self._feed.close()
-        if self._run is not None:
-            self._run.cancel(None)
-        if self._owns_client:
-            self._client.close()
 
     def __del__(self) -> None:
         # Dropping an unfinished iterator (``break`` out of ``for``) must not leave the socket

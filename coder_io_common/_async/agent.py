@@ -21,14 +21,16 @@ from __future__ import annotations
 
 import inspect
 import math
-import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, Concatenate, ParamSpec, TypeVar
 
 from coder_io_common.closing import AsyncClosing
 from coder_io_common.files import read_path
-from coder_io_common.observer import AgentObserver, observed_async_tool, turn_observation
+from coder_io_common.observer import (
+    AgentObserver,
+    turn_observation,
+)
 from coder_proto import (
     ArchiveResult,
     CoderAgentError,
@@ -36,7 +38,6 @@ from coder_proto import (
     OutputPart,
     TextDelta,
     ToolCall,
-    ToolInvocation,
     WorkspaceUpload,
 )
 from coder_proto.adapter import (
@@ -51,14 +52,15 @@ from coder_proto.adapter import (
     prepare_prompt,
 )
 
-from .client import CoderChatClient, operation, read_upload
+from .client import CoderChatClient, operation
 from .driver import Driver, Run
 from .runtime import AsyncRuntime
+from .tools import invoke_all
 
 if TYPE_CHECKING:
     import httpx  # noqa: F401 (named by the base class)
 
-__all__ = ["AgentStream", "CoderAgent", "invoke_all"]
+__all__ = ["AgentStream", "CoderAgent"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -67,10 +69,6 @@ T = TypeVar("T")
 #: and tasks); a disposal without finite bounds gets ``_UNBOUNDED_CLOSE``.
 _CLOSE_GRACE = 3.0
 _UNBOUNDED_CLOSE = 60.0
-
-
-def _now() -> float:
-    return time.monotonic()
 
 
 def _op(
@@ -115,14 +113,26 @@ class CoderAgent(AgentShell[CoderChatClient, "httpx.AsyncClient"], AsyncClosing)
 
     def reset_session(self) -> None:
         """Start a fresh chat on the next turn (H.1); a paused stream is closed."""
-        now = _now()
-        if self._driver.recorder is not None:
-            self._driver.recorder.session_call("reset_session", now)
-        actions = self._core.session.reset_session(now)
-        if actions:
-            self._driver.perform(actions, session=self._core.session)
+        session = self._core.session
+
+        def reset(now: float) -> list[Any]:
+            recorder = self._driver.recorder
+            if recorder is not None:
+                recorder.session_call("reset_session", now)
+            return session.reset_session(now)
+
+        self._driver.perform(reset, session=session)
 
     # -- turns -------------------------------------------------------------------------------
+
+    def _begin(self) -> None:
+        # The single-flight check and entry are one step, whichever thread calls (G.2).
+        with self._driver.locked():
+            self._core.begin()
+
+    def _end(self) -> None:
+        with self._driver.locked():
+            self._core.end()
 
     async def generate(self, prompt: object = None, *, messages: object = None) -> GenerateResult:
         """Run one turn to completion (the whole client-tool loop) and return its result:
@@ -132,25 +142,32 @@ class CoderAgent(AgentShell[CoderChatClient, "httpx.AsyncClient"], AsyncClosing)
         only. A run that fails raises its typed error; cancelling the call interrupts the run
         on the server and re-raises the cancellation (D22)."""
         core = self._core
-        core.begin()
+        driver = self._driver
+        self._begin()
         seen = turn_observation(self._observer, self, streaming=False)
         try:
-            plan = prepare_prompt(prompt, messages)
-            call = core.generate(await self._build(plan), now=_now())
-            turn: Turn = call.turn
-            while True:
-                result = await self._driver.run(turn, session=core.session, tools=self._run_tools)
-                step = call.advance(result, now=_now())
-                if isinstance(step, GenerateResult):
-                    seen.end(step)
-                    return step
-                turn = step
+            with driver.calling():
+                plan = prepare_prompt(prompt, messages)
+                built = await self._build(plan)
+                with driver.locked() as now:
+                    call = core.generate(built, now=now)
+                turn: Turn = call.turn
+                while True:
+                    result = await driver.run(turn, session=core.session, tools=self._run_tools)
+                    with driver.locked() as now:
+                        step = call.advance(result, now=now)
+                    if isinstance(step, GenerateResult):
+                        seen.end(step)
+                        return step
+                    turn = step
         except BaseException as exc:
             seen.end(error=exc)
             raise
         finally:
-            core.end()
+            self._end()
 
+    # async only: begin
+    # The blocking adapter's stream and segment take a timeout= (coder_io_sync.agent).
     def stream(
         self,
         prompt: object = None,
@@ -177,12 +194,15 @@ class CoderAgent(AgentShell[CoderChatClient, "httpx.AsyncClient"], AsyncClosing)
         segment ended interrupts the run."""
         return self._stream_class(self, prompt, messages, segment=True)
 
+    # async only: end
     async def _build(self, plan: PromptPlan) -> Sequence[Any]:
-        to_thread = self._runtime.to_thread
-        return plan.build([await read_upload(upload, to_thread) for upload in plan.reads])
+        read_upload = self._runtime.read_upload
+        return plan.build([await read_upload(upload) for upload in plan.reads])
 
     async def _run_tools(self, calls: tuple[ToolCall, ...]) -> list[ToolOutcome]:
-        plan = self._core.plan_tools(calls)
+        """One pause's client calls (D5): the core plans them, ``invoke_all`` runs them."""
+        with self._driver.locked():
+            plan = self._core.plan_tools(calls)
         outcomes = list(plan.outcomes)
         if plan.invocations:
             outcomes += await invoke_all(self._runtime, plan.invocations, self._observer)
@@ -196,7 +216,11 @@ class CoderAgent(AgentShell[CoderChatClient, "httpx.AsyncClient"], AsyncClosing)
         """Archive the session's chat and every stranded one (H.4, D10), retrying 409s while
         the chat winds down, within ``settle_deadline``."""
         session = self._core.session
-        return await self._driver.run(session.archive(now=_now()), session=session)
+        driver = self._driver
+        with driver.calling():
+            with driver.locked() as now:
+                machine = session.archive(now=now)
+            return await driver.run(machine, session=session)
 
     async def aclose(self, *, archive: bool = True) -> None:
         """Dispose of the agent (H.5): interrupt, then archive, bounded by ``settle_deadline``;
@@ -215,24 +239,26 @@ class CoderAgent(AgentShell[CoderChatClient, "httpx.AsyncClient"], AsyncClosing)
             return
         self._closed = True
         session = self._core.session
+        driver = self._driver
         try:
-            if archive and not self._driver.closed:
+            if archive and not driver.closed:
                 # The dispose machine logs and collects its failures; it never raises.
-                await self._driver.run(session.dispose(now=_now()), session=session)
-            elif not self._driver.closed:
-                actions = session.close_retained_stream(_now())
-                if actions:
-                    self._driver.perform(actions, session=session)
+                with driver.calling():
+                    with driver.locked() as now:
+                        machine = session.dispose(now=now)
+                    await driver.run(machine, session=session)
+            elif not driver.closed:
+                driver.perform(session.close_retained_stream, session=session)
         except Exception:
             self._runtime.logger.warning("agent disposal failed", exc_info=True)
         finally:
             if self._owns_client:
                 await self._client.aclose()
-            elif not self._driver.closed:
+            elif not driver.closed:
                 try:
-                    await self._driver.wait_background(BACKGROUND_TASK_BOUND)
+                    await driver.wait_background(BACKGROUND_TASK_BOUND)
                 finally:
-                    self._driver.release_session(session)
+                    driver.release_session(session)
 
     # -- plain operations (coder_proto.agent.AgentCalls) ---------------------------------------
 
@@ -257,12 +283,12 @@ class CoderAgent(AgentShell[CoderChatClient, "httpx.AsyncClient"], AsyncClosing)
         """Write ``content`` (bytes, a path or a binary file object) as-is to ``path`` on the
         agent's workspace through the ``workspace_files`` adapter (docs/agents.md "Workspace
         files"): no allowlist, no size cap, no unpacking. ``write_file`` may be a coroutine
-        function."""
+        function on an event loop; the blocking adapter needs a plain method."""
         write = self._core.workspace_write(content, path)
         data = await _read_whole(write, self._runtime)
         written = write.adapter.write_file(write.target, data)
         if inspect.isawaitable(written):
-            written = await written
+            written = await self._runtime.awaited(written, "workspace_files.write_file")
         return write.result(written, data)
 
 
@@ -319,19 +345,22 @@ class AgentStream:
         self._entered = True
         agent = self._agent
         core = agent._core
-        core.begin()
+        driver = agent._driver
+        agent._begin()
         self._seen = turn_observation(agent._observer, agent, streaming=True)
         try:
-            plan = prepare_prompt(self._prompt, self._messages)
-            built = await agent._build(plan)
-            if self._segment:
-                turn = core.segment(built, now=_now())
-            else:
-                turn = core.stream(built, now=_now(), edit_message_id=self._edit_message_id)
-            self._run = agent._driver.start(turn, session=core.session, tools=agent._run_tools)
+            with driver.calling():
+                plan = prepare_prompt(self._prompt, self._messages)
+                built = await agent._build(plan)
+                with driver.locked() as now:
+                    if self._segment:
+                        turn = core.segment(built, now=now)
+                    else:
+                        turn = core.stream(built, now=now, edit_message_id=self._edit_message_id)
+                self._run = driver.start(turn, session=core.session, tools=agent._run_tools)
         except BaseException as exc:
             self._seen.end(error=exc)
-            core.end()
+            agent._end()
             raise
         return self
 
@@ -348,7 +377,7 @@ class AgentStream:
                 self._run.cancel(exc)
         finally:
             self._seen.end_stream(self._run, exc)
-            self._agent._core.end()
+            self._agent._end()
 
     def _live(self) -> Run[Any]:
         if self._run is None:
@@ -365,7 +394,7 @@ class AgentStream:
         while True:
             while parts:
                 yield parts.popleft()
-            if run.done:
+            if run.done and not parts:
                 break
             await run.wait_changed()
         await run.result()
@@ -385,7 +414,7 @@ class AgentStream:
                 part = parts.popleft()
                 if type(part) is TextDelta:
                     yield part.delta
-            if run.done:
+            if run.done and not parts:
                 break
             await run.wait_changed()
         await run.result()
@@ -397,47 +426,15 @@ class AgentStream:
             run = self._live()
             async for _part in run.parts():
                 pass
-            self._final = self._agent._core.stream_result(await run.result())
+            result = await run.result()
+            agent = self._agent
+            with agent._driver.locked():
+                self._final = agent._core.stream_result(result)
             self._seen.end(self._final)
         return self._final
 
 
-# -- client tools ---------------------------------------------------------------------------------
-
-
-async def invoke_all(
-    runtime: AsyncRuntime,
-    invocations: Sequence[ToolInvocation],
-    observer: AgentObserver | None = None,
-) -> list[ToolOutcome]:
-    """Run the calls of one pause concurrently; one outcome per call, in order (a tool that
-    raises is an error outcome, D5). The caller's cancellation cancels them all. Each call
-    runs inside ``observer``'s tool hook, if any."""
-    outcomes: list[ToolOutcome | None] = [None] * len(invocations)
-    invoke = observed_async_tool(observer, _invoke)
-
-    async def one(index: int, invocation: ToolInvocation) -> None:
-        outcomes[index] = await invoke(runtime, invocation)
-
-    async with runtime.task_group() as group:
-        for index, invocation in enumerate(invocations):
-            group.start_soon(one, index, invocation)
-    return [o for o in outcomes if o is not None]
-
-
-async def _invoke(runtime: AsyncRuntime, invocation: ToolInvocation) -> ToolOutcome:
-    """Run one client tool: coroutine functions on the loop, plain ones in a worker thread
-    (abandoned if the turn is cancelled)."""
-    try:
-        if invocation.is_async:
-            value = await invocation.call()
-        else:
-            value = await runtime.to_thread(invocation.call, abandon_on_cancel=True)
-            if inspect.isawaitable(value):
-                value = await value
-    except Exception as exc:
-        return invocation.failed(exc)
-    return invocation.succeeded(value)
+# -- workspace files -----------------------------------------------------------------------------
 
 
 async def _read_whole(write: WorkspaceWrite, runtime: AsyncRuntime) -> bytes:
@@ -448,4 +445,4 @@ async def _read_whole(write: WorkspaceWrite, runtime: AsyncRuntime) -> bytes:
         return bytes(plan.data)
     if plan.path is not None:
         return bytes(await runtime.to_thread(read_path, plan.path))
-    return write.data(await read_upload(plan, runtime.to_thread))
+    return write.data(await runtime.read_upload(plan))

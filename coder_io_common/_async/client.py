@@ -11,20 +11,19 @@ An adapter's client is this class with its ``Driver`` and ``ChatWatch`` classes.
 
 from __future__ import annotations
 
-import inspect
-import time
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, ClassVar, Concatenate, ParamSpec, TypeVar
 
 from coder_io_common.closing import AsyncClosing
-from coder_io_common.files import read_upload_path
-from coder_proto import CoderAgentError, WatchBackoff
+from coder_proto import (
+    CoderAgentError,
+    WatchBackoff,
+)
 from coder_proto.adapter import (
     Call,
     ChatCalls,
     ClientShell,
     TransportEventSink,
-    UploadPlan,
     public_method,
 )
 
@@ -35,7 +34,7 @@ from .watch import ChatWatch
 if TYPE_CHECKING:
     import httpx  # noqa: F401 (named by the base class)
 
-__all__ = ["CoderChatClient", "operation", "read_upload"]
+__all__ = ["CoderChatClient", "operation"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -101,9 +100,6 @@ class CoderChatClient(ClientShell["httpx.AsyncClient"], AsyncClosing):
         self.driver.http_timeout = self.settings.http_timeout
         self.driver.max_response_bytes = self.settings.max_response_bytes
 
-    async def _to_thread(self, fn: Callable[..., Any], /, *args: Any) -> Any:
-        return await self._runtime.to_thread(fn, *args)
-
     # -- life cycle ---------------------------------------------------------------------------
 
     async def aclose(self) -> None:
@@ -112,11 +108,16 @@ class CoderChatClient(ClientShell["httpx.AsyncClient"], AsyncClosing):
         await self.driver.aclose()
 
     async def _perform(self, call: Call[T]) -> T:
-        """Perform one operation: read its file (in a worker thread), then run its machine on
-        the driver (in its session's scope, if any)."""
-        data = None if call.read is None else await read_upload(call.read, self._to_thread)
-        machine = call.machine(time.monotonic(), data)
-        return call.finish(await self.driver.run(machine, session=call.session))
+        """Perform one operation: read its file (``runtime.read_upload``), build its machine
+        (under the driver's lock, where it has one: the prefix selector is shared with the
+        machines other threads run), then run it on the driver (in its session's scope, if
+        any)."""
+        driver = self.driver
+        with driver.calling():
+            data = None if call.read is None else await self._runtime.read_upload(call.read)
+            with driver.locked() as now:
+                machine = call.machine(now, data)
+            return call.finish(await driver.run(machine, session=call.session))
 
     # -- the operations (coder_proto.calls.ChatCalls) ------------------------------------------
 
@@ -159,22 +160,3 @@ class CoderChatClient(ClientShell["httpx.AsyncClient"], AsyncClosing):
             raise CoderAgentError("this client is closed")
         return self._watch_class(self, backoff=backoff)
 
-
-async def read_upload(
-    plan: UploadPlan, to_thread: Callable[..., Coroutine[Any, Any, Any]]
-) -> object:
-    """The bytes of a path or file-object upload, read in a worker thread (``to_thread``). A
-    path over 10 MiB is refused before it is read (wire 7); read errors are
-    ``CoderAgentError``. A file object whose ``read`` is a coroutine function is awaited."""
-    if plan.path is not None:
-        return await to_thread(read_upload_path, plan.path)
-    read = plan.stream.read
-    try:
-        if inspect.iscoroutinefunction(read):
-            return await read()
-        data = await to_thread(read)
-        if inspect.isawaitable(data):
-            return await data
-        return data
-    except OSError as exc:
-        raise CoderAgentError(f"cannot read the file to upload: {exc}") from exc

@@ -68,7 +68,7 @@ import inspect
 import logging
 import ssl
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeAlias, TypeVar
 
 from coder_io_common.tls import VerifyTypes, ssl_context
@@ -388,11 +388,32 @@ class Driver:
         """Sessions this driver keeps between their turns: one per open agent."""
         return self._connection.attached_sessions
 
-    def perform(self, actions: Iterable[Action], *, session: Session) -> None:
+    def perform(
+        self,
+        actions: Iterable[Action] | Callable[[float], Iterable[Action]],
+        *,
+        session: Session,
+    ) -> None:
         """Perform actions a session method returned (``reset_session``,
-        ``close_retained_stream`` ...) in that session's connection scope."""
-        self._connection.perform(actions, session=session, now=time.monotonic())
-        self._pump()
+        ``close_retained_stream`` ...) in that session's connection scope; or pass the method
+        itself, called with ``now`` (the shape the blocking driver calls under its lock)."""
+        now = time.monotonic()
+        todo = list(actions(now) if callable(actions) else actions)
+        if todo:
+            self._connection.perform(todo, session=session, now=now)
+            self._pump()
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[float]:
+        """``now``, for creating machines from a session or calling a session method. The
+        loop's thread is the only one stepping machines, so there is nothing to hold (the
+        blocking driver holds its lock here)."""
+        yield time.monotonic()
+
+    def calling(self) -> contextlib.AbstractContextManager[None]:
+        """The scope of one public call: nothing to do on an event loop (the blocking driver
+        defers Ctrl-C to its blocking points there)."""
+        return contextlib.nullcontext()
 
     async def wait_background(self, timeout: float = BACKGROUND_TASK_BOUND) -> bool:
         """Wait until every background job finished (``True``) or ``timeout`` passed

@@ -31,9 +31,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import inspect
+import inspect  # async only
 import logging
-import threading
+import threading  # async only
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -42,7 +42,11 @@ from typing import Any
 import httpx
 
 from coder_io_common.tls import VerifyTypes
-from coder_proto import AgentOptions, CoderAgentError, ToolCall
+from coder_proto import (
+    AgentOptions,
+    CoderAgentError,  # async only
+    ToolCall,
+)
 from coder_proto.adapter import (
     DEFAULT_MAX_STEPS,
     INTERRUPT_POLL_INTERVAL,
@@ -87,9 +91,11 @@ from coder_proto.durable import (
     SweepResult,
 )
 
-from .agent import CoderAgent, invoke_all
+# blocking: from .._driver import Deadline
+from .agent import CoderAgent
 from .client import CoderChatClient
 from .runtime import AsyncRuntime, Event, Task, TaskGroup
+from .tools import invoke_all
 
 __all__ = ["DurableFunctions"]
 
@@ -99,22 +105,11 @@ logger = logging.getLogger("coder_io_common")
 _AFTER_CANCEL_BOUND = 30.0
 
 
-async def _call(runtime: AsyncRuntime, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
-    """Call a store method or a tool function: coroutine functions are awaited, plain ones run
-    in a worker thread (their awaitable result awaited)."""
-    if inspect.iscoroutinefunction(fn):
-        return await fn(*args, **kwargs)
-    if kwargs:
-        fn = functools.partial(fn, **kwargs)
-    value = await runtime.to_thread(fn, *args)
-    if inspect.isawaitable(value):
-        value = await value
-    return value
-
-
 async def _apply(runtime: AsyncRuntime, store: Any, op: StoreOp) -> Any:
-    """Perform one store call (``check_store`` made sure the method exists)."""
-    return await _call(runtime, getattr(store, op.method), *op.args)
+    """Perform one store call (``check_store`` made sure the method exists) the runtime's
+    way (``runtime.call``)."""
+    method = getattr(store, op.method)
+    return await runtime.call(method, f"{type(store).__name__}.{op.method}", *op.args)
 
 
 async def _run_effects(
@@ -144,8 +139,12 @@ async def _run_effects(
     return step.value
 
 
+# async only: begin
 async def _awaited(value: Awaitable[Any]) -> None:
     await value
+
+
+# async only: end
 
 
 class _LeaseCheck:
@@ -157,22 +156,26 @@ class _LeaseCheck:
         self._lease = lease
         self._store = store
         self._runtime = runtime
-        self._loop_thread = threading.get_ident()
+        self._loop_thread = threading.get_ident()  # async only
 
     @property
     def fencing_token(self) -> int | None:
         return self._lease.fencing_token
 
-    async def acheck(self) -> None:
-        await _run_effects(self._runtime, self._lease.verify(), self._perform)
+    async def acheck(self) -> None:  # unasync: keep
+        await _run_effects(self._runtime, self._lease.verify(), self._perform)  # async only
+        # blocking: self.check()
 
+    # async only: begin
     async def _perform(self, effect: Any) -> Any:
         if isinstance(effect, StoreOp):
             return await _apply(self._runtime, self._store, effect)
         assert isinstance(effect, WallClock)
         return time.time()
 
+    # async only: end
     def check(self) -> None:
+        # async only: begin
         if threading.get_ident() == self._loop_thread:
             raise CoderAgentError(
                 "check_lease() blocks, and this is the event loop's thread: in a coroutine "
@@ -184,6 +187,7 @@ class _LeaseCheck:
                 "coroutines) from a plain tool function: make the tool a coroutine function "
                 "and await ctx.acheck_lease()"
             )
+        # async only: end
         run_program(self._lease.verify(), self._perform_blocking)
 
     def _perform_blocking(self, effect: Any) -> Any:
@@ -228,7 +232,10 @@ class _BoundCrashSafe:
         if isinstance(effect, WallClock):
             return time.time()
         assert isinstance(effect, Invoke)
-        return await _call(self._runtime, self._tool.inner, *effect.args, **effect.kwargs)
+        tool = self._tool
+        return await self._runtime.call(
+            tool.inner, f"tool {tool.name!r}", *effect.args, **effect.kwargs
+        )
 
 
 class _Renewer:
@@ -252,6 +259,7 @@ class _Effects:
         store: Any,
         client: CoderChatClient,
         step: DurableStep | None = None,
+        # blocking: timeout: float | None = None,
     ) -> None:
         self._functions = functions
         self._runtime = functions._runtime
@@ -260,6 +268,7 @@ class _Effects:
         self._client = client
         self._step = step
         self._renewer: _Renewer | None = None
+        # blocking: self._timeout = timeout
 
     async def __call__(self, effect: Any) -> Any:
         runtime = self._runtime
@@ -268,11 +277,12 @@ class _Effects:
         if isinstance(effect, WallClock):
             return time.time()
         if isinstance(effect, Sleep):
-            await runtime.wait(runtime.event(), effect.seconds)
+            await runtime.sleep(effect.seconds)
             return None
         if isinstance(effect, RunDurable):
             client = self._client
-            job = effect.job(client.selector, time.monotonic(), time.time(), store=self._apply)
+            with client.driver.locked() as now:
+                job = effect.job(client.selector, now, time.time(), store=self._apply)
             return await client.driver.run(job, tools=functools.partial(self._run_tools, job))
         if isinstance(effect, RunAgentTurn):
             return await self._turn(effect)
@@ -336,9 +346,12 @@ class _Effects:
         dial. Either is finished before the turn's result is reported."""
         runtime = self._runtime
         if effect.chat_id is not None:
-            return await agent.generate(effect.prompt)
+            return await agent.generate(effect.prompt)  # async only
+            # blocking: return agent.generate(effect.prompt, timeout=self._timeout)
         store = self._store
-        async with runtime.task_group() as group:
+        # blocking: with runtime.task_group():
+        async with runtime.task_group() as group:  # async only
+            # async only: begin
 
             async def write(chat_id: str, op: StoreOp) -> None:
                 try:
@@ -346,24 +359,31 @@ class _Effects:
                 except Exception as exc:
                     step.early_checkpoint_failed(chat_id, exc)
 
+            # async only: end
             def chat_created(chat_id: str) -> None:
                 op = step.early_checkpoint(effect, chat_id)
                 if op is None:
                     return
+                # async only: begin
                 if inspect.iscoroutinefunction(getattr(store, op.method, None)):
                     group.start_soon(write, chat_id, op)
                     return
+                # async only: end
                 try:
-                    value = op.apply(store)
+                    value = op.apply(store)  # async only
+                    # blocking: op.apply(store)
+                    # async only: begin
                     if inspect.isawaitable(value):
                         group.start_soon(_awaited, value)
+                    # async only: end
                 except Exception as exc:
                     step.early_checkpoint_failed(chat_id, exc)
 
             created.target = chat_created
             failure: Exception | None = None
             try:
-                result = await agent.generate(effect.prompt)
+                result = await agent.generate(effect.prompt)  # async only
+                # blocking: result = agent.generate(effect.prompt, timeout=self._timeout)
             except runtime.cancelled:
                 raise
             except Exception as exc:
@@ -453,16 +473,21 @@ class DurableFunctions:
             await created.aclose()
 
     async def _run(
-        self, program: Any, store: Any, client: CoderChatClient, step: DurableStep | None = None
+        self,
+        program: Any,
+        store: Any,
+        client: CoderChatClient,
+        step: DurableStep | None = None,
+        # blocking: timeout: float | None = None,
     ) -> Any:
         """Run a call's program on ``client``; the lease's renewal task lives in a task group
         of the call."""
         runtime = self._runtime
         async with runtime.task_group() as group:
             try:
-                return await _run_effects(
-                    runtime, program, _Effects(self, group, store, client, step)
-                )
+                effects = _Effects(self, group, store, client, step)  # async only
+                # blocking: effects = _Effects(self, group, store, client, step, timeout)
+                return await _run_effects(runtime, program, effects)
             finally:
                 group.cancel()
 
@@ -497,6 +522,7 @@ class DurableFunctions:
         settle_timeout: float = DEFAULT_SETTLE_TIMEOUT,
         interrupt_timeout: float = INTERRUPT_WAIT_TIMEOUT,
         poll_interval: float = INTERRUPT_POLL_INTERVAL,
+        # blocking: timeout: float | None = None,
         lease_duration: float = DEFAULT_LEASE_DURATION,
         lease_wait: float | None = None,
         on_transport_event: Callable[[Any], object] | None = None,
@@ -525,7 +551,10 @@ class DurableFunctions:
         structured output (``result.output``). ``commit_window`` is how long a crashed
         attempt's send may still land (default ``request_timeout``, else 300 s);
         ``settle_timeout`` bounds recovery's settle poll (turn scale), ``interrupt_timeout``
-        its probe and interrupt, ``poll_interval`` the poll period.
+        its probe and interrupt, ``poll_interval`` the poll period. The blocking adapter's
+        ``run_turn`` also takes ``timeout``, the caller's deadline for the agent turn
+        (``generate(timeout=...)``): a turn it cuts is checkpointed as aborted (the next
+        attempt recovers and resubmits) and the builtin ``TimeoutError`` raised.
 
         The step holds the workflow's lease (D27) from before it reads anything until it
         ends: while another worker holds it, ``WorkflowBusyError`` (retryable) is raised
@@ -539,6 +568,7 @@ class DurableFunctions:
         ``CODER_SESSION_TOKEN``) with ``http_client`` and ``verify``; ``on_transport_event``
         receives every transport event.
         """
+        # blocking: Deadline.check(timeout)
         # The option keywords are folded into ``options`` (``option_keywords``).
         assert options is not None
         durable = DurableStep(
@@ -566,8 +596,10 @@ class DurableFunctions:
             # Construction does no I/O: bad agent settings fail here, before anything is
             # journaled or sent.
             self._agent_class(client=chat_client, **durable.dry_kwargs())
+            program = durable.program()
             result: DurableStepResult = await self._run(
-                durable.program(), store, chat_client, durable
+                program, store, chat_client, durable  # async only
+                # blocking: program, store, chat_client, durable, timeout
             )
             return result
 

@@ -17,13 +17,24 @@ asyncio.
 from __future__ import annotations
 
 import abc
+import functools
+import inspect
 import logging
 import ssl
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import Any, ClassVar, Protocol
 
-from coder_proto import Conn
+from coder_io_common.files import (
+    read_upload_path,
+)
+from coder_proto import (
+    CoderAgentError,
+    Conn,
+)
+from coder_proto.adapter import (
+    UploadPlan,
+)
 
 __all__ = [
     "CLOSE_GRACE",
@@ -201,6 +212,45 @@ class AsyncRuntime(abc.ABC):
         ``abandon_on_cancel`` the caller's cancellation returns at once and leaves the thread
         to finish on its own (a client tool); otherwise the thread is waited for (a store
         write completes before the cancellation is delivered; asyncio never waits)."""
+
+    async def read_upload(self, plan: UploadPlan) -> object:
+        """The bytes of a path or file-object upload, read in a worker thread. A path over
+        10 MiB is refused before it is read (wire 7); read errors are ``CoderAgentError``. A
+        file object whose ``read`` is a coroutine function is awaited."""
+        if plan.path is not None:
+            return await self.to_thread(read_upload_path, plan.path)
+        read = plan.stream.read
+        try:
+            if inspect.iscoroutinefunction(read):
+                return await read()
+            data = await self.to_thread(read)
+            if inspect.isawaitable(data):
+                return await data
+            return data
+        except OSError as exc:
+            raise CoderAgentError(f"cannot read the file to upload: {exc}") from exc
+
+    async def call(self, fn: Callable[..., Any], what: str, /, *args: Any, **kwargs: Any) -> Any:
+        """Call ``fn``, a user's function (``what`` names it: a store method, a tool):
+        coroutine functions are awaited, plain ones run in a worker thread (their awaitable
+        result awaited)."""
+        if inspect.iscoroutinefunction(fn):
+            return await fn(*args, **kwargs)
+        if kwargs:
+            fn = functools.partial(fn, **kwargs)
+        value = await self.to_thread(fn, *args)
+        if inspect.isawaitable(value):
+            value = await value
+        return value
+
+    async def sleep(self, seconds: float) -> None:
+        """Wait ``seconds`` (the caller's cancellation ends it)."""
+        await self.wait(self.event(), seconds)
+
+    async def awaited(self, value: Awaitable[Any], what: str) -> Any:
+        """The value of an awaitable that ``what`` (a user's function) returned: awaited here
+        (the blocking adapter refuses it)."""
+        return await value
 
     # -- cancellation ------------------------------------------------------------------------
 

@@ -4,8 +4,7 @@ consumer's rules ``coder_proto._shells.watch_feed``)."""
 
 from __future__ import annotations
 
-import contextlib
-import time
+import contextlib  # async only
 from typing import Protocol
 
 from coder_io_common.closing import AsyncClosing
@@ -13,7 +12,7 @@ from coder_proto import ChatWatchEvent
 from coder_proto.adapter import ClientSettings, PrefixSelector, WatchShell
 
 from .driver import Driver, Run
-from .runtime import LoopToken
+from .runtime import LoopToken  # async only
 
 __all__ = ["ChatWatch", "WatchedClient"]
 
@@ -48,20 +47,21 @@ class ChatWatch(WatchShell[WatchedClient], AsyncClosing):
     """
 
     _run: Run[None] | None
+    # async only: begin
     #: The loop that runs the watch (``__del__`` cancels on it).
     _loop: LoopToken | None = None
+    # async only: end
 
     def _start(self) -> Run[None]:
         client = self._client
-        machine = self._feed.start(
-            client.selector,
-            base_url=client.base_url,
-            token=client.settings.token,
-            now=time.monotonic(),
-        )
+        driver = client.driver
+        with driver.locked() as now:
+            machine = self._feed.start(
+                client.selector, base_url=client.base_url, token=client.settings.token, now=now
+            )
         if machine is not None:
-            self._loop = client.driver.runtime.loop_token()
-            self._run = client.driver.start(machine)
+            self._loop = driver.runtime.loop_token()  # async only
+            self._run = driver.start(machine)
         assert self._run is not None
         return self._run
 
@@ -73,28 +73,41 @@ class ChatWatch(WatchShell[WatchedClient], AsyncClosing):
         if feed.exhausted:
             raise StopAsyncIteration
         run = self._start()
-        while (event := feed.next_event()) is None:
+        driver = self._client.driver
+        while True:
+            with driver.locked():
+                event = feed.next_event()
+            if event is not None:
+                return event
             if feed.exhausted:
                 raise StopAsyncIteration
             await run.wait_changed()
-        return event
 
+    # async only: begin
+    # The blocking watch subscribes on entering (coder_io_sync.watch).
     async def __aenter__(self) -> ChatWatch:
         self._start()
         return self
 
+    # async only: end
+
     async def aclose(self) -> None:
-        """Stop watching: the socket is closed (close 1000) at once. Idempotent."""
-        self.close()
+        """Stop watching: the socket is closed (close 1000) at once, and the client closed
+        when the watch created it (``watch_chats``). Idempotent."""
+        self._stop()
         if self._owns_client:
             await self._client.aclose()
 
-    def close(self) -> None:
-        """``aclose`` without awaiting (the teardown is synchronous)."""
+    def close(self) -> None:  # async only
+        """``aclose`` without awaiting (the teardown is synchronous)."""  # async only
+        self._stop()  # async only
+
+    def _stop(self) -> None:
         self._feed.close()
         if self._run is not None:
             self._run.cancel(None)
 
+    # async only: begin
     def __del__(self) -> None:
         # Dropping an unfinished iterator (``break`` out of ``async for``) must not leave the
         # socket open: cancel on the loop that runs it.
@@ -104,3 +117,4 @@ class ChatWatch(WatchShell[WatchedClient], AsyncClosing):
             return
         with contextlib.suppress(Exception):
             loop.run_soon(run.cancel, None)
+    # async only: end
