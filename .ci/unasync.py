@@ -80,6 +80,9 @@ PHRASES = (
     ("is awaited", "is waited for"),
     ("``aclose``", "``close``"),
     ("aclose()", "close()"),
+    ('"httpx.AsyncClient"', '"httpx.Client"'),
+    ("an ``httpx.AsyncClient``", "an ``httpx.Client``"),
+    ("``httpx.AsyncClient``", "``httpx.Client``"),
 )
 
 ASYNC_ONLY = "  # async only"

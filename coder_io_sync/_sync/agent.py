@@ -78,13 +78,13 @@ def _op(
     return operation(spec, owner="CoderAgent")
 
 
-class CoderAgent(AgentShell[CoderChatClient, "httpx.AsyncClient"], Closing):
+class CoderAgent(AgentShell[CoderChatClient, "httpx.Client"], Closing):
     """A Coder Agents chat session on an event loop (docs/architecture.md "Public API").
 
     One agent is one server chat, created by the first turn and reused by the next ones
     (H.1). Connection: ``client`` (a ``CoderChatClient`` of the same adapter, never closed
     here) or ``base_url`` / ``token`` (defaulting to ``CODER_URL`` / ``CODER_SESSION_TOKEN``)
-    with ``http_client`` (an ``httpx.AsyncClient``) and ``verify``. Settings: ``options`` (an
+    with ``http_client`` (an ``httpx.Client``) and ``verify``. Settings: ``options`` (an
     ``AgentOptions``) and the same settings as keywords, a keyword passed explicitly
     overriding the field of ``options``. ``organization_id`` defaults to
     ``CODER_ORGANIZATION_ID`` / ``CODER_ORG_ID``, else the user's first (D33). Durations are seconds: ``request_timeout`` bounds each segment

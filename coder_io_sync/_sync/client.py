@@ -62,12 +62,12 @@ def _op(
 
 
 # httpx is imported by the driver, when a client is made: importing the adapter does not load it.
-class CoderChatClient(ClientShell["httpx.AsyncClient"], Closing):
+class CoderChatClient(ClientShell["httpx.Client"], Closing):
     """The raw Coder chat API on an event loop.
 
     ``base_url`` and ``token`` default to ``CODER_URL`` / ``CODER_SESSION_TOKEN`` (explicit
     values win; a missing one raises ``CoderAgentError``); one trailing ``/`` is removed.
-    ``http_client`` (an ``httpx.AsyncClient``) is used as given (its transport, headers and
+    ``http_client`` (an ``httpx.Client``) is used as given (its transport, headers and
     timeouts; D23) and never closed by this client; otherwise one is created (no read timeout,
     30 s connect timeout) and closed by ``close()`` / ``with``. ``verify`` is the TLS
     setting of the stream sockets and of the created HTTP client (``True``, ``False``, a CA
