@@ -39,13 +39,11 @@ from coder_proto import (
     GenerateResult,
     OutputPart,
     TextDelta,
-    ToolCall,
     WorkspaceUpload,
 )
 from coder_proto._actions import ToolOutcome
 from coder_proto._agent.prompt_plan import PromptPlan, prepare_prompt
 from coder_proto._agent.tool_calls import ToolInvocation
-from coder_proto._agent.turn import Turn
 from coder_proto._agent.workspace_files import WorkspaceWrite
 from coder_proto._constants import BACKGROUND_TASK_BOUND
 from coder_proto._shells.agent_calls import AgentCalls
@@ -102,15 +100,7 @@ class CoderAgent(AgentShell[CoderChatClient, httpx.Client], Closing):
 
     def reset_session(self) -> None:
         """Start a fresh chat on the next turn (H.1); a paused stream is closed."""
-        session = self._core.session
-
-        def reset(now: float) -> list[Any]:
-            recorder = self._driver.recorder
-            if recorder is not None:
-                recorder.session_call("reset_session", now)
-            return session.reset_session(now)
-
-        self._driver.perform(reset, session=session)
+        self._driver.reset(self._core)
 
     # -- turns -------------------------------------------------------------------------------
 
@@ -140,21 +130,13 @@ class CoderAgent(AgentShell[CoderChatClient, httpx.Client], Closing):
         seen = turn_observation(self._observer, self, streaming=False)
         try:
             with sigint_deferred():
-                plan = prepare_prompt(prompt, messages)
-                built = self._build(plan)
-                with driver.locked() as now:
-                    call = core.generate(built, now=now)
-                turn: Turn = call.turn
-                while True:
-                    result = driver.run(
-                        turn, session=core.session, tools=self._run_tools, deadline=deadline
-                    )
-                    with driver.locked() as now:
-                        step = call.advance(result, now=now)
-                    if isinstance(step, GenerateResult):
-                        seen.end(step)
-                        return step
-                    turn = step
+                built = self._build(prepare_prompt(prompt, messages))
+                with self._flight:
+                    core.end()  # the turn holds the agent from here on, its whole ladder included
+                    run = driver.turn(core, built, invoke=self._invoke)
+                result: GenerateResult = run.result(deadline)
+                seen.end(result)
+                return result
         except BaseException as exc:
             seen.end(error=exc)
             raise
@@ -196,22 +178,16 @@ class CoderAgent(AgentShell[CoderChatClient, httpx.Client], Closing):
     def _build(self, plan: PromptPlan) -> Sequence[Any]:
         return plan.build([_read_upload(upload) for upload in plan.reads])
 
-    def _run_tools(self, calls: tuple[ToolCall, ...]) -> list[ToolOutcome]:
-        """One pause's client calls (D5), in the driver's tool thread: the core plans them;
-        each invocation runs in a thread of its own when there are several."""
-        with self._driver.locked():
-            plan = self._core.plan_tools(calls)
-        outcomes = list(plan.outcomes)
-        invocations = plan.invocations
+    def _invoke(self, invocations: Sequence[ToolInvocation]) -> list[ToolOutcome]:
+        """The invocations of one tool pause (the core planned it, D5), in the driver's tool
+        thread; each runs in a thread of its own when there are several."""
         invoke = observed_tool(self._observer, _invoke)
         if len(invocations) == 1:
-            outcomes.append(invoke(invocations[0]))
-        elif invocations:
-            with concurrent.futures.ThreadPoolExecutor(
-                max_workers=len(invocations), thread_name_prefix="coder-io-sync-tool"
-            ) as pool:
-                outcomes += list(pool.map(invoke, invocations))
-        return outcomes
+            return [invoke(invocations[0])]
+        with concurrent.futures.ThreadPoolExecutor(
+            max_workers=len(invocations), thread_name_prefix="coder-io-sync-tool"
+        ) as pool:
+            return list(pool.map(invoke, invocations))
 
     # -- cleanup (H.3-H.5) -------------------------------------------------------------------
 
@@ -223,12 +199,9 @@ class CoderAgent(AgentShell[CoderChatClient, httpx.Client], Closing):
         deadline: when it passes, the archive stops and the builtin ``TimeoutError`` is raised
         (D22); the chat is left as it was, to archive later."""
         deadline = Deadline.after(timeout)
-        session = self._core.session
-        driver = self._driver
         with sigint_deferred():
-            with driver.locked() as now:
-                machine = session.archive(now=now)
-            return driver.run(machine, session=session, deadline=deadline)
+            result: ArchiveResult = self._driver.call(self._calls.archive()).result(deadline)
+            return result
 
     def close(self, *, archive: bool = True) -> None:
         """Dispose of the agent (H.5): interrupt, then archive, bounded by ``settle_deadline``;
@@ -239,27 +212,19 @@ class CoderAgent(AgentShell[CoderChatClient, httpx.Client], Closing):
         if self._closed:
             return
         self._closed = True
-        session = self._core.session
         driver = self._driver
         try:
-            if archive and not driver.closed:
+            if not driver.closed:
                 # The dispose machine logs and collects its failures; it never raises.
                 with sigint_deferred():
-                    with driver.locked() as now:
-                        machine = session.dispose(now=now)
-                    driver.run(machine, session=session)
-            elif not driver.closed:
-                driver.perform(session.close_retained_stream, session=session)
+                    driver.close_agent(self._core, archive=archive).result()
         except Exception:
             logger.warning("agent disposal failed", exc_info=True)
         finally:
             if self._owns_client:
                 self._client.close()
             elif not driver.closed:
-                try:
-                    driver.wait_background(BACKGROUND_TASK_BOUND)
-                finally:
-                    driver.release_session(session)
+                driver.wait_background(BACKGROUND_TASK_BOUND)
 
     # -- plain operations (coder_proto._shells.agent_calls.AgentCalls) ---------------------------------------
 
@@ -347,14 +312,16 @@ class AgentStream:
         self._seen = turn_observation(agent._observer, agent, streaming=True)
         try:
             with sigint_deferred():
-                plan = prepare_prompt(self._prompt, self._messages)
-                built = agent._build(plan)
-                with driver.locked() as now:
-                    if self._segment:
-                        turn = core.segment(built, now=now)
-                    else:
-                        turn = core.stream(built, now=now, edit_message_id=self._edit_message_id)
-                self._run = driver.start(turn, session=core.session, tools=agent._run_tools)
+                built = agent._build(prepare_prompt(self._prompt, self._messages))
+                with agent._flight:
+                    core.end()  # the turn holds the agent from here on
+                    self._run = driver.turn(
+                        core,
+                        built,
+                        mode="segment" if self._segment else "stream",
+                        edit_message_id=self._edit_message_id,
+                        invoke=agent._invoke,
+                    )
         except BaseException as exc:
             self._seen.end(error=exc)
             agent._end()
@@ -410,10 +377,7 @@ class AgentStream:
             run = self._live()
             for _part in run.parts(self._deadline):
                 pass
-            result = run.result(self._deadline)
-            agent = self._agent
-            with agent._driver.locked():
-                self._final = agent._core.stream_result(result)
+            self._final = run.result(self._deadline)
             self._seen.end(self._final)
         return self._final
 

@@ -96,16 +96,13 @@ class CoderChatClient(ClientShell[httpx.Client], Closing):
         self.driver.close()
 
     def _perform(self, call: Call[T]) -> T:
-        """Perform one operation in the calling thread: read its file, build its machine
-        under the driver's lock (the prefix selector is shared with the machines other
-        threads run), run it (in its session's scope, if any). Ctrl-C waits for a blocking
-        point."""
-        driver = self.driver
+        """Perform one operation in the calling thread: read its file, then run it on the
+        driver (its machine is built under the driver's lock: the prefix selector is shared
+        with the machines other threads run). Ctrl-C waits for a blocking point."""
         with sigint_deferred():
             data = None if call.read is None else _read_upload(call.read)
-            with driver.locked() as now:
-                machine = call.machine(now, data)
-            return call.finish(driver.run(machine, session=call.session))
+            result: T = self.driver.call(call, data=data).result()
+            return result
 
     # -- the operations (coder_proto._shells.client_calls.ChatCalls) ------------------------------------------
 

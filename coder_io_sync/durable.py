@@ -38,8 +38,9 @@ from typing import Any
 import httpx
 
 from coder_io_common.tls import VerifyTypes
-from coder_proto import CoderAgentError, ToolCall
+from coder_proto import CoderAgentError
 from coder_proto._actions import ToolOutcome
+from coder_proto._agent.tool_calls import ToolInvocation
 from coder_proto._constants import (
     DEFAULT_MAX_STEPS,
     INTERRUPT_POLL_INTERVAL,
@@ -76,7 +77,6 @@ from coder_proto.durable._runtime import (
 )
 from coder_proto.durable._step import RunAgentTurn, TurnReport
 from coder_proto.durable._store import DEFAULT_LEASE_DURATION, StoreOp
-from coder_proto.durable._store_engine import DurableJob
 from coder_proto.durable._tools import DurableBinding
 
 from ._driver import Deadline, blocking_sleep
@@ -230,7 +230,7 @@ class _Effects:
         assert client is not None
         with client.driver.locked() as now:
             job = effect.job(client.selector, now, time.time(), store=self._apply)
-        return client.driver.run(job, tools=lambda calls: _run_tools(job, calls))
+        return client.driver.durable(job, invoke=_invoke_all).result()
 
     def _apply(self, op: StoreOp) -> Any:
         return _apply(self._store, op)
@@ -281,9 +281,10 @@ class _Effects:
         return report
 
 
-def _run_tools(job: DurableJob, calls: tuple[ToolCall, ...]) -> list[ToolOutcome]:
-    plan = job.plan_tools(calls)
-    return [*plan.outcomes, *(_invoke(invocation) for invocation in plan.invocations)]
+def _invoke_all(invocations: Sequence[ToolInvocation]) -> list[ToolOutcome]:
+    """The invocations of one of a durable job's tool pauses (``job.plan_tools``, D5), one
+    after the other."""
+    return [_invoke(invocation) for invocation in invocations]
 
 
 def _owner() -> str:

@@ -117,6 +117,7 @@ from ._wire.chats import ChatWatchEvent
 from .durable._store import StoreCall, StoreOp
 
 if TYPE_CHECKING:
+    from .durable._store_engine import DurableJob
     from .transcript._recorder import Recorder
 
 __all__ = [
@@ -176,7 +177,9 @@ class Runnable(Protocol[T_co]):
 
     def response_received(self, request_id: int, response: HttpResponse, now: float) -> None: ...
 
-    def request_failed(self, request_id: int, message: str | CoderAgentError, now: float) -> None: ...
+    def request_failed(
+        self, request_id: int, message: str | CoderAgentError, now: float
+    ) -> None: ...
 
     def cancel(self, now: float, reason: BaseException | None = None) -> None: ...
 
@@ -335,6 +338,17 @@ class Conn:
         state = "closed" if self.closed else "open" if self.connected else "connecting"
         return f"<Conn {self.conn_id} {self.host}:{self.port} {state}>"
 
+    @property
+    def task(self) -> Any:
+        """The ``Task`` whose machine hears this socket now (the machine that opened it, or
+        its session's running turn), or ``None`` (a session between its turns)."""
+        scope = self.scope
+        target = scope.target()
+        for job in scope.jobs:
+            if job.machine is target:
+                return job.owner
+        return None
+
 
 class HttpCall:
     """One REST request to send (``SendRequest``): ``method``, ``url``, ``headers`` (the
@@ -484,7 +498,7 @@ class CancelToolBatch:
 class ApplyStore:
     """Perform ``call.op`` on the durable store with ``call.runner`` and report the value
     (``store_returned``) or the exception (``store_raised``). Only a durable job
-    (``coder_proto.durable.DurableJob``) started with ``Connection.start_machine`` asks for
+    (``coder_proto.durable.DurableJob``) started with ``Connection.start_durable`` asks for
     one. A store call is never abandoned halfway: once its job ended, what it reports is
     ignored.
 
@@ -851,9 +865,7 @@ class Drive:
             return
         message = self.scrub(describe_error(error))
         # An answer the adapter refused (D30) fails the call with the library's own error.
-        verdict: str | CoderAgentError = (
-            error if isinstance(error, CoderProtocolError) else message
-        )
+        verdict: str | CoderAgentError = error if isinstance(error, CoderProtocolError) else message
         if call.observed and not call.answered:
             self._http_error(call, message, now)
         self._finish_call(call)
@@ -1272,12 +1284,13 @@ class ToolRun:
     policy already answered what it could decide (duplicates, unknown tools, tools without a
     function, invalid input, structured-output filings); each of ``invocations`` needs its
     function called (``invocation.call()``, awaited when ``invocation.is_async``) and the
-    value or the exception reported with ``Connection.tool_returned`` /
-    ``Connection.tool_raised``. ``io`` is the embedder's slot."""
+    value or the exception reported with ``Connection.tool_finished``. ``io`` is the
+    embedder's slot."""
 
     __slots__ = (
         "_batch",
         "_outcomes",
+        "_results",
         "_waiting",
         "calls",
         "finished",
@@ -1299,6 +1312,8 @@ class ToolRun:
         self._outcomes = outcomes
         self.invocations: tuple[ToolInvocation, ...] = tuple(invocations)
         self._waiting = {invocation.tool_call_id for invocation in self.invocations}
+        #: The reported outcomes of ``invocations``, by tool call id.
+        self._results: dict[str, ToolOutcome] = {}
         self.finished = False
         self.io: Any = None
 
@@ -1314,7 +1329,7 @@ class ToolRun:
 @attrs.frozen
 class InvokeTools:
     """Call the function of each of ``run.invocations`` and report every value or exception
-    (``Connection.tool_returned`` / ``Connection.tool_raised``), in any order."""
+    (``Connection.tool_finished``), in any order."""
 
     run: ToolRun
 
@@ -1346,12 +1361,16 @@ ConnectionCommand: TypeAlias = (
     | TaskMoved
 )
 
-_TURN = "turn"
 _GENERATE = "generate"
+_STREAM = "stream"
+_SEGMENT = "segment"
+_TURN_MODES: Final = (_GENERATE, _STREAM, _SEGMENT)
 _CALL = "call"
 _WATCH = "watch"
+_DURABLE = "durable"
+_CLOSE = "close"
 _MACHINE = "machine"
-#: The tool runner of a ``start_machine`` task: its pauses go to the embedder unplanned.
+#: The tool runner of a ``_start_machine`` task: its pauses go to the embedder unplanned.
 _RAW_TOOLS: Final = "raw"
 
 
@@ -1391,7 +1410,8 @@ class Task:
 
     @property
     def kind(self) -> str:
-        """``"generate"``, ``"stream"``, ``"call"``, ``"watch"`` or ``"machine"``."""
+        """``"generate"``, ``"stream"``, ``"segment"``, ``"call"``, ``"watch"``, ``"durable"``,
+        ``"close"`` or ``"machine"``."""
         return self._kind
 
     @property
@@ -1447,9 +1467,9 @@ def _same(value: Any) -> Any:
 
 class Connection:
     """Everything one client does, without I/O (the embedder performs it): agent turns, plain
-    client calls, the watch and durable workflow machines (``start_machine`` with a
-    ``coder_proto.durable.DurableJob``), over the sockets, HTTP requests, tool calls and
-    durable store calls it asks for.
+    client calls, the watch, durable workflow machines (``start_durable`` with a
+    ``coder_proto.durable.DurableJob``) and an agent's close, over the sockets, HTTP requests,
+    tool calls and durable store calls it asks for.
 
     Construction does no I/O. ``base_url`` prefixes every request path; ``token`` is sent
     as the session token and scrubbed from every message; ``on_event`` receives the transport
@@ -1457,9 +1477,12 @@ class Connection:
     transcript; ``created_at`` returns the transcript header's wall-clock ISO timestamp.
     ``sink`` (an adapter's ``TransportEventSink``, instead of ``on_event`` and ``wall_clock``)
     receives the events itself, so a listener attached to it later hears them too.
+    ``selector`` is the client's chat-prefix state (wire 1.4) when the embedder keeps one of
+    its own.
 
-    Start work with ``agent`` + ``start_turn``, ``start_call`` (``calls`` builds the plain
-    operations) or ``start_watch``: each returns a ``Task``. Then loop:
+    Start work with ``agent`` + ``start_turn`` (and ``reset`` / ``start_close`` for that
+    agent), ``start_call`` (``calls`` builds the plain operations), ``start_watch`` or
+    ``start_durable``: each returns a ``Task``. Then loop:
 
     1. perform every command of ``commands()`` in order:
 
@@ -1473,7 +1496,7 @@ class Connection:
          ``call.body``; report ``http_headers`` when the status line arrived (optional), then
          ``http_response`` or ``http_failed``; ``CancelHttp(call)``: abandon it;
        - ``InvokeTools(run)``: call each invocation's function and report
-         ``tool_returned`` / ``tool_raised``; ``CancelTools(run)``: stop them if possible;
+         ``tool_finished``; ``CancelTools(run)``: stop them if possible;
        - ``ApplyStore(call)``: perform ``call.op`` with ``call.runner`` (a durable job's
          store) and report ``store_returned`` / ``store_raised``;
        - ``TaskMoved(task)``: wake whoever waits on ``task`` (parts, events, or done);
@@ -1493,6 +1516,7 @@ class Connection:
         recorder: Recorder | None = None,
         created_at: Callable[[], str] = _no_created_at,
         sink: TransportEventSink | None = None,
+        selector: PrefixSelector | None = None,
     ) -> None:
         if sink is None:
             sink = (
@@ -1506,7 +1530,7 @@ class Connection:
             base_url=base_url, token=token, sink=sink, recorder=recorder, created_at=created_at
         )
         self._token = token
-        self.selector = PrefixSelector()
+        self.selector = selector if selector is not None else PrefixSelector()
         self._out: list[ConnectionCommand] = []
         self._calls: ChatCalls | None = None
 
@@ -1596,14 +1620,24 @@ class Connection:
         )
 
     def start_turn(
-        self, agent: AgentCore, messages: Sequence[Any], *, now: float, mode: str = _GENERATE
+        self,
+        agent: AgentCore,
+        messages: Sequence[Any],
+        *,
+        now: float,
+        mode: str = _GENERATE,
+        edit_message_id: int | None = None,
     ) -> Task:
         """Run one turn of ``agent`` on the prompt ``messages``: ``mode="generate"`` runs
         the whole client-tool loop and the structured-output ladder (its result is a
         ``GenerateResult``); ``mode="stream"`` delivers the output parts live
-        (``take_parts``). One turn per agent at a time (``CoderAgentError`` otherwise)."""
-        if mode not in (_GENERATE, "stream"):
-            raise CoderAgentError(f"mode must be 'generate' or 'stream', got {mode!r}")
+        (``take_parts``), and with ``edit_message_id`` the prompt replaces that user message;
+        ``mode="segment"`` streams one model round trip, leaving a pause's calls to the
+        caller. A stream's or segment's result is a ``GenerateResult`` too. One turn per
+        agent at a time (``CoderAgentError`` otherwise); the task's end leaves the agent free
+        for the next one."""
+        if mode not in _TURN_MODES:
+            raise CoderAgentError(f"mode must be 'generate', 'stream' or 'segment', got {mode!r}")
         self._check_open()
         agent.begin()
         task = Task(mode, agent=agent)
@@ -1612,8 +1646,10 @@ class Connection:
                 call = agent.generate(messages, now=now)
                 task._generate = call
                 turn: Turn = call.turn
+            elif mode == _SEGMENT:
+                turn = agent.segment(messages, now=now)
             else:
-                turn = agent.stream(messages, now=now)
+                turn = agent.stream(messages, now=now, edit_message_id=edit_message_id)
         except BaseException:
             agent.end()
             raise
@@ -1630,10 +1666,7 @@ class Connection:
             raise CoderAgentError("this upload needs the file's bytes: pass them as data")
         task = Task(_CALL)
         task._finish = call.finish
-        machine = call.machine(now, data)
-        job = self._drive.start(machine, now=now, session=call.session)
-        job.owner = task
-        task._job = job
+        self._start_job(task, call.machine(now, data), now, session=call.session, tools=call.tools)
         self._pump(now)
         self._check_done(task, now)
         return task
@@ -1650,49 +1683,65 @@ class Connection:
             now=now,
             backoff=backoff,
         )
-        job = self._drive.start(machine, now=now)
-        job.owner = task
-        task._job = job
+        self._start_job(task, machine, now)
         self._pump(now)
         return task
 
-    def start_machine(
-        self, machine: Runnable[Any], *, now: float, session: Session | None = None
-    ) -> Task:
-        """Run a core machine built by hand (a session's turn or cleanup call; ``session``
-        shares that session's connections; a durable workflow machine wrapped in a
-        ``coder_proto.durable.DurableJob``, whose store calls come as ``ApplyStore``). Its
-        tool pauses come as ``InvokeTools`` with the raw ``run.calls`` and no invocations:
-        answer them with ``tools_answered``. The task's result is the machine's."""
+    def start_durable(self, job: DurableJob[Any], *, now: float) -> Task:
+        """Run a durable workflow machine wrapped in a ``coder_proto.durable.DurableJob`` (a
+        step, an archive, a sweep, a recovery): its requests are ordinary requests, its store
+        calls come as ``ApplyStore`` (performed with the job's ``store``), and its tool
+        pauses as ``InvokeTools`` planned with ``job.plan_tools``, answered like a turn's
+        with ``tool_finished``. The task's result is the machine's."""
         self._check_open()
-        task = Task(_MACHINE)
-        job = self._drive.start(machine, now=now, session=session, tools=_RAW_TOOLS)
-        job.owner = task
-        task._job = job
+        task = Task(_DURABLE)
+        self._start_job(task, job, now, tools=job.plan_tools)
         self._pump(now)
         self._check_done(task, now)
         return task
 
-    def attach_session(self, session: Session) -> None:
-        """Keep reading ``session``'s paused stream between its turns (state machines H.6);
-        ``start_machine(..., session=session)`` does this implicitly. The next input (or
-        ``tick``) visits it."""
-        self._drive.attach_session(session)
+    def start_close(self, agent: AgentCore, *, now: float, archive: bool = True) -> Task:
+        """Close ``agent`` (H.5): with ``archive``, its dispose (interrupt, then archive,
+        bounded by ``settle_deadline``; it never fails: its result is the ``ArchiveResult``
+        or ``None``); without, only its paused stream is closed and the chat is left as it
+        is (the task is done at once). Either way the connection stops keeping the agent's
+        session once its work is done and its sockets are closed."""
+        self._check_open()
+        session = agent.session
+        drive = self._drive
+        task = Task(_CLOSE)
+        if archive:
+            self._start_job(task, session.dispose(now=now), now, session=session)
+        else:
+            drive.perform(session.close_retained_stream(now), session=session, now=now)
+            task._settle(None)
+        drive.release_session(session)
+        self._pump(now)
+        self._check_done(task, now)
+        return task
 
-    def release_session(self, session: Session) -> None:
-        """Stop keeping ``session`` once its work is done and its connections closed (its
-        agent is closed); see ``Drive.release_session``."""
-        self._drive.release_session(session)
+    def _start_machine(
+        self, machine: Runnable[Any], *, now: float, session: Session | None = None
+    ) -> Task:
+        """Run a core machine built by hand (the transcript replay's turns and session
+        calls): ``session`` shares that session's connections; its tool pauses come as
+        ``InvokeTools`` with the raw ``run.calls`` and no invocations, answered with
+        ``_tools_answered``. The task's result is the machine's."""
+        self._check_open()
+        task = Task(_MACHINE)
+        self._start_job(task, machine, now, session=session, tools=_RAW_TOOLS)
+        self._pump(now)
+        self._check_done(task, now)
+        return task
 
     @property
     def attached_sessions(self) -> int:
-        """Sessions kept between their turns (attached and not released)."""
+        """Sessions kept between their turns (one per open agent)."""
         return self._drive.attached_sessions
 
-    def perform(self, actions: Iterable[Action], *, session: Session, now: float) -> None:
-        """Take on the actions a session method returned (``reset_session``,
-        ``close_retained_stream``) in that session's connection scope (``start_machine``
-        users; an agent's own reset is ``reset``)."""
+    def _perform(self, actions: Iterable[Action], *, session: Session, now: float) -> None:
+        """Take on the actions a session method returned (the replay's ``reset_session``) in
+        that session's connection scope."""
         self._drive.perform(actions, session=session, now=now)
         self._pump(now)
 
@@ -1764,23 +1813,39 @@ class Connection:
         self._drive.http_failed(call, error, now)
         self._pump(now)
 
-    def tool_returned(
-        self, run: ToolRun, invocation: ToolInvocation, value: Any, *, now: float
+    def tool_finished(
+        self,
+        run: ToolRun,
+        invocation: ToolInvocation,
+        *,
+        value: Any = None,
+        error: BaseException | None = None,
+        outcome: ToolOutcome | None = None,
+        now: float,
     ) -> None:
-        """``invocation``'s function returned ``value`` (awaited when it was awaitable)."""
-        self._tool_outcome(run, invocation, lambda: invocation.succeeded(value), now)
+        """``invocation``'s function returned ``value`` (awaited when it was awaitable) or
+        raised ``error`` (the model gets it as an error result); ``outcome`` instead is the
+        result the embedder made itself with ``invocation.succeeded`` / ``failed`` (after an
+        observer's hook saw it). The run's calls go back to the model once every invocation
+        was reported, in the order of ``run.invocations``; a repeated or late report is
+        ignored."""
+        tool_call_id = invocation.tool_call_id
+        if run.finished or tool_call_id not in run._waiting:
+            return
+        if outcome is None:
+            outcome = invocation.failed(error) if error is not None else invocation.succeeded(value)
+        run._waiting.discard(tool_call_id)
+        run._results[tool_call_id] = outcome
+        if not run._waiting:
+            run.finished = True
+            results = run._results
+            outcomes = [*run._outcomes, *(results[i.tool_call_id] for i in run.invocations)]
+            self._drive.tools_done(run._batch, outcomes, now)
+            self._pump(now)
 
-    def tool_raised(
-        self, run: ToolRun, invocation: ToolInvocation, error: BaseException, *, now: float
-    ) -> None:
-        """``invocation``'s function raised ``error`` (the model gets it as an error result)."""
-        self._tool_outcome(run, invocation, lambda: invocation.failed(error), now)
-
-    def tools_answered(
-        self, run: ToolRun, outcomes: Sequence[ToolOutcome], *, now: float
-    ) -> None:
-        """The outcomes of ``run``'s calls, decided by the embedder (a ``start_machine`` task's
-        pause; a call without an outcome gets an error result)."""
+    def _tools_answered(self, run: ToolRun, outcomes: Sequence[ToolOutcome], *, now: float) -> None:
+        """The outcomes of a ``_start_machine`` task's pause, decided by the caller (a call
+        without an outcome gets an error result)."""
         if run.finished:
             return
         run.finished = True
@@ -1823,26 +1888,20 @@ class Connection:
     def _run_turn(self, task: Task, turn: Turn, now: float) -> None:
         agent = task._agent
         assert agent is not None
-        job = self._drive.start(turn, now=now, session=agent.session, tools=agent.plan_tools)
+        self._start_job(task, turn, now, session=agent.session, tools=agent.plan_tools)
+
+    def _start_job(
+        self,
+        task: Task,
+        machine: Runnable[Any],
+        now: float,
+        *,
+        session: Session | None = None,
+        tools: Any = None,
+    ) -> None:
+        job = self._drive.start(machine, now=now, session=session, tools=tools)
         job.owner = task
         task._job = job
-
-    def _tool_outcome(
-        self,
-        run: ToolRun,
-        invocation: ToolInvocation,
-        outcome: Callable[[], ToolOutcome],
-        now: float,
-    ) -> None:
-        tool_call_id = invocation.tool_call_id
-        if run.finished or tool_call_id not in run._waiting:
-            return
-        run._waiting.discard(tool_call_id)
-        run._outcomes.append(outcome())
-        if not run._waiting:
-            run.finished = True
-            self._drive.tools_done(run._batch, run._outcomes, now)
-            self._pump(now)
 
     def _pump(self, now: float) -> None:
         """Turn the drive's commands into the embedder's: tool batches planned by the core's
@@ -1913,7 +1972,7 @@ class Connection:
                 self._run_turn(task, step, now)
                 return
             task._settle(step)
-        elif task._kind == "stream":
+        elif task._kind in (_STREAM, _SEGMENT):
             agent = task._agent
             assert agent is not None
             task._settle(agent.stream_result(value))

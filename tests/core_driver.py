@@ -9,8 +9,12 @@ one:
   ``NetworkError``); the answer is reported after its delay, unless a ``CancelHttp`` came;
 * ``OpenSocket`` creates a ``FakeSocket`` (the server end of a WebSocket, built from wsproto)
   whose bytes are reported with ``socket_data``;
-* ``InvokeTools`` runs ``tools`` (a function from call to ``ToolOutcome``) on the pause's calls
-  and reports them with ``tools_answered``.
+* ``InvokeTools`` runs ``tools`` (a function from call to ``ToolOutcome``) on the call behind
+  each of the pause's invocations and reports each with ``tool_finished``.
+
+Every machine starts as a call (``Connection.start_call``, ``tests.machine_call``), in the
+session's connection scope unless it is the watch; its tool pauses leave every call to
+``tools``.
 
 The connection routes every input (to the turn being driven, or to the session between turns,
 so a paused stream keeps reading, H.6) and drives the background jobs (D22). Nothing here
@@ -53,6 +57,7 @@ from coder_proto._agent.turn import Turn
 from coder_proto._rest.http import HttpRequest, HttpResponse
 from coder_proto._stream.watch import WatchMachine
 from coder_proto._wire import events_from_json
+from tests.machine_call import AgentOf, machine_call
 
 # -- what the in-memory server answers ----------------------------------------------------------
 
@@ -248,9 +253,7 @@ class Driver:
         moved = False
         for machine in self.background:
             if id(machine) not in self._tasks:
-                self._tasks[id(machine)] = self.connection.start_machine(
-                    machine, session=self._scope(machine), now=self.now
-                )
+                self._tasks[id(machine)] = self._start_call(machine)
                 moved = True
         return moved
 
@@ -276,10 +279,21 @@ class Driver:
                 return
         raise AssertionError("the machines never settled (a deadline that is never cleared?)")
 
-    def _perform(self, machine: Any, action: Any) -> None:
-        """Take on one action a session method returned (``reset_session`` ...) and perform
-        the commands it turned into."""
-        self.connection.perform([action], session=self.session, now=self.now)
+    def _start_call(self, machine: Any) -> Task:
+        call = machine_call(machine, session=self._scope(machine), tools=True)
+        return self.connection.start_call(call, now=self.now)
+
+    def reset(self) -> None:
+        """The agent's ``reset_session`` (``Connection.reset``): a paused stream is closed;
+        the commands it turned into are performed."""
+        self.connection.reset(AgentOf(self.session), now=self.now)
+        for command in self.connection.commands():
+            self._perform_command(command)
+
+    def close_stream(self) -> None:
+        """The agent closes without archiving (``Connection.start_close`` with
+        ``archive=False``): the session's stream is closed, a running segment's too."""
+        self.connection.start_close(AgentOf(self.session), now=self.now, archive=False)
         for command in self.connection.commands():
             self._perform_command(command)
 
@@ -310,12 +324,13 @@ class Driver:
         elif isinstance(command, InvokeTools):
             run = command.run
             self.tool_runs.append(run.calls)
-            outcomes = [self.tools(call) for call in run.calls]
-            self._schedule(
-                self.now + self.tool_delay,
-                None,
-                lambda: connection.tools_answered(run, outcomes, now=self.now),
-            )
+            answers = [(i, self.tools(i.call_part)) for i in run.invocations]
+
+            def answer() -> None:
+                for invocation, outcome in answers:
+                    connection.tool_finished(run, invocation, outcome=outcome, now=self.now)
+
+            self._schedule(self.now + self.tool_delay, None, answer)
         # CancelTools: outcomes come back at once or not at all; TaskMoved: the loop looks
         # at its machines after every step.
 
@@ -395,9 +410,7 @@ class Driver:
 
     def start(self, machine: Any) -> Any:
         self.foreground = machine
-        self._tasks[id(machine)] = self.connection.start_machine(
-            machine, session=self._scope(machine), now=self.now
-        )
+        self._tasks[id(machine)] = self._start_call(machine)
         self.settle()
         return machine
 

@@ -2,7 +2,7 @@
 docs/durable-workflows.md; D5, D22, D26-D28): the step's setup and its agents' settings, the
 turn report, stepping effect programs, binding crash-safe tools, the calls' programs under the
 workflow lease, and a durable machine driven by hand on a ``Connection`` the way an embedder
-does (a ``DurableJob`` started with ``start_machine``: its commands performed, outcomes fed
+does (a ``DurableJob`` started with ``start_durable``: its commands performed, outcomes fed
 back, deadlines, cancellation).
 """
 
@@ -24,7 +24,6 @@ from coder_proto import (
     Task,
     TaskMoved,
 )
-from coder_proto._actions import ToolOutcome
 from coder_proto._agent.tools import Tool, tool
 from coder_proto._errors import CoderAgentError, CoderNetworkError
 from coder_proto._outputs import ToolCall
@@ -286,10 +285,16 @@ def ok_chat() -> HttpResponse:
     return HttpResponse(status=200, body=json.dumps(chat_stub("c1")).encode(), headers=())
 
 
-def started(machine: DurableMachine[Any]) -> tuple[Connection, Task]:
-    """``machine`` as a durable job on a fresh connection."""
+def probe_lookup() -> str:
+    """The client tool the probe calls (the test reports its outcome itself)."""
+    raise AssertionError("never called here")
+
+
+def started(machine: DurableMachine[Any], *, tools: Any = None) -> tuple[Connection, Task]:
+    """``machine`` as a durable job on a fresh connection, with the client ``tools``."""
     conn = Connection(base_url=BASE)
-    return conn, conn.start_machine(DurableJob(machine, store=performer), now=0.0)
+    job = DurableJob(machine, store=performer, tools=tools)
+    return conn, conn.start_durable(job, now=0.0)
 
 
 def work(conn: Connection) -> list[Any]:
@@ -298,18 +303,17 @@ def work(conn: Connection) -> list[Any]:
 
 
 def to_the_request(conn: Connection) -> StartHttp:
-    """Answer the probe's store call and tool run (no outcome: D5 fails the call)."""
+    """Answer the probe's store call; its tool call names no tool of the job, so the tool-call
+    policy fails it at once (D5) and the request follows."""
     (store,) = work(conn)
     conn.store_returned(store.call, None, now=0.0)
-    (tools,) = work(conn)
-    conn.tools_answered(tools.run, [], now=0.0)
     (request,) = work(conn)
     assert isinstance(request, StartHttp)
     return request
 
 
 def test_a_machine_is_driven_command_by_command_to_its_result() -> None:
-    conn, task = started(Probe())
+    conn, task = started(Probe(), tools={"lookup": Tool.from_function(probe_lookup, name="lookup")})
     assert "Probe" in repr(task.machine)
     (store,) = work(conn)
     assert isinstance(store, ApplyStore) and store.op == StoreOp("get_checkpoint", ("t", "w"))
@@ -318,7 +322,8 @@ def test_a_machine_is_driven_command_by_command_to_its_result() -> None:
     conn.store_returned(store.call, None, now=0.1)
     (calls,) = work(conn)
     assert isinstance(calls, InvokeTools) and calls.run.calls == (CALL,)
-    conn.tools_answered(calls.run, [ToolOutcome(tool_call_id="t1", output="ok")], now=0.2)
+    (invocation,) = calls.run.invocations
+    conn.tool_finished(calls.run, invocation, value="ok", now=0.2)
     (request,) = work(conn)
     assert isinstance(request, StartHttp) and request.call.url == f"{BASE}{V2}/c1"
     answer = ok_chat()
@@ -363,7 +368,7 @@ def test_a_store_failure_fails_the_machine_with_its_cause() -> None:
         task.result()
 
 
-def test_a_tool_run_answered_without_outcomes_still_answers_every_call_d5() -> None:
+def test_a_call_of_a_tool_the_job_lacks_still_gets_an_error_result_d5() -> None:
     conn, task = started(Probe())
     request = to_the_request(conn)
     answer = ok_chat()

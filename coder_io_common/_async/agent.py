@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import inspect
 import math
-import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from types import TracebackType
 from typing import Any, ClassVar, Concatenate, ParamSpec, TypeVar
@@ -36,11 +35,10 @@ from coder_proto._agent.agent_core import GenerateResult
 from coder_proto._agent.prompt_plan import PromptPlan, prepare_prompt
 from coder_proto._agent.session_calls import ArchiveResult
 from coder_proto._agent.tool_calls import ToolInvocation
-from coder_proto._agent.turn import Turn
 from coder_proto._agent.workspace_files import WorkspaceUpload, WorkspaceWrite
 from coder_proto._constants import BACKGROUND_TASK_BOUND
 from coder_proto._errors import CoderAgentError
-from coder_proto._outputs import OutputPart, TextDelta, ToolCall
+from coder_proto._outputs import OutputPart, TextDelta
 from coder_proto._shells.agent_calls import AgentCalls
 from coder_proto._shells.agent_shell import AgentShell
 from coder_proto._shells.client_calls import Call
@@ -58,10 +56,6 @@ T = TypeVar("T")
 #: and tasks); a disposal without finite bounds gets ``_UNBOUNDED_CLOSE``.
 _CLOSE_GRACE = 3.0
 _UNBOUNDED_CLOSE = 60.0
-
-
-def _now() -> float:
-    return time.monotonic()
 
 
 def _op(
@@ -106,12 +100,7 @@ class CoderAgent(AgentShell[CoderChatClient, httpx.AsyncClient], AsyncClosing):
 
     def reset_session(self) -> None:
         """Start a fresh chat on the next turn (H.1); a paused stream is closed."""
-        now = _now()
-        if self._driver.recorder is not None:
-            self._driver.recorder.session_call("reset_session", now)
-        actions = self._core.session.reset_session(now)
-        if actions:
-            self._driver.perform(actions, session=self._core.session)
+        self._driver.reset(self._core)
 
     # -- turns -------------------------------------------------------------------------------
 
@@ -126,16 +115,13 @@ class CoderAgent(AgentShell[CoderChatClient, httpx.AsyncClient], AsyncClosing):
         core.begin()
         seen = turn_observation(self._observer, self, streaming=False)
         try:
-            plan = prepare_prompt(prompt, messages)
-            call = core.generate(await self._build(plan), now=_now())
-            turn: Turn = call.turn
-            while True:
-                result = await self._driver.run(turn, session=core.session, tools=self._run_tools)
-                step = call.advance(result, now=_now())
-                if isinstance(step, GenerateResult):
-                    seen.end(step)
-                    return step
-                turn = step
+            built = await self._build(prepare_prompt(prompt, messages))
+            core.end()  # the turn holds the agent from here on, its whole ladder included
+            result: GenerateResult = await self._driver.turn(
+                core, built, invoke=self._invoke
+            ).result()
+            seen.end(result)
+            return result
         except BaseException as exc:
             seen.end(error=exc)
             raise
@@ -172,12 +158,9 @@ class CoderAgent(AgentShell[CoderChatClient, httpx.AsyncClient], AsyncClosing):
         to_thread = self._runtime.to_thread
         return plan.build([await read_upload(upload, to_thread) for upload in plan.reads])
 
-    async def _run_tools(self, calls: tuple[ToolCall, ...]) -> list[ToolOutcome]:
-        plan = self._core.plan_tools(calls)
-        outcomes = list(plan.outcomes)
-        if plan.invocations:
-            outcomes += await invoke_all(self._runtime, plan.invocations, self._observer)
-        return outcomes
+    async def _invoke(self, invocations: Sequence[ToolInvocation]) -> list[ToolOutcome]:
+        """The invocations of one tool pause (the core planned it, D5)."""
+        return await invoke_all(self._runtime, invocations, self._observer)
 
     # -- cleanup (H.3-H.5) -------------------------------------------------------------------
 
@@ -186,8 +169,7 @@ class CoderAgent(AgentShell[CoderChatClient, httpx.AsyncClient], AsyncClosing):
     async def archive(self) -> ArchiveResult:
         """Archive the session's chat and every stranded one (H.4, D10), retrying 409s while
         the chat winds down, within ``settle_deadline``."""
-        session = self._core.session
-        return await self._driver.run(session.archive(now=_now()), session=session)
+        return await self._perform(self._calls.archive())
 
     async def aclose(self, *, archive: bool = True) -> None:
         """Dispose of the agent (H.5): interrupt, then archive, bounded by ``settle_deadline``;
@@ -205,25 +187,17 @@ class CoderAgent(AgentShell[CoderChatClient, httpx.AsyncClient], AsyncClosing):
         if self._closed:
             return
         self._closed = True
-        session = self._core.session
         try:
-            if archive and not self._driver.closed:
+            if not self._driver.closed:
                 # The dispose machine logs and collects its failures; it never raises.
-                await self._driver.run(session.dispose(now=_now()), session=session)
-            elif not self._driver.closed:
-                actions = session.close_retained_stream(_now())
-                if actions:
-                    self._driver.perform(actions, session=session)
+                await self._driver.close_agent(self._core, archive=archive).result()
         except Exception:
             self._runtime.logger.warning("agent disposal failed", exc_info=True)
         finally:
             if self._owns_client:
                 await self._client.aclose()
             elif not self._driver.closed:
-                try:
-                    await self._driver.wait_background(BACKGROUND_TASK_BOUND)
-                finally:
-                    self._driver.release_session(session)
+                await self._driver.wait_background(BACKGROUND_TASK_BOUND)
 
     # -- plain operations (coder_proto.agent.AgentCalls) ---------------------------------------
 
@@ -313,13 +287,15 @@ class AgentStream:
         core.begin()
         self._seen = turn_observation(agent._observer, agent, streaming=True)
         try:
-            plan = prepare_prompt(self._prompt, self._messages)
-            built = await agent._build(plan)
-            if self._segment:
-                turn = core.segment(built, now=_now())
-            else:
-                turn = core.stream(built, now=_now(), edit_message_id=self._edit_message_id)
-            self._run = agent._driver.start(turn, session=core.session, tools=agent._run_tools)
+            built = await agent._build(prepare_prompt(self._prompt, self._messages))
+            core.end()  # the turn holds the agent from here on
+            self._run = agent._driver.turn(
+                core,
+                built,
+                mode="segment" if self._segment else "stream",
+                edit_message_id=self._edit_message_id,
+                invoke=agent._invoke,
+            )
         except BaseException as exc:
             self._seen.end(error=exc)
             core.end()
@@ -388,7 +364,7 @@ class AgentStream:
             run = self._live()
             async for _part in run.parts():
                 pass
-            self._final = self._agent._core.stream_result(await run.result())
+            self._final = await run.result()
             self._seen.end(self._final)
         return self._final
 

@@ -12,7 +12,6 @@ An adapter's client is this class with its ``Driver`` and ``ChatWatch`` classes.
 from __future__ import annotations
 
 import inspect
-import time
 from collections.abc import Callable, Coroutine
 from typing import Any, ClassVar, Concatenate, ParamSpec, TypeVar
 
@@ -110,8 +109,8 @@ class CoderChatClient(ClientShell[httpx.AsyncClient], AsyncClosing):
         """Perform one operation: read its file (in a worker thread), then run its machine on
         the driver (in its session's scope, if any)."""
         data = None if call.read is None else await read_upload(call.read, self._to_thread)
-        machine = call.machine(time.monotonic(), data)
-        return call.finish(await self.driver.run(machine, session=call.session))
+        result: T = await self.driver.call(call, data=data).result()
+        return result
 
     # -- the operations (coder_proto.calls.ChatCalls) ------------------------------------------
 

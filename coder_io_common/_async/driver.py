@@ -4,8 +4,9 @@ its commands on an ``AsyncRuntime``.
 One ``Driver`` belongs to one client (``CoderChatClient``, or the agent through its client).
 Every runtime-independent decision of driving (routing socket inputs to the running turn or
 the session, the connection and request registries, background jobs, ``http:*`` events, token
-scrubbing, tool pauses, transcripts) is ``coder_proto.Connection``'s: each machine the driver
-runs is one of its tasks (``Connection.start_machine``). This module performs the
+scrubbing, tool pauses, the generate ladder, transcripts) is ``coder_proto.Connection``'s: each
+piece of work the driver runs is one of its tasks (``start_turn``, ``start_call``,
+``start_watch``, ``start_durable``, ``start_close``). This module performs the
 connection's commands (docs/architecture.md "The adapters"; D12, D21-D24), the same way on
 every runtime:
 
@@ -18,9 +19,9 @@ every runtime:
 * ``OpenSocket`` / ``WriteSocket`` / ``CloseSocket`` -> the runtime's stream sockets
   (``AsyncRuntime.open_socket``), which report back through the driver's ``socket_*``
   methods;
-* ``InvokeTools`` -> the run's async tool runner in a task, its outcomes answered with
-  ``tools_answered`` (a run started without a runner answers none at once: every call gets an
-  error result, D5); ``CancelTools`` cancels the task;
+* ``InvokeTools`` -> the run's invoker (``Invoker``) on the pause's invocations in a task,
+  each outcome answered with ``tool_finished`` (an invoker that raises is logged and every
+  call gets an error result, D5); ``CancelTools`` cancels the task;
 * ``TaskMoved`` -> the ``Run``'s waiters; one timer at ``connection.next_deadline()``.
 
 ``_perform`` dispatches on the command's type, one branch per command: a new command is one
@@ -44,13 +45,13 @@ Interface for the public classes (the blocking driver offers the same names):
 * ``Driver(base_url=..., token=..., http_client=None, verify=True, sink=None, recorder=None)``
   on a subclass that names its ``runtime``; construction does no I/O and needs no running
   loop;
-* ``driver.start(machine, *, session=None, tools=None) -> Run`` and
-  ``await driver.run(machine, ...)`` (the machine's result, or its error raised);
+* ``driver.turn(core, messages, *, mode, edit_message_id=None, invoke) -> Run`` (an agent's
+  turn: ``"generate"`` with its whole ladder, ``"stream"`` or ``"segment"``),
+  ``driver.call(call, *, data=None)`` (a plain operation), ``driver.watch(backoff=...)``,
+  ``driver.durable(job, *, invoke)`` (a ``DurableJob``), ``driver.close_agent(core, *,
+  archive)`` and ``driver.reset(core)``;
 * ``run.machine``, ``run.done``, ``await run.result()``, ``await run.wait_changed()``,
   ``run.parts()`` (an async iterator draining ``machine.parts`` live), ``run.cancel(reason)``;
-* ``driver.perform(actions, session=...)`` for actions a session method returned
-  (``reset_session``, ``close_retained_stream`` ...); ``driver.attach_session(session)`` to
-  keep a session's paused stream read without starting a machine;
 * ``driver.closed``, ``driver.open_connections``, ``driver.background_jobs`` (observability
   and tests);
 * ``await driver.wait_background(timeout)`` and ``await driver.aclose()``;
@@ -68,15 +69,16 @@ import inspect
 import logging
 import ssl
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeAlias, TypeVar
 
 import httpx
 
 from coder_io_common.tls import VerifyTypes, ssl_context
 from coder_io_common.wallclock import created_at, event_sink
-from coder_proto._actions import Action, ToolOutcome
-from coder_proto._agent.session import Session
+from coder_proto._actions import ToolOutcome
+from coder_proto._agent.agent_core import AgentCore
+from coder_proto._agent.tool_calls import ToolInvocation
 from coder_proto._connection import (
     ApplyStore,
     CancelHttp,
@@ -88,7 +90,6 @@ from coder_proto._connection import (
     HttpCall,
     InvokeTools,
     OpenSocket,
-    Runnable,
     StartHttp,
     StoreRequest,
     TaskMoved,
@@ -98,22 +99,25 @@ from coder_proto._connection import (
 from coder_proto._connection import Task as ConnectionTask
 from coder_proto._constants import BACKGROUND_TASK_BOUND
 from coder_proto._errors import CoderAgentError, CoderProtocolError
-from coder_proto._outputs import ToolCall
+from coder_proto._rest.prefix import PrefixSelector
 from coder_proto._rest.settings import CONNECT_TIMEOUT, HTTP_TIMEOUT, MAX_RESPONSE_BYTES
+from coder_proto._shells.client_calls import Call
+from coder_proto._stream.watch import WatchBackoff
 from coder_proto._transport_events import TransportEventSink
 
 from .runtime import CLOSE_GRACE, AsyncRuntime, Event, Task
 
 if TYPE_CHECKING:
+    from coder_proto.durable._store_engine import DurableJob
     from coder_proto.transcript._recorder import Recorder
 
-__all__ = ["HTTP_CONCURRENCY", "Driver", "Run", "Runnable", "ToolRunner", "transport_sink"]
+__all__ = ["HTTP_CONCURRENCY", "Driver", "Invoker", "Run", "transport_sink"]
 
 T = TypeVar("T")
 
-#: Runs one ``RunTools`` batch and returns one outcome per call (D5; missing ones become error
-#: results in the core).
-ToolRunner: TypeAlias = Callable[[tuple[ToolCall, ...]], Awaitable[Sequence[ToolOutcome]]]
+#: Runs the invocations of one tool pause (the core planned them, D5) and returns one outcome
+#: per invocation, in order (``invocation.succeeded`` / ``failed``).
+Invoker: TypeAlias = Callable[[Sequence[ToolInvocation]], Awaitable[Sequence[ToolOutcome]]]
 
 #: Requests in flight at once on an HTTP client the driver created: the size of its
 #: connection pool. More would only wait in httpx's pool, whose bookkeeping rescans every
@@ -175,33 +179,31 @@ def _abort_deadline(machine: Any) -> float | None:
 
 
 class Run(Generic[T]):
-    """A machine started with ``Driver.start``: await its result, or follow its progress."""
+    """A piece of work the driver started (a turn, a call, the watch, a durable job, an
+    agent's close): await its result, or follow its progress."""
 
-    __slots__ = ("_changed", "_driver", "_machine", "_runtime", "_task", "_tools")
+    __slots__ = ("_changed", "_driver", "_invoke", "_runtime", "_task")
 
-    def __init__(
-        self, driver: Driver, task: ConnectionTask, machine: Any, tools: ToolRunner | None
-    ) -> None:
+    def __init__(self, driver: Driver, task: ConnectionTask, invoke: Invoker | None) -> None:
         self._driver = driver
         self._runtime = driver.runtime
         self._task = task
-        self._machine = machine
-        #: Runs the machine's tool pauses (``None``: every call fails, D5).
-        self._tools = tools
+        #: Runs the tool pauses' invocations (a turn's or a durable job's).
+        self._invoke = invoke
         self._changed: Event = self._runtime.event()
         task.io = self
 
     def __repr__(self) -> str:
-        return f"<Run {self._machine!r}>"
+        return f"<Run {self._task.machine!r}>"
 
     @property
     def machine(self) -> Any:
-        """The machine being run."""
-        return self._machine
+        """The core machine running now (a generate's turn changes along its ladder)."""
+        return self._task.machine
 
     @property
     def done(self) -> bool:
-        return bool(self._machine.done)
+        return self._task.done
 
     def cancel(self, reason: BaseException | None = None) -> None:
         """Cancel the machine now (D22): ``reason`` is the caller's cancellation, or ``None``
@@ -230,13 +232,13 @@ class Run(Generic[T]):
         """Wait for the machine to finish and return its result (or raise its error)."""
         while not self.done:
             await self.wait_changed()
-        result: T = self._machine.result()
+        result: T = self._task.result()
         return result
 
     async def parts(self) -> AsyncIterator[Any]:
         """The machine's ``parts`` deque (a stream-mode ``Turn``), drained live in order until
         the machine is done. The final result or error is ``await run.result()``."""
-        parts = self._machine.parts
+        parts = self.machine.parts
         while True:
             while parts:
                 yield parts.popleft()
@@ -266,6 +268,7 @@ class Driver:
         verify: VerifyTypes = True,
         sink: TransportEventSink | None = None,
         recorder: Recorder | None = None,
+        selector: PrefixSelector | None = None,
     ) -> None:
         if http_client is not None and not isinstance(http_client, httpx.AsyncClient):
             raise CoderAgentError(
@@ -283,6 +286,7 @@ class Driver:
             sink=self.sink,
             recorder=recorder,
             created_at=created_at,
+            selector=selector,
         )
         runtime = self.runtime
         self._http_gate: Any = None
@@ -336,53 +340,68 @@ class Driver:
         """Background jobs (D22) not finished yet."""
         return self._connection.background_jobs
 
-    def start(
+    def turn(
         self,
-        machine: Runnable[T],
+        core: AgentCore,
+        messages: Sequence[Any],
         *,
-        session: Session | None = None,
-        tools: ToolRunner | None = None,
-    ) -> Run[T]:
-        """Start driving ``machine`` (already started by its constructor). With ``session``,
-        its connections are the session's and routed by the routing rule; ``tools`` runs its
-        ``RunTools`` batches. Must be called on the runtime's loop."""
-        if self._closed:
-            raise CoderAgentError("this client is closed")
-        task = self._connection.start_machine(machine, now=time.monotonic(), session=session)
-        run: Run[T] = Run(self, task, machine, tools)
+        mode: str = "generate",
+        edit_message_id: int | None = None,
+        invoke: Invoker,
+    ) -> Run[Any]:
+        """Start a turn of the agent ``core`` (``Connection.start_turn``): ``"generate"``
+        (its result the ``GenerateResult`` of the whole ladder), ``"stream"`` or
+        ``"segment"`` (parts live in ``run.parts()``). ``invoke`` runs the invocations of its
+        tool pauses. Must be called on the runtime's loop."""
+        connection = self._connection
+        task = connection.start_turn(
+            core, messages, now=self._open_now(), mode=mode, edit_message_id=edit_message_id
+        )
+        return self._started(task, invoke)
+
+    def call(self, call: Call[T], *, data: Any = None, invoke: Invoker | None = None) -> Run[T]:
+        """Start a plain operation (``Connection.start_call``); ``data`` is what its upload
+        read; ``invoke`` runs the invocations ``call.tools`` plans, if it pauses for tools.
+        Its result is the operation's value."""
+        task = self._connection.start_call(call, now=self._open_now(), data=data)
+        return self._started(task, invoke)
+
+    def watch(self, *, backoff: WatchBackoff | None = None) -> Run[None]:
+        """Subscribe to the chat watch (``Connection.start_watch``): ``run.machine`` takes
+        the events; cancelling the run stops it."""
+        task = self._connection.start_watch(now=self._open_now(), backoff=backoff)
+        return self._started(task)
+
+    def durable(self, job: DurableJob[T], *, invoke: Invoker) -> Run[T]:
+        """Start a durable job (``Connection.start_durable``): its store calls are performed
+        with ``job.store``, the invocations of its tool pauses with ``invoke``."""
+        return self._started(self._connection.start_durable(job, now=self._open_now()), invoke)
+
+    def close_agent(self, core: AgentCore, *, archive: bool) -> Run[Any]:
+        """Close the agent ``core`` (``Connection.start_close``): its dispose, or with
+        ``archive=False`` only its paused stream closed; its session is forgotten once idle."""
+        task = self._connection.start_close(core, now=self._open_now(), archive=archive)
+        return self._started(task)
+
+    def reset(self, core: AgentCore) -> None:
+        """Start a fresh chat on the agent's next turn; a paused stream is closed."""
+        self._connection.reset(core, now=time.monotonic())
         self._pump()
-        return run
-
-    async def run(
-        self,
-        machine: Runnable[T],
-        *,
-        session: Session | None = None,
-        tools: ToolRunner | None = None,
-    ) -> T:
-        """Drive ``machine`` to completion and return its result (or raise its error)."""
-        return await self.start(machine, session=session, tools=tools).result()
-
-    def attach_session(self, session: Session) -> None:
-        """Keep driving ``session`` between turns (its paused stream keeps reading, H.6).
-        ``start(..., session=session)`` does this implicitly."""
-        self._connection.attach_session(session)
-
-    def release_session(self, session: Session) -> None:
-        """Forget ``session`` (its agent is closed) once its work is done and its
-        connections are closed."""
-        self._connection.release_session(session)
 
     @property
     def attached_sessions(self) -> int:
         """Sessions this driver keeps between their turns: one per open agent."""
         return self._connection.attached_sessions
 
-    def perform(self, actions: Iterable[Action], *, session: Session) -> None:
-        """Perform actions a session method returned (``reset_session``,
-        ``close_retained_stream`` ...) in that session's connection scope."""
-        self._connection.perform(actions, session=session, now=time.monotonic())
+    def _open_now(self) -> float:
+        if self._closed:
+            raise CoderAgentError("this client is closed")
+        return time.monotonic()
+
+    def _started(self, task: ConnectionTask, invoke: Invoker | None = None) -> Run[Any]:
+        run: Run[Any] = Run(self, task, invoke)
         self._pump()
+        return run
 
     async def wait_background(self, timeout: float = BACKGROUND_TASK_BOUND) -> bool:
         """Wait until every background job finished (``True``) or ``timeout`` passed
@@ -601,26 +620,27 @@ class Driver:
     # -- tools -------------------------------------------------------------------------------
 
     def _start_tools(self, run: ToolRun) -> None:
-        runner = run.task.io._tools
-        if runner is None:
-            # D5: a machine started without a runner; every call still gets a result.
-            self._connection.tools_answered(run, (), now=time.monotonic())
-            return
-        run.io = self.spawn(self._run_tools, run, runner)
+        invoke = run.task.io._invoke
+        assert invoke is not None  # only turns and durable jobs pause for tools
+        run.io = self.spawn(self._run_tools, run, invoke)
 
-    async def _run_tools(self, run: ToolRun, runner: ToolRunner) -> None:
-        """Run one tool pause; a runner that raises is logged and every call gets an error
-        result (D5). Cancelled (``CancelTools``), it ends with the runtime's cancellation and
-        reports nothing."""
-        outcomes: Sequence[ToolOutcome] = ()
+    async def _run_tools(self, run: ToolRun, invoke: Invoker) -> None:
+        """Run one tool pause's invocations; an invoker that raises is logged and every call
+        gets an error result (D5). Cancelled (``CancelTools``), it ends with the runtime's
+        cancellation and reports nothing."""
+        connection = self._connection
         try:
-            outcomes = await runner(run.calls)
+            outcomes = await invoke(run.invocations)
         except Exception as exc:
             self.runtime.logger.warning(
                 "the tool runner raised; the calls get error results",
                 exc_info=(type(exc), exc, exc.__traceback__),
             )
-        self._connection.tools_answered(run, outcomes, now=time.monotonic())
+            for invocation in run.pending:
+                connection.tool_finished(run, invocation, error=exc, now=time.monotonic())
+        else:
+            for invocation, outcome in zip(run.invocations, outcomes, strict=True):
+                connection.tool_finished(run, invocation, outcome=outcome, now=time.monotonic())
         self._pump()
 
     async def _apply_store(self, call: StoreRequest) -> None:

@@ -44,6 +44,7 @@ import httpx
 from coder_io_common.tls import VerifyTypes
 from coder_proto import CoderAgentError
 from coder_proto._actions import ToolOutcome
+from coder_proto._agent.tool_calls import ToolInvocation
 from coder_proto._constants import (
     DEFAULT_MAX_STEPS,
     INTERRUPT_POLL_INTERVAL,
@@ -52,7 +53,6 @@ from coder_proto._constants import (
     SETTLE_RETRY_DELAY,
 )
 from coder_proto._options import AgentOptions, option_keywords
-from coder_proto._outputs import ToolCall
 from coder_proto._shells.agent_shell import check_connection
 from coder_proto.durable import (
     DEFAULT_SETTLE_TIMEOUT,
@@ -82,7 +82,6 @@ from coder_proto.durable._runtime import (
 )
 from coder_proto.durable._step import RunAgentTurn, TurnReport
 from coder_proto.durable._store import DEFAULT_LEASE_DURATION, StoreOp
-from coder_proto.durable._store_engine import DurableJob
 from coder_proto.durable._tools import DurableBinding, run_program
 
 from .agent import CoderAgent, invoke_all
@@ -271,7 +270,7 @@ class _Effects:
         if isinstance(effect, RunDurable):
             client = self._client
             job = effect.job(client.selector, time.monotonic(), time.time(), store=self._apply)
-            return await client.driver.run(job, tools=functools.partial(self._run_tools, job))
+            return await client.driver.durable(job, invoke=self._invoke).result()
         if isinstance(effect, RunAgentTurn):
             return await self._turn(effect)
         if isinstance(effect, StartRenewal):
@@ -298,12 +297,9 @@ class _Effects:
     async def _apply(self, op: StoreOp) -> Any:
         return await _apply(self._runtime, self._store, op)
 
-    async def _run_tools(self, job: DurableJob, calls: tuple[ToolCall, ...]) -> list[ToolOutcome]:
-        plan = job.plan_tools(calls)
-        outcomes = list(plan.outcomes)
-        if plan.invocations:
-            outcomes += await invoke_all(self._runtime, plan.invocations)
-        return outcomes
+    async def _invoke(self, invocations: Sequence[ToolInvocation]) -> list[ToolOutcome]:
+        """The invocations of one of a durable job's tool pauses (``job.plan_tools``, D5)."""
+        return await invoke_all(self._runtime, invocations)
 
     async def _turn(self, effect: RunAgentTurn) -> TurnReport:
         step = self._step

@@ -5,7 +5,6 @@ consumer's rules ``coder_proto._shells.watch_feed``)."""
 from __future__ import annotations
 
 import contextlib
-import time
 from typing import Protocol
 
 from coder_io_common.closing import AsyncClosing
@@ -54,16 +53,11 @@ class ChatWatch(WatchShell[WatchedClient], AsyncClosing):
     _loop: LoopToken | None = None
 
     def _start(self) -> Run[None]:
-        client = self._client
-        machine = self._feed.start(
-            client.selector,
-            base_url=client.base_url,
-            token=client.settings.token,
-            now=time.monotonic(),
-        )
-        if machine is not None:
-            self._loop = client.driver.runtime.loop_token()
-            self._run = client.driver.start(machine)
+        driver = self._client.driver
+        run = self._feed.start(lambda backoff: driver.watch(backoff=backoff))
+        if run is not None:
+            self._loop = driver.runtime.loop_token()
+            self._run = run
         assert self._run is not None
         return self._run
 

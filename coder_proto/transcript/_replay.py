@@ -416,7 +416,7 @@ class _Replayer:
         except CoderAgentError as exc:
             entry.update(result=None, error=exc, done=True)
             return
-        task = self.connection.start_machine(turn, session=self.session, now=self.now)
+        task = self.connection._start_machine(turn, session=self.session, now=self.now)
         entry["task"] = task
         self.foreground = task
 
@@ -440,7 +440,9 @@ class _Replayer:
         name = record.name
         try:
             if name == "reset_session":
-                self.connection.perform(session.reset_session(self.now), session=session, now=self.now)
+                self.connection._perform(
+                    session.reset_session(self.now), session=session, now=self.now
+                )
                 self.calls.append((name, None))
                 return
             machine: Any
@@ -455,7 +457,7 @@ class _Replayer:
             return
         # Calls are listed in the order they were made; the outcome is filled in when done.
         self.calls.append((name, None))
-        task = self.connection.start_machine(machine, session=session, now=self.now)
+        task = self.connection._start_machine(machine, session=session, now=self.now)
         self.side.append((len(self.calls) - 1, task))
 
     # -- commands ------------------------------------------------------------------------------
@@ -532,9 +534,7 @@ class _Replayer:
         conn = _ServerConn(handle, records)
         self._conns[id(handle)] = conn
         if records is None:
-            self.divergences.append(
-                f"connection {conn.conn_id} at {self.now:.3f}s: {NOT_RECORDED}"
-            )
+            self.divergences.append(f"connection {conn.conn_id} at {self.now:.3f}s: {NOT_RECORDED}")
             self._schedule(self.now, None, lambda: self._conn_input(conn, "failed", NOT_RECORDED))
             return
         body = [r for r in records if not isinstance(r, WsOpenRecord)]
@@ -648,7 +648,7 @@ class _Replayer:
             outcomes.append(outcome)
         due = record.t if record is not None else self.now
         connection = self.connection
-        self._schedule(due, None, lambda: connection.tools_answered(run, outcomes, now=self.now))
+        self._schedule(due, None, lambda: connection._tools_answered(run, outcomes, now=self.now))
 
     # -- the result ----------------------------------------------------------------------------
 

@@ -16,11 +16,11 @@ How the core is driven (read ``SelectorsLoop`` from ``run`` down):
    ``commands()`` hands out: ``OpenSocket`` / ``WriteSocket`` / ``CloseSocket`` on a
    non-blocking socket, ``StartHttp`` as an h11 exchange on a socket of its own,
    ``InvokeTools`` by calling each invocation's function inline, ``ApplyStore`` (only a
-   durable job started with ``start_machine`` asks for one) by calling its store inline;
+   durable job started with ``start_durable`` asks for one) by calling its store inline;
 2. every outcome goes back through the connection's input methods with
    ``now = time.monotonic()``: ``socket_made`` / ``socket_data`` / ``socket_lost`` /
    ``socket_failed``, ``http_headers`` / ``http_response`` / ``http_failed``,
-   ``tool_returned`` / ``tool_raised``, ``store_returned`` / ``store_raised``;
+   ``tool_finished``, ``store_returned`` / ``store_raised``;
 3. ``next_deadline()`` is the ``select`` timeout; once it passes the loop calls ``tick``.
 
 The loop decides nothing: which machine hears a socket's bytes, which tool calls to run
@@ -36,7 +36,7 @@ production loop:
   TCP (and TLS) handshake per call.
 * Client tools run inline and block the loop while they run; sockets are read again when they
   return (the core keeps its state meanwhile). Run a slow tool in a worker thread and report
-  ``tool_returned`` when it finishes, waking ``select`` with a socket pair as done for signals.
+  ``tool_finished`` when it finishes, waking ``select`` with a socket pair as done for signals.
   Async tools are answered with an error.
 """
 
@@ -565,11 +565,9 @@ class SelectorsLoop:
                 error = exc
         if self.on_tool is not None:
             self.on_tool(invocation, value, error)
-        if error is None:
-            self.soon(lambda: connection.tool_returned(run, invocation, value, now=_now()))
-        else:
-            failure = error
-            self.soon(lambda: connection.tool_raised(run, invocation, failure, now=_now()))
+        self.soon(
+            lambda: connection.tool_finished(run, invocation, value=value, error=error, now=_now())
+        )
 
     def _apply_store(self, call: StoreRequest) -> None:
         """Perform a durable job's store call inline (a blocking ``DurableStore``, such as

@@ -1,7 +1,7 @@
 """A durable machine as an ordinary task of the core's ``Connection`` (docs/durable-workflows.md;
-D5, D22, D27): its store calls come as ``ApplyStore`` and are answered with ``store_returned`` /
-``store_raised``, its requests as ``StartHttp`` / ``CancelHttp``, its tool runs as the
-``InvokeTools`` of any ``start_machine`` task; a lease's guard stops it before a side effect.
+D5, D22, D27; ``start_durable``): its store calls come as ``ApplyStore`` and are answered with
+``store_returned`` / ``store_raised``, its requests as ``StartHttp`` / ``CancelHttp``, its tool
+runs as ``InvokeTools`` planned like a turn's; a lease's guard stops it before a side effect.
 Also the calls' effect programs every adapter runs: the lease around the work, its renewal, the
 guard, the archive and sweep calls, and a whole call run by an embedder's loop of its own on
 a ``Connection`` against the in-core fake. Pure (no sockets, no clock: the tests feed
@@ -112,7 +112,7 @@ def test_a_durable_job_is_an_ordinary_connection_task() -> None:
     conn = Connection(base_url=BASE, token="secret-token-1234")
     job = DurableJob(Probe(), store=performer, tools={"lookup": lookup})
     assert "Probe" in repr(job) and job.chat_id == "c1"
-    task = conn.start_machine(job, now=0.0)
+    task = conn.start_durable(job, now=0.0)
     read = only(conn.commands(), ApplyStore)
     assert read.op == StoreOp("get_checkpoint", ("t", "w")) and read.call.runner is performer
     assert read.call_id == read.call.call_id and "get_checkpoint" in repr(read.call)
@@ -122,11 +122,9 @@ def test_a_durable_job_is_an_ordinary_connection_task() -> None:
     conn.store_returned(write.call, None, now=0.1)
     conn.store_returned(write.call, None, now=0.1)  # a second answer is ignored
     run = only(conn.commands(), InvokeTools).run
-    assert run.calls == (CALL,) and run.invocations == ()
     # The tool-call policy of the job decides what to call (D5).
-    plan = job.plan_tools(run.calls)
-    assert [i.tool.name for i in plan.invocations] == ["lookup"]
-    conn.tools_answered(run, [plan.invocations[0].succeeded("Oslo")], now=0.2)
+    assert run.calls == (CALL,) and [i.tool.name for i in run.invocations] == ["lookup"]
+    conn.tool_finished(run, run.invocations[0], value="Oslo", now=0.2)
     request = only(conn.commands(), StartHttp).call
     assert request.url == f"{BASE}{V2}/c1"
     assert ("Coder-Session-Token", "secret-token-1234") in request.headers
@@ -142,7 +140,7 @@ def test_a_durable_job_is_an_ordinary_connection_task() -> None:
 
 def test_a_store_failure_is_the_durable_tasks_error() -> None:
     conn = Connection(base_url=BASE)
-    task = conn.start_machine(DurableJob(Probe(), store=performer), now=0.0)
+    task = conn.start_durable(DurableJob(Probe(), store=performer), now=0.0)
     read = only(conn.commands(), ApplyStore)
     conn.store_raised(read.call, OSError("disk full"), now=0.1)
     conn.store_raised(read.call, OSError("again"), now=0.1)  # ignored
@@ -153,7 +151,7 @@ def test_a_store_failure_is_the_durable_tasks_error() -> None:
 
 def test_a_machine_without_a_store_fails_its_first_store_call() -> None:
     conn = Connection(base_url=BASE)
-    task = conn.start_machine(DurableJob(Probe()), now=0.0)
+    task = conn.start_durable(DurableJob(Probe()), now=0.0)
     assert not any(isinstance(c, ApplyStore) for c in conn.commands())
     with pytest.raises(DurableStoreError, match="without a durable store"):
         task.result()
@@ -161,7 +159,7 @@ def test_a_machine_without_a_store_fails_its_first_store_call() -> None:
 
 def test_a_cancelled_durable_task_cancels_its_request_and_ignores_a_late_store_answer_d22() -> None:
     conn = Connection(base_url=BASE)
-    task = conn.start_machine(DurableJob(Probe(), store=performer), now=0.0)
+    task = conn.start_durable(DurableJob(Probe(), store=performer), now=0.0)
     read = only(conn.commands(), ApplyStore)
     conn.cancel(task, KeyboardInterrupt(), now=0.1)
     assert task.done and read.call.finished
@@ -188,7 +186,7 @@ def test_a_guard_that_refuses_stops_the_job_before_the_side_effect_d27() -> None
             raise WorkflowLeaseLostError(tenant="t", workflow_id="w")
 
     conn = Connection(base_url=BASE)
-    task = conn.start_machine(DurableJob(Probe(), store=performer, guard=guard), now=0.0)
+    task = conn.start_durable(DurableJob(Probe(), store=performer, guard=guard), now=0.0)
     read = only(conn.commands(), ApplyStore)  # a read passes
     conn.store_returned(read.call, None, now=0.1)
     assert not any(isinstance(c, ApplyStore) for c in conn.commands())  # the write does not
@@ -530,7 +528,7 @@ class HandLoop:
             return None  # the call ends long before the lease's first renewal is due
         assert isinstance(effect, RunDurable), effect
         job = effect.job(self.conn.selector, world.now, world.wall, store=self.perform_store)
-        return self.drive(self.conn.start_machine(job, now=world.now))
+        return self.drive(self.conn.start_durable(job, now=world.now))
 
     def drive(self, task: Task) -> Any:
         conn, world = self.conn, self.world
@@ -617,7 +615,7 @@ def test_a_whole_durable_call_runs_on_a_connection_driven_by_hand_d27() -> None:
 
 def test_the_custom_loop_template_performs_a_durable_jobs_store_calls() -> None:
     """``SelectorsLoop`` of ``examples/custom_loop/selectors_loop.py`` runs an
-    ``ArchiveWorkflow`` job started with ``start_machine``: its ``ApplyStore`` commands
+    ``ArchiveWorkflow`` job started with ``start_durable``: its ``ApplyStore`` commands
     performed inline on the store, its requests over loopback to the fake server."""
     path = pathlib.Path(__file__).resolve().parents[2] / "examples/custom_loop/selectors_loop.py"
     spec = importlib.util.spec_from_file_location("custom_loop_template", path)
@@ -642,7 +640,7 @@ def test_the_custom_loop_template_performs_a_durable_jobs_store_calls() -> None:
                 conn.selector, tenant="t", workflow_id="wf", now=time.monotonic()
             )
             job = DurableJob(machine, store=perform)
-            result = loop.run(conn.start_machine(job, now=time.monotonic()))
+            result = loop.run(conn.start_durable(job, now=time.monotonic()))
         finally:
             loop.close()
         assert result.archived and result.archived_chat_ids == (chat,)

@@ -209,7 +209,7 @@ def test_a_durable_job_stops_before_a_side_effect_once_the_guard_refuses() -> No
     machine = ArchiveWorkflow(world.selector, tenant=T, workflow_id=WF, now=world.now)
     conn = Connection(base_url="https://coder.example")
     job = DurableJob(machine, store=world.store, guard=mine.guard)
-    task = conn.start_machine(job, now=world.now)
+    task = conn.start_durable(job, now=world.now)
 
     def work() -> list[Any]:
         return [c for c in conn.commands() if not isinstance(c, TaskMoved)]
