@@ -101,7 +101,6 @@ from coder_proto._connection import (
     ConnectionCommand,
     HttpCall,
     InvokeTools,
-    Job,
     OpenSocket,
     StartHttp,
     StoreRequest,
@@ -503,19 +502,6 @@ def _bounded(timeout: httpx.Timeout, seconds: float) -> httpx.Timeout:
     )
 
 
-def _request_deadline(call: HttpCall) -> float | None:
-    """The deadline at which the machine of ``call`` abandons it: the deadline it waits for
-    the request with (a cleanup's ``settle_deadline``, H.4, H.5) or a turn's
-    ``request_timeout`` (C.3), whichever comes first (``CoreMachine.request_deadline``). A
-    blocking request must not outlive it (on an event loop the machine's timer cancels the
-    request in flight). Machines that are not ``CoreMachine`` (a relayed request) have none."""
-    deadline_of = getattr(call.job.machine, "request_deadline", None)
-    if deadline_of is None:
-        return None
-    value = deadline_of(call.request_id)
-    return value if isinstance(value, float | int) else None
-
-
 # -- runs ------------------------------------------------------------------------------------------
 
 
@@ -589,14 +575,8 @@ class Run(Generic[T]):
             yield part
 
 
-def _run_of(job: Job) -> Run[Any] | None:
-    """The run waiting for ``job``: the ``io`` of the connection's task that owns it (a
-    background job has none)."""
-    return _run_of_task(job.owner)
-
-
-def _run_of_task(task: Any) -> Run[Any] | None:
-    """The run of the connection's task ``task`` (``None`` for none)."""
+def _run_of(task: Any) -> Run[Any] | None:
+    """The run of the connection's task ``task`` (``None`` for none: background work)."""
     run = task.io if isinstance(task, Task) else None
     return run if isinstance(run, Run) else None
 
@@ -690,12 +670,12 @@ class Driver:
     @property
     def open_connections(self) -> int:
         """Sockets currently open or connecting."""
-        return self._connection.open_connections
+        return self._connection.stats.open_connections
 
     @property
     def background_jobs(self) -> int:
         """Background jobs (D22) not finished yet."""
-        return self._connection.background_jobs
+        return self._connection.stats.background_jobs
 
     @property
     def worker_alive(self) -> bool:
@@ -754,7 +734,7 @@ class Driver:
             task = self._connection.start_watch(now=self._open_now(), backoff=backoff)
             return self._started(task)
 
-    def durable(self, job: DurableJob[T], *, invoke: Invoker) -> Run[T]:
+    def durable(self, job: DurableJob, *, invoke: Invoker) -> Run[Any]:
         """Start a durable job (``Connection.start_durable``): its store calls are performed
         with ``job.store``, the invocations of its tool pauses with ``invoke``."""
         with self._lock:
@@ -780,7 +760,7 @@ class Driver:
     @property
     def attached_sessions(self) -> int:
         """Sessions this driver keeps between their turns: one per open agent."""
-        return self._connection.attached_sessions
+        return self._connection.stats.attached_sessions
 
     def _open_now(self) -> float:
         if self._closed:
@@ -800,7 +780,7 @@ class Driver:
         (``False``)."""
         end = _now() + timeout
         with self._lock:
-            while self._connection.background_jobs:
+            while self._connection.stats.background_jobs:
                 self._ensure_worker()
                 left = end - _now()
                 if left <= 0:
@@ -823,7 +803,7 @@ class Driver:
             self.wait_background(background_timeout)
         finally:
             with self._lock:
-                self._connection.shutdown(now=_now())
+                self._connection.close(now=_now())
                 self._absorb()
                 for sock in self._sockets.values():
                     sock.close()
@@ -943,7 +923,7 @@ class Driver:
             self._socket_failed(conn, error)
         elif eof:
             self._drop(conn)
-            connection.socket_lost(conn, now=_now())
+            connection.socket_closed(conn, now=_now())
         self._absorb()
 
     @contextlib.contextmanager
@@ -979,22 +959,22 @@ class Driver:
                 break
             for command in commands:
                 self._route(command)
-        if connection.background_jobs:
+        if connection.stats.background_jobs:
             self._ensure_worker()
 
     def _route(self, command: ConnectionCommand) -> None:
         if isinstance(command, StartHttp):
-            job = command.call.job
-            if job.background:
-                self._background.append(command.call)
+            call = command.call
+            if call.background:
+                self._background.append(call)
                 self._ensure_worker()
                 self._cond.notify_all()
                 return
-            self._hand_over(command, _run_of(job))
+            self._hand_over(command, _run_of(call.task))
         elif isinstance(command, OpenSocket):
-            self._hand_over(command, _run_of_task(command.conn.task))
+            self._hand_over(command, _run_of(command.conn.task))
         elif isinstance(command, ApplyStore):
-            self._hand_over(command, _run_of(command.call.job))
+            self._hand_over(command, _run_of(command.call.task))
         elif isinstance(command, WriteSocket):
             self._write(command.conn, command.data)
         elif isinstance(command, CloseSocket):
@@ -1025,7 +1005,7 @@ class Driver:
     ) -> None:
         if isinstance(command, StartHttp):
             call = command.call
-            self._http(call, run, deadline, bound=_request_deadline(call))
+            self._http(call, run, deadline, bound=call.deadline)
         elif isinstance(command, OpenSocket):
             self._connect(command.conn, deadline)
         elif isinstance(command, ApplyStore):
@@ -1047,9 +1027,9 @@ class Driver:
         finally:
             self._lock.acquire()
         if error is not None:
-            self._connection.store_raised(call, error, now=_now())
+            self._connection.store_finished(call, error=error, now=_now())
         else:
-            self._connection.store_returned(call, value, now=_now())
+            self._connection.store_finished(call, value=value, now=_now())
         self._absorb()
 
     # -- REST --------------------------------------------------------------------------------
@@ -1082,7 +1062,7 @@ class Driver:
                 call.method, call.url, headers=call.headers, content=call.body, **extra
             )
         except Exception as exc:
-            self._connection.http_failed(call, exc, now=_now())
+            self._connection.http_finished(call, error=exc, now=_now())
             self._absorb()
             return
         status = 0
@@ -1107,7 +1087,7 @@ class Driver:
                 f"the response to {call.method} {call.request.path} is larger than "
                 f"the {most}-byte limit (max_response_bytes)"
             )
-            self._connection.http_failed(call, error, now=_now())
+            self._connection.http_finished(call, error=error, now=_now())
             self._absorb()
             return
         except Exception as exc:
@@ -1119,19 +1099,21 @@ class Driver:
                 self._absorb()
                 if call.finished:
                     return  # the job abandoned the request at its deadline
-            self._connection.http_failed(call, exc, now=now)
+            self._connection.http_finished(call, error=exc, now=now)
             self._absorb()
             return
         except BaseException:
             # Our own call is released when the run is cancelled; anyone else's must not wait
             # for an answer that will never be reported.
-            if not call.finished and _run_of(call.job) is not run:
-                self._connection.http_failed(call, "the request was interrupted", now=_now())
+            if not call.finished and _run_of(call.task) is not run:
+                self._connection.http_finished(
+                    call, error="the request was interrupted", now=_now()
+                )
                 self._absorb()
             raise
         connection = self._connection
         connection.http_headers(call, status, now=answered)
-        connection.http_response(
+        connection.http_finished(
             call,
             status=status,
             headers=response.headers.multi_items(),
@@ -1171,7 +1153,7 @@ class Driver:
         except (OSError, ValueError, UnicodeError) as exc:
             if deadline is not None and _now() >= deadline.at and isinstance(exc, TimeoutError):
                 return  # the caller's deadline: its waiter cancels the machine
-            self._connection.socket_failed(conn, exc, now=_now())
+            self._connection.socket_closed(conn, exc, now=_now())
             self._absorb()
             return
         if conn.closed:
@@ -1213,13 +1195,13 @@ class Driver:
 
     def _socket_failed(self, conn: Conn, error: BaseException) -> None:
         self._drop(conn)
-        self._connection.socket_failed(conn, error, now=_now())
+        self._connection.socket_closed(conn, error, now=_now())
         self._absorb()
 
     # -- tools -------------------------------------------------------------------------------
 
     def _start_tools(self, run: ToolRun) -> None:
-        owner = _run_of_task(run.task)
+        owner = _run_of(run.task)
         invoke = None if owner is None else owner._invoke
         assert invoke is not None  # only turns and durable jobs pause for tools
         thread = threading.Thread(
@@ -1275,7 +1257,7 @@ class Driver:
 
     def _cancel_locked(self, run: Run[Any], reason: BaseException | None) -> None:
         if not run.done:
-            self._connection.cancel(run._task, reason, now=_now())
+            run._task.cancel(reason, now=_now())
             self._absorb()
         self._retire(run)
         self._cond.notify_all()
@@ -1305,7 +1287,7 @@ class Driver:
             worker.start()
 
     def _closed_for_good(self) -> bool:
-        return self._closed and not self._connection.background_jobs and not self._background
+        return self._closed and not self._connection.stats.background_jobs and not self._background
 
     def _worker_main(self) -> None:
         """Drive the background jobs: their requests (each bounded by the job's deadline)
@@ -1316,15 +1298,15 @@ class Driver:
                     if self._background:
                         call = self._background.popleft()
                         if not call.finished:
-                            self._http(call, None, None, bound=call.job.machine.next_deadline())
+                            self._http(call, None, None, bound=call.deadline)
                         continue
                     now = _now()
-                    due = self._connection.next_background_deadline()
+                    due = self._connection.next_deadline(background=True)
                     if due is not None and due <= now:
                         self._connection.tick(now=now)
                         self._absorb()
                         continue
-                    if not self._connection.background_jobs:
+                    if not self._connection.stats.background_jobs:
                         return
                     self._cond.wait(None if due is None else due - now)
             except BaseException:  # pragma: no cover - a bug must not kill silently

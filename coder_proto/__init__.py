@@ -9,8 +9,7 @@ A loop of your own drives one ``Connection``: start tasks on it (an agent turn, 
 client call, the watch, a durable job, an agent's close), perform the commands it hands out (``OpenSocket``, ``WriteSocket``,
 ``CloseSocket``, ``StartHttp``, ``CancelHttp``, ``InvokeTools``, ``CancelTools``,
 ``ApplyStore``, ``TaskMoved``) and report what happened through its input methods
-(``socket_*``, ``http_*``, ``tool_finished``, ``store_returned`` / ``store_raised``,
-``tick``). ``ApplyStore`` comes only from a durable job (``coder_proto.durable.DurableJob``)
+(``socket_*``, ``http_*``, ``tool_finished``, ``store_finished``, ``tick``). ``ApplyStore`` comes only from a durable job (``coder_proto.durable.DurableJob``)
 started with ``start_durable``.
 
 ``__all__`` is the vocabulary every runtime shares: the errors, the output parts and results

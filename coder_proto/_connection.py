@@ -131,6 +131,7 @@ __all__ = [
     "Conn",
     "Connection",
     "ConnectionCommand",
+    "ConnectionStats",
     "Drive",
     "HttpCall",
     "InvokeTools",
@@ -400,6 +401,39 @@ class HttpCall:
         # Never the headers: they carry the token.
         return f"<HttpCall {self.request.op} {self.method} {self.request.path}>"
 
+    @property
+    def task(self) -> Any:
+        """The ``Task`` whose work sent the request (``None`` for background work, D22)."""
+        return self.job.owner
+
+    @property
+    def background(self) -> bool:
+        """The request belongs to background work (D22: the interrupt of a cancelled turn's
+        run), which no task waits for."""
+        return self.job.background
+
+    @property
+    def deadline(self) -> float | None:
+        """When the request's machine abandons it if it is still unanswered, or ``None``: the
+        deadline it waits for it with or a turn's ``request_timeout`` (C.3), whichever comes
+        first (``CoreMachine.request_deadline``); for background work, the work's own bound.
+        A blocking embedder bounds the request by it, as an event loop's timer would cut it."""
+        job = self.job
+        machine = job.machine
+        if job.background:
+            due: object = machine.next_deadline()
+        else:
+            deadline_of = getattr(machine, "request_deadline", None)
+            due = None if deadline_of is None else deadline_of(self.request_id)
+        return due if isinstance(due, float | int) else None
+
+    @property
+    def timed(self) -> bool:
+        """The request's machine cancels it at a deadline of its own (a turn's
+        ``request_timeout``, C.3: ``CancelHttp`` when ``tick`` passes it), so an embedder with
+        a timer sets no total bound of its own on it (D29)."""
+        return isinstance(getattr(self.job.machine, "abort_deadline", None), float | int)
+
 
 class ToolBatch:
     """One ``RunTools`` batch for the job's tool runner (``runner``)."""
@@ -438,6 +472,11 @@ class StoreRequest:
 
     def __repr__(self) -> str:
         return f"<StoreRequest {self.op.method}>"
+
+    @property
+    def task(self) -> Any:
+        """The ``Task`` of the durable job that asked for the call."""
+        return self.job.owner
 
 
 # -- commands: what the adapter performs ---------------------------------------------------------
@@ -1376,13 +1415,15 @@ _RAW_TOOLS: Final = "raw"
 
 class Task:
     """One piece of work a ``Connection`` runs: an agent turn (``generate`` with its whole
-    client-tool loop and structured-output ladder, or ``stream``), a plain client call or the
-    watch. Poll it after a ``TaskMoved`` command: ``done``, ``result()``, and the output
-    parts (``take_parts``, a stream) or watch events (``take_events``) as they arrive. ``io``
-    is the embedder's slot (a future, a waiter)."""
+    client-tool loop and structured-output ladder, ``stream`` or ``segment``), a plain client
+    call, the watch, a durable job or an agent's close. Poll it after a ``TaskMoved``
+    command: ``done``, ``result()``, and the output parts (``take_parts``, a stream) or watch
+    events (``take_events``) as they arrive; ``cancel`` it when your runtime cancels the
+    call. ``io`` is the embedder's slot (a future, a waiter)."""
 
     __slots__ = (
         "_agent",
+        "_connection",
         "_error",
         "_finish",
         "_generate",
@@ -1402,11 +1443,20 @@ class Task:
         self._settled = False
         self._value: Any = None
         self._error: BaseException | None = None
+        self._connection: Connection | None = None
         self.io: Any = None
 
     def __repr__(self) -> str:
         state = "done" if self._settled else "running"
         return f"<Task {self._kind} {state}>"
+
+    def cancel(self, reason: BaseException | None, *, now: float) -> None:
+        """Cancel the task: ``reason`` is the caller's cancellation (a turn then interrupts
+        the server's run in the background), ``None`` a consumer that stopped reading. Does
+        nothing once the task is done."""
+        connection = self._connection
+        if not self._settled and connection is not None:
+            connection._cancel(self, reason, now)
 
     @property
     def kind(self) -> str:
@@ -1465,6 +1515,46 @@ def _same(value: Any) -> Any:
     return value
 
 
+class ConnectionStats:
+    """What a ``Connection`` holds now (``Connection.stats``), read when asked."""
+
+    __slots__ = ("_drive",)
+
+    def __init__(self, drive: Drive) -> None:
+        self._drive = drive
+
+    def __repr__(self) -> str:
+        return (
+            f"<ConnectionStats connections={self.open_connections} tasks={self.tasks} "
+            f"background={self.background_jobs}>"
+        )
+
+    @property
+    def open_connections(self) -> int:
+        """Sockets open or connecting."""
+        return self._drive.open_connections
+
+    @property
+    def background_jobs(self) -> int:
+        """Background work not finished yet (a cancelled turn's interrupt of the server's run)."""
+        return self._drive.background_jobs
+
+    @property
+    def attached_sessions(self) -> int:
+        """Sessions kept between their turns (one per open agent)."""
+        return self._drive.attached_sessions
+
+    @property
+    def tasks(self) -> int:
+        """Machines being driven, foreground and background."""
+        return len(self._drive.jobs)
+
+    @property
+    def closed(self) -> bool:
+        """``close`` was called: no new task starts."""
+        return self._drive.closed
+
+
 class Connection:
     """Everything one client does, without I/O (the embedder performs it): agent turns, plain
     client calls, the watch, durable workflow machines (``start_durable`` with a
@@ -1487,23 +1577,26 @@ class Connection:
     1. perform every command of ``commands()`` in order:
 
        - ``OpenSocket(conn)``: connect to ``conn.host:conn.port`` (TLS when ``conn.tls``,
-         verifying ``conn.server_hostname``); report ``socket_made`` or ``socket_failed``,
-         then every chunk read with ``socket_data`` and the end with ``socket_lost`` (EOF) or
-         ``socket_failed``;
+         verifying ``conn.server_hostname``); report ``socket_made`` (or ``socket_closed``
+         with the error), then every chunk read with ``socket_data`` and the end with
+         ``socket_closed`` (EOF, or ``error=`` when reading or writing failed);
        - ``WriteSocket(conn, data)``: write the bytes; ``CloseSocket(conn)``: close it after
          what was written (nothing more is reported for it);
        - ``StartHttp(call)``: send ``call.method`` ``call.url`` with ``call.headers`` and
          ``call.body``; report ``http_headers`` when the status line arrived (optional), then
-         ``http_response`` or ``http_failed``; ``CancelHttp(call)``: abandon it;
+         ``http_finished`` with the answer or ``error=``; ``CancelHttp(call)``: abandon it
+         (``call.deadline`` is when its machine abandons it anyway, ``call.timed`` whether
+         its machine's own deadline bounds it);
        - ``InvokeTools(run)``: call each invocation's function and report
          ``tool_finished``; ``CancelTools(run)``: stop them if possible;
        - ``ApplyStore(call)``: perform ``call.op`` with ``call.runner`` (a durable job's
-         store) and report ``store_returned`` / ``store_raised``;
+         store) and report ``store_finished``;
        - ``TaskMoved(task)``: wake whoever waits on ``task`` (parts, events, or done);
     2. arm one timer at ``next_deadline()`` and call ``tick`` when it fires.
 
     Every input takes ``now``, the embedder's monotonic clock in seconds. Inputs for a socket,
-    request or tool run that is finished are ignored.
+    request or tool run that is finished are ignored. ``task.cancel`` cancels a task; ``close``
+    refuses new tasks, ``close(now=...)`` ends everything; ``stats`` counts what is held.
     """
 
     def __init__(
@@ -1530,9 +1623,10 @@ class Connection:
             base_url=base_url, token=token, sink=sink, recorder=recorder, created_at=created_at
         )
         self._token = token
-        self.selector = selector if selector is not None else PrefixSelector()
+        self._selector = selector if selector is not None else PrefixSelector()
         self._out: list[ConnectionCommand] = []
         self._calls: ChatCalls | None = None
+        self._stats = ConnectionStats(self._drive)
 
     def __repr__(self) -> str:
         drive = self._drive
@@ -1544,10 +1638,6 @@ class Connection:
     # -- observation -------------------------------------------------------------------------
 
     @property
-    def base_url(self) -> str:
-        return self._drive.base_url
-
-    @property
     def recorder(self) -> Recorder | None:
         """Observes what crosses the wire (``coder_proto.transcript.Recorder``), or ``None``."""
         return self._drive.recorder
@@ -1557,26 +1647,17 @@ class Connection:
         self._drive.recorder = recorder
 
     @property
-    def closed(self) -> bool:
-        """``close`` or ``shutdown`` was called: no new task starts."""
-        return self._drive.closed
-
-    @property
-    def open_connections(self) -> int:
-        """Sockets open or connecting."""
-        return self._drive.open_connections
-
-    @property
-    def background_jobs(self) -> int:
-        """Background work not finished yet (a cancelled turn's interrupt of the server's run)."""
-        return self._drive.background_jobs
+    def stats(self) -> ConnectionStats:
+        """What the connection holds now: sockets, background work, kept sessions, tasks, and
+        whether it is closed (a live view, read when asked)."""
+        return self._stats
 
     @property
     def calls(self) -> ChatCalls:
         """The plain client operations (every ``CoderChatClient`` method): each returns a call
-        for ``start_call``."""
+        for ``start_call``; ``calls.selector`` is the connection's chat-prefix state."""
         if self._calls is None:
-            self._calls = ChatCalls(self.selector, self._drive.base_url)
+            self._calls = ChatCalls(self._selector, self._drive.base_url)
         return self._calls
 
     def commands(self) -> list[ConnectionCommand]:
@@ -1585,14 +1666,13 @@ class Connection:
         self._out = []
         return out
 
-    def next_deadline(self) -> float | None:
-        """When to call ``tick`` (monotonic seconds), or ``None``."""
-        return self._drive.next_deadline()
-
-    def next_background_deadline(self) -> float | None:
-        """The earliest deadline of the background work alone (a cancelled turn's interrupt
-        of the server's run), or ``None``: for an embedder that drives the background work
-        on a thread of its own while no caller waits."""
+    def next_deadline(self, *, background: bool = False) -> float | None:
+        """When to call ``tick`` (monotonic seconds), or ``None``. With ``background``, the
+        earliest deadline of the background work alone (a cancelled turn's interrupt of the
+        server's run): for an embedder that drives the background work on a thread of its
+        own while no caller waits."""
+        if not background:
+            return self._drive.next_deadline()
         due: float | None = None
         for job in self._drive.jobs:
             if job.background:
@@ -1614,7 +1694,7 @@ class Connection:
             resolve_options(options, given),
             base_url=self._drive.base_url,
             token=self._token,
-            selector=self.selector,
+            selector=self._selector,
             sink=self._drive.sink,
             **settings,
         )
@@ -1677,7 +1757,7 @@ class Connection:
         self._check_open()
         task = Task(_WATCH)
         machine = WatchMachine(
-            self.selector,
+            self._selector,
             base_url=self._drive.base_url,
             token=self._token,
             now=now,
@@ -1687,7 +1767,7 @@ class Connection:
         self._pump(now)
         return task
 
-    def start_durable(self, job: DurableJob[Any], *, now: float) -> Task:
+    def start_durable(self, job: DurableJob, *, now: float) -> Task:
         """Run a durable workflow machine wrapped in a ``coder_proto.durable.DurableJob`` (a
         step, an archive, a sweep, a recovery): its requests are ordinary requests, its store
         calls come as ``ApplyStore`` (performed with the job's ``store``), and its tool
@@ -1734,27 +1814,11 @@ class Connection:
         self._check_done(task, now)
         return task
 
-    @property
-    def attached_sessions(self) -> int:
-        """Sessions kept between their turns (one per open agent)."""
-        return self._drive.attached_sessions
-
     def _perform(self, actions: Iterable[Action], *, session: Session, now: float) -> None:
         """Take on the actions a session method returned (the replay's ``reset_session``) in
         that session's connection scope."""
         self._drive.perform(actions, session=session, now=now)
         self._pump(now)
-
-    def cancel(self, task: Task, reason: BaseException | None, *, now: float) -> None:
-        """Cancel ``task``: ``reason`` is the caller's cancellation (a turn then interrupts
-        the server's run in the background), ``None`` a consumer that stopped reading. Does
-        nothing once the task is done."""
-        job = task._job
-        if task.done or job is None:
-            return
-        self._drive.cancel(job, reason, now)
-        self._pump(now)
-        self._check_done(task, now)
 
     def reset(self, agent: AgentCore, *, now: float) -> None:
         """Start a fresh chat on ``agent``'s next turn; a paused stream is closed."""
@@ -1777,14 +1841,15 @@ class Connection:
         self._drive.socket_data(conn, data, now)
         self._pump(now)
 
-    def socket_lost(self, conn: Conn, *, now: float) -> None:
-        """``conn`` reached EOF."""
-        self._drive.socket_lost(conn, now)
-        self._pump(now)
-
-    def socket_failed(self, conn: Conn, error: BaseException | str, *, now: float) -> None:
-        """Connecting, TLS, reading or writing failed on ``conn``."""
-        self._drive.socket_failed(conn, error, now)
+    def socket_closed(
+        self, conn: Conn, error: BaseException | str | None = None, *, now: float
+    ) -> None:
+        """``conn`` ended: the peer closed it (EOF), or with ``error`` connecting, TLS,
+        reading or writing failed."""
+        if error is None:
+            self._drive.socket_lost(conn, now)
+        else:
+            self._drive.socket_failed(conn, error, now)
         self._pump(now)
 
     def http_headers(self, call: HttpCall, status: int, *, now: float) -> None:
@@ -1792,25 +1857,25 @@ class Connection:
         self._drive.http_headers(call, status, now)
         self._pump(now)
 
-    def http_response(
+    def http_finished(
         self,
         call: HttpCall,
         *,
-        status: int,
-        headers: Iterable[tuple[str, str]],
-        body: bytes,
+        status: int = 0,
+        headers: Iterable[tuple[str, str]] = (),
+        body: bytes = b"",
         reason: str = "",
+        error: BaseException | str | None = None,
         now: float,
     ) -> None:
-        """``call`` was answered; ``body`` is the whole body."""
-        self._drive.http_response(
-            call, status=status, headers=headers, body=body, reason=reason, now=now
-        )
-        self._pump(now)
-
-    def http_failed(self, call: HttpCall, error: BaseException | str, *, now: float) -> None:
-        """``call`` got no complete response."""
-        self._drive.http_failed(call, error, now)
+        """``call`` was answered (``status``, ``headers``, ``reason`` and the whole ``body``),
+        or with ``error`` it got no complete response."""
+        if error is None:
+            self._drive.http_response(
+                call, status=status, headers=headers, body=body, reason=reason, now=now
+            )
+        else:
+            self._drive.http_failed(call, error, now)
         self._pump(now)
 
     def tool_finished(
@@ -1853,14 +1918,20 @@ class Connection:
         self._drive.tools_done(run._batch, [*run._outcomes, *outcomes], now)
         self._pump(now)
 
-    def store_returned(self, call: StoreRequest, value: Any, *, now: float) -> None:
-        """The durable store call of an ``ApplyStore`` returned ``value``."""
-        self._drive.store_returned(call, value, now)
-        self._pump(now)
-
-    def store_raised(self, call: StoreRequest, error: BaseException, *, now: float) -> None:
-        """The durable store call of an ``ApplyStore`` raised ``error``."""
-        self._drive.store_raised(call, error, now)
+    def store_finished(
+        self,
+        call: StoreRequest,
+        *,
+        value: Any = None,
+        error: BaseException | None = None,
+        now: float,
+    ) -> None:
+        """The durable store call of an ``ApplyStore`` returned ``value`` (awaited when it was
+        awaitable), or raised ``error`` (the job fails it as ``DurableStoreError``)."""
+        if error is None:
+            self._drive.store_returned(call, value, now)
+        else:
+            self._drive.store_raised(call, error, now)
         self._pump(now)
 
     def tick(self, *, now: float) -> None:
@@ -1868,18 +1939,25 @@ class Connection:
         self._drive.tick(now)
         self._pump(now)
 
-    def close(self) -> None:
-        """Start no new task from now on (let the background work finish, then call
-        ``shutdown``). Idempotent."""
-        self._drive.close()
-
-    def shutdown(self, *, now: float) -> None:
-        """The end: every unfinished task is cancelled, each agent's paused stream closed
-        cleanly, and every socket, request and tool run still open closed or cancelled."""
+    def close(self, *, now: float | None = None) -> None:
+        """Without ``now``: start no new task from now on (let the background work finish,
+        then close again with ``now``). With ``now``: the end; every unfinished task is
+        cancelled, each agent's paused stream closed cleanly, and every socket, request and
+        tool run still open closed or cancelled. Idempotent."""
+        if now is None:
+            self._drive.close()
+            return
         self._drive.shutdown(now)
         self._pump(now)
 
     # -- internals -----------------------------------------------------------------------------
+
+    def _cancel(self, task: Task, reason: BaseException | None, now: float) -> None:
+        job = task._job
+        assert job is not None  # a task gets its connection with its job
+        self._drive.cancel(job, reason, now)
+        self._pump(now)
+        self._check_done(task, now)
 
     def _check_open(self) -> None:
         if self._drive.closed:
@@ -1902,6 +1980,7 @@ class Connection:
         job = self._drive.start(machine, now=now, session=session, tools=tools)
         job.owner = task
         task._job = job
+        task._connection = self
 
     def _pump(self, now: float) -> None:
         """Turn the drive's commands into the embedder's: tool batches planned by the core's

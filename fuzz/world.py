@@ -214,7 +214,7 @@ class ModelWorld:
         start = self.session.stream if mode == "stream" else self.session.generate
         task = self._start(start(prompt, now=self.now))
         self.advance(seconds)
-        self.connection.cancel(task, None, now=self.now)
+        task.cancel(None, now=self.now)
         self.settle()
         try:
             return task.result()
@@ -236,7 +236,7 @@ class ModelWorld:
     def drain(self, limit: float = 60.0) -> None:
         """Let background jobs finish (an agent closing awaits them, D22)."""
         end = self.now + limit
-        while self.connection.background_jobs:
+        while self.connection.stats.background_jobs:
             due = self._next_due()
             if due is None or due > end:
                 break
@@ -278,7 +278,7 @@ class ModelWorld:
         status, body, response_headers = answer.status, answer.body, list(answer.headers)
 
         def deliver() -> None:
-            self.connection.http_response(
+            self.connection.http_finished(
                 call, status=status, headers=response_headers, body=body, now=self.now
             )
 
@@ -333,7 +333,7 @@ class ModelWorld:
         if not sock.open:
             return
         sock.open = False
-        self.connection.socket_lost(sock.conn, now=self.now)
+        self.connection.socket_closed(sock.conn, now=self.now)
 
     def _from_client(self, sock: _Socket, data: bytes) -> None:
         try:

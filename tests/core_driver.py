@@ -100,7 +100,6 @@ Reply = Respond | Hang | NetworkError
 class Sent:
     """One request as the driver sent it (background jobs included)."""
 
-    machine: Any
     request_id: int
     request: HttpRequest
     at: float
@@ -335,7 +334,7 @@ class Driver:
         # at its machines after every step.
 
     def _send(self, call: HttpCall) -> None:
-        sent = Sent(call.job.machine, call.request_id, call.request, self.now)
+        sent = Sent(call.request_id, call.request, self.now)
         self.sent.append(sent)
         self._sent_by_call[id(call)] = sent
         reply = self.http(call.request)
@@ -346,7 +345,7 @@ class Driver:
             self._schedule(
                 self.now + reply.delay,
                 key,
-                lambda: connection.http_response(
+                lambda: connection.http_finished(
                     call,
                     status=response.status,
                     headers=response.headers,
@@ -358,7 +357,7 @@ class Driver:
         elif isinstance(reply, NetworkError):
             message = reply.message
             self._schedule(
-                self.now, key, lambda: connection.http_failed(call, message, now=self.now)
+                self.now, key, lambda: connection.http_finished(call, error=message, now=self.now)
             )
 
     def _schedule(self, due: float, key: Any, deliver: Callable[[], None]) -> None:
@@ -380,9 +379,9 @@ class Driver:
             elif kind == "data":
                 connection.socket_data(conn, payload, now=self.now)
             elif kind == "lost":
-                connection.socket_lost(conn, now=self.now)
+                connection.socket_closed(conn, now=self.now)
             else:
-                connection.socket_failed(conn, payload, now=self.now)
+                connection.socket_closed(conn, payload, now=self.now)
 
         self._schedule(self.now, None, deliver)
 
@@ -431,13 +430,13 @@ class Driver:
         """The runtime cancelled the foreground call (D22)."""
         task = self._tasks.get(id(self.foreground))
         if task is not None:
-            self.connection.cancel(task, reason, now=self.now)
+            task.cancel(reason, now=self.now)
         self.settle()
 
     def drain_background(self, limit: float = 60.0) -> None:
         """Let background jobs finish (the agent closing awaits them, D22)."""
         end = self.now + limit
-        while self.connection.background_jobs or any(not m.done for m in self.background):
+        while self.connection.stats.background_jobs or any(not m.done for m in self.background):
             due = self.next_due()
             if due is None or due > end:
                 raise AssertionError("a background job never finished")

@@ -306,7 +306,7 @@ def to_the_request(conn: Connection) -> StartHttp:
     """Answer the probe's store call; its tool call names no tool of the job, so the tool-call
     policy fails it at once (D5) and the request follows."""
     (store,) = work(conn)
-    conn.store_returned(store.call, None, now=0.0)
+    conn.store_finished(store.call, value=None, now=0.0)
     (request,) = work(conn)
     assert isinstance(request, StartHttp)
     return request
@@ -319,7 +319,7 @@ def test_a_machine_is_driven_command_by_command_to_its_result() -> None:
     assert isinstance(store, ApplyStore) and store.op == StoreOp("get_checkpoint", ("t", "w"))
     assert store.call.runner is performer
     assert conn.next_deadline() is None  # nothing to wait for but the store
-    conn.store_returned(store.call, None, now=0.1)
+    conn.store_finished(store.call, value=None, now=0.1)
     (calls,) = work(conn)
     assert isinstance(calls, InvokeTools) and calls.run.calls == (CALL,)
     (invocation,) = calls.run.invocations
@@ -327,7 +327,7 @@ def test_a_machine_is_driven_command_by_command_to_its_result() -> None:
     (request,) = work(conn)
     assert isinstance(request, StartHttp) and request.call.url == f"{BASE}{V2}/c1"
     answer = ok_chat()
-    conn.http_response(request.call, status=200, headers=(), body=answer.body, now=0.3)
+    conn.http_finished(request.call, status=200, headers=(), body=answer.body, now=0.3)
     assert work(conn) == [] and conn.next_deadline() == pytest.approx(1.3)
     assert not task.done
     conn.tick(now=1.3)
@@ -340,11 +340,11 @@ def test_a_machine_is_driven_command_by_command_to_its_result() -> None:
 def test_a_late_outcome_for_an_abandoned_request_is_ignored_d22() -> None:
     conn, task = started(Probe())
     request = to_the_request(conn)
-    conn.cancel(task, KeyboardInterrupt(), now=0.5)
+    task.cancel(KeyboardInterrupt(), now=0.5)
     assert work(conn) == [CancelHttp(request.call)]
     assert task.done
     # No effect on the finished machine.
-    conn.http_response(request.call, status=200, headers=(), body=b"{}", now=0.6)
+    conn.http_finished(request.call, status=200, headers=(), body=b"{}", now=0.6)
     with pytest.raises(CoderAgentError, match="cancelled"):
         task.result()
 
@@ -352,7 +352,7 @@ def test_a_late_outcome_for_an_abandoned_request_is_ignored_d22() -> None:
 def test_a_network_failure_is_the_machines_error() -> None:
     conn, task = started(Probe())
     request = to_the_request(conn)
-    conn.http_failed(request.call, "ConnectError: refused", now=0.1)
+    conn.http_finished(request.call, error="ConnectError: refused", now=0.1)
     assert task.done
     with pytest.raises(CoderNetworkError):
         task.result()
@@ -361,9 +361,9 @@ def test_a_network_failure_is_the_machines_error() -> None:
 def test_a_store_failure_fails_the_machine_with_its_cause() -> None:
     conn, task = started(Probe())
     (store,) = work(conn)
-    conn.store_raised(store.call, OSError("disk full"), now=0.0)
-    conn.store_raised(store.call, OSError("again"), now=0.0)  # answered once only
-    conn.store_returned(store.call, None, now=0.0)
+    conn.store_finished(store.call, error=OSError("disk full"), now=0.0)
+    conn.store_finished(store.call, error=OSError("again"), now=0.0)  # answered once only
+    conn.store_finished(store.call, value=None, now=0.0)
     with pytest.raises(DurableStoreError, match="disk full"):
         task.result()
 
@@ -372,7 +372,7 @@ def test_a_call_of_a_tool_the_job_lacks_still_gets_an_error_result_d5() -> None:
     conn, task = started(Probe())
     request = to_the_request(conn)
     answer = ok_chat()
-    conn.http_response(request.call, status=200, headers=(), body=answer.body, now=0.0)
+    conn.http_finished(request.call, status=200, headers=(), body=answer.body, now=0.0)
     conn.tick(now=2.0)
     _, outcomes, _ = task.result()
     assert [o.is_error for o in outcomes] == [True]
@@ -401,9 +401,9 @@ def test_a_request_the_machine_gives_up_on_is_cancelled() -> None:
 def test_a_cancellation_while_a_store_call_runs_ignores_its_outcome_d22() -> None:
     conn, task = started(Probe())
     (store,) = work(conn)
-    conn.cancel(task, None, now=0.0)
+    task.cancel(None, now=0.0)
     assert work(conn) == [] and task.done
     assert store.call.finished  # left to finish on its own; what it reports is ignored
-    conn.store_returned(store.call, None, now=0.1)
+    conn.store_finished(store.call, value=None, now=0.1)
     with pytest.raises(CoderAgentError, match="cancelled"):
         task.result()

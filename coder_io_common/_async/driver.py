@@ -170,14 +170,6 @@ async def _read_body(response: httpx.Response, most: int) -> bytes:
     return b"".join(chunks)
 
 
-def _abort_deadline(machine: Any) -> float | None:
-    """The deadline at which ``machine`` abandons whatever it waits for: a turn's
-    ``request_timeout`` (C.3, ``CoreMachine.abort_deadline``). Machines that are not
-    ``CoreMachine`` (a relayed request) have none."""
-    value = getattr(machine, "abort_deadline", None)
-    return value if isinstance(value, float | int) else None
-
-
 class Run(Generic[T]):
     """A piece of work the driver started (a turn, a call, the watch, a durable job, an
     agent's close): await its result, or follow its progress."""
@@ -333,12 +325,12 @@ class Driver:
     @property
     def open_connections(self) -> int:
         """Sockets currently open or connecting."""
-        return self._connection.open_connections
+        return self._connection.stats.open_connections
 
     @property
     def background_jobs(self) -> int:
         """Background jobs (D22) not finished yet."""
-        return self._connection.background_jobs
+        return self._connection.stats.background_jobs
 
     def turn(
         self,
@@ -372,7 +364,7 @@ class Driver:
         task = self._connection.start_watch(now=self._open_now(), backoff=backoff)
         return self._started(task)
 
-    def durable(self, job: DurableJob[T], *, invoke: Invoker) -> Run[T]:
+    def durable(self, job: DurableJob, *, invoke: Invoker) -> Run[Any]:
         """Start a durable job (``Connection.start_durable``): its store calls are performed
         with ``job.store``, the invocations of its tool pauses with ``invoke``."""
         return self._started(self._connection.start_durable(job, now=self._open_now()), invoke)
@@ -391,7 +383,7 @@ class Driver:
     @property
     def attached_sessions(self) -> int:
         """Sessions this driver keeps between their turns: one per open agent."""
-        return self._connection.attached_sessions
+        return self._connection.stats.attached_sessions
 
     def _open_now(self) -> float:
         if self._closed:
@@ -430,7 +422,7 @@ class Driver:
             with runtime.finishing(background_timeout + _TASKS_GRACE):
                 await self.wait_background(background_timeout)
         finally:
-            self._connection.shutdown(now=time.monotonic())
+            self._connection.close(now=time.monotonic())
             self._pump()
             self._timer.close()
             # Sockets closing gracefully finish their close (what was written goes out);
@@ -469,11 +461,11 @@ class Driver:
         self._pump()
 
     def socket_lost(self, conn: Conn) -> None:
-        self._connection.socket_lost(conn, now=time.monotonic())
+        self._connection.socket_closed(conn, now=time.monotonic())
         self._pump()
 
     def socket_failed(self, conn: Conn, error: BaseException) -> None:
-        self._connection.socket_failed(conn, error, now=time.monotonic())
+        self._connection.socket_closed(conn, error, now=time.monotonic())
         self._pump()
 
     # -- performing the connection's commands --------------------------------------------------
@@ -487,7 +479,7 @@ class Driver:
                 self._perform(command)
         self._timer.arm(connection.next_deadline())
         idle = self._background_idle
-        if idle is not None and not connection.background_jobs:
+        if idle is not None and not connection.stats.background_jobs:
             idle.set()
 
     def _perform(self, command: ConnectionCommand) -> None:
@@ -517,7 +509,7 @@ class Driver:
         self._pump()
 
     def _cancel(self, task: ConnectionTask, reason: BaseException | None) -> None:
-        self._connection.cancel(task, reason, now=time.monotonic())
+        task.cancel(reason, now=time.monotonic())
         self._pump()
 
     def _task_done(self, task: Task) -> None:
@@ -595,9 +587,9 @@ class Driver:
                 f"the request did not finish within its deadline of {bound:g} s (http_timeout)"
             )
         if failure is not None:
-            connection.http_failed(call, failure, now=time.monotonic())
+            connection.http_finished(call, error=failure, now=time.monotonic())
         else:
-            connection.http_response(
+            connection.http_finished(
                 call,
                 status=response.status_code,
                 headers=response.headers.multi_items(),
@@ -613,9 +605,7 @@ class Driver:
         """The total deadline of ``call``, in seconds from now: ``http_timeout`` (D29),
         unless its machine abandons it at a deadline of its own (a turn's
         ``request_timeout``, C.3), which the connection's timer enforces (``CancelHttp``)."""
-        if _abort_deadline(call.job.machine) is not None:
-            return None
-        return self.http_timeout
+        return None if call.timed else self.http_timeout
 
     # -- tools -------------------------------------------------------------------------------
 
@@ -647,7 +637,7 @@ class Driver:
         try:
             value = await call.runner(call.op)
         except Exception as exc:
-            self._connection.store_raised(call, exc, now=time.monotonic())
+            self._connection.store_finished(call, error=exc, now=time.monotonic())
         else:
-            self._connection.store_returned(call, value, now=time.monotonic())
+            self._connection.store_finished(call, value=value, now=time.monotonic())
         self._pump()

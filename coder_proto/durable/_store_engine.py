@@ -133,7 +133,7 @@ class DurableJob:
     guard's error, and that error is the job's result.
 
     On ``coder_proto.Connection`` (``start_durable``): perform each ``ApplyStore`` with
-    ``call.runner`` (this ``store``) and answer ``store_returned`` / ``store_raised``; its
+    ``call.runner`` (this ``store``) and answer ``store_finished``; its
     tool pauses come as ``InvokeTools`` with the invocations ``plan_tools`` planned, each
     answered with ``tool_finished``. The task's result is the machine's."""
 

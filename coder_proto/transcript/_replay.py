@@ -309,7 +309,7 @@ class _Replayer:
             return False
         if self.foreground is not None and not self.foreground.done:
             return False
-        if self.connection.background_jobs:
+        if self.connection.stats.background_jobs:
             return False
         return all(task.done for _, task in self.side)
 
@@ -317,7 +317,7 @@ class _Replayer:
         task = self.foreground
         if task is not None and not task.done:
             self.divergences.append(why)
-            self.connection.cancel(task, None, now=self.now)
+            task.cancel(None, now=self.now)
             self._perform_commands()
             self._collect_turn(task, override=TranscriptError(why))
         # Whatever the machines would still do can no longer hear from the transcript.
@@ -393,7 +393,7 @@ class _Replayer:
         elif isinstance(record, Cancel):
             task = self.foreground
             if task is not None and not task.done:
-                self.connection.cancel(task, None, now=self.now)
+                task.cancel(None, now=self.now)
         else:
             assert isinstance(record, SessionCall)
             self._session_call(record)
@@ -492,7 +492,9 @@ class _Replayer:
                 f"{request.method} {request.path} ({request.op}) at {self.now:.3f}s: {NOT_RECORDED}"
             )
             self._schedule(
-                self.now, call, lambda: connection.http_failed(call, NOT_RECORDED, now=self.now)
+                self.now,
+                call,
+                lambda: connection.http_finished(call, error=NOT_RECORDED, now=self.now),
             )
             return
         record = queue.popleft()
@@ -512,7 +514,7 @@ class _Replayer:
             self._schedule(
                 record.t,
                 call,
-                lambda: connection.http_response(
+                lambda: connection.http_finished(
                     call,
                     status=answer.status,
                     headers=answer.headers,
@@ -524,7 +526,7 @@ class _Replayer:
         elif record.error is not None:
             message = record.error
             self._schedule(
-                record.t, call, lambda: connection.http_failed(call, message, now=self.now)
+                record.t, call, lambda: connection.http_finished(call, error=message, now=self.now)
             )
         # A recorded cancellation: never answered (the machine cancels it again, or hangs).
 
@@ -556,10 +558,10 @@ class _Replayer:
             connection.socket_data(handle, payload, now=self.now)
         elif kind == "lost":
             conn.ended = True
-            connection.socket_lost(handle, now=self.now)
+            connection.socket_closed(handle, now=self.now)
         else:
             conn.ended = True
-            connection.socket_failed(handle, payload, now=self.now)
+            connection.socket_closed(handle, payload, now=self.now)
 
     def _send(self, handle: Conn, data: bytes) -> None:
         conn = self._conns.get(id(handle))
