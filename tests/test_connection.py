@@ -565,8 +565,8 @@ def test_reset_closes_a_paused_stream_with_1000() -> None:
 
 
 def test_the_background_deadline_is_the_background_works_alone() -> None:
-    """``next_background_deadline``: what an embedder driving the background work on a thread
-    of its own waits for; nothing before a cancel, the interrupt's bound after it."""
+    """``next_deadline(background=True)``: what an embedder driving the background work on a
+    thread of its own waits for; nothing before a cancel, the interrupt's bound after it."""
     conn, agent, e = setup()
     task = conn.start_turn(agent, "hi", now=NOW)
     e.pump()
