@@ -343,12 +343,8 @@ class Conn:
     def task(self) -> Any:
         """The ``Task`` whose machine hears this socket now (the machine that opened it, or
         its session's running turn), or ``None`` (a session between its turns)."""
-        scope = self.scope
-        target = scope.target()
-        for job in scope.jobs:
-            if job.machine is target:
-                return job.owner
-        return None
+        target = self.scope.target()
+        return next((job.owner for job in self.scope.jobs if job.machine is target), None)
 
 
 class HttpCall:
@@ -1910,9 +1906,8 @@ class Connection:
 
     def _tools_answered(self, run: ToolRun, outcomes: Sequence[ToolOutcome], *, now: float) -> None:
         """The outcomes of a ``_start_machine`` task's pause, decided by the caller (a call
-        without an outcome gets an error result)."""
-        if run.finished:
-            return
+        without an outcome gets an error result; a run already finished or cancelled ignores
+        them)."""
         run.finished = True
         run._waiting.clear()
         self._drive.tools_done(run._batch, [*run._outcomes, *outcomes], now)
