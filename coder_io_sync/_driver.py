@@ -22,8 +22,9 @@ no event loop anywhere (docs/architecture.md "The adapters"; D12, D21-D24):
   paused stream is left unread, which the session allows, H.6);
 * ``WriteSocket`` / ``CloseSocket`` -> non-blocking writes (the rest is flushed when the
   socket is writable) and closes;
-* ``InvokeTools`` -> the run's tool runner in a daemon thread of its own, so the stream keeps being
-  read (and a caller's deadline keeps running) while a tool works;
+* ``InvokeTools`` -> the run's invoker (``Invoker``) on the pause's invocations in a daemon
+  thread of its own, so the stream keeps being read (and a caller's deadline keeps running)
+  while a tool works; each outcome answered with ``tool_finished``;
 * background jobs (interrupts and withdrawals, D22) -> the driver's worker thread, started
   when one appears and ending when none is left; each request is bounded by the job's own
   deadline (10 s), and ``close`` waits for the jobs at most ``background_timeout`` seconds
@@ -48,14 +49,16 @@ at once.
 Interface for the adapter's public classes:
 
 * ``Driver(base_url=..., token=..., http_client=None, verify=True, sink=None, recorder=None)``;
-* ``driver.start(machine, *, session=None, tools=None) -> Run`` and ``driver.run(machine, *,
-  session=None, tools=None, deadline=None)``; ``with driver.locked() as now:`` to create a
-  machine from a session (whose state the running machines share) under the driver's lock;
+* ``driver.turn(core, messages, *, mode, edit_message_id=None, invoke) -> Run`` (an agent's
+  turn: ``"generate"`` with its whole ladder, ``"stream"`` or ``"segment"``),
+  ``driver.call(call, *, data=None)`` (a plain operation), ``driver.watch(backoff=...)``,
+  ``driver.durable(job, *, invoke)`` (a ``DurableJob``), ``driver.close_agent(core, *,
+  archive)`` and ``driver.reset(core)``, each over the ``Connection``'s start of the same
+  work; ``with driver.locked() as now:`` to read a session's state (which the running
+  machines share) under the driver's lock;
 * ``run.machine``, ``run.done``, ``run.result(deadline)``, ``run.parts(deadline)`` (an
   iterator draining ``machine.parts`` live), ``run.wait_until(predicate, deadline)``,
   ``run.cancel(reason)``;
-* ``driver.perform(actions, session=...)`` (call it inside ``locked()`` when the actions come
-  from a session method), ``driver.attach_session(session)``;
 * ``driver.closed``, ``driver.open_connections``, ``driver.background_jobs``,
   ``driver.recorder``, ``driver.worker_alive``;
 * ``driver.wait_background(timeout)`` and ``driver.close(background_timeout=...)``;
@@ -76,12 +79,13 @@ import ssl
 import threading
 import time
 import types
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeAlias, TypeVar
 
 from coder_io_common.tls import VerifyTypes, ssl_context
 from coder_io_common.wallclock import created_at, event_sink
 from coder_proto import (
+    AgentCore,
     ApplyStore,
     CancelHttp,
     CancelTools,
@@ -97,8 +101,9 @@ from coder_proto import (
     StoreRequest,
     Task,
     TaskMoved,
-    ToolCall,
+    ToolInvocation,
     ToolRun,
+    WatchBackoff,
     WriteSocket,
 )
 from coder_proto.adapter import (
@@ -107,11 +112,9 @@ from coder_proto.adapter import (
     HTTP_TIMEOUT,
     MAX_RESPONSE_BYTES,
     MAX_UNSENT,
-    Action,
+    Call,
     ConnectionCommand,
-    Job,
-    Runnable,
-    Session,
+    PrefixSelector,
     ToolOutcome,
     TransportEventSink,
 )
@@ -122,14 +125,14 @@ from ._runtime import BlockingRuntime
 if TYPE_CHECKING:
     import httpx
 
+    from coder_proto.durable import DurableJob
     from coder_proto.transcript import Recorder
 
 __all__ = [
     "Deadline",
     "Driver",
+    "Invoker",
     "Run",
-    "Runnable",
-    "ToolRunner",
     "VerifyTypes",
     "ssl_context",
     "transport_sink",
@@ -139,9 +142,9 @@ logger = logging.getLogger("coder_io_sync")
 
 T = TypeVar("T")
 
-#: Runs one ``RunTools`` batch (in a thread of its own) and returns one outcome per call (D5;
-#: missing ones become error results in the core).
-ToolRunner: TypeAlias = Callable[[tuple[ToolCall, ...]], Sequence[ToolOutcome]]
+#: Runs the invocations of one tool pause (the core planned them, D5), in a thread of its own,
+#: and returns one outcome per invocation, in order (``invocation.succeeded`` / ``failed``).
+Invoker: TypeAlias = Callable[[Sequence[ToolInvocation]], Sequence[ToolOutcome]]
 
 _READ_CHUNK = 65_536
 #: Chunks read per readiness before the machines get them (a fast sender cannot starve them).
@@ -428,19 +431,6 @@ def _bounded(timeout: httpx.Timeout, seconds: float) -> httpx.Timeout:
     )
 
 
-def _request_deadline(call: HttpCall) -> float | None:
-    """The deadline at which the machine of ``call`` abandons it: the deadline it waits for
-    the request with (a cleanup's ``settle_deadline``, H.4, H.5) or a turn's
-    ``request_timeout`` (C.3), whichever comes first (``CoreMachine.request_deadline``). A
-    blocking request must not outlive it (on an event loop the machine's timer cancels the
-    request in flight). Machines that are not ``CoreMachine`` (a relayed request) have none."""
-    deadline_of = getattr(call.job.machine, "request_deadline", None)
-    if deadline_of is None:
-        return None
-    value = deadline_of(call.request_id)
-    return value if isinstance(value, float | int) else None
-
-
 # -- runs ------------------------------------------------------------------------------------------
 
 
@@ -450,29 +440,28 @@ class Run(Generic[T]):
     The thread that waits on a run performs its requests and connects; use a run from one
     thread at a time."""
 
-    def __init__(self, driver: Driver, task: Task, machine: Any, tools: ToolRunner | None) -> None:
+    def __init__(self, driver: Driver, task: Task, invoke: Invoker | None) -> None:
         self._driver = driver
         self._task = task
-        self._machine = machine
         #: The caller's deadline the run was started under (``Driver.deadline``), if any: the
         #: waits that name none are bound by it.
         self._deadline = _CALLER.deadline
-        #: Runs the machine's tool pauses (``None``: every call fails, D5).
-        self._tools = tools
+        #: Runs the tool pauses' invocations (a turn's or a durable job's).
+        self._invoke = invoke
         #: Requests and connects of this run, performed by the thread that waits on it.
         self._owned: collections.deque[ConnectionCommand] = collections.deque()
 
     def __repr__(self) -> str:
-        return f"<Run {self._machine!r}>"
+        return f"<Run {self._task.machine!r}>"
 
     @property
     def machine(self) -> Any:
-        """The machine being run."""
-        return self._machine
+        """The core machine running now (a generate's turn changes along its ladder)."""
+        return self._task.machine
 
     @property
     def done(self) -> bool:
-        return bool(self._machine.done)
+        return self._task.done
 
     def cancel(self, reason: BaseException | None = None) -> None:
         """Cancel the machine now (D22): ``reason`` is the caller's cancellation, or ``None``
@@ -484,16 +473,16 @@ class Run(Generic[T]):
         """Drive until the machine finished and return its result (or raise its error). At
         ``deadline`` the machine is cancelled and ``TimeoutError`` raised."""
         self._driver._wait(self, lambda: self.done, deadline or self._deadline)
-        value: T = self._machine.result()
+        value: T = self._task.result()
         return value
 
     def wait_changed(self) -> None:
         """Drive until the run has something new for its consumer: a part in its ``parts``
         deque (a stream-mode ``Turn``), an event in its ``events`` (a watch), or its end. At
         the run's deadline the machine is cancelled and ``TimeoutError`` raised."""
-        machine = self._machine
+        machine = self.machine
         queue = machine.parts if hasattr(machine, "parts") else machine.events
-        self._driver._wait(self, lambda: bool(queue) or machine.done, self._deadline)
+        self._driver._wait(self, lambda: bool(queue) or self.done, self._deadline)
 
     def wait_until(self, predicate: Callable[[], bool], deadline: Deadline | None = None) -> None:
         """Drive until ``predicate()`` (called with the driver's lock held) is true or the
@@ -505,7 +494,7 @@ class Run(Generic[T]):
         """The machine's ``parts`` deque (a stream-mode ``Turn``), drained live in order until
         the machine is done; the consumer's code runs between parts with nothing held. The
         final result or error is ``run.result()``."""
-        machine = self._machine
+        machine = self.machine
         parts = machine.parts
         take = self._driver._take
         popleft = parts.popleft
@@ -518,19 +507,17 @@ class Run(Generic[T]):
             try:
                 part = popleft()
             except IndexError:
-                part, finished = take(parts, machine)
+                part, finished = take(parts, self)
                 if part is None:
                     if finished:
                         return
-                    self._driver._wait(self, lambda: bool(parts) or machine.done, deadline)
+                    self._driver._wait(self, lambda: bool(parts) or self.done, deadline)
                     continue
             yield part
 
 
-def _run_of(job: Job) -> Run[Any] | None:
-    """The run waiting for ``job``: the ``io`` of the connection's task that owns it (a
-    background job has none)."""
-    task = job.owner
+def _run_of(task: Any) -> Run[Any] | None:
+    """The run of the connection's task ``task`` (``None`` for none: background work)."""
     run = task.io if isinstance(task, Task) else None
     return run if isinstance(run, Run) else None
 
@@ -560,6 +547,7 @@ class Driver:
         verify: VerifyTypes = True,
         sink: TransportEventSink | None = None,
         recorder: Recorder | None = None,
+        selector: PrefixSelector | None = None,
     ) -> None:
         # Imported here, by the first driver, rather than with the adapter: a program that
         # imports the library pays for httpx when it makes a client.
@@ -581,6 +569,7 @@ class Driver:
             sink=self.sink,
             recorder=recorder,
             created_at=created_at,
+            selector=selector,
         )
         #: D29: the bound of a REST call no caller or core deadline bounds (``None``: none).
         self.http_timeout: float | None = HTTP_TIMEOUT
@@ -604,7 +593,7 @@ class Driver:
         self._cond = threading.Condition(self._lock)
         self._leader: int | None = None
         self._sockets: dict[Conn, _Socket] = {}
-        self._runs: dict[int, Run[Any]] = {}
+        self._runs: dict[Task, Run[Any]] = {}
         #: Requests and connects no waiting run owns (a session's redial between turns).
         self._general: collections.deque[ConnectionCommand] = collections.deque()
         #: Requests of background jobs, for the worker thread.
@@ -631,12 +620,12 @@ class Driver:
     @property
     def open_connections(self) -> int:
         """Sockets currently open or connecting."""
-        return self._connection.open_connections
+        return self._connection.stats.open_connections
 
     @property
     def background_jobs(self) -> int:
         """Background jobs (D22) not finished yet."""
-        return self._connection.background_jobs
+        return self._connection.stats.background_jobs
 
     @property
     def worker_alive(self) -> bool:
@@ -680,79 +669,88 @@ class Driver:
         creation and its driving."""
         return _SIGINT.active()
 
-    def start(
+    def turn(
         self,
-        machine: Runnable[T],
+        core: AgentCore,
+        messages: Sequence[Any],
         *,
-        session: Session | None = None,
-        tools: ToolRunner | None = None,
-    ) -> Run[T]:
-        """Start driving ``machine`` (already started by its constructor). With ``session``,
-        its connections are the session's and routed by the routing rule; ``tools`` runs its
-        ``RunTools`` batches (in a thread of its own). Nothing is performed until a thread
-        waits on the run."""
+        mode: str = "generate",
+        edit_message_id: int | None = None,
+        invoke: Invoker,
+    ) -> Run[Any]:
+        """Start a turn of the agent ``core`` (``Connection.start_turn``): ``"generate"``
+        (its result the ``GenerateResult`` of the whole ladder), ``"stream"`` or
+        ``"segment"`` (parts live in ``run.parts()``). ``invoke`` runs the invocations of its
+        tool pauses (in a thread of its own). Nothing is performed until a thread waits on
+        the run."""
         with self._lock:
-            if self._closed:
-                raise CoderAgentError("this client is closed")
-            task = self._connection.start_machine(machine, now=_now(), session=session)
-            run: Run[T] = Run(self, task, machine, tools)
-            task.io = run
-            self._runs[id(machine)] = run
+            task = self._connection.start_turn(
+                core, messages, now=self._open_now(), mode=mode, edit_message_id=edit_message_id
+            )
+            return self._started(task, invoke)
+
+    def call(self, call: Call[T], *, data: Any = None, invoke: Invoker | None = None) -> Run[T]:
+        """Start a plain operation (``Connection.start_call``); ``data`` is what its upload
+        read; ``invoke`` runs the invocations ``call.tools`` plans, if it pauses for tools.
+        Its result is the operation's value."""
+        with self._lock:
+            task = self._connection.start_call(call, now=self._open_now(), data=data)
+            return self._started(task, invoke)
+
+    def watch(self, *, backoff: WatchBackoff | None = None) -> Run[None]:
+        """Subscribe to the chat watch (``Connection.start_watch``): ``run.machine`` takes
+        the events; cancelling the run stops it."""
+        with self._lock:
+            task = self._connection.start_watch(now=self._open_now(), backoff=backoff)
+            return self._started(task)
+
+    def durable(self, job: DurableJob, *, invoke: Invoker) -> Run[Any]:
+        """Start a durable job (``Connection.start_durable``): its store calls are performed
+        with ``job.store``, the invocations of its tool pauses with ``invoke``."""
+        with self._lock:
+            task = self._connection.start_durable(job, now=self._open_now())
+            return self._started(task, invoke)
+
+    def close_agent(self, core: AgentCore, *, archive: bool) -> Run[Any]:
+        """Close the agent ``core`` (``Connection.start_close``): its dispose, or with
+        ``archive=False`` only its paused stream closed; its session is forgotten once idle."""
+        with self._lock:
+            task = self._connection.start_close(core, now=self._open_now(), archive=archive)
+            run = self._started(task)
+            self._wake_leader()
+            return run
+
+    def reset(self, core: AgentCore) -> None:
+        """Start a fresh chat on the agent's next turn; a paused stream is closed."""
+        with self._lock:
+            self._connection.reset(core, now=_now())
             self._absorb()
-        return run
-
-    def run(
-        self,
-        machine: Runnable[T],
-        *,
-        session: Session | None = None,
-        tools: ToolRunner | None = None,
-        deadline: Deadline | None = None,
-    ) -> T:
-        """Drive ``machine`` to completion and return its result (or raise its error)."""
-        return self.start(machine, session=session, tools=tools).result(deadline)
-
-    def attach_session(self, session: Session) -> None:
-        """Drive ``session``'s paused stream whenever a thread waits on this driver (H.6).
-        ``start(..., session=session)`` does this implicitly."""
-        with self._lock:
-            self._connection.attach_session(session)
-
-    def release_session(self, session: Session) -> None:
-        """Forget ``session`` (its agent is closed) once its work is done and its
-        connections are closed."""
-        with self._lock:
-            self._connection.release_session(session)
+            self._wake_leader()
 
     @property
     def attached_sessions(self) -> int:
         """Sessions this driver keeps between their turns: one per open agent."""
-        return self._connection.attached_sessions
+        return self._connection.stats.attached_sessions
 
-    def perform(
-        self,
-        actions: Iterable[Action] | Callable[[float], Iterable[Action]],
-        *,
-        session: Session,
-    ) -> None:
-        """Perform actions a session method returned (``reset_session``,
-        ``close_retained_stream`` ...) in that session's connection scope. Pass the method
-        itself (called with ``now``) to call it under the driver's lock."""
-        with self._lock:
-            if callable(actions):
-                actions = actions(_now())
-            todo = list(actions)
-            if todo:
-                self._connection.perform(todo, session=session, now=_now())
-                self._absorb()
-                self._wake_leader()
+    def _open_now(self) -> float:
+        if self._closed:
+            raise CoderAgentError("this client is closed")
+        return _now()
+
+    def _started(self, task: Task, invoke: Invoker | None = None) -> Run[Any]:
+        """Lock held."""
+        run: Run[Any] = Run(self, task, invoke)
+        task.io = run
+        self._runs[task] = run
+        self._absorb()
+        return run
 
     def wait_background(self, timeout: float = BACKGROUND_TASK_BOUND) -> bool:
         """Wait until every background job finished (``True``) or ``timeout`` passed
         (``False``)."""
         end = _now() + timeout
         with self._lock:
-            while self._connection.background_jobs:
+            while self._connection.stats.background_jobs:
                 self._ensure_worker()
                 left = end - _now()
                 if left <= 0:
@@ -775,7 +773,7 @@ class Driver:
             self.wait_background(background_timeout)
         finally:
             with self._lock:
-                self._connection.shutdown(now=_now())
+                self._connection.close(now=_now())
                 self._absorb()
                 for sock in self._sockets.values():
                     sock.close()
@@ -794,12 +792,12 @@ class Driver:
 
     # -- waiting -----------------------------------------------------------------------------
 
-    def _take(self, parts: collections.deque[Any], machine: Any) -> tuple[Any, bool]:
-        """The next part (``None`` when there is none yet) and whether the machine is done."""
+    def _take(self, parts: collections.deque[Any], run: Run[Any]) -> tuple[Any, bool]:
+        """The next part (``None`` when there is none yet) and whether the run is done."""
         with self._lock:
             if parts:
                 return parts.popleft(), False
-            return None, bool(machine.done)
+            return None, run.done
 
     def _wait(self, run: Run[Any], stop: Callable[[], bool], deadline: Deadline | None) -> None:
         """Drive until ``stop()`` holds (checked with the lock held). A deadline or an
@@ -895,7 +893,7 @@ class Driver:
             self._socket_failed(conn, error)
         elif eof:
             self._drop(conn)
-            connection.socket_lost(conn, now=_now())
+            connection.socket_closed(conn, now=_now())
         self._absorb()
 
     @contextlib.contextmanager
@@ -931,22 +929,22 @@ class Driver:
                 break
             for command in commands:
                 self._route(command)
-        if connection.background_jobs:
+        if connection.stats.background_jobs:
             self._ensure_worker()
 
     def _route(self, command: ConnectionCommand) -> None:
         if isinstance(command, StartHttp):
-            job = command.call.job
-            if job.background:
-                self._background.append(command.call)
+            call = command.call
+            if call.background:
+                self._background.append(call)
                 self._ensure_worker()
                 self._cond.notify_all()
                 return
-            self._hand_over(command, _run_of(job))
+            self._hand_over(command, _run_of(call.task))
         elif isinstance(command, OpenSocket):
-            self._hand_over(command, self._runs.get(id(command.conn.scope.target())))
+            self._hand_over(command, _run_of(command.conn.task))
         elif isinstance(command, ApplyStore):
-            self._hand_over(command, _run_of(command.call.job))
+            self._hand_over(command, _run_of(command.call.task))
         elif isinstance(command, WriteSocket):
             self._write(command.conn, command.data)
         elif isinstance(command, CloseSocket):
@@ -965,7 +963,7 @@ class Driver:
             raise CoderAgentError(f"unknown command {command!r}")
 
     def _hand_over(self, command: ConnectionCommand, owner: Any) -> None:
-        if isinstance(owner, Run) and not owner.done and self._runs.get(id(owner.machine)) is owner:
+        if isinstance(owner, Run) and not owner.done and self._runs.get(owner._task) is owner:
             owner._owned.append(command)
         else:
             self._general.append(command)
@@ -977,7 +975,7 @@ class Driver:
     ) -> None:
         if isinstance(command, StartHttp):
             call = command.call
-            self._http(call, run, deadline, bound=_request_deadline(call))
+            self._http(call, run, deadline, bound=call.deadline)
         elif isinstance(command, OpenSocket):
             self._connect(command.conn, deadline)
         elif isinstance(command, ApplyStore):
@@ -999,9 +997,9 @@ class Driver:
         finally:
             self._lock.acquire()
         if error is not None:
-            self._connection.store_raised(call, error, now=_now())
+            self._connection.store_finished(call, error=error, now=_now())
         else:
-            self._connection.store_returned(call, value, now=_now())
+            self._connection.store_finished(call, value=value, now=_now())
         self._absorb()
 
     # -- REST --------------------------------------------------------------------------------
@@ -1034,7 +1032,7 @@ class Driver:
                 call.method, call.url, headers=call.headers, content=call.body, **extra
             )
         except Exception as exc:
-            self._connection.http_failed(call, exc, now=_now())
+            self._connection.http_finished(call, error=exc, now=_now())
             self._absorb()
             return
         status = 0
@@ -1059,7 +1057,7 @@ class Driver:
                 f"the response to {call.method} {call.request.path} is larger than "
                 f"the {most}-byte limit (max_response_bytes)"
             )
-            self._connection.http_failed(call, error, now=_now())
+            self._connection.http_finished(call, error=error, now=_now())
             self._absorb()
             return
         except Exception as exc:
@@ -1073,19 +1071,21 @@ class Driver:
                 self._absorb()
                 if call.finished:
                     return  # the job abandoned the request at its deadline
-            self._connection.http_failed(call, exc, now=now)
+            self._connection.http_finished(call, error=exc, now=now)
             self._absorb()
             return
         except BaseException:
             # Our own call is released when the run is cancelled; anyone else's must not wait
             # for an answer that will never be reported.
-            if not call.finished and _run_of(call.job) is not run:
-                self._connection.http_failed(call, "the request was interrupted", now=_now())
+            if not call.finished and _run_of(call.task) is not run:
+                self._connection.http_finished(
+                    call, error="the request was interrupted", now=_now()
+                )
                 self._absorb()
             raise
         connection = self._connection
         connection.http_headers(call, status, now=answered)
-        connection.http_response(
+        connection.http_finished(
             call,
             status=status,
             headers=response.headers.multi_items(),
@@ -1127,7 +1127,7 @@ class Driver:
         except (OSError, ValueError, UnicodeError) as exc:
             if deadline is not None and _now() >= deadline.at and isinstance(exc, TimeoutError):
                 return  # the caller's deadline: its waiter cancels the machine
-            self._connection.socket_failed(conn, exc, now=_now())
+            self._connection.socket_closed(conn, exc, now=_now())
             self._absorb()
             return
         if conn.closed:
@@ -1154,7 +1154,8 @@ class Driver:
             # (pings ...) but reads nothing, and the replies would pile up. One large write
             # to a slow reader is not that: it is flushed as the socket becomes writable.
             self._socket_failed(
-                conn, OSError(f"more than {MAX_UNSENT} bytes wait to be sent: the peer reads nothing")
+                conn,
+                OSError(f"more than {MAX_UNSENT} bytes wait to be sent: the peer reads nothing"),
             )
             return
         if sock.out:
@@ -1168,34 +1169,32 @@ class Driver:
 
     def _socket_failed(self, conn: Conn, error: BaseException) -> None:
         self._drop(conn)
-        self._connection.socket_failed(conn, error, now=_now())
+        self._connection.socket_closed(conn, error, now=_now())
         self._absorb()
 
     # -- tools -------------------------------------------------------------------------------
 
     def _start_tools(self, run: ToolRun) -> None:
-        owner = run.task.io if isinstance(run.task, Task) else None
-        runner = owner._tools if isinstance(owner, Run) else None
-        if runner is None:
-            # D5: a machine started without a runner; every call still gets a result.
-            self._connection.tools_answered(run, (), now=_now())
-            return
+        owner = _run_of(run.task)
+        invoke = None if owner is None else owner._invoke
+        assert invoke is not None  # only turns and durable jobs pause for tools
         thread = threading.Thread(
-            target=self._tools_main, args=(run, runner), name="coder-io-sync-tools", daemon=True
+            target=self._tools_main, args=(run, invoke), name="coder-io-sync-tools", daemon=True
         )
         run.io = thread
         self._tool_threads.add(thread)
         thread.start()
 
-    def _tools_main(self, run: ToolRun, runner: ToolRunner) -> None:
+    def _tools_main(self, run: ToolRun, invoke: Invoker) -> None:
         error: BaseException | None = None
         outcomes: Sequence[ToolOutcome] = ()
         try:
-            outcomes = runner(run.calls)
+            outcomes = invoke(run.invocations)
         except BaseException as exc:
             # Even a ``SystemExit`` in a tool ends only this thread: the turn still gets an
             # answer for every call (D5) instead of waiting forever.
             error = exc
+        connection = self._connection
         with self._lock:
             self._tool_threads.discard(threading.current_thread())
             if error is not None:
@@ -1204,9 +1203,11 @@ class Driver:
                         "the tool runner raised; the calls get error results",
                         exc_info=(type(error), error, error.__traceback__),
                     )
-                self._connection.tools_answered(run, (), now=_now())
+                for invocation in run.pending:
+                    connection.tool_finished(run, invocation, error=error, now=_now())
             else:
-                self._connection.tools_answered(run, outcomes, now=_now())
+                for invocation, outcome in zip(run.invocations, outcomes, strict=True):
+                    connection.tool_finished(run, invocation, outcome=outcome, now=_now())
             self._absorb()
             self._cond.notify_all()
             self._wake_leader()
@@ -1230,7 +1231,7 @@ class Driver:
 
     def _cancel_locked(self, run: Run[Any], reason: BaseException | None) -> None:
         if not run.done:
-            self._connection.cancel(run._task, reason, now=_now())
+            run._task.cancel(reason, now=_now())
             self._absorb()
         self._retire(run)
         self._cond.notify_all()
@@ -1239,8 +1240,8 @@ class Driver:
     def _retire(self, run: Run[Any]) -> None:
         """A finished run's leftovers: its own requests are moot (the drive released them);
         a connect for the session (a redial) goes to whoever leads next."""
-        if self._runs.get(id(run.machine)) is run:
-            del self._runs[id(run.machine)]
+        if self._runs.get(run._task) is run:
+            del self._runs[run._task]
         while run._owned:
             command = run._owned.popleft()
             live = (isinstance(command, OpenSocket) and not command.conn.closed) or (
@@ -1260,7 +1261,7 @@ class Driver:
             worker.start()
 
     def _closed_for_good(self) -> bool:
-        return self._closed and not self._connection.background_jobs and not self._background
+        return self._closed and not self._connection.stats.background_jobs and not self._background
 
     def _worker_main(self) -> None:
         """Drive the background jobs: their requests (each bounded by the job's deadline)
@@ -1271,15 +1272,15 @@ class Driver:
                     if self._background:
                         call = self._background.popleft()
                         if not call.finished:
-                            self._http(call, None, None, bound=call.job.machine.next_deadline())
+                            self._http(call, None, None, bound=call.deadline)
                         continue
                     now = _now()
-                    due = self._connection.next_background_deadline()
+                    due = self._connection.next_deadline(background=True)
                     if due is not None and due <= now:
                         self._connection.tick(now=now)
                         self._absorb()
                         continue
-                    if not self._connection.background_jobs:
+                    if not self._connection.stats.background_jobs:
                         return
                     self._cond.wait(None if due is None else due - now)
             except BaseException:  # pragma: no cover - a bug must not kill silently

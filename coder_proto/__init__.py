@@ -6,12 +6,11 @@ no clock: any runtime can drive it (``coder_io_asyncio``, ``coder_io_trio``, ``c
 or your own loop).
 
 A loop of your own drives one ``Connection``: start tasks on it (an agent turn, a plain
-client call, the watch), perform the commands it hands out (``OpenSocket``, ``WriteSocket``,
+client call, the watch, a durable job, an agent's close), perform the commands it hands out (``OpenSocket``, ``WriteSocket``,
 ``CloseSocket``, ``StartHttp``, ``CancelHttp``, ``InvokeTools``, ``CancelTools``,
 ``ApplyStore``, ``TaskMoved``) and report what happened through its input methods
-(``socket_*``, ``http_*``, ``tool_returned`` / ``tool_raised``, ``store_returned`` /
-``store_raised``, ``tick``). ``ApplyStore`` comes only from a durable job
-(``coder_proto.durable.DurableJob``) started with ``start_machine``.
+(``socket_*``, ``http_*``, ``tool_finished``, ``store_finished``, ``tick``). ``ApplyStore`` comes only from a durable job (``coder_proto.durable.DurableJob``)
+started with ``start_durable``.
 
 ``__all__`` is the vocabulary every runtime shares: the errors, the output parts and results
 of a turn, prompt messages, client tools, the values the raw client takes and returns, history

@@ -117,6 +117,7 @@ from ._wire.chats import ChatWatchEvent
 from .durable._store import StoreCall, StoreOp
 
 if TYPE_CHECKING:
+    from .durable._store_engine import DurableJob
     from .transcript._recorder import Recorder
 
 __all__ = [
@@ -130,6 +131,7 @@ __all__ = [
     "Conn",
     "Connection",
     "ConnectionCommand",
+    "ConnectionStats",
     "Drive",
     "HttpCall",
     "InvokeTools",
@@ -176,7 +178,9 @@ class Runnable(Protocol[T_co]):
 
     def response_received(self, request_id: int, response: HttpResponse, now: float) -> None: ...
 
-    def request_failed(self, request_id: int, message: str | CoderAgentError, now: float) -> None: ...
+    def request_failed(
+        self, request_id: int, message: str | CoderAgentError, now: float
+    ) -> None: ...
 
     def cancel(self, now: float, reason: BaseException | None = None) -> None: ...
 
@@ -335,6 +339,13 @@ class Conn:
         state = "closed" if self.closed else "open" if self.connected else "connecting"
         return f"<Conn {self.conn_id} {self.host}:{self.port} {state}>"
 
+    @property
+    def task(self) -> Any:
+        """The ``Task`` whose machine hears this socket now (the machine that opened it, or
+        its session's running turn), or ``None`` (a session between its turns)."""
+        target = self.scope.target()
+        return next((job.owner for job in self.scope.jobs if job.machine is target), None)
+
 
 class HttpCall:
     """One REST request to send (``SendRequest``): ``method``, ``url``, ``headers`` (the
@@ -386,6 +397,39 @@ class HttpCall:
         # Never the headers: they carry the token.
         return f"<HttpCall {self.request.op} {self.method} {self.request.path}>"
 
+    @property
+    def task(self) -> Any:
+        """The ``Task`` whose work sent the request (``None`` for background work, D22)."""
+        return self.job.owner
+
+    @property
+    def background(self) -> bool:
+        """The request belongs to background work (D22: the interrupt of a cancelled turn's
+        run), which no task waits for."""
+        return self.job.background
+
+    @property
+    def deadline(self) -> float | None:
+        """When the request's machine abandons it if it is still unanswered, or ``None``: the
+        deadline it waits for it with or a turn's ``request_timeout`` (C.3), whichever comes
+        first (``CoreMachine.request_deadline``); for background work, the work's own bound.
+        A blocking embedder bounds the request by it, as an event loop's timer would cut it."""
+        job = self.job
+        machine = job.machine
+        if job.background:
+            due: object = machine.next_deadline()
+        else:
+            deadline_of = getattr(machine, "request_deadline", None)
+            due = None if deadline_of is None else deadline_of(self.request_id)
+        return due if isinstance(due, float | int) else None
+
+    @property
+    def timed(self) -> bool:
+        """The request's machine cancels it at a deadline of its own (a turn's
+        ``request_timeout``, C.3: ``CancelHttp`` when ``tick`` passes it), so an embedder with
+        a timer sets no total bound of its own on it (D29)."""
+        return isinstance(getattr(self.job.machine, "abort_deadline", None), float | int)
+
 
 class ToolBatch:
     """One ``RunTools`` batch for the job's tool runner (``runner``)."""
@@ -424,6 +468,11 @@ class StoreRequest:
 
     def __repr__(self) -> str:
         return f"<StoreRequest {self.op.method}>"
+
+    @property
+    def task(self) -> Any:
+        """The ``Task`` of the durable job that asked for the call."""
+        return self.job.owner
 
 
 # -- commands: what the adapter performs ---------------------------------------------------------
@@ -484,7 +533,7 @@ class CancelToolBatch:
 class ApplyStore:
     """Perform ``call.op`` on the durable store with ``call.runner`` and report the value
     (``store_returned``) or the exception (``store_raised``). Only a durable job
-    (``coder_proto.durable.DurableJob``) started with ``Connection.start_machine`` asks for
+    (``coder_proto.durable.DurableJob``) started with ``Connection.start_durable`` asks for
     one. A store call is never abandoned halfway: once its job ended, what it reports is
     ignored.
 
@@ -851,9 +900,7 @@ class Drive:
             return
         message = self.scrub(describe_error(error))
         # An answer the adapter refused (D30) fails the call with the library's own error.
-        verdict: str | CoderAgentError = (
-            error if isinstance(error, CoderProtocolError) else message
-        )
+        verdict: str | CoderAgentError = error if isinstance(error, CoderProtocolError) else message
         if call.observed and not call.answered:
             self._http_error(call, message, now)
         self._finish_call(call)
@@ -1272,12 +1319,13 @@ class ToolRun:
     policy already answered what it could decide (duplicates, unknown tools, tools without a
     function, invalid input, structured-output filings); each of ``invocations`` needs its
     function called (``invocation.call()``, awaited when ``invocation.is_async``) and the
-    value or the exception reported with ``Connection.tool_returned`` /
-    ``Connection.tool_raised``. ``io`` is the embedder's slot."""
+    value or the exception reported with ``Connection.tool_finished``. ``io`` is the
+    embedder's slot."""
 
     __slots__ = (
         "_batch",
         "_outcomes",
+        "_results",
         "_waiting",
         "calls",
         "finished",
@@ -1299,6 +1347,8 @@ class ToolRun:
         self._outcomes = outcomes
         self.invocations: tuple[ToolInvocation, ...] = tuple(invocations)
         self._waiting = {invocation.tool_call_id for invocation in self.invocations}
+        #: The reported outcomes of ``invocations``, by tool call id.
+        self._results: dict[str, ToolOutcome] = {}
         self.finished = False
         self.io: Any = None
 
@@ -1314,7 +1364,7 @@ class ToolRun:
 @attrs.frozen
 class InvokeTools:
     """Call the function of each of ``run.invocations`` and report every value or exception
-    (``Connection.tool_returned`` / ``Connection.tool_raised``), in any order."""
+    (``Connection.tool_finished``), in any order."""
 
     run: ToolRun
 
@@ -1346,24 +1396,30 @@ ConnectionCommand: TypeAlias = (
 )
 """What ``Connection.commands`` hands the embedder."""
 
-_TURN = "turn"
 _GENERATE = "generate"
+_STREAM = "stream"
+_SEGMENT = "segment"
+_TURN_MODES: Final = (_GENERATE, _STREAM, _SEGMENT)
 _CALL = "call"
 _WATCH = "watch"
+_DURABLE = "durable"
+_CLOSE = "close"
 _MACHINE = "machine"
-#: The tool runner of a ``start_machine`` task: its pauses go to the embedder unplanned.
+#: The tool runner of a ``_start_machine`` task: its pauses go to the embedder unplanned.
 _RAW_TOOLS: Final = "raw"
 
 
 class Task:
     """One piece of work a ``Connection`` runs: an agent turn (``generate`` with its whole
-    client-tool loop and structured-output ladder, or ``stream``), a plain client call or the
-    watch. Poll it after a ``TaskMoved`` command: ``done``, ``result()``, and the output
-    parts (``take_parts``, a stream) or watch events (``take_events``) as they arrive. ``io``
-    is the embedder's slot (a future, a waiter)."""
+    client-tool loop and structured-output ladder, ``stream`` or ``segment``), a plain client
+    call, the watch, a durable job or an agent's close. Poll it after a ``TaskMoved``
+    command: ``done``, ``result()``, and the output parts (``take_parts``, a stream) or watch
+    events (``take_events``) as they arrive; ``cancel`` it when your runtime cancels the
+    call. ``io`` is the embedder's slot (a future, a waiter)."""
 
     __slots__ = (
         "_agent",
+        "_connection",
         "_error",
         "_finish",
         "_generate",
@@ -1383,15 +1439,25 @@ class Task:
         self._settled = False
         self._value: Any = None
         self._error: BaseException | None = None
+        self._connection: Connection | None = None
         self.io: Any = None
 
     def __repr__(self) -> str:
         state = "done" if self._settled else "running"
         return f"<Task {self._kind} {state}>"
 
+    def cancel(self, reason: BaseException | None, *, now: float) -> None:
+        """Cancel the task: ``reason`` is the caller's cancellation (a turn then interrupts
+        the server's run in the background), ``None`` a consumer that stopped reading. Does
+        nothing once the task is done."""
+        connection = self._connection
+        if not self._settled and connection is not None:
+            connection._cancel(self, reason, now)
+
     @property
     def kind(self) -> str:
-        """``"generate"``, ``"stream"``, ``"call"``, ``"watch"`` or ``"machine"``."""
+        """``"generate"``, ``"stream"``, ``"segment"``, ``"call"``, ``"watch"``, ``"durable"``,
+        ``"close"`` or ``"machine"``."""
         return self._kind
 
     @property
@@ -1445,11 +1511,51 @@ def _same(value: Any) -> Any:
     return value
 
 
+class ConnectionStats:
+    """What a ``Connection`` holds now (``Connection.stats``), read when asked."""
+
+    __slots__ = ("_drive",)
+
+    def __init__(self, drive: Drive) -> None:
+        self._drive = drive
+
+    def __repr__(self) -> str:
+        return (
+            f"<ConnectionStats connections={self.open_connections} tasks={self.tasks} "
+            f"background={self.background_jobs}>"
+        )
+
+    @property
+    def open_connections(self) -> int:
+        """Sockets open or connecting."""
+        return self._drive.open_connections
+
+    @property
+    def background_jobs(self) -> int:
+        """Background work not finished yet (a cancelled turn's interrupt of the server's run)."""
+        return self._drive.background_jobs
+
+    @property
+    def attached_sessions(self) -> int:
+        """Sessions kept between their turns (one per open agent)."""
+        return self._drive.attached_sessions
+
+    @property
+    def tasks(self) -> int:
+        """Machines being driven, foreground and background."""
+        return len(self._drive.jobs)
+
+    @property
+    def closed(self) -> bool:
+        """``close`` was called: no new task starts."""
+        return self._drive.closed
+
+
 class Connection:
     """Everything one client does, without I/O (the embedder performs it): agent turns, plain
-    client calls, the watch and durable workflow machines (``start_machine`` with a
-    ``coder_proto.durable.DurableJob``), over the sockets, HTTP requests, tool calls and
-    durable store calls it asks for.
+    client calls, the watch, durable workflow machines (``start_durable`` with a
+    ``coder_proto.durable.DurableJob``) and an agent's close, over the sockets, HTTP requests,
+    tool calls and durable store calls it asks for.
 
     Construction does no I/O. ``base_url`` prefixes every request path; ``token`` is sent
     as the session token and scrubbed from every message; ``on_event`` receives the transport
@@ -1457,30 +1563,36 @@ class Connection:
     transcript; ``created_at`` returns the transcript header's wall-clock ISO timestamp.
     ``sink`` (an adapter's ``TransportEventSink``, instead of ``on_event`` and ``wall_clock``)
     receives the events itself, so a listener attached to it later hears them too.
+    ``selector`` is the client's chat-prefix state (wire 1.4) when the embedder keeps one of
+    its own.
 
-    Start work with ``agent`` + ``start_turn``, ``start_call`` (``calls`` builds the plain
-    operations) or ``start_watch``: each returns a ``Task``. Then loop:
+    Start work with ``agent`` + ``start_turn`` (and ``reset`` / ``start_close`` for that
+    agent), ``start_call`` (``calls`` builds the plain operations), ``start_watch`` or
+    ``start_durable``: each returns a ``Task``. Then loop:
 
     1. perform every command of ``commands()`` in order:
 
        - ``OpenSocket(conn)``: connect to ``conn.host:conn.port`` (TLS when ``conn.tls``,
-         verifying ``conn.server_hostname``); report ``socket_made`` or ``socket_failed``,
-         then every chunk read with ``socket_data`` and the end with ``socket_lost`` (EOF) or
-         ``socket_failed``;
+         verifying ``conn.server_hostname``); report ``socket_made`` (or ``socket_closed``
+         with the error), then every chunk read with ``socket_data`` and the end with
+         ``socket_closed`` (EOF, or ``error=`` when reading or writing failed);
        - ``WriteSocket(conn, data)``: write the bytes; ``CloseSocket(conn)``: close it after
          what was written (nothing more is reported for it);
        - ``StartHttp(call)``: send ``call.method`` ``call.url`` with ``call.headers`` and
          ``call.body``; report ``http_headers`` when the status line arrived (optional), then
-         ``http_response`` or ``http_failed``; ``CancelHttp(call)``: abandon it;
+         ``http_finished`` with the answer or ``error=``; ``CancelHttp(call)``: abandon it
+         (``call.deadline`` is when its machine abandons it anyway, ``call.timed`` whether
+         its machine's own deadline bounds it);
        - ``InvokeTools(run)``: call each invocation's function and report
-         ``tool_returned`` / ``tool_raised``; ``CancelTools(run)``: stop them if possible;
+         ``tool_finished``; ``CancelTools(run)``: stop them if possible;
        - ``ApplyStore(call)``: perform ``call.op`` with ``call.runner`` (a durable job's
-         store) and report ``store_returned`` / ``store_raised``;
+         store) and report ``store_finished``;
        - ``TaskMoved(task)``: wake whoever waits on ``task`` (parts, events, or done);
     2. arm one timer at ``next_deadline()`` and call ``tick`` when it fires.
 
     Every input takes ``now``, the embedder's monotonic clock in seconds. Inputs for a socket,
-    request or tool run that is finished are ignored.
+    request or tool run that is finished are ignored. ``task.cancel`` cancels a task; ``close``
+    refuses new tasks, ``close(now=...)`` ends everything; ``stats`` counts what is held.
     """
 
     def __init__(
@@ -1493,6 +1605,7 @@ class Connection:
         recorder: Recorder | None = None,
         created_at: Callable[[], str] = _no_created_at,
         sink: TransportEventSink | None = None,
+        selector: PrefixSelector | None = None,
     ) -> None:
         if sink is None:
             sink = (
@@ -1506,9 +1619,10 @@ class Connection:
             base_url=base_url, token=token, sink=sink, recorder=recorder, created_at=created_at
         )
         self._token = token
-        self.selector = PrefixSelector()
+        self._selector = selector if selector is not None else PrefixSelector()
         self._out: list[ConnectionCommand] = []
         self._calls: ChatCalls | None = None
+        self._stats = ConnectionStats(self._drive)
 
     def __repr__(self) -> str:
         drive = self._drive
@@ -1520,10 +1634,6 @@ class Connection:
     # -- observation -------------------------------------------------------------------------
 
     @property
-    def base_url(self) -> str:
-        return self._drive.base_url
-
-    @property
     def recorder(self) -> Recorder | None:
         """Observes what crosses the wire (``coder_proto.transcript.Recorder``), or ``None``."""
         return self._drive.recorder
@@ -1533,26 +1643,17 @@ class Connection:
         self._drive.recorder = recorder
 
     @property
-    def closed(self) -> bool:
-        """``close`` or ``shutdown`` was called: no new task starts."""
-        return self._drive.closed
-
-    @property
-    def open_connections(self) -> int:
-        """Sockets open or connecting."""
-        return self._drive.open_connections
-
-    @property
-    def background_jobs(self) -> int:
-        """Background work not finished yet (a cancelled turn's interrupt of the server's run)."""
-        return self._drive.background_jobs
+    def stats(self) -> ConnectionStats:
+        """What the connection holds now: sockets, background work, kept sessions, tasks, and
+        whether it is closed (a live view, read when asked)."""
+        return self._stats
 
     @property
     def calls(self) -> ChatCalls:
         """The plain client operations (every ``CoderChatClient`` method): each returns a call
-        for ``start_call``."""
+        for ``start_call``; ``calls.selector`` is the connection's chat-prefix state."""
         if self._calls is None:
-            self._calls = ChatCalls(self.selector, self._drive.base_url)
+            self._calls = ChatCalls(self._selector, self._drive.base_url)
         return self._calls
 
     def commands(self) -> list[ConnectionCommand]:
@@ -1561,14 +1662,13 @@ class Connection:
         self._out = []
         return out
 
-    def next_deadline(self) -> float | None:
-        """When to call ``tick`` (monotonic seconds), or ``None``."""
-        return self._drive.next_deadline()
-
-    def next_background_deadline(self) -> float | None:
-        """The earliest deadline of the background work alone (a cancelled turn's interrupt
-        of the server's run), or ``None``: for an embedder that drives the background work
-        on a thread of its own while no caller waits."""
+    def next_deadline(self, *, background: bool = False) -> float | None:
+        """When to call ``tick`` (monotonic seconds), or ``None``. With ``background``, the
+        earliest deadline of the background work alone (a cancelled turn's interrupt of the
+        server's run): for an embedder that drives the background work on a thread of its
+        own while no caller waits."""
+        if not background:
+            return self._drive.next_deadline()
         due: float | None = None
         for job in self._drive.jobs:
             if job.background:
@@ -1590,20 +1690,30 @@ class Connection:
             resolve_options(options, given),
             base_url=self._drive.base_url,
             token=self._token,
-            selector=self.selector,
+            selector=self._selector,
             sink=self._drive.sink,
             **settings,
         )
 
     def start_turn(
-        self, agent: AgentCore, messages: Sequence[Any], *, now: float, mode: str = _GENERATE
+        self,
+        agent: AgentCore,
+        messages: Sequence[Any],
+        *,
+        now: float,
+        mode: str = _GENERATE,
+        edit_message_id: int | None = None,
     ) -> Task:
         """Run one turn of ``agent`` on the prompt ``messages``: ``mode="generate"`` runs
         the whole client-tool loop and the structured-output ladder (its result is a
         ``GenerateResult``); ``mode="stream"`` delivers the output parts live
-        (``take_parts``). One turn per agent at a time (``CoderAgentError`` otherwise)."""
-        if mode not in (_GENERATE, "stream"):
-            raise CoderAgentError(f"mode must be 'generate' or 'stream', got {mode!r}")
+        (``take_parts``), and with ``edit_message_id`` the prompt replaces that user message;
+        ``mode="segment"`` streams one model round trip, leaving a pause's calls to the
+        caller. A stream's or segment's result is a ``GenerateResult`` too. One turn per
+        agent at a time (``CoderAgentError`` otherwise); the task's end leaves the agent free
+        for the next one."""
+        if mode not in _TURN_MODES:
+            raise CoderAgentError(f"mode must be 'generate', 'stream' or 'segment', got {mode!r}")
         self._check_open()
         agent.begin()
         task = Task(mode, agent=agent)
@@ -1612,8 +1722,10 @@ class Connection:
                 call = agent.generate(messages, now=now)
                 task._generate = call
                 turn: Turn = call.turn
+            elif mode == _SEGMENT:
+                turn = agent.segment(messages, now=now)
             else:
-                turn = agent.stream(messages, now=now)
+                turn = agent.stream(messages, now=now, edit_message_id=edit_message_id)
         except BaseException:
             agent.end()
             raise
@@ -1630,10 +1742,7 @@ class Connection:
             raise CoderAgentError("this upload needs the file's bytes: pass them as data")
         task = Task(_CALL)
         task._finish = call.finish
-        machine = call.machine(now, data)
-        job = self._drive.start(machine, now=now, session=call.session)
-        job.owner = task
-        task._job = job
+        self._start_job(task, call.machine(now, data), now, session=call.session, tools=call.tools)
         self._pump(now)
         self._check_done(task, now)
         return task
@@ -1644,68 +1753,68 @@ class Connection:
         self._check_open()
         task = Task(_WATCH)
         machine = WatchMachine(
-            self.selector,
+            self._selector,
             base_url=self._drive.base_url,
             token=self._token,
             now=now,
             backoff=backoff,
         )
-        job = self._drive.start(machine, now=now)
-        job.owner = task
-        task._job = job
+        self._start_job(task, machine, now)
         self._pump(now)
         return task
 
-    def start_machine(
+    def start_durable(self, job: DurableJob, *, now: float) -> Task:
+        """Run a durable workflow machine wrapped in a ``coder_proto.durable.DurableJob`` (a
+        step, an archive, a sweep, a recovery): its requests are ordinary requests, its store
+        calls come as ``ApplyStore`` (performed with the job's ``store``), and its tool
+        pauses as ``InvokeTools`` planned with ``job.plan_tools``, answered like a turn's
+        with ``tool_finished``. The task's result is the machine's."""
+        self._check_open()
+        task = Task(_DURABLE)
+        self._start_job(task, job, now, tools=job.plan_tools)
+        self._pump(now)
+        self._check_done(task, now)
+        return task
+
+    def start_close(self, agent: AgentCore, *, now: float, archive: bool = True) -> Task:
+        """Close ``agent`` (H.5): with ``archive``, its dispose (interrupt, then archive,
+        bounded by ``settle_deadline``; it never fails: its result is the ``ArchiveResult``
+        or ``None``); without, only its paused stream is closed and the chat is left as it
+        is (the task is done at once). Either way the connection stops keeping the agent's
+        session once its work is done and its sockets are closed."""
+        self._check_open()
+        session = agent.session
+        drive = self._drive
+        task = Task(_CLOSE)
+        if archive:
+            self._start_job(task, session.dispose(now=now), now, session=session)
+        else:
+            drive.perform(session.close_retained_stream(now), session=session, now=now)
+            task._settle(None)
+        drive.release_session(session)
+        self._pump(now)
+        self._check_done(task, now)
+        return task
+
+    def _start_machine(
         self, machine: Runnable[Any], *, now: float, session: Session | None = None
     ) -> Task:
-        """Run a core machine built by hand (a session's turn or cleanup call; ``session``
-        shares that session's connections; a durable workflow machine wrapped in a
-        ``coder_proto.durable.DurableJob``, whose store calls come as ``ApplyStore``). Its
-        tool pauses come as ``InvokeTools`` with the raw ``run.calls`` and no invocations:
-        answer them with ``tools_answered``. The task's result is the machine's."""
+        """Run a core machine built by hand (the transcript replay's turns and session
+        calls): ``session`` shares that session's connections; its tool pauses come as
+        ``InvokeTools`` with the raw ``run.calls`` and no invocations, answered with
+        ``_tools_answered``. The task's result is the machine's."""
         self._check_open()
         task = Task(_MACHINE)
-        job = self._drive.start(machine, now=now, session=session, tools=_RAW_TOOLS)
-        job.owner = task
-        task._job = job
+        self._start_job(task, machine, now, session=session, tools=_RAW_TOOLS)
         self._pump(now)
         self._check_done(task, now)
         return task
 
-    def attach_session(self, session: Session) -> None:
-        """Keep reading ``session``'s paused stream between its turns (state machines H.6);
-        ``start_machine(..., session=session)`` does this implicitly. The next input (or
-        ``tick``) visits it."""
-        self._drive.attach_session(session)
-
-    def release_session(self, session: Session) -> None:
-        """Stop keeping ``session`` once its work is done and its connections closed (its
-        agent is closed); see ``Drive.release_session``."""
-        self._drive.release_session(session)
-
-    @property
-    def attached_sessions(self) -> int:
-        """Sessions kept between their turns (attached and not released)."""
-        return self._drive.attached_sessions
-
-    def perform(self, actions: Iterable[Action], *, session: Session, now: float) -> None:
-        """Take on the actions a session method returned (``reset_session``,
-        ``close_retained_stream``) in that session's connection scope (``start_machine``
-        users; an agent's own reset is ``reset``)."""
+    def _perform(self, actions: Iterable[Action], *, session: Session, now: float) -> None:
+        """Take on the actions a session method returned (the replay's ``reset_session``) in
+        that session's connection scope."""
         self._drive.perform(actions, session=session, now=now)
         self._pump(now)
-
-    def cancel(self, task: Task, reason: BaseException | None, *, now: float) -> None:
-        """Cancel ``task``: ``reason`` is the caller's cancellation (a turn then interrupts
-        the server's run in the background), ``None`` a consumer that stopped reading. Does
-        nothing once the task is done."""
-        job = task._job
-        if task.done or job is None:
-            return
-        self._drive.cancel(job, reason, now)
-        self._pump(now)
-        self._check_done(task, now)
 
     def reset(self, agent: AgentCore, *, now: float) -> None:
         """Start a fresh chat on ``agent``'s next turn; a paused stream is closed."""
@@ -1728,14 +1837,15 @@ class Connection:
         self._drive.socket_data(conn, data, now)
         self._pump(now)
 
-    def socket_lost(self, conn: Conn, *, now: float) -> None:
-        """``conn`` reached EOF."""
-        self._drive.socket_lost(conn, now)
-        self._pump(now)
-
-    def socket_failed(self, conn: Conn, error: BaseException | str, *, now: float) -> None:
-        """Connecting, TLS, reading or writing failed on ``conn``."""
-        self._drive.socket_failed(conn, error, now)
+    def socket_closed(
+        self, conn: Conn, error: BaseException | str | None = None, *, now: float
+    ) -> None:
+        """``conn`` ended: the peer closed it (EOF), or with ``error`` connecting, TLS,
+        reading or writing failed."""
+        if error is None:
+            self._drive.socket_lost(conn, now)
+        else:
+            self._drive.socket_failed(conn, error, now)
         self._pump(now)
 
     def http_headers(self, call: HttpCall, status: int, *, now: float) -> None:
@@ -1743,59 +1853,80 @@ class Connection:
         self._drive.http_headers(call, status, now)
         self._pump(now)
 
-    def http_response(
+    def http_finished(
         self,
         call: HttpCall,
         *,
-        status: int,
-        headers: Iterable[tuple[str, str]],
-        body: bytes,
+        status: int = 0,
+        headers: Iterable[tuple[str, str]] = (),
+        body: bytes = b"",
         reason: str = "",
+        error: BaseException | str | None = None,
         now: float,
     ) -> None:
-        """``call`` was answered; ``body`` is the whole body."""
-        self._drive.http_response(
-            call, status=status, headers=headers, body=body, reason=reason, now=now
-        )
+        """``call`` was answered (``status``, ``headers``, ``reason`` and the whole ``body``),
+        or with ``error`` it got no complete response."""
+        if error is None:
+            self._drive.http_response(
+                call, status=status, headers=headers, body=body, reason=reason, now=now
+            )
+        else:
+            self._drive.http_failed(call, error, now)
         self._pump(now)
 
-    def http_failed(self, call: HttpCall, error: BaseException | str, *, now: float) -> None:
-        """``call`` got no complete response."""
-        self._drive.http_failed(call, error, now)
-        self._pump(now)
-
-    def tool_returned(
-        self, run: ToolRun, invocation: ToolInvocation, value: Any, *, now: float
+    def tool_finished(
+        self,
+        run: ToolRun,
+        invocation: ToolInvocation,
+        *,
+        value: Any = None,
+        error: BaseException | None = None,
+        outcome: ToolOutcome | None = None,
+        now: float,
     ) -> None:
-        """``invocation``'s function returned ``value`` (awaited when it was awaitable)."""
-        self._tool_outcome(run, invocation, lambda: invocation.succeeded(value), now)
-
-    def tool_raised(
-        self, run: ToolRun, invocation: ToolInvocation, error: BaseException, *, now: float
-    ) -> None:
-        """``invocation``'s function raised ``error`` (the model gets it as an error result)."""
-        self._tool_outcome(run, invocation, lambda: invocation.failed(error), now)
-
-    def tools_answered(
-        self, run: ToolRun, outcomes: Sequence[ToolOutcome], *, now: float
-    ) -> None:
-        """The outcomes of ``run``'s calls, decided by the embedder (a ``start_machine`` task's
-        pause; a call without an outcome gets an error result)."""
-        if run.finished:
+        """``invocation``'s function returned ``value`` (awaited when it was awaitable) or
+        raised ``error`` (the model gets it as an error result); ``outcome`` instead is the
+        result the embedder made itself with ``invocation.succeeded`` / ``failed`` (after an
+        observer's hook saw it). The run's calls go back to the model once every invocation
+        was reported, in the order of ``run.invocations``; a repeated or late report is
+        ignored."""
+        tool_call_id = invocation.tool_call_id
+        if run.finished or tool_call_id not in run._waiting:
             return
+        if outcome is None:
+            outcome = invocation.failed(error) if error is not None else invocation.succeeded(value)
+        run._waiting.discard(tool_call_id)
+        run._results[tool_call_id] = outcome
+        if not run._waiting:
+            run.finished = True
+            results = run._results
+            outcomes = [*run._outcomes, *(results[i.tool_call_id] for i in run.invocations)]
+            self._drive.tools_done(run._batch, outcomes, now)
+            self._pump(now)
+
+    def _tools_answered(self, run: ToolRun, outcomes: Sequence[ToolOutcome], *, now: float) -> None:
+        """The outcomes of a ``_start_machine`` task's pause, decided by the caller (a call
+        without an outcome gets an error result; a run already finished or cancelled ignores
+        them)."""
         run.finished = True
         run._waiting.clear()
         self._drive.tools_done(run._batch, [*run._outcomes, *outcomes], now)
         self._pump(now)
 
-    def store_returned(self, call: StoreRequest, value: Any, *, now: float) -> None:
-        """The durable store call of an ``ApplyStore`` returned ``value``."""
-        self._drive.store_returned(call, value, now)
-        self._pump(now)
-
-    def store_raised(self, call: StoreRequest, error: BaseException, *, now: float) -> None:
-        """The durable store call of an ``ApplyStore`` raised ``error``."""
-        self._drive.store_raised(call, error, now)
+    def store_finished(
+        self,
+        call: StoreRequest,
+        *,
+        value: Any = None,
+        error: BaseException | None = None,
+        now: float,
+    ) -> None:
+        """The durable store call of an ``ApplyStore`` returned ``value`` (awaited when it was
+        awaitable), or raised ``error`` (the job fails it as ``DurableStoreError``)."""
+        if error is None:
+            self._drive.store_returned(call, value, now)
+        else:
+            self._drive.store_raised(call, error, now)
         self._pump(now)
 
     def tick(self, *, now: float) -> None:
@@ -1803,18 +1934,25 @@ class Connection:
         self._drive.tick(now)
         self._pump(now)
 
-    def close(self) -> None:
-        """Start no new task from now on (let the background work finish, then call
-        ``shutdown``). Idempotent."""
-        self._drive.close()
-
-    def shutdown(self, *, now: float) -> None:
-        """The end: every unfinished task is cancelled, each agent's paused stream closed
-        cleanly, and every socket, request and tool run still open closed or cancelled."""
+    def close(self, *, now: float | None = None) -> None:
+        """Without ``now``: start no new task from now on (let the background work finish,
+        then close again with ``now``). With ``now``: the end; every unfinished task is
+        cancelled, each agent's paused stream closed cleanly, and every socket, request and
+        tool run still open closed or cancelled. Idempotent."""
+        if now is None:
+            self._drive.close()
+            return
         self._drive.shutdown(now)
         self._pump(now)
 
     # -- internals -----------------------------------------------------------------------------
+
+    def _cancel(self, task: Task, reason: BaseException | None, now: float) -> None:
+        job = task._job
+        assert job is not None  # a task gets its connection with its job
+        self._drive.cancel(job, reason, now)
+        self._pump(now)
+        self._check_done(task, now)
 
     def _check_open(self) -> None:
         if self._drive.closed:
@@ -1823,26 +1961,21 @@ class Connection:
     def _run_turn(self, task: Task, turn: Turn, now: float) -> None:
         agent = task._agent
         assert agent is not None
-        job = self._drive.start(turn, now=now, session=agent.session, tools=agent.plan_tools)
+        self._start_job(task, turn, now, session=agent.session, tools=agent.plan_tools)
+
+    def _start_job(
+        self,
+        task: Task,
+        machine: Runnable[Any],
+        now: float,
+        *,
+        session: Session | None = None,
+        tools: Any = None,
+    ) -> None:
+        job = self._drive.start(machine, now=now, session=session, tools=tools)
         job.owner = task
         task._job = job
-
-    def _tool_outcome(
-        self,
-        run: ToolRun,
-        invocation: ToolInvocation,
-        outcome: Callable[[], ToolOutcome],
-        now: float,
-    ) -> None:
-        tool_call_id = invocation.tool_call_id
-        if run.finished or tool_call_id not in run._waiting:
-            return
-        run._waiting.discard(tool_call_id)
-        run._outcomes.append(outcome())
-        if not run._waiting:
-            run.finished = True
-            self._drive.tools_done(run._batch, run._outcomes, now)
-            self._pump(now)
+        task._connection = self
 
     def _pump(self, now: float) -> None:
         """Turn the drive's commands into the embedder's: tool batches planned by the core's
@@ -1913,7 +2046,7 @@ class Connection:
                 self._run_turn(task, step, now)
                 return
             task._settle(step)
-        elif task._kind == "stream":
+        elif task._kind in (_STREAM, _SEGMENT):
             agent = task._agent
             assert agent is not None
             task._settle(agent.stream_result(value))

@@ -3,7 +3,8 @@
 
 ``ModelWorld`` is what ``coder_integrations.fake_server.FakeCoderServer`` plus an adapter do,
 collapsed into one deterministic loop: the session's machines run on a ``coder_proto.Connection``
-whose commands the world performs (REST requests go to ``model.handle_http``, stream
+(each one a call in the session's scope, ``start_call``; its tool pauses leave every call to the
+world's tool functions) whose commands the world performs (REST requests go to ``model.handle_http``, stream
 connections to ``model.handle_upgrade``, framed server side with wsproto; client tools are
 plain functions). The connection reports every observation to the ``Recorder`` exactly as it
 does for an adapter, so the transcripts it records have the shape of live ones. The fuzzing harnesses use it for seed
@@ -15,7 +16,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from wsproto import ConnectionType, WSConnection
@@ -33,11 +34,19 @@ from coder_proto import (
     OpenSocket,
     StartHttp,
     Task,
+    Tool,
+    ToolCall,
+    ToolInvocation,
     ToolRun,
     WriteSocket,
 )
 from coder_proto._agent.session_state import SessionConfig
-from coder_proto.adapter import Session, ToolOutcome
+from coder_proto.adapter import (
+    Call,
+    Session,
+    ToolOutcome,
+    ToolPlan,
+)
 from coder_proto.fake import FakeCoderModel, FakeConfig, FakeHttpResponse, StreamSubscription
 from coder_proto.transcript import Recorder
 
@@ -46,6 +55,20 @@ __all__ = ["BASE_URL", "ModelWorld", "ToolFn"]
 BASE_URL = "http://fake.test:8080"
 
 ToolFn = Callable[[Mapping[str, Any]], Any]
+
+#: What every planned invocation names: the world's tool functions decide the outcomes.
+_ANY_TOOL = Tool(name="any_tool", description=None, input_schema={"type": "object"})
+
+
+def _plan_every_call(calls: Sequence[ToolCall]) -> ToolPlan:
+    return ToolPlan(invocations=tuple(ToolInvocation(call_part=c, tool=_ANY_TOOL) for c in calls))
+
+
+class _Agent:
+    """The agent side of the world's session: what ``Connection.reset`` reads."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
 
 
 class _Socket:
@@ -140,7 +163,10 @@ class ModelWorld:
         return min(times) if times else None
 
     def _start(self, machine: Any) -> Task:
-        task = self.connection.start_machine(machine, session=self.session, now=self.now)
+        call = Call(
+            machine=lambda _now, _data: machine, session=self.session, tools=_plan_every_call
+        )
+        task = self.connection.start_call(call, now=self.now)
         self.foreground = task
         return task
 
@@ -191,7 +217,7 @@ class ModelWorld:
         start = self.session.stream if mode == "stream" else self.session.generate
         task = self._start(start(prompt, now=self.now))
         self.advance(seconds)
-        self.connection.cancel(task, None, now=self.now)
+        task.cancel(None, now=self.now)
         self.settle()
         try:
             return task.result()
@@ -201,10 +227,7 @@ class ModelWorld:
     def call(self, name: str, **kwargs: Any) -> Any:
         """A session call: ``interrupt``, ``archive``, ``dispose`` or ``reset_session``."""
         if name == "reset_session":
-            if self.recorder is not None:
-                self.recorder.session_call(name, self.now, **kwargs)
-            actions = self.session.reset_session(self.now)
-            self.connection.perform(actions, session=self.session, now=self.now)
+            self.connection.reset(_Agent(self.session), now=self.now)
             self.settle()
             return None
         machine = getattr(self.session, name)(now=self.now, **kwargs)
@@ -216,7 +239,7 @@ class ModelWorld:
     def drain(self, limit: float = 60.0) -> None:
         """Let background jobs finish (an agent closing awaits them, D22)."""
         end = self.now + limit
-        while self.connection.background_jobs:
+        while self.connection.stats.background_jobs:
             due = self._next_due()
             if due is None or due > end:
                 break
@@ -258,7 +281,7 @@ class ModelWorld:
         status, body, response_headers = answer.status, answer.body, list(answer.headers)
 
         def deliver() -> None:
-            self.connection.http_response(
+            self.connection.http_finished(
                 call, status=status, headers=response_headers, body=body, now=self.now
             )
 
@@ -266,7 +289,8 @@ class ModelWorld:
 
     def _run_tools(self, run: ToolRun) -> None:
         outcomes = []
-        for call in run.calls:
+        for invocation in run.invocations:
+            call = invocation.call_part
             fn = self.tools.get(call.tool_name)
             if fn is None:
                 outcomes.append(
@@ -284,11 +308,12 @@ class ModelWorld:
             else:
                 outcomes.append(ToolOutcome(tool_call_id=call.tool_call_id, output=output))
         connection = self.connection
-        self._schedule(
-            self.now + self.tool_delay,
-            None,
-            lambda: connection.tools_answered(run, outcomes, now=self.now),
-        )
+
+        def answer() -> None:
+            for invocation, outcome in zip(run.invocations, outcomes, strict=True):
+                connection.tool_finished(run, invocation, outcome=outcome, now=self.now)
+
+        self._schedule(self.now + self.tool_delay, None, answer)
 
     # -- sockets -------------------------------------------------------------------------------
 
@@ -311,7 +336,7 @@ class ModelWorld:
         if not sock.open:
             return
         sock.open = False
-        self.connection.socket_lost(sock.conn, now=self.now)
+        self.connection.socket_closed(sock.conn, now=self.now)
 
     def _from_client(self, sock: _Socket, data: bytes) -> None:
         try:

@@ -9,8 +9,12 @@ one:
   ``NetworkError``); the answer is reported after its delay, unless a ``CancelHttp`` came;
 * ``OpenSocket`` creates a ``FakeSocket`` (the server end of a WebSocket, built from wsproto)
   whose bytes are reported with ``socket_data``;
-* ``InvokeTools`` runs ``tools`` (a function from call to ``ToolOutcome``) on the pause's calls
-  and reports them with ``tools_answered``.
+* ``InvokeTools`` runs ``tools`` (a function from call to ``ToolOutcome``) on the call behind
+  each of the pause's invocations and reports each with ``tool_finished``.
+
+Every machine starts as a call (``Connection.start_call``, ``tests.machine_call``), in the
+session's connection scope unless it is the watch; its tool pauses leave every call to
+``tools``.
 
 The connection routes every input (to the turn being driven, or to the session between turns,
 so a paused stream keeps reading, H.6) and drives the background jobs (D22). Nothing here
@@ -53,6 +57,7 @@ from coder_proto._agent.turn import Turn
 from coder_proto._rest.http import HttpRequest, HttpResponse
 from coder_proto._stream.watch import WatchMachine
 from coder_proto._wire import events_from_json
+from tests.machine_call import AgentOf, machine_call
 
 # -- what the in-memory server answers ----------------------------------------------------------
 
@@ -95,7 +100,6 @@ Reply = Respond | Hang | NetworkError
 class Sent:
     """One request as the driver sent it (background jobs included)."""
 
-    machine: Any
     request_id: int
     request: HttpRequest
     at: float
@@ -248,9 +252,7 @@ class Driver:
         moved = False
         for machine in self.background:
             if id(machine) not in self._tasks:
-                self._tasks[id(machine)] = self.connection.start_machine(
-                    machine, session=self._scope(machine), now=self.now
-                )
+                self._tasks[id(machine)] = self._start_call(machine)
                 moved = True
         return moved
 
@@ -276,10 +278,21 @@ class Driver:
                 return
         raise AssertionError("the machines never settled (a deadline that is never cleared?)")
 
-    def _perform(self, machine: Any, action: Any) -> None:
-        """Take on one action a session method returned (``reset_session`` ...) and perform
-        the commands it turned into."""
-        self.connection.perform([action], session=self.session, now=self.now)
+    def _start_call(self, machine: Any) -> Task:
+        call = machine_call(machine, session=self._scope(machine), tools=True)
+        return self.connection.start_call(call, now=self.now)
+
+    def reset(self) -> None:
+        """The agent's ``reset_session`` (``Connection.reset``): a paused stream is closed;
+        the commands it turned into are performed."""
+        self.connection.reset(AgentOf(self.session), now=self.now)
+        for command in self.connection.commands():
+            self._perform_command(command)
+
+    def close_stream(self) -> None:
+        """The agent closes without archiving (``Connection.start_close`` with
+        ``archive=False``): the session's stream is closed, a running segment's too."""
+        self.connection.start_close(AgentOf(self.session), now=self.now, archive=False)
         for command in self.connection.commands():
             self._perform_command(command)
 
@@ -310,17 +323,18 @@ class Driver:
         elif isinstance(command, InvokeTools):
             run = command.run
             self.tool_runs.append(run.calls)
-            outcomes = [self.tools(call) for call in run.calls]
-            self._schedule(
-                self.now + self.tool_delay,
-                None,
-                lambda: connection.tools_answered(run, outcomes, now=self.now),
-            )
+            answers = [(i, self.tools(i.call_part)) for i in run.invocations]
+
+            def answer() -> None:
+                for invocation, outcome in answers:
+                    connection.tool_finished(run, invocation, outcome=outcome, now=self.now)
+
+            self._schedule(self.now + self.tool_delay, None, answer)
         # CancelTools: outcomes come back at once or not at all; TaskMoved: the loop looks
         # at its machines after every step.
 
     def _send(self, call: HttpCall) -> None:
-        sent = Sent(call.job.machine, call.request_id, call.request, self.now)
+        sent = Sent(call.request_id, call.request, self.now)
         self.sent.append(sent)
         self._sent_by_call[id(call)] = sent
         reply = self.http(call.request)
@@ -331,7 +345,7 @@ class Driver:
             self._schedule(
                 self.now + reply.delay,
                 key,
-                lambda: connection.http_response(
+                lambda: connection.http_finished(
                     call,
                     status=response.status,
                     headers=response.headers,
@@ -343,7 +357,7 @@ class Driver:
         elif isinstance(reply, NetworkError):
             message = reply.message
             self._schedule(
-                self.now, key, lambda: connection.http_failed(call, message, now=self.now)
+                self.now, key, lambda: connection.http_finished(call, error=message, now=self.now)
             )
 
     def _schedule(self, due: float, key: Any, deliver: Callable[[], None]) -> None:
@@ -365,9 +379,9 @@ class Driver:
             elif kind == "data":
                 connection.socket_data(conn, payload, now=self.now)
             elif kind == "lost":
-                connection.socket_lost(conn, now=self.now)
+                connection.socket_closed(conn, now=self.now)
             else:
-                connection.socket_failed(conn, payload, now=self.now)
+                connection.socket_closed(conn, payload, now=self.now)
 
         self._schedule(self.now, None, deliver)
 
@@ -395,9 +409,7 @@ class Driver:
 
     def start(self, machine: Any) -> Any:
         self.foreground = machine
-        self._tasks[id(machine)] = self.connection.start_machine(
-            machine, session=self._scope(machine), now=self.now
-        )
+        self._tasks[id(machine)] = self._start_call(machine)
         self.settle()
         return machine
 
@@ -418,13 +430,13 @@ class Driver:
         """The runtime cancelled the foreground call (D22)."""
         task = self._tasks.get(id(self.foreground))
         if task is not None:
-            self.connection.cancel(task, reason, now=self.now)
+            task.cancel(reason, now=self.now)
         self.settle()
 
     def drain_background(self, limit: float = 60.0) -> None:
         """Let background jobs finish (the agent closing awaits them, D22)."""
         end = self.now + limit
-        while self.connection.background_jobs or any(not m.done for m in self.background):
+        while self.connection.stats.background_jobs or any(not m.done for m in self.background):
             due = self.next_due()
             if due is None or due > end:
                 raise AssertionError("a background job never finished")

@@ -37,7 +37,7 @@ from coder_proto import (
     GenerateResult,
     OutputPart,
     TextDelta,
-    ToolCall,
+    ToolInvocation,
     WorkspaceUpload,
 )
 from coder_proto.adapter import (
@@ -47,7 +47,6 @@ from coder_proto.adapter import (
     Call,
     PromptPlan,
     ToolOutcome,
-    Turn,
     WorkspaceWrite,
     prepare_prompt,
 )
@@ -113,15 +112,7 @@ class CoderAgent(AgentShell[CoderChatClient, "httpx.AsyncClient"], AsyncClosing)
 
     def reset_session(self) -> None:
         """Start a fresh chat on the next turn (H.1); a paused stream is closed."""
-        session = self._core.session
-
-        def reset(now: float) -> list[Any]:
-            recorder = self._driver.recorder
-            if recorder is not None:
-                recorder.session_call("reset_session", now)
-            return session.reset_session(now)
-
-        self._driver.perform(reset, session=session)
+        self._driver.reset(self._core)
 
     # -- turns -------------------------------------------------------------------------------
 
@@ -147,19 +138,13 @@ class CoderAgent(AgentShell[CoderChatClient, "httpx.AsyncClient"], AsyncClosing)
         seen = turn_observation(self._observer, self, streaming=False)
         try:
             with driver.calling():
-                plan = prepare_prompt(prompt, messages)
-                built = await self._build(plan)
-                with driver.locked() as now:
-                    call = core.generate(built, now=now)
-                turn: Turn = call.turn
-                while True:
-                    result = await driver.run(turn, session=core.session, tools=self._run_tools)
-                    with driver.locked() as now:
-                        step = call.advance(result, now=now)
-                    if isinstance(step, GenerateResult):
-                        seen.end(step)
-                        return step
-                    turn = step
+                built = await self._build(prepare_prompt(prompt, messages))
+                core.end()  # the turn holds the agent from here on, its whole ladder included
+                result: GenerateResult = await driver.turn(
+                    core, built, invoke=self._invoke
+                ).result()
+            seen.end(result)
+            return result
         except BaseException as exc:
             seen.end(error=exc)
             raise
@@ -199,14 +184,9 @@ class CoderAgent(AgentShell[CoderChatClient, "httpx.AsyncClient"], AsyncClosing)
         read_upload = self._runtime.read_upload
         return plan.build([await read_upload(upload) for upload in plan.reads])
 
-    async def _run_tools(self, calls: tuple[ToolCall, ...]) -> list[ToolOutcome]:
-        """One pause's client calls (D5): the core plans them, ``invoke_all`` runs them."""
-        with self._driver.locked():
-            plan = self._core.plan_tools(calls)
-        outcomes = list(plan.outcomes)
-        if plan.invocations:
-            outcomes += await invoke_all(self._runtime, plan.invocations, self._observer)
-        return outcomes
+    async def _invoke(self, invocations: Sequence[ToolInvocation]) -> list[ToolOutcome]:
+        """The invocations of one tool pause (the core planned it, D5)."""
+        return await invoke_all(self._runtime, invocations, self._observer)
 
     # -- cleanup (H.3-H.5) -------------------------------------------------------------------
 
@@ -215,12 +195,7 @@ class CoderAgent(AgentShell[CoderChatClient, "httpx.AsyncClient"], AsyncClosing)
     async def archive(self) -> ArchiveResult:
         """Archive the session's chat and every stranded one (H.4, D10), retrying 409s while
         the chat winds down, within ``settle_deadline``."""
-        session = self._core.session
-        driver = self._driver
-        with driver.calling():
-            with driver.locked() as now:
-                machine = session.archive(now=now)
-            return await driver.run(machine, session=session)
+        return await self._perform(self._calls.archive())
 
     async def aclose(self, *, archive: bool = True) -> None:
         """Dispose of the agent (H.5): interrupt, then archive, bounded by ``settle_deadline``;
@@ -238,27 +213,19 @@ class CoderAgent(AgentShell[CoderChatClient, "httpx.AsyncClient"], AsyncClosing)
         if self._closed:
             return
         self._closed = True
-        session = self._core.session
         driver = self._driver
         try:
-            if archive and not driver.closed:
+            if not driver.closed:
                 # The dispose machine logs and collects its failures; it never raises.
                 with driver.calling():
-                    with driver.locked() as now:
-                        machine = session.dispose(now=now)
-                    await driver.run(machine, session=session)
-            elif not driver.closed:
-                driver.perform(session.close_retained_stream, session=session)
+                    await driver.close_agent(self._core, archive=archive).result()
         except Exception:
             self._runtime.logger.warning("agent disposal failed", exc_info=True)
         finally:
             if self._owns_client:
                 await self._client.aclose()
             elif not driver.closed:
-                try:
-                    await driver.wait_background(BACKGROUND_TASK_BOUND)
-                finally:
-                    driver.release_session(session)
+                await driver.wait_background(BACKGROUND_TASK_BOUND)
 
     # -- plain operations (coder_proto.agent.AgentCalls) ---------------------------------------
 
@@ -350,14 +317,15 @@ class AgentStream:
         self._seen = turn_observation(agent._observer, agent, streaming=True)
         try:
             with driver.calling():
-                plan = prepare_prompt(self._prompt, self._messages)
-                built = await agent._build(plan)
-                with driver.locked() as now:
-                    if self._segment:
-                        turn = core.segment(built, now=now)
-                    else:
-                        turn = core.stream(built, now=now, edit_message_id=self._edit_message_id)
-                self._run = driver.start(turn, session=core.session, tools=agent._run_tools)
+                built = await agent._build(prepare_prompt(self._prompt, self._messages))
+                core.end()  # the turn holds the agent from here on
+                self._run = driver.turn(
+                    core,
+                    built,
+                    mode="segment" if self._segment else "stream",
+                    edit_message_id=self._edit_message_id,
+                    invoke=agent._invoke,
+                )
         except BaseException as exc:
             self._seen.end(error=exc)
             agent._end()
@@ -426,10 +394,7 @@ class AgentStream:
             run = self._live()
             async for _part in run.parts():
                 pass
-            result = await run.result()
-            agent = self._agent
-            with agent._driver.locked():
-                self._final = agent._core.stream_result(result)
+            self._final = await run.result()
             self._seen.end(self._final)
         return self._final
 

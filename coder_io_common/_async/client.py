@@ -108,16 +108,13 @@ class CoderChatClient(ClientShell["httpx.AsyncClient"], AsyncClosing):
         await self.driver.aclose()
 
     async def _perform(self, call: Call[T]) -> T:
-        """Perform one operation: read its file (``runtime.read_upload``), build its machine
-        (under the driver's lock, where it has one: the prefix selector is shared with the
-        machines other threads run), then run it on the driver (in its session's scope, if
-        any)."""
+        """Perform one operation: read its file (``runtime.read_upload``), then run it on the
+        driver (in its session's scope, if any); the core builds its machine."""
         driver = self.driver
         with driver.calling():
             data = None if call.read is None else await self._runtime.read_upload(call.read)
-            with driver.locked() as now:
-                machine = call.machine(now, data)
-            return call.finish(await driver.run(machine, session=call.session))
+            result: T = await driver.call(call, data=data).result()
+        return result
 
     # -- the operations (coder_proto.calls.ChatCalls) ------------------------------------------
 

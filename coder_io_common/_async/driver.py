@@ -4,8 +4,9 @@ its commands on an ``AsyncRuntime``.
 One ``Driver`` belongs to one client (``CoderChatClient``, or the agent through its client).
 Every runtime-independent decision of driving (routing socket inputs to the running turn or
 the session, the connection and request registries, background jobs, ``http:*`` events, token
-scrubbing, tool pauses, transcripts) is ``coder_proto.Connection``'s: each machine the driver
-runs is one of its tasks (``Connection.start_machine``). This module performs the
+scrubbing, tool pauses, the generate ladder, transcripts) is ``coder_proto.Connection``'s: each
+piece of work the driver runs is one of its tasks (``start_turn``, ``start_call``,
+``start_watch``, ``start_durable``, ``start_close``). This module performs the
 connection's commands (docs/architecture.md "The adapters"; D12, D21-D24), the same way on
 every runtime:
 
@@ -18,9 +19,9 @@ every runtime:
 * ``OpenSocket`` / ``WriteSocket`` / ``CloseSocket`` -> the runtime's stream sockets
   (``AsyncRuntime.open_socket``), which report back through the driver's ``socket_*``
   methods;
-* ``InvokeTools`` -> the run's async tool runner in a task, its outcomes answered with
-  ``tools_answered`` (a run started without a runner answers none at once: every call gets an
-  error result, D5); ``CancelTools`` cancels the task;
+* ``InvokeTools`` -> the run's invoker (``Invoker``) on the pause's invocations in a task,
+  each outcome answered with ``tool_finished`` (an invoker that raises is logged and every
+  call gets an error result, D5); ``CancelTools`` cancels the task;
 * ``TaskMoved`` -> the ``Run``'s waiters; one timer at ``connection.next_deadline()``.
 
 ``_perform`` dispatches on the command's type, one branch per command: a new command is one
@@ -44,13 +45,13 @@ Interface for the public classes (the blocking driver offers the same names):
 * ``Driver(base_url=..., token=..., http_client=None, verify=True, sink=None, recorder=None)``
   on a subclass that names its ``runtime``; construction does no I/O and needs no running
   loop;
-* ``driver.start(machine, *, session=None, tools=None) -> Run`` and
-  ``await driver.run(machine, ...)`` (the machine's result, or its error raised);
+* ``driver.turn(core, messages, *, mode, edit_message_id=None, invoke) -> Run`` (an agent's
+  turn: ``"generate"`` with its whole ladder, ``"stream"`` or ``"segment"``),
+  ``driver.call(call, *, data=None)`` (a plain operation), ``driver.watch(backoff=...)``,
+  ``driver.durable(job, *, invoke)`` (a ``DurableJob``), ``driver.close_agent(core, *,
+  archive)`` and ``driver.reset(core)``;
 * ``run.machine``, ``run.done``, ``await run.result()``, ``await run.wait_changed()``,
   ``run.parts()`` (an async iterator draining ``machine.parts`` live), ``run.cancel(reason)``;
-* ``driver.perform(actions, session=...)`` for actions a session method returned
-  (``reset_session``, ``close_retained_stream`` ...); ``driver.attach_session(session)`` to
-  keep a session's paused stream read without starting a machine;
 * ``driver.closed``, ``driver.open_connections``, ``driver.background_jobs`` (observability
   and tests);
 * ``await driver.wait_background(timeout)`` and ``await driver.aclose()``;
@@ -68,12 +69,13 @@ import inspect
 import logging
 import ssl
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeAlias, TypeVar
 
 from coder_io_common.tls import VerifyTypes, ssl_context
 from coder_io_common.wallclock import created_at, event_sink
 from coder_proto import (
+    AgentCore,
     ApplyStore,
     CancelHttp,
     CancelTools,
@@ -88,20 +90,22 @@ from coder_proto import (
     StartHttp,
     StoreRequest,
     TaskMoved,
-    ToolCall,
+    ToolInvocation,
     ToolRun,
+    WatchBackoff,
     WriteSocket,
 )
-from coder_proto import Task as ConnectionTask
+from coder_proto import (
+    Task as ConnectionTask,
+)
 from coder_proto.adapter import (
     BACKGROUND_TASK_BOUND,
     CONNECT_TIMEOUT,
     HTTP_TIMEOUT,
     MAX_RESPONSE_BYTES,
-    Action,
+    Call,
     ConnectionCommand,
-    Runnable,
-    Session,
+    PrefixSelector,
     ToolOutcome,
     TransportEventSink,
 )
@@ -111,15 +115,20 @@ from .runtime import CLOSE_GRACE, AsyncRuntime, Event, Task
 if TYPE_CHECKING:
     import httpx
 
-    from coder_proto.transcript import Recorder
+    from coder_proto.durable import (
+        DurableJob,
+    )
+    from coder_proto.transcript import (
+        Recorder,
+    )
 
-__all__ = ["HTTP_CONCURRENCY", "Driver", "Run", "Runnable", "ToolRunner", "transport_sink"]
+__all__ = ["HTTP_CONCURRENCY", "Driver", "Invoker", "Run", "transport_sink"]
 
 T = TypeVar("T")
 
-#: Runs one ``RunTools`` batch and returns one outcome per call (D5; missing ones become error
-#: results in the core).
-ToolRunner: TypeAlias = Callable[[tuple[ToolCall, ...]], Awaitable[Sequence[ToolOutcome]]]
+#: Runs the invocations of one tool pause (the core planned them, D5) and returns one outcome
+#: per invocation, in order (``invocation.succeeded`` / ``failed``).
+Invoker: TypeAlias = Callable[[Sequence[ToolInvocation]], Awaitable[Sequence[ToolOutcome]]]
 
 #: Requests in flight at once on an HTTP client the driver created: the size of its
 #: connection pool. More would only wait in httpx's pool, whose bookkeeping rescans every
@@ -172,42 +181,32 @@ async def _read_body(response: httpx.Response, most: int) -> bytes:
     return b"".join(chunks)
 
 
-def _abort_deadline(machine: Any) -> float | None:
-    """The deadline at which ``machine`` abandons whatever it waits for: a turn's
-    ``request_timeout`` (C.3, ``CoreMachine.abort_deadline``). Machines that are not
-    ``CoreMachine`` (a relayed request) have none."""
-    value = getattr(machine, "abort_deadline", None)
-    return value if isinstance(value, float | int) else None
-
-
 class Run(Generic[T]):
-    """A machine started with ``Driver.start``: await its result, or follow its progress."""
+    """A piece of work the driver started (a turn, a call, the watch, a durable job, an
+    agent's close): await its result, or follow its progress."""
 
-    __slots__ = ("_changed", "_driver", "_machine", "_runtime", "_task", "_tools")
+    __slots__ = ("_changed", "_driver", "_invoke", "_runtime", "_task")
 
-    def __init__(
-        self, driver: Driver, task: ConnectionTask, machine: Any, tools: ToolRunner | None
-    ) -> None:
+    def __init__(self, driver: Driver, task: ConnectionTask, invoke: Invoker | None) -> None:
         self._driver = driver
         self._runtime = driver.runtime
         self._task = task
-        self._machine = machine
-        #: Runs the machine's tool pauses (``None``: every call fails, D5).
-        self._tools = tools
+        #: Runs the tool pauses' invocations (a turn's or a durable job's).
+        self._invoke = invoke
         self._changed: Event = self._runtime.event()
         task.io = self
 
     def __repr__(self) -> str:
-        return f"<Run {self._machine!r}>"
+        return f"<Run {self._task.machine!r}>"
 
     @property
     def machine(self) -> Any:
-        """The machine being run."""
-        return self._machine
+        """The core machine running now (a generate's turn changes along its ladder)."""
+        return self._task.machine
 
     @property
     def done(self) -> bool:
-        return bool(self._machine.done)
+        return self._task.done
 
     def cancel(self, reason: BaseException | None = None) -> None:
         """Cancel the machine now (D22): ``reason`` is the caller's cancellation, or ``None``
@@ -236,13 +235,13 @@ class Run(Generic[T]):
         """Wait for the machine to finish and return its result (or raise its error)."""
         while not self.done:
             await self.wait_changed()
-        result: T = self._machine.result()
+        result: T = self._task.result()
         return result
 
     async def parts(self) -> AsyncIterator[Any]:
         """The machine's ``parts`` deque (a stream-mode ``Turn``), drained live in order until
         the machine is done. The final result or error is ``await run.result()``."""
-        parts = self._machine.parts
+        parts = self.machine.parts
         while True:
             while parts:
                 yield parts.popleft()
@@ -272,6 +271,7 @@ class Driver:
         verify: VerifyTypes = True,
         sink: TransportEventSink | None = None,
         recorder: Recorder | None = None,
+        selector: PrefixSelector | None = None,
     ) -> None:
         # Imported here, by the first driver, rather than with the adapter: a program that
         # imports the library pays for httpx when it makes a client.
@@ -293,6 +293,7 @@ class Driver:
             sink=self.sink,
             recorder=recorder,
             created_at=created_at,
+            selector=selector,
         )
         runtime = self.runtime
         self._http_gate: Any = None
@@ -339,75 +340,81 @@ class Driver:
     @property
     def open_connections(self) -> int:
         """Sockets currently open or connecting."""
-        return self._connection.open_connections
+        return self._connection.stats.open_connections
 
     @property
     def background_jobs(self) -> int:
         """Background jobs (D22) not finished yet."""
-        return self._connection.background_jobs
+        return self._connection.stats.background_jobs
 
-    def start(
+    def turn(
         self,
-        machine: Runnable[T],
+        core: AgentCore,
+        messages: Sequence[Any],
         *,
-        session: Session | None = None,
-        tools: ToolRunner | None = None,
-    ) -> Run[T]:
-        """Start driving ``machine`` (already started by its constructor). With ``session``,
-        its connections are the session's and routed by the routing rule; ``tools`` runs its
-        ``RunTools`` batches. Must be called on the runtime's loop."""
-        if self._closed:
-            raise CoderAgentError("this client is closed")
-        task = self._connection.start_machine(machine, now=time.monotonic(), session=session)
-        run: Run[T] = Run(self, task, machine, tools)
+        mode: str = "generate",
+        edit_message_id: int | None = None,
+        invoke: Invoker,
+    ) -> Run[Any]:
+        """Start a turn of the agent ``core`` (``Connection.start_turn``): ``"generate"``
+        (its result the ``GenerateResult`` of the whole ladder), ``"stream"`` or
+        ``"segment"`` (parts live in ``run.parts()``). ``invoke`` runs the invocations of its
+        tool pauses. Must be called on the runtime's loop."""
+        connection = self._connection
+        task = connection.start_turn(
+            core, messages, now=self._open_now(), mode=mode, edit_message_id=edit_message_id
+        )
+        return self._started(task, invoke)
+
+    def call(self, call: Call[T], *, data: Any = None, invoke: Invoker | None = None) -> Run[T]:
+        """Start a plain operation (``Connection.start_call``); ``data`` is what its upload
+        read; ``invoke`` runs the invocations ``call.tools`` plans, if it pauses for tools.
+        Its result is the operation's value."""
+        task = self._connection.start_call(call, now=self._open_now(), data=data)
+        return self._started(task, invoke)
+
+    def watch(self, *, backoff: WatchBackoff | None = None) -> Run[None]:
+        """Subscribe to the chat watch (``Connection.start_watch``): ``run.machine`` takes
+        the events; cancelling the run stops it."""
+        task = self._connection.start_watch(now=self._open_now(), backoff=backoff)
+        return self._started(task)
+
+    def durable(self, job: DurableJob, *, invoke: Invoker) -> Run[Any]:
+        """Start a durable job (``Connection.start_durable``): its store calls are performed
+        with ``job.store``, the invocations of its tool pauses with ``invoke``."""
+        return self._started(self._connection.start_durable(job, now=self._open_now()), invoke)
+
+    def close_agent(self, core: AgentCore, *, archive: bool) -> Run[Any]:
+        """Close the agent ``core`` (``Connection.start_close``): its dispose, or with
+        ``archive=False`` only its paused stream closed; its session is forgotten once idle."""
+        task = self._connection.start_close(core, now=self._open_now(), archive=archive)
+        return self._started(task)
+
+    def reset(self, core: AgentCore) -> None:
+        """Start a fresh chat on the agent's next turn; a paused stream is closed."""
+        self._connection.reset(core, now=time.monotonic())
         self._pump()
-        return run
-
-    async def run(
-        self,
-        machine: Runnable[T],
-        *,
-        session: Session | None = None,
-        tools: ToolRunner | None = None,
-    ) -> T:
-        """Drive ``machine`` to completion and return its result (or raise its error)."""
-        return await self.start(machine, session=session, tools=tools).result()
-
-    def attach_session(self, session: Session) -> None:
-        """Keep driving ``session`` between turns (its paused stream keeps reading, H.6).
-        ``start(..., session=session)`` does this implicitly."""
-        self._connection.attach_session(session)
-
-    def release_session(self, session: Session) -> None:
-        """Forget ``session`` (its agent is closed) once its work is done and its
-        connections are closed."""
-        self._connection.release_session(session)
 
     @property
     def attached_sessions(self) -> int:
         """Sessions this driver keeps between their turns: one per open agent."""
-        return self._connection.attached_sessions
+        return self._connection.stats.attached_sessions
 
-    def perform(
-        self,
-        actions: Iterable[Action] | Callable[[float], Iterable[Action]],
-        *,
-        session: Session,
-    ) -> None:
-        """Perform actions a session method returned (``reset_session``,
-        ``close_retained_stream`` ...) in that session's connection scope; or pass the method
-        itself, called with ``now`` (the shape the blocking driver calls under its lock)."""
-        now = time.monotonic()
-        todo = list(actions(now) if callable(actions) else actions)
-        if todo:
-            self._connection.perform(todo, session=session, now=now)
-            self._pump()
+    def _open_now(self) -> float:
+        if self._closed:
+            raise CoderAgentError("this client is closed")
+        return time.monotonic()
+
+    def _started(self, task: ConnectionTask, invoke: Invoker | None = None) -> Run[Any]:
+        run: Run[Any] = Run(self, task, invoke)
+        self._pump()
+        return run
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[float]:
-        """``now``, for creating machines from a session or calling a session method. The
-        loop's thread is the only one stepping machines, so there is nothing to hold (the
-        blocking driver holds its lock here)."""
+        """``now``, for calling a session or agent method. The loop's thread is the only one
+        stepping machines, so there is nothing to hold (the blocking driver holds its lock
+        here)."""
         yield time.monotonic()
 
     def calling(self) -> contextlib.AbstractContextManager[None]:
@@ -442,7 +449,7 @@ class Driver:
             with runtime.finishing(background_timeout + _TASKS_GRACE):
                 await self.wait_background(background_timeout)
         finally:
-            self._connection.shutdown(now=time.monotonic())
+            self._connection.close(now=time.monotonic())
             self._pump()
             self._timer.close()
             # Sockets closing gracefully finish their close (what was written goes out);
@@ -481,11 +488,11 @@ class Driver:
         self._pump()
 
     def socket_lost(self, conn: Conn) -> None:
-        self._connection.socket_lost(conn, now=time.monotonic())
+        self._connection.socket_closed(conn, now=time.monotonic())
         self._pump()
 
     def socket_failed(self, conn: Conn, error: BaseException) -> None:
-        self._connection.socket_failed(conn, error, now=time.monotonic())
+        self._connection.socket_closed(conn, error, now=time.monotonic())
         self._pump()
 
     # -- performing the connection's commands --------------------------------------------------
@@ -499,7 +506,7 @@ class Driver:
                 self._perform(command)
         self._timer.arm(connection.next_deadline())
         idle = self._background_idle
-        if idle is not None and not connection.background_jobs:
+        if idle is not None and not connection.stats.background_jobs:
             idle.set()
 
     def _perform(self, command: ConnectionCommand) -> None:
@@ -529,7 +536,7 @@ class Driver:
         self._pump()
 
     def _cancel(self, task: ConnectionTask, reason: BaseException | None) -> None:
-        self._connection.cancel(task, reason, now=time.monotonic())
+        task.cancel(reason, now=time.monotonic())
         self._pump()
 
     def _task_done(self, task: Task) -> None:
@@ -611,9 +618,9 @@ class Driver:
                 f"the request did not finish within its deadline of {bound:g} s (http_timeout)"
             )
         if failure is not None:
-            connection.http_failed(call, failure, now=time.monotonic())
+            connection.http_finished(call, error=failure, now=time.monotonic())
         else:
-            connection.http_response(
+            connection.http_finished(
                 call,
                 status=response.status_code,
                 headers=response.headers.multi_items(),
@@ -629,40 +636,39 @@ class Driver:
         """The total deadline of ``call``, in seconds from now: ``http_timeout`` (D29),
         unless its machine abandons it at a deadline of its own (a turn's
         ``request_timeout``, C.3), which the connection's timer enforces (``CancelHttp``)."""
-        if _abort_deadline(call.job.machine) is not None:
-            return None
-        return self.http_timeout
+        return None if call.timed else self.http_timeout
 
     # -- tools -------------------------------------------------------------------------------
 
     def _start_tools(self, run: ToolRun) -> None:
-        runner = run.task.io._tools
-        if runner is None:
-            # D5: a machine started without a runner; every call still gets a result.
-            self._connection.tools_answered(run, (), now=time.monotonic())
-            return
-        run.io = self.spawn(self._run_tools, run, runner)
+        invoke = run.task.io._invoke
+        assert invoke is not None  # only turns and durable jobs pause for tools
+        run.io = self.spawn(self._run_tools, run, invoke)
 
-    async def _run_tools(self, run: ToolRun, runner: ToolRunner) -> None:
-        """Run one tool pause; a runner that raises is logged and every call gets an error
-        result (D5). Cancelled (``CancelTools``), it ends with the runtime's cancellation and
-        reports nothing."""
-        outcomes: Sequence[ToolOutcome] = ()
+    async def _run_tools(self, run: ToolRun, invoke: Invoker) -> None:
+        """Run one tool pause's invocations; an invoker that raises is logged and every call
+        gets an error result (D5). Cancelled (``CancelTools``), it ends with the runtime's
+        cancellation and reports nothing."""
+        connection = self._connection
         try:
-            outcomes = await runner(run.calls)
+            outcomes = await invoke(run.invocations)
         except Exception as exc:
             self.runtime.logger.warning(
                 "the tool runner raised; the calls get error results",
                 exc_info=(type(exc), exc, exc.__traceback__),
             )
-        self._connection.tools_answered(run, outcomes, now=time.monotonic())
+            for invocation in run.pending:
+                connection.tool_finished(run, invocation, error=exc, now=time.monotonic())
+        else:
+            for invocation, outcome in zip(run.invocations, outcomes, strict=True):
+                connection.tool_finished(run, invocation, outcome=outcome, now=time.monotonic())
         self._pump()
 
     async def _apply_store(self, call: StoreRequest) -> None:
         try:
             value = await call.runner(call.op)
         except Exception as exc:
-            self._connection.store_raised(call, exc, now=time.monotonic())
+            self._connection.store_finished(call, error=exc, now=time.monotonic())
         else:
-            self._connection.store_returned(call, value, now=time.monotonic())
+            self._connection.store_finished(call, value=value, now=time.monotonic())
         self._pump()

@@ -30,7 +30,6 @@ is read and renewed while it runs. Archive at the end of the workflow only.
 from __future__ import annotations
 
 import contextlib
-import functools
 import inspect  # async only
 import logging
 import threading  # async only
@@ -45,7 +44,7 @@ from coder_io_common.tls import VerifyTypes
 from coder_proto import (
     AgentOptions,
     CoderAgentError,  # async only
-    ToolCall,
+    ToolInvocation,
 )
 from coder_proto.adapter import (
     DEFAULT_MAX_STEPS,
@@ -85,7 +84,6 @@ from coder_proto.durable import (
     DEFAULT_TENANT,
     ArchiveWorkflowResult,
     CrashSafeTool,
-    DurableJob,
     DurableStepResult,
     StoreOp,
     SweepResult,
@@ -283,7 +281,7 @@ class _Effects:
             client = self._client
             with client.driver.locked() as now:
                 job = effect.job(client.selector, now, time.time(), store=self._apply)
-            return await client.driver.run(job, tools=functools.partial(self._run_tools, job))
+            return await client.driver.durable(job, invoke=self._invoke).result()
         if isinstance(effect, RunAgentTurn):
             return await self._turn(effect)
         if isinstance(effect, StartRenewal):
@@ -310,12 +308,9 @@ class _Effects:
     async def _apply(self, op: StoreOp) -> Any:
         return await _apply(self._runtime, self._store, op)
 
-    async def _run_tools(self, job: DurableJob, calls: tuple[ToolCall, ...]) -> list[ToolOutcome]:
-        plan = job.plan_tools(calls)
-        outcomes = list(plan.outcomes)
-        if plan.invocations:
-            outcomes += await invoke_all(self._runtime, plan.invocations)
-        return outcomes
+    async def _invoke(self, invocations: Sequence[ToolInvocation]) -> list[ToolOutcome]:
+        """The invocations of one of a durable job's tool pauses (``job.plan_tools``, D5)."""
+        return await invoke_all(self._runtime, invocations)
 
     async def _turn(self, effect: RunAgentTurn) -> TurnReport:
         step = self._step

@@ -38,7 +38,7 @@ from coder_proto import (
     GenerateResult,
     OutputPart,
     TextDelta,
-    ToolCall,
+    ToolInvocation,
     WorkspaceUpload,
 )
 from coder_proto.adapter import (
@@ -48,7 +48,6 @@ from coder_proto.adapter import (
     Call,
     PromptPlan,
     ToolOutcome,
-    Turn,
     WorkspaceWrite,
     prepare_prompt,
 )
@@ -114,15 +113,7 @@ class CoderAgent(AgentShell[CoderChatClient, "httpx.Client"], Closing):
 
     def reset_session(self) -> None:
         """Start a fresh chat on the next turn (H.1); a paused stream is closed."""
-        session = self._core.session
-
-        def reset(now: float) -> list[Any]:
-            recorder = self._driver.recorder
-            if recorder is not None:
-                recorder.session_call("reset_session", now)
-            return session.reset_session(now)
-
-        self._driver.perform(reset, session=session)
+        self._driver.reset(self._core)
 
     # -- turns -------------------------------------------------------------------------------
 
@@ -148,19 +139,13 @@ class CoderAgent(AgentShell[CoderChatClient, "httpx.Client"], Closing):
         seen = turn_observation(self._observer, self, streaming=False)
         try:
             with driver.calling():
-                plan = prepare_prompt(prompt, messages)
-                built = self._build(plan)
-                with driver.locked() as now:
-                    call = core.generate(built, now=now)
-                turn: Turn = call.turn
-                while True:
-                    result = driver.run(turn, session=core.session, tools=self._run_tools)
-                    with driver.locked() as now:
-                        step = call.advance(result, now=now)
-                    if isinstance(step, GenerateResult):
-                        seen.end(step)
-                        return step
-                    turn = step
+                built = self._build(prepare_prompt(prompt, messages))
+                core.end()  # the turn holds the agent from here on, its whole ladder included
+                result: GenerateResult = driver.turn(
+                    core, built, invoke=self._invoke
+                ).result()
+            seen.end(result)
+            return result
         except BaseException as exc:
             seen.end(error=exc)
             raise
@@ -171,14 +156,9 @@ class CoderAgent(AgentShell[CoderChatClient, "httpx.Client"], Closing):
         read_upload = self._runtime.read_upload
         return plan.build([read_upload(upload) for upload in plan.reads])
 
-    def _run_tools(self, calls: tuple[ToolCall, ...]) -> list[ToolOutcome]:
-        """One pause's client calls (D5): the core plans them, ``invoke_all`` runs them."""
-        with self._driver.locked():
-            plan = self._core.plan_tools(calls)
-        outcomes = list(plan.outcomes)
-        if plan.invocations:
-            outcomes += invoke_all(self._runtime, plan.invocations, self._observer)
-        return outcomes
+    def _invoke(self, invocations: Sequence[ToolInvocation]) -> list[ToolOutcome]:
+        """The invocations of one tool pause (the core planned it, D5)."""
+        return invoke_all(self._runtime, invocations, self._observer)
 
     # -- cleanup (H.3-H.5) -------------------------------------------------------------------
 
@@ -187,12 +167,7 @@ class CoderAgent(AgentShell[CoderChatClient, "httpx.Client"], Closing):
     def archive(self) -> ArchiveResult:
         """Archive the session's chat and every stranded one (H.4, D10), retrying 409s while
         the chat winds down, within ``settle_deadline``."""
-        session = self._core.session
-        driver = self._driver
-        with driver.calling():
-            with driver.locked() as now:
-                machine = session.archive(now=now)
-            return driver.run(machine, session=session)
+        return self._perform(self._calls.archive())
 
     def close(self, *, archive: bool = True) -> None:
         """Dispose of the agent (H.5): interrupt, then archive, bounded by ``settle_deadline``;
@@ -210,27 +185,19 @@ class CoderAgent(AgentShell[CoderChatClient, "httpx.Client"], Closing):
         if self._closed:
             return
         self._closed = True
-        session = self._core.session
         driver = self._driver
         try:
-            if archive and not driver.closed:
+            if not driver.closed:
                 # The dispose machine logs and collects its failures; it never raises.
                 with driver.calling():
-                    with driver.locked() as now:
-                        machine = session.dispose(now=now)
-                    driver.run(machine, session=session)
-            elif not driver.closed:
-                driver.perform(session.close_retained_stream, session=session)
+                    driver.close_agent(self._core, archive=archive).result()
         except Exception:
             self._runtime.logger.warning("agent disposal failed", exc_info=True)
         finally:
             if self._owns_client:
                 self._client.close()
             elif not driver.closed:
-                try:
-                    driver.wait_background(BACKGROUND_TASK_BOUND)
-                finally:
-                    driver.release_session(session)
+                driver.wait_background(BACKGROUND_TASK_BOUND)
 
     # -- plain operations (coder_proto.agent.AgentCalls) ---------------------------------------
 
@@ -322,14 +289,15 @@ class AgentStream:
         self._seen = turn_observation(agent._observer, agent, streaming=True)
         try:
             with driver.calling():
-                plan = prepare_prompt(self._prompt, self._messages)
-                built = agent._build(plan)
-                with driver.locked() as now:
-                    if self._segment:
-                        turn = core.segment(built, now=now)
-                    else:
-                        turn = core.stream(built, now=now, edit_message_id=self._edit_message_id)
-                self._run = driver.start(turn, session=core.session, tools=agent._run_tools)
+                built = agent._build(prepare_prompt(self._prompt, self._messages))
+                core.end()  # the turn holds the agent from here on
+                self._run = driver.turn(
+                    core,
+                    built,
+                    mode="segment" if self._segment else "stream",
+                    edit_message_id=self._edit_message_id,
+                    invoke=agent._invoke,
+                )
         except BaseException as exc:
             self._seen.end(error=exc)
             agent._end()
@@ -398,10 +366,7 @@ class AgentStream:
             run = self._live()
             for _part in run.parts():
                 pass
-            result = run.result()
-            agent = self._agent
-            with agent._driver.locked():
-                self._final = agent._core.stream_result(result)
+            self._final = run.result()
             self._seen.end(self._final)
         return self._final
 

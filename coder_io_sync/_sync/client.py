@@ -109,16 +109,13 @@ class CoderChatClient(ClientShell["httpx.Client"], Closing):
         self.driver.close()
 
     def _perform(self, call: Call[T]) -> T:
-        """Perform one operation: read its file (``runtime.read_upload``), build its machine
-        (under the driver's lock, where it has one: the prefix selector is shared with the
-        machines other threads run), then run it on the driver (in its session's scope, if
-        any)."""
+        """Perform one operation: read its file (``runtime.read_upload``), then run it on the
+        driver (in its session's scope, if any); the core builds its machine."""
         driver = self.driver
         with driver.calling():
             data = None if call.read is None else self._runtime.read_upload(call.read)
-            with driver.locked() as now:
-                machine = call.machine(now, data)
-            return call.finish(driver.run(machine, session=call.session))
+            result: T = driver.call(call, data=data).result()
+        return result
 
     # -- the operations (coder_proto.calls.ChatCalls) ------------------------------------------
 

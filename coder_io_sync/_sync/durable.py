@@ -31,7 +31,6 @@ is read and renewed while it runs. Archive at the end of the workflow only.
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import time
 import uuid
@@ -43,7 +42,7 @@ import httpx
 from coder_io_common.tls import VerifyTypes
 from coder_proto import (
     AgentOptions,
-    ToolCall,
+    ToolInvocation,
 )
 from coder_proto.adapter import (
     DEFAULT_MAX_STEPS,
@@ -83,7 +82,6 @@ from coder_proto.durable import (
     DEFAULT_TENANT,
     ArchiveWorkflowResult,
     CrashSafeTool,
-    DurableJob,
     DurableStepResult,
     StoreOp,
     SweepResult,
@@ -252,7 +250,7 @@ class _Effects:
             client = self._client
             with client.driver.locked() as now:
                 job = effect.job(client.selector, now, time.time(), store=self._apply)
-            return client.driver.run(job, tools=functools.partial(self._run_tools, job))
+            return client.driver.durable(job, invoke=self._invoke).result()
         if isinstance(effect, RunAgentTurn):
             return self._turn(effect)
         if isinstance(effect, StartRenewal):
@@ -279,12 +277,9 @@ class _Effects:
     def _apply(self, op: StoreOp) -> Any:
         return _apply(self._runtime, self._store, op)
 
-    def _run_tools(self, job: DurableJob, calls: tuple[ToolCall, ...]) -> list[ToolOutcome]:
-        plan = job.plan_tools(calls)
-        outcomes = list(plan.outcomes)
-        if plan.invocations:
-            outcomes += invoke_all(self._runtime, plan.invocations)
-        return outcomes
+    def _invoke(self, invocations: Sequence[ToolInvocation]) -> list[ToolOutcome]:
+        """The invocations of one of a durable job's tool pauses (``job.plan_tools``, D5)."""
+        return invoke_all(self._runtime, invocations)
 
     def _turn(self, effect: RunAgentTurn) -> TurnReport:
         step = self._step

@@ -48,14 +48,10 @@ class ChatWatch(WatchShell[WatchedClient], Closing):
     _run: Run[None] | None
 
     def _start(self) -> Run[None]:
-        client = self._client
-        driver = client.driver
-        with driver.locked() as now:
-            machine = self._feed.start(
-                client.selector, base_url=client.base_url, token=client.settings.token, now=now
-            )
-        if machine is not None:
-            self._run = driver.start(machine)
+        driver = self._client.driver
+        run = self._feed.start(lambda backoff: driver.watch(backoff=backoff))
+        if run is not None:
+            self._run = run
         assert self._run is not None
         return self._run
 

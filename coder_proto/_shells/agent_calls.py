@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from .._agent.agent_core import AgentCore
 from .._agent.prompt_plan import AttachedFile, prepare_attachment
-from .._agent.session_calls import InterruptResult
+from .._agent.session_calls import ArchiveResult, InterruptResult
 from .._rest.chat_extras import ChatDiff, ChatPrompt, EditedMessage
 from .._rest.routes import ChatCost
 from .._wire.chats import Chat, ChatModelConfig
@@ -52,6 +52,12 @@ class AgentCalls:
             machine=lambda now, _data: session.interrupt(now=now, wait=wait, timeout=timeout),
             session=session,
         )
+
+    def archive(self) -> Call[ArchiveResult]:
+        """Archive the session's chat and every stranded one (H.4, D10), retrying 409s while
+        the chat winds down, within ``settle_deadline``."""
+        session = self._core.session
+        return Call(machine=lambda now, _data: session.archive(now=now), session=session)
 
     def list_models(self) -> Call[tuple[ChatModelConfig, ...]]:
         """The organization's model configs (wire 8), to pick a ``model`` hint (the agent's

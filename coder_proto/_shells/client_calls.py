@@ -20,6 +20,7 @@ from typing import Any, Generic, TypeVar
 import attrs
 
 from .._agent.session import Session
+from .._agent.tool_calls import ToolPlan
 from .._jobs.operations import (
     ModelConfigsJob,
     OrganizationRestJob,
@@ -31,6 +32,7 @@ from .._jobs.operations import (
     rest_job,
 )
 from .._jobs.organization import UNKNOWN_ORGANIZATION
+from .._outputs import ToolCall
 from .._rest.chat_extras import ChatDiff, ChatFileDownloadUrl, ChatPrompt, EditedMessage
 from .._rest.http import HttpRequest
 from .._rest.prefix import PrefixSelector
@@ -68,12 +70,15 @@ class Call(Generic[T]):
     when it is set (the path or file object of an upload: blocking I/O), then runs
     ``machine(now, data)`` (``data`` is what it read, else ``None``) on its driver, with
     ``session`` when the machine shares that session's connections, and returns
-    ``finish(result)``."""
+    ``finish(result)``. A machine that pauses for client tools (a session's own turn) has
+    its pauses planned by ``tools`` (a ``ToolPlan`` per batch of calls; without it every
+    call gets an error result, D5)."""
 
     machine: Callable[[float, Any], Any]
     read: UploadPlan | None = None
     session: Session | None = None
     finish: Callable[[Any], T] = _identity
+    tools: Callable[[tuple[ToolCall, ...]], ToolPlan] | None = None
 
 
 def _unwrap_call(annotation: Any) -> Any:

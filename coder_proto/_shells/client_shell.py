@@ -90,6 +90,7 @@ class ClientShell(Generic[HttpClientT]):
             verify=verify,
             sink=self.sink,
             recorder=recorder,
+            selector=self.selector,
         )
         self._calls = ChatCalls(self.selector, self.settings.base_url)
         self._setup()

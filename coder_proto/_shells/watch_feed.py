@@ -19,7 +19,6 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from .._constants import V2_PREFIX
 from .._errors import CoderAgentError
-from .._rest.prefix import PrefixSelector
 from .._stream.watch import WatchBackoff, WatchMachine
 from .._wire.chats import ChatWatchEvent
 
@@ -27,12 +26,20 @@ __all__ = ["StandaloneWatch", "WatchFeed", "WatchShell", "standalone_watch"]
 
 W_co = TypeVar("W_co", covariant=True)
 W = TypeVar("W")
+R = TypeVar("R", bound="Subscription")
 ClientT = TypeVar("ClientT")
 
 
+class Subscription(Protocol):
+    """What an adapter's driver returns for a started watch: its run, with the machine."""
+
+    @property
+    def machine(self) -> Any: ...
+
+
 class WatchFeed:
-    """One subscription's consumer state. ``start`` creates the machine once (``None`` once
-    started); ``next_event`` hands out the events in arrival order."""
+    """One subscription's consumer state. ``start`` subscribes once (``None`` once started);
+    ``next_event`` hands out the events in arrival order."""
 
     def __init__(self, *, backoff: WatchBackoff | None = None) -> None:
         self.backoff = backoff
@@ -49,19 +56,18 @@ class WatchFeed:
         """Closed with nothing left to hand out: the iteration ends."""
         return self.closed and not self.buffer
 
-    def start(
-        self, selector: PrefixSelector, *, base_url: str, token: str | None, now: float
-    ) -> WatchMachine | None:
-        """Subscribe (the first time): the new machine, to be driven by the adapter. ``None``
-        when already subscribed; ``CoderAgentError`` when the watch was closed first."""
+    def start(self, subscribe: Callable[[WatchBackoff | None], R]) -> R | None:
+        """Subscribe (the first time): ``subscribe(backoff)`` starts the watch machine (an
+        adapter's ``driver.watch``, over ``Connection.start_watch``) and returns its run, whose
+        ``machine`` the feed reads. ``None`` when already subscribed; ``CoderAgentError``
+        when the watch was closed first."""
         if self.machine is not None:
             return None
         if self.closed:
             raise CoderAgentError("this chat watch is closed")
-        self.machine = WatchMachine(
-            selector, base_url=base_url, token=token, now=now, backoff=self.backoff
-        )
-        return self.machine
+        run = subscribe(self.backoff)
+        self.machine = run.machine
+        return run
 
     def next_event(self) -> ChatWatchEvent | None:
         """The next event, or ``None`` when there is none yet (wait for the machine to move,

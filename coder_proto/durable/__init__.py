@@ -9,9 +9,9 @@ errors, and the crash-safe tool helpers. The SQLite and PostgreSQL stores live i
 ``coder_io_common.stores``.
 
 On a loop of your own (``coder_proto.Connection``), a durable machine runs as a
-``DurableJob`` started with ``Connection.start_machine``; its store calls come out as
+``DurableJob`` started with ``Connection.start_durable``; its store calls come out as
 ``coder_proto.ApplyStore`` commands carrying a ``StoreOp`` to perform on the store
-(``StoreOp.apply``), answered with ``store_returned`` / ``store_raised``.
+(``StoreOp.apply``), answered with ``store_finished``.
 
 Everything in the package is pure: the store is reached through store-call actions (machines)
 and effects (programs), the server through ``SendRequest``, the clock through ``now``.

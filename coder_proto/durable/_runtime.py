@@ -10,10 +10,9 @@ performs each effect and sends its value back (an exception is thrown back in):
 * ``WallClock``: the wall clock; ``Sleep``: the runtime's sleep;
 * ``RunDurable``: build the durable job (``effect.job(selector, now, wall, store=...)``, the
   client's prefix selector, the monotonic and the wall clock, and the adapter's performer of
-  a ``StoreOp``) and run it on the client's driver like any other machine
-  (``coder_proto.Connection.start_machine``): its requests are the driver's, its store calls
-  ``ApplyStore`` commands, its tool runs the driver's, with ``job.plan_tools`` deciding which
-  functions to call;
+  a ``StoreOp``) and run it on the client's driver (``coder_proto.Connection.start_durable``):
+  its requests are the driver's, its store calls ``ApplyStore`` commands, its tool runs the
+  driver's, with ``job.plan_tools`` deciding which functions to call;
 * ``RunAgentTurn``: one agent turn (``DurableStep.turn_kwargs``, the early checkpoint of
   ``DurableStep.early_checkpoint``, ``turn_report``);
 * ``StartRenewal`` / ``StopRenewal``: start the lease's renewal timer, which runs

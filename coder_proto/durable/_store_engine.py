@@ -121,7 +121,7 @@ class DurableMachine(CoreMachine[T]):
 
 class DurableJob:
     """A durable machine as a job of the core's driving (``coder_proto.Connection``'s
-    ``start_machine``, or ``Drive.start``): its requests are ordinary requests (``StartHttp`` /
+    ``start_durable``, or ``Drive.start``): its requests are ordinary requests (``StartHttp`` /
     ``CancelHttp``), its tool runs ordinary tool runs, and its store calls ``ApplyStore``
     commands performed with ``store`` (the adapter's performer of a ``StoreOp``: a plain or a
     coroutine function; opaque here).
@@ -132,11 +132,10 @@ class DurableJob:
     the guard refuses, nothing of that batch is performed, the machine is cancelled with the
     guard's error, and that error is the job's result.
 
-    On ``coder_proto.Connection`` (``start_machine``): perform each ``ApplyStore`` with
-    ``call.runner`` (this ``store``) and answer ``store_returned`` / ``store_raised``; its
-    tool pauses come as ``InvokeTools`` with the raw calls: run what ``plan_tools(run.calls)``
-    plans and answer ``tools_answered`` with the plan's outcomes and the invocations'. The
-    task's result is the machine's."""
+    On ``coder_proto.Connection`` (``start_durable``): perform each ``ApplyStore`` with
+    ``call.runner`` (this ``store``) and answer ``store_finished``; its
+    tool pauses come as ``InvokeTools`` with the invocations ``plan_tools`` planned, each
+    answered with ``tool_finished``. The task's result is the machine's."""
 
     def __init__(
         self,

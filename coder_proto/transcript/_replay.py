@@ -309,7 +309,7 @@ class _Replayer:
             return False
         if self.foreground is not None and not self.foreground.done:
             return False
-        if self.connection.background_jobs:
+        if self.connection.stats.background_jobs:
             return False
         return all(task.done for _, task in self.side)
 
@@ -317,7 +317,7 @@ class _Replayer:
         task = self.foreground
         if task is not None and not task.done:
             self.divergences.append(why)
-            self.connection.cancel(task, None, now=self.now)
+            task.cancel(None, now=self.now)
             self._perform_commands()
             self._collect_turn(task, override=TranscriptError(why))
         # Whatever the machines would still do can no longer hear from the transcript.
@@ -393,7 +393,7 @@ class _Replayer:
         elif isinstance(record, Cancel):
             task = self.foreground
             if task is not None and not task.done:
-                self.connection.cancel(task, None, now=self.now)
+                task.cancel(None, now=self.now)
         else:
             assert isinstance(record, SessionCall)
             self._session_call(record)
@@ -416,7 +416,7 @@ class _Replayer:
         except CoderAgentError as exc:
             entry.update(result=None, error=exc, done=True)
             return
-        task = self.connection.start_machine(turn, session=self.session, now=self.now)
+        task = self.connection._start_machine(turn, session=self.session, now=self.now)
         entry["task"] = task
         self.foreground = task
 
@@ -440,7 +440,9 @@ class _Replayer:
         name = record.name
         try:
             if name == "reset_session":
-                self.connection.perform(session.reset_session(self.now), session=session, now=self.now)
+                self.connection._perform(
+                    session.reset_session(self.now), session=session, now=self.now
+                )
                 self.calls.append((name, None))
                 return
             machine: Any
@@ -455,7 +457,7 @@ class _Replayer:
             return
         # Calls are listed in the order they were made; the outcome is filled in when done.
         self.calls.append((name, None))
-        task = self.connection.start_machine(machine, session=session, now=self.now)
+        task = self.connection._start_machine(machine, session=session, now=self.now)
         self.side.append((len(self.calls) - 1, task))
 
     # -- commands ------------------------------------------------------------------------------
@@ -490,7 +492,9 @@ class _Replayer:
                 f"{request.method} {request.path} ({request.op}) at {self.now:.3f}s: {NOT_RECORDED}"
             )
             self._schedule(
-                self.now, call, lambda: connection.http_failed(call, NOT_RECORDED, now=self.now)
+                self.now,
+                call,
+                lambda: connection.http_finished(call, error=NOT_RECORDED, now=self.now),
             )
             return
         record = queue.popleft()
@@ -510,7 +514,7 @@ class _Replayer:
             self._schedule(
                 record.t,
                 call,
-                lambda: connection.http_response(
+                lambda: connection.http_finished(
                     call,
                     status=answer.status,
                     headers=answer.headers,
@@ -522,7 +526,7 @@ class _Replayer:
         elif record.error is not None:
             message = record.error
             self._schedule(
-                record.t, call, lambda: connection.http_failed(call, message, now=self.now)
+                record.t, call, lambda: connection.http_finished(call, error=message, now=self.now)
             )
         # A recorded cancellation: never answered (the machine cancels it again, or hangs).
 
@@ -532,9 +536,7 @@ class _Replayer:
         conn = _ServerConn(handle, records)
         self._conns[id(handle)] = conn
         if records is None:
-            self.divergences.append(
-                f"connection {conn.conn_id} at {self.now:.3f}s: {NOT_RECORDED}"
-            )
+            self.divergences.append(f"connection {conn.conn_id} at {self.now:.3f}s: {NOT_RECORDED}")
             self._schedule(self.now, None, lambda: self._conn_input(conn, "failed", NOT_RECORDED))
             return
         body = [r for r in records if not isinstance(r, WsOpenRecord)]
@@ -556,10 +558,10 @@ class _Replayer:
             connection.socket_data(handle, payload, now=self.now)
         elif kind == "lost":
             conn.ended = True
-            connection.socket_lost(handle, now=self.now)
+            connection.socket_closed(handle, now=self.now)
         else:
             conn.ended = True
-            connection.socket_failed(handle, payload, now=self.now)
+            connection.socket_closed(handle, payload, now=self.now)
 
     def _send(self, handle: Conn, data: bytes) -> None:
         conn = self._conns.get(id(handle))
@@ -648,7 +650,7 @@ class _Replayer:
             outcomes.append(outcome)
         due = record.t if record is not None else self.now
         connection = self.connection
-        self._schedule(due, None, lambda: connection.tools_answered(run, outcomes, now=self.now))
+        self._schedule(due, None, lambda: connection._tools_answered(run, outcomes, now=self.now))
 
     # -- the result ----------------------------------------------------------------------------
 

@@ -16,11 +16,10 @@ How the core is driven (read ``SelectorsLoop`` from ``run`` down):
    ``commands()`` hands out: ``OpenSocket`` / ``WriteSocket`` / ``CloseSocket`` on a
    non-blocking socket, ``StartHttp`` as an h11 exchange on a socket of its own,
    ``InvokeTools`` by calling each invocation's function inline, ``ApplyStore`` (only a
-   durable job started with ``start_machine`` asks for one) by calling its store inline;
+   durable job started with ``start_durable`` asks for one) by calling its store inline;
 2. every outcome goes back through the connection's input methods with
-   ``now = time.monotonic()``: ``socket_made`` / ``socket_data`` / ``socket_lost`` /
-   ``socket_failed``, ``http_headers`` / ``http_response`` / ``http_failed``,
-   ``tool_returned`` / ``tool_raised``, ``store_returned`` / ``store_raised``;
+   ``now = time.monotonic()``: ``socket_made`` / ``socket_data`` / ``socket_closed``,
+   ``http_headers`` / ``http_finished``, ``tool_finished``, ``store_finished``;
 3. ``next_deadline()`` is the ``select`` timeout; once it passes the loop calls ``tick``.
 
 The loop decides nothing: which machine hears a socket's bytes, which tool calls to run
@@ -36,7 +35,7 @@ production loop:
   TCP (and TLS) handshake per call.
 * Client tools run inline and block the loop while they run; sockets are read again when they
   return (the core keeps its state meanwhile). Run a slow tool in a worker thread and report
-  ``tool_returned`` when it finishes, waking ``select`` with a socket pair as done for signals.
+  ``tool_finished`` when it finishes, waking ``select`` with a socket pair as done for signals.
   Async tools are answered with an error.
 """
 
@@ -358,7 +357,7 @@ class HttpExchange:
             elif isinstance(event, h11.EndOfMessage) and self._response is not None:
                 response = self._response
                 self._close()
-                connection.http_response(
+                connection.http_finished(
                     self.call,
                     status=response.status_code,
                     headers=[
@@ -375,7 +374,7 @@ class HttpExchange:
         if self.finished:
             return
         self._close()
-        self._loop.connection.http_failed(self.call, message, now=_now())
+        self._loop.connection.http_finished(self.call, error=message, now=_now())
 
     def _close(self) -> None:
         self.finished = True
@@ -428,7 +427,7 @@ class SelectorsLoop:
                     raise KeyboardInterrupt
                 self._wait(None)
         except KeyboardInterrupt as exc:
-            self.connection.cancel(task, exc, now=_now())
+            task.cancel(exc, now=_now())
             self._pump()
             raise
 
@@ -439,7 +438,7 @@ class SelectorsLoop:
         self._interrupted = False
         while True:
             self._pump()
-            if not self.connection.background_jobs:
+            if not self.connection.stats.background_jobs:
                 return True
             if self._interrupted or _now() >= end:
                 return False
@@ -448,7 +447,7 @@ class SelectorsLoop:
     def close(self) -> None:
         """Shut the connection down (a paused stream is closed cleanly), close every socket
         and restore signal handling."""
-        self.connection.shutdown(now=_now())
+        self.connection.close(now=_now())
         self._pump()
         if self._wake_r is not None and self._wake_w is not None:
             signal.signal(signal.SIGINT, self._old_sigint)
@@ -546,9 +545,9 @@ class SelectorsLoop:
 
     def _ended(self, conn: Conn, error: str | None) -> None:
         if error is None:
-            self.connection.socket_lost(conn, now=_now())
+            self.connection.socket_closed(conn, now=_now())
         else:
-            self.connection.socket_failed(conn, error, now=_now())
+            self.connection.socket_closed(conn, error, now=_now())
 
     def _invoke(self, run: ToolRun, invocation: ToolInvocation) -> None:
         """Call one tool function inline; its value or exception goes back on the next pass
@@ -565,11 +564,9 @@ class SelectorsLoop:
                 error = exc
         if self.on_tool is not None:
             self.on_tool(invocation, value, error)
-        if error is None:
-            self.soon(lambda: connection.tool_returned(run, invocation, value, now=_now()))
-        else:
-            failure = error
-            self.soon(lambda: connection.tool_raised(run, invocation, failure, now=_now()))
+        self.soon(
+            lambda: connection.tool_finished(run, invocation, value=value, error=error, now=_now())
+        )
 
     def _apply_store(self, call: StoreRequest) -> None:
         """Perform a durable job's store call inline (a blocking ``DurableStore``, such as
@@ -580,9 +577,9 @@ class SelectorsLoop:
             value = call.runner(call.op)
         except Exception as exc:
             failure = exc
-            self.soon(lambda: connection.store_raised(call, failure, now=_now()))
+            self.soon(lambda: connection.store_finished(call, error=failure, now=_now()))
         else:
-            self.soon(lambda: connection.store_returned(call, value, now=_now()))
+            self.soon(lambda: connection.store_finished(call, value=value, now=_now()))
 
     def _on_sigint(self, signum: int, frame: Any) -> None:
         self._interrupted = True

@@ -1,7 +1,7 @@
 """A durable machine as an ordinary task of the core's ``Connection`` (docs/durable-workflows.md;
-D5, D22, D27): its store calls come as ``ApplyStore`` and are answered with ``store_returned`` /
-``store_raised``, its requests as ``StartHttp`` / ``CancelHttp``, its tool runs as the
-``InvokeTools`` of any ``start_machine`` task; a lease's guard stops it before a side effect.
+D5, D22, D27; ``start_durable``): its store calls come as ``ApplyStore`` and are answered with
+``store_returned`` / ``store_raised``, its requests as ``StartHttp`` / ``CancelHttp``, its tool
+runs as ``InvokeTools`` planned like a turn's; a lease's guard stops it before a side effect.
 Also the calls' effect programs every adapter runs: the lease around the work, its renewal, the
 guard, the archive and sweep calls, and a whole call run by an embedder's loop of its own on
 a ``Connection`` against the in-core fake. Pure (no sockets, no clock: the tests feed
@@ -112,26 +112,24 @@ def test_a_durable_job_is_an_ordinary_connection_task() -> None:
     conn = Connection(base_url=BASE, token="secret-token-1234")
     job = DurableJob(Probe(), store=performer, tools={"lookup": lookup})
     assert "Probe" in repr(job) and job.chat_id == "c1"
-    task = conn.start_machine(job, now=0.0)
+    task = conn.start_durable(job, now=0.0)
     read = only(conn.commands(), ApplyStore)
     assert read.op == StoreOp("get_checkpoint", ("t", "w")) and read.call.runner is performer
     assert read.call_id == read.call.call_id and "get_checkpoint" in repr(read.call)
-    conn.store_returned(read.call, None, now=0.1)
+    conn.store_finished(read.call, value=None, now=0.1)
     write = only(conn.commands(), ApplyStore)
     assert write.op.method == "add_stranded"
-    conn.store_returned(write.call, None, now=0.1)
-    conn.store_returned(write.call, None, now=0.1)  # a second answer is ignored
+    conn.store_finished(write.call, value=None, now=0.1)
+    conn.store_finished(write.call, value=None, now=0.1)  # a second answer is ignored
     run = only(conn.commands(), InvokeTools).run
-    assert run.calls == (CALL,) and run.invocations == ()
     # The tool-call policy of the job decides what to call (D5).
-    plan = job.plan_tools(run.calls)
-    assert [i.tool.name for i in plan.invocations] == ["lookup"]
-    conn.tools_answered(run, [plan.invocations[0].succeeded("Oslo")], now=0.2)
+    assert run.calls == (CALL,) and [i.tool.name for i in run.invocations] == ["lookup"]
+    conn.tool_finished(run, run.invocations[0], value="Oslo", now=0.2)
     request = only(conn.commands(), StartHttp).call
     assert request.url == f"{BASE}{V2}/c1"
     assert ("Coder-Session-Token", "secret-token-1234") in request.headers
     body = json.dumps(chat_stub("c1")).encode()
-    conn.http_response(request, status=200, headers=(), body=body, now=0.3)
+    conn.http_finished(request, status=200, headers=(), body=body, now=0.3)
     assert not task.done and conn.next_deadline() == pytest.approx(1.3)
     conn.tick(now=1.3)
     assert any(isinstance(c, TaskMoved) for c in conn.commands())
@@ -142,10 +140,10 @@ def test_a_durable_job_is_an_ordinary_connection_task() -> None:
 
 def test_a_store_failure_is_the_durable_tasks_error() -> None:
     conn = Connection(base_url=BASE)
-    task = conn.start_machine(DurableJob(Probe(), store=performer), now=0.0)
+    task = conn.start_durable(DurableJob(Probe(), store=performer), now=0.0)
     read = only(conn.commands(), ApplyStore)
-    conn.store_raised(read.call, OSError("disk full"), now=0.1)
-    conn.store_raised(read.call, OSError("again"), now=0.1)  # ignored
+    conn.store_finished(read.call, error=OSError("disk full"), now=0.1)
+    conn.store_finished(read.call, error=OSError("again"), now=0.1)  # ignored
     assert task.done
     with pytest.raises(DurableStoreError, match="disk full"):
         task.result()
@@ -153,7 +151,7 @@ def test_a_store_failure_is_the_durable_tasks_error() -> None:
 
 def test_a_machine_without_a_store_fails_its_first_store_call() -> None:
     conn = Connection(base_url=BASE)
-    task = conn.start_machine(DurableJob(Probe()), now=0.0)
+    task = conn.start_durable(DurableJob(Probe()), now=0.0)
     assert not any(isinstance(c, ApplyStore) for c in conn.commands())
     with pytest.raises(DurableStoreError, match="without a durable store"):
         task.result()
@@ -161,11 +159,11 @@ def test_a_machine_without_a_store_fails_its_first_store_call() -> None:
 
 def test_a_cancelled_durable_task_cancels_its_request_and_ignores_a_late_store_answer_d22() -> None:
     conn = Connection(base_url=BASE)
-    task = conn.start_machine(DurableJob(Probe(), store=performer), now=0.0)
+    task = conn.start_durable(DurableJob(Probe(), store=performer), now=0.0)
     read = only(conn.commands(), ApplyStore)
-    conn.cancel(task, KeyboardInterrupt(), now=0.1)
+    task.cancel(KeyboardInterrupt(), now=0.1)
     assert task.done and read.call.finished
-    conn.store_returned(read.call, None, now=0.2)
+    conn.store_finished(read.call, value=None, now=0.2)
     with pytest.raises(CoderAgentError, match="cancelled"):
         task.result()
     # In flight: the request is cancelled like any other.
@@ -188,9 +186,9 @@ def test_a_guard_that_refuses_stops_the_job_before_the_side_effect_d27() -> None
             raise WorkflowLeaseLostError(tenant="t", workflow_id="w")
 
     conn = Connection(base_url=BASE)
-    task = conn.start_machine(DurableJob(Probe(), store=performer, guard=guard), now=0.0)
+    task = conn.start_durable(DurableJob(Probe(), store=performer, guard=guard), now=0.0)
     read = only(conn.commands(), ApplyStore)  # a read passes
-    conn.store_returned(read.call, None, now=0.1)
+    conn.store_finished(read.call, value=None, now=0.1)
     assert not any(isinstance(c, ApplyStore) for c in conn.commands())  # the write does not
     assert task.done and len(refused) == 1
     with pytest.raises(WorkflowLeaseLostError):
@@ -529,8 +527,8 @@ class HandLoop:
         if isinstance(effect, StartRenewal | StopRenewal):
             return None  # the call ends long before the lease's first renewal is due
         assert isinstance(effect, RunDurable), effect
-        job = effect.job(self.conn.selector, world.now, world.wall, store=self.perform_store)
-        return self.drive(self.conn.start_machine(job, now=world.now))
+        job = effect.job(self.conn.calls.selector, world.now, world.wall, store=self.perform_store)
+        return self.drive(self.conn.start_durable(job, now=world.now))
 
     def drive(self, task: Task) -> Any:
         conn, world = self.conn, self.world
@@ -542,9 +540,9 @@ class HandLoop:
                     try:
                         value = call.runner(command.op)
                     except Exception as exc:
-                        conn.store_raised(call, exc, now=world.now)
+                        conn.store_finished(call, error=exc, now=world.now)
                     else:
-                        conn.store_returned(call, value, now=world.now)
+                        conn.store_finished(call, value=value, now=world.now)
                 elif isinstance(command, StartHttp):
                     request = command.call
                     path = request.url.removeprefix(BASE)
@@ -552,7 +550,7 @@ class HandLoop:
                     answer = world.model.handle_http(
                         request.method, path, request.headers, request.body or b"", world.now
                     )
-                    conn.http_response(
+                    conn.http_finished(
                         request,
                         status=answer.status,
                         headers=answer.headers,
@@ -612,12 +610,12 @@ def test_a_whole_durable_call_runs_on_a_connection_driven_by_hand_d27() -> None:
     assert loop.requests == [
         (method, f"{V2}/{target}") for target in (stranded, chat) for method in ("GET", "PATCH")
     ]
-    assert loop.conn.commands() == [] and loop.conn.open_connections == 0
+    assert loop.conn.commands() == [] and loop.conn.stats.open_connections == 0
 
 
 def test_the_custom_loop_template_performs_a_durable_jobs_store_calls() -> None:
     """``SelectorsLoop`` of ``examples/custom_loop/selectors_loop.py`` runs an
-    ``ArchiveWorkflow`` job started with ``start_machine``: its ``ApplyStore`` commands
+    ``ArchiveWorkflow`` job started with ``start_durable``: its ``ApplyStore`` commands
     performed inline on the store, its requests over loopback to the fake server."""
     path = pathlib.Path(__file__).resolve().parents[2] / "examples/custom_loop/selectors_loop.py"
     spec = importlib.util.spec_from_file_location("custom_loop_template", path)
@@ -639,10 +637,10 @@ def test_the_custom_loop_template_performs_a_durable_jobs_store_calls() -> None:
             chat = loop.run(conn.start_call(create, now=time.monotonic())).id
             store.put_checkpoint("t", "wf", Checkpoint(chat_id=chat))
             machine = ArchiveWorkflow(
-                conn.selector, tenant="t", workflow_id="wf", now=time.monotonic()
+                conn.calls.selector, tenant="t", workflow_id="wf", now=time.monotonic()
             )
             job = DurableJob(machine, store=perform)
-            result = loop.run(conn.start_machine(job, now=time.monotonic()))
+            result = loop.run(conn.start_durable(job, now=time.monotonic()))
         finally:
             loop.close()
         assert result.archived and result.archived_chat_ids == (chat,)

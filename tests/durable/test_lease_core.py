@@ -209,7 +209,7 @@ def test_a_durable_job_stops_before_a_side_effect_once_the_guard_refuses() -> No
     machine = ArchiveWorkflow(world.selector, tenant=T, workflow_id=WF, now=world.now)
     conn = Connection(base_url="https://coder.example")
     job = DurableJob(machine, store=world.store, guard=mine.guard)
-    task = conn.start_machine(job, now=world.now)
+    task = conn.start_durable(job, now=world.now)
 
     def work() -> list[Any]:
         return [c for c in conn.commands() if not isinstance(c, TaskMoved)]
@@ -217,11 +217,11 @@ def test_a_durable_job_stops_before_a_side_effect_once_the_guard_refuses() -> No
     (read,) = work()
     assert isinstance(read, ApplyStore) and read.op.method == "get_checkpoint"
     mine.renewed(False, 1_001.0)
-    conn.store_returned(read.call, read.op.apply(read.call.runner), now=world.now)
+    conn.store_finished(read.call, value=read.op.apply(read.call.runner), now=world.now)
     # The stranded-chat listing is a read: still allowed.
     (listing,) = work()
     assert isinstance(listing, ApplyStore) and listing.op.method == "stranded_chats"
-    conn.store_returned(listing.call, (), now=world.now)
+    conn.store_finished(listing.call, value=(), now=world.now)
     # The probe of the chat is a request: refused, never sent.
     assert not any(isinstance(c, StartHttp | CancelHttp | ApplyStore) for c in work())
     assert task.done and job.refused is not None

@@ -37,6 +37,7 @@ from coder_proto._stream.watch import WatchBackoff, WatchMachine
 from coder_proto._transport_events import TransportEventSink
 from coder_proto._wire.chats import DynamicTool
 from coder_proto.fake import CallClientTool, Say, Script, Wait
+from tests.machine_call import AgentOf, calls_of, machine_call
 
 WEATHER = DynamicTool(
     name="get_weather",
@@ -47,6 +48,25 @@ TOOL_SCRIPT = Script(
     [CallClientTool(name="get_weather", args={"city": "Paris"}), Say("It is {tool_result}.")]
 )
 SLOW_SCRIPT = Script([Say("partial "), Wait(30.0), Say("rest")])
+
+
+def start_on(driver: Driver, machine: Any, *, session: Any = None, tools: Any = None) -> Any:
+    """``machine`` started on ``driver`` as a call (``tests.machine_call``); ``tools`` (a
+    runner of the model's calls) decides the outcomes of its tool pauses."""
+    invoke = None
+    if tools is not None:
+
+        async def invoke(invocations: Any) -> Any:
+            return await tools(calls_of(invocations))
+
+    return driver.call(
+        machine_call(machine, session=session, tools=tools is not None), invoke=invoke
+    )
+
+
+async def run_on(driver: Driver, machine: Any, **kwargs: Any) -> Any:
+    """``start_on``, then the result."""
+    return await start_on(driver, machine, **kwargs).result()
 
 
 def arun(fn: Callable[..., Awaitable[None]]) -> Callable[..., None]:
@@ -122,8 +142,10 @@ async def test_rest_sends_the_token_and_reports_http_events_d24(server: FakeCode
     driver = Driver(base_url=server.url, token=server.token, sink=rec.sink)
     selector = PrefixSelector()
     before = time.time()
-    assert await driver.run(RestJob(selector, build_list_chats(), parse_list_chats, now=0.0)) == ()
-    await driver.run(rest_job(selector, "list_chats", now=time.monotonic()))
+    assert (
+        await run_on(driver, RestJob(selector, build_list_chats(), parse_list_chats, now=0.0)) == ()
+    )
+    await run_on(driver, rest_job(selector, "list_chats", now=time.monotonic()))
     await driver.aclose()
     request, response, request2, response2 = rec.events
     assert (request.type, request.id, request.op, request.method, request.path) == (
@@ -165,7 +187,7 @@ async def test_a_user_client_keeps_its_headers_and_stays_open(server: FakeCoderS
 
     user = httpx.AsyncClient(headers={"X-Trace": "abc"}, event_hooks={"request": [record]})
     driver = Driver(base_url=server.url, token=server.token, http_client=user)
-    await driver.run(rest_job(PrefixSelector(), "list_chats", now=time.monotonic()))
+    await run_on(driver, rest_job(PrefixSelector(), "list_chats", now=time.monotonic()))
     await driver.aclose()
     assert not user.is_closed
     (sent,) = seen
@@ -184,7 +206,7 @@ async def test_a_user_client_timeout_surfaces_as_a_network_error_d23(
     user = httpx.AsyncClient(timeout=0.05)
     driver = Driver(base_url=server.url, token=server.token, http_client=user, sink=rec.sink)
     with pytest.raises(CoderNetworkError) as info:
-        await driver.run(rest_job(PrefixSelector(), "list_chats", now=time.monotonic()))
+        await run_on(driver, rest_job(PrefixSelector(), "list_chats", now=time.monotonic()))
     assert info.value.retryable and "ReadTimeout" in str(info.value)
     assert rec.types() == ["http:request", "http:error"]
     assert "ReadTimeout" in rec.events[1].message
@@ -201,7 +223,7 @@ async def test_a_refused_connection_is_a_network_error_without_the_token() -> No
     token = "very-secret-token-value"
     driver = Driver(base_url=f"http://127.0.0.1:{port}", token=token, sink=rec.sink)
     with pytest.raises(CoderNetworkError) as info:
-        await driver.run(rest_job(PrefixSelector(), "get_chat", "c1", now=time.monotonic()))
+        await run_on(driver, rest_job(PrefixSelector(), "get_chat", "c1", now=time.monotonic()))
     await driver.aclose()
     assert info.value.path == "/api/v2/chats/c1"
     assert rec.types() == ["http:request", "http:error"]
@@ -219,7 +241,7 @@ async def test_an_async_transport_event_callback_is_scheduled_and_its_errors_swa
         raise RuntimeError("handler bug")
 
     driver = Driver(base_url=server.url, token=server.token, sink=transport_sink(callback))
-    await driver.run(rest_job(PrefixSelector(), "list_chats", now=time.monotonic()))
+    await run_on(driver, rest_job(PrefixSelector(), "list_chats", now=time.monotonic()))
     await settle_tasks()
     await driver.aclose()
     assert got == ["http:request", "http:response"]
@@ -238,7 +260,7 @@ async def test_a_caller_deadline_on_a_stuck_request_is_builtin_timeout_error_d22
     driver = Driver(base_url=server.url, token=server.token, sink=rec.sink)
     with pytest.raises(TimeoutError):
         async with asyncio.timeout(0.2):
-            await driver.run(rest_job(PrefixSelector(), "list_chats", now=time.monotonic()))
+            await run_on(driver, rest_job(PrefixSelector(), "list_chats", now=time.monotonic()))
     await settle_tasks()
     assert rec.types() == ["http:request", "http:error"]
     assert rec.events[1].message == "request cancelled"
@@ -252,7 +274,7 @@ async def test_task_cancellation_propagates_unwrapped_d22(server: FakeCoderServe
     server.faults.delay_requests("get_chat", 1.0)
     driver = Driver(base_url=server.url, token=server.token)
     task = asyncio.create_task(
-        driver.run(rest_job(PrefixSelector(), "get_chat", "c", now=time.monotonic()))
+        run_on(driver, rest_job(PrefixSelector(), "get_chat", "c", now=time.monotonic()))
     )
     await asyncio.sleep(0.1)
     task.cancel()
@@ -272,7 +294,7 @@ async def test_cancelling_a_stuck_stream_interrupts_in_the_background_and_leaks_
     selector = PrefixSelector()
     session = session_for(server, selector)
     turn = session.stream("slow please", now=time.monotonic())
-    run = driver.start(turn, session=session)
+    run = start_on(driver, turn, session=session)
     texts: list[str] = []
     with pytest.raises(TimeoutError):
         async with asyncio.timeout(1.0):
@@ -300,7 +322,9 @@ async def test_re_raising_cancellation_never_waits_for_the_background_interrupt_
     started = time.monotonic()
     with pytest.raises(TimeoutError):
         async with asyncio.timeout(0.5):
-            await driver.run(session.generate("slow please", now=time.monotonic()), session=session)
+            await run_on(
+                driver, session.generate("slow please", now=time.monotonic()), session=session
+            )
     assert time.monotonic() - started < 5.0
     assert driver.background_jobs == 1
     assert not await driver.wait_background(0.05)
@@ -328,7 +352,7 @@ async def test_cancelling_during_a_tool_run_cancels_the_tool_and_stops_the_chat_
     turn = session.generate("weather?", now=time.monotonic())
     with pytest.raises(TimeoutError):
         async with asyncio.timeout(0.5):
-            await driver.run(turn, session=session, tools=slow_tool)
+            await run_on(driver, turn, session=session, tools=slow_tool)
     await settle_tasks()
     assert tool_cancelled.is_set()
     assert driver.open_connections == 0  # the paused stream closed with the turn
@@ -349,7 +373,8 @@ async def test_a_client_tool_turn_runs_on_one_socket(server: FakeCoderServer) ->
     rec = Recorder()
     driver = Driver(base_url=server.url, token=server.token, sink=rec.sink)
     session = session_for(server, PrefixSelector(), rec.sink)
-    result = await driver.run(
+    result = await run_on(
+        driver,
         session.generate("weather in Paris?", now=time.monotonic()),
         session=session,
         tools=weather_tool,
@@ -373,8 +398,11 @@ async def test_a_tool_runner_that_raises_still_answers_every_call_d5(
     driver = Driver(base_url=server.url, token=server.token)
     session = session_for(server, PrefixSelector())
     with caplog.at_level("WARNING", logger="coder_io_asyncio"):
-        result = await driver.run(
-            session.generate("weather?", now=time.monotonic()), session=session, tools=broken
+        result = await run_on(
+            driver,
+            session.generate("weather?", now=time.monotonic()),
+            session=session,
+            tools=broken,
         )
     (step_with_tool, _final) = result.steps
     (tool_result,) = step_with_tool.tool_results
@@ -389,7 +417,9 @@ async def test_a_turn_run_without_a_tool_runner_gets_an_error_result_per_call_d5
 ) -> None:
     driver = Driver(base_url=server.url, token=server.token)
     session = session_for(server, PrefixSelector())
-    result = await driver.run(session.generate("weather?", now=time.monotonic()), session=session)
+    result = await run_on(
+        driver, session.generate("weather?", now=time.monotonic()), session=session
+    )
     (step_with_tool, _final) = result.steps
     (tool_result,) = step_with_tool.tool_results
     assert tool_result.is_error is True
@@ -405,15 +435,15 @@ async def test_the_session_keeps_reading_a_paused_stream_between_turns_h6() -> N
         server.config.scripts.add("weather", TOOL_SCRIPT)
         driver = Driver(base_url=server.url, token=server.token)
         session = session_for(server, PrefixSelector())
-        paused = await driver.run(
-            session.segment("weather?", now=time.monotonic()), session=session
+        paused = await run_on(
+            driver, session.segment("weather?", now=time.monotonic()), session=session
         )
         assert paused.finish_reason == "tool-calls"
         assert session.retained_stream is not None
         await asyncio.sleep(0.8)
         assert server.counters.stream_dials[session.chat_id] == 1
         assert server.counters.open_streams == 1
-        driver.perform(session.reset_session(time.monotonic()), session=session)
+        driver.reset(AgentOf(session))
         await wait_for(lambda: server.counters.open_streams == 0)
         await driver.aclose()
         await wait_for(lambda: server.open_connections == 0)
@@ -423,13 +453,13 @@ async def test_the_session_keeps_reading_a_paused_stream_between_turns_h6() -> N
 async def test_closing_the_driver_closes_a_paused_stream(server: FakeCoderServer) -> None:
     driver = Driver(base_url=server.url, token=server.token)
     session = session_for(server, PrefixSelector())
-    await driver.run(session.segment("weather?", now=time.monotonic()), session=session)
+    await run_on(driver, session.segment("weather?", now=time.monotonic()), session=session)
     assert driver.open_connections == 1
     await driver.aclose()
     assert driver.open_connections == 0
     await wait_for(lambda: server.open_connections == 0)
     with pytest.raises(CoderAgentError, match="closed"):
-        driver.start(rest_job(PrefixSelector(), "list_chats", now=time.monotonic()))
+        start_on(driver, rest_job(PrefixSelector(), "list_chats", now=time.monotonic()))
 
 
 # -- TLS (wire 1.1; D12) --------------------------------------------------------------------------
@@ -533,7 +563,8 @@ async def test_tls_with_a_ca_bundle_runs_rest_and_the_stream_socket(
             ),
             selector=PrefixSelector(),
         )
-        result = await driver.run(
+        result = await run_on(
+            driver,
             session.generate("weather in Paris?", now=time.monotonic()),
             session=session,
             tools=weather_tool,
@@ -552,7 +583,7 @@ async def test_tls_verification_is_on_by_default(
     async with TlsProxy(server, cert, key) as proxy:
         driver = Driver(base_url=proxy.url, token=server.token)
         with pytest.raises(CoderNetworkError, match="CERTIFICATE_VERIFY_FAILED"):
-            await driver.run(rest_job(PrefixSelector(), "list_chats", now=time.monotonic()))
+            await run_on(driver, rest_job(PrefixSelector(), "list_chats", now=time.monotonic()))
         # The stream socket verifies too: the watch never gets past the TLS handshake.
         watch = WatchMachine(
             PrefixSelector("/api/v2/chats"),
@@ -561,7 +592,7 @@ async def test_tls_verification_is_on_by_default(
             now=time.monotonic(),
             backoff=WatchBackoff(initial=0.01, cap=0.02),
         )
-        run = driver.start(watch)
+        run = start_on(driver, watch)
         await wait_for(lambda: watch.attempt >= 3)
         run.cancel()
         assert server.counters.watch_dials == 0 and proxy.handshakes == 0
@@ -577,7 +608,7 @@ async def test_tls_without_verification_and_with_a_context(
         context = ssl.create_default_context(cafile=str(cert))
         for verify in (False, context):
             driver = Driver(base_url=proxy.url, token=server.token, verify=verify)
-            assert await driver.run(rest_job(PrefixSelector(), "list_chats", now=0.0)) == ()
+            assert await run_on(driver, rest_job(PrefixSelector(), "list_chats", now=0.0)) == ()
             await driver.aclose()
 
 
@@ -639,7 +670,7 @@ async def test_an_owned_client_keeps_at_most_its_pool_size_in_flight(
     monkeypatch.setattr(module, "HTTP_CONCURRENCY", 3)
     async with HoldingServer() as held:
         driver = Driver(base_url=held.url, token="t")
-        runs = [driver.start(list_job()) for _ in range(8)]
+        runs = [start_on(driver, list_job()) for _ in range(8)]
         await wait_for(lambda: held.in_flight == 3)
         await asyncio.sleep(0.05)
         assert (held.in_flight, held.total) == (3, 3)
@@ -660,7 +691,7 @@ async def test_a_user_client_is_not_throttled_by_the_driver_d23(
     monkeypatch.setattr(module, "HTTP_CONCURRENCY", 3)
     async with HoldingServer() as held, httpx.AsyncClient() as client:
         driver = Driver(base_url=held.url, token="t", http_client=client)
-        runs = [driver.start(list_job()) for _ in range(8)]
+        runs = [start_on(driver, list_job()) for _ in range(8)]
         await wait_for(lambda: held.in_flight == 8)
         held.release.set()
         assert [await r.result() for r in runs] == [()] * 8

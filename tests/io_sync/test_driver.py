@@ -42,6 +42,7 @@ from coder_proto._rest.routes import build_list_chats, parse_list_chats
 from coder_proto._stream.watch import WatchMachine
 from coder_proto._transport_events import TransportEventSink
 from coder_proto.fake import CallClientTool, Say, Script, Wait
+from tests.machine_call import AgentOf, calls_of, machine_call
 
 WEATHER = DynamicTool(
     name="get_weather",
@@ -52,6 +53,20 @@ TOOL_SCRIPT = Script(
     [CallClientTool(name="get_weather", args={"city": "Paris"}), Say("It is {tool_result}.")]
 )
 SLOW_SCRIPT = Script([Say("partial "), Wait(30.0), Say("rest")])
+
+
+def start_on(driver: Driver, machine: Any, *, session: Any = None, tools: Any = None) -> Any:
+    """``machine`` started on ``driver`` as a call (``tests.machine_call``); ``tools`` (a
+    runner of the model's calls) decides the outcomes of its tool pauses."""
+    invoke = None if tools is None else (lambda invocations: tools(calls_of(invocations)))
+    return driver.call(
+        machine_call(machine, session=session, tools=tools is not None), invoke=invoke
+    )
+
+
+def run_on(driver: Driver, machine: Any, *, deadline: Any = None, **kwargs: Any) -> Any:
+    """``start_on``, then the result (by ``deadline``)."""
+    return start_on(driver, machine, **kwargs).result(deadline)
 
 
 @pytest.fixture
@@ -123,8 +138,8 @@ def test_rest_sends_the_token_and_reports_http_events_d24(server: FakeCoderServe
     driver = Driver(base_url=server.url, token=server.token, sink=rec.sink)
     selector = PrefixSelector()
     before = time.time()
-    assert driver.run(RestJob(selector, build_list_chats(), parse_list_chats, now=0.0)) == ()
-    driver.run(rest_job(selector, "list_chats", now=time.monotonic()))
+    assert run_on(driver, RestJob(selector, build_list_chats(), parse_list_chats, now=0.0)) == ()
+    run_on(driver, rest_job(selector, "list_chats", now=time.monotonic()))
     driver.close()
     request, response, request2, response2 = rec.events
     assert (request.type, request.id, request.op, request.method, request.path) == (
@@ -161,7 +176,7 @@ def test_a_user_client_keeps_its_headers_and_stays_open(server: FakeCoderServer)
     seen: list[httpx.Request] = []
     user = httpx.Client(headers={"X-Trace": "abc"}, event_hooks={"request": [seen.append]})
     driver = Driver(base_url=server.url, token=server.token, http_client=user)
-    driver.run(rest_job(PrefixSelector(), "list_chats", now=time.monotonic()))
+    run_on(driver, rest_job(PrefixSelector(), "list_chats", now=time.monotonic()))
     driver.close()
     assert not user.is_closed
     (sent,) = seen
@@ -182,7 +197,7 @@ def test_a_user_client_timeout_surfaces_as_a_network_error_d23(server: FakeCoder
     user = httpx.Client(timeout=0.05)
     driver = Driver(base_url=server.url, token=server.token, http_client=user, sink=rec.sink)
     with pytest.raises(CoderNetworkError) as info:
-        driver.run(rest_job(PrefixSelector(), "list_chats", now=time.monotonic()))
+        run_on(driver, rest_job(PrefixSelector(), "list_chats", now=time.monotonic()))
     assert info.value.retryable and "ReadTimeout" in str(info.value)
     assert rec.types() == ["http:request", "http:error"]
     assert "ReadTimeout" in rec.events[1].message
@@ -198,7 +213,7 @@ def test_a_refused_connection_is_a_network_error_without_the_token() -> None:
     token = "very-secret-token-value"
     driver = Driver(base_url=f"http://127.0.0.1:{port}", token=token, sink=rec.sink)
     with pytest.raises(CoderNetworkError) as info:
-        driver.run(rest_job(PrefixSelector(), "get_chat", "c1", now=time.monotonic()))
+        run_on(driver, rest_job(PrefixSelector(), "get_chat", "c1", now=time.monotonic()))
     driver.close()
     assert info.value.path == "/api/v2/chats/c1"
     assert rec.types() == ["http:request", "http:error"]
@@ -224,7 +239,7 @@ def test_a_raising_transport_event_callback_is_swallowed(server: FakeCoderServer
         raise RuntimeError("handler bug")
 
     driver = Driver(base_url=server.url, token=server.token, sink=transport_sink(callback))
-    driver.run(rest_job(PrefixSelector(), "list_chats", now=time.monotonic()))
+    run_on(driver, rest_job(PrefixSelector(), "list_chats", now=time.monotonic()))
     driver.close()
     assert got == ["http:request", "http:response"]
 
@@ -254,7 +269,8 @@ def test_a_caller_deadline_on_a_stuck_request_is_builtin_timeout_error_d22(
     driver = Driver(base_url=server.url, token=server.token, sink=rec.sink)
     started = time.monotonic()
     with pytest.raises(TimeoutError):
-        driver.run(
+        run_on(
+            driver,
             rest_job(PrefixSelector(), "list_chats", now=time.monotonic()),
             deadline=Deadline(0.2),
         )
@@ -273,7 +289,7 @@ def test_cancelling_a_stuck_stream_interrupts_in_the_background_and_leaks_nothin
     session = session_for(server, selector)
     with driver.locked() as now:
         turn = session.stream("slow please", now=now)
-    run = driver.start(turn, session=session)
+    run = start_on(driver, turn, session=session)
     texts: list[str] = []
     with pytest.raises(TimeoutError):
         for part in run.parts(Deadline(1.0)):
@@ -298,7 +314,7 @@ def test_re_raising_never_waits_for_the_background_interrupt_d22(
         turn = session.generate("slow please", now=now)
     started = time.monotonic()
     with pytest.raises(TimeoutError):
-        driver.run(turn, session=session, deadline=Deadline(0.5))
+        run_on(driver, turn, session=session, deadline=Deadline(0.5))
     assert time.monotonic() - started < 1.5
     assert driver.background_jobs == 1
     wait_for(lambda: driver.worker_alive)
@@ -323,7 +339,7 @@ def test_a_request_is_cut_when_its_machine_abandons_it(server: FakeCoderServer) 
         )
     started = time.monotonic()
     with pytest.raises(TimeoutError, match="did not finish in time"):
-        driver.run(machine)
+        run_on(driver, machine)
     assert time.monotonic() - started < 1.5
     driver.close()
     wait_for(lambda: server.open_connections == 0)
@@ -373,7 +389,7 @@ def test_a_relayed_request_is_bounded_by_the_http_timeout_alone(
     with driver.locked() as now:
         machine = ChatInterrupt(PrefixSelector("/api/v2/chats"), "chat-1", now=now)
     with pytest.raises(CoderApiError) as info:
-        driver.run(Relay(machine))
+        run_on(driver, Relay(machine))
     assert info.value.status == 400
     driver.close()
 
@@ -403,7 +419,7 @@ def test_a_background_request_is_bounded_by_its_jobs_deadline_d22(
     with driver.locked() as now:
         job = InterruptJob(selector, "chat-1", now=now, bound=0.3)
     started = time.monotonic()
-    driver.run(Spawner(job))
+    run_on(driver, Spawner(job))
     assert driver.background_jobs == 1
     assert driver.wait_background(5.0)
     assert time.monotonic() - started < 1.5
@@ -430,7 +446,7 @@ def test_cancelling_during_a_tool_run_stops_the_chat_and_ignores_the_late_result
     with driver.locked() as now:
         turn = session.generate("weather?", now=now)
     with pytest.raises(TimeoutError):
-        driver.run(turn, session=session, tools=slow_tool, deadline=Deadline(0.5))
+        run_on(driver, turn, session=session, tools=slow_tool, deadline=Deadline(0.5))
     assert ran and ran[0].startswith("coder-io-sync-tools")
     assert driver.open_connections == 0  # the paused stream closed with the turn
     assert driver.wait_background(5.0)
@@ -451,7 +467,7 @@ def test_a_client_tool_turn_runs_on_one_socket(server: FakeCoderServer) -> None:
     session = session_for(server, PrefixSelector(), rec.sink)
     with driver.locked() as now:
         turn = session.generate("weather in Paris?", now=now)
-    result = driver.run(turn, session=session, tools=weather_tool)
+    result = run_on(driver, turn, session=session, tools=weather_tool)
     assert result.text == 'It is {"temp_c":21}.'
     assert server.counters.stream_dials[session.chat_id] == 1
     assert len(rec.of("ws:dial")) == 1 and len(rec.of("segment:start")) == 2
@@ -469,7 +485,7 @@ def test_a_tool_runner_that_raises_still_answers_every_call_d5(server: FakeCoder
     session = session_for(server, PrefixSelector())
     with driver.locked() as now:
         turn = session.generate("weather?", now=now)
-    result = driver.run(turn, session=session, tools=broken)
+    result = run_on(driver, turn, session=session, tools=broken)
     (step_with_tool, _final) = result.steps
     (tool_result,) = step_with_tool.tool_results
     assert tool_result.is_error is True
@@ -490,7 +506,7 @@ def test_the_stream_is_read_while_a_slow_tool_runs_h6() -> None:
         session = session_for(server, PrefixSelector())
         with driver.locked() as now:
             turn = session.generate("weather?", now=now)
-        result = driver.run(turn, session=session, tools=slow_tool)
+        result = run_on(driver, turn, session=session, tools=slow_tool)
         assert result.text == 'It is {"temp_c":21}.'
         assert server.counters.stream_dials[session.chat_id] == 1
         driver.close()
@@ -504,11 +520,11 @@ def test_a_paused_stream_is_left_unread_between_calls_and_closed_by_a_reset_h6(
     session = session_for(server, PrefixSelector())
     with driver.locked() as now:
         segment = session.segment("weather?", now=now)
-    paused = driver.run(segment, session=session)
+    paused = run_on(driver, segment, session=session)
     assert paused.finish_reason == "tool-calls"
     assert session.retained_stream is not None and driver.open_connections == 1
     assert server.counters.open_streams == 1
-    driver.perform(session.reset_session, session=session)
+    driver.reset(AgentOf(session))
     assert driver.open_connections == 0
     wait_for(lambda: server.counters.open_streams == 0)
     driver.close()
@@ -520,13 +536,13 @@ def test_closing_the_driver_closes_a_paused_stream(server: FakeCoderServer) -> N
     session = session_for(server, PrefixSelector())
     with driver.locked() as now:
         segment = session.segment("weather?", now=now)
-    driver.run(segment, session=session)
+    run_on(driver, segment, session=session)
     assert driver.open_connections == 1
     driver.close()
     assert driver.open_connections == 0
     wait_for(lambda: server.open_connections == 0)
     with pytest.raises(CoderAgentError, match="closed"):
-        driver.start(rest_job(PrefixSelector(), "list_chats", now=time.monotonic()))
+        start_on(driver, rest_job(PrefixSelector(), "list_chats", now=time.monotonic()))
 
 
 # -- TLS (wire 1.1; D12) --------------------------------------------------------------------------
@@ -662,7 +678,7 @@ def test_tls_with_a_ca_bundle_runs_rest_and_the_stream_socket(
         )
         with driver.locked() as now:
             turn = session.generate("weather in Paris?", now=now)
-        result = driver.run(turn, session=session, tools=weather_tool)
+        result = run_on(driver, turn, session=session, tools=weather_tool)
         assert result.text == 'It is {"temp_c":21}.'
         assert server.counters.stream_dials[session.chat_id] == 1
         driver.close()
@@ -676,7 +692,7 @@ def test_tls_verification_is_on_by_default(
     with TlsProxy(server, cert, key) as proxy:
         driver = Driver(base_url=proxy.url, token=server.token)
         with pytest.raises(CoderNetworkError, match="CERTIFICATE_VERIFY_FAILED"):
-            driver.run(rest_job(PrefixSelector(), "list_chats", now=time.monotonic()))
+            run_on(driver, rest_job(PrefixSelector(), "list_chats", now=time.monotonic()))
         # The stream socket verifies too: the watch never gets past the TLS handshake.
         with driver.locked() as now:
             watch = WatchMachine(
@@ -686,7 +702,7 @@ def test_tls_verification_is_on_by_default(
                 now=now,
                 backoff=WatchBackoff(initial=0.01, cap=0.02),
             )
-        run = driver.start(watch)
+        run = start_on(driver, watch)
         run.wait_until(lambda: watch.attempt >= 3)
         run.cancel()
         assert server.counters.watch_dials == 0 and proxy.handshakes == 0
@@ -701,5 +717,5 @@ def test_tls_without_verification_and_with_a_context(
         context = ssl.create_default_context(cafile=str(cert))
         for verify in (False, context):
             driver = Driver(base_url=proxy.url, token=server.token, verify=verify)
-            assert driver.run(rest_job(PrefixSelector(), "list_chats", now=0.0)) == ()
+            assert run_on(driver, rest_job(PrefixSelector(), "list_chats", now=0.0)) == ()
             driver.close()

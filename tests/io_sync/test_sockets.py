@@ -26,6 +26,21 @@ from coder_proto._engine import CoreMachine
 from coder_proto._rest.http import HttpResponse
 from coder_proto._rest.prefix import PrefixSelector
 from coder_proto._rest.routes import build_get_chat
+from tests.machine_call import calls_of, machine_call
+
+
+def start_on(driver: Driver, machine: Any, *, session: Any = None, tools: Any = None) -> Any:
+    """``machine`` started on ``driver`` as a call (``tests.machine_call``); ``tools`` (a
+    runner of the model's calls) decides the outcomes of its tool pauses."""
+    invoke = None if tools is None else (lambda invocations: tools(calls_of(invocations)))
+    return driver.call(
+        machine_call(machine, session=session, tools=tools is not None), invoke=invoke
+    )
+
+
+def run_on(driver: Driver, machine: Any, *, deadline: Any = None, **kwargs: Any) -> Any:
+    """``start_on``, then the result (by ``deadline``)."""
+    return start_on(driver, machine, **kwargs).result(deadline)
 
 
 class Pipe:
@@ -117,7 +132,7 @@ def test_a_large_write_to_a_slow_reader_is_flushed_when_the_socket_is_writable()
 
     with peer(slow_reader) as port:
         driver = Driver(base_url="http://127.0.0.1:9", token=None)
-        assert driver.run(Pipe(port, b"x" * size), deadline=Deadline(20)) == b"ok"
+        assert run_on(driver, Pipe(port, b"x" * size), deadline=Deadline(20)) == b"ok"
         driver.close()
     assert got == [size]
 
@@ -125,7 +140,7 @@ def test_a_large_write_to_a_slow_reader_is_flushed_when_the_socket_is_writable()
 def test_the_peers_end_is_connection_lost_after_its_last_bytes() -> None:
     with peer(lambda conn: conn.sendall(b"hello" * 1000)) as port:
         driver = Driver(base_url="http://127.0.0.1:9", token=None)
-        assert driver.run(Pipe(port)) == b"hello" * 1000
+        assert run_on(driver, Pipe(port)) == b"hello" * 1000
         assert driver.open_connections == 0
         driver.close()
 
@@ -140,7 +155,7 @@ def test_a_reset_connection_is_connection_failed() -> None:
         driver = Driver(base_url="http://127.0.0.1:9", token=None)
         pipe = Pipe(port)
         with pytest.raises(CoderAgentError, match=r"[Rr]eset"):
-            driver.run(pipe)
+            run_on(driver, pipe)
         assert bytes(pipe.received) == b"partial"
         driver.close()
 
@@ -151,7 +166,7 @@ def test_a_refused_connect_is_connection_failed() -> None:
         port = probe.getsockname()[1]
     driver = Driver(base_url="http://127.0.0.1:9", token=None)
     with pytest.raises(CoderAgentError, match=r"Connection|refused"):
-        driver.run(Pipe(port))
+        run_on(driver, Pipe(port))
     assert driver.open_connections == 0
     driver.close()
 
@@ -162,10 +177,20 @@ def test_a_caller_deadline_closes_an_idle_connection() -> None:
         driver = Driver(base_url="http://127.0.0.1:9", token=None)
         pipe = Pipe(port)
         with pytest.raises(TimeoutError):
-            driver.run(pipe, deadline=Deadline(0.3))
+            run_on(driver, pipe, deadline=Deadline(0.3))
         assert pipe.cancelled and driver.open_connections == 0
         release.set()
         driver.close()
+
+
+class Opener(Pipe):
+    """Asks for one connection in its session's scope and is done at once: what the
+    session's own connect between turns (a redial) looks like to the driver."""
+
+    def __init__(self, port: int) -> None:
+        super().__init__(port)
+        self.outbox = [OpenConnection(conn_id=99, host="127.0.0.1", port=port, tls=False)]
+        self.done = True
 
 
 def test_a_connection_the_session_opens_between_turns_is_connected_by_the_next_leader() -> None:
@@ -182,12 +207,9 @@ def test_a_connection_the_session_opens_between_turns_is_connected_by_the_next_l
         session = Session(
             SessionConfig(base_url="http://127.0.0.1:9", token="t", organization_id="org")
         )
-        driver.perform(
-            [OpenConnection(conn_id=99, host="127.0.0.1", port=port, tls=False)],
-            session=session,
-        )
+        start_on(driver, Opener(port), session=session)
         assert driver.open_connections == 1 and not accepted.is_set()
-        assert driver.run(Pipe(other)) == b"bye"
+        assert run_on(driver, Pipe(other)) == b"bye"
         assert accepted.wait(5.0)
         driver.close()
         assert driver.open_connections == 0
@@ -226,7 +248,7 @@ def test_the_worker_ticks_a_sleeping_background_job_d22() -> None:
         with driver.locked() as now:
             job = Sleeper(PrefixSelector("/api/v2/chats"), now=now, pause=0.3)
         started = time.monotonic()
-        driver.run(Spawner(job))
+        run_on(driver, Spawner(job))
         assert time.monotonic() - started < 0.2  # the caller never waits for it
         assert driver.background_jobs == 1 and driver.worker_alive
         assert driver.wait_background(5.0)

@@ -32,12 +32,32 @@ from coder_proto._rest.prefix import PrefixSelector
 from coder_proto._stream.watch import WatchBackoff, WatchMachine
 from coder_proto._wire.chats import DynamicTool
 from coder_proto.fake import CallClientTool, Say, Script
+from tests.machine_call import calls_of, machine_call
 
 WEATHER = DynamicTool(
     name="get_weather",
     description="Get the weather.",
     input_schema={"type": "object", "properties": {"city": {"type": "string"}}},
 )
+
+
+def start_on(driver: Driver, machine: Any, *, session: Any = None, tools: Any = None) -> Any:
+    """``machine`` started on ``driver`` as a call (``tests.machine_call``); ``tools`` (a
+    runner of the model's calls) decides the outcomes of its tool pauses."""
+    invoke = None
+    if tools is not None:
+
+        async def invoke(invocations: Any) -> Any:
+            return await tools(calls_of(invocations))
+
+    return driver.call(
+        machine_call(machine, session=session, tools=tools is not None), invoke=invoke
+    )
+
+
+async def run_on(driver: Driver, machine: Any, **kwargs: Any) -> Any:
+    """``start_on``, then the result."""
+    return await start_on(driver, machine, **kwargs).result()
 
 
 @pytest.fixture
@@ -164,7 +184,8 @@ def test_tls_with_a_ca_bundle_runs_rest_and_the_stream_socket(
     async def main(proxy: TlsProxy) -> Any:
         driver = Driver(base_url=proxy.url, token=server.token, verify=str(cert))
         session = session_for(proxy.url, server)
-        result = await driver.run(
+        result = await run_on(
+            driver,
             session.generate("weather in Paris?", now=time.monotonic()),
             session=session,
             tools=weather_tool,
@@ -187,7 +208,7 @@ def test_tls_verification_is_on_by_default_for_rest_and_the_stream_socket(
     async def main(proxy: TlsProxy) -> CoderNetworkError:
         driver = Driver(base_url=proxy.url, token=server.token)
         with pytest.raises(CoderNetworkError) as info:
-            await driver.run(rest_job(PrefixSelector(), "list_chats", now=time.monotonic()))
+            await run_on(driver, rest_job(PrefixSelector(), "list_chats", now=time.monotonic()))
         # The stream socket verifies too: the watch never gets past the TLS handshake.
         watch = WatchMachine(
             PrefixSelector("/api/v2/chats"),
@@ -196,7 +217,7 @@ def test_tls_verification_is_on_by_default_for_rest_and_the_stream_socket(
             now=time.monotonic(),
             backoff=WatchBackoff(initial=0.01, cap=0.02),
         )
-        run = driver.start(watch)
+        run = start_on(driver, watch)
         await until(lambda: watch.attempt >= 3)
         run.cancel()
         assert driver.open_connections == 0
@@ -224,7 +245,7 @@ def test_a_refused_stream_socket_is_redialed_with_backoff() -> None:
             now=time.monotonic(),
             backoff=WatchBackoff(initial=0.01, cap=0.02),
         )
-        run = driver.start(watch)
+        run = start_on(driver, watch)
         await until(lambda: watch.attempt >= 3)
         run.cancel()
         await driver.aclose()
@@ -237,14 +258,14 @@ def test_closing_the_driver_closes_a_paused_stream(server: FakeCoderServer) -> N
     async def main() -> None:
         driver = Driver(base_url=server.url, token=server.token)
         session = session_for(server.url, server)
-        paused = await driver.run(
-            session.segment("weather?", now=time.monotonic()), session=session
+        paused = await run_on(
+            driver, session.segment("weather?", now=time.monotonic()), session=session
         )
         assert paused.finish_reason == "tool-calls" and driver.open_connections == 1
         await driver.aclose()
         assert driver.open_connections == 0
         with pytest.raises(CoderAgentError, match="closed"):
-            driver.start(rest_job(PrefixSelector(), "list_chats", now=time.monotonic()))
+            start_on(driver, rest_job(PrefixSelector(), "list_chats", now=time.monotonic()))
 
     trio.run(main)
     assert server.wait_idle(5.0)
@@ -262,7 +283,7 @@ def test_an_async_transport_event_callback_is_run_in_a_task_and_its_errors_swall
 
     async def main() -> None:
         driver = Driver(base_url=server.url, token=server.token, sink=transport_sink(callback))
-        await driver.run(rest_job(PrefixSelector(), "list_chats", now=time.monotonic()))
+        await run_on(driver, rest_job(PrefixSelector(), "list_chats", now=time.monotonic()))
         await until(lambda: len(got) == 2)
         await driver.aclose()
 

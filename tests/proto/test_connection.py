@@ -89,9 +89,9 @@ class _Link:
             if kind == "data":
                 e.conn.socket_data(conn, payload, now=e.now)
             elif kind == "lost":
-                e.conn.socket_lost(conn, now=e.now)
+                e.conn.socket_closed(conn, now=e.now)
             else:
-                e.conn.socket_failed(conn, payload, now=e.now)
+                e.conn.socket_closed(conn, payload, now=e.now)
 
         e.inbox.append(deliver)
 
@@ -142,7 +142,7 @@ class Embedder:
             if isinstance(reply, Respond):
                 answer = reply.response()
                 self.inbox.append(
-                    lambda: c.http_response(
+                    lambda: c.http_finished(
                         call,
                         status=answer.status,
                         headers=answer.headers,
@@ -151,7 +151,7 @@ class Embedder:
                     )
                 )
             elif isinstance(reply, NetworkError):
-                self.inbox.append(lambda: c.http_failed(call, reply.message, now=self.now))
+                self.inbox.append(lambda: c.http_finished(call, error=reply.message, now=self.now))
         elif isinstance(command, InvokeTools):
             self.runs.append(command.run)
             if not self.hold_tools:
@@ -162,9 +162,9 @@ class Embedder:
             try:
                 value = invocation.call()
             except Exception as exc:
-                self.conn.tool_raised(run, invocation, exc, now=self.now)
+                self.conn.tool_finished(run, invocation, error=exc, now=self.now)
             else:
-                self.conn.tool_returned(run, invocation, value, now=self.now)
+                self.conn.tool_finished(run, invocation, value=value, now=self.now)
 
     def send(self, *events: dict[str, Any]) -> None:
         self.sockets[-1].send_events(events)
@@ -175,9 +175,7 @@ class Embedder:
 
     def bodies(self, op: str) -> list[Any]:
         return [
-            json.loads(c.call.body or b"")
-            for c in self.of(StartHttp)
-            if c.call.request.op == op
+            json.loads(c.call.body or b"") for c in self.of(StartHttp) if c.call.request.op == op
         ]
 
 
@@ -303,11 +301,11 @@ def test_outcomes_are_submitted_once_every_invocation_reported_and_late_reports_
     e.send(status("running"), action_required(WEATHER, second), status("requires_action"))
     (run,) = e.runs
     first, last = run.invocations
-    conn.tool_returned(run, last, {"tempC": 30}, now=NOW)
+    conn.tool_finished(run, last, value={"tempC": 30}, now=NOW)
     e.pump()
     assert e.bodies("submit_tool_results") == [] and run.pending == (first,)
-    conn.tool_returned(run, first, {"tempC": 20}, now=NOW)
-    conn.tool_returned(run, first, {"tempC": 99}, now=NOW)  # a late repeat: ignored
+    conn.tool_finished(run, first, value={"tempC": 20}, now=NOW)
+    conn.tool_finished(run, first, value={"tempC": 99}, now=NOW)  # a late repeat: ignored
     e.pump()
     (submitted,) = e.bodies("submit_tool_results")
     assert [r["output"] for r in submitted["results"]] == [{"tempC": 20}, {"tempC": 30}]
@@ -385,14 +383,14 @@ def test_cancelling_a_turn_interrupts_the_run_in_the_background() -> None:
     e.pump()
     e.send(status("running"))
     reason = KeyboardInterrupt()
-    conn.cancel(task, reason, now=NOW)
+    task.cancel(reason, now=NOW)
     assert task.done
     with pytest.raises(CoderAgentError, match="cancelled"):
         task.result()
     e.pump()
     assert any(c.call.request.op == "interrupt_chat" for c in e.of(StartHttp))
-    assert conn.background_jobs == 0 and not agent.busy
-    conn.cancel(task, reason, now=NOW)  # done: nothing happens
+    assert conn.stats.background_jobs == 0 and not agent.busy
+    task.cancel(reason, now=NOW)  # done: nothing happens
     assert conn.commands() == []
 
 
@@ -403,10 +401,10 @@ def test_cancelling_during_a_tool_run_cancels_the_tools() -> None:
     e.pump()
     e.send(status("running"), action_required(WEATHER), status("requires_action"))
     (run,) = e.runs
-    conn.cancel(task, None, now=NOW)
+    task.cancel(None, now=NOW)
     e.pump()
     assert [c.run for c in e.of(CancelTools)] == [run] and run.finished
-    conn.tool_returned(run, run.invocations[0], {"tempC": 1}, now=NOW)  # too late: ignored
+    conn.tool_finished(run, run.invocations[0], value={"tempC": 1}, now=NOW)  # too late: ignored
     e.pump()
     assert e.bodies("submit_tool_results") == []
 
@@ -470,7 +468,7 @@ def test_a_task_has_no_result_before_it_finishes() -> None:
     assert isinstance(task, Task) and not task.done
     with pytest.raises(CoderAgentError, match="not finished"):
         task.result()
-    conn.cancel(task, None, now=NOW)
+    task.cancel(None, now=NOW)
     assert [type(c) for c in conn.commands()].count(CancelHttp) == 1
 
 
@@ -481,7 +479,7 @@ def test_the_watch_is_a_task_a_cancel_ends_quietly() -> None:
     assert first and all(isinstance(c, OpenSocket | StartHttp) for c in first)
     assert task.kind == "watch" and not task.done
     assert task.take_events() == []
-    conn.cancel(task, None, now=NOW)
+    task.cancel(None, now=NOW)
     assert task.done and task.result() is None
 
 
@@ -491,7 +489,7 @@ def test_the_watch_is_a_task_a_cancel_ends_quietly() -> None:
 def test_a_closed_connection_starts_nothing() -> None:
     conn, agent, _e = setup()
     conn.close()
-    assert conn.closed
+    assert conn.stats.closed
     with pytest.raises(CoderAgentError, match="closed"):
         conn.start_turn(agent, "hi", now=NOW)
     with pytest.raises(CoderAgentError, match="closed"):
@@ -506,93 +504,132 @@ def test_shutdown_ends_every_task_and_closes_every_socket() -> None:
     task = conn.start_turn(agent, "weather?", now=NOW)
     e.pump()
     e.send(status("running"), action_required(WEATHER), status("requires_action"))
-    conn.shutdown(now=NOW)
+    conn.close(now=NOW)
     commands = conn.commands()
     assert task.done
     assert any(isinstance(c, CloseSocket) for c in commands)
     assert any(isinstance(c, CancelTools) for c in commands)
-    assert conn.open_connections == 0
+    assert conn.stats.open_connections == 0
 
 
-# -- machines built by hand ----------------------------------------------------------------------
+# -- a session's own machines ---------------------------------------------------------------------
 
 
-def test_a_machine_built_by_hand_gets_its_pause_unplanned_and_answered_with_outcomes() -> None:
-    """``start_machine``: a session's own turn; its tool pause comes as ``InvokeTools`` with
-    the raw calls and no invocations, and ``tools_answered`` takes the outcomes as decided."""
+def test_a_sessions_own_turn_runs_as_a_call_its_pause_planned_by_the_calls_tools() -> None:
+    """``start_call`` with a session's own turn: its tool pause comes as ``InvokeTools`` with
+    the invocations ``call.tools`` planned, and ``tool_finished(outcome=...)`` takes each
+    outcome as the embedder decided it; a late repeat is ignored."""
     from coder_proto._actions import ToolOutcome
     from tests.core_driver import weather_tool
+    from tests.machine_call import machine_call
 
     conn, agent, e = setup()
     e.hold_tools = True
     session = agent.session
     turn = session.generate("weather?", now=NOW, tools=[weather_tool()])
-    task = conn.start_machine(turn, session=session, now=NOW)
+    task = conn.start_call(machine_call(turn, session=session, tools=True), now=NOW)
     e.pump()
     e.send(status("running"), action_required(WEATHER), status("requires_action"))
     (run,) = e.runs
-    assert run.invocations == () and [c.tool_call_id for c in run.calls] == ["t1"]
-    conn.tools_answered(run, [ToolOutcome(tool_call_id="t1", output={"tempC": 5})], now=NOW)
-    conn.tools_answered(run, [ToolOutcome(tool_call_id="t1", output="late")], now=NOW)
+    (invocation,) = run.invocations
+    assert [c.tool_call_id for c in run.calls] == ["t1"] and invocation.tool_call_id == "t1"
+    answer = ToolOutcome(tool_call_id="t1", output={"tempC": 5})
+    conn.tool_finished(run, invocation, outcome=answer, now=NOW)
+    late = ToolOutcome(tool_call_id="t1", output="late")
+    conn.tool_finished(run, invocation, outcome=late, now=NOW)
     e.pump()
     (submitted,) = e.bodies("submit_tool_results")
     assert [r["output"] for r in submitted["results"]] == [{"tempC": 5}]
     e.send(status("running"), message(60, "5C."), status("waiting"))
-    assert task.kind == "machine" and task.result().text == "5C."
+    assert task.kind == "call" and task.result().text == "5C."
 
 
 def test_reset_closes_a_paused_stream_with_1000() -> None:
     """A segment ends at the pause and leaves its stream open (read by the session between
     turns); ``reset`` closes it cleanly through the session's scope."""
     from tests.core_driver import weather_tool
+    from tests.machine_call import machine_call
 
     conn, agent, e = setup()
     session = agent.session
     segment = session.segment("weather?", now=NOW, tools=[weather_tool()])
-    task = conn.start_machine(segment, session=session, now=NOW)
+    task = conn.start_call(machine_call(segment, session=session), now=NOW)
     e.pump()
     e.send(status("running"), action_required(WEATHER), status("requires_action"))
     assert task.done and task.result().finish_reason == "tool-calls"
-    assert conn.open_connections == 1 and session.retained_stream is not None
+    assert conn.stats.open_connections == 1 and session.retained_stream is not None
     conn.reset(agent, now=NOW)
     e.pump()
-    assert conn.open_connections == 0 and session.retained_stream is None
+    assert conn.stats.open_connections == 0 and session.retained_stream is None
     assert e.sockets[-1].client_close_codes == [1000]
 
 
 def test_the_background_deadline_is_the_background_works_alone() -> None:
-    """``next_background_deadline``: what an embedder driving the background work on a thread
-    of its own waits for; nothing before a cancel, the interrupt's bound after it."""
+    """``next_deadline(background=True)``: what an embedder driving the background work on a
+    thread of its own waits for; nothing before a cancel, the interrupt's bound after it."""
     conn, agent, e = setup()
     task = conn.start_turn(agent, "hi", now=NOW)
     e.pump()
     e.send(status("running"))
-    assert conn.next_background_deadline() is None
-    conn.cancel(task, KeyboardInterrupt(), now=NOW)
-    assert conn.background_jobs == 1
-    deadline = conn.next_background_deadline()
+    assert conn.next_deadline(background=True) is None
+    task.cancel(KeyboardInterrupt(), now=NOW)
+    assert conn.stats.background_jobs == 1
+    deadline = conn.next_deadline(background=True)
     assert deadline is not None and deadline > NOW
     e.pump()
-    assert conn.background_jobs == 0 and conn.next_background_deadline() is None
+    assert conn.stats.background_jobs == 0 and conn.next_deadline(background=True) is None
 
 
-def test_attaching_a_session_keeps_it_driven_between_turns() -> None:
-    """A segment that paused leaves its stream to the session; an attached session keeps
-    reading it, and a reset closes it through the session's scope."""
+def test_a_session_stays_driven_between_turns() -> None:
+    """A segment that paused leaves its stream to the session; the connection keeps the
+    session from its first machine on and reads the stream between turns, and a reset
+    closes it through the session's scope."""
     from tests.core_driver import weather_tool
+    from tests.machine_call import machine_call
 
     conn, agent, e = setup()
     session = agent.session
-    conn.attach_session(session)  # before any turn: nothing to do
-    assert conn.commands() == [] and conn.next_deadline() is None
+    assert conn.stats.attached_sessions == 0 and conn.next_deadline() is None
     segment = session.segment("weather?", now=NOW, tools=[weather_tool()])
-    task = conn.start_machine(segment, session=session, now=NOW)
+    task = conn.start_call(machine_call(segment, session=session), now=NOW)
     e.pump()
     e.send(status("running"), action_required(WEATHER), status("requires_action"))
     assert task.done
     stream = session.retained_stream
     assert stream is not None
     before = len(stream.events)
-    conn.attach_session(session)
+    assert conn.stats.attached_sessions == 1
     e.send(status("running"))  # read by the session between turns
     assert len(stream.events) == before + 1
+
+
+def test_stats_count_what_the_connection_holds() -> None:
+    conn, agent, e = setup()
+    stats = conn.stats
+    assert (stats.tasks, stats.open_connections, stats.closed) == (0, 0, False)
+    task = conn.start_turn(agent, "hi", now=NOW)
+    e.pump()
+    assert stats.tasks == 1 and stats.open_connections == 1
+    assert "connections=1" in repr(stats) and "tasks=1" in repr(stats)
+    e.send(status("running"), message(60, "hello"), status("waiting"))
+    assert task.done and stats.tasks == 0
+    conn.close()
+    assert stats.closed
+
+
+def test_closing_an_agent_without_archiving_is_done_at_once_and_forgets_its_session() -> None:
+    """``start_close(archive=False)``: the paused stream is closed, the chat left as it is;
+    the task is done at once (cancelling it does nothing) and the session is no longer kept
+    once its sockets are closed."""
+    conn, agent, e = setup()
+    task = conn.start_turn(agent, "hi", now=NOW)
+    e.pump()
+    e.send(status("running"), message(60, "hello"), status("waiting"))
+    assert task.done and conn.stats.attached_sessions == 1
+    closing = conn.start_close(agent, now=NOW, archive=False)
+    assert closing.kind == "close" and closing.done and closing.result() is None
+    closing.cancel(KeyboardInterrupt(), now=NOW)
+    assert closing.result() is None
+    e.pump()
+    assert conn.stats.attached_sessions == 0 and conn.stats.open_connections == 0
+    assert e.bodies("archive_chat") == []

@@ -84,8 +84,9 @@ def test_a_durable_job_is_reachable_from_the_public_names() -> None:
         assert name in coder_proto.__all__ and name in EMBEDDER_NAMES and name not in USER_NAMES
     for name in ("DurableJob", "StoreOp"):
         assert name in durable.__all__, name
-    for method in ("start_machine", "store_returned", "store_raised"):
+    for method in ("start_durable", "store_finished"):
         assert callable(getattr(coder_proto.Connection, method)), method
+    assert not hasattr(coder_proto.Connection, "start_machine")
     assert coder_proto.ApplyStore.op.fget is not None  # the StoreOp of the call
     assert callable(durable.StoreOp.apply)
 

@@ -817,8 +817,7 @@ def test_disposing_the_stream_under_a_running_segment_ends_it() -> None:
     h = Harness()
     turn = h.segment("hi")
     h.send(delta("partial"))
-    for action in h.session.close_retained_stream(h.now):
-        h.driver._perform(h.session, action)
+    h.driver.close_stream()
     h.driver.settle()
     assert isinstance(turn.error, CoderChatError) and turn.error.kind == "stream_closed"
 

@@ -212,12 +212,9 @@ def test_a_drop_while_paused_is_redialed_in_the_background() -> None:
     assert h.driver.sockets[1].request is not None
 
 
-def test_reset_closes_the_retained_stream_and_returns_its_close_actions() -> None:
+def test_reset_closes_the_retained_stream_with_a_close_frame() -> None:
     h = paused_session()
-    actions = h.session.reset_session(h.now)
-    assert actions, "closing the stream produces actions for the adapter"
-    for action in actions:
-        h.driver._perform(h.session, action)
+    h.driver.reset()
     assert h.socket.closed_by_client and h.session.retained_stream is None
     assert h.socket.client_close_codes == [1000]
 

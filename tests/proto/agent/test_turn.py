@@ -226,10 +226,13 @@ def test_tool_results_outside_a_tool_run_are_ignored_and_a_single_outcome_is_acc
     def perform(command: Any) -> None:
         if isinstance(command, InvokeTools):
             assert turn.awaiting_tools == command.run.calls
-            # One outcome, not a list, straight to the turn; then let the connection take on
-            # what the turn does next (the session's scope holds it).
+            # One outcome, not a list, straight to the turn; the run's own answer then comes
+            # outside the tool run (ignored) and lets the connection take on what the turn
+            # does next.
             turn.tool_results(ToolOutcome(tool_call_id="c1", output="one"), h.now)
-            h.driver.connection.perform([], session=h.session, now=h.now)
+            run = command.run
+            for invocation in run.invocations:
+                h.driver.connection.tool_finished(run, invocation, value="late", now=h.now)
             return
         original_perform(command)
 

@@ -2,7 +2,7 @@
 docs/durable-workflows.md; D5, D22, D26-D28): the step's setup and its agents' settings, the
 turn report, stepping effect programs, binding crash-safe tools, the calls' programs under the
 workflow lease, and a durable machine driven by hand on a ``Connection`` the way an embedder
-does (a ``DurableJob`` started with ``start_machine``: its commands performed, outcomes fed
+does (a ``DurableJob`` started with ``start_durable``: its commands performed, outcomes fed
 back, deadlines, cancellation).
 """
 
@@ -24,7 +24,6 @@ from coder_proto import (
     Task,
     TaskMoved,
 )
-from coder_proto._actions import ToolOutcome
 from coder_proto._agent.tools import Tool, tool
 from coder_proto._errors import CoderAgentError, CoderNetworkError
 from coder_proto._outputs import ToolCall
@@ -286,10 +285,16 @@ def ok_chat() -> HttpResponse:
     return HttpResponse(status=200, body=json.dumps(chat_stub("c1")).encode(), headers=())
 
 
-def started(machine: DurableMachine[Any]) -> tuple[Connection, Task]:
-    """``machine`` as a durable job on a fresh connection."""
+def probe_lookup() -> str:
+    """The client tool the probe calls (the test reports its outcome itself)."""
+    raise AssertionError("never called here")
+
+
+def started(machine: DurableMachine[Any], *, tools: Any = None) -> tuple[Connection, Task]:
+    """``machine`` as a durable job on a fresh connection, with the client ``tools``."""
     conn = Connection(base_url=BASE)
-    return conn, conn.start_machine(DurableJob(machine, store=performer), now=0.0)
+    job = DurableJob(machine, store=performer, tools=tools)
+    return conn, conn.start_durable(job, now=0.0)
 
 
 def work(conn: Connection) -> list[Any]:
@@ -298,31 +303,31 @@ def work(conn: Connection) -> list[Any]:
 
 
 def to_the_request(conn: Connection) -> StartHttp:
-    """Answer the probe's store call and tool run (no outcome: D5 fails the call)."""
+    """Answer the probe's store call; its tool call names no tool of the job, so the tool-call
+    policy fails it at once (D5) and the request follows."""
     (store,) = work(conn)
-    conn.store_returned(store.call, None, now=0.0)
-    (tools,) = work(conn)
-    conn.tools_answered(tools.run, [], now=0.0)
+    conn.store_finished(store.call, value=None, now=0.0)
     (request,) = work(conn)
     assert isinstance(request, StartHttp)
     return request
 
 
 def test_a_machine_is_driven_command_by_command_to_its_result() -> None:
-    conn, task = started(Probe())
+    conn, task = started(Probe(), tools={"lookup": Tool.from_function(probe_lookup, name="lookup")})
     assert "Probe" in repr(task.machine)
     (store,) = work(conn)
     assert isinstance(store, ApplyStore) and store.op == StoreOp("get_checkpoint", ("t", "w"))
     assert store.call.runner is performer
     assert conn.next_deadline() is None  # nothing to wait for but the store
-    conn.store_returned(store.call, None, now=0.1)
+    conn.store_finished(store.call, value=None, now=0.1)
     (calls,) = work(conn)
     assert isinstance(calls, InvokeTools) and calls.run.calls == (CALL,)
-    conn.tools_answered(calls.run, [ToolOutcome(tool_call_id="t1", output="ok")], now=0.2)
+    (invocation,) = calls.run.invocations
+    conn.tool_finished(calls.run, invocation, value="ok", now=0.2)
     (request,) = work(conn)
     assert isinstance(request, StartHttp) and request.call.url == f"{BASE}{V2}/c1"
     answer = ok_chat()
-    conn.http_response(request.call, status=200, headers=(), body=answer.body, now=0.3)
+    conn.http_finished(request.call, status=200, headers=(), body=answer.body, now=0.3)
     assert work(conn) == [] and conn.next_deadline() == pytest.approx(1.3)
     assert not task.done
     conn.tick(now=1.3)
@@ -335,11 +340,11 @@ def test_a_machine_is_driven_command_by_command_to_its_result() -> None:
 def test_a_late_outcome_for_an_abandoned_request_is_ignored_d22() -> None:
     conn, task = started(Probe())
     request = to_the_request(conn)
-    conn.cancel(task, KeyboardInterrupt(), now=0.5)
+    task.cancel(KeyboardInterrupt(), now=0.5)
     assert work(conn) == [CancelHttp(request.call)]
     assert task.done
     # No effect on the finished machine.
-    conn.http_response(request.call, status=200, headers=(), body=b"{}", now=0.6)
+    conn.http_finished(request.call, status=200, headers=(), body=b"{}", now=0.6)
     with pytest.raises(CoderAgentError, match="cancelled"):
         task.result()
 
@@ -347,7 +352,7 @@ def test_a_late_outcome_for_an_abandoned_request_is_ignored_d22() -> None:
 def test_a_network_failure_is_the_machines_error() -> None:
     conn, task = started(Probe())
     request = to_the_request(conn)
-    conn.http_failed(request.call, "ConnectError: refused", now=0.1)
+    conn.http_finished(request.call, error="ConnectError: refused", now=0.1)
     assert task.done
     with pytest.raises(CoderNetworkError):
         task.result()
@@ -356,18 +361,18 @@ def test_a_network_failure_is_the_machines_error() -> None:
 def test_a_store_failure_fails_the_machine_with_its_cause() -> None:
     conn, task = started(Probe())
     (store,) = work(conn)
-    conn.store_raised(store.call, OSError("disk full"), now=0.0)
-    conn.store_raised(store.call, OSError("again"), now=0.0)  # answered once only
-    conn.store_returned(store.call, None, now=0.0)
+    conn.store_finished(store.call, error=OSError("disk full"), now=0.0)
+    conn.store_finished(store.call, error=OSError("again"), now=0.0)  # answered once only
+    conn.store_finished(store.call, value=None, now=0.0)
     with pytest.raises(DurableStoreError, match="disk full"):
         task.result()
 
 
-def test_a_tool_run_answered_without_outcomes_still_answers_every_call_d5() -> None:
+def test_a_call_of_a_tool_the_job_lacks_still_gets_an_error_result_d5() -> None:
     conn, task = started(Probe())
     request = to_the_request(conn)
     answer = ok_chat()
-    conn.http_response(request.call, status=200, headers=(), body=answer.body, now=0.0)
+    conn.http_finished(request.call, status=200, headers=(), body=answer.body, now=0.0)
     conn.tick(now=2.0)
     _, outcomes, _ = task.result()
     assert [o.is_error for o in outcomes] == [True]
@@ -396,9 +401,9 @@ def test_a_request_the_machine_gives_up_on_is_cancelled() -> None:
 def test_a_cancellation_while_a_store_call_runs_ignores_its_outcome_d22() -> None:
     conn, task = started(Probe())
     (store,) = work(conn)
-    conn.cancel(task, None, now=0.0)
+    task.cancel(None, now=0.0)
     assert work(conn) == [] and task.done
     assert store.call.finished  # left to finish on its own; what it reports is ignored
-    conn.store_returned(store.call, None, now=0.1)
+    conn.store_finished(store.call, value=None, now=0.1)
     with pytest.raises(CoderAgentError, match="cancelled"):
         task.result()

@@ -15,6 +15,7 @@ from coder_proto._constants import V2_PREFIX
 from coder_proto._rest.http import HttpResponse
 from coder_proto._rest.prefix import PrefixSelector
 from coder_proto._shells.watch_feed import WatchFeed, WatchShell, standalone_watch
+from coder_proto._stream.watch import WatchMachine
 from tests.core_driver import chat_stub
 
 BASE = "https://coder.test"
@@ -24,12 +25,34 @@ def event(chat_id: str, kind: str = "status_change") -> ChatWatchEvent:
     return ChatWatchEvent.from_json({"kind": kind, "chat": chat_stub(chat_id)})
 
 
+class Subscribed:
+    """What an adapter's ``driver.watch`` returns: the run of the watch machine."""
+
+    def __init__(self, machine: WatchMachine) -> None:
+        self.machine = machine
+
+
+def subscriber(selector: PrefixSelector | None = None) -> Any:
+    """A ``driver.watch`` stand-in: the machine the connection's ``start_watch`` builds."""
+
+    def subscribe(backoff: WatchBackoff | None) -> Subscribed:
+        return Subscribed(
+            WatchMachine(
+                selector or PrefixSelector(V2_PREFIX),
+                base_url=BASE,
+                token="tok-feed",
+                now=0.0,
+                backoff=backoff,
+            )
+        )
+
+    return subscribe
+
+
 def started(feed: WatchFeed, selector: PrefixSelector | None = None) -> Any:
-    machine = feed.start(
-        selector or PrefixSelector(V2_PREFIX), base_url=BASE, token="tok-feed", now=0.0
-    )
-    assert machine is not None
-    return machine
+    run = feed.start(subscriber(selector))
+    assert run is not None
+    return run.machine
 
 
 def test_the_subscription_starts_once_and_never_after_a_close_wire_6() -> None:
@@ -38,13 +61,13 @@ def test_the_subscription_starts_once_and_never_after_a_close_wire_6() -> None:
     machine = started(feed)
     assert machine.policy.initial == 0.5
     assert repr(feed) == "<ChatWatch open>"
-    assert feed.start(PrefixSelector(), base_url=BASE, token="t", now=1.0) is None
+    assert feed.start(subscriber()) is None
     assert feed.machine is machine
     closed = WatchFeed()
     closed.close()
     assert repr(closed) == "<ChatWatch closed>"
     with pytest.raises(CoderAgentError, match="closed"):
-        closed.start(PrefixSelector(), base_url=BASE, token="t", now=0.0)
+        closed.start(subscriber())
 
 
 def test_events_are_handed_out_once_in_arrival_order_wire_6() -> None:
