@@ -63,6 +63,7 @@ if TYPE_CHECKING:
     from ._connection import CloseSocket as CloseSocket
     from ._connection import Conn as Conn
     from ._connection import Connection as Connection
+    from ._connection import ConnectionStats as ConnectionStats
     from ._connection import HttpCall as HttpCall
     from ._connection import InvokeTools as InvokeTools
     from ._connection import OpenSocket as OpenSocket
@@ -155,6 +156,7 @@ if TYPE_CHECKING:
 __all__ = [  # noqa: RUF022
     # the embedder's object, its tasks and the commands it hands out
     "Connection",
+    "ConnectionStats",
     "AgentCore",
     "Task",
     "Conn",
@@ -342,6 +344,7 @@ __getattr__, __dir__ = lazy_exports(
             "CloseSocket",
             "Conn",
             "Connection",
+            "ConnectionStats",
             "HttpCall",
             "InvokeTools",
             "OpenSocket",

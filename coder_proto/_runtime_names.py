@@ -33,6 +33,7 @@ EMBEDDER_NAMES: tuple[str, ...] = (
     "StoreRequest",
     "ApplyStore",
     "TaskMoved",
+    "ConnectionStats",
 )
 """The ``coder_proto.__all__`` names that belong to a loop of one's own (``Connection``, its
 tasks, handles and commands): an adapter is such a loop, so it does not re-export them."""

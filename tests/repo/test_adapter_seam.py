@@ -213,8 +213,8 @@ def _signatures() -> Iterator[tuple[str, Any]]:
     """The annotations of what an embedder and an adapter call: ``Connection``, the commands
     it hands out and the handles they carry, a task and a tool run, the agent's core and its
     session, the values of ``coder_proto.__all__``, and ``coder_proto.durable``. The handles
-    (``Conn``, ``HttpCall``, ``ToolRun``, ``StoreRequest``, ``Task``) are built by the
-    connection: their methods and properties count, and of their constructors' parameters the
+    (``Conn``, ``HttpCall``, ``ToolRun``, ``StoreRequest``, ``Task``, and the
+    ``ConnectionStats`` view) are built by the connection: their methods and properties count, and of their constructors' parameters the
     request an embedder performs (``HttpCall.request``)."""
     import coder_proto
     from coder_proto import adapter, durable
@@ -236,7 +236,7 @@ def _signatures() -> Iterator[tuple[str, Any]]:
         elif inspect.isclass(value):
             classes.append(value)
     handles = {coder_proto.Conn, coder_proto.HttpCall, coder_proto.ToolRun}
-    handles |= {coder_proto.StoreRequest, coder_proto.Task}
+    handles |= {coder_proto.StoreRequest, coder_proto.Task, coder_proto.ConnectionStats}
     for cls in dict.fromkeys(classes):
         if attrs.has(cls):
             yield from _annotations(cls.__qualname__, cls)
