@@ -270,7 +270,6 @@ def test_the_types_of_public_signatures_are_exported() -> None:
         "coder_proto.HttpRequest",
         "coder_proto.ActionToolCall",
         "coder_proto.PortShare",
-        "coder_proto.adapter.OpenConnection",
         "coder_proto.adapter.HttpResponse",
         "coder_proto.durable.DurableMachine",
         "coder_proto.durable.LeaseCheck",
