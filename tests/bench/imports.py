@@ -15,7 +15,7 @@ library loads anyway), in fresh processes.
 * ``imports.asyncio_connected``: ``import coder_io_asyncio, httpx, wsproto``: what a program
   has loaded once its first client is made and its first stream opened. Reported, no target.
 * ``imports.cli_version`` / ``imports.cli_help``: ``coder-agent --version`` and ``--help``
-  (the console script's entry point, ``coder_io_sync.cli:main``), which import no protocol
+  (the console script's entry point, ``coder_integrations.cli:main``), which import no protocol
   code. Target: at or under 1.0x.
 
 Each round starts one interpreter per line and one for the floor, back to back in alternating
@@ -53,13 +53,13 @@ LINES: tuple[tuple[str, str, float | None], ...] = (
     (
         "imports.cli_version",
         "import sys; sys.argv = ['coder-agent', '--version']; "
-        "from coder_io_sync.cli import main; main()",
+        "from coder_integrations.cli import main; main()",
         1.0,
     ),
     (
         "imports.cli_help",
         "import sys; sys.argv = ['coder-agent', '--help']; "
-        "from coder_io_sync.cli import main; main()",
+        "from coder_integrations.cli import main; main()",
         1.0,
     ),
 )
