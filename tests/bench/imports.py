@@ -7,8 +7,8 @@ library loads anyway), in fresh processes.
   WebSocket. Target: at or under 1.5x.
 * ``imports.trio``: ``import coder_io_trio``, the same on trio. Target: at or under 1.5x.
 * ``imports.sync``: ``from coder_io_sync import CoderAgent, CoderChatClient``: the blocking
-  adapter's package imports nothing by itself (it holds the command line too), so the line
-  takes its agent and client. Target: at or under 1.5x.
+  adapter's package imports nothing by itself (every name is imported on first use), so the
+  line takes its agent and client. Target: at or under 1.5x.
 * ``imports.asyncio_dependencies``: what the asyncio adapter's dependencies take alone
   (asyncio, attrs, msgspec): the part of ``imports.asyncio`` that is not the library's own
   code. Reported, no target.
