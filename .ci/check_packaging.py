@@ -85,7 +85,7 @@ def check_wheel(wheel: Path) -> None:
     missing = {p for p in tracked(*PACKAGES) if p.endswith(".py") and p not in names}
     check(not missing, f"wheel holds every tracked module (missing: {sorted(missing)})")
     check(not any(n.startswith("tests/") for n in names), "wheel holds nothing from tests/")
-    check("coder-agent = coder_io_sync.cli:main" in entry_points, "wheel declares coder-agent")
+    check("coder-agent = coder_integrations.cli:main" in entry_points, "wheel declares coder-agent")
     check(
         "coder_agents = coder_integrations.pytest_plugin" in entry_points,
         "wheel declares the pytest plugin entry point",

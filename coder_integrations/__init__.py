@@ -2,6 +2,7 @@
 tools. Nothing below it (``coder_proto``, ``coder_io_common``, the three adapters) imports it
 when it is imported itself; each module imports its own extras only when it is used.
 
+* ``cli``: the ``coder-agent`` command line (docs/cli.md), a program on the blocking adapter;
 * ``fake_server``: the fake Coder server's serving loop (``FakeCoderServer``), which serves
   ``coder_proto.fake`` on loopback for every runtime's tests and for ``coder-agent
   fake-server``;

@@ -60,8 +60,8 @@ if TYPE_CHECKING:
 
 __all__ = [*USER_NAMES, *RUNTIME_NAMES, *STORE_NAMES]
 
-# Every name is imported on first use: the package also holds the command line
-# (``coder_io_sync.cli``), whose ``--version`` and ``--help`` import no protocol code.
+# Every name is imported on first use: importing the package costs no protocol code until a
+# name of it is used.
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {

@@ -7,15 +7,15 @@ library loads anyway), in fresh processes.
   WebSocket. Target: at or under 1.5x.
 * ``imports.trio``: ``import coder_io_trio``, the same on trio. Target: at or under 1.5x.
 * ``imports.sync``: ``from coder_io_sync import CoderAgent, CoderChatClient``: the blocking
-  adapter's package imports nothing by itself (it holds the command line too), so the line
-  takes its agent and client. Target: at or under 1.5x.
+  adapter's package imports nothing by itself (every name is imported on first use), so the
+  line takes its agent and client. Target: at or under 1.5x.
 * ``imports.asyncio_dependencies``: what the asyncio adapter's dependencies take alone
   (asyncio, attrs, msgspec): the part of ``imports.asyncio`` that is not the library's own
   code. Reported, no target.
 * ``imports.asyncio_connected``: ``import coder_io_asyncio, httpx, wsproto``: what a program
   has loaded once its first client is made and its first stream opened. Reported, no target.
 * ``imports.cli_version`` / ``imports.cli_help``: ``coder-agent --version`` and ``--help``
-  (the console script's entry point, ``coder_io_sync.cli:main``), which import no protocol
+  (the console script's entry point, ``coder_integrations.cli:main``), which import no protocol
   code. Target: at or under 1.0x.
 
 Each round starts one interpreter per line and one for the floor, back to back in alternating
@@ -53,13 +53,13 @@ LINES: tuple[tuple[str, str, float | None], ...] = (
     (
         "imports.cli_version",
         "import sys; sys.argv = ['coder-agent', '--version']; "
-        "from coder_io_sync.cli import main; main()",
+        "from coder_integrations.cli import main; main()",
         1.0,
     ),
     (
         "imports.cli_help",
         "import sys; sys.argv = ['coder-agent', '--help']; "
-        "from coder_io_sync.cli import main; main()",
+        "from coder_integrations.cli import main; main()",
         1.0,
     ),
 )

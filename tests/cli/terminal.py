@@ -14,7 +14,7 @@ import sys
 import termios
 import time
 
-CLI = [sys.executable, "-m", "coder_io_sync.cli"]
+CLI = [sys.executable, "-m", "coder_integrations.cli"]
 
 
 def _controlling_terminal() -> None:  # pragma: no cover (runs in the child)

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from coder_integrations._cli.screen import Printer, Progress, is_terminal
+from coder_integrations._cli.tools import ToolsError, load_tools
+from coder_integrations._cli.watch import _line
+from coder_integrations.cli import main
 from coder_integrations.fake_server import FakeCoderServer
 from coder_io_sync import CoderAgent
-from coder_io_sync._cli.screen import Printer, Progress, is_terminal
-from coder_io_sync._cli.tools import ToolsError, load_tools
-from coder_io_sync._cli.watch import _line
-from coder_io_sync.cli import main
 from coder_proto import tool
 from coder_proto.fake import CallClientTool, Say, Script
 
@@ -269,7 +269,7 @@ def test_version_flag_in_process(capsys: pytest.CaptureFixture[str]) -> None:
 def test_the_coder_config_dir_on_each_platform(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from coder_io_sync._cli.common import coder_config_dir
+    from coder_integrations._cli.common import coder_config_dir
 
     monkeypatch.setenv("CODER_CONFIG_DIR", "~/elsewhere")
     assert coder_config_dir() == Path.home() / "elsewhere"
@@ -292,7 +292,7 @@ def test_the_coder_config_dir_on_each_platform(
 def test_the_log_skips_broken_lines_and_an_unwritable_folder(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from coder_io_sync._cli import history
+    from coder_integrations._cli import history
 
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
     path = history.log_path()

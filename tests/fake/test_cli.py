@@ -15,16 +15,16 @@ import sys
 import httpx
 import pytest
 
+from coder_integrations.cli import build_parser, main
 from coder_integrations.fake_server import FakeCoderServer
 from coder_integrations.fake_server.command import server_from_args
-from coder_io_sync.cli import build_parser, main
 
 from .netclients import SyncWs
 
 
 def start(*args: str) -> tuple[subprocess.Popen[str], dict[str, str]]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "coder_io_sync.cli", "fake-server", *args],
+        [sys.executable, "-m", "coder_integrations.cli", "fake-server", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -117,7 +117,7 @@ def test_bad_scripts_file_exits_with_2(tmp_path: pathlib.Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text('{"rules": 5}')
     result = subprocess.run(
-        [sys.executable, "-m", "coder_io_sync.cli", "fake-server", "--scripts", str(bad)],
+        [sys.executable, "-m", "coder_integrations.cli", "fake-server", "--scripts", str(bad)],
         capture_output=True,
         text=True,
         timeout=30,
@@ -131,7 +131,7 @@ def test_port_in_use_exits_with_1() -> None:
     try:
         port = values["CODER_URL"].rsplit(":", 1)[1]
         result = subprocess.run(
-            [sys.executable, "-m", "coder_io_sync.cli", "fake-server", "--port", port],
+            [sys.executable, "-m", "coder_integrations.cli", "fake-server", "--port", port],
             capture_output=True,
             text=True,
             timeout=30,
@@ -156,7 +156,7 @@ def test_dispatcher(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_a_bad_port_is_one_line_and_no_traceback() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "coder_io_sync.cli", "fake-server", "--port", "99999"],
+        [sys.executable, "-m", "coder_integrations.cli", "fake-server", "--port", "99999"],
         capture_output=True,
         text=True,
         timeout=30,

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from coder_io_sync.cli import main
+from coder_integrations.cli import main
 from coder_proto.fake import FakeConfigError, ScriptBook, models_from_json
 
 PAGE = pathlib.Path(__file__).resolve().parents[2] / "docs" / "fake-server.md"

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from coder_integrations.cli import build_parser, main
 from coder_integrations.fake_server import FakeCoderServer
-from coder_io_sync.cli import build_parser, main
 
 ENV = ("CODER_URL", "CODER_SESSION_TOKEN", "CODER_ORGANIZATION_ID")
 

@@ -1,7 +1,7 @@
 """How ``coder-agent`` ends, seen from a shell: every user mistake is one line on stderr and
 exit status 2 with no traceback, and every way ``run`` ends (success, failure, Ctrl-C,
 SIGTERM, the ``--timeout`` deadline, a lost network, a closed stdout) reports the chat id and
-cursor and exits with the status documented in ``coder_io_sync.cli.EXIT_CODES``. Each case
+cursor and exits with the status documented in ``coder_integrations.cli.EXIT_CODES``. Each case
 runs the real entry point in a subprocess against a fake server on loopback."""
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
+from coder_integrations.cli import EXIT_CODES, build_parser
 from coder_integrations.fake_server import FakeCoderServer
-from coder_io_sync.cli import EXIT_CODES, build_parser
 
 ENV = ("CODER_URL", "CODER_SESSION_TOKEN", "CODER_ORGANIZATION_ID", "CODER_ORG_ID")
 #: Long enough that the run is still streaming when the test acts on it (one part per word).
 LONG_PROMPT = " ".join(f"word{i}" for i in range(400))
-CLI = [sys.executable, "-m", "coder_io_sync.cli"]
+CLI = [sys.executable, "-m", "coder_integrations.cli"]
 
 
 def _env(**values: str) -> dict[str, str]:

@@ -42,7 +42,7 @@ def test_coder_agent_run_records_and_replay_prints_the_outcome(tmp_path: Any) ->
         [
             sys.executable,
             "-m",
-            "coder_io_sync.cli",
+            "coder_integrations.cli",
             "run",
             "hello there",
             "--fake",
@@ -58,7 +58,7 @@ def test_coder_agent_run_records_and_replay_prints_the_outcome(tmp_path: Any) ->
     transcript = parse_transcript(path.read_text(encoding="utf-8"))
     assert transcript.of(WsFrame)
     shown = subprocess.run(
-        [sys.executable, "-m", "coder_io_sync.cli", "replay", str(path), "--json"],
+        [sys.executable, "-m", "coder_integrations.cli", "replay", str(path), "--json"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -70,7 +70,7 @@ def test_coder_agent_run_records_and_replay_prints_the_outcome(tmp_path: Any) ->
     assert data["turns"][0]["text"]
     assert "parts" not in data["turns"][0]
     parts = subprocess.run(
-        [sys.executable, "-m", "coder_io_sync.cli", "replay", str(path), "--parts"],
+        [sys.executable, "-m", "coder_integrations.cli", "replay", str(path), "--parts"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -95,7 +95,7 @@ def test_replay_prints_text_that_is_not_valid_unicode_as_escapes(
     path = tmp_path / "surrogate.jsonl"
     path.write_text(text.replace(marker, marker + "\\\\ud800", 1), encoding="utf-8")
     shown = subprocess.run(
-        [sys.executable, "-m", "coder_io_sync.cli", "replay", str(path), *flags],
+        [sys.executable, "-m", "coder_integrations.cli", "replay", str(path), *flags],
         capture_output=True,
         timeout=60,
         check=False,

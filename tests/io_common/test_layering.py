@@ -1,9 +1,10 @@
 """The async layer's place in the import graph (docs/architecture.md "Layers"): ``coder_io_asyncio`` and
 ``coder_io_trio`` are the one layer of ``coder_io_common._async`` on their runtime and import
 nothing of each other; the shared packages import no adapter; ``coder_integrations`` stands
-over all of them and only two doors of the adapters open onto it, when they are used; and no
-import circle runs through any package of the library, the core included (imports under
-``TYPE_CHECKING`` and inside functions included)."""
+over all of them (the command line included) and only one door below it opens onto it
+(``instrument``, OpenTelemetry), when it is used; and no import circle runs through any
+package of the library, the core included (imports under ``TYPE_CHECKING`` and inside
+functions included)."""
 
 from __future__ import annotations
 
@@ -26,11 +27,9 @@ LIBRARY = (
     "coder_integrations",
 )
 #: The modules under ``coder_integrations`` that import it, each only inside the function that
-#: needs it: the command line's ``fake-server`` command and ``--fake`` / ``demo`` deployments
-#: (the fake server), and ``instrument``, which every adapter re-exports (OpenTelemetry).
+#: needs it: ``instrument``, which every adapter re-exports (OpenTelemetry). The command line,
+#: which serves the fake server, stands in ``coder_integrations`` itself.
 INTEGRATIONS_DOORS = {
-    "coder_io_sync.cli": {"coder_integrations.fake_server"},
-    "coder_io_sync._cli.common": {"coder_integrations.fake_server"},
     "coder_io_common.instrumentation": {"coder_integrations.otel"},
 }
 
@@ -125,7 +124,7 @@ def top_level_imports(path: pathlib.Path) -> set[str]:
     return names
 
 
-def test_nothing_under_the_integrations_imports_them_but_two_doors() -> None:
+def test_nothing_under_the_integrations_imports_them_but_one_door() -> None:
     for package in LIBRARY[:-1]:
         for module, path in module_files(package).items():
             used = {n for n in imported(module, path) if n.split(".")[0] == "coder_integrations"}

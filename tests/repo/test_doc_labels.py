@@ -591,7 +591,7 @@ def _help_texts(parser: argparse.ArgumentParser) -> Iterator[str]:
 def test_cli_help_carries_no_rule_label() -> None:
     import importlib.util
 
-    from coder_io_sync.cli import build_parser
+    from coder_integrations.cli import build_parser
 
     spec = importlib.util.spec_from_file_location(
         "custom_loop_template", ROOT / "examples" / "custom_loop" / "selectors_loop.py"

@@ -52,9 +52,25 @@ ON_FIRST_CLIENT = ("httpx", "httpcore", "h11")
 #: watch), not when it is imported.
 ON_FIRST_STREAM = ("wsproto",)
 
-#: What ``--version`` and ``--help`` may load of the library: the command line itself, the
-#: package ``__init__``s it sits in (their names resolve on first use) and the version.
+#: What ``--version`` and ``--help`` may load of the library besides the command line itself
+#: (``coder_integrations.cli`` and its ``_cli`` modules): the package ``__init__``s it sits in
+#: and reads names from (their names resolve on first use), the version, and the fake server's
+#: flags, which ``fake-server --help`` lists.
 CLI_ALLOWED = {
+    "coder_proto",
+    "coder_proto._lazy",
+    "coder_proto._runtime_names",
+    "coder_proto._version",
+    "coder_proto.adapter",
+    "coder_integrations",
+    "coder_integrations.fake_server",
+    "coder_integrations.fake_server._flags",
+}
+
+#: What importing ``coder_io_sync`` loads of the library: the package ``__init__``s its names
+#: resolve from on first use, and the version.
+SYNC_ON_IMPORT = {
+    "coder_io_sync",
     "coder_proto",
     "coder_proto._lazy",
     "coder_proto._runtime_names",
@@ -62,9 +78,6 @@ CLI_ALLOWED = {
     "coder_proto.adapter",
     "coder_io_common",
     "coder_io_common.stores",
-    "coder_integrations",
-    "coder_integrations.fake_server",
-    "coder_integrations.fake_server._flags",
 }
 
 
@@ -98,21 +111,24 @@ def _sys_modules(code: str) -> set[str]:
 
 
 def _library(modules: set[str]) -> set[str]:
-    return {m for m in modules if m.split(".")[0].startswith(("coder_proto", "coder_io_"))}
+    return {
+        m
+        for m in modules
+        if m.split(".")[0].startswith(("coder_proto", "coder_io_", "coder_integrations"))
+    }
 
 
 @pytest.mark.parametrize("flag", ["--version", "--help"])
 def test_the_command_line_answers_version_and_help_without_protocol_code(flag: str) -> None:
     code = (
         f"import sys\nsys.argv = ['coder-agent', {flag!r}]\n"
-        "from coder_io_sync.cli import main\n"
+        "from coder_integrations.cli import main\n"
         "try:\n    main()\nexcept SystemExit as exc:\n    assert exc.code == 0, exc.code"
     )
     modules = _modules_after(code)
     loaded = _library(modules) - CLI_ALLOWED
-    assert {m for m in loaded if not m.startswith("coder_io_sync")} == set()
-    assert {m for m in loaded if m.startswith("coder_io_sync.") and "_cli" not in m} == {
-        "coder_io_sync.cli"
+    assert {m for m in loaded if not m.startswith("coder_integrations._cli")} == {
+        "coder_integrations.cli"
     }
     assert not {"httpx", "attrs", "wsproto", "asyncio", "trio"} & modules
 
@@ -148,9 +164,10 @@ def test_an_adapter_loads_wsproto_with_its_first_websocket(adapter: str) -> None
 
 
 def test_the_blocking_adapter_loads_its_names_on_first_use() -> None:
-    """``coder_io_sync`` holds the command line too, so importing it loads nothing; its agent
-    brings the same as an event-loop adapter's, no more."""
-    assert _library(_modules_after("import coder_io_sync")) <= CLI_ALLOWED | {"coder_io_sync"}
+    """Importing ``coder_io_sync`` loads the tables its names resolve from and nothing of the
+    protocol (every name is imported on first use); its agent brings the same as an
+    event-loop adapter's, no more."""
+    assert _library(_modules_after("import coder_io_sync")) <= SYNC_ON_IMPORT
     modules = _modules_after("from coder_io_sync import CoderAgent, CoderChatClient, tool")
     loaded = {m for m in ON_FIRST_USE if any(n == m or n.startswith(m + ".") for n in modules)}
     assert loaded == set()

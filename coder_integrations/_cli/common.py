@@ -1,4 +1,4 @@
-"""What ``coder-agent``'s commands share (``coder_io_sync.cli`` and the ``chat`` and
+"""What ``coder-agent``'s commands share (``coder_integrations.cli`` and the ``chat`` and
 ``chats watch`` modules beside this one): the exit statuses, the usage error, the argument
 types, the deployment from the flags, the environment or the Coder CLI's stored login,
 errors worded with the deployment and the fix, SIGTERM handling, and the connection to a

@@ -26,20 +26,20 @@ Subcommands:
   ``last_seen_message_id``) under ``--json``. Ctrl-C and SIGTERM interrupt the server's run.
 * ``chat``: an interactive multi-turn session on one chat, with client tools loaded from a
   Python module (``--tools``), slash commands and Ctrl-C interrupting the turn, not the
-  session (``coder_io_sync._cli.chat``).
+  session (``coder_integrations._cli.chat``).
 * ``replay FILE``: run a recorded transcript offline and print each turn's outcome.
 * ``models``: list the organization's chat model configurations.
 * ``chats list | show CHAT_ID | interrupt CHAT_ID | archive CHAT_ID | watch``: the chats on
   the deployment, a chat's history oldest first, interrupting its run, archiving it, and the
   watch stream of their lifecycle events.
 * ``log``: the chats ``run`` and ``chat`` reached on a deployment, from the local log
-  (``coder_io_sync._cli.history``), which ``--continue`` reads too.
+  (``coder_integrations._cli.history``), which ``--continue`` reads too.
 
 The deployment comes from the flags, the ``CODER_*`` variables, or the files ``coder login``
-stored (``coder_io_sync._cli.common.coder_config_dir``). Mistakes, argument mistakes
+stored (``coder_integrations._cli.common.coder_config_dir``). Mistakes, argument mistakes
 included, are one line ``coder-agent COMMAND: ...`` with exit status 2.
 
-On a terminal, ``run`` and ``chat`` show progress on stderr (``coder_io_sync._cli.screen``);
+On a terminal, ``run`` and ``chat`` show progress on stderr (``coder_integrations._cli.screen``);
 docs/cli.md describes every command, flag and exit code.
 
 Exit status (``EXIT_CODES``; the same table ends ``coder-agent --help``):
