@@ -6,7 +6,7 @@ names mapped to their blocking spelling: ``__aenter__``, ``aclose``, ``AsyncIter
 and the runs of six or more consecutive equal lines are counted (``difflib``'s matching
 blocks). A blocking module that is generated from its async twin (its first line says so,
 ``coder_io_sync/_sync/``) is reported apart and left out of the total: the repetition is then
-the generator's, checked by ``tests/sync_adapter/test_generated.py``.
+the generator's, checked by ``tests/io_sync/test_generated.py``.
 
 Usage: ``python .ci/mirror_runs.py [--min N]``.
 """

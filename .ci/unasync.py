@@ -18,7 +18,7 @@ The rewriting is by tokens (``tokenize``), with a few rules and nothing else:
 What differs between the two layers beyond this stays out of the generated files: in the
 drivers (``coder_io_sync._driver``), the runtimes (``coder_io_sync._runtime``) and the
 blocking adapter's public modules, which subclass the generated classes. Each generated file
-begins with a comment naming its source; ``tests/sync_adapter/test_generated.py`` fails when
+begins with a comment naming its source; ``tests/io_sync/test_generated.py`` fails when
 one differs from what this script writes.
 
 Usage: ``python .ci/unasync.py`` (writes the files) or ``python .ci/unasync.py --check``
