@@ -19,11 +19,12 @@ three), ``loop_runtime`` (asyncio and trio) and ``recorder``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import threading
 import time
 import traceback
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 import attrs
@@ -39,6 +40,32 @@ from coder_proto import TextDelta
 T = TypeVar("T")
 
 Thunk = Callable[[], Awaitable[Any]]
+
+
+@contextlib.contextmanager
+def _ctrl_c_when(when: Callable[[], bool]) -> Iterator[None]:
+    """Ctrl-C for the block: SIGINT to the main thread (which runs the block) as soon as
+    ``when()`` holds; the watching thread is stopped and joined when the block ends."""
+    main = threading.main_thread()
+    assert threading.current_thread() is main, "Ctrl-C reaches the main thread only"
+    ident = main.ident
+    assert ident is not None
+    stop = threading.Event()
+
+    def interrupt() -> None:
+        while not stop.is_set():
+            if when():
+                signal.pthread_kill(ident, signal.SIGINT)
+                return
+            time.sleep(0.005)
+
+    killer = threading.Thread(target=interrupt, daemon=True)
+    killer.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        killer.join()
 
 
 @attrs.define
@@ -723,29 +750,12 @@ class SyncRuntime:
     async def cancel_consumer(self, watch: Any, when: Callable[[], bool]) -> bool:
         """The blocking adapter's own cancellation is Ctrl-C: SIGINT to the main thread (the
         consumer) once ``when()`` holds; whether the ``KeyboardInterrupt`` propagated."""
-        main = threading.main_thread()
-        assert threading.current_thread() is main, "Ctrl-C reaches the main thread only"
-        ident = main.ident
-        assert ident is not None
-        stop = threading.Event()
-
-        def interrupt() -> None:
-            while not stop.is_set():
-                if when():
-                    signal.pthread_kill(ident, signal.SIGINT)
-                    return
-                time.sleep(0.01)
-
-        killer = threading.Thread(target=interrupt, daemon=True)
-        killer.start()
         try:
-            for _ in watch:
-                pass
+            with _ctrl_c_when(when):
+                for _ in watch:
+                    pass
         except KeyboardInterrupt:
             return True
-        finally:
-            stop.set()
-            killer.join()
         return False
 
     async def durable(self, name: str, *args: Any, **kwargs: Any) -> Any:
@@ -757,29 +767,12 @@ class SyncRuntime:
         """Ctrl-C (SIGINT to the main thread, which makes the call) as soon as ``when()``
         holds: the ``KeyboardInterrupt`` that propagated, ``None`` when the call finished
         first."""
-        main = threading.main_thread()
-        assert threading.current_thread() is main, "Ctrl-C reaches the main thread only"
-        ident = main.ident
-        assert ident is not None
-        stop = threading.Event()
-
-        def interrupt() -> None:
-            while not stop.is_set():
-                if when():
-                    signal.pthread_kill(ident, signal.SIGINT)
-                    return
-                time.sleep(0.005)
-
-        killer = threading.Thread(target=interrupt, daemon=True)
-        killer.start()
         try:
-            _complete(getattr(self, method)(*args, **kwargs))
+            with _ctrl_c_when(when):
+                _complete(getattr(self, method)(*args, **kwargs))
         except KeyboardInterrupt as exc:
             self.recorder.note(exc)
             return exc
-        finally:
-            stop.set()
-            killer.join()
         return None
 
     async def cancelled_after(self, seconds: float, method: str, *args: Any, **kwargs: Any) -> bool:
