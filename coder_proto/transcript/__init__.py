@@ -45,13 +45,13 @@ from typing import TYPE_CHECKING
 from coder_proto._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from .._recording import Recorder as Recorder
     from ._fields import TranscriptError as TranscriptError
     from ._fields import TranscriptVersionError as TranscriptVersionError
     from ._format import Transcript as Transcript
     from ._format import TranscriptWriter as TranscriptWriter
     from ._format import parse_transcript as parse_transcript
     from ._outcomes import outcome_summary as outcome_summary
-    from ._recorder import Recorder as Recorder
     from ._recorder import TranscriptRecorder as TranscriptRecorder
     from ._records import FORMAT_NAME as FORMAT_NAME
     from ._records import FORMAT_VERSION as FORMAT_VERSION
@@ -124,10 +124,8 @@ __getattr__, __dir__ = lazy_exports(
             "parse_transcript",
         ),
         "._outcomes": ("outcome_summary",),
-        "._recorder": (
-            "Recorder",
-            "TranscriptRecorder",
-        ),
+        "coder_proto._recording": ("Recorder",),
+        "._recorder": ("TranscriptRecorder",),
         "._records": (
             "FORMAT_NAME",
             "FORMAT_VERSION",
