@@ -2,8 +2,10 @@
 (docs/observability.md); needs the ``otel`` extra (``opentelemetry-api``).
 
 ``instrument(agent_or_client, tracer_provider=None, meter_provider=None, agent_name=None)``
-turns it on for one object (every adapter re-exports it as ``instrument``, importing this
-module only when it is called). Spans follow the OpenTelemetry GenAI semantic conventions:
+turns it on for one object. Every adapter re-exports an ``instrument`` that finds this one
+without importing it, through the entry-point group ``coder_agents.instrumentation``, and
+loads this module only when it is called; importing this module registers its ``instrument``
+there too (``coder_io_common.instrumentation``). Spans follow the OpenTelemetry GenAI semantic conventions:
 
 * ``invoke_agent`` per turn (``generate`` or ``stream``), a child of the caller's current
   span;
@@ -34,6 +36,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
+from coder_io_common.instrumentation import register_instrumenter
 from coder_io_common.observer import (
     AgentObserver,
     ToolObservation,
@@ -644,3 +647,6 @@ def instrument(
     raise TypeError(
         f"instrument() takes a CoderAgent or a CoderChatClient, not {type(target).__name__}"
     )
+
+
+register_instrumenter("otel", instrument)

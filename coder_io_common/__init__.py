@@ -13,8 +13,9 @@
 * ``stores``: the durable stores (SQLite; PostgreSQL with the ``postgres`` extra), usable from
   every adapter.
 * ``observer``: the hooks an agent calls around its turns, client tools and session events;
-  ``instrumentation.instrument`` turns on the OpenTelemetry observer behind them
-  (``coder_integrations.otel``), importing it only when called.
+  ``instrumentation.instrument`` turns on the OpenTelemetry observer behind them, which it
+  finds through the entry-point group ``coder_agents.instrumentation`` when called (this
+  package imports nothing of ``coder_integrations``).
 
 Everything else runtime-independent lives in ``coder_proto``. What stands on top of the
 adapters (the fake server's serving loop, the pytest plugin, OpenTelemetry, the AI SDK bridge)

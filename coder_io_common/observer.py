@@ -8,8 +8,8 @@ of the agent's session (``segment:*``, ``ws:*``, and ``http:*`` when the agent's
 its client share one event sink). ``observe(agent, observer)`` attaches one; the adapters
 call the hooks only when one is attached, so an agent without an observer does no extra
 work. ``coder_integrations.otel`` is the OpenTelemetry observer;
-``coder_io_common.instrumentation.instrument`` (re-exported by every adapter) turns it on
-without importing OpenTelemetry before it is called.
+``coder_io_common.instrumentation.instrument`` (re-exported by every adapter) turns it on,
+finding it through an entry point when it is called, so OpenTelemetry is not imported before.
 
 This module imports nothing beyond the standard library and the core.
 """

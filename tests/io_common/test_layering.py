@@ -1,15 +1,16 @@
 """The async layer's place in the import graph (docs/architecture.md "Layers"): ``coder_io_asyncio`` and
 ``coder_io_trio`` are the one layer of ``coder_io_common._async`` on their runtime and import
 nothing of each other; the shared packages import no adapter; ``coder_integrations`` stands
-over all of them (the command line included) and only one door below it opens onto it
-(``instrument``, OpenTelemetry), when it is used; and no import circle runs through any
-package of the library, the core included (imports under ``TYPE_CHECKING`` and inside
-functions included)."""
+over all of them (the command line included) and nothing below it names it, not even in a
+function or a lazy export (the adapters' ``instrument`` finds OpenTelemetry through an entry
+point); no import circle runs through any package of the library, the core included (imports
+under ``TYPE_CHECKING`` and inside functions included); and no two folders import each other."""
 
 from __future__ import annotations
 
 import ast
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -26,12 +27,9 @@ LIBRARY = (
     "coder_io_sync",
     "coder_integrations",
 )
-#: The modules under ``coder_integrations`` that import it, each only inside the function that
-#: needs it: ``instrument``, which every adapter re-exports (OpenTelemetry). The command line,
-#: which serves the fake server, stands in ``coder_integrations`` itself.
-INTEGRATIONS_DOORS = {
-    "coder_io_common.instrumentation": {"coder_integrations.otel"},
-}
+#: A string that names a module of ``coder_integrations`` (or a name in one, as an entry point
+#: does): what a lazy export or ``importlib.import_module`` would load.
+INTEGRATIONS_NAME = re.compile(r"coder_integrations(\.\w+)*(:\w+)?")
 
 
 def module_files(package: str) -> dict[str, pathlib.Path]:
@@ -98,43 +96,61 @@ def test_the_shared_layer_imports_no_adapter_and_no_runtime() -> None:
         assert not bad, (module, bad)
 
 
-def top_level_imports(path: pathlib.Path) -> set[str]:
-    """The modules ``path`` imports when it is itself imported: at module level, outside
-    ``TYPE_CHECKING`` blocks (absolute names; relative imports are ``"."``)."""
-    names: set[str] = set()
-
-    def scan(body: list[ast.stmt]) -> None:
-        for node in body:
-            if isinstance(node, ast.Import):
-                names.update(alias.name for alias in node.names)
-            elif isinstance(node, ast.ImportFrom):
-                names.add(node.module if not node.level and node.module else ".")
-            elif isinstance(node, ast.If):
-                if not (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"):
-                    scan(node.body)
-                scan(node.orelse)
-            elif isinstance(node, ast.Try):
-                scan(node.body)
-                for handler in node.handlers:
-                    scan(handler.body)
-                scan(node.orelse)
-                scan(node.finalbody)
-
-    scan(ast.parse(path.read_text(), str(path)).body)
-    return names
+def named_modules(path: pathlib.Path) -> set[str]:
+    """Every string in ``path``'s code (its docstrings left out) that names a module of
+    ``coder_integrations``: the keys of a ``lazy_exports`` table, an ``import_module`` argument."""
+    tree = ast.parse(path.read_text(), str(path))
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    return {
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in docstrings
+        and INTEGRATIONS_NAME.fullmatch(node.value)
+    }
 
 
-def test_nothing_under_the_integrations_imports_them_but_one_door() -> None:
+def test_nothing_under_the_integrations_names_them() -> None:
+    """No module below ``coder_integrations`` imports it, anywhere in its code (inside a
+    function and under ``TYPE_CHECKING`` too), nor names one of its modules in a string that
+    something could import (a lazy export, ``importlib.import_module``)."""
+    found = {}
     for package in LIBRARY[:-1]:
         for module, path in module_files(package).items():
             used = {n for n in imported(module, path) if n.split(".")[0] == "coder_integrations"}
-            allowed = INTEGRATIONS_DOORS.get(module, set())
-            bad = {n for n in used if not any(n == a or n.startswith(a + ".") for a in allowed)}
-            assert not bad, (module, bad)
-            on_import = {
-                n for n in top_level_imports(path) if n.split(".")[0] == "coder_integrations"
-            }
-            assert not on_import, (module, on_import)
+            used |= named_modules(path)
+            if used:
+                found[module] = sorted(used)
+    assert found == {}
+
+
+def test_the_integrations_check_sees_every_form(tmp_path: pathlib.Path) -> None:
+    """The scans above find an import in a function, a lazy export and an ``import_module``
+    argument, and leave docstrings and messages alone."""
+    path = tmp_path / "example.py"
+    path.write_text(
+        '''"""Names coder_integrations.otel in a docstring."""
+def f():
+    """coder_integrations.otel"""
+    from coder_integrations.otel import instrument
+    raise ImportError("install coder_integrations.otel")
+lazy_exports(__name__, {"coder_integrations.ai_sdk": ("x",)})
+importlib.import_module("coder_integrations.cli")
+'''
+    )
+    assert {n for n in imported("example", path) if n.startswith("coder_integrations")} == {
+        "coder_integrations.otel",
+        "coder_integrations.otel.instrument",
+    }
+    assert named_modules(path) == {"coder_integrations.ai_sdk", "coder_integrations.cli"}
 
 
 def test_no_import_circle_runs_through_any_package() -> None:
@@ -161,6 +177,73 @@ def test_no_import_circle_runs_through_any_package() -> None:
     for module in sorted(graph):
         if module not in state:
             visit(module)
+
+
+def folder(module: str) -> str:
+    """The room a module stands in, in the folder-level picture of the library: a module or
+    package directly under ``coder_proto`` (``coder_proto._stream``, ``coder_proto._engine``),
+    or one of the other packages as a whole."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "coder_proto" else parts[0]
+
+
+#: The two-way ties the core still has, each allowed only as the pair itself: the connection
+#: takes a durable job and a recorder, and durable workflows and replay drive a connection.
+#: A tie is never added here; one that is gone is taken out.
+KNOWN_TIES = (
+    {"coder_proto._connection", "coder_proto.durable"},
+    {"coder_proto._connection", "coder_proto.transcript"},
+)
+
+
+def folder_graph() -> dict[str, set[str]]:
+    """Folder -> the folders it imports (anywhere: in functions and ``TYPE_CHECKING`` too)."""
+    graph: dict[str, set[str]] = {}
+    for package in LIBRARY:
+        for module, path in module_files(package).items():
+            targets = {folder(n) for n in imported(module, path) if n in MODULES}
+            graph.setdefault(folder(module), set()).update(targets - {folder(module)})
+    return graph
+
+
+def circle_through(graph: dict[str, set[str]], source: str, target: str) -> list[str] | None:
+    """A way back from ``target`` to ``source`` (so the arrow ``source -> target`` closes a
+    circle), or ``None``."""
+    seen = {target}
+    ways = [[target]]
+    while ways:
+        way = ways.pop()
+        for step in sorted(graph.get(way[-1], ())):
+            if step == source:
+                return [source, *way, source]
+            if step not in seen:
+                seen.add(step)
+                ways.append([*way, step])
+    return None
+
+
+def test_no_arrow_between_folders_runs_back_up() -> None:
+    """No two folders of the library import each other, directly or round a longer circle, so
+    every folder stands on a floor above all it imports (docs/architecture.md "Layers"). The
+    adapter shells, for one, take a recorder through ``coder_proto._recording``, below the
+    transcript package (which replay ties to the connection above the shells)."""
+    graph = folder_graph()
+    assert "coder_proto._recording" in graph["coder_proto._shells"]  # guards the scanner
+    found = []
+    for source in sorted(graph):
+        for target in sorted(graph[source]):
+            if {source, target} in KNOWN_TIES:
+                continue
+            circle = circle_through(graph, source, target)
+            if circle is not None:
+                found.append(" -> ".join(circle))
+    assert found == [], "arrows that close a circle of folders:\n" + "\n".join(found)
+
+
+def test_the_circle_check_sees_a_way_back() -> None:
+    graph = {"low": {"ground"}, "high": {"low"}, "ground": {"high"}}
+    assert circle_through(graph, "high", "low") == ["high", "low", "ground", "high"]
+    assert circle_through({"high": {"low"}, "low": set()}, "high", "low") is None
 
 
 @pytest.mark.parametrize(
