@@ -1,5 +1,5 @@
-"""The seam between the core and the adapters is public: the io packages import the core
-through its public modules only (``coder_proto.__all__``, ``coder_proto.durable``,
+"""The seam between the core and what stands on it is public: the io packages and the
+integrations above them import the core through its public modules only (``coder_proto.__all__``, ``coder_proto.durable``,
 ``coder_proto.transcript``, ``coder_proto.fake``, ``coder_proto.adapter``), no private core
 module reaches a name through a public face, and every core type in the signatures an embedder
 or an adapter calls is exported from a public module (docs/runtimes.md "Writing an adapter")."""
@@ -19,7 +19,14 @@ import attrs
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-IO_PACKAGES = ("coder_io_common", "coder_io_asyncio", "coder_io_trio", "coder_io_sync")
+#: The packages that stand on the core: the adapters, their shared layer, and the integrations.
+OVER_THE_CORE = (
+    "coder_io_common",
+    "coder_io_asyncio",
+    "coder_io_trio",
+    "coder_io_sync",
+    "coder_integrations",
+)
 FACES = (
     "coder_proto",
     "coder_proto.durable",
@@ -87,16 +94,19 @@ def _is_module(name: str) -> bool:
     return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
 
 
-def test_the_io_packages_import_no_private_core_module() -> None:
-    """No ``coder_io_*`` module imports ``coder_proto._x`` or ``coder_proto.<package>._x``:
-    what an adapter needs from the core is public and documented."""
+def test_nothing_over_the_core_imports_a_private_core_module() -> None:
+    """No module of ``coder_io_*`` or ``coder_integrations`` imports ``coder_proto._x`` or
+    ``coder_proto.<package>._x``: what an adapter or an integration needs from the core is
+    public and documented."""
     found = [
         f"{path.relative_to(ROOT)}:{line}: {target}"
-        for path, module, tree in _sources(*IO_PACKAGES)
+        for path, module, tree in _sources(*OVER_THE_CORE)
         for line, target in _imported_modules(path, module, tree)
         if target.split(".")[0] == "coder_proto" and _is_private(target) and _is_module(target)
     ]
-    assert found == [], "private core modules imported by the io packages:\n" + "\n".join(found)
+    assert found == [], "private core modules imported over the core:\n" + "\n".join(found)
+    walked = {module.split(".")[0] for _, module, _ in _sources(*OVER_THE_CORE)}
+    assert walked == set(OVER_THE_CORE)  # every package was read
 
 
 def test_the_check_sees_a_private_import() -> None:
