@@ -1,7 +1,7 @@
 """``CoderChatClient``, blocking: every raw chat operation as a plain method (wire 2, 6, 7, 8,
 9; D4, D10, D11, D16, D17, D20-D24).
 
-The operations are defined once in the core (``coder_proto._shells.client_calls.ChatCalls``: signatures,
+The operations are defined once in the core (``coder_proto._shells.client_calls.ChatOperations``: signatures,
 docstrings, argument checks, the machine each one runs); this module turns each into a
 blocking method that performs it in the calling thread: the file of an upload is read, the
 machine is built under the driver's lock and run on the client's ``Driver``. The client

@@ -7,10 +7,11 @@ An adapter is a loop that drives a ``coder_proto.Connection`` (its commands; ``J
 ``Runnable`` for the machines it runs) plus thin classes around the runtime-independent halves
 defined here:
 
-- the shells: ``AgentShell`` and ``AgentCalls`` (a ``CoderAgent``'s constructor, state and
-  plain operations), ``ClientShell`` and ``ChatCalls`` (a ``CoderChatClient``'s), ``Call`` (one
-  validated operation) with ``public_method`` (an adapter method presented as the operation),
-  ``WatchShell`` and ``standalone_watch`` (a ``ChatWatch``'s);
+- the shells: ``AgentShell`` and ``AgentOperations`` (a ``CoderAgent``'s constructor, state and
+  plain operations), ``ClientShell`` and ``ChatOperations`` (a ``CoderChatClient``'s),
+  ``Operation`` (one validated operation; ``Call``, ``ChatCalls`` and ``AgentCalls`` are the
+  earlier names of these three) with ``public_method`` (an adapter method presented as the
+  operation), ``WatchShell`` and ``standalone_watch`` (a ``ChatWatch``'s);
 - an agent's session and turns: ``SessionConfig``, ``Session`` and the machines it starts
   (``Turn``, ``GenerateCall``, ``SessionInterrupt``, ``SessionArchive``, ``SessionDispose``),
   ``prepare_prompt`` and its ``PromptPlan``, the ``WorkspaceWrite`` of
@@ -91,10 +92,13 @@ if TYPE_CHECKING:
     from coder_proto._rest.uploads import UploadPlan as UploadPlan
     from coder_proto._rest.uploads import check_attachment_size as check_attachment_size
     from coder_proto._shells.agent_calls import AgentCalls as AgentCalls
+    from coder_proto._shells.agent_calls import AgentOperations as AgentOperations
     from coder_proto._shells.agent_shell import AgentShell as AgentShell
     from coder_proto._shells.agent_shell import check_connection as check_connection
     from coder_proto._shells.client_calls import Call as Call
     from coder_proto._shells.client_calls import ChatCalls as ChatCalls
+    from coder_proto._shells.client_calls import ChatOperations as ChatOperations
+    from coder_proto._shells.client_calls import Operation as Operation
     from coder_proto._shells.client_calls import public_method as public_method
     from coder_proto._shells.client_shell import ClientShell as ClientShell
     from coder_proto._shells.watch_feed import StandaloneWatch as StandaloneWatch
@@ -161,6 +165,8 @@ __all__ = [  # noqa: RUF022
     # the client's half
     "ClientSettings",
     "ClientShell",
+    "ChatOperations",
+    "Operation",
     "ChatCalls",
     "Call",
     "public_method",
@@ -170,6 +176,7 @@ __all__ = [  # noqa: RUF022
     "dumps",
     # the agent's half
     "AgentShell",
+    "AgentOperations",
     "AgentCalls",
     "check_connection",
     "option_keywords",
@@ -294,7 +301,7 @@ __getattr__, __dir__ = lazy_exports(
             "UploadPlan",
             "check_attachment_size",
         ),
-        "coder_proto._shells.agent_calls": ("AgentCalls",),
+        "coder_proto._shells.agent_calls": ("AgentOperations", "AgentCalls"),
         "coder_proto._shells.agent_shell": (
             "AgentShell",
             "check_connection",
@@ -302,6 +309,8 @@ __getattr__, __dir__ = lazy_exports(
         "coder_proto._shells.client_calls": (
             "Call",
             "ChatCalls",
+            "ChatOperations",
+            "Operation",
             "public_method",
         ),
         "coder_proto._shells.client_shell": ("ClientShell",),

@@ -42,7 +42,7 @@ from coder_proto import (
 )
 from coder_proto._agent.session_state import SessionConfig
 from coder_proto.adapter import (
-    Call,
+    Operation,
     Session,
     ToolOutcome,
     ToolPlan,
@@ -163,7 +163,7 @@ class ModelWorld:
         return min(times) if times else None
 
     def _start(self, machine: Any) -> Task:
-        call = Call(
+        call = Operation(
             machine=lambda _now, _data: machine, session=self.session, tools=_plan_every_call
         )
         task = self.connection.start_call(call, now=self.now)

@@ -1,7 +1,7 @@
 """Machines built by hand, run through the connection's high-level entries.
 
 A test that drives a core machine of its own (a session's turn, a REST job, the watch machine,
-a relay) hands it to a driver as a ``Call`` (``Connection.start_call``): ``machine_call``
+a relay) hands it to a driver as an ``Operation`` (``Connection.start_call``): ``machine_call``
 wraps it, in ``session``'s connection scope when given. With ``tools``, the call's tool pauses
 come as ``InvokeTools`` with one invocation per call of the model (``plan_every_call``), and
 the test's runner decides each outcome from the calls (``calls_of``), as an embedder that runs
@@ -16,7 +16,7 @@ from typing import Any
 from coder_proto._agent.tool_calls import ToolInvocation, ToolPlan
 from coder_proto._agent.tools import Tool
 from coder_proto._outputs import ToolCall
-from coder_proto._shells.client_calls import Call
+from coder_proto._shells.client_calls import Operation
 
 __all__ = ["AgentOf", "calls_of", "machine_call", "plan_every_call"]
 
@@ -34,10 +34,10 @@ def calls_of(invocations: Sequence[ToolInvocation]) -> tuple[ToolCall, ...]:
     return tuple(invocation.call_part for invocation in invocations)
 
 
-def machine_call(machine: Any, *, session: Any = None, tools: bool = False) -> Call[Any]:
+def machine_call(machine: Any, *, session: Any = None, tools: bool = False) -> Operation[Any]:
     """``machine`` (already started by its constructor) as a call, in ``session``'s scope;
     with ``tools``, its pauses planned by ``plan_every_call``."""
-    return Call(
+    return Operation(
         machine=lambda _now, _data: machine,
         session=session,
         tools=plan_every_call if tools else None,

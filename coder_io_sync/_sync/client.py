@@ -2,7 +2,7 @@
 """``CoderChatClient`` of the event-loop adapters: every raw chat operation as an ``async``
 method (wire 2, 6, 7, 8, 9; D4, D10, D11, D16, D17, D20-D24).
 
-The operations are defined once in the core (``coder_proto.calls.ChatCalls``: signatures,
+The operations are defined once in the core (``coder_proto.calls.ChatOperations``: signatures,
 docstrings, argument checks, the machine each one runs); this module turns each into an
 blocking method that performs it: the file of an upload is read in a worker thread, the
 machine is waited for on the client's ``Driver``. The client holds the state wire 1 gives a
@@ -21,9 +21,9 @@ from coder_proto import (
     WatchBackoff,
 )
 from coder_proto.adapter import (
-    Call,
-    ChatCalls,
+    ChatOperations,
     ClientShell,
+    Operation,
     TransportEventSink,
     public_method,
 )
@@ -42,10 +42,10 @@ T = TypeVar("T")
 
 
 def operation(
-    spec: Callable[Concatenate[Any, P], Call[T]], *, owner: str
+    spec: Callable[Concatenate[Any, P], Operation[T]], *, owner: str
 ) -> Callable[Concatenate[Any, P], T]:
     """The blocking method of ``owner`` (``CoderChatClient`` or ``CoderAgent``) for a core
-    operation: it builds the ``Call`` from the object's ``_calls`` and awaits
+    operation: it builds the ``Operation`` from the object's ``_calls`` and awaits
     ``_perform(call)``. Name, docstring and signature are the operation's."""
 
     def method(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> T:
@@ -56,7 +56,7 @@ def operation(
 
 
 def _op(
-    spec: Callable[Concatenate[ChatCalls, P], Call[T]],
+    spec: Callable[Concatenate[ChatOperations, P], Operation[T]],
 ) -> Callable[Concatenate[Any, P], T]:
     return operation(spec, owner="CoderChatClient")
 
@@ -108,7 +108,7 @@ class CoderChatClient(ClientShell["httpx.Client"], Closing):
         sockets closed, and the HTTP client closed unless it was supplied. Idempotent."""
         self.driver.close()
 
-    def _perform(self, call: Call[T]) -> T:
+    def _perform(self, call: Operation[T]) -> T:
         """Perform one operation: read its file (``runtime.read_upload``), then run it on the
         driver (in its session's scope, if any); the core builds its machine."""
         driver = self.driver
@@ -117,37 +117,37 @@ class CoderChatClient(ClientShell["httpx.Client"], Closing):
             result: T = driver.call(call, data=data).result()
         return result
 
-    # -- the operations (coder_proto.calls.ChatCalls) ------------------------------------------
+    # -- the operations (coder_proto.calls.ChatOperations) ------------------------------------------
 
-    create_chat = _op(ChatCalls.create_chat)
-    get_chat = _op(ChatCalls.get_chat)
-    list_chats = _op(ChatCalls.list_chats)
-    update_chat = _op(ChatCalls.update_chat)
-    archive_chat = _op(ChatCalls.archive_chat)
-    interrupt_chat = _op(ChatCalls.interrupt_chat)
-    get_chat_cost = _op(ChatCalls.get_chat_cost)
-    compact_chat = _op(ChatCalls.compact_chat)
-    clear_chat = _op(ChatCalls.clear_chat)
-    reconcile_chat = _op(ChatCalls.reconcile_chat)
-    refresh_chat_context = _op(ChatCalls.refresh_chat_context)
-    propose_chat_title = _op(ChatCalls.propose_chat_title)
-    get_chat_diff = _op(ChatCalls.get_chat_diff)
-    get_chats_by_workspace = _op(ChatCalls.get_chats_by_workspace)
-    create_chat_message = _op(ChatCalls.create_chat_message)
-    get_messages = _op(ChatCalls.get_messages)
-    edit_chat_message = _op(ChatCalls.edit_chat_message)
-    get_chat_prompts = _op(ChatCalls.get_chat_prompts)
-    submit_tool_results = _op(ChatCalls.submit_tool_results)
-    delete_queued_message = _op(ChatCalls.delete_queued_message)
-    edit_queued_message = _op(ChatCalls.edit_queued_message)
-    promote_queued_message = _op(ChatCalls.promote_queued_message)
-    upload_chat_file = _op(ChatCalls.upload_chat_file)
-    get_chat_file = _op(ChatCalls.get_chat_file)
-    get_chat_file_download_url = _op(ChatCalls.get_chat_file_download_url)
-    list_model_configs = _op(ChatCalls.list_model_configs)
-    resolve_model_config_id = _op(ChatCalls.resolve_model_config_id)
-    preview_url = _op(ChatCalls.preview_url)
-    share_port = _op(ChatCalls.share_port)
+    create_chat = _op(ChatOperations.create_chat)
+    get_chat = _op(ChatOperations.get_chat)
+    list_chats = _op(ChatOperations.list_chats)
+    update_chat = _op(ChatOperations.update_chat)
+    archive_chat = _op(ChatOperations.archive_chat)
+    interrupt_chat = _op(ChatOperations.interrupt_chat)
+    get_chat_cost = _op(ChatOperations.get_chat_cost)
+    compact_chat = _op(ChatOperations.compact_chat)
+    clear_chat = _op(ChatOperations.clear_chat)
+    reconcile_chat = _op(ChatOperations.reconcile_chat)
+    refresh_chat_context = _op(ChatOperations.refresh_chat_context)
+    propose_chat_title = _op(ChatOperations.propose_chat_title)
+    get_chat_diff = _op(ChatOperations.get_chat_diff)
+    get_chats_by_workspace = _op(ChatOperations.get_chats_by_workspace)
+    create_chat_message = _op(ChatOperations.create_chat_message)
+    get_messages = _op(ChatOperations.get_messages)
+    edit_chat_message = _op(ChatOperations.edit_chat_message)
+    get_chat_prompts = _op(ChatOperations.get_chat_prompts)
+    submit_tool_results = _op(ChatOperations.submit_tool_results)
+    delete_queued_message = _op(ChatOperations.delete_queued_message)
+    edit_queued_message = _op(ChatOperations.edit_queued_message)
+    promote_queued_message = _op(ChatOperations.promote_queued_message)
+    upload_chat_file = _op(ChatOperations.upload_chat_file)
+    get_chat_file = _op(ChatOperations.get_chat_file)
+    get_chat_file_download_url = _op(ChatOperations.get_chat_file_download_url)
+    list_model_configs = _op(ChatOperations.list_model_configs)
+    resolve_model_config_id = _op(ChatOperations.resolve_model_config_id)
+    preview_url = _op(ChatOperations.preview_url)
+    share_port = _op(ChatOperations.share_port)
 
     # -- watch (wire 6) -----------------------------------------------------------------------
 

@@ -20,7 +20,7 @@ from .._errors import CoderAgentError
 from .._rest.prefix import PrefixSelector
 from .._rest.settings import ClientSettings
 from .._transport_events import TransportEventSink
-from .agent_calls import AgentCalls
+from .agent_calls import AgentOperations
 
 if TYPE_CHECKING:
     from .._recording import Recorder
@@ -168,7 +168,7 @@ class AgentShell(Generic[ClientT, HttpClientT]):
         )
         if on_chat_created is not None:
             self._core.session.on_chat_created = _guarded(on_chat_created)
-        self._calls = AgentCalls(self._core)
+        self._calls = AgentOperations(self._core)
         self._closed = False
         self._setup()
 

@@ -2,13 +2,13 @@
 D4, D10, D11, D16, D17, D20; docs/architecture.md "Public API": the same methods with the same parameters
 on every runtime).
 
-``ChatCalls`` holds each operation's public signature and docstring; calling one validates
-the arguments (before any request) and returns a ``Call``: the machine to run, and the file
-to read first for an upload. An adapter turns each ``ChatCalls`` method into its own
+``ChatOperations`` holds each operation's public signature and docstring; calling one validates
+the arguments (before any request) and returns an ``Operation``: the machine to run, and the file
+to read first for an upload. An adapter turns each ``ChatOperations`` method into its own
 ``async`` or blocking method (``public_method`` copies the name, docstring and signature),
 so all its methods do is perform I/O: read the file (in a worker thread where its runtime
-needs one), then run the machine on its driver. The agent's plain operations are ``Call``
-values too (``coder_proto._shells.agent_calls.AgentCalls``).
+needs one), then run the machine on its driver. The agent's plain operations are ``Operation``
+values too (``coder_proto._shells.agent_calls.AgentOperations``).
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ from .client_arguments import (
     tool_result_inputs,
 )
 
-__all__ = ["Call", "ChatCalls", "public_method"]
+__all__ = ["Call", "ChatCalls", "ChatOperations", "Operation", "public_method"]
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -65,7 +65,7 @@ def _identity(value: Any) -> Any:
 
 
 @attrs.frozen(kw_only=True)
-class Call(Generic[T]):
+class Operation(Generic[T]):
     """One public operation, validated and ready to run. The adapter reads ``read`` first
     when it is set (the path or file object of an upload: blocking I/O), then runs
     ``machine(now, data)`` (``data`` is what it read, else ``None``) on its driver, with
@@ -82,15 +82,19 @@ class Call(Generic[T]):
 
 
 def _unwrap_call(annotation: Any) -> Any:
-    # The specs' annotations are strings (postponed evaluation): "Call[X]" reads as "X".
-    if isinstance(annotation, str) and annotation.startswith("Call[") and annotation.endswith("]"):
-        return annotation[len("Call[") : -1]
+    # The specs' annotations are strings (postponed evaluation): "Operation[X]" reads as "X".
+    if (
+        isinstance(annotation, str)
+        and annotation.startswith("Operation[")
+        and annotation.endswith("]")
+    ):
+        return annotation[len("Operation[") : -1]
     return annotation
 
 
 def public_method(method: F, spec: Callable[..., Any], *, owner: str) -> F:
     """``method`` (an adapter's wrapper around ``spec``) presented as ``spec``: its name,
-    ``owner``-qualified name, docstring and signature, the return annotation ``Call[X]``
+    ``owner``-qualified name, docstring and signature, the return annotation ``Operation[X]``
     shown as ``X`` (what the adapter's method returns)."""
     signature = inspect.signature(spec)
     method.__name__ = spec.__name__
@@ -102,7 +106,7 @@ def public_method(method: F, spec: Callable[..., Any], *, owner: str) -> F:
     return method
 
 
-class ChatCalls:
+class ChatOperations:
     """The raw chat operations of one client: its prefix selector (wire 1.4) and base URL.
     Each method's signature and docstring are the adapters' ``CoderChatClient`` method's."""
 
@@ -111,11 +115,13 @@ class ChatCalls:
         self.base_url = base_url
 
     def __repr__(self) -> str:
-        return f"ChatCalls({self.base_url!r})"
+        return f"ChatOperations({self.base_url!r})"
 
-    def _rest(self, op: str, *args: Any, **kwargs: Any) -> Call[Any]:
+    def _rest(self, op: str, *args: Any, **kwargs: Any) -> Operation[Any]:
         selector = self.selector
-        return Call(machine=lambda now, _data: rest_job(selector, op, *args, now=now, **kwargs))
+        return Operation(
+            machine=lambda now, _data: rest_job(selector, op, *args, now=now, **kwargs)
+        )
 
     # -- chats ----------------------------------------------------------------------------
 
@@ -133,7 +139,7 @@ class ChatCalls:
         mcp_server_ids: Sequence[str] = (),
         plan_mode: str | None = None,
         labels: Mapping[str, str] | None = None,
-    ) -> Call[Chat]:
+    ) -> Operation[Chat]:
         """``POST {P}`` (wire 2.1): a ``CreateChatRequest``, or the same fields as keywords
         (``content`` is a string or input parts). Returns the created ``Chat``. Without
         ``organization_id`` the chat goes to the client's default organization:
@@ -159,13 +165,13 @@ class ChatCalls:
         def build(organization: str) -> HttpRequest:
             return build_create_chat(attrs.evolve(body, organization_id=organization))
 
-        return Call(
+        return Operation(
             machine=lambda now, _data: OrganizationRestJob(
                 selector, None, build, parse_create_chat, now=now
             )
         )
 
-    def get_chat(self, chat_id: str) -> Call[Chat]:
+    def get_chat(self, chat_id: str) -> Operation[Chat]:
         """``GET {P}/{chat_id}``."""
         return self._rest("get_chat", chat_id)
 
@@ -176,7 +182,7 @@ class ChatCalls:
         labels: Mapping[str, str] | None = None,
         limit: int | None = None,
         offset: int | None = None,
-    ) -> Call[tuple[Chat, ...]]:
+    ) -> Operation[tuple[Chat, ...]]:
         """``GET {P}``: the chats visible to the user (search ``q``, ``labels`` filters,
         pagination)."""
         return self._rest("list_chats", q=q, labels=labels, limit=limit, offset=offset)
@@ -192,7 +198,7 @@ class ChatCalls:
         plan_mode: str | None = None,
         workspace_id: str | None = None,
         read: bool | None = None,
-    ) -> Call[None]:
+    ) -> Operation[None]:
         """``PATCH {P}/{chat_id}`` with only the given fields (wire 2.4): ``pin_order`` 0
         unpins and a positive one pins; ``labels`` replaces the label set; ``plan_mode``
         ``"plan"`` turns plan mode on and ``""`` off; ``read`` moves the owner's read marker
@@ -209,7 +215,7 @@ class ChatCalls:
             read=read,
         )
 
-    def archive_chat(self, chat_id: str) -> Call[ArchiveOutcome]:
+    def archive_chat(self, chat_id: str) -> Operation[ArchiveOutcome]:
         """``PATCH {P}/{chat_id}`` ``{"archived": true}`` (op ``archive_chat``). Returns
         ``"archived"``, or ``"already_archived"`` for the server's 400 "Chat is already
         archived." (D10). One request: a 409 (the chat is still active) is raised, not
@@ -223,54 +229,54 @@ class ChatCalls:
         wait: bool = False,
         timeout: float | None = None,
         last_status: str | None = None,
-    ) -> Call[Chat]:
+    ) -> Operation[Chat]:
         """``POST {P}/{chat_id}/interrupt`` (D4, D11). With ``wait``, sends ``?wait=true`` and
         polls the chat every second until it is settled, raising the builtin ``TimeoutError``
         after ``timeout`` seconds (15 s by default). ``last_status="requires_action"``
         sends D4's follow-up when the answer says ``running``."""
         selector = self.selector
-        return Call(
+        return Operation(
             machine=lambda now, _data: interrupt_job(
                 selector, chat_id, now=now, wait=wait, timeout=timeout, last_status=last_status
             )
         )
 
-    def get_chat_cost(self, chat_id: str) -> Call[ChatCost]:
+    def get_chat_cost(self, chat_id: str) -> Operation[ChatCost]:
         """``GET {P}/{chat_id}/cost``: the chat tree's cost (D17; never called implicitly)."""
         return self._rest("get_chat_cost", chat_id)
 
-    def compact_chat(self, chat_id: str) -> Call[Chat]:
+    def compact_chat(self, chat_id: str) -> Operation[Chat]:
         """``POST {P}/{chat_id}/compact`` (wire 2.4): summarise the conversation into a fresh
         model context. Returns the chat, ``running`` while the summary is written; a 409
         means there is nothing to compact or the chat is busy."""
         return self._rest("compact_chat", chat_id)
 
-    def clear_chat(self, chat_id: str) -> Call[Chat]:
+    def clear_chat(self, chat_id: str) -> Operation[Chat]:
         """``POST {P}/{chat_id}/clear`` (wire 2.4): the next prompt starts from an empty model
         context; the transcript stays. Returns the chat; a 409 means it is busy."""
         return self._rest("clear_chat", chat_id)
 
-    def reconcile_chat(self, chat_id: str) -> Call[Chat]:
+    def reconcile_chat(self, chat_id: str) -> Operation[Chat]:
         """``POST {P}/{chat_id}/reconcile-invalid`` (wire 2.4): move a chat stuck in an
         invalid state to ``error``. A 409 means the chat is not in an invalid state."""
         return self._rest("reconcile_chat", chat_id)
 
-    def refresh_chat_context(self, chat_id: str) -> Call[Chat]:
+    def refresh_chat_context(self, chat_id: str) -> Operation[Chat]:
         """``PUT {P}/{chat_id}/context`` (wire 2.4): pin the chat to its workspace agent's
         latest context (instruction files, skills, MCP configuration), clearing the drift
         that ``chat.raw["context"]["dirty"]`` reports. Returns the chat."""
         return self._rest("refresh_chat_context", chat_id)
 
-    def propose_chat_title(self, chat_id: str) -> Call[str]:
+    def propose_chat_title(self, chat_id: str) -> Operation[str]:
         """``POST {P}/{chat_id}/title/propose`` (wire 2.4): a suggested title for the chat,
         not stored (set it with ``update_chat(title=...)``)."""
         return self._rest("propose_chat_title", chat_id)
 
-    def get_chat_diff(self, chat_id: str) -> Call[ChatDiff]:
+    def get_chat_diff(self, chat_id: str) -> Operation[ChatDiff]:
         """``GET {P}/{chat_id}/diff`` (wire 2.4): the diff of the chat's workspace changes."""
         return self._rest("get_chat_diff", chat_id)
 
-    def get_chats_by_workspace(self, workspace_ids: Sequence[str]) -> Call[dict[str, str]]:
+    def get_chats_by_workspace(self, workspace_ids: Sequence[str]) -> Operation[dict[str, str]]:
         """``GET {P}/by-workspace`` (wire 2.4): workspace id → its latest chat that is not
         archived, for at most 25 workspaces; workspaces without one are left out."""
         return self._rest("get_chats_by_workspace", workspace_ids)
@@ -288,7 +294,7 @@ class ChatCalls:
         busy_behavior: str | None = None,
         mcp_server_ids: Sequence[str] | None = None,
         plan_mode: str | None = None,
-    ) -> Call[CreateChatMessageResponse]:
+    ) -> Operation[CreateChatMessageResponse]:
         """``POST {P}/{chat_id}/messages`` (wire 2.2): the message was committed
         (``response.message``) or queued (``response.queued``)."""
         body = create_chat_message_request(
@@ -309,7 +315,7 @@ class ChatCalls:
         before_id: int | None = None,
         after_id: int | None = None,
         limit: int | None = None,
-    ) -> Call[ChatMessagesResponse]:
+    ) -> Operation[ChatMessagesResponse]:
         """``GET {P}/{chat_id}/messages``: newest first without cursors, ascending with only
         ``after_id`` (server order, wire 2)."""
         return self._rest(
@@ -325,7 +331,7 @@ class ChatCalls:
         model_config_id: str | None = None,
         reasoning_effort: str | None = None,
         mcp_server_ids: Sequence[str] | None = None,
-    ) -> Call[EditedMessage]:
+    ) -> Operation[EditedMessage]:
         """``PATCH {P}/{chat_id}/messages/{message_id}`` (wire 2.4): replace a user message
         (``content`` is a string or input parts) and run the chat again from there; the
         edited message and everything after it leave the history, and the queue is
@@ -343,17 +349,17 @@ class ChatCalls:
 
     def get_chat_prompts(
         self, chat_id: str, *, limit: int | None = None
-    ) -> Call[tuple[ChatPrompt, ...]]:
+    ) -> Operation[tuple[ChatPrompt, ...]]:
         """``GET {P}/{chat_id}/prompts`` (wire 2.4): the user's prompts, newest first, each
         its text parts joined; at most ``limit`` (1 to 2000; 500 by default)."""
         return self._rest("get_chat_prompts", chat_id, limit=limit)
 
-    def submit_tool_results(self, chat_id: str, results: Sequence[Any]) -> Call[None]:
+    def submit_tool_results(self, chat_id: str, results: Sequence[Any]) -> Operation[None]:
         """``POST {P}/{chat_id}/tool-results`` with exactly the results given
         (``ToolResultInput`` or ``ToolOutcome`` values; D5)."""
         return self._rest("submit_tool_results", chat_id, tool_result_inputs(results))
 
-    def delete_queued_message(self, chat_id: str, queued_message_id: int) -> Call[None]:
+    def delete_queued_message(self, chat_id: str, queued_message_id: int) -> Operation[None]:
         """``DELETE {P}/{chat_id}/queue/{queued_message_id}`` (a queue-entry id). 404/409
         mean it was already promoted or deleted (D9)."""
         return self._rest("delete_queued_message", chat_id, queued_message_id)
@@ -367,7 +373,7 @@ class ChatCalls:
         editing: bool | None = None,
         model_config_id: str | None = None,
         reasoning_effort: str | None = None,
-    ) -> Call[None]:
+    ) -> Operation[None]:
         """``PATCH {P}/{chat_id}/queue/{queued_message_id}`` (D35) with only the given
         fields: new ``content`` (a string or input parts; the entry keeps its model and
         effort unless they are given too), ``editing=True`` to begin an edit and
@@ -386,7 +392,7 @@ class ChatCalls:
             reasoning_effort=reasoning_effort,
         )
 
-    def promote_queued_message(self, chat_id: str, queued_message_id: int) -> Call[None]:
+    def promote_queued_message(self, chat_id: str, queued_message_id: int) -> Operation[None]:
         """``POST {P}/{chat_id}/queue/{queued_message_id}/promote``: send a queued message
         now. An idle, errored or ``paused`` chat runs it at once; a running one is
         interrupted and runs it next (D35). A 404 means the entry is gone; a 409 that the
@@ -402,7 +408,7 @@ class ChatCalls:
         *,
         media_type: str | None = None,
         filename: str | None = None,
-    ) -> Call[str]:
+    ) -> Operation[str]:
         """``POST {P}/files?organization=...`` with the raw bytes (wire 7, D20); returns the
         file id. ``content`` is bytes, a path or a binary file object; the media type defaults
         from the file name's extension. Allowlist and 10 MiB checks run before any request."""
@@ -415,7 +421,7 @@ class ChatCalls:
         *,
         media_type: str | None = None,
         filename: str | None = None,
-    ) -> Call[str]:
+    ) -> Operation[str]:
         """``upload_chat_file``, with ``organization_id=None`` meaning the client's default
         organization (D33)."""
         plan = plan_upload(content, media_type=media_type, filename=filename)
@@ -434,19 +440,19 @@ class ChatCalls:
             # Every check runs now, before any request (the organization may be unknown yet).
             checked = plan.request(organization_id or UNKNOWN_ORGANIZATION, data)
             if organization_id is not None:
-                return Call(
+                return Operation(
                     machine=lambda now, _data: RestJob(
                         selector, checked, parse_upload_chat_file, now=now
                     )
                 )
-            return Call(machine=lambda now, _data: job(now, data))
-        return Call(machine=job, read=plan)
+            return Operation(machine=lambda now, _data: job(now, data))
+        return Operation(machine=job, read=plan)
 
-    def get_chat_file(self, file_id: str) -> Call[ChatFile]:
+    def get_chat_file(self, file_id: str) -> Operation[ChatFile]:
         """``GET {P}/files/{file_id}``: the bytes and media type."""
         return self._rest("get_chat_file", file_id)
 
-    def get_chat_file_download_url(self, file_id: str) -> Call[ChatFileDownloadUrl]:
+    def get_chat_file_download_url(self, file_id: str) -> Operation[ChatFileDownloadUrl]:
         """``POST {P}/files/{file_id}/download-url`` (wire 2.4): a short-lived signed URL
         that downloads the file without a session token (keep it secret)."""
         return self._rest("get_chat_file_download_url", file_id)
@@ -455,18 +461,20 @@ class ChatCalls:
 
     def list_model_configs(
         self, organization_id: str | None = None
-    ) -> Call[tuple[ChatModelConfig, ...]]:
+    ) -> Operation[tuple[ChatModelConfig, ...]]:
         """The organization's model configs (wire 8, D16): the org route, falling back once to
         the legacy route on 404. Never touches the chat prefix. Without ``organization_id``,
         the client's default organization (as for ``create_chat``, D33)."""
         selector = self.selector
-        return Call(machine=lambda now, _data: ModelConfigsJob(selector, organization_id, now=now))
+        return Operation(
+            machine=lambda now, _data: ModelConfigsJob(selector, organization_id, now=now)
+        )
 
-    def resolve_model_config_id(self, hint: str, organization_id: str) -> Call[str | None]:
+    def resolve_model_config_id(self, hint: str, organization_id: str) -> Operation[str | None]:
         """The config id a model hint designates (wire 8 order), or ``None`` when nothing
         matches. A UUID hint is returned as is, with no request."""
         selector = self.selector
-        return Call(
+        return Operation(
             machine=lambda now, _data: ResolveModelJob(selector, hint, organization_id, now=now)
         )
 
@@ -479,7 +487,7 @@ class ChatCalls:
         *,
         agent_name: str | None = None,
         protocol: str = "http",
-    ) -> Call[WorkspacePreview]:
+    ) -> Operation[WorkspacePreview]:
         """The browser URL of ``port`` on the workspace (wire 9). The port keeps its current
         share level (private to the owner unless shared). No transport events."""
         return self._preview(workspace_id, port, agent_name, protocol, None)
@@ -492,7 +500,7 @@ class ChatCalls:
         share_level: str = "authenticated",
         agent_name: str | None = None,
         protocol: str = "http",
-    ) -> Call[WorkspacePreview]:
+    ) -> Operation[WorkspacePreview]:
         """Upsert the port's share level (``authenticated``, ``organization`` or ``public``)
         and return its URL with the level in effect (wire 9). A 404 means the workspace was
         not found or the server predates port sharing."""
@@ -505,10 +513,10 @@ class ChatCalls:
         agent_name: str | None,
         protocol: str,
         share_level: str | None,
-    ) -> Call[WorkspacePreview]:
+    ) -> Operation[WorkspacePreview]:
         selector = self.selector
         base_url = self.base_url
-        return Call(
+        return Operation(
             machine=lambda now, _data: PreviewJob(
                 selector,
                 base_url=base_url,
@@ -520,3 +528,9 @@ class ChatCalls:
                 now=now,
             )
         )
+
+
+#: The earlier names of ``Operation`` and ``ChatOperations`` (``coder_proto.adapter`` still
+#: exports them): the same classes.
+Call = Operation
+ChatCalls = ChatOperations

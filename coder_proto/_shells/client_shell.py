@@ -1,7 +1,7 @@
 """The runtime-independent half of every adapter's ``CoderChatClient`` (docs/architecture.md "Public API";
 wire 1.1, 1.4, 11): the constructor (settings, the prefix state, the ``http:*`` event sink,
 the driver) and the read-only facts. An adapter subclasses ``ClientShell`` with its driver
-class and event-sink factory and turns each ``ChatCalls`` operation into a method that
+class and event-sink factory and turns each ``ChatOperations`` operation into a method that
 performs the call.
 """
 
@@ -15,7 +15,7 @@ from .._jobs.organization import organization_from_env
 from .._rest.prefix import PrefixSelector
 from .._rest.settings import HTTP_TIMEOUT, MAX_RESPONSE_BYTES, ClientSettings
 from .._transport_events import TransportEventSink
-from .client_calls import ChatCalls
+from .client_calls import ChatOperations
 
 if TYPE_CHECKING:
     from .._recording import Recorder
@@ -30,7 +30,7 @@ class ClientShell(Generic[HttpClientT]):
     """The runtime-independent half of every adapter's ``CoderChatClient``: the constructor
     (settings, wire 1.1; the prefix state, wire 1.4; the ``http:*`` event sink, wire 11; the
     driver) and the read-only facts. An adapter subclasses it with its driver class
-    (``_driver_class``) and event-sink factory (``_make_sink``), and turns each ``ChatCalls``
+    (``_driver_class``) and event-sink factory (``_make_sink``), and turns each ``ChatOperations``
     method into a method that performs the call.
 
     ``base_url`` and ``token`` default to ``CODER_URL`` / ``CODER_SESSION_TOKEN`` (explicit
@@ -92,7 +92,7 @@ class ClientShell(Generic[HttpClientT]):
             recorder=recorder,
             selector=self.selector,
         )
-        self._calls = ChatCalls(self.selector, self.settings.base_url)
+        self._calls = ChatOperations(self.selector, self.settings.base_url)
         self._setup()
 
     def _setup(self) -> None:

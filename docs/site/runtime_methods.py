@@ -1,7 +1,7 @@
 """A griffe extension for the API reference: methods the adapters build at import time.
 
 The clients' and agents' operations are written once and attached to each class as
-``create_chat = _op(ChatCalls.create_chat)``; read from the source, that is an attribute with
+``create_chat = _op(ChatOperations.create_chat)``; read from the source, that is an attribute with
 no docstring. This extension asks the running class instead and, where it finds a function,
 documents the member as that function: its signature and its docstring.
 """

@@ -1,5 +1,5 @@
 """The runtime-independent half of every adapter's ``CoderAgent`` (``coder_proto.agent``:
-``AgentShell``, ``AgentCalls``, ``segment_sink``, ``WorkspaceWrite``; H.1-H.3, wire 2, 7, 8,
+``AgentShell``, ``AgentOperations``, ``segment_sink``, ``WorkspaceWrite``; H.1-H.3, wire 2, 7, 8,
 11; D11, D17, D24; docs/architecture.md "Public API" and rule 6).
 
 The shell is exercised with a stand-in client class (what an adapter's ``CoderChatClient``
@@ -25,7 +25,7 @@ from coder_proto._errors import CoderAgentError
 from coder_proto._rest.http import HttpRequest
 from coder_proto._rest.prefix import PrefixSelector
 from coder_proto._rest.settings import ClientSettings
-from coder_proto._shells.agent_calls import AgentCalls
+from coder_proto._shells.agent_calls import AgentOperations
 from coder_proto._shells.agent_shell import AgentShell, check_connection, segment_sink
 from coder_proto._transport_events import HttpRequestEvent, SegmentStartEvent, TransportEventSink
 from coder_proto.transcript._recorder import Recorder, TranscriptRecorder
@@ -94,7 +94,7 @@ def test_without_a_client_the_agent_builds_one_with_the_connection_settings_h1()
     assert client.settings.token == TOKEN
     assert agent._core.session.sink is client.sink  # every event to the one hook
     assert agent.set_up and not agent._closed
-    assert isinstance(agent._calls, AgentCalls)
+    assert isinstance(agent._calls, AgentOperations)
 
 
 def test_the_session_state_is_the_cores_h1() -> None:
@@ -173,7 +173,7 @@ class World:
         self.rest = rest or {}
         options = AgentOptions(organization_id=ORG)
         self.core = AgentCore(options, base_url=BASE, token=TOKEN, chat_id=chat_id)
-        self.calls = AgentCalls(self.core)
+        self.calls = AgentOperations(self.core)
         self.driver = Driver(Session(SessionConfig(base_url=BASE)), http=self.http)
 
     def http(self, request: HttpRequest) -> Any:
@@ -189,7 +189,7 @@ def test_interrupt_runs_the_sessions_interrupt_in_its_scope_h3() -> None:
     assert call.session is world.core.session
     machine = call.machine(1.0, None)
     assert isinstance(machine, SessionInterrupt)
-    assert "AgentCalls" in repr(world.calls)
+    assert "AgentOperations" in repr(world.calls)
 
 
 def test_models_and_cost_use_the_agents_organization_and_chat_d17() -> None:

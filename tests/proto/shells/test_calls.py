@@ -22,7 +22,7 @@ from coder_proto._agent.session_state import SessionConfig
 from coder_proto._rest.http import HttpRequest
 from coder_proto._rest.prefix import PrefixSelector
 from coder_proto._rest.settings import ClientSettings
-from coder_proto._shells.client_calls import Call, ChatCalls, public_method
+from coder_proto._shells.client_calls import ChatOperations, Operation, public_method
 from coder_proto._shells.client_shell import ClientShell
 from coder_proto._transport_events import TransportEventSink
 from tests.core_driver import Driver, Respond, chat_stub
@@ -33,19 +33,19 @@ CHAT = "c0ffee00-0000-4000-8000-000000000001"
 
 
 class World:
-    """One client's ``ChatCalls`` on the reference driver, with a REST answer table
+    """One client's ``ChatOperations`` on the reference driver, with a REST answer table
     (``METHOD path`` -> reply; anything else gets 200 with a chat stub)."""
 
     def __init__(self, rest: dict[str, Any] | None = None) -> None:
         self.rest = rest or {}
         self.selector = PrefixSelector()
-        self.calls = ChatCalls(self.selector, "https://coder.test")
+        self.calls = ChatOperations(self.selector, "https://coder.test")
         self.driver = Driver(Session(SessionConfig(base_url="https://coder.test")), http=self.http)
 
     def http(self, request: HttpRequest) -> Any:
         return self.rest.get(f"{request.method} {request.path}", Respond(200, chat_stub()))
 
-    def perform(self, call: Call[Any], data: Any = None) -> Any:
+    def perform(self, call: Operation[Any], data: Any = None) -> Any:
         """What an adapter does: read (the test hands the bytes), build, run, finish."""
         return call.finish(self.driver.run(call.machine(self.driver.now, data)))
 
@@ -97,7 +97,7 @@ class World:
     ],
 )
 def test_each_operation_sends_its_request_wire_2(
-    invoke: Callable[[ChatCalls], Call[Any]], method: str, path: str
+    invoke: Callable[[ChatOperations], Operation[Any]], method: str, path: str
 ) -> None:
     world = World()
     call = invoke(world.calls)
@@ -209,13 +209,15 @@ def test_a_public_method_has_the_operations_name_docstring_and_signature() -> No
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
         return None
 
-    method = public_method(wrapper, ChatCalls.create_chat, owner="CoderChatClient")
+    method = public_method(wrapper, ChatOperations.create_chat, owner="CoderChatClient")
     assert method.__name__ == "create_chat"
     assert method.__qualname__ == "CoderChatClient.create_chat"
-    assert method.__doc__ == ChatCalls.create_chat.__doc__
+    assert method.__doc__ == ChatOperations.create_chat.__doc__
     signature = inspect.signature(method)
-    assert list(signature.parameters) == list(inspect.signature(ChatCalls.create_chat).parameters)
-    assert signature.return_annotation == "Chat"  # Call[Chat] as the adapter returns it
+    assert list(signature.parameters) == list(
+        inspect.signature(ChatOperations.create_chat).parameters
+    )
+    assert signature.return_annotation == "Chat"  # Operation[Chat] as the adapter returns it
 
 
 def test_a_return_annotation_that_is_not_a_call_is_kept() -> None:
@@ -256,7 +258,7 @@ def test_the_client_shell_resolves_settings_and_builds_its_driver_wire_1() -> No
     assert "tok-shell-secret" not in repr(client) and "coder.test" in repr(client)
     pinned = _Client("https://coder.test", "t", prefix=V2)
     assert pinned.prefix == V2
-    assert isinstance(pinned._calls, ChatCalls)
+    assert isinstance(pinned._calls, ChatOperations)
 
 
 def test_the_client_shell_refuses_missing_settings() -> None:
