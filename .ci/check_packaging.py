@@ -7,7 +7,8 @@ status is 1 if any did. What is checked:
 * ``python -m build`` makes both (the wheel is built from the sdist, so the sdist builds);
 * ``twine check --strict`` accepts their metadata (the README renders as the long description);
 * the wheel holds every package and subpackage of the source tree with its ``py.typed``, the
-  ``coder-agent`` script and the pytest plugin entry point, and nothing from ``tests/``;
+  ``coder-agent`` script, the pytest plugin entry point and the ``otel`` instrumenter entry
+  point, and nothing from ``tests/``;
 * the sdist holds every tracked file its tests need: ``tests/`` (the conformance corpus under
   ``tests/conformance/cases`` among them), ``docs/``, ``examples/``, ``fuzz/`` (with
   ``fuzz/corpus``), ``pyproject.toml``, ``README.md`` and ``LICENSE``;
@@ -89,6 +90,10 @@ def check_wheel(wheel: Path) -> None:
     check(
         "coder_agents = coder_integrations.pytest_plugin" in entry_points,
         "wheel declares the pytest plugin entry point",
+    )
+    check(
+        "[coder_agents.instrumentation]\notel = coder_integrations.otel:instrument" in entry_points,
+        "wheel declares the OpenTelemetry instrumenter the adapters' instrument loads",
     )
 
 
