@@ -8,8 +8,11 @@ drivers differ only in how they perform I/O (docs/architecture.md "The adapters"
 * **routing** (the reference driver ``tests/core_driver.py``): a machine started with
   ``session=`` shares the session's connections; their inputs go to the session's running
   ``Turn`` while it is not done, otherwise to the ``Session`` itself, which keeps reading a
-  paused stream between turns (state machines H.6). Every other machine receives the inputs
-  of the connections it opened;
+  paused stream between turns (state machines H.6). A stream socket's bytes take the short
+  way to the same place: the ``Conn`` keeps the reader of the session's stream that opened
+  it, hands them to that reader and then steps the running turn (``resume``), as the turn
+  and the session would have after passing them down. Every other machine receives the
+  inputs of the connections it opened;
 * **registries**: the connections per routing scope, the requests and the tool batch of each
   machine, the background jobs (``RunInBackground``, D22) and the standing sessions;
 * **settling**: every pending action of an active machine that may have moved is turned into
@@ -104,6 +107,7 @@ from ._rest.http import HttpRequest, HttpResponse
 from ._rest.prefix import PrefixSelector
 from ._rest.settings import emits_transport_events
 from ._shells.client_calls import Call, ChatCalls
+from ._stream.session_stream import ReaderLike, SessionStream
 from ._stream.watch import WatchBackoff, WatchMachine
 from ._stream.websocket import WsEvent
 from ._transport_events import (
@@ -317,6 +321,7 @@ class Conn:
         "io",
         "pending",
         "port",
+        "route",
         "scope",
         "server_hostname",
         "tls",
@@ -324,6 +329,10 @@ class Conn:
 
     def __init__(self, scope: _Scope, action: OpenConnection) -> None:
         self.scope = scope
+        #: For a session's stream socket: the stream that opened it, its reader and the
+        #: reader's id of the connection, so its bytes go straight to that reader (``None``:
+        #: the inputs go to the machine that opened it).
+        self.route: tuple[SessionStream, ReaderLike, int] | None = None
         self.conn_id = action.conn_id
         self.host = action.host
         self.port = action.port
@@ -801,11 +810,24 @@ class Drive:
         self._settle(now)
 
     def socket_data(self, conn: Conn, data: bytes, now: float) -> None:
-        """Bytes read from ``conn``."""
+        """Bytes read from ``conn``. A session's stream socket hands them straight to the
+        reader of the stream that opened it (its D6 pause limits checked while it is paused),
+        then the session's running turn steps; any other socket's bytes go to its machine."""
         if conn.closed:
             return
-        self._touched[conn.scope] = None
-        conn.scope.target().data_received(conn.conn_id, data, now)
+        scope = conn.scope
+        self._touched[scope] = None
+        route = conn.route
+        target = scope.target()
+        if route is None:
+            target.data_received(conn.conn_id, data, now)
+        else:
+            stream, reader, reader_conn = route
+            reader.data_received(reader_conn, data, now)
+            if stream.paused_at is not None:
+                stream.check_pause_limits(now)
+            if target is not scope.session:
+                target.resume(now)
         self._settle(now)
 
     def socket_lost(self, conn: Conn, now: float) -> None:
@@ -1133,6 +1155,9 @@ class Drive:
                 self._cancel_call(call, now)
         elif isinstance(action, OpenConnection):
             conn = Conn(job.scope, action)
+            session = job.scope.session
+            if session is not None:
+                conn.route = session.route(action.conn_id)
             self._conns[(job.scope, action.conn_id)] = conn
             self._out.append(OpenSocket(conn))
         elif isinstance(action, CloseConnection):

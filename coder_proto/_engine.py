@@ -151,6 +151,11 @@ class CoreMachine(Generic[T]):
         """Time passed (a deadline may have expired)."""
         self._step(now)
 
+    def resume(self, now: float) -> None:
+        """Something the machine waits for moved without passing through one of its inputs
+        (a driver fed its session's stream reader directly): run it until it waits again."""
+        self._step(now)
+
     def response_received(self, request_id: int, response: HttpResponse, now: float) -> None:
         """The response to request ``request_id`` arrived (any status). Unknown or abandoned
         request ids are ignored."""

@@ -11,7 +11,9 @@ The session owns the turn stream that a client-tool pause keeps open (H.6): whil
 the turn forwards the stream's connection inputs here; between turns an adapter may keep
 feeding them here (``connection_made`` ... ``tick``, ``actions()``, ``next_deadline()``) so
 that a paused stream keeps redialing in the background, or leave the socket unread until the
-next turn.
+next turn. A driver may instead keep each socket's ``route`` (its stream, the stream's reader
+and the reader's id of it) and feed the bytes to that reader itself, then step the running
+turn.
 """
 
 from __future__ import annotations
@@ -424,6 +426,17 @@ class SessionState:
         for stream in self._streams:
             if stream.owns(conn_id):
                 return stream
+        return None
+
+    def route(self, conn_id: int) -> tuple[SessionStream, ReaderLike, int] | None:
+        """Where the bytes of the session's connection ``conn_id`` go: the stream that opened
+        it, that stream's reader and the reader's own id of the connection (``None``: no
+        stream of the session owns it). A driver that keeps this with the socket feeds the
+        reader directly, without asking the session for every chunk."""
+        for stream in self._streams:
+            local = stream.reader_conn_id(conn_id)
+            if local is not None:
+                return stream, stream.reader, local
         return None
 
     def connection_made(self, conn_id: int, now: float) -> None:

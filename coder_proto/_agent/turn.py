@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
@@ -59,6 +59,10 @@ logger = logging.getLogger("coder_proto")
 MISSING_RESULT_MESSAGE: Final = "the client reported no result for this tool call"
 EDIT_NEEDS_USER_MESSAGE: Final = "an edit replaces a user message: its prompt must end with one"
 _TOOL_WARN_TIMER: Final = "tool-deadline-warning"
+
+
+def _drop_parts(parts: list[OutputPart]) -> None:
+    """A generate turn's hand-off: its parts live in its steps only."""
 
 
 @attrs.frozen(kw_only=True)
@@ -246,9 +250,16 @@ class Turn(CoreMachine[TurnResult]):
 
     # -- the turn ---------------------------------------------------------------------------
 
-    def _deliver(self, parts: list[OutputPart]) -> None:
+    def _hand_off(self) -> Callable[[list[OutputPart]], None]:
+        """Where the turn's parts go as they are produced: straight into ``parts``, the deque
+        a stream consumer drains, with no step of the turn's own in between; a generate turn
+        keeps them only in its steps."""
         if self.mode == "stream":
-            self.parts.extend(parts)
+            return self.parts.extend
+        return _drop_parts
+
+    def _deliver(self, parts: list[OutputPart]) -> None:
+        self._hand_off()(parts)
 
     def _run(self) -> Generator[None, None, TurnResult]:
         try:
@@ -295,7 +306,7 @@ class Turn(CoreMachine[TurnResult]):
                 action,
                 session=self.session,
                 mode=self.mode,
-                deliver=self._deliver,
+                deliver=self._hand_off(),
                 messages=self._messages,
                 tools=self.tools,
                 warnings=self.warnings if first else (),

@@ -211,6 +211,11 @@ class SessionStream:
     def owns(self, conn_id: int) -> bool:
         return conn_id in self._to_local
 
+    def reader_conn_id(self, conn_id: int) -> int | None:
+        """The reader's own id of the session's connection ``conn_id`` (``None``: not one of
+        this stream's)."""
+        return self._to_local.get(conn_id)
+
     def connection_made(self, conn_id: int, now: float) -> None:
         local = self._to_local.get(conn_id)
         if local is not None:
@@ -220,23 +225,23 @@ class SessionStream:
         local = self._to_local.get(conn_id)
         if local is not None:
             self.reader.connection_failed(local, message, now)
-            self._check_pause_limits(now)
+            self.check_pause_limits(now)
 
     def data_received(self, conn_id: int, data: bytes, now: float) -> None:
         local = self._to_local.get(conn_id)
         if local is not None:
             self.reader.data_received(local, data, now)
-            self._check_pause_limits(now)
+            self.check_pause_limits(now)
 
     def connection_lost(self, conn_id: int, now: float) -> None:
         local = self._to_local.get(conn_id)
         if local is not None:
             self.reader.connection_lost(local, now)
-            self._check_pause_limits(now)
+            self.check_pause_limits(now)
 
     def tick(self, now: float) -> None:
         self.reader.tick(now)
-        self._check_pause_limits(now)
+        self.check_pause_limits(now)
 
     def next_deadline(self) -> float | None:
         deadline = self.reader.next_deadline()
@@ -262,7 +267,9 @@ class SessionStream:
                 out.append(action)
         return out
 
-    def _check_pause_limits(self, now: float) -> None:
+    def check_pause_limits(self, now: float) -> None:
+        """D6 while paused: close the stream once it buffers too many events or stays paused
+        too long (nothing happens while a segment reads it)."""
         if self.paused_at is None or self.closed:
             return
         if len(self.reader.events) > self._max_buffered:

@@ -208,9 +208,15 @@ class _RecordingTurn(Turn):
         self.collected = collected
         super().__init__(session, prompt, **kw)
 
-    def _deliver(self, parts: list[OutputPart]) -> None:
-        self.collected.extend(parts)
-        super()._deliver(parts)
+    def _hand_off(self) -> Callable[[list[OutputPart]], None]:
+        hand_on = super()._hand_off()
+        collected = self.collected
+
+        def deliver(parts: list[OutputPart]) -> None:
+            collected.extend(parts)
+            hand_on(parts)
+
+        return deliver
 
 
 class _ServerConn:

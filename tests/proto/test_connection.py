@@ -603,6 +603,30 @@ def test_a_session_stays_driven_between_turns() -> None:
     assert len(stream.events) == before + 1
 
 
+def test_a_paused_stream_hearing_bytes_past_its_pause_limit_is_closed_d6() -> None:
+    """The bytes of a session's stream socket go straight to its reader; a stream paused
+    longer than the requires_action deadline plus the grace is closed (with 1000) when
+    they arrive, and the resumed turn dials fresh."""
+    from tests.core_driver import weather_tool
+    from tests.machine_call import machine_call
+
+    conn, agent, e = setup()
+    session = agent.session
+    segment = session.segment("weather?", now=NOW, tools=[weather_tool()])
+    task = conn.start_call(machine_call(segment, session=session), now=NOW)
+    e.pump()
+    e.send(status("running"), action_required(WEATHER), status("requires_action"))
+    assert task.done
+    stream = session.retained_stream
+    assert stream is not None and stream.paused_at == NOW
+    e.send(status("running"))  # within the limit: read and kept
+    assert not stream.closed
+    e.now = NOW + 361.0
+    e.send(status("running"))
+    assert stream.closed and e.sockets[-1].client_close_codes == [1000]
+    assert conn.stats.open_connections == 0
+
+
 def test_stats_count_what_the_connection_holds() -> None:
     conn, agent, e = setup()
     stats = conn.stats

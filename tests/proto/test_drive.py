@@ -186,7 +186,8 @@ class Probe:
 
 class FakeSession:
     """What the drive needs of a session: ``in_flight`` (the turn driving it, if any), its
-    own actions and deadline, ``close_retained_stream``, its connection inputs and the
+    own actions and deadline, ``close_retained_stream``, its connection inputs, ``route``
+    (no stream reader of its own here: the inputs go to the machines) and the
     ``ws_observer`` slot."""
 
     def __init__(self) -> None:
@@ -215,6 +216,9 @@ class FakeSession:
     def close_retained_stream(self, now: float) -> list[Any]:
         out, self.closing = self.closing, []
         return out
+
+    def route(self, conn_id: int) -> None:
+        return None
 
     def connection_made(self, conn_id: int, now: float) -> None:
         self.inputs.append(("made", conn_id))

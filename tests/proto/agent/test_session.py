@@ -288,3 +288,8 @@ def test_inputs_reach_the_stream_that_owns_the_connection() -> None:
     session.connection_made(first, 0.0)
     assert [r.made for r in readers] == [[1], [1]]
     assert first != second
+    # Where a driver that holds the route sends each socket's bytes: the same streams.
+    streams = list(session._streams)
+    assert session.route(first) == (streams[0], readers[0], 1)
+    assert session.route(second) == (streams[1], readers[1], 1)
+    assert session.route(99) is None

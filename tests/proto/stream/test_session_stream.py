@@ -96,6 +96,8 @@ def test_inputs_are_mapped_back_to_the_readers_own_ids_and_strangers_ignored() -
     stream.connection_failed(conn + 1, "x", 0.5)
     assert reader.inputs == [("made", 1), ("data", 1), ("failed", 1), ("lost", 1)]
     assert list(stream.events) == ["a", "b"]
+    # A driver feeding the reader directly asks for the reader's own id once.
+    assert stream.reader_conn_id(conn) == 1 and stream.reader_conn_id(conn + 1) is None
 
 
 def test_the_life_cycle_attach_pause_close() -> None:
