@@ -612,12 +612,12 @@ def _wire_struct(
 
 
 # A part's text is required here (``parse_part`` decides what a part without one is).
-_TextWire = _wire_struct(
-    TextPart, "_TextWire", tag=TextPart.type, only=("text",), absent={"text": attrs.NOTHING}
+TextWire = _wire_struct(
+    TextPart, "TextWire", tag=TextPart.type, only=("text",), absent={"text": attrs.NOTHING}
 )
-_ReasoningWire = _wire_struct(
+ReasoningWire = _wire_struct(
     ReasoningPart,
-    "_ReasoningWire",
+    "ReasoningWire",
     tag=ReasoningPart.type,
     only=("text", "signature", "created_at", "completed_at"),
     absent={"text": attrs.NOTHING},
@@ -628,7 +628,7 @@ _DeltaPayloadWire = _wire_struct(
     only=("role", "part", "history_version", "generation_attempt", "seq"),
     # Coordinates are ints on the wire (D14); anything else is kept as sent, the general way.
     narrow={
-        "part": Union[_TextWire, _ReasoningWire],  # noqa: UP007 - a runtime type for msgspec
+        "part": Union[TextWire, ReasoningWire],  # noqa: UP007 - a runtime type for msgspec
         "history_version": int | None,
         "generation_attempt": int | None,
         "seq": int | None,
@@ -636,9 +636,9 @@ _DeltaPayloadWire = _wire_struct(
     # ``role`` is left out by servers that send none.
     absent={"role": None},
 )
-_DeltaWire = _wire_struct(
+DeltaWire = _wire_struct(
     MessagePartEvent,
-    "_DeltaWire",
+    "DeltaWire",
     tag=MessagePartEvent.type,
     only=("chat_id",),
     nested=((MessagePartEvent.type, _DeltaPayloadWire),),
@@ -654,7 +654,7 @@ _SnapshotWire = _wire_struct(
     narrow={"message": msgspec.Raw},
 )
 _decode_deltas: Callable[[str], list[Any]] = msgspec.json.Decoder(
-    list[Union[_DeltaWire, _SnapshotWire]]  # type: ignore[valid-type] # noqa: UP007 - made at run time
+    list[Union[DeltaWire, _SnapshotWire]]  # type: ignore[valid-type] # noqa: UP007 - made at run time
 ).decode
 #: A snapshot whose text is longer than this many bytes, or that has more opening brackets
 #: than this many, sends its frame the general way (see ``_snapshot_event``).
@@ -696,11 +696,17 @@ _ROLES: dict[str | None, str | None] = {role: role for role in ("assistant", "to
 _DELTAS_START = '[{"type":"message_part"'
 
 
-def _typed_deltas(data: str) -> list[StreamEvent] | None:
+def _typed_deltas(data: str) -> list[Any] | None:
     """The events of ``data`` when it is an array frame of text and reasoning deltas in the
     shape servers write, and of message snapshots among them (``_snapshot_event``), decoded
     in one pass; ``None`` for any other document (a frame of one event object too), which
     ``_parse_document`` decodes the general way.
+
+    Each delta is left as the ``DeltaWire`` Struct the decode made (its chat id checked):
+    ``delta_event`` builds its ``MessagePartEvent`` when someone needs one, and the stream's
+    hot path (``TurnTranslator.ingest_run``) reads the Struct without it. ``parse_frame``
+    and ``parse_text_frame`` give every event built (``_built``); the stream reader keeps
+    the Structs in its queue (``parse_stream_frame``).
 
     The events are the general way's: strings and integers are read as the standard
     library reads them (integers of any length within the interpreter's digit limit, which
@@ -709,8 +715,8 @@ def _typed_deltas(data: str) -> list[StreamEvent] | None:
     coordinate goes (a float, a boolean), an unknown event or part type, a member the
     Structs do not know (whose numbers and nesting the general way reads), duplicate type
     members. The chat id is checked as there (wire 3.9), with the same error. A queued delta
-    holds its event, part, text and coordinates, and shares its role and chat id with the
-    others.
+    holds its Structs, text and coordinates, and the event built from it shares its role
+    and chat id with the others.
 
     A document longer than 4 KiB is tried only when it starts as servers start a frame of
     deltas (its first event's ``type`` first, no spaces): any other (a long message's
@@ -726,46 +732,57 @@ def _typed_deltas(data: str) -> list[StreamEvent] | None:
     except (ValueError, RecursionError):
         # msgspec's errors are ValueErrors; so is the encode error of a lone surrogate.
         return None
-    out: list[StreamEvent] = []
-    append = out.append
     checked = _checked_chat_id
-    for wire in value:
-        if type(wire) is _SnapshotWire:
+    for index, wire in enumerate(value):
+        if type(wire) is DeltaWire:
+            chat_id = wire.chat_id
+            if chat_id and chat_id != checked[0]:
+                _check_chat_id(chat_id)
+        else:
             snapshot = _snapshot_event(wire)
             if snapshot is None:
                 return None
-            append(snapshot)
-            continue
-        payload = wire.message_part
-        wire_part = payload.part
-        part: Any
-        if type(wire_part) is _TextWire:
-            part = TextPartDraft()
-            part.text = wire_part.text
-            part.__class__ = TextPart
-        else:
-            part = ReasoningPartDraft()
-            part.text = wire_part.text
-            part.signature = wire_part.signature
-            part.created_at = wire_part.created_at
-            part.completed_at = wire_part.completed_at
-            part.__class__ = ReasoningPart
-        event: Any = _MessagePartDraft()
-        role = payload.role
-        event.role = _ROLES.get(role, role)
-        event.part = part
-        event.history_version = payload.history_version
-        event.generation_attempt = payload.generation_attempt
-        event.seq = payload.seq
-        chat_id = wire.chat_id
-        if chat_id:
-            if chat_id != checked[0]:
-                _check_chat_id(chat_id)
-            chat_id = checked[0]
-        event.chat_id = chat_id
-        event.__class__ = MessagePartEvent
-        append(event)
-    return out
+            value[index] = snapshot
+    return value
+
+
+def delta_event(wire: Any) -> MessagePartEvent:
+    """The ``MessagePartEvent`` of ``wire``, a ``DeltaWire`` the typed decode made (its chat
+    id already checked): the event the general way gives for the same delta."""
+    payload = wire.message_part
+    wire_part = payload.part
+    part: Any
+    if type(wire_part) is TextWire:
+        part = TextPartDraft()
+        part.text = wire_part.text
+        part.__class__ = TextPart
+    else:
+        part = ReasoningPartDraft()
+        part.text = wire_part.text
+        part.signature = wire_part.signature
+        part.created_at = wire_part.created_at
+        part.completed_at = wire_part.completed_at
+        part.__class__ = ReasoningPart
+    event: Any = _MessagePartDraft()
+    role = payload.role
+    event.role = _ROLES.get(role, role)
+    event.part = part
+    event.history_version = payload.history_version
+    event.generation_attempt = payload.generation_attempt
+    event.seq = payload.seq
+    chat_id = wire.chat_id
+    # The checked chat id: one string for every delta of the stream.
+    event.chat_id = _checked_chat_id[0] if chat_id else chat_id
+    event.__class__ = MessagePartEvent
+    return event  # type: ignore[no-any-return]
+
+
+def _built(events: list[Any]) -> list[StreamEvent]:
+    """``events`` from ``_typed_deltas`` with each delta's event built, in place."""
+    for index, event in enumerate(events):
+        if type(event) is DeltaWire:
+            events[index] = delta_event(event)
+    return events
 
 
 #: An array frame longer than this many characters is decoded a piece at a time.
@@ -801,7 +818,7 @@ def parse_frame(data: str | bytes) -> list[StreamEvent]:
     if type(data) is str and len(data) > _PIECE and data[0] == "[":
         typed = _typed_deltas(data)
         if typed is not None:
-            return typed
+            return _built(typed)
         cut = data.find(_BETWEEN_EVENTS, _PIECE)
         if cut > 0:
             return _parse_pieces(data, cut)
@@ -810,8 +827,16 @@ def parse_frame(data: str | bytes) -> list[StreamEvent]:
 
 def parse_text_frame(data: str) -> list[StreamEvent]:
     """``parse_frame`` of a text frame as a connection received it (a ``str``): the same
-    events or error, with the typed decode tried first and once, and no call between it and
-    the reader (one-event frames of deltas are nearly every frame of a streamed turn)."""
+    events or error, with the typed decode tried first and once."""
+    return _built(parse_stream_frame(data))
+
+
+def parse_stream_frame(data: str) -> list[Any]:
+    """``parse_text_frame`` for the stream reader's queue: the same events, or the same
+    error, except that a delta the typed decode took is its ``DeltaWire`` Struct, whose
+    event ``delta_event`` builds when a consumer needs one (the translator's hot path reads
+    the Struct itself). No call between the typed decode and the reader: one-event frames
+    of deltas are nearly every frame of a streamed turn."""
     typed = _typed_deltas(data)
     if typed is not None:
         return typed
@@ -867,7 +892,7 @@ def _parse_document(data: str | bytes) -> list[StreamEvent]:
     if type(data) is str:
         typed = _typed_deltas(data)
         if typed is not None:
-            return typed
+            return _built(typed)
     return _parse_general(data)
 
 

@@ -61,7 +61,11 @@ def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str
 def test_a_server_frame_of_deltas_is_decoded_typed() -> None:
     reasoning = '{"type":"reasoning","text":"hm","signature":"sig"}'
     frame = "[" + _delta(TEXT) + "," + _delta(reasoning, seq="2") + "]\n"
-    got = events._typed_deltas(frame)
+    wires = events._typed_deltas(frame)
+    assert wires is not None
+    # The deltas wait as the decode's Structs; their events are built from them.
+    assert [type(w) for w in wires] == [events.DeltaWire, events.DeltaWire]
+    got = events._built(wires)
     assert got == [
         MessagePartEvent("assistant", TextPart("a few words"), 1, 1, 1, CHAT),
         MessagePartEvent("assistant", ReasoningPart("hm", "sig"), 1, 1, 2, CHAT),
@@ -277,8 +281,9 @@ def test_a_frame_of_deltas_with_a_snapshot_is_decoded_typed_in_one_pass(
     from coder_proto._wire.events import MessageEvent
 
     frame = "[" + _delta(TEXT) + "," + _snapshot(MESSAGE) + "," + _delta(TEXT, seq="2") + "]\n"
-    typed = events._typed_deltas(frame)
-    assert typed is not None
+    wires = events._typed_deltas(frame)
+    assert wires is not None
+    typed = events._built(wires)
     assert [type(e) for e in typed] == [MessagePartEvent, MessageEvent, MessagePartEvent]
     with monkeypatch.context() as patch:
         patch.setattr(events, "_typed_deltas", lambda data: None)
