@@ -16,7 +16,7 @@ give the same events and errors.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar, TypeAlias, Union
+from typing import Any, ClassVar, Literal, TypeAlias, Union
 
 import attrs
 import msgspec
@@ -628,6 +628,9 @@ _DeltaPayloadWire = _wire_struct(
     only=("role", "part", "history_version", "generation_attempt", "seq"),
     # Coordinates are ints on the wire (D14); anything else is kept as sent, the general way.
     narrow={
+        # A literal decodes to one string object shared by every delta; another role goes
+        # the general way.
+        "role": Literal["assistant", "tool", "user"] | None,
         "part": Union[TextWire, ReasoningWire],  # noqa: UP007 - a runtime type for msgspec
         "history_version": int | None,
         "generation_attempt": int | None,
@@ -689,9 +692,6 @@ def _snapshot_event(wire: Any) -> MessageEvent | None:
     return MessageEvent(message, _check_chat_id(wire.chat_id))
 
 
-#: A delta's role and chat id are kept as one string each for every delta of a stream (the
-#: checked chat id, ``_ROLES``' roles), not one copy per delta that an event holds.
-_ROLES: dict[str | None, str | None] = {role: role for role in ("assistant", "tool", "user")}
 #: How a frame of deltas starts as servers write it.
 _DELTAS_START = '[{"type":"message_part"'
 
@@ -715,8 +715,8 @@ def _typed_deltas(data: str) -> list[Any] | None:
     coordinate goes (a float, a boolean), an unknown event or part type, a member the
     Structs do not know (whose numbers and nesting the general way reads), duplicate type
     members. The chat id is checked as there (wire 3.9), with the same error. A queued delta
-    holds its Structs, text and coordinates, and the event built from it shares its role
-    and chat id with the others.
+    holds its Structs, text and coordinates, and shares its role and chat id with the
+    others.
 
     A document longer than 4 KiB is tried only when it starts as servers start a frame of
     deltas (its first event's ``type`` first, no spaces): any other (a long message's
@@ -735,9 +735,13 @@ def _typed_deltas(data: str) -> list[Any] | None:
     checked = _checked_chat_id
     for index, wire in enumerate(value):
         if type(wire) is DeltaWire:
+            # A queued delta keeps the stream's one copy of its chat id, not the one the
+            # decode made for it (its role is one of the decode's literals).
             chat_id = wire.chat_id
-            if chat_id and chat_id != checked[0]:
-                _check_chat_id(chat_id)
+            if chat_id:
+                if chat_id != checked[0]:
+                    _check_chat_id(chat_id)
+                wire.chat_id = checked[0]
         else:
             snapshot = _snapshot_event(wire)
             if snapshot is None:
@@ -747,8 +751,9 @@ def _typed_deltas(data: str) -> list[Any] | None:
 
 
 def delta_event(wire: Any) -> MessagePartEvent:
-    """The ``MessagePartEvent`` of ``wire``, a ``DeltaWire`` the typed decode made (its chat
-    id already checked): the event the general way gives for the same delta."""
+    """The ``MessagePartEvent`` of ``wire``, a ``DeltaWire`` from ``_typed_deltas`` (its chat
+    id checked, it and the role shared): the event the general way gives for the same
+    delta."""
     payload = wire.message_part
     wire_part = payload.part
     part: Any
@@ -764,15 +769,12 @@ def delta_event(wire: Any) -> MessagePartEvent:
         part.completed_at = wire_part.completed_at
         part.__class__ = ReasoningPart
     event: Any = _MessagePartDraft()
-    role = payload.role
-    event.role = _ROLES.get(role, role)
+    event.role = payload.role
     event.part = part
     event.history_version = payload.history_version
     event.generation_attempt = payload.generation_attempt
     event.seq = payload.seq
-    chat_id = wire.chat_id
-    # The checked chat id: one string for every delta of the stream.
-    event.chat_id = _checked_chat_id[0] if chat_id else chat_id
+    event.chat_id = wire.chat_id
     event.__class__ = MessagePartEvent
     return event  # type: ignore[no-any-return]
 

@@ -67,6 +67,11 @@ def test_a_reader_without_transport_events_queues_the_frame_s_events() -> None:
     net.frame(*FRAME)
     assert type(reader.events) is EventQueue
     assert reader.events.lazy
+    # The queued Structs share one chat id and one role string (not a copy per delta).
+    wires = [e for e in collections.deque.__iter__(reader.events) if type(e) is DeltaWire]
+    assert len(wires) == 4
+    assert len({id(w.chat_id) for w in wires}) == 1
+    assert len({id(w.message_part.role) for w in wires}) == 1
     got = net.popped()[1:]
     assert got == parse_frame(_frame_text(FRAME))
     assert [type(e) for e in got] == [type(e) for e in parse_frame(_frame_text(FRAME))]
