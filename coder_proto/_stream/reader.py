@@ -226,7 +226,7 @@ class EventQueue(collections.deque):  # type: ignore[type-arg]
         item = _deque_popleft(self)
         return delta_event(item) if type(item) is DeltaWire else item
 
-    def pop(self) -> Any:
+    def pop(self) -> Any:  # type: ignore[override] # deque.pop takes no index
         item = _deque_pop(self)
         return delta_event(item) if type(item) is DeltaWire else item
 
@@ -634,7 +634,9 @@ class StreamReader:
         try:
             # A delta waits in the queue as the Struct the typed decode made (``EventQueue``);
             # a transport event needs the event itself, built at arrival.
-            decoded = parse_stream_frame(text) if sink is None else parse_text_frame(text)
+            decoded: list[Any] = (
+                parse_stream_frame(text) if sink is None else parse_text_frame(text)
+            )
         except (CoderProtocolError, RecursionError) as exc:
             client = self._client
             assert client is not None  # frames only arrive on a live connection
@@ -676,7 +678,8 @@ class StreamReader:
                         own,
                     )
             elif type(event) is DeltaWire:
-                # A delta the typed decode took: its coordinates are ints or absent.
+                # A delta the typed decode took: its coordinates are ints or absent, and no
+                # transport event is made (a reader with a sink builds every event).
                 payload = event.message_part
                 seq = payload.seq
                 if seq is not None and payload.history_version is not None:
@@ -687,13 +690,15 @@ class StreamReader:
                     elif (
                         last_seq is not None and seq <= last_seq and hv == last_hv and ga == last_ga
                     ):
-                        forwarded = False
+                        continue
                     else:
                         last_hv, last_ga, last_seq = hv, ga, seq
                         progress += 1
                 else:
                     self._untrackable = True
+                append(event)
                 lazy = True
+                continue
             elif type(event) is MessagePartEvent:
                 hv = event.history_version
                 ga = event.generation_attempt

@@ -105,7 +105,7 @@ def test_the_replay_filter_decides_alike_on_the_decode_s_structs_b2() -> None:
 
     lazy, eager = run(False), run(True)
     assert lazy == eager
-    texts = [e.part.text for e in lazy[0] if type(e) is MessagePartEvent]
+    texts = [e.part.text for e in lazy[0] if type(e) is MessagePartEvent]  # type: ignore[union-attr]
     assert texts == ["Hel", "lo", " you"]
 
 
@@ -132,7 +132,7 @@ READS: dict[str, Callable[[EventQueue], Any]] = {
     "pop": lambda q: [q.pop() for _ in range(len(q))][::-1],
     "copy": lambda q: list(q.copy()),
     "copy.copy": lambda q: list(copy.copy(q)),
-    "add": lambda q: list(q + collections.deque()),
+    "add": lambda q: list(q + collections.deque()),  # type: ignore[operator]
     "mul": lambda q: list(q * 1),
     "pickle": lambda q: list(pickle.loads(pickle.dumps(q))),
 }
