@@ -73,6 +73,7 @@ from .._transport_events import (
     WsOpenEvent,
     WsRedialEvent,
 )
+from .._wire import events as _wire_events
 from .._wire.events import (
     DeltaWire,
     ErrorEvent,
@@ -81,8 +82,8 @@ from .._wire.events import (
     StatusEvent,
     StreamEvent,
     delta_event,
-    parse_stream_frame,
     parse_text_frame,
+    parse_untyped_frame,
 )
 from .websocket import (
     CLOSE_NORMAL,
@@ -634,9 +635,13 @@ class StreamReader:
         try:
             # A delta waits in the queue as the Struct the typed decode made (``EventQueue``);
             # a transport event needs the event itself, built at arrival.
-            decoded: list[Any] = (
-                parse_stream_frame(text) if sink is None else parse_text_frame(text)
-            )
+            if sink is None:
+                # Through the module, so the typed decode is the one ``_wire.events`` holds.
+                decoded: list[Any] | None = _wire_events._typed_deltas(text)
+                if decoded is None:
+                    decoded = parse_untyped_frame(text)
+            else:
+                decoded = parse_text_frame(text)
         except (CoderProtocolError, RecursionError) as exc:
             client = self._client
             assert client is not None  # frames only arrive on a live connection
@@ -663,23 +668,11 @@ class StreamReader:
         if self._held:
             self._resolve_held(decoded)
         for event in decoded:
-            forwarded = True
-            ignored = False
             foreign = event.chat_id
-            if foreign and foreign != own:
-                # D31: another chat's event is not this stream's; it is seen, never used.
-                forwarded = False
-                ignored = True
-                if self._foreign_warned != self.attempt:
-                    self._foreign_warned = self.attempt
-                    logger.warning(
-                        "chat %s: the stream sent an event for another chat; ignoring such "
-                        "events on this connection",
-                        own,
-                    )
-            elif type(event) is DeltaWire:
-                # A delta the typed decode took: its coordinates are ints or absent, and no
-                # transport event is made (a reader with a sink builds every event).
+            if type(event) is DeltaWire and (not foreign or foreign == own):
+                # This chat's delta, as the typed decode took it: its coordinates are ints or
+                # absent, and no transport event is made (a reader with a sink builds every
+                # event). Another chat's goes the general way below.
                 payload = event.message_part
                 seq = payload.seq
                 if seq is not None and payload.history_version is not None:
@@ -699,6 +692,19 @@ class StreamReader:
                 append(event)
                 lazy = True
                 continue
+            forwarded = True
+            ignored = False
+            if foreign and foreign != own:
+                # D31: another chat's event is not this stream's; it is seen, never used.
+                forwarded = False
+                ignored = True
+                if self._foreign_warned != self.attempt:
+                    self._foreign_warned = self.attempt
+                    logger.warning(
+                        "chat %s: the stream sent an event for another chat; ignoring such "
+                        "events on this connection",
+                        own,
+                    )
             elif type(event) is MessagePartEvent:
                 hv = event.history_version
                 ga = event.generation_attempt

@@ -733,10 +733,26 @@ def _typed_deltas(data: str) -> list[Any] | None:
         # msgspec's errors are ValueErrors; so is the encode error of a lone surrogate.
         return None
     checked = _checked_chat_id
+    for wire in value:
+        if type(wire) is not DeltaWire:
+            return _with_snapshots(value)
+        # A queued delta keeps the stream's one copy of its chat id, not the one the decode
+        # made for it (its role is one of the decode's literals).
+        chat_id = wire.chat_id
+        if chat_id:
+            if chat_id != checked[0]:
+                _check_chat_id(chat_id)
+            wire.chat_id = checked[0]
+    return value
+
+
+def _with_snapshots(value: list[Any]) -> list[Any] | None:
+    """``_typed_deltas`` of a decoded frame with a message snapshot among its deltas: the
+    same checks, in the frame's order, and each snapshot's event in its place (``None``
+    when the general way must decide one)."""
+    checked = _checked_chat_id
     for index, wire in enumerate(value):
         if type(wire) is DeltaWire:
-            # A queued delta keeps the stream's one copy of its chat id, not the one the
-            # decode made for it (its role is one of the decode's literals).
             chat_id = wire.chat_id
             if chat_id:
                 if chat_id != checked[0]:
@@ -842,6 +858,12 @@ def parse_stream_frame(data: str) -> list[Any]:
     typed = _typed_deltas(data)
     if typed is not None:
         return typed
+    return parse_untyped_frame(data)
+
+
+def parse_untyped_frame(data: str) -> list[StreamEvent]:
+    """``parse_stream_frame`` of a frame the typed decode did not take: cut into pieces when
+    it is long, else decoded the general way."""
     if len(data) > _PIECE and data[0] == "[":
         cut = data.find(_BETWEEN_EVENTS, _PIECE)
         if cut > 0:
