@@ -225,3 +225,15 @@ def test_a_run_over_the_queue_gives_what_ingest_gives_event_by_event(open_blocks
     assert list(queue) == built[7:]
     assert type(queue[0]) is StatusEvent
     assert _parts(got_translator.finish()) == _parts(want_translator.finish())
+
+
+def test_another_chat_s_delta_is_ignored_d31(caplog: pytest.LogCaptureFixture) -> None:
+    other = "2b1c3d4e-0000-4000-8000-000000000002"
+    reader = make_reader()
+    net = Net(reader).start()
+    net.accept()
+    net.frame(delta("mine", 1), {**delta("theirs", 2), "chat_id": other}, delta("too", 2))
+    got = net.popped()
+    assert [e.part.text for e in got] == ["mine", "too"]
+    assert reader.progress_events == 2
+    assert "an event for another chat" in caplog.text

@@ -434,3 +434,24 @@ def test_any_frame_with_snapshots_gives_the_general_ways_events_or_error(
             assert typed == _outcome(data)
     finally:
         events._typed_deltas, unicode.loads = saved
+
+
+@pytest.mark.parametrize("bad", [False, True])
+def test_a_snapshot_ahead_of_deltas_keeps_the_frame_s_order_for_every_check(
+    bad: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A frame of deltas with a snapshot first: each delta's chat id is checked (a new chat,
+    no chat, an invalid one) after the snapshot, as the general way checks them, and the
+    queued deltas share the checked chat id."""
+    other = "c0ffee00-1234-4abc-8def-0123456789ac"
+    assert parse_frame("[" + _delta(TEXT, chat=other) + "]")[0].chat_id == other
+    last = _delta(TEXT, seq="3", chat="not an id" if bad else CHAT)
+    frame = "[" + ",".join([_snapshot(MESSAGE), _delta(TEXT), _delta(TEXT, chat=""), last]) + "]"
+    typed, general = _both(frame, monkeypatch)
+    assert typed == general
+    assert (typed[0] == "CoderProtocolError") is bad
+    if not bad:
+        wires = events._typed_deltas(frame)
+        assert wires is not None
+        assert wires[1].chat_id is wires[3].chat_id == CHAT
+        assert wires[2].chat_id == ""
