@@ -260,12 +260,13 @@ HOT_PATHS: Final = (
         "comparison, copy: tests/proto/stream/test_event_queue.py checks every read gives "
         "parse_frame's events); the segment's read loop and the benchmarks' consumer hand a "
         "run to ingest_run as soon as a delta heads the queue",
-        "medians of three alternated --quick runs against the parent commit: "
-        "core.frames.batched+orjson 2.23x to 1.58x orjson.loads, core.frames.batched.m10"
-        "+orjson 2.29x to 1.71x, core.ws.batched+orjson 2.63x to 2.05x, core.ws.one+orjson "
-        "4.57x to 3.66x; core.frames.batched 1.01x to 0.76x json.loads, core.frames.batched"
-        ".m10 1.13x to 0.82x; a queued delta holds no object the cyclic collector tracks "
-        "(2 before), and a backlog starts half as many young collections",
+        "medians of three alternated --quick runs against the code before it: "
+        "core.frames.batched+orjson 2.13x to 1.58x orjson.loads, core.frames.batched.m10"
+        "+orjson 2.35x to 1.70x, core.ws.batched+orjson 2.69x to 2.01x, core.ws.one+orjson "
+        "4.69x to 3.60x, core.frames.one+orjson 3.88x to 3.67x; core.frames.batched 1.03x "
+        "to 0.74x json.loads, core.frames.batched.m10 1.09x to 0.86x, core.ws.one 1.20x to "
+        "0.90x; a queued delta holds no object the cyclic collector tracks (2 before) and "
+        "5 memory blocks (4 before), and a backlog starts half as many young collections",
     ),
     HotPath(
         "coder_proto._agent.segment.Segment._read_loop",
