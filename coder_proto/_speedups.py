@@ -117,8 +117,9 @@ HOT_PATHS: Final = (
     HotPath(
         "coder_proto._wire.events._typed_deltas",
         "an array frame of text and reasoning deltas is decoded by msgspec in one pass into "
-        "Structs made from the wire model's attrs classes, and its events built from them, "
-        "with no dict per event, payload or part; a message snapshot among the deltas is "
+        "Structs made from the wire model's attrs classes, with no dict per event, payload "
+        "or part (each delta's event is built from its Structs when needed: EventQueue "
+        "below); a message snapshot among the deltas is "
         "decoded in the same pass, its message kept as JSON text for ChatMessage (a frame of "
         "deltas with a commit in it is no longer tried whole, then decoded again in pieces); "
         "any other document, or one the Structs do "
@@ -249,6 +250,23 @@ HOT_PATHS: Final = (
         "absent, null or set)",
         "ReasoningPart objects 2.5x (249 to 99 ns); 256 reasoning deltas to events 1.3x "
         "(147 to 113 us)",
+    ),
+    HotPath(
+        "coder_proto._stream.reader.EventQueue",
+        "a delta the typed decode took waits in the reader's queue as its msgspec Struct "
+        "(the replay filter reads its coordinates there), TurnTranslator.ingest_run reads "
+        "its text from the Struct, and its TextPart and MessagePartEvent are built only when "
+        "the queue hands the delta to another reader (popleft, an index, iteration, "
+        "comparison, copy: tests/proto/stream/test_event_queue.py checks every read gives "
+        "parse_frame's events); the segment's read loop and the benchmarks' consumer hand a "
+        "run to ingest_run as soon as a delta heads the queue",
+        "medians of three alternated --quick runs against the code before it: "
+        "core.frames.batched+orjson 2.13x to 1.58x orjson.loads, core.frames.batched.m10"
+        "+orjson 2.35x to 1.70x, core.ws.batched+orjson 2.69x to 2.01x, core.ws.one+orjson "
+        "4.69x to 3.60x, core.frames.one+orjson 3.88x to 3.67x; core.frames.batched 1.03x "
+        "to 0.74x json.loads, core.frames.batched.m10 1.09x to 0.86x, core.ws.one 1.20x to "
+        "0.90x; a queued delta holds no object the cyclic collector tracks (2 before) and "
+        "5 memory blocks (4 before), and a backlog starts half as many young collections",
     ),
     HotPath(
         "coder_proto._agent.segment.Segment._read_loop",

@@ -21,6 +21,7 @@ The read loop races the stream against the segment's ``request_timeout`` (checke
 from __future__ import annotations
 
 import logging
+from collections import deque
 from collections.abc import Callable, Collection, Iterable, Sequence
 from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any, Final
@@ -72,7 +73,7 @@ from .._rest.routes import (
 )
 from .._rest.uploads import build_upload_chat_file, parse_upload_chat_file
 from .._stream.promotion import QueuedSubmission, teardown_action
-from .._stream.translator import PENDING_RUN, TurnTranslator
+from .._stream.translator import DELTA_TYPES, PENDING_RUN, TurnTranslator
 from .._transport_events import SegmentSettleEvent, SegmentStartEvent
 from .._wire.chats import (
     ActionToolCall,
@@ -87,7 +88,6 @@ from .._wire.events import (
     ActionRequiredEvent,
     ErrorEvent,
     MessageEvent,
-    MessagePartEvent,
     StatusEvent,
     StreamEvent,
 )
@@ -749,7 +749,7 @@ class Segment:
     def _read_loop(self, translator: TurnTranslator, stream: SessionStream) -> Wait[None]:
         turn = self.turn
         events = stream.events
-        ingest = translator.ingest
+        peek = deque.__getitem__
         ingest_run = translator.ingest_run
         since_requires_action = 0
         grace_at: float | None = None
@@ -774,20 +774,18 @@ class Segment:
                     grace_at = turn.now + ACTION_REQUIRED_GRACE
                     turn._set_timer(_GRACE_TIMER, grace_at)
                 if events:
-                    event = events.popleft()
                     if (
-                        type(event) is MessagePartEvent
+                        type(peek(events, 0)) in DELTA_TYPES
                         and translator.terminal_status is None
                         and not translator.gated
                     ):
                         # The hot path: a run of live deltas. A message part cannot settle,
                         # pause, fail or gate a live segment (A.3-A.8), so the run is
-                        # translated in one go and delivered at once.
-                        batch = ingest(event)
-                        if events and type(events[0]) is MessagePartEvent:
-                            batch += ingest_run(events)
-                        self._deliver(batch)
+                        # translated in one go and delivered at once (read where it waits
+                        # in the reader's queue: no event built for a delta translated).
+                        self._deliver(ingest_run(events))
                         continue
+                    event = events.popleft()
                 elif stream.ended:
                     failure = stream.failure
                     if failure is not None:

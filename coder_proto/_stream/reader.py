@@ -73,13 +73,17 @@ from .._transport_events import (
     WsOpenEvent,
     WsRedialEvent,
 )
+from .._wire import events as _wire_events
 from .._wire.events import (
+    DeltaWire,
     ErrorEvent,
     MessageEvent,
     MessagePartEvent,
     StatusEvent,
     StreamEvent,
+    delta_event,
     parse_text_frame,
+    parse_untyped_frame,
 )
 from .websocket import (
     CLOSE_NORMAL,
@@ -184,6 +188,93 @@ def _without_userinfo(url: str) -> str:
     if "@" not in parts.netloc:
         return url
     return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+
+
+_deque_popleft = collections.deque.popleft
+_deque_pop = collections.deque.pop
+_deque_getitem = collections.deque.__getitem__
+_deque_setitem = collections.deque.__setitem__
+
+
+class EventQueue(collections.deque):  # type: ignore[type-arg]
+    """The reader's queue of forwarded events: a ``deque`` of ``StreamEvent``.
+
+    A delta the typed decode took waits in it as its ``DeltaWire`` Struct, and its
+    ``MessagePartEvent`` is built when the queue hands it out (``popleft``, ``pop``, an
+    index), or in place before anything else reads the queue (iteration, comparison,
+    ``repr``, search, copy): whoever reads the queue sees events only, equal to those the
+    frame's decode gives. ``TurnTranslator.ingest_run`` reads the Structs through the
+    ``deque`` methods themselves, and builds no event for a delta it translates."""
+
+    __slots__ = ("lazy",)
+
+    def __init__(self, iterable: Any = ()) -> None:
+        super().__init__(iterable)
+        #: True while a Struct may wait in the queue.
+        self.lazy = False
+
+    def materialize(self) -> None:
+        """Build the event of every Struct waiting in the queue, in place."""
+        if not self.lazy:
+            return
+        self.lazy = False
+        for index, item in enumerate(_deque_iter(self)):
+            if type(item) is DeltaWire:
+                # Replacing an item leaves the deque's iterator valid (its size is kept).
+                _deque_setitem(self, index, delta_event(item))
+
+    def popleft(self) -> Any:
+        item = _deque_popleft(self)
+        return delta_event(item) if type(item) is DeltaWire else item
+
+    def pop(self) -> Any:  # type: ignore[override] # deque.pop takes no index
+        item = _deque_pop(self)
+        return delta_event(item) if type(item) is DeltaWire else item
+
+    def __getitem__(self, index: Any) -> Any:
+        item = _deque_getitem(self, index)
+        if type(item) is DeltaWire:
+            item = delta_event(item)
+            _deque_setitem(self, index, item)
+        return item
+
+
+_deque_iter = collections.deque.__iter__
+
+
+def _materializing(name: str) -> Any:
+    base = getattr(collections.deque, name)
+
+    def method(self: EventQueue, *args: Any) -> Any:
+        self.materialize()
+        return base(self, *args)
+
+    method.__name__ = name
+    return method
+
+
+for _name in (
+    "__iter__",
+    "__reversed__",
+    "__repr__",
+    "__eq__",
+    "__ne__",
+    "__lt__",
+    "__le__",
+    "__gt__",
+    "__ge__",
+    "__contains__",
+    "__copy__",
+    "__reduce__",
+    "__add__",
+    "__mul__",
+    "copy",
+    "count",
+    "index",
+    "remove",
+):
+    setattr(EventQueue, _name, _materializing(_name))
+del _name
 
 
 # Reader states. "connecting": OpenConnection issued; "handshake": upgrade request written;
@@ -293,7 +384,7 @@ class StreamReader:
         self._sink = sink if sink is not None and sink.enabled else None
 
         #: Forwarded stream events in arrival order; the consumer pops them.
-        self.events: collections.deque[StreamEvent] = collections.deque()
+        self.events: collections.deque[StreamEvent] = EventQueue()
         self.error: CoderAgentError | None = None
         #: The connection number; 1 for the first dial, +1 per redial.
         self.attempt = 0
@@ -540,8 +631,17 @@ class StreamReader:
     def _on_frame(self, text: str, now: float) -> bool:
         """Decode one frame and run the replay filter on each event (B.2). False when the
         connection ended (terminal parse failure, or the consumer closed it meanwhile)."""
+        sink = self._sink
         try:
-            decoded = parse_text_frame(text)
+            # A delta waits in the queue as the Struct the typed decode made (``EventQueue``);
+            # a transport event needs the event itself, built at arrival.
+            if sink is None:
+                # Through the module, so the typed decode is the one ``_wire.events`` holds.
+                decoded: list[Any] | None = _wire_events._typed_deltas(text)
+                if decoded is None:
+                    decoded = parse_untyped_frame(text)
+            else:
+                decoded = parse_text_frame(text)
         except (CoderProtocolError, RecursionError) as exc:
             client = self._client
             assert client is not None  # frames only arrive on a live connection
@@ -557,19 +657,43 @@ class StreamReader:
             )
             self._parse_failure(cause)
             return False
-        append = self.events.append
-        sink = self._sink
+        queue = self.events
+        append = queue.append
         # The episode high-water mark and the progress count live in locals for the loop:
         # a frame carries up to 256 deltas (wire 4.2) and this is the per-delta cost.
         last_hv, last_ga, last_seq = self._last_hv, self._last_ga, self._last_seq
         progress = 0
+        lazy = False
         own = self.chat_id
         if self._held:
             self._resolve_held(decoded)
         for event in decoded:
+            foreign = event.chat_id
+            if type(event) is DeltaWire and (not foreign or foreign == own):
+                # This chat's delta, as the typed decode took it: its coordinates are ints or
+                # absent, and no transport event is made (a reader with a sink builds every
+                # event). Another chat's goes the general way below.
+                payload = event.message_part
+                seq = payload.seq
+                if seq is not None and payload.history_version is not None:
+                    hv = payload.history_version
+                    ga = payload.generation_attempt
+                    if ga is None:
+                        self._untrackable = True
+                    elif (
+                        last_seq is not None and seq <= last_seq and hv == last_hv and ga == last_ga
+                    ):
+                        continue
+                    else:
+                        last_hv, last_ga, last_seq = hv, ga, seq
+                        progress += 1
+                else:
+                    self._untrackable = True
+                append(event)
+                lazy = True
+                continue
             forwarded = True
             ignored = False
-            foreign = event.chat_id
             if foreign and foreign != own:
                 # D31: another chat's event is not this stream's; it is seen, never used.
                 forwarded = False
@@ -633,6 +757,8 @@ class StreamReader:
             if forwarded:
                 append(event)
         self._last_hv, self._last_ga, self._last_seq = last_hv, last_ga, last_seq
+        if lazy:
+            queue.lazy = True  # type: ignore[attr-defined]
         if progress:
             # _progress, inline: once per frame, and frames often carry one event.
             self.progress_events += progress

@@ -43,11 +43,14 @@ from .._outputs import (
 )
 from .._wire.events import (
     ActionRequiredEvent,
+    DeltaWire,
     ErrorEvent,
     MessageEvent,
     MessagePartEvent,
     StatusEvent,
     StreamEvent,
+    TextWire,
+    delta_event,
 )
 from .._wire.fields import MISSING
 from .._wire.message_parts import (
@@ -63,7 +66,12 @@ from .._wire.unicode import valid_json_text
 from .promotion import GateAnchored, GateDeadEnd, QueuedGate, QueuedSubmission
 from .usage import UsageAccumulator
 
-__all__ = ["FINISH_REASONS", "TurnTranslator", "finish_reason"]
+__all__ = ["DELTA_TYPES", "FINISH_REASONS", "TurnTranslator", "finish_reason"]
+
+_deque_popleft = deque.popleft
+#: What a ``message_part`` event is in a reader's queue: its event, or the typed decode's
+#: Struct waiting for it (``TurnTranslator.ingest_run`` takes both).
+DELTA_TYPES: Final = (MessagePartEvent, DeltaWire)
 
 #: The unified finish reasons (G.1, D24).
 FINISH_STOP: Final = "stop"
@@ -78,7 +86,6 @@ _DELTA_ROLES: Final = frozenset({"assistant", "tool"})
 
 #: Pending deltas are joined in runs of this many (memory: see ``TurnTranslator.__init__``).
 PENDING_RUN: Final = 256
-
 
 
 def finish_reason(
@@ -405,14 +412,37 @@ class TurnTranslator:
         type, or when ``events`` is empty. Text and plain reasoning deltas for an open block
         of their kind, nearly every event of a turn, are translated here in one loop; any
         other event goes through ``ingest``.
+
+        The reader's queue (``coder_proto._stream.reader.EventQueue``) holds a delta the
+        typed decode took as its ``DeltaWire`` Struct: it is read here through the ``deque``
+        methods themselves, and its ``MessagePartEvent`` built only when ``ingest`` takes it.
         """
         out: list[OutputPart] = []
         append = out.append
-        popleft = events.popleft
+        popleft = _deque_popleft
         text_block = reasoning_block = None
         stale = True  # the locals below must be read again from the translator
-        while events and type(events[0]) is MessagePartEvent:
-            event: MessagePartEvent = popleft()  # type: ignore[assignment]
+        text_kind: bool | None
+        while events:
+            event: Any = popleft(events)
+            kind = type(event)
+            if kind is DeltaWire:
+                payload = event.message_part
+                role = payload.role
+                part = payload.part
+                text_kind = type(part) is TextWire
+            elif kind is MessagePartEvent:
+                role = event.role
+                part = event.part
+                if type(part) is TextPart:
+                    text_kind = True
+                elif type(part) is ReasoningPart:
+                    text_kind = False
+                else:
+                    text_kind = None
+            else:
+                events.appendleft(event)
+                break
             if stale:
                 stale = marked = False
                 if self._live:
@@ -422,44 +452,39 @@ class TurnTranslator:
                     reasoning_pending = self._reasoning_pending
                 else:
                     text_block = reasoning_block = None
-            part = event.part
-            role = event.role
-            if type(part) is TextPart:
-                if text_block is not None and (role == "assistant" or role == "tool"):
+            if text_kind is not None and (role == "assistant" or role == "tool"):
+                if text_kind:
+                    if text_block is not None:
+                        if not marked:
+                            self._deltas_since_snapshot = marked = True
+                        text = part.text
+                        if text:
+                            text_pending.append(text)
+                            if len(text_pending) >= PENDING_RUN:
+                                self._text_chunks.append("".join(text_pending))
+                                text_pending.clear()
+                            delta = _TextDeltaDraft()
+                            delta.id = text_block
+                            delta.delta = text
+                            delta.__class__ = TextDelta  # type: ignore[assignment]
+                            append(delta)  # type: ignore[arg-type]
+                        continue
+                elif reasoning_block is not None:
                     if not marked:
                         self._deltas_since_snapshot = marked = True
                     text = part.text
                     if text:
-                        text_pending.append(text)
-                        if len(text_pending) >= PENDING_RUN:
-                            self._text_chunks.append("".join(text_pending))
-                            text_pending.clear()
-                        delta = _TextDeltaDraft()
-                        delta.id = text_block
-                        delta.delta = text
-                        delta.__class__ = TextDelta  # type: ignore[assignment]
-                        append(delta)  # type: ignore[arg-type]
+                        reasoning_pending.append(text)
+                        if len(reasoning_pending) >= PENDING_RUN:
+                            self._reasoning_chunks.append("".join(reasoning_pending))
+                            reasoning_pending.clear()
+                        reasoning = _ReasoningDeltaDraft()
+                        reasoning.id = reasoning_block
+                        reasoning.delta = text
+                        reasoning.__class__ = ReasoningDelta  # type: ignore[assignment]
+                        append(reasoning)  # type: ignore[arg-type]
                     continue
-            elif (
-                type(part) is ReasoningPart
-                and reasoning_block is not None
-                and (role == "assistant" or role == "tool")
-            ):
-                if not marked:
-                    self._deltas_since_snapshot = marked = True
-                text = part.text
-                if text:
-                    reasoning_pending.append(text)
-                    if len(reasoning_pending) >= PENDING_RUN:
-                        self._reasoning_chunks.append("".join(reasoning_pending))
-                        reasoning_pending.clear()
-                    reasoning = _ReasoningDeltaDraft()
-                    reasoning.id = reasoning_block
-                    reasoning.delta = text
-                    reasoning.__class__ = ReasoningDelta  # type: ignore[assignment]
-                    append(reasoning)  # type: ignore[arg-type]
-                continue
-            out += self.ingest(event)
+            out += self.ingest(event if kind is MessagePartEvent else delta_event(event))
             stale = True
         return out
 

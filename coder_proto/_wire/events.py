@@ -16,7 +16,7 @@ give the same events and errors.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar, TypeAlias, Union
+from typing import Any, ClassVar, Literal, TypeAlias, Union
 
 import attrs
 import msgspec
@@ -612,12 +612,12 @@ def _wire_struct(
 
 
 # A part's text is required here (``parse_part`` decides what a part without one is).
-_TextWire = _wire_struct(
-    TextPart, "_TextWire", tag=TextPart.type, only=("text",), absent={"text": attrs.NOTHING}
+TextWire = _wire_struct(
+    TextPart, "TextWire", tag=TextPart.type, only=("text",), absent={"text": attrs.NOTHING}
 )
-_ReasoningWire = _wire_struct(
+ReasoningWire = _wire_struct(
     ReasoningPart,
-    "_ReasoningWire",
+    "ReasoningWire",
     tag=ReasoningPart.type,
     only=("text", "signature", "created_at", "completed_at"),
     absent={"text": attrs.NOTHING},
@@ -628,7 +628,10 @@ _DeltaPayloadWire = _wire_struct(
     only=("role", "part", "history_version", "generation_attempt", "seq"),
     # Coordinates are ints on the wire (D14); anything else is kept as sent, the general way.
     narrow={
-        "part": Union[_TextWire, _ReasoningWire],  # noqa: UP007 - a runtime type for msgspec
+        # A literal decodes to one string object shared by every delta; another role goes
+        # the general way.
+        "role": Literal["assistant", "tool", "user"] | None,
+        "part": Union[TextWire, ReasoningWire],  # noqa: UP007 - a runtime type for msgspec
         "history_version": int | None,
         "generation_attempt": int | None,
         "seq": int | None,
@@ -636,9 +639,9 @@ _DeltaPayloadWire = _wire_struct(
     # ``role`` is left out by servers that send none.
     absent={"role": None},
 )
-_DeltaWire = _wire_struct(
+DeltaWire = _wire_struct(
     MessagePartEvent,
-    "_DeltaWire",
+    "DeltaWire",
     tag=MessagePartEvent.type,
     only=("chat_id",),
     nested=((MessagePartEvent.type, _DeltaPayloadWire),),
@@ -654,7 +657,7 @@ _SnapshotWire = _wire_struct(
     narrow={"message": msgspec.Raw},
 )
 _decode_deltas: Callable[[str], list[Any]] = msgspec.json.Decoder(
-    list[Union[_DeltaWire, _SnapshotWire]]  # type: ignore[valid-type] # noqa: UP007 - made at run time
+    list[Union[DeltaWire, _SnapshotWire]]  # type: ignore[valid-type] # noqa: UP007 - made at run time
 ).decode
 #: A snapshot whose text is longer than this many bytes, or that has more opening brackets
 #: than this many, sends its frame the general way (see ``_snapshot_event``).
@@ -689,18 +692,21 @@ def _snapshot_event(wire: Any) -> MessageEvent | None:
     return MessageEvent(message, _check_chat_id(wire.chat_id))
 
 
-#: A delta's role and chat id are kept as one string each for every delta of a stream (the
-#: checked chat id, ``_ROLES``' roles), not one copy per delta that an event holds.
-_ROLES: dict[str | None, str | None] = {role: role for role in ("assistant", "tool", "user")}
 #: How a frame of deltas starts as servers write it.
 _DELTAS_START = '[{"type":"message_part"'
 
 
-def _typed_deltas(data: str) -> list[StreamEvent] | None:
+def _typed_deltas(data: str) -> list[Any] | None:
     """The events of ``data`` when it is an array frame of text and reasoning deltas in the
     shape servers write, and of message snapshots among them (``_snapshot_event``), decoded
     in one pass; ``None`` for any other document (a frame of one event object too), which
     ``_parse_document`` decodes the general way.
+
+    Each delta is left as the ``DeltaWire`` Struct the decode made (its chat id checked):
+    ``delta_event`` builds its ``MessagePartEvent`` when someone needs one, and the stream's
+    hot path (``TurnTranslator.ingest_run``) reads the Struct without it. ``parse_frame``
+    and ``parse_text_frame`` give every event built (``_built``); the stream reader keeps
+    the Structs in its queue (``parse_stream_frame``).
 
     The events are the general way's: strings and integers are read as the standard
     library reads them (integers of any length within the interpreter's digit limit, which
@@ -709,7 +715,7 @@ def _typed_deltas(data: str) -> list[StreamEvent] | None:
     coordinate goes (a float, a boolean), an unknown event or part type, a member the
     Structs do not know (whose numbers and nesting the general way reads), duplicate type
     members. The chat id is checked as there (wire 3.9), with the same error. A queued delta
-    holds its event, part, text and coordinates, and shares its role and chat id with the
+    holds its Structs, text and coordinates, and shares its role and chat id with the
     others.
 
     A document longer than 4 KiB is tried only when it starts as servers start a frame of
@@ -726,46 +732,75 @@ def _typed_deltas(data: str) -> list[StreamEvent] | None:
     except (ValueError, RecursionError):
         # msgspec's errors are ValueErrors; so is the encode error of a lone surrogate.
         return None
-    out: list[StreamEvent] = []
-    append = out.append
     checked = _checked_chat_id
     for wire in value:
-        if type(wire) is _SnapshotWire:
-            snapshot = _snapshot_event(wire)
-            if snapshot is None:
-                return None
-            append(snapshot)
-            continue
-        payload = wire.message_part
-        wire_part = payload.part
-        part: Any
-        if type(wire_part) is _TextWire:
-            part = TextPartDraft()
-            part.text = wire_part.text
-            part.__class__ = TextPart
-        else:
-            part = ReasoningPartDraft()
-            part.text = wire_part.text
-            part.signature = wire_part.signature
-            part.created_at = wire_part.created_at
-            part.completed_at = wire_part.completed_at
-            part.__class__ = ReasoningPart
-        event: Any = _MessagePartDraft()
-        role = payload.role
-        event.role = _ROLES.get(role, role)
-        event.part = part
-        event.history_version = payload.history_version
-        event.generation_attempt = payload.generation_attempt
-        event.seq = payload.seq
+        if type(wire) is not DeltaWire:
+            return _with_snapshots(value)
+        # A queued delta keeps the stream's one copy of its chat id, not the one the decode
+        # made for it (its role is one of the decode's literals).
         chat_id = wire.chat_id
         if chat_id:
             if chat_id != checked[0]:
                 _check_chat_id(chat_id)
-            chat_id = checked[0]
-        event.chat_id = chat_id
-        event.__class__ = MessagePartEvent
-        append(event)
-    return out
+            wire.chat_id = checked[0]
+    return value
+
+
+def _with_snapshots(value: list[Any]) -> list[Any] | None:
+    """``_typed_deltas`` of a decoded frame with a message snapshot among its deltas: the
+    same checks, in the frame's order, and each snapshot's event in its place (``None``
+    when the general way must decide one)."""
+    checked = _checked_chat_id
+    for index, wire in enumerate(value):
+        if type(wire) is DeltaWire:
+            chat_id = wire.chat_id
+            if chat_id:
+                if chat_id != checked[0]:
+                    _check_chat_id(chat_id)
+                wire.chat_id = checked[0]
+        else:
+            snapshot = _snapshot_event(wire)
+            if snapshot is None:
+                return None
+            value[index] = snapshot
+    return value
+
+
+def delta_event(wire: Any) -> MessagePartEvent:
+    """The ``MessagePartEvent`` of ``wire``, a ``DeltaWire`` from ``_typed_deltas`` (its chat
+    id checked, it and the role shared): the event the general way gives for the same
+    delta."""
+    payload = wire.message_part
+    wire_part = payload.part
+    part: Any
+    if type(wire_part) is TextWire:
+        part = TextPartDraft()
+        part.text = wire_part.text
+        part.__class__ = TextPart
+    else:
+        part = ReasoningPartDraft()
+        part.text = wire_part.text
+        part.signature = wire_part.signature
+        part.created_at = wire_part.created_at
+        part.completed_at = wire_part.completed_at
+        part.__class__ = ReasoningPart
+    event: Any = _MessagePartDraft()
+    event.role = payload.role
+    event.part = part
+    event.history_version = payload.history_version
+    event.generation_attempt = payload.generation_attempt
+    event.seq = payload.seq
+    event.chat_id = wire.chat_id
+    event.__class__ = MessagePartEvent
+    return event  # type: ignore[no-any-return]
+
+
+def _built(events: list[Any]) -> list[StreamEvent]:
+    """``events`` from ``_typed_deltas`` with each delta's event built, in place."""
+    for index, event in enumerate(events):
+        if type(event) is DeltaWire:
+            events[index] = delta_event(event)
+    return events
 
 
 #: An array frame longer than this many characters is decoded a piece at a time.
@@ -801,7 +836,7 @@ def parse_frame(data: str | bytes) -> list[StreamEvent]:
     if type(data) is str and len(data) > _PIECE and data[0] == "[":
         typed = _typed_deltas(data)
         if typed is not None:
-            return typed
+            return _built(typed)
         cut = data.find(_BETWEEN_EVENTS, _PIECE)
         if cut > 0:
             return _parse_pieces(data, cut)
@@ -810,11 +845,25 @@ def parse_frame(data: str | bytes) -> list[StreamEvent]:
 
 def parse_text_frame(data: str) -> list[StreamEvent]:
     """``parse_frame`` of a text frame as a connection received it (a ``str``): the same
-    events or error, with the typed decode tried first and once, and no call between it and
-    the reader (one-event frames of deltas are nearly every frame of a streamed turn)."""
+    events or error, with the typed decode tried first and once."""
+    return _built(parse_stream_frame(data))
+
+
+def parse_stream_frame(data: str) -> list[Any]:
+    """``parse_text_frame`` for the stream reader's queue: the same events, or the same
+    error, except that a delta the typed decode took is its ``DeltaWire`` Struct, whose
+    event ``delta_event`` builds when a consumer needs one (the translator's hot path reads
+    the Struct itself). No call between the typed decode and the reader: one-event frames
+    of deltas are nearly every frame of a streamed turn."""
     typed = _typed_deltas(data)
     if typed is not None:
         return typed
+    return parse_untyped_frame(data)
+
+
+def parse_untyped_frame(data: str) -> list[StreamEvent]:
+    """``parse_stream_frame`` of a frame the typed decode did not take: cut into pieces when
+    it is long, else decoded the general way."""
     if len(data) > _PIECE and data[0] == "[":
         cut = data.find(_BETWEEN_EVENTS, _PIECE)
         if cut > 0:
@@ -867,7 +916,7 @@ def _parse_document(data: str | bytes) -> list[StreamEvent]:
     if type(data) is str:
         typed = _typed_deltas(data)
         if typed is not None:
-            return typed
+            return _built(typed)
     return _parse_general(data)
 
 

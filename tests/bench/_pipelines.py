@@ -8,6 +8,7 @@ The consumer touches every output part and drops it, like an application printin
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 from collections.abc import Callable, Iterator
@@ -17,9 +18,9 @@ from coder_proto import Finish, ReasoningDelta, TextDelta
 from coder_proto._actions import SendData
 from coder_proto._json import orjson_loads, std_loads
 from coder_proto._stream.reader import StreamReader
-from coder_proto._stream.translator import TurnTranslator
+from coder_proto._stream.translator import DELTA_TYPES, TurnTranslator
 from coder_proto._wire import unicode as wire_unicode
-from coder_proto._wire.events import MessagePartEvent, parse_frame
+from coder_proto._wire.events import parse_frame
 
 from ._data import CHAT_ID, chunked, ws_frames, ws_handshake
 
@@ -159,20 +160,23 @@ def reader_frames_run(frames: list[str]) -> Callable[[], Timed]:
 def _drain(
     reader: StreamReader, translator: TurnTranslator, collect: list[Any] | None
 ) -> Callable[[], int]:
-    """The consumer of the reader's queue, as a segment's read loop consumes it: one event,
-    then the run of message parts behind it in one ``ingest_run``. Every output part is
+    """The consumer of the reader's queue, as a segment's read loop consumes it: a run of
+    message parts in one ``ingest_run`` (read where they wait in the queue), any other event
+    by itself. Every output part is
     touched (counted) and dropped, or kept in ``collect``."""
     events = reader.events
     popleft = events.popleft
+    peek = collections.deque.__getitem__
     ingest = translator.ingest
     ingest_run = translator.ingest_run
 
     def drain() -> int:
         count = 0
         while events:
-            parts = ingest(popleft())
-            if events and type(events[0]) is MessagePartEvent:
-                parts += ingest_run(events)
+            if type(peek(events, 0)) in DELTA_TYPES:
+                parts = ingest_run(events)
+            else:
+                parts = ingest(popleft())
             for part in parts:
                 count += 1
                 if collect is not None:

@@ -432,8 +432,8 @@ def translator_pair() -> dict[str, Any]:
 def segment_pair() -> dict[str, Any]:
     """A whole turn of 2,000 deltas in one frame through the test driver, with the segment's
     read loop taking runs of deltas in one go, and without: its check for a delta never
-    matches when the module's ``MessagePartEvent`` is swapped for another class, so every
-    event takes the general way through the loop."""
+    matches when the module's ``DELTA_TYPES`` is swapped for an empty tuple, so every event
+    takes the general way through the loop."""
     from coder_proto._agent import segment
     from tests.core_driver import Harness, delta, message, status
 
@@ -445,21 +445,18 @@ def segment_pair() -> dict[str, Any]:
         status("waiting"),
     ]
 
-    class NotAnEvent:
-        pass
-
     def turn(general: bool) -> Callable[[], object]:
         def run() -> object:
-            real = segment.MessagePartEvent
+            real = segment.DELTA_TYPES
             if general:
-                setattr(segment, "MessagePartEvent", NotAnEvent)  # noqa: B010
+                setattr(segment, "DELTA_TYPES", ())  # noqa: B010
             try:
                 h = Harness()
                 handle = h.generate("hi")
                 h.send(*frame)
                 assert handle.result().text == " fox" * count
             finally:
-                setattr(segment, "MessagePartEvent", real)  # noqa: B010
+                setattr(segment, "DELTA_TYPES", real)  # noqa: B010
             return None
 
         return run

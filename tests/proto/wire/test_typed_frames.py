@@ -61,7 +61,11 @@ def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str
 def test_a_server_frame_of_deltas_is_decoded_typed() -> None:
     reasoning = '{"type":"reasoning","text":"hm","signature":"sig"}'
     frame = "[" + _delta(TEXT) + "," + _delta(reasoning, seq="2") + "]\n"
-    got = events._typed_deltas(frame)
+    wires = events._typed_deltas(frame)
+    assert wires is not None
+    # The deltas wait as the decode's Structs; their events are built from them.
+    assert [type(w) for w in wires] == [events.DeltaWire, events.DeltaWire]
+    got = events._built(wires)
     assert got == [
         MessagePartEvent("assistant", TextPart("a few words"), 1, 1, 1, CHAT),
         MessagePartEvent("assistant", ReasoningPart("hm", "sig"), 1, 1, 2, CHAT),
@@ -277,8 +281,9 @@ def test_a_frame_of_deltas_with_a_snapshot_is_decoded_typed_in_one_pass(
     from coder_proto._wire.events import MessageEvent
 
     frame = "[" + _delta(TEXT) + "," + _snapshot(MESSAGE) + "," + _delta(TEXT, seq="2") + "]\n"
-    typed = events._typed_deltas(frame)
-    assert typed is not None
+    wires = events._typed_deltas(frame)
+    assert wires is not None
+    typed = events._built(wires)
     assert [type(e) for e in typed] == [MessagePartEvent, MessageEvent, MessagePartEvent]
     with monkeypatch.context() as patch:
         patch.setattr(events, "_typed_deltas", lambda data: None)
@@ -429,3 +434,24 @@ def test_any_frame_with_snapshots_gives_the_general_ways_events_or_error(
             assert typed == _outcome(data)
     finally:
         events._typed_deltas, unicode.loads = saved
+
+
+@pytest.mark.parametrize("bad", [False, True])
+def test_a_snapshot_ahead_of_deltas_keeps_the_frame_s_order_for_every_check(
+    bad: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A frame of deltas with a snapshot first: each delta's chat id is checked (a new chat,
+    no chat, an invalid one) after the snapshot, as the general way checks them, and the
+    queued deltas share the checked chat id."""
+    other = "c0ffee00-1234-4abc-8def-0123456789ac"
+    assert parse_frame("[" + _delta(TEXT, chat=other) + "]")[0].chat_id == other
+    last = _delta(TEXT, seq="3", chat="not an id" if bad else CHAT)
+    frame = "[" + ",".join([_snapshot(MESSAGE), _delta(TEXT), _delta(TEXT, chat=""), last]) + "]"
+    typed, general = _both(frame, monkeypatch)
+    assert typed == general
+    assert (typed[0] == "CoderProtocolError") is bad
+    if not bad:
+        wires = events._typed_deltas(frame)
+        assert wires is not None
+        assert wires[1].chat_id is wires[3].chat_id == CHAT
+        assert wires[2].chat_id == ""
