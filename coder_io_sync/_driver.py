@@ -147,7 +147,8 @@ T = TypeVar("T")
 Invoker: TypeAlias = Callable[[Sequence[ToolInvocation]], Sequence[ToolOutcome]]
 
 _READ_CHUNK = 65_536
-#: Chunks read per readiness before the machines get them (a fast sender cannot starve them).
+#: Chunks read per readiness (each handed to the machines as it arrives) before their commands
+#: are performed and the sockets selected again: a fast sender cannot starve the others.
 _READ_BATCH = 16
 _WOULD_BLOCK = (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
 
@@ -353,6 +354,10 @@ def _open_socket(
     return sock
 
 
+def _discard(data: bytes) -> None:
+    """What a closing socket's last unread bytes are handed to."""
+
+
 class _Socket:
     """The I/O side of one open ``Conn``: a non-blocking socket and what is left to write."""
 
@@ -376,27 +381,28 @@ class _Socket:
                 return
             del out[:sent]
 
-    def read(self) -> tuple[list[bytes], bool, OSError | None]:
-        """Read until the socket would block: the chunks, whether the peer closed, and the
+    def read(self, feed: Callable[[bytes], object]) -> tuple[bool, OSError | None]:
+        """Read until the socket would block, handing each chunk to ``feed`` as it arrives
+        (one chunk is held at a time, not a batch of them): whether the peer closed, and the
         error that ended the reading, if any. TLS is read to the end too: decrypted bytes
         can wait inside the SSL object where ``select`` cannot see them."""
-        chunks: list[bytes] = []
         sock = self.sock
+        count = 0
         while True:
             try:
                 data = sock.recv(_READ_CHUNK)
             except _WOULD_BLOCK:
-                return chunks, False, None
+                return False, None
             except OSError as exc:
-                return chunks, False, exc
+                return False, exc
             if not data:
-                return chunks, True, None
-            chunks.append(data)
-            if len(chunks) >= _READ_BATCH and not (
-                isinstance(sock, ssl.SSLSocket) and sock.pending()
-            ):
+                return True, None
+            feed(data)
+            del data
+            count += 1
+            if count >= _READ_BATCH and not (isinstance(sock, ssl.SSLSocket) and sock.pending()):
                 # What is left is in the kernel, where the next select sees it.
-                return chunks, False, None
+                return False, None
 
     def close(self) -> None:
         """Close after a last attempt to write what is queued (a close frame is a few bytes).
@@ -405,7 +411,7 @@ class _Socket:
         with contextlib.suppress(OSError):
             self.flush()
         with contextlib.suppress(OSError):
-            self.read()
+            self.read(_discard)
         with contextlib.suppress(OSError):
             self.sock.close()
 
@@ -885,10 +891,12 @@ class Driver:
                 self._read(conn, sock)
 
     def _read(self, conn: Conn, sock: _Socket) -> None:
-        chunks, eof, error = sock.read()
         connection = self._connection
-        for chunk in chunks:
+
+        def feed(chunk: bytes) -> None:
             connection.socket_data(conn, chunk, now=_now())
+
+        eof, error = sock.read(feed)
         if error is not None:
             self._socket_failed(conn, error)
         elif eof:

@@ -1,8 +1,9 @@
 """The blocking driver's socket and worker I/O with small test machines over loopback
 (``coder_proto._actions``): writes a slow peer cannot take at once are flushed when the socket
-is writable, a peer's end and its reset become ``connection_lost`` / ``connection_failed``, a
-refused connect fails, connections the session opens between turns are connected by whoever
-drives next, and background jobs that sleep are ticked by the worker thread (D22)."""
+is writable, a burst is handed to the machines chunk by chunk as it is read, a peer's end and
+its reset become ``connection_lost`` / ``connection_failed``, a refused connect fails,
+connections the session opens between turns are connected by whoever drives next, and
+background jobs that sleep are ticked by the worker thread (D22)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from typing import Any
 import pytest
 
 from coder_integrations.fake_server import FakeCoderServer
-from coder_io_sync._driver import Deadline, Driver
+from coder_io_sync._driver import _READ_CHUNK, Deadline, Driver, _Socket
 from coder_proto import CoderAgentError
 from coder_proto._actions import Action, CloseConnection, OpenConnection, RunInBackground, SendData
 from coder_proto._agent.session import Session
@@ -257,3 +258,30 @@ def test_the_worker_ticks_a_sleeping_background_job_d22() -> None:
         assert server.counters.requests["get_chat"] == 1
         driver.close()
         assert not driver.worker_alive
+
+
+def test_each_chunk_read_reaches_the_machines_before_the_next_is_read() -> None:
+    # A burst the peer sent at once is handed on chunk by chunk: the driver never holds a
+    # batch of chunks (up to a megabyte) while the machines wait for the first.
+    reader, writer = socket.socketpair()
+    with reader, writer:
+        reader.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+        writer.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 20)
+        writer.setblocking(False)
+        sent = 0
+        with contextlib.suppress(BlockingIOError):
+            while sent < 4 * _READ_CHUNK:
+                sent += writer.send(b"x" * _READ_CHUNK)
+        assert sent > _READ_CHUNK  # more than one read's worth waits in the socket
+        writer.close()
+        reader.setblocking(False)
+        fed: list[int] = []
+        left_unread: list[int] = []
+
+        def feed(data: bytes) -> None:
+            fed.append(len(data))
+            left_unread.append(len(reader.recv(sent, socket.MSG_PEEK)))
+
+        assert _Socket(reader).read(feed) == (True, None)
+    assert sum(fed) == sent
+    assert left_unread[0] == sent - fed[0] > 0
