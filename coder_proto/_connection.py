@@ -1597,7 +1597,9 @@ class Connection:
          ``tool_finished``; ``CancelTools(run)``: stop them if possible;
        - ``ApplyStore(call)``: perform ``call.op`` with ``call.runner`` (a durable job's
          store) and report ``store_finished``;
-       - ``TaskMoved(task)``: wake whoever waits on ``task`` (parts, events, or done);
+       - ``TaskMoved(task)``: wake whoever waits on ``task`` (parts, events, or done); a
+         durable call's task (a ``ProgramJob``) may then wait on an agent turn
+         (``task.machine.effect``): run it and report ``effect_finished``;
     2. arm one timer at ``next_deadline()`` and call ``tick`` when it fires.
 
     Every input takes ``now``, the embedder's monotonic clock in seconds. Inputs for a socket,
