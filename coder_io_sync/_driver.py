@@ -25,6 +25,8 @@ no event loop anywhere (docs/architecture.md "The adapters"; D12, D21-D24):
 * ``InvokeTools`` -> the run's invoker (``Invoker``) on the pause's invocations in a daemon
   thread of its own, so the stream keeps being read (and a caller's deadline keeps running)
   while a tool works; each outcome answered with ``tool_finished``;
+* ``ApplyStore`` -> the durable store call, performed with the lock released by the thread
+  that leads (the durable call's own, or the agent turn's it waits on);
 * background jobs (interrupts and withdrawals, D22) -> the driver's worker thread, started
   when one appears and ending when none is left; each request is bounded by the job's own
   deadline (10 s), and ``close`` waits for the jobs at most ``background_timeout`` seconds
@@ -52,12 +54,14 @@ Interface for the adapter's public classes:
 * ``driver.turn(core, messages, *, mode, edit_message_id=None, invoke) -> Run`` (an agent's
   turn: ``"generate"`` with its whole ladder, ``"stream"`` or ``"segment"``),
   ``driver.call(call, *, data=None)`` (a plain operation), ``driver.watch(backoff=...)``,
-  ``driver.durable(job, *, invoke)`` (a ``DurableJob``), ``driver.close_agent(core, *,
+  ``driver.durable(job, *, invoke)`` (a ``DurableJob`` or a ``ProgramJob``),
+  ``driver.close_agent(core, *,
   archive)`` and ``driver.reset(core)``, each over the ``Connection``'s start of the same
   work; ``with driver.locked() as now:`` to read a session's state (which the running
   machines share) under the driver's lock;
 * ``run.machine``, ``run.done``, ``run.result(deadline)``, ``run.parts(deadline)`` (an
   iterator draining ``machine.parts`` live), ``run.wait_until(predicate, deadline)``,
+  ``run.effect_finished(value, error)`` (a ``ProgramJob``'s effect answered),
   ``run.cancel(reason)``;
 * ``driver.closed``, ``driver.open_connections``, ``driver.background_jobs``,
   ``driver.recorder``, ``driver.worker_alive``;
@@ -125,6 +129,7 @@ from ._runtime import BlockingRuntime
 if TYPE_CHECKING:
     import httpx
 
+    from coder_proto.adapter import ProgramJob
     from coder_proto.durable import DurableJob
     from coder_proto.transcript import Recorder
 
@@ -496,6 +501,12 @@ class Run(Generic[T]):
         raised."""
         self._driver._wait(self, lambda: predicate() or self.done, deadline or self._deadline)
 
+    def effect_finished(self, value: Any = None, error: BaseException | None = None) -> None:
+        """Report what the effect a durable program left to the adapter returned (``value``)
+        or raised (``error``): ``ProgramJob.effect``, answered with
+        ``Connection.effect_finished``."""
+        self._driver._effect_finished(self, value, error)
+
     def parts(self, deadline: Deadline | None = None) -> Iterator[Any]:
         """The machine's ``parts`` deque (a stream-mode ``Turn``), drained live in order until
         the machine is done; the consumer's code runs between parts with nothing held. The
@@ -710,7 +721,7 @@ class Driver:
             task = self._connection.start_watch(now=self._open_now(), backoff=backoff)
             return self._started(task)
 
-    def durable(self, job: DurableJob, *, invoke: Invoker) -> Run[Any]:
+    def durable(self, job: DurableJob | ProgramJob, *, invoke: Invoker) -> Run[Any]:
         """Start a durable job (``Connection.start_durable``): its store calls are performed
         with ``job.store``, the invocations of its tool pauses with ``invoke``."""
         with self._lock:
@@ -952,7 +963,9 @@ class Driver:
         elif isinstance(command, OpenSocket):
             self._hand_over(command, _run_of(command.conn.task))
         elif isinstance(command, ApplyStore):
-            self._hand_over(command, _run_of(command.call.task))
+            # Whichever thread leads performs it: a durable call's lease renewals go on while
+            # its thread waits on an agent turn of the same client.
+            self._hand_over(command, None)
         elif isinstance(command, WriteSocket):
             self._write(command.conn, command.data)
         elif isinstance(command, CloseSocket):
@@ -1221,6 +1234,13 @@ class Driver:
             self._wake_leader()
 
     # -- cancellation ------------------------------------------------------------------------
+
+    def _effect_finished(self, run: Run[Any], value: Any, error: BaseException | None) -> None:
+        with self._lock:
+            self._connection.effect_finished(run._task, value=value, error=error, now=_now())
+            self._absorb()
+            self._cond.notify_all()
+            self._wake_leader()
 
     def _cancel(self, run: Run[Any], reason: BaseException | None) -> None:
         with self._lock:

@@ -121,6 +121,7 @@ from ._wire.chats import ChatWatchEvent
 from .durable._store import StoreCall, StoreOp
 
 if TYPE_CHECKING:
+    from .durable._program_job import ProgramJob
     from .durable._store_engine import DurableJob
     from .transcript._recorder import Recorder
 
@@ -976,6 +977,15 @@ class Drive:
             call.job.machine.store_failed(call.call_id, error, now)
             self._settle(now)
 
+    def effect_finished(
+        self, job: Job, value: Any, error: BaseException | None, now: float
+    ) -> None:
+        """The effect a durable call's program left to the adapter (``ProgramJob.effect``)
+        returned ``value`` or raised ``error``."""
+        job.machine.effect_finished(value, error, now)
+        self._touched[job.scope] = None
+        self._settle(now)
+
     def _finish_store(self, call: StoreRequest) -> bool:
         if call.finished:
             return False
@@ -1612,7 +1622,9 @@ class Connection:
          ``tool_finished``; ``CancelTools(run)``: stop them if possible;
        - ``ApplyStore(call)``: perform ``call.op`` with ``call.runner`` (a durable job's
          store) and report ``store_finished``;
-       - ``TaskMoved(task)``: wake whoever waits on ``task`` (parts, events, or done);
+       - ``TaskMoved(task)``: wake whoever waits on ``task`` (parts, events, or done); a
+         durable call's task (a ``ProgramJob``) may then wait on an agent turn
+         (``task.machine.effect``): run it and report ``effect_finished``;
     2. arm one timer at ``next_deadline()`` and call ``tick`` when it fires.
 
     Every input takes ``now``, the embedder's monotonic clock in seconds. Inputs for a socket,
@@ -1788,12 +1800,16 @@ class Connection:
         self._pump(now)
         return task
 
-    def start_durable(self, job: DurableJob, *, now: float) -> Task:
+    def start_durable(self, job: DurableJob | ProgramJob, *, now: float) -> Task:
         """Run a durable workflow machine wrapped in a ``coder_proto.durable.DurableJob`` (a
-        step, an archive, a sweep, a recovery): its requests are ordinary requests, its store
-        calls come as ``ApplyStore`` (performed with the job's ``store``), and its tool
-        pauses as ``InvokeTools`` planned with ``job.plan_tools``, answered like a turn's
-        with ``tool_finished``. The task's result is the machine's."""
+        step, an archive, a sweep, a recovery), or a whole durable call's effect program (a
+        ``coder_proto.durable.ProgramJob``: ``run_turn``, ``archive_workflow``,
+        ``sweep_orphans``, their lease renewed by a timer of the task): its requests are
+        ordinary requests, its store calls come as ``ApplyStore`` (performed with the job's
+        ``store``), and its tool pauses as ``InvokeTools`` planned with ``job.plan_tools``,
+        answered like a turn's with ``tool_finished``. An effect a program leaves to the
+        embedder (an agent turn, ``task.machine.effect``) is answered with
+        ``effect_finished``. The task's result is the machine's (the program's)."""
         self._check_open()
         task = Task(_DURABLE)
         self._start_job(task, job, now, tools=job.plan_tools)
@@ -1953,6 +1969,25 @@ class Connection:
         else:
             self._drive.store_raised(call, error, now)
         self._pump(now)
+
+    def effect_finished(
+        self,
+        task: Task,
+        *,
+        value: Any = None,
+        error: BaseException | None = None,
+        now: float,
+    ) -> None:
+        """The effect a durable call's task left to the embedder (``task.machine.effect``, an
+        agent turn: ``coder_proto.durable.ProgramJob``) returned ``value`` or raised
+        ``error``. Ignored once the task is done."""
+        if task._settled:
+            return
+        job = task._job
+        assert job is not None  # a running task has its job
+        self._drive.effect_finished(job, value, error, now)
+        self._pump(now)
+        self._check_done(task, now)
 
     def tick(self, *, now: float) -> None:
         """The timer armed at ``next_deadline()`` fired."""

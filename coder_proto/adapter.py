@@ -28,7 +28,8 @@ defined here:
   ``Sleep``, ``WallClock``, ``RunDurable``, ``RunAgentTurn``, ``StartRenewal``,
   ``StopRenewal``), the calls that build those programs (``archive_call``, ``sweep_call``,
   ``crash_safe_program``, ``renewal``, ``tool_binder``), ``run_program`` for a blocking
-  runtime, and the ``WorkflowLease`` they hold;
+  runtime, the ``WorkflowLease`` they hold, and ``ProgramJob``, a whole durable call run as a
+  task of the ``Connection``;
 - the package plumbing every adapter shares: ``lazy_exports`` (names imported on first use,
   PEP 562), ``USER_NAMES`` / ``RUNTIME_NAMES`` / ``EMBEDDER_NAMES`` (what an adapter
   re-exports and defines), ``option_keywords``, ``dumps`` (request-body JSON),
@@ -110,6 +111,7 @@ if TYPE_CHECKING:
     from coder_proto.durable._effects import Sleep as Sleep
     from coder_proto.durable._effects import WallClock as WallClock
     from coder_proto.durable._lease import WorkflowLease as WorkflowLease
+    from coder_proto.durable._program_job import ProgramJob as ProgramJob
     from coder_proto.durable._runtime import BindTools as BindTools
     from coder_proto.durable._runtime import DurableCall as DurableCall
     from coder_proto.durable._runtime import DurableStep as DurableStep
@@ -213,6 +215,7 @@ __all__ = [  # noqa: RUF022
     "Guard",
     "Invoke",
     "RunAgentTurn",
+    "ProgramJob",
     "RunDurable",
     "Sleep",
     "StartRenewal",
@@ -327,6 +330,7 @@ __getattr__, __dir__ = lazy_exports(
             "WallClock",
         ),
         "coder_proto.durable._lease": ("WorkflowLease",),
+        "coder_proto.durable._program_job": ("ProgramJob",),
         "coder_proto.durable._runtime": (
             "BindTools",
             "DurableCall",

@@ -48,9 +48,11 @@ Interface for the public classes (the blocking driver offers the same names):
 * ``driver.turn(core, messages, *, mode, edit_message_id=None, invoke) -> Run`` (an agent's
   turn: ``"generate"`` with its whole ladder, ``"stream"`` or ``"segment"``),
   ``driver.call(call, *, data=None)`` (a plain operation), ``driver.watch(backoff=...)``,
-  ``driver.durable(job, *, invoke)`` (a ``DurableJob``), ``driver.close_agent(core, *,
-  archive)`` and ``driver.reset(core)``;
+  ``driver.durable(job, *, invoke)`` (a ``DurableJob`` or a ``ProgramJob``),
+  ``driver.close_agent(core, *, archive)`` and ``driver.reset(core)``;
 * ``run.machine``, ``run.done``, ``await run.result()``, ``await run.wait_changed()``,
+  ``await run.wait_until(predicate)``, ``run.effect_finished(value, error)`` (a
+  ``ProgramJob``'s effect answered),
   ``run.parts()`` (an async iterator draining ``machine.parts`` live), ``run.cancel(reason)``;
 * ``driver.closed``, ``driver.open_connections``, ``driver.background_jobs`` (observability
   and tests);
@@ -115,6 +117,7 @@ from .runtime import CLOSE_GRACE, AsyncRuntime, Event, Task
 if TYPE_CHECKING:
     import httpx
 
+    from coder_proto.adapter import ProgramJob
     from coder_proto.durable import (
         DurableJob,
     )
@@ -230,6 +233,18 @@ class Run(Generic[T]):
         except self._runtime.cancelled as exc:
             self.cancel(exc)
             raise
+
+    async def wait_until(self, predicate: Callable[[], bool]) -> None:
+        """Return once ``predicate()`` holds or the machine is done (cancellation as for
+        ``wait_changed``)."""
+        while not (predicate() or self.done):
+            await self.wait_changed()
+
+    def effect_finished(self, value: Any = None, error: BaseException | None = None) -> None:
+        """Report what the effect a durable program left to the adapter returned (``value``)
+        or raised (``error``): ``ProgramJob.effect``, answered with
+        ``Connection.effect_finished``."""
+        self._driver._effect_finished(self._task, value, error)
 
     async def result(self) -> T:
         """Wait for the machine to finish and return its result (or raise its error)."""
@@ -379,7 +394,7 @@ class Driver:
         task = self._connection.start_watch(now=self._open_now(), backoff=backoff)
         return self._started(task)
 
-    def durable(self, job: DurableJob, *, invoke: Invoker) -> Run[Any]:
+    def durable(self, job: DurableJob | ProgramJob, *, invoke: Invoker) -> Run[Any]:
         """Start a durable job (``Connection.start_durable``): its store calls are performed
         with ``job.store``, the invocations of its tool pauses with ``invoke``."""
         return self._started(self._connection.start_durable(job, now=self._open_now()), invoke)
@@ -539,6 +554,12 @@ class Driver:
         task.cancel(reason, now=time.monotonic())
         self._pump()
 
+    def _effect_finished(
+        self, task: ConnectionTask, value: Any, error: BaseException | None
+    ) -> None:
+        self._connection.effect_finished(task, value=value, error=error, now=time.monotonic())
+        self._pump()
+
     def _task_done(self, task: Task) -> None:
         self._tasks.discard(task)
         if not self._tasks and self._tasks_done is not None:
@@ -665,9 +686,14 @@ class Driver:
         self._pump()
 
     async def _apply_store(self, call: StoreRequest) -> None:
+        """Perform a durable store call and report it: whatever the store raised (one that
+        ends the process too, which the durable program lets through once its lease is
+        released), except the runtime's cancellation of this task."""
         try:
             value = await call.runner(call.op)
-        except Exception as exc:
+        except self.runtime.cancelled:
+            raise
+        except BaseException as exc:
             self._connection.store_finished(call, error=exc, now=time.monotonic())
         else:
             self._connection.store_finished(call, value=value, now=time.monotonic())

@@ -4,19 +4,22 @@
 
 Every decision lives in the core (``coder_proto.durable``): each call is one effect program
 (``coder_proto.durable._runtime``: the step program, the recovery and cleanup machines, the
-crash-safe tool programs, the workflow lease around them). This module only performs their
-effects, on a runtime:
+crash-safe tool programs, the workflow lease around them), and the call runs it as a task of
+the client's connection (``ProgramJob`` started with ``Connection.start_durable``): its store
+calls, requests, tool pauses, sleeps and the lease's renewal timer are the connection's, so
+the client's driver performs them as it performs every other task's commands:
 
 * store calls on the durable store: a ``DurableStore`` (``SQLiteStore``, ``MemoryStore``) is
   called in a worker thread (a write may wait on another process's lock, which must never
   stall the event loop); an ``AsyncDurableStore``'s coroutines are waited for;
-* the durable machines, run on the client's driver like any other machine (its HTTP client,
-  session token, ``http:*`` events and prefix selector): their store calls are performed as
-  above, their tool runs with the step's tools;
-* agent turns: a ``CoderAgent`` on the client, with the step's tools bound to the store. The
-  agent is never disposed (disposal archives the chat, and archiving ends resumability);
-  the client created for a call is closed at its end;
-* the lease's renewal timer: a task of the call.
+* the durable machines' requests go out on the client's driver (its HTTP client, session
+  token, ``http:*`` events and prefix selector), their tool pauses run the step's tools.
+
+What is left here is what the program leaves to the adapter: agent turns, a ``CoderAgent``
+on the client with the step's tools bound to the store. The agent is never disposed
+(disposal archives the chat, and archiving ends resumability); the client created for a
+call is closed at its end. A bound crash-safe tool runs its own program
+(``crash_safe_program``) where the agent calls it.
 
 ``DurableFunctions`` holds the functions for one adapter (its runtime, client and agent
 classes); the adapter exports its bound methods. Cancellation is the runtime's: a cancelled
@@ -56,11 +59,8 @@ from coder_proto.adapter import (
     EffectStep,
     Guard,
     Invoke,
+    ProgramJob,
     RunAgentTurn,
-    RunDurable,
-    Sleep,
-    StartRenewal,
-    StopRenewal,
     ToolOutcome,
     ToolsArg,
     TurnReport,
@@ -70,7 +70,6 @@ from coder_proto.adapter import (
     check_connection,
     crash_safe_program,
     option_keywords,
-    renewal,
     run_program,
     sweep_call,
     tool_binder,
@@ -88,7 +87,7 @@ from coder_proto.durable import (
 )
 
 from .._driver import Deadline
-from .._runtime import BlockingRuntime, Event, Task, TaskGroup
+from .._runtime import BlockingRuntime
 from .._tools import invoke_all
 from .agent import CoderAgent
 from .client import CoderChatClient
@@ -205,24 +204,15 @@ class _BoundCrashSafe:
         )
 
 
-class _Renewer:
-    """The lease's renewal task of a call."""
-
-    def __init__(self, ended: Event) -> None:
-        self.task: Task | None = None
-        self.started = False
-        self.ended = ended
-
-
-class _Effects:
-    """Performs a durable call's effects on ``functions``' runtime: store calls on ``store``,
-    durable jobs on ``client``'s driver, agent turns of ``step``, the lease's renewal timer
-    in a task of ``group`` (the call's)."""
+class _Call:
+    """One durable call on ``functions``' runtime: its program runs as a task of ``client``'s
+    connection (``ProgramJob``), whose store calls this performs on ``store`` and whose
+    agent turns (``RunAgentTurn``, the one effect the program leaves to the adapter) it runs
+    with the agents of ``step``."""
 
     def __init__(
         self,
         functions: DurableFunctions,
-        group: TaskGroup,
         store: Any,
         client: CoderChatClient,
         step: DurableStep | None = None,
@@ -230,55 +220,59 @@ class _Effects:
     ) -> None:
         self._functions = functions
         self._runtime = functions._runtime
-        self._group = group
         self._store = store
         self._client = client
         self._step = step
-        self._renewer: _Renewer | None = None
         self._timeout = timeout
 
-    def __call__(self, effect: Any) -> Any:
+    def run(self, program: Any) -> Any:
+        """Run ``program`` to its value. The runtime's cancellation cancels the task (the
+        cancellation is thrown into the program); what the program still does then (the
+        checkpoint, the lease's release) is waited for, shielded and bounded, before the
+        cancellation propagates."""
         runtime = self._runtime
-        if isinstance(effect, StoreOp):
-            return self._apply(effect)
-        if isinstance(effect, WallClock):
-            return time.time()
-        if isinstance(effect, Sleep):
-            runtime.sleep(effect.seconds)
-            return None
-        if isinstance(effect, RunDurable):
-            client = self._client
-            with client.driver.locked() as now:
-                job = effect.job(client.selector, now, time.time(), store=self._apply)
-            return client.driver.durable(job, invoke=self._invoke).result()
-        if isinstance(effect, RunAgentTurn):
-            return self._turn(effect)
-        if isinstance(effect, StartRenewal):
-            renewer = self._renewer = _Renewer(runtime.event())
-            renewer.task = self._group.start_soon(self._renew, effect.lease, renewer)
-            return None
-        assert isinstance(effect, StopRenewal)
-        running = self._renewer
-        assert running is not None
-        assert running.task is not None
-        running.task.cancel()
-        if running.started:  # a task cancelled before it started never runs
-            running.ended.wait()
-        return None
+        client = self._client
+        driver = client.driver
+        with driver.locked() as now:
+            job = ProgramJob(
+                program, store=self._apply, selector=client.selector, now=now, wall=time.time()
+            )
+        run = driver.durable(job, invoke=self._invoke)
 
-    def _renew(self, lease: WorkflowLease, renewer: _Renewer) -> None:
-        """The renewal timer: ``renewal(lease)`` until the task is cancelled."""
-        renewer.started = True
-        try:
-            _run_effects(self._runtime, renewal(lease), self)
-        finally:
-            renewer.ended.set()
+        def waiting() -> bool:
+            return job.effect is not None
+
+        reason: BaseException | None = None  # the caller's cancellation, once it came
+        while True:
+            try:
+                if reason is not None:
+                    with runtime.finishing(_AFTER_CANCEL_BOUND):
+                        run.wait_until(waiting)
+                else:
+                    run.wait_until(waiting)
+            except BaseException as exc:  # the runtime's cancellation, whatever ends the task
+                if reason is not None:
+                    raise
+                reason = exc
+                run.cancel(exc)
+                continue
+            if run.done:
+                return run.result()
+            if job.effect is None:
+                # The bound after the cancellation ran out before the program ended.
+                assert reason is not None
+                raise reason
+            report = self._turn(job.effect)
+            if report.cancelled and reason is None:
+                reason = report.error
+            run.effect_finished(report)
 
     def _apply(self, op: StoreOp) -> Any:
         return _apply(self._runtime, self._store, op)
 
     def _invoke(self, invocations: Sequence[ToolInvocation]) -> list[ToolOutcome]:
-        """The invocations of one of a durable job's tool pauses (``job.plan_tools``, D5)."""
+        """The invocations of one of a durable machine's tool pauses (planned by the core,
+        D5)."""
         return invoke_all(self._runtime, invocations)
 
     def _turn(self, effect: RunAgentTurn) -> TurnReport:
@@ -422,15 +416,8 @@ class DurableFunctions:
         step: DurableStep | None = None,
         timeout: float | None = None,
     ) -> Any:
-        """Run a call's program on ``client``; the lease's renewal task lives in a task group
-        of the call."""
-        runtime = self._runtime
-        with runtime.task_group() as group:
-            try:
-                effects = _Effects(self, group, store, client, step, timeout)
-                return _run_effects(runtime, program, effects)
-            finally:
-                group.cancel()
+        """Run a call's program as a task of ``client``'s connection."""
+        return _Call(self, store, client, step, timeout).run(program)
 
     # -- the public functions ------------------------------------------------------------------
 

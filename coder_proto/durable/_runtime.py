@@ -2,26 +2,26 @@
 each call of ``run_turn``, ``archive_workflow`` and ``sweep_orphans`` as one effect program,
 with the workflow lease around it, and the crash-safe tool binding.
 
-The adapters keep only their I/O. A call's ``program()`` (``DurableStep`` for ``run_turn``,
-``archive_call``, ``sweep_call``) is run by the adapter's trampoline (``EffectStep``), which
-performs each effect and sends its value back (an exception is thrown back in):
+A call's ``program()`` (``DurableStep`` for ``run_turn``, ``archive_call``, ``sweep_call``)
+runs as a task of the client's connection (``coder_proto.durable._program_job.ProgramJob``),
+which answers each effect (an exception is thrown back in):
 
-* ``StoreOp``: a call on the durable store (in a worker thread, or awaited);
-* ``WallClock``: the wall clock; ``Sleep``: the runtime's sleep;
+* ``StoreOp``: a call on the durable store (an ``ApplyStore`` command);
+* ``WallClock``: the wall clock; ``Sleep``: a deadline of the task;
 * ``RunDurable``: build the durable job (``effect.job(selector, now, wall, store=...)``, the
-  client's prefix selector, the monotonic and the wall clock, and the adapter's performer of
-  a ``StoreOp``) and run it on the client's driver (``coder_proto.Connection.start_durable``):
-  its requests are the driver's, its store calls ``ApplyStore`` commands, its tool runs the
-  driver's, with ``job.plan_tools`` deciding which functions to call;
-* ``RunAgentTurn``: one agent turn (``DurableStep.turn_kwargs``, the early checkpoint of
-  ``DurableStep.early_checkpoint``, ``turn_report``);
+  connection's prefix selector, the monotonic and the wall clock, and the adapter's performer
+  of a ``StoreOp``) and run it inside the task: its requests are the connection's, its store
+  calls ``ApplyStore`` commands, its tool runs the connection's, with ``job.plan_tools``
+  deciding which functions to call;
+* ``RunAgentTurn``: one agent turn, left to the adapter (``DurableStep.turn_kwargs``, the
+  early checkpoint of ``DurableStep.early_checkpoint``, ``turn_report``);
 * ``StartRenewal`` / ``StopRenewal``: start the lease's renewal timer, which runs
   ``renewal(lease)``'s effects beside the call until it is stopped, and stop it.
 
-The runtime's cancellation (any ``BaseException``) is thrown into the program too: the lease
-is still stopped and released (bounded) before it propagates. ``tool_binder`` builds an
-adapter's ``bind_tools`` from its crash-safe function class, whose runs are
-``crash_safe_program``.
+The caller's cancellation is thrown into the program too: the lease is still stopped and
+released (bounded) before it propagates. ``tool_binder`` builds an adapter's ``bind_tools``
+from its crash-safe function class, whose runs are ``crash_safe_program`` (``StoreOp``,
+``WallClock`` and ``Invoke``, performed by the adapter where the agent calls the tool).
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ import attrs
 from .._agent.options import AgentOptions
 from .._agent.structured_output import StructuredOutput
 from .._agent.tools import Tool, tools_by_name
-from .._connection import ApplyStore
 from .._constants import INTERRUPT_POLL_INTERVAL, INTERRUPT_WAIT_TIMEOUT
 from .._rest.prefix import PrefixSelector
 from ._archiving import ArchiveWorkflow, OrphanSweep
@@ -49,7 +48,6 @@ from ._store_engine import DurableJob, DurableMachine
 from ._tools import CrashSafeTool, DurableBinding, LeaseCheck
 
 __all__ = [
-    "ApplyStore",
     "BindTools",
     "BoundFunction",
     "DurableCall",
