@@ -1084,7 +1084,7 @@ class Driver:
                 self._absorb()
             raise
         connection = self._connection
-        connection.http_headers(call, status, now=answered)
+        call.status_received(status, now=answered)
         connection.http_finished(
             call,
             status=status,

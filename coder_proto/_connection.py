@@ -314,9 +314,12 @@ class Conn:
 
 class HttpCall:
     """One REST request to send (``SendRequest``): ``method``, ``url``, ``headers`` (the
-    session token included) and ``body`` are what goes on the wire."""
+    session token included) and ``body`` are what goes on the wire. Report its status line
+    with ``status_received`` when it arrives, and its outcome with
+    ``Connection.http_finished``."""
 
     __slots__ = (
+        "_sink",
         "answered",
         "body",
         "event_id",
@@ -340,7 +343,7 @@ class HttpCall:
         *,
         url: str,
         headers: list[tuple[str, str]],
-        observed: bool,
+        sink: TransportEventSink | None,
         event_id: int,
         started: float,
     ) -> None:
@@ -351,7 +354,9 @@ class HttpCall:
         self.url = url
         self.headers = headers
         self.body = request.body
-        self.observed = observed
+        #: Where its ``http:*`` events go (``None``: it emits none, wire 9).
+        self._sink = sink
+        self.observed = sink is not None
         self.event_id = event_id
         self.started = started
         self.answered = False
@@ -361,6 +366,29 @@ class HttpCall:
     def __repr__(self) -> str:
         # Never the headers: they carry the token.
         return f"<HttpCall {self.request.op} {self.method} {self.request.path}>"
+
+    def status_received(self, status: int, *, now: float) -> None:
+        """The status line arrived (optional: it times the ``http:response`` event, wire
+        11; without it the event comes with ``Connection.http_finished``). Only the first
+        report counts; a request already finished or cancelled ignores it."""
+        if self.finished or self.answered:
+            return
+        self.answered = True
+        sink = self._sink
+        if sink is not None:
+            request = self.request
+            sink.emit(
+                HttpResponseEvent(
+                    id=self.event_id,
+                    op=request.op,
+                    method=request.method,
+                    path=request.path,
+                    status=status,
+                    ok=200 <= status <= 299,
+                    duration=now - self.started,
+                    timestamp=sink.now(),
+                )
+            )
 
     @property
     def task(self) -> Any:
@@ -795,8 +823,8 @@ class Connection:
        - ``WriteSocket(conn, data)``: write the bytes; ``CloseSocket(conn)``: close it after
          what was written (nothing more is reported for it);
        - ``StartHttp(call)``: send ``call.method`` ``call.url`` with ``call.headers`` and
-         ``call.body``; report ``http_headers`` when the status line arrived (optional), then
-         ``http_finished`` with the answer or ``error=``; ``CancelHttp(call)``: abandon it
+         ``call.body``; report ``call.status_received`` when the status line arrived
+         (optional), then ``http_finished`` with the answer or ``error=``; ``CancelHttp(call)``: abandon it
          (``call.deadline`` is when its machine abandons it anyway, ``call.timed`` whether
          its machine's own deadline bounds it);
        - ``InvokeTools(run)``: call each invocation's function and report
@@ -1105,28 +1133,6 @@ class Connection:
                 recorder.connection_failed(conn.conn_id, message, now)
         self._settle(now)
 
-    def http_headers(self, call: HttpCall, status: int, *, now: float) -> None:
-        """The status line of ``call`` arrived (optional: it times the ``http:response``
-        event, wire 11)."""
-        if call.finished or call.answered:
-            return
-        call.answered = True
-        if call.observed:
-            request = call.request
-            sink = self._sink
-            sink.emit(
-                HttpResponseEvent(
-                    id=call.event_id,
-                    op=request.op,
-                    method=request.method,
-                    path=request.path,
-                    status=status,
-                    ok=200 <= status <= 299,
-                    duration=now - call.started,
-                    timestamp=sink.now(),
-                )
-            )
-
     def http_finished(
         self,
         call: HttpCall,
@@ -1147,7 +1153,7 @@ class Connection:
         if error is not None:
             self._http_failed(call, error, now)
             return
-        self.http_headers(call, status, now=now)
+        call.status_received(status, now=now)
         self._finish_call(call)
         redactor = self._redactor
         ok = 200 <= status <= 299
@@ -1641,7 +1647,7 @@ class Connection:
             request,
             url=self._base_url + request.path,
             headers=headers,
-            observed=observed,
+            sink=sink if observed else None,
             event_id=event_id,
             started=now,
         )

@@ -598,7 +598,7 @@ class Driver:
                 )
                 response = await client.send(outgoing, stream=True)
                 try:
-                    connection.http_headers(call, response.status_code, now=time.monotonic())
+                    call.status_received(response.status_code, now=time.monotonic())
                     body = await _read_body(response, most)
                 finally:
                     # A body left unread (too large, too slow) closes the connection.

@@ -392,8 +392,8 @@ def test_http_request_then_http_response_with_per_client_ids_and_durations_wire_
         (1, "get_chat", "GET", "/api/v2/chats/chat-1", 1.5e9),
         (2, "get_chat", "GET", "/api/v2/chats/chat-1", 1.5e9),
     ]
-    d.http_headers(first, 200, now=NOW + 0.25)
-    d.http_headers(first, 200, now=NOW + 0.5)  # reported once
+    first.status_received(200, now=NOW + 0.25)
+    first.status_received(200, now=NOW + 0.5)  # reported once
     (response,) = events.of(HttpResponseEvent)
     assert (response.id, response.status, response.ok, response.duration) == (1, 200, True, 0.25)
     assert probe.kinds() == []  # the body is not there yet
@@ -430,7 +430,7 @@ def test_ok_is_a_2xx_status_wire_11(status_code: int, ok: bool) -> None:
     events = Events()
     d = drive(sink=events)
     start(d, Probe(get_chat()), now=NOW)
-    d.http_headers(only(d, StartHttp).call, status_code, now=NOW)
+    only(d, StartHttp).call.status_received(status_code, now=NOW)
     assert events.of(HttpResponseEvent)[0].ok is ok
 
 
@@ -495,7 +495,7 @@ def test_a_failure_after_the_status_line_is_no_http_error_but_still_a_failure() 
     probe = Probe(get_chat())
     start(d, probe, now=NOW)
     call = only(d, StartHttp).call
-    d.http_headers(call, 200, now=NOW)
+    call.status_received(200, now=NOW)
     d.http_finished(call, error="body cut short", now=NOW)
     assert events.of(HttpErrorEvent) == []
     assert probe.inputs[-1][:3] == ("failed", 1, "body cut short")
@@ -518,7 +518,7 @@ def test_without_a_callback_nothing_is_emitted_and_no_id_is_used() -> None:
     start(d, Probe(get_chat()), now=NOW)
     call = only(d, StartHttp).call
     assert (call.observed, call.event_id) == (False, 0)
-    d.http_headers(call, 500, now=NOW)
+    call.status_received(500, now=NOW)
     assert call.answered
 
 
@@ -532,7 +532,7 @@ def test_a_cancelled_request_reports_request_cancelled_and_its_late_answer_is_dr
     assert only(d, CancelHttp).call is call
     (error,) = events.of(HttpErrorEvent)
     assert (error.message, error.duration) == ("request cancelled", 1.0)
-    d.http_headers(call, 200, now=NOW + 1.5)
+    call.status_received(200, now=NOW + 1.5)
     d.http_finished(call, status=200, headers=(), body=b"{}", now=NOW + 1.5)
     d.http_finished(call, error="late", now=NOW + 1.5)
     assert probe.kinds() == []
@@ -548,7 +548,7 @@ def test_a_request_cancelled_after_its_status_line_emits_no_http_error() -> None
     probe = Probe(get_chat(), heartbeat=1.0)
     start(d, probe, now=NOW)
     call = only(d, StartHttp).call
-    d.http_headers(call, 200, now=NOW)
+    call.status_received(200, now=NOW)
     wake(d, probe, CancelRequest(request_id=1))
     assert only(d, CancelHttp).call is call
     assert events.of(HttpErrorEvent) == []
