@@ -89,8 +89,8 @@ from ._wire.chats import ChatWatchEvent
 from .durable._store import StoreCall, StoreOp
 
 if TYPE_CHECKING:
+    from ._recording import Recorder
     from .durable._store_engine import DurableJob
-    from .transcript._recorder import Recorder
 
 __all__ = [
     "MAX_ROUNDS",

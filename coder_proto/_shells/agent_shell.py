@@ -23,7 +23,7 @@ from .._transport_events import TransportEventSink
 from .agent_calls import AgentCalls
 
 if TYPE_CHECKING:
-    from ..transcript._recorder import Recorder
+    from .._recording import Recorder
 
 __all__ = ["AgentClient", "AgentShell", "check_connection", "segment_sink"]
 

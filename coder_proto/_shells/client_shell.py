@@ -18,7 +18,7 @@ from .._transport_events import TransportEventSink
 from .client_calls import ChatCalls
 
 if TYPE_CHECKING:
-    from ..transcript._recorder import Recorder
+    from .._recording import Recorder
 
 __all__ = ["ClientShell"]
 

@@ -1,6 +1,6 @@
-"""Recording: the ``Recorder`` protocol an adapter reports its observations to (one call per
-REST exchange, per chunk of received bytes, per tool run...), and ``TranscriptRecorder``,
-which turns them into records. Pure: it reads no clock (times are the ``now`` values the
+"""Recording: ``TranscriptRecorder``, which turns what a ``Connection`` reports to its
+``Recorder`` (one call per REST exchange, per chunk of received bytes, per tool run...) into
+records. Pure: it reads no clock (times are the ``now`` values the
 adapter passes) and opens nothing.
 """
 
@@ -10,7 +10,7 @@ import json
 import logging
 import math
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import attrs
 
@@ -18,6 +18,7 @@ from .._actions import OpenConnection, ToolOutcome
 from .._agent.prompt import normalize_prompt
 from .._errors import CoderAgentError
 from .._outputs import ToolCall
+from .._recording import Recorder
 from .._rest.http import HttpRequest, HttpResponse
 from .._stream.websocket import (
     MAX_REJECTION_BODY,
@@ -55,71 +56,6 @@ from ._records import (
 __all__ = ["Recorder", "TranscriptRecorder"]
 
 logger = logging.getLogger("coder_proto")
-
-
-class Recorder(Protocol):
-    """What an adapter tells a recorder (every call carries the ``now`` it fed the machine).
-
-    The adapter calls ``begin`` once before anything else, then one method per observation:
-    a turn starting or ending, each REST exchange (once its outcome is known, or when it is
-    cancelled), each stream connection opened, the request target of its upgrade, the
-    events its reader decoded from the bytes received (the core's own reading: the upgrade
-    accepted or rejected, each text message, the close frame, a protocol failure), its
-    ending, each tool run, a cancellation, a session call. A recorder never raises into the
-    adapter.
-    """
-
-    def begin(self, *, base_url: str, config: Any, created_at: str, now: float) -> None: ...
-
-    def turn_started(
-        self,
-        *,
-        mode: str,
-        prompt: object,
-        now: float,
-        tools: Sequence[DynamicTool] | None = None,
-        warnings: Sequence[str] = (),
-        single_segment: bool = False,
-    ) -> None: ...
-
-    def turn_finished(self, outcome: object, now: float) -> None: ...
-
-    def rest_exchange(
-        self,
-        request: HttpRequest,
-        response: HttpResponse | None,
-        *,
-        sent: float,
-        now: float,
-        error: str | None = None,
-    ) -> None: ...
-
-    def connection_opened(self, action: OpenConnection, now: float) -> None: ...
-
-    def upgrade_sent(self, conn_id: int, target: str, now: float) -> None: ...
-
-    def ws_events(self, conn_id: int, events: Sequence[WsEvent], now: float) -> None: ...
-
-    def connection_lost(self, conn_id: int, now: float) -> None: ...
-
-    def connection_failed(self, conn_id: int, message: str, now: float) -> None: ...
-
-    def connection_closed(self, conn_id: int, now: float) -> None: ...
-
-    def tools_run(
-        self,
-        calls: Sequence[ToolCall],
-        outcomes: Sequence[ToolOutcome],
-        *,
-        sent: float,
-        now: float,
-    ) -> None: ...
-
-    def cancelled(self, reason: BaseException | None, now: float) -> None: ...
-
-    def session_call(
-        self, name: str, now: float, *, wait: bool = False, timeout: float | None = None
-    ) -> None: ...
 
 
 class _Conn:
