@@ -470,9 +470,11 @@ class ToolRun:
         return f"<ToolRun {[i.tool.name for i in self.invocations]}>"
 
     @property
-    def task(self) -> Task | None:
+    def task(self) -> Task:
         """The ``Task`` whose machine paused for the calls."""
-        return self._job.owner
+        task = self._job.owner
+        assert task is not None  # only a task's machine pauses for tools its embedder runs
+        return task
 
     @property
     def pending(self) -> tuple[ToolInvocation, ...]:
