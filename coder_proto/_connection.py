@@ -254,15 +254,6 @@ class Job:
     def __repr__(self) -> str:
         return f"<Job {self.machine!r}>"
 
-    @property
-    def done(self) -> bool:
-        return bool(self.machine.done)
-
-    @property
-    def session(self) -> Session | None:
-        """The session whose connections this job shares (``None`` for a standalone job)."""
-        return self.scope.session
-
     def active(self) -> bool:
         if not self.standing:
             return True
@@ -1448,12 +1439,11 @@ class Connection:
     def _release_session(self, session: Session) -> None:
         """Stop keeping ``session`` (its agent is closed): it is forgotten as soon as its
         turns, cleanup and background jobs are finished and its connections closed, at once
-        when they already are. Starting work on it again keeps it."""
-        job = self._sessions.get(id(session))
-        if job is None or job.machine is not session:
-            return
-        job.scope.releasing = True
-        self._drop_released(job.scope)
+        when they already are. Starting work on it again keeps it. The session was taken on
+        just before (its close or its dispose)."""
+        scope = self._session_job(session).scope
+        scope.releasing = True
+        self._drop_released(scope)
 
     def _drop_released(self, scope: _Scope) -> None:
         """Forget a released session whose scope has nothing left to drive."""

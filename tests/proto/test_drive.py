@@ -349,7 +349,11 @@ def test_start_takes_the_machines_first_actions_at_once() -> None:
     assert task.machine is probe and d.stats.tasks == 1 and not task.done
     request = only(d, StartHttp)
     assert request.call.task is task and request.call.request_id == 1
-    assert "tasks=1" in repr(d)
+    assert "tasks=1" in repr(d) and repr(request.call.job) == "<Job <Probe>>"
+    assert repr(task) == "<Task call running>" and task.take_events() == []
+    finished = Probe()
+    finished.finish()
+    assert repr(start(d, finished)) == "<Task call done>"  # settled as it starts
 
 
 def test_a_closed_connection_refuses_new_machines() -> None:
@@ -684,12 +688,14 @@ def test_session_connections_go_to_the_running_turn_then_to_the_session_h6() -> 
     session = FakeSession()
     turn = Probe(open_conn(1))
     session.in_flight = turn
-    start(d, turn, session=session, now=NOW)
+    task = start(d, turn, session=session, now=NOW)
     conn = only(d, OpenSocket).conn
+    assert conn.task is task  # the running turn hears the socket
     turn.react = lambda p, r: p.finish() if r[2] == b"last" else None
     d.socket_data(conn, b"while running", now=NOW)
     d.socket_data(conn, b"last", now=NOW)
     assert session.inputs == [] and turn.done
+    assert conn.task is None  # between turns the session hears it, for no task
     d.socket_data(conn, b"paused stream", now=NOW)
     d.socket_closed(conn, now=NOW)
     assert session.inputs == [("data", 1, b"paused stream"), ("lost", 1)]
@@ -918,6 +924,33 @@ def test_a_standalone_parents_background_job_has_its_own_connections() -> None:
     assert commands(d, WriteSocket) == []
 
 
+def test_a_requests_deadline_is_its_machines_or_its_background_works_own() -> None:
+    d = drive()
+    probe = Probe(get_chat(), deadline=NOW + 5.0)
+    start(d, probe)
+    call = only(d, StartHttp).call
+    # A machine without request deadlines bounds none of its requests itself.
+    assert call.deadline is None and not call.timed
+    probe.request_deadline = lambda request_id: NOW + 3.0  # type: ignore[attr-defined]
+    probe.abort_deadline = NOW + 3.0  # type: ignore[attr-defined]
+    assert call.deadline == NOW + 3.0 and call.timed
+    start(d, Probe(RunInBackground(job=Probe(get_chat(), deadline=NOW + 7.0))))
+    work = only(d, StartHttp).call
+    assert work.background and work.task is None and work.deadline == NOW + 7.0
+
+
+def test_the_background_deadline_is_the_earliest_of_the_background_work() -> None:
+    d = drive()
+    start(d, Probe(deadline=NOW + 1.0))
+    late, early, idle = (Probe(get_chat(), deadline=NOW + t) for t in (9.0, 7.0, 8.0))
+    idle.deadline = None
+    start(
+        d, Probe(RunInBackground(job=late), RunInBackground(job=early), RunInBackground(job=idle))
+    )
+    assert d.next_deadline() == NOW + 1.0
+    assert d.next_deadline(background=True) == NOW + 7.0
+
+
 # -- cancelling and shutting down (D22) ------------------------------------------------------------
 
 
@@ -938,6 +971,12 @@ def test_cancel_runs_the_machines_cleanup_at_once_and_only_once() -> None:
     assert only(d, StartHttp).call.background and d.stats.background_jobs == 1
     task.cancel(None, now=NOW)
     assert len(probe.inputs) == 1
+    # A machine that finished before the cancel arrived is not cancelled: its result stands.
+    finished = Probe()
+    late = start(d, finished)
+    finished.finish("kept")
+    late.cancel(None, now=NOW)
+    assert finished.inputs == [] and late.result() == "kept"
 
 
 def test_shutdown_cancels_everything_and_closes_every_socket_request_and_tool_run() -> None:
