@@ -956,7 +956,7 @@ class Driver:
         elif isinstance(command, TaskMoved):
             self._cond.notify_all()
         elif isinstance(command, CancelHttp | CancelTools):
-            # A blocking request or a tool thread cannot be stopped from here; the drive
+            # A blocking request or a tool thread cannot be stopped from here; the connection
             # ignores what they report later.
             pass
         else:  # pragma: no cover - every command is handled above
@@ -1238,7 +1238,7 @@ class Driver:
         self._wake_leader()
 
     def _retire(self, run: Run[Any]) -> None:
-        """A finished run's leftovers: its own requests are moot (the drive released them);
+        """A finished run's leftovers: its own requests are moot (the connection released them);
         a connect for the session (a redial) goes to whoever leads next."""
         if self._runs.get(run._task) is run:
             del self._runs[run._task]
