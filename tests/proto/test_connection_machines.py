@@ -56,7 +56,7 @@ from coder_proto._actions import (
 )
 from coder_proto._agent.session import Session
 from coder_proto._agent.session_state import SessionConfig
-from coder_proto._agent.tool_calls import ToolInvocation, ToolPlan, plan_tool_calls
+from coder_proto._agent.tool_calls import ToolPlan, plan_tool_calls
 from coder_proto._connection import MAX_ROUNDS, ConnectionCommand, describe_error, scrub_token
 from coder_proto._constants import SESSION_TOKEN_HEADER
 from coder_proto._rest.http import HttpRequest, HttpResponse
@@ -76,6 +76,7 @@ from tests.core_driver import (
     status,
     weather_tool,
 )
+from tests.machine_call import plan_every_call
 
 TOKEN = "tok-secret-4c1d"
 BASE = "https://coder.test"
@@ -1410,13 +1411,6 @@ def test_tool_calls_without_a_runner_are_submitted_as_errors_d5() -> None:
     assert turn.done and turn.result().text == "Sorry."
 
 
-def every_call_invoked(calls: tuple[ToolCall, ...]) -> ToolPlan:
-    """A tool-call policy that leaves every call to the embedder."""
-    return ToolPlan(
-        invocations=tuple(ToolInvocation(call_part=c, tool=weather_tool()) for c in calls)
-    )
-
-
 def test_the_embedders_tool_outcomes_answer_the_turns_calls() -> None:
     def run(calls: tuple[ToolCall, ...]) -> list[ToolOutcome]:
         return [ToolOutcome(tool_call_id=c.tool_call_id, output={"tempC": 21}) for c in calls]
@@ -1424,7 +1418,7 @@ def test_the_embedders_tool_outcomes_answer_the_turns_calls() -> None:
     session, d, adapter, _env = world(tools=[weather_tool()])
     adapter.tools = run
     turn = session.generate("weather?", now=NOW)
-    start(d, turn, session=session, now=NOW, tools=every_call_invoked)
+    start(d, turn, session=session, now=NOW, tools=plan_every_call)
     adapter.pump()
     call = ("t1", "get_weather", '{"city":"Paris"}')
     adapter.send(status("running"), action_required(call), status("requires_action"))
