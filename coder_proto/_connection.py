@@ -477,7 +477,7 @@ class StoreRequest:
     """One call on the durable store a durable job asked for (its machine's ``StoreCall``):
     ``op`` (a ``coder_proto.durable.StoreOp``) to perform with ``runner`` (the job's
     ``store``: the adapter's own performer, a plain or a coroutine function of the
-    ``StoreOp``). Hand it back to ``Connection.store_returned`` or ``store_raised``;
+    ``StoreOp``). Hand its outcome back to ``Connection.store_finished``;
     ``finished`` is true once it was answered or its job ended. ``io`` is the embedder's
     slot."""
 
@@ -542,8 +542,8 @@ class CancelHttp:
 
 @attrs.frozen
 class ApplyStore:
-    """Perform ``call.op`` on the durable store with ``call.runner`` and report the value
-    (``store_returned``) or the exception (``store_raised``). Only a durable job
+    """Perform ``call.op`` on the durable store with ``call.runner`` and report the value or
+    the exception (``Connection.store_finished``). Only a durable job
     (``coder_proto.durable.DurableJob``) started with ``Connection.start_durable`` asks for
     one. A store call is never abandoned halfway: once its job ended, what it reports is
     ignored.
@@ -554,9 +554,9 @@ class ApplyStore:
         try:
             value = command.call.runner(command.op)
         except Exception as exc:
-            conn.store_raised(command.call, exc, now=now)
+            conn.store_finished(command.call, error=exc, now=now)
         else:
-            conn.store_returned(command.call, value, now=now)
+            conn.store_finished(command.call, value=value, now=now)
     """
 
     call: StoreRequest
