@@ -1541,3 +1541,26 @@ def test_a_session_machine_that_is_not_a_turn_or_cleanup_call_records_only_the_h
     session, d, _adapter, _env = world(recorder=recorder)
     start(d, Probe(), session=session, now=NOW)
     assert recorder.names() == ["begin"]
+
+
+def test_a_call_whose_answer_is_refused_by_its_finish_fails_with_that_error() -> None:
+    d = drive()
+
+    def refuse(value: Any) -> Any:
+        raise CoderAgentError(f"cannot use {value!r}")
+
+    machine = Probe()
+    machine.finish("an odd answer")
+    task = d.start_call(Call(machine=lambda _now, _data: machine, finish=refuse), now=NOW)
+    with pytest.raises(CoderAgentError, match="cannot use 'an odd answer'"):
+        task.result()
+
+
+def test_a_recorder_attached_later_hears_what_follows_and_the_calls_are_built_once() -> None:
+    d = drive()
+    assert d.recorder is None and d.calls is d.calls
+    recorder = Recording()
+    d.recorder = recorder  # type: ignore[assignment]
+    assert d.recorder is recorder
+    start(d, Probe(get_chat()), session=FakeSession())
+    assert recorder.names() == ["begin"]
