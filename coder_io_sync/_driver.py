@@ -504,7 +504,7 @@ class Run(Generic[T]):
     def effect_finished(self, value: Any = None, error: BaseException | None = None) -> None:
         """Report what the effect a durable program left to the adapter returned (``value``)
         or raised (``error``): ``ProgramJob.effect``, answered with
-        ``Connection.effect_finished``."""
+        ``Task.effect_finished``."""
         self._driver._effect_finished(self, value, error)
 
     def parts(self, deadline: Deadline | None = None) -> Iterator[Any]:
@@ -977,7 +977,7 @@ class Driver:
         elif isinstance(command, TaskMoved):
             self._cond.notify_all()
         elif isinstance(command, CancelHttp | CancelTools):
-            # A blocking request or a tool thread cannot be stopped from here; the drive
+            # A blocking request or a tool thread cannot be stopped from here; the connection
             # ignores what they report later.
             pass
         else:  # pragma: no cover - every command is handled above
@@ -1105,7 +1105,7 @@ class Driver:
                 self._absorb()
             raise
         connection = self._connection
-        connection.http_headers(call, status, now=answered)
+        call.status_received(status, now=answered)
         connection.http_finished(
             call,
             status=status,
@@ -1237,7 +1237,7 @@ class Driver:
 
     def _effect_finished(self, run: Run[Any], value: Any, error: BaseException | None) -> None:
         with self._lock:
-            self._connection.effect_finished(run._task, value=value, error=error, now=_now())
+            run._task.effect_finished(value=value, error=error, now=_now())
             self._absorb()
             self._cond.notify_all()
             self._wake_leader()
@@ -1266,7 +1266,7 @@ class Driver:
         self._wake_leader()
 
     def _retire(self, run: Run[Any]) -> None:
-        """A finished run's leftovers: its own requests are moot (the drive released them);
+        """A finished run's leftovers: its own requests are moot (the connection released them);
         a connect for the session (a redial) goes to whoever leads next."""
         if self._runs.get(run._task) is run:
             del self._runs[run._task]

@@ -1,9 +1,11 @@
-"""The runtime-independent half of every driver: routing, registries, events and bookkeeping.
+"""One client's work without I/O: ``Connection``, with its routing, registries, events and
+bookkeeping, and the handles and commands its embedder performs.
 
-An adapter's driver (asyncio, trio, blocking, or a loop of your own) runs core machines by
-performing their actions and feeding the outcomes back (``coder_proto._actions``). Everything
-in that job that does not touch a socket, a task or a clock lives here, in ``Drive``, so the
-drivers differ only in how they perform I/O (docs/architecture.md "The adapters"; D12, D21-D24):
+An embedder (an adapter's driver for asyncio, trio or blocking code, or a loop of your own)
+runs core machines through a ``Connection`` by performing its commands and reporting the
+outcomes. Everything in that job that does not touch a socket, a task or a clock lives here,
+so the drivers differ only in how they perform I/O (docs/architecture.md "The adapters";
+D12, D21-D24):
 
 * **routing** (the reference driver ``tests/core_driver.py``): a machine started with
   ``session=`` shares the session's connections; their inputs go to the session's running
@@ -13,69 +15,39 @@ drivers differ only in how they perform I/O (docs/architecture.md "The adapters"
   it, hands them to that reader and then steps the running turn (``resume``), as the turn
   and the session would have after passing them down. Every other machine receives the
   inputs of the connections it opened;
-* **registries**: the connections per routing scope, the requests and the tool batch of each
-  machine, the background jobs (``RunInBackground``, D22) and the standing sessions;
+* **registries**: the connections per routing scope, the requests, tool run and store calls
+  of each machine, the background jobs (``RunInBackground``, D22) and the standing sessions;
 * **settling**: every pending action of an active machine that may have moved is turned into
-  an I/O request for the adapter (a ``Command``), every due deadline ticked, until nothing
-  moves. Only the routing scopes an input reached (and those whose deadline fell due) are
-  visited, and deadlines wait in a heap, so one input costs the same whether the client
-  drives one chat or a thousand;
+  a command for the embedder, every due deadline ticked, until nothing moves. Only the
+  routing scopes an input reached (and those whose deadline fell due) are visited, and
+  deadlines wait in a heap, so one input costs the same whether the client drives one chat
+  or a thousand;
 * **REST bookkeeping**: the request to send (URL, headers with the session token), the
   ``http:request`` / ``http:response`` / ``http:error`` transport events with per-client ids,
   the request's ``op`` and durations in seconds (wire 11, D24; not for the requests
   ``coder_proto._rest.settings.emits_transport_events`` excludes, wire 9), the outcome turned into
   ``response_received`` / ``request_failed``, error messages scrubbed of the token;
-* **tools**: ``RunTools`` becomes a ``RunToolBatch`` for the machine's tool runner (a machine
-  started without one gets an empty outcome list at once, so the core reports every call as
-  failed, D5); a runner that raised is logged and answered the same way;
+* **tools**: a ``RunTools`` pause is planned by the machine's tool-call policy at once; what
+  the policy cannot decide becomes an ``InvokeTools`` command (a machine started without a
+  policy gets an empty outcome list, so the core reports every call as failed, D5);
 * **transcripts**: every observation reported to a ``coder_proto.transcript.Recorder``; the
   stream connections as their readers decoded them (each session's ``ws_observer``).
 
-The adapter's side of the contract (what a driver must do):
+The embedder's side of the contract is in ``Connection``'s docstring. A machine is visited
+when an input reaches its routing scope or its deadline falls due, so a machine changes only
+through the connection: actions a session method returns go through ``Connection._perform``,
+never straight to a machine the connection runs.
 
-1. call an input method (``start``, ``cancel``, ``perform``, ``tick``, ``socket_*``,
-   ``http_*``, ``tools_*``, ``store_*``, ``shutdown``) with ``now`` read from the adapter's monotonic clock
-   (seconds);
-2. drain ``commands()`` and perform each, in order:
-
-   - ``OpenSocket(conn)``: connect to ``conn.host:conn.port`` (TLS when ``conn.tls``, checking
-     ``conn.server_hostname``) within ``CONNECT_TIMEOUT``; report ``socket_made`` or
-     ``socket_failed``; then read until the end, reporting ``socket_data`` for each chunk and
-     ``socket_lost`` (EOF) or ``socket_failed`` (an error);
-   - ``WriteSocket(conn, data)``: write the bytes (only sent once ``socket_made`` was
-     reported; earlier writes are held here and released by ``socket_made``);
-   - ``CloseSocket(conn)``: close it after what was written, or abandon the connect; report
-     nothing more for it;
-   - ``StartHttp(call)``: send ``call.method`` ``call.url`` with ``call.headers`` and
-     ``call.body``; report ``http_headers`` once the status line arrived (optional: it times
-     the ``http:response`` event), then ``http_response`` with the whole body, or
-     ``http_failed`` with the exception;
-   - ``CancelHttp(call)``: abandon the request (its events and record are already done here);
-   - ``RunToolBatch(batch)``: run ``batch.runner`` on ``batch.calls``; report
-     ``tools_done(batch, outcomes)`` or ``tools_failed(batch, exc)``;
-   - ``CancelToolBatch(batch)``: stop the tool run if it can (its outcome is ignored);
-   - ``ApplyStore(call)``: perform ``call.op`` on the durable store with ``call.runner`` (the
-     ``store`` of the durable job that asked, ``coder_proto.durable.DurableJob``); report
-     ``store_returned(call, value)`` or ``store_raised(call, exc)``;
-   - ``Wake(job)``: wake whoever waits on ``job`` (its machine moved or finished);
-3. re-arm one timer at ``next_deadline()`` and call ``tick(now)`` when it fires.
-
-A machine is visited when an input reaches its routing scope or its deadline falls due, so a
-machine changes only through the drive: actions a session method returns go through
-``perform``, never straight to a machine the drive runs.
-
-Every handle (``Job``, ``Conn``, ``HttpCall``, ``ToolBatch``) has an ``io`` slot (and ``Job``
-an ``owner`` slot) for the adapter's own objects: a task, a socket, a cancel scope. Inputs
-for a handle that is finished or closed are ignored, so a late outcome never reaches a
-machine twice. Nothing here performs I/O, reads a clock or decides anything a machine should
-decide.
+Every handle (``Conn``, ``HttpCall``, ``ToolRun``, ``StoreRequest``, ``Task``) has an ``io``
+slot for the embedder's own objects: a task, a socket, a cancel scope. Inputs for a handle
+that is finished or closed are ignored, so a late outcome never reaches a machine twice.
+Nothing here performs I/O, reads a clock or decides anything a machine should decide.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
-import logging
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias, TypeVar
 
@@ -121,42 +93,34 @@ from ._wire.chats import ChatWatchEvent
 from .durable._store import StoreCall, StoreOp
 
 if TYPE_CHECKING:
+    from ._recording import Recorder
     from .durable._program_job import ProgramJob
     from .durable._store_engine import DurableJob
-    from .transcript._recorder import Recorder
 
 __all__ = [
     "MAX_ROUNDS",
     "ApplyStore",
     "CancelHttp",
-    "CancelToolBatch",
     "CancelTools",
     "CloseSocket",
-    "Command",
     "Conn",
     "Connection",
     "ConnectionCommand",
     "ConnectionStats",
-    "Drive",
     "HttpCall",
     "InvokeTools",
     "Job",
     "OpenSocket",
-    "RunToolBatch",
     "Runnable",
     "StartHttp",
     "StoreRequest",
     "Task",
     "TaskMoved",
-    "ToolBatch",
     "ToolRun",
-    "Wake",
     "WriteSocket",
     "describe_error",
     "scrub_token",
 ]
-
-logger = logging.getLogger("coder_proto")
 
 T_co = TypeVar("T_co", covariant=True)
 
@@ -222,12 +186,12 @@ class _Scope:
     def __init__(self, *, session: Session | None = None, machine: Any = None) -> None:
         self.session = session
         self.machine = machine
-        #: The session was released (``Drive.release_session``): its standing job is dropped
+        #: The session was released (``Connection._release_session``): its standing job is dropped
         #: once the scope has no running job and no open connection.
         self.releasing = False
         #: The scope's running jobs (not the standing session's), oldest first.
         self.jobs: dict[Job, None] = {}
-        #: The session's standing job (``Drive.attach_session``), if any.
+        #: The session's standing job (``Connection._session_job``), if any.
         self.standing: Job | None = None
 
     def members(self) -> list[Job]:
@@ -248,8 +212,9 @@ class _Scope:
 
 
 class Job:
-    """A machine being driven, with what belongs to it. ``owner`` is the adapter's (its
-    ``Run``): ``Wake`` commands are issued for jobs that have one."""
+    """A machine being driven, with what belongs to it. ``owner`` is the ``Task`` it runs
+    for (``None`` for background work and standing sessions): a settle that visits the job
+    issues that task's ``TaskMoved``."""
 
     __slots__ = (
         "background",
@@ -261,7 +226,7 @@ class Job:
         "scope",
         "standing",
         "stores",
-        "tool_batch",
+        "tool_run",
         "tools",
     )
 
@@ -276,32 +241,23 @@ class Job:
     ) -> None:
         self.machine = machine
         self.scope = scope
-        #: The adapter's tool runner for ``RunTools`` (``None``: every call fails, D5).
+        #: The tool-call policy of its ``RunTools`` pauses (``None``: every call fails, D5).
         self.tools = tools
         self.background = background
         self.standing = standing
         self.requests: dict[int, HttpCall] = {}
-        self.tool_batch: ToolBatch | None = None
+        self.tool_run: ToolRun | None = None
         #: The durable store calls in flight (a durable job's, ``ApplyStore``), by call id
         #: (``None`` until its first one: most jobs never make one).
         self.stores: dict[int, StoreRequest] | None = None
-        self.owner: Any = None
-        #: The deadline the drive's heap holds for this job (``None``: none armed, inactive).
+        self.owner: Task | None = None
+        #: The deadline the connection's heap holds for this job (``None``: none armed, inactive).
         self.deadline: float | None = None
-        #: The drive no longer drives this job (finished and released, or shut down).
+        #: The connection no longer drives this job (finished and released, or shut down).
         self.retired = False
 
     def __repr__(self) -> str:
         return f"<Job {self.machine!r}>"
-
-    @property
-    def done(self) -> bool:
-        return bool(self.machine.done)
-
-    @property
-    def session(self) -> Session | None:
-        """The session whose connections this job shares (``None`` for a standalone job)."""
-        return self.scope.session
 
     def active(self) -> bool:
         if not self.standing:
@@ -359,9 +315,12 @@ class Conn:
 
 class HttpCall:
     """One REST request to send (``SendRequest``): ``method``, ``url``, ``headers`` (the
-    session token included) and ``body`` are what goes on the wire."""
+    session token included) and ``body`` are what goes on the wire. Report its status line
+    with ``status_received`` when it arrives, and its outcome with
+    ``Connection.http_finished``."""
 
     __slots__ = (
+        "_sink",
         "answered",
         "body",
         "event_id",
@@ -385,7 +344,7 @@ class HttpCall:
         *,
         url: str,
         headers: list[tuple[str, str]],
-        observed: bool,
+        sink: TransportEventSink | None,
         event_id: int,
         started: float,
     ) -> None:
@@ -396,7 +355,9 @@ class HttpCall:
         self.url = url
         self.headers = headers
         self.body = request.body
-        self.observed = observed
+        #: Where its ``http:*`` events go (``None``: it emits none, wire 9).
+        self._sink = sink
+        self.observed = sink is not None
         self.event_id = event_id
         self.started = started
         self.answered = False
@@ -406,6 +367,29 @@ class HttpCall:
     def __repr__(self) -> str:
         # Never the headers: they carry the token.
         return f"<HttpCall {self.request.op} {self.method} {self.request.path}>"
+
+    def status_received(self, status: int, *, now: float) -> None:
+        """The status line arrived (optional: it times the ``http:response`` event, wire
+        11; without it the event comes with ``Connection.http_finished``). Only the first
+        report counts; a request already finished or cancelled ignores it."""
+        if self.finished or self.answered:
+            return
+        self.answered = True
+        sink = self._sink
+        if sink is not None:
+            request = self.request
+            sink.emit(
+                HttpResponseEvent(
+                    id=self.event_id,
+                    op=request.op,
+                    method=request.method,
+                    path=request.path,
+                    status=status,
+                    ok=200 <= status <= 299,
+                    duration=now - self.started,
+                    timestamp=sink.now(),
+                )
+            )
 
     @property
     def task(self) -> Any:
@@ -441,28 +425,69 @@ class HttpCall:
         return isinstance(getattr(self.job.machine, "abort_deadline", None), float | int)
 
 
-class ToolBatch:
-    """One ``RunTools`` batch for the job's tool runner (``runner``)."""
+class ToolRun:
+    """The client tool calls of one pause, ready to run (``InvokeTools``): the core's tool-call
+    policy already answered what it could decide (duplicates, unknown tools, tools without a
+    function, invalid input, structured-output filings); each of ``invocations`` needs its
+    function called (``invocation.call()``, awaited when ``invocation.is_async``) and the
+    value or the exception reported with ``Connection.tool_finished``. ``finished`` is true
+    once every invocation was reported or the run was cancelled (``CancelTools``). ``io`` is
+    the embedder's slot."""
 
-    __slots__ = ("calls", "finished", "io", "job", "runner", "sent")
+    __slots__ = (
+        "_job",
+        "_outcomes",
+        "_results",
+        "_waiting",
+        "calls",
+        "finished",
+        "invocations",
+        "io",
+        "sent",
+    )
 
-    def __init__(self, job: Job, calls: tuple[ToolCall, ...], sent: float) -> None:
-        self.job = job
+    def __init__(
+        self,
+        job: Job,
+        calls: tuple[ToolCall, ...],
+        sent: float,
+        outcomes: list[ToolOutcome],
+        invocations: Iterable[ToolInvocation],
+    ) -> None:
+        self._job = job
+        #: Every call of the pause, as the model made it (the ones the core answered too).
         self.calls = calls
-        self.runner: Any = job.tools
+        #: When the pause was handed out (the embedder's monotonic clock).
         self.sent = sent
+        self._outcomes = outcomes
+        self.invocations: tuple[ToolInvocation, ...] = tuple(invocations)
+        self._waiting = {invocation.tool_call_id for invocation in self.invocations}
+        #: The reported outcomes of ``invocations``, by tool call id.
+        self._results: dict[str, ToolOutcome] = {}
         self.finished = False
         self.io: Any = None
 
     def __repr__(self) -> str:
-        return f"<ToolBatch {[c.tool_name for c in self.calls]}>"
+        return f"<ToolRun {[i.tool.name for i in self.invocations]}>"
+
+    @property
+    def task(self) -> Task:
+        """The ``Task`` whose machine paused for the calls."""
+        task = self._job.owner
+        assert task is not None  # only a task's machine pauses for tools its embedder runs
+        return task
+
+    @property
+    def pending(self) -> tuple[ToolInvocation, ...]:
+        """The invocations not reported yet."""
+        return tuple(i for i in self.invocations if i.tool_call_id in self._waiting)
 
 
 class StoreRequest:
     """One call on the durable store a durable job asked for (its machine's ``StoreCall``):
     ``op`` (a ``coder_proto.durable.StoreOp``) to perform with ``runner`` (the job's
     ``store``: the adapter's own performer, a plain or a coroutine function of the
-    ``StoreOp``). Hand it back to ``Connection.store_returned`` or ``store_raised``;
+    ``StoreOp``). Hand its outcome back to ``Connection.store_finished``;
     ``finished`` is true once it was answered or its job ended. ``io`` is the embedder's
     slot."""
 
@@ -490,7 +515,7 @@ class StoreRequest:
 
 @attrs.frozen
 class OpenSocket:
-    """Connect ``conn`` (see ``Drive``)."""
+    """Connect ``conn`` (see ``Connection``)."""
 
     conn: Conn
 
@@ -526,23 +551,9 @@ class CancelHttp:
 
 
 @attrs.frozen
-class RunToolBatch:
-    """Run ``batch.runner(batch.calls)`` and report the outcomes."""
-
-    batch: ToolBatch
-
-
-@attrs.frozen
-class CancelToolBatch:
-    """Stop the tool run of ``batch`` if possible; its outcome is ignored."""
-
-    batch: ToolBatch
-
-
-@attrs.frozen
 class ApplyStore:
-    """Perform ``call.op`` on the durable store with ``call.runner`` and report the value
-    (``store_returned``) or the exception (``store_raised``). Only a durable job
+    """Perform ``call.op`` on the durable store with ``call.runner`` and report the value or
+    the exception (``Connection.store_finished``). Only a durable job
     (``coder_proto.durable.DurableJob``) started with ``Connection.start_durable`` asks for
     one. A store call is never abandoned halfway: once its job ended, what it reports is
     ignored.
@@ -553,9 +564,9 @@ class ApplyStore:
         try:
             value = command.call.runner(command.op)
         except Exception as exc:
-            conn.store_raised(command.call, exc, now=now)
+            conn.store_finished(command.call, error=exc, now=now)
         else:
-            conn.store_returned(command.call, value, now=now)
+            conn.store_finished(command.call, value=value, now=now)
     """
 
     call: StoreRequest
@@ -569,831 +580,6 @@ class ApplyStore:
     def call_id(self) -> int:
         """The machine's id of the store call."""
         return self.call.call_id
-
-
-@attrs.frozen
-class Wake:
-    """``job`` moved (new parts, new events, done): wake whoever waits on it."""
-
-    job: Job
-
-
-Command: TypeAlias = (
-    OpenSocket
-    | WriteSocket
-    | CloseSocket
-    | StartHttp
-    | CancelHttp
-    | RunToolBatch
-    | CancelToolBatch
-    | ApplyStore
-    | Wake
-)
-
-
-def _no_created_at() -> str:
-    return ""
-
-
-# -- the drive -------------------------------------------------------------------------------------
-
-
-class Drive:
-    """The bookkeeping of one client's driver (see the module docstring for the contract).
-
-    ``base_url`` prefixes every request path; ``token`` is added as ``Coder-Session-Token``
-    (and scrubbed from every error message); ``sink`` receives the ``http:*`` events;
-    ``recorder`` (settable later) observes what crosses the wire; ``created_at`` returns the
-    wall-clock ISO timestamp of a transcript's header.
-    """
-
-    def __init__(
-        self,
-        *,
-        base_url: str,
-        token: str | None,
-        sink: TransportEventSink | None = None,
-        recorder: Recorder | None = None,
-        created_at: Callable[[], str] = _no_created_at,
-    ) -> None:
-        self.base_url = base_url
-        self.sink = sink if sink is not None else TransportEventSink()
-        #: Observes what crosses the wire (``coder_proto.transcript.Recorder``), or ``None``.
-        self.recorder = recorder
-        self._created_at = created_at
-        self._recording = False
-        self._token = token
-        #: Server text enters the core through the drive: it leaves it without the token.
-        self._redactor = Redactor(token)
-        self._http_ids = itertools.count(1)
-        #: Every job being driven except the standing sessions, oldest first.
-        self._jobs: dict[Job, None] = {}
-        self._background = 0
-        self._sessions: dict[int, Job] = {}
-        self._conns: dict[tuple[_Scope, int], Conn] = {}
-        self._out: list[Command] = []
-        #: The scopes the next settle visits (an input reached them, or a deadline fell due).
-        self._touched: dict[_Scope, None] = {}
-        #: ``(deadline, seq, job)``; an entry whose job now holds another deadline is stale.
-        self._heap: list[tuple[float, int, Job]] = []
-        self._heap_seq = itertools.count()
-        self._dirty = False
-        self._closed = False
-
-    def __repr__(self) -> str:
-        return f"<Drive {self.base_url} connections={len(self._conns)} jobs={len(self._jobs)}>"
-
-    # -- observation -------------------------------------------------------------------------
-
-    @property
-    def closed(self) -> bool:
-        """``close`` was called: ``start`` refuses new machines."""
-        return self._closed
-
-    @property
-    def open_connections(self) -> int:
-        """Sockets currently open or connecting."""
-        return len(self._conns)
-
-    @property
-    def background_jobs(self) -> int:
-        """Background jobs (D22) not finished yet."""
-        return self._background
-
-    @property
-    def jobs(self) -> tuple[Job, ...]:
-        """The machines being driven (foreground and background), oldest first."""
-        return tuple(self._jobs)
-
-    @property
-    def attached_sessions(self) -> int:
-        """Sessions this drive keeps driving between their turns (attached, not released)."""
-        return len(self._sessions)
-
-    def commands(self) -> list[Command]:
-        """Drain the I/O requests produced by the inputs so far, in order."""
-        out = self._out
-        self._out = []
-        return out
-
-    def next_deadline(self) -> float | None:
-        """When the adapter must call ``tick`` (the earliest deadline of an active machine),
-        or ``None``."""
-        heap = self._heap
-        while heap:
-            deadline, _, job = heap[0]
-            if job.deadline == deadline:
-                return deadline
-            heapq.heappop(heap)
-        return None
-
-    def scrub(self, message: str) -> str:
-        """``message`` without the session token."""
-        return self._redactor.text(message)
-
-    # -- machines ----------------------------------------------------------------------------
-
-    def start(
-        self,
-        machine: Runnable[Any],
-        *,
-        now: float,
-        session: Session | None = None,
-        tools: Any = None,
-    ) -> Job:
-        """Start driving ``machine`` (already started by its constructor). With ``session``,
-        its connections are the session's and routed by the routing rule; ``tools`` is the
-        adapter's runner for its ``RunTools`` batches. Raises ``CoderAgentError`` once the
-        drive is closed."""
-        if self._closed:
-            raise CoderAgentError("this client is closed")
-        scope = self._session_job(session).scope if session is not None else None
-        if self.recorder is not None and session is not None:
-            self._record_start(machine, session, now)
-        job = self._add(Job(machine, scope or _Scope(machine=machine), tools=tools))
-        self._settle(now)
-        return job
-
-    def attach_session(self, session: Session) -> Job:
-        """Keep driving ``session`` between turns (its paused stream keeps reading, H.6).
-        ``start(..., session=session)`` does this implicitly. The next settle visits it."""
-        job = self._session_job(session)
-        self._touched[job.scope] = None
-        self._file_deadline(job)
-        return job
-
-    def release_session(self, session: Session) -> None:
-        """Stop keeping ``session`` (its agent is closed): the drive forgets it as soon as its
-        turns, cleanup and background jobs are finished and its connections closed, at once
-        when they already are. Attaching it again (``start``, ``perform``) keeps it."""
-        job = self._sessions.get(id(session))
-        if job is None or job.machine is not session:
-            return
-        job.scope.releasing = True
-        self._drop_released(job.scope)
-
-    def perform(self, actions: Iterable[Action], *, session: Session, now: float) -> None:
-        """Take on actions a session method returned (``reset_session``,
-        ``close_retained_stream`` ...) in that session's connection scope."""
-        job = self._session_job(session)
-        self._touched[job.scope] = None
-        for action in actions:
-            self._perform(job, action, now)
-        self._settle(now)
-
-    def cancel(self, job: Job, reason: BaseException | None, now: float) -> None:
-        """Cancel ``job``'s machine (D22): ``reason`` is the caller's cancellation, or
-        ``None`` for a consumer teardown. Its cleanup actions become commands at once;
-        background work it starts is driven on. Does nothing once the machine is done."""
-        machine = job.machine
-        if machine.done:
-            return
-        if self.recorder is not None and isinstance(machine, Turn):
-            self.recorder.cancelled(reason, now)
-        self._touched[job.scope] = None
-        machine.cancel(now, reason)
-        self._settle(now)
-
-    def tick(self, now: float) -> None:
-        """The timer fired: tick every due machine and settle."""
-        self._settle(now)
-
-    def close(self) -> None:
-        """Refuse new machines from now on (the adapter then awaits the background jobs,
-        bounded, and calls ``shutdown``). Idempotent."""
-        self._closed = True
-
-    def shutdown(self, now: float) -> None:
-        """The end of the drive: every unfinished machine is cancelled (no reason), each
-        session's paused stream closed with 1000 rather than dropped, the resulting actions
-        taken on, then every socket, request and tool run still open is closed or
-        cancelled. The drive is closed afterwards."""
-        self._closed = True
-        touched = self._touched
-        for job in list(self._jobs):
-            touched[job.scope] = None
-            if not job.machine.done:
-                job.machine.cancel(now, None)
-        for standing in list(self._sessions.values()):
-            touched[standing.scope] = None
-            for action in standing.machine.close_retained_stream(now):
-                self._perform(standing, action, now)
-        self._settle(now)
-        for conn in list(self._conns.values()):
-            self._close_conn(conn)
-        for job in self._jobs:
-            self._release(job, now)
-            job.retired = True
-            job.deadline = None
-            job.scope.jobs.pop(job, None)
-        for standing in self._sessions.values():
-            standing.retired = True
-            standing.deadline = None
-        self._jobs.clear()
-        self._background = 0
-        self._sessions.clear()
-        self._heap.clear()
-        touched.clear()
-
-    # -- socket inputs -----------------------------------------------------------------------
-
-    def socket_made(self, conn: Conn, now: float) -> None:
-        """``conn`` is connected: the writes held meanwhile go out, then the machine hears
-        ``connection_made``."""
-        if conn.closed:
-            return
-        conn.connected = True
-        for data in conn.pending:
-            self._out.append(WriteSocket(conn, data))
-        conn.pending.clear()
-        self._touched[conn.scope] = None
-        conn.scope.target().connection_made(conn.conn_id, now)
-        self._settle(now)
-
-    def socket_data(self, conn: Conn, data: bytes, now: float) -> None:
-        """Bytes read from ``conn``. A session's stream socket hands them straight to the
-        reader of the stream that opened it (its D6 pause limits checked while it is paused),
-        then the session's running turn steps; any other socket's bytes go to its machine."""
-        if conn.closed:
-            return
-        scope = conn.scope
-        self._touched[scope] = None
-        route = conn.route
-        target = scope.target()
-        if route is None:
-            target.data_received(conn.conn_id, data, now)
-        else:
-            stream, reader, reader_conn = route
-            reader.data_received(reader_conn, data, now)
-            if stream.paused_at is not None:
-                stream.check_pause_limits(now)
-            if target is not scope.session:
-                target.resume(now)
-        self._settle(now)
-
-    def socket_lost(self, conn: Conn, now: float) -> None:
-        """``conn`` reached EOF. The socket is finished; the machine answers with
-        ``CloseConnection`` (which needs no command any more)."""
-        if conn.closed:
-            return
-        self._forget(conn)
-        self._touched[conn.scope] = None
-        conn.scope.target().connection_lost(conn.conn_id, now)
-        if self.recorder is not None and conn.scope.session is not None:
-            self.recorder.connection_lost(conn.conn_id, now)
-        self._settle(now)
-
-    def socket_failed(self, conn: Conn, error: BaseException | str, now: float) -> None:
-        """Connecting, reading or TLS failed on ``conn`` (the message is scrubbed)."""
-        if conn.closed:
-            return
-        self._forget(conn)
-        message = self.scrub(describe_error(error))
-        self._touched[conn.scope] = None
-        conn.scope.target().connection_failed(conn.conn_id, message, now)
-        if self.recorder is not None and conn.scope.session is not None:
-            self.recorder.connection_failed(conn.conn_id, message, now)
-        self._settle(now)
-
-    # -- REST inputs ---------------------------------------------------------------------------
-
-    def http_headers(self, call: HttpCall, status: int, now: float) -> None:
-        """The status line of ``call`` arrived: the ``http:response`` event (wire 11)."""
-        if call.finished or call.answered:
-            return
-        call.answered = True
-        if call.observed:
-            request = call.request
-            sink = self.sink
-            sink.emit(
-                HttpResponseEvent(
-                    id=call.event_id,
-                    op=request.op,
-                    method=request.method,
-                    path=request.path,
-                    status=status,
-                    ok=200 <= status <= 299,
-                    duration=now - call.started,
-                    timestamp=sink.now(),
-                )
-            )
-
-    def http_response(
-        self,
-        call: HttpCall,
-        *,
-        status: int,
-        headers: Iterable[tuple[str, str]],
-        body: bytes,
-        reason: str = "",
-        now: float,
-    ) -> None:
-        """``call`` was answered (the whole body read): the machine hears
-        ``response_received`` (header names lower-cased)."""
-        if call.finished:
-            return
-        self.http_headers(call, status, now)
-        self._finish_call(call)
-        redactor = self._redactor
-        ok = 200 <= status <= 299
-        if redactor:
-            # An error answer is error text all through; a success keeps its content and
-            # loses the token from the error objects in it (docs/robustness.md).
-            body = redactor.json_data(body) if ok else redactor.data(body)
-            headers = redactor.headers(headers)
-            reason = redactor.text(reason)
-        answer = HttpResponse(
-            status=status,
-            body=body,
-            headers=tuple((k.lower(), v) for k, v in headers),
-            reason=reason,
-        )
-        job = call.job
-        if self.recorder is not None:
-            self._record_begin(job.scope.session, now)
-            self.recorder.rest_exchange(call.request, answer, sent=call.started, now=now)
-        self._touched[job.scope] = None
-        job.machine.response_received(call.request_id, answer, now)
-        self._settle(now)
-
-    def http_failed(self, call: HttpCall, error: BaseException | str, now: float) -> None:
-        """``call`` failed without a (complete) response: the ``http:error`` event when no
-        status line came, then ``request_failed`` with the scrubbed message."""
-        if call.finished:
-            return
-        message = self.scrub(describe_error(error))
-        # An answer the adapter refused (D30) fails the call with the library's own error.
-        verdict: str | CoderAgentError = error if isinstance(error, CoderProtocolError) else message
-        if call.observed and not call.answered:
-            self._http_error(call, message, now)
-        self._finish_call(call)
-        job = call.job
-        if self.recorder is not None:
-            self._record_begin(job.scope.session, now)
-            self.recorder.rest_exchange(
-                call.request, None, sent=call.started, now=now, error=message
-            )
-        self._touched[job.scope] = None
-        job.machine.request_failed(call.request_id, verdict, now)
-        self._settle(now)
-
-    # -- tool inputs ---------------------------------------------------------------------------
-
-    def tools_done(self, batch: ToolBatch, outcomes: Sequence[ToolOutcome], now: float) -> None:
-        """The tool runner answered ``batch`` (missing outcomes become error results in the
-        core, D5)."""
-        if batch.finished:
-            return
-        batch.finished = True
-        job = batch.job
-        if job.tool_batch is batch:
-            job.tool_batch = None
-        self._touched[job.scope] = None
-        self._feed_tools(job, batch.calls, list(outcomes), batch.sent, now)
-        self._settle(now)
-
-    def tools_failed(self, batch: ToolBatch, error: BaseException, now: float) -> None:
-        """The tool runner raised: logged, and every call still gets a result (D5)."""
-        if batch.finished:
-            return
-        logger.warning(
-            "the tool runner raised; the calls get error results",
-            exc_info=(type(error), error, error.__traceback__),
-        )
-        self.tools_done(batch, (), now)
-
-    # -- durable store inputs --------------------------------------------------------------------
-
-    def store_returned(self, call: StoreRequest, value: Any, now: float) -> None:
-        """The store call ``call`` returned ``value`` (awaited when it was awaitable)."""
-        if self._finish_store(call):
-            call.job.machine.store_result(call.call_id, value, now)
-            self._settle(now)
-
-    def store_raised(self, call: StoreRequest, error: BaseException, now: float) -> None:
-        """The store call ``call`` raised ``error`` (the machine fails it as
-        ``DurableStoreError``)."""
-        if self._finish_store(call):
-            call.job.machine.store_failed(call.call_id, error, now)
-            self._settle(now)
-
-    def effect_finished(
-        self, job: Job, value: Any, error: BaseException | None, now: float
-    ) -> None:
-        """The effect a durable call's program left to the adapter (``ProgramJob.effect``)
-        returned ``value`` or raised ``error``."""
-        job.machine.effect_finished(value, error, now)
-        self._touched[job.scope] = None
-        self._settle(now)
-
-    def _finish_store(self, call: StoreRequest) -> bool:
-        if call.finished:
-            return False
-        call.finished = True
-        job = call.job
-        stores = job.stores
-        if stores is not None and stores.get(call.call_id) is call:
-            del stores[call.call_id]
-        self._touched[job.scope] = None
-        return True
-
-    def _start_store(self, job: Job, action: StoreCall, now: float) -> None:
-        runner = getattr(job.machine, "store", None)
-        if runner is None:
-            error = CoderAgentError("this machine was started without a durable store")
-            job.machine.store_failed(action.call_id, error, now)
-            self._dirty = True
-            return
-        call = StoreRequest(job, action.call_id, action.op, runner)
-        if job.stores is None:
-            job.stores = {}
-        job.stores[action.call_id] = call
-        self._out.append(ApplyStore(call))
-
-    # -- internals -----------------------------------------------------------------------------
-
-    def _session_job(self, session: Session) -> Job:
-        job = self._sessions.get(id(session))
-        if job is None or job.machine is not session:
-            if job is not None:  # a session that was garbage-collected left its id behind
-                job.retired = True
-                job.deadline = None
-            scope = _Scope(session=session)
-            job = Job(session, scope, standing=True)
-            scope.standing = job
-            self._sessions[id(session)] = job
-            # What the session's stream readers see goes to this drive's recorder.
-            session.ws_observer = _RecorderTap(self)
-        job.scope.releasing = False
-        return job
-
-    def _drop_released(self, scope: _Scope) -> None:
-        """Forget a released session whose scope has nothing left to drive."""
-        standing = scope.standing
-        if standing is None or scope.jobs:
-            return
-        if any(conn.scope is scope for conn in self._conns.values()):
-            return
-        key = id(standing.machine)
-        if self._sessions.get(key) is standing:
-            del self._sessions[key]
-        scope.releasing = False
-        scope.standing = None
-        standing.retired = True
-        standing.deadline = None
-
-    def _add(self, job: Job) -> Job:
-        """Drive ``job`` from now on; the next settle visits its scope."""
-        self._jobs[job] = None
-        job.scope.jobs[job] = None
-        if job.background:
-            self._background += 1
-        self._touched[job.scope] = None
-        return job
-
-    def _retire(self, job: Job) -> None:
-        del self._jobs[job]
-        job.scope.jobs.pop(job, None)
-        if job.background:
-            self._background -= 1
-        job.retired = True
-        job.deadline = None
-
-    def _settle(self, now: float) -> None:
-        """Take on every pending action and tick every due machine of the scopes that may
-        have moved (the ones inputs reached, the ones whose deadline fell due) until nothing
-        moves (at most ``MAX_ROUNDS`` rounds), then retire their finished jobs, wake their
-        waiters and file their next deadlines."""
-        touched = self._touched
-        heap = self._heap
-        while heap and heap[0][0] <= now:
-            deadline, _, job = heapq.heappop(heap)
-            if job.deadline == deadline:
-                # Filed again after the settle if it is still armed.
-                job.deadline = None
-                touched[job.scope] = None
-        for _ in range(MAX_ROUNDS):
-            self._dirty = False
-            busy = False
-            for scope in list(touched):
-                for job in scope.members():
-                    if not job.active():
-                        continue
-                    machine = job.machine
-                    for action in machine.actions():
-                        busy = True
-                        self._perform(job, action, now)
-                    deadline = machine.next_deadline()
-                    if deadline is not None and deadline <= now:
-                        busy = True
-                        machine.tick(now)
-            if not busy and not self._dirty:
-                break
-        self._reap(now)
-
-    def _reap(self, now: float) -> None:
-        out = self._out
-        touched = self._touched
-        for scope in touched:
-            for job in list(scope.jobs):
-                if job.owner is not None:
-                    out.append(Wake(job))
-                if not job.machine.done:
-                    continue
-                if self.recorder is not None and isinstance(job.machine, Turn):
-                    machine = job.machine
-                    self.recorder.turn_finished(
-                        machine.error if machine.error is not None else machine.result(), now
-                    )
-                self._release(job, now)
-                self._retire(job)
-            if scope.releasing:
-                self._drop_released(scope)
-            for job in scope.members():
-                self._file_deadline(job)
-        touched.clear()
-
-    def _file_deadline(self, job: Job) -> None:
-        """Record ``job``'s next deadline in the heap (none while it is inactive)."""
-        deadline = job.machine.next_deadline() if job.active() else None
-        if deadline == job.deadline:
-            return
-        job.deadline = deadline
-        if deadline is None:
-            return
-        heap = self._heap
-        heapq.heappush(heap, (deadline, next(self._heap_seq), job))
-        if len(heap) > 64 + 4 * (len(self._jobs) + len(self._sessions)):
-            # Stale entries pile up when deadlines move often: rebuild from the live ones.
-            live = [*self._jobs, *self._sessions.values()]
-            self._heap = [
-                (j.deadline, next(self._heap_seq), j) for j in live if j.deadline is not None
-            ]
-            heapq.heapify(self._heap)
-
-    def _release(self, job: Job, now: float) -> None:
-        """Cancel what a finished (or abandoned) job still has in flight."""
-        for call in list(job.requests.values()):
-            self._cancel_call(call, now)
-        job.requests.clear()
-        batch = job.tool_batch
-        if batch is not None:
-            batch.finished = True
-            job.tool_batch = None
-            self._out.append(CancelToolBatch(batch))
-        if job.stores:
-            for store in job.stores.values():
-                # Left to finish on its own (a store call is never cut halfway); ignored.
-                store.finished = True
-            job.stores.clear()
-
-    def _perform(self, job: Job, action: Action, now: float) -> None:
-        if self.recorder is not None and job.scope.session is not None:
-            self._record_action(action, now)
-        if isinstance(action, SendData):
-            conn = self._conns.get((job.scope, action.conn_id))
-            if conn is not None and not conn.closed:
-                if conn.connected:
-                    self._out.append(WriteSocket(conn, action.data))
-                else:
-                    conn.pending.append(action.data)
-        elif isinstance(action, SendRequest):
-            self._start_call(job, action.request_id, action.request, now)
-        elif isinstance(action, CancelRequest):
-            call = job.requests.pop(action.request_id, None)
-            if call is not None:
-                self._cancel_call(call, now)
-        elif isinstance(action, OpenConnection):
-            conn = Conn(job.scope, action)
-            session = job.scope.session
-            if session is not None:
-                conn.route = session.route(action.conn_id)
-            self._conns[(job.scope, action.conn_id)] = conn
-            self._out.append(OpenSocket(conn))
-        elif isinstance(action, CloseConnection):
-            conn = self._conns.get((job.scope, action.conn_id))
-            if conn is not None:
-                self._close_conn(conn)
-        elif isinstance(action, RunTools):
-            if job.tools is None:
-                # D5: every call still gets a result; the core reports the missing ones.
-                self._feed_tools(job, action.calls, [], now, now)
-                self._dirty = True
-            else:
-                batch = ToolBatch(job, action.calls, now)
-                job.tool_batch = batch
-                self._out.append(RunToolBatch(batch))
-        elif isinstance(action, StoreCall):
-            self._start_store(job, action, now)
-        elif isinstance(action, RunInBackground):
-            parent = job.scope
-            scope = parent if parent.session is not None else _Scope(machine=action.job)
-            self._add(Job(action.job, scope, background=True))
-            self._dirty = True
-        else:  # pragma: no cover - every action is handled above
-            raise CoderAgentError(f"unknown action {action!r}")
-
-    def _forget(self, conn: Conn) -> None:
-        conn.closed = True
-        key = (conn.scope, conn.conn_id)
-        if self._conns.get(key) is conn:
-            del self._conns[key]
-
-    def _close_conn(self, conn: Conn) -> None:
-        self._forget(conn)
-        conn.pending.clear()
-        self._out.append(CloseSocket(conn))
-
-    def _start_call(self, job: Job, request_id: int, request: HttpRequest, now: float) -> None:
-        sink = self.sink
-        observed = sink.enabled and emits_transport_events(request)
-        event_id = next(self._http_ids) if observed else 0
-        headers = list(request.headers)
-        if self._token:
-            headers.append((SESSION_TOKEN_HEADER, self._token))
-        call = HttpCall(
-            job,
-            request_id,
-            request,
-            url=self.base_url + request.path,
-            headers=headers,
-            observed=observed,
-            event_id=event_id,
-            started=now,
-        )
-        job.requests[request_id] = call
-        if observed:
-            sink.emit(
-                HttpRequestEvent(
-                    id=event_id,
-                    op=request.op,
-                    method=request.method,
-                    path=request.path,
-                    timestamp=sink.now(),
-                )
-            )
-        self._out.append(StartHttp(call))
-
-    def _finish_call(self, call: HttpCall) -> None:
-        call.finished = True
-        requests = call.job.requests
-        if requests.get(call.request_id) is call:
-            del requests[call.request_id]
-
-    def _cancel_call(self, call: HttpCall, now: float) -> None:
-        """Abandon ``call``, still in flight (its job's registry held it until now)."""
-        if call.observed and not call.answered:
-            self._http_error(call, CANCELLED_MESSAGE, now)
-        self._finish_call(call)
-        if self.recorder is not None:
-            self.recorder.rest_exchange(call.request, None, sent=call.started, now=now)
-        self._out.append(CancelHttp(call))
-
-    def _http_error(self, call: HttpCall, message: str, now: float) -> None:
-        request = call.request
-        sink = self.sink
-        sink.emit(
-            HttpErrorEvent(
-                id=call.event_id,
-                op=request.op,
-                method=request.method,
-                path=request.path,
-                message=message,
-                duration=now - call.started,
-                timestamp=sink.now(),
-            )
-        )
-
-    def _feed_tools(
-        self,
-        job: Job,
-        calls: tuple[ToolCall, ...],
-        outcomes: list[ToolOutcome],
-        sent: float,
-        now: float,
-    ) -> None:
-        if self.recorder is not None:
-            self.recorder.tools_run(calls, outcomes, sent=sent, now=now)
-        job.machine.tool_results(outcomes, now)
-
-    # -- transcripts (docs/transcripts.md) -----------------------------------------------------
-
-    def _record_begin(self, session: Session | None, now: float) -> None:
-        recorder = self.recorder
-        if recorder is not None and not self._recording:
-            self._recording = True
-            config = session.config if session is not None else None
-            recorder.begin(
-                base_url=self.base_url, config=config, created_at=self._created_at(), now=now
-            )
-
-    def _record_start(self, machine: Any, session: Session, now: float) -> None:
-        recorder = self.recorder
-        assert recorder is not None
-        # A machine is started by its constructor, with the adapter's clock read then: its
-        # deadlines count from that time, so the transcript starts it then too (a replay
-        # arms them where the live run did).
-        started = machine.now if isinstance(machine, CoreMachine) else now
-        if started > now:
-            started = now
-        now = started
-        self._record_begin(session, now)
-        if isinstance(machine, Turn):
-            recorder.turn_started(
-                mode=machine.mode,
-                prompt=list(machine._messages),
-                now=now,
-                tools=machine.tools if machine.tools != session.config.tools else None,
-                warnings=machine.warnings,
-                single_segment=machine.single_segment,
-            )
-        elif isinstance(machine, SessionInterrupt):
-            recorder.session_call(
-                "interrupt", now, wait=machine._wait_for_settle, timeout=machine._timeout
-            )
-        elif isinstance(machine, SessionArchive):
-            recorder.session_call("archive", now)
-        elif isinstance(machine, SessionDispose):
-            recorder.session_call("dispose", now)
-
-    def _record_action(self, action: Action, now: float) -> None:
-        recorder = self.recorder
-        assert recorder is not None
-        if isinstance(action, OpenConnection):
-            recorder.connection_opened(action, now)
-        elif isinstance(action, CloseConnection):
-            recorder.connection_closed(action.conn_id, now)
-
-
-class _RecorderTap:
-    """A session's ``WsObserver`` under a drive: the upgrades its stream readers sent and
-    the events their connections decoded go to the drive's recorder, when it has one (a
-    transcript records what the core saw, not a second reading of the bytes)."""
-
-    __slots__ = ("_drive",)
-
-    def __init__(self, drive: Drive) -> None:
-        self._drive = drive
-
-    def upgrade_sent(self, conn_id: int, target: str, now: float) -> None:
-        recorder = self._drive.recorder
-        if recorder is not None:
-            recorder.upgrade_sent(conn_id, target, now)
-
-    def ws_events(self, conn_id: int, events: Sequence[WsEvent], now: float) -> None:
-        recorder = self._drive.recorder
-        if recorder is not None:
-            recorder.ws_events(conn_id, events, now)
-
-
-# -- the embedder's object -------------------------------------------------------------------------
-
-
-class ToolRun:
-    """The client tool calls of one pause, ready to run (``InvokeTools``): the core's tool-call
-    policy already answered what it could decide (duplicates, unknown tools, tools without a
-    function, invalid input, structured-output filings); each of ``invocations`` needs its
-    function called (``invocation.call()``, awaited when ``invocation.is_async``) and the
-    value or the exception reported with ``Connection.tool_finished``. ``io`` is the
-    embedder's slot."""
-
-    __slots__ = (
-        "_batch",
-        "_outcomes",
-        "_results",
-        "_waiting",
-        "calls",
-        "finished",
-        "invocations",
-        "io",
-        "sent",
-        "task",
-    )
-
-    def __init__(
-        self, task: Task, batch: ToolBatch, outcomes: list[ToolOutcome], invocations: Any
-    ) -> None:
-        self.task = task
-        self._batch = batch
-        #: Every call of the pause, as the model made it (the ones the core answered too).
-        self.calls: tuple[ToolCall, ...] = batch.calls
-        #: When the pause was handed out (the embedder's monotonic clock).
-        self.sent = batch.sent
-        self._outcomes = outcomes
-        self.invocations: tuple[ToolInvocation, ...] = tuple(invocations)
-        self._waiting = {invocation.tool_call_id for invocation in self.invocations}
-        #: The reported outcomes of ``invocations``, by tool call id.
-        self._results: dict[str, ToolOutcome] = {}
-        self.finished = False
-        self.io: Any = None
-
-    def __repr__(self) -> str:
-        return f"<ToolRun {[i.tool.name for i in self.invocations]}>"
-
-    @property
-    def pending(self) -> tuple[ToolInvocation, ...]:
-        """The invocations not reported yet."""
-        return tuple(i for i in self.invocations if i.tool_call_id in self._waiting)
 
 
 @attrs.frozen
@@ -1431,6 +617,11 @@ ConnectionCommand: TypeAlias = (
 )
 """What ``Connection.commands`` hands the embedder."""
 
+
+def _no_created_at() -> str:
+    return ""
+
+
 _GENERATE = "generate"
 _STREAM = "stream"
 _SEGMENT = "segment"
@@ -1442,6 +633,27 @@ _CLOSE = "close"
 _MACHINE = "machine"
 #: The tool runner of a ``_start_machine`` task: its pauses go to the embedder unplanned.
 _RAW_TOOLS: Final = "raw"
+
+
+class _RecorderTap:
+    """A session's ``WsObserver`` under a connection: the upgrades its stream readers sent and
+    the events their connections decoded go to the connection's recorder, when it has one (a
+    transcript records what the core saw, not a second reading of the bytes)."""
+
+    __slots__ = ("_connection",)
+
+    def __init__(self, connection: Connection) -> None:
+        self._connection = connection
+
+    def upgrade_sent(self, conn_id: int, target: str, now: float) -> None:
+        recorder = self._connection._recorder
+        if recorder is not None:
+            recorder.upgrade_sent(conn_id, target, now)
+
+    def ws_events(self, conn_id: int, events: Sequence[WsEvent], now: float) -> None:
+        recorder = self._connection._recorder
+        if recorder is not None:
+            recorder.ws_events(conn_id, events, now)
 
 
 class Task:
@@ -1488,6 +700,16 @@ class Task:
         connection = self._connection
         if not self._settled and connection is not None:
             connection._cancel(self, reason, now)
+
+    def effect_finished(
+        self, *, value: Any = None, error: BaseException | None = None, now: float
+    ) -> None:
+        """The effect a durable call's task left to the embedder (``machine.effect``, an
+        agent turn: ``coder_proto.durable.ProgramJob``) returned ``value`` or raised
+        ``error``. Does nothing once the task is done."""
+        connection = self._connection
+        if not self._settled and connection is not None:
+            connection._effect_finished(self, value, error, now)
 
     @property
     def kind(self) -> str:
@@ -1549,10 +771,10 @@ def _same(value: Any) -> Any:
 class ConnectionStats:
     """What a ``Connection`` holds now (``Connection.stats``), read when asked."""
 
-    __slots__ = ("_drive",)
+    __slots__ = ("_connection",)
 
-    def __init__(self, drive: Drive) -> None:
-        self._drive = drive
+    def __init__(self, connection: Connection) -> None:
+        self._connection = connection
 
     def __repr__(self) -> str:
         return (
@@ -1563,27 +785,27 @@ class ConnectionStats:
     @property
     def open_connections(self) -> int:
         """Sockets open or connecting."""
-        return self._drive.open_connections
+        return len(self._connection._conns)
 
     @property
     def background_jobs(self) -> int:
         """Background work not finished yet (a cancelled turn's interrupt of the server's run)."""
-        return self._drive.background_jobs
+        return self._connection._background
 
     @property
     def attached_sessions(self) -> int:
         """Sessions kept between their turns (one per open agent)."""
-        return self._drive.attached_sessions
+        return len(self._connection._sessions)
 
     @property
     def tasks(self) -> int:
         """Machines being driven, foreground and background."""
-        return len(self._drive.jobs)
+        return len(self._connection._jobs)
 
     @property
     def closed(self) -> bool:
         """``close`` was called: no new task starts."""
-        return self._drive.closed
+        return self._connection._closed
 
 
 class Connection:
@@ -1614,8 +836,8 @@ class Connection:
        - ``WriteSocket(conn, data)``: write the bytes; ``CloseSocket(conn)``: close it after
          what was written (nothing more is reported for it);
        - ``StartHttp(call)``: send ``call.method`` ``call.url`` with ``call.headers`` and
-         ``call.body``; report ``http_headers`` when the status line arrived (optional), then
-         ``http_finished`` with the answer or ``error=``; ``CancelHttp(call)``: abandon it
+         ``call.body``; report ``call.status_received`` when the status line arrived
+         (optional), then ``http_finished`` with the answer or ``error=``; ``CancelHttp(call)``: abandon it
          (``call.deadline`` is when its machine abandons it anyway, ``call.timed`` whether
          its machine's own deadline bounds it);
        - ``InvokeTools(run)``: call each invocation's function and report
@@ -1624,7 +846,7 @@ class Connection:
          store) and report ``store_finished``;
        - ``TaskMoved(task)``: wake whoever waits on ``task`` (parts, events, or done); a
          durable call's task (a ``ProgramJob``) may then wait on an agent turn
-         (``task.machine.effect``): run it and report ``effect_finished``;
+         (``task.machine.effect``): run it and report ``task.effect_finished``;
     2. arm one timer at ``next_deadline()`` and call ``tick`` when it fires.
 
     Every input takes ``now``, the embedder's monotonic clock in seconds. Inputs for a socket,
@@ -1652,20 +874,37 @@ class Connection:
             )
         elif on_event is not None or wall_clock is not None:
             raise CoderAgentError("pass either sink or on_event and wall_clock, not both")
-        self._drive = Drive(
-            base_url=base_url, token=token, sink=sink, recorder=recorder, created_at=created_at
-        )
+        self._base_url = base_url
+        self._sink = sink
+        self._recorder = recorder
+        self._created_at = created_at
+        self._recording = False
         self._token = token
+        #: Server text enters the core through the connection: it leaves it without the token.
+        self._redactor = Redactor(token)
         self._selector = selector if selector is not None else PrefixSelector()
-        self._out: list[ConnectionCommand] = []
         self._calls: ChatCalls | None = None
-        self._stats = ConnectionStats(self._drive)
+        self._stats = ConnectionStats(self)
+        self._http_ids = itertools.count(1)
+        #: Every job being driven except the standing sessions, oldest first.
+        self._jobs: dict[Job, None] = {}
+        self._background = 0
+        self._sessions: dict[int, Job] = {}
+        self._conns: dict[tuple[_Scope, int], Conn] = {}
+        self._out: list[ConnectionCommand] = []
+        #: The scopes the next settle visits (an input reached them, or a deadline fell due).
+        self._touched: dict[_Scope, None] = {}
+        #: The jobs with a task that a settle may have moved, for their ``TaskMoved``.
+        self._moved: list[Job] = []
+        #: ``(deadline, seq, job)``; an entry whose job now holds another deadline is stale.
+        self._heap: list[tuple[float, int, Job]] = []
+        self._heap_seq = itertools.count()
+        self._dirty = False
+        self._closed = False
 
     def __repr__(self) -> str:
-        drive = self._drive
         return (
-            f"<Connection {drive.base_url} connections={drive.open_connections} "
-            f"tasks={len(drive.jobs)}>"
+            f"<Connection {self._base_url} connections={len(self._conns)} tasks={len(self._jobs)}>"
         )
 
     # -- observation -------------------------------------------------------------------------
@@ -1673,11 +912,11 @@ class Connection:
     @property
     def recorder(self) -> Recorder | None:
         """Observes what crosses the wire (``coder_proto.transcript.Recorder``), or ``None``."""
-        return self._drive.recorder
+        return self._recorder
 
     @recorder.setter
     def recorder(self, recorder: Recorder | None) -> None:
-        self._drive.recorder = recorder
+        self._recorder = recorder
 
     @property
     def stats(self) -> ConnectionStats:
@@ -1690,7 +929,7 @@ class Connection:
         """The plain client operations (every ``CoderChatClient`` method): each returns a call
         for ``start_call``; ``calls.selector`` is the connection's chat-prefix state."""
         if self._calls is None:
-            self._calls = ChatCalls(self._selector, self._drive.base_url)
+            self._calls = ChatCalls(self._selector, self._base_url)
         return self._calls
 
     def commands(self) -> list[ConnectionCommand]:
@@ -1704,15 +943,21 @@ class Connection:
         earliest deadline of the background work alone (a cancelled turn's interrupt of the
         server's run): for an embedder that drives the background work on a thread of its
         own while no caller waits."""
-        if not background:
-            return self._drive.next_deadline()
-        due: float | None = None
-        for job in self._drive.jobs:
-            if job.background:
-                deadline = job.machine.next_deadline()
-                if deadline is not None and (due is None or deadline < due):
-                    due = deadline
-        return due
+        if background:
+            due: float | None = None
+            for job in self._jobs:
+                if job.background:
+                    deadline = job.machine.next_deadline()
+                    if deadline is not None and (due is None or deadline < due):
+                        due = deadline
+            return due
+        heap = self._heap
+        while heap:
+            deadline, _, job = heap[0]
+            if job.deadline == deadline:
+                return deadline
+            heapq.heappop(heap)
+        return None
 
     # -- starting work -----------------------------------------------------------------------
 
@@ -1725,10 +970,10 @@ class Connection:
         given = {name: settings.pop(name) for name in list(settings) if name in OPTION_NAMES}
         return AgentCore(
             resolve_options(options, given),
-            base_url=self._drive.base_url,
+            base_url=self._base_url,
             token=self._token,
             selector=self._selector,
-            sink=self._drive.sink,
+            sink=self._sink,
             **settings,
         )
 
@@ -1767,7 +1012,6 @@ class Connection:
             agent.end()
             raise
         self._run_turn(task, turn, now)
-        self._pump(now)
         self._check_done(task, now)
         return task
 
@@ -1780,7 +1024,6 @@ class Connection:
         task = Task(_CALL)
         task._finish = call.finish
         self._start_job(task, call.machine(now, data), now, session=call.session, tools=call.tools)
-        self._pump(now)
         self._check_done(task, now)
         return task
 
@@ -1791,13 +1034,12 @@ class Connection:
         task = Task(_WATCH)
         machine = WatchMachine(
             self._selector,
-            base_url=self._drive.base_url,
+            base_url=self._base_url,
             token=self._token,
             now=now,
             backoff=backoff,
         )
         self._start_job(task, machine, now)
-        self._pump(now)
         return task
 
     def start_durable(self, job: DurableJob | ProgramJob, *, now: float) -> Task:
@@ -1809,11 +1051,10 @@ class Connection:
         ``store``), and its tool pauses as ``InvokeTools`` planned with ``job.plan_tools``,
         answered like a turn's with ``tool_finished``. An effect a program leaves to the
         embedder (an agent turn, ``task.machine.effect``) is answered with
-        ``effect_finished``. The task's result is the machine's (the program's)."""
+        ``task.effect_finished``. The task's result is the machine's (the program's)."""
         self._check_open()
         task = Task(_DURABLE)
         self._start_job(task, job, now, tools=job.plan_tools)
-        self._pump(now)
         self._check_done(task, now)
         return task
 
@@ -1825,15 +1066,13 @@ class Connection:
         session once its work is done and its sockets are closed."""
         self._check_open()
         session = agent.session
-        drive = self._drive
         task = Task(_CLOSE)
         if archive:
             self._start_job(task, session.dispose(now=now), now, session=session)
         else:
-            drive.perform(session.close_retained_stream(now), session=session, now=now)
+            self._perform(session.close_retained_stream(now), session=session, now=now)
             task._settle(None)
-        drive.release_session(session)
-        self._pump(now)
+        self._release_session(session)
         self._check_done(task, now)
         return task
 
@@ -1847,52 +1086,84 @@ class Connection:
         self._check_open()
         task = Task(_MACHINE)
         self._start_job(task, machine, now, session=session, tools=_RAW_TOOLS)
-        self._pump(now)
         self._check_done(task, now)
         return task
 
     def _perform(self, actions: Iterable[Action], *, session: Session, now: float) -> None:
-        """Take on the actions a session method returned (the replay's ``reset_session``) in
-        that session's connection scope."""
-        self._drive.perform(actions, session=session, now=now)
-        self._pump(now)
+        """Take on the actions a session method returned (``reset_session``,
+        ``close_retained_stream``) in that session's connection scope."""
+        job = self._session_job(session)
+        self._touched[job.scope] = None
+        for action in actions:
+            self._act(job, action, now)
+        self._settle(now)
 
     def reset(self, agent: AgentCore, *, now: float) -> None:
         """Start a fresh chat on ``agent``'s next turn; a paused stream is closed."""
         session = agent.session
-        recorder = self._drive.recorder
+        recorder = self._recorder
         if recorder is not None:
             recorder.session_call("reset_session", now)
-        self._drive.perform(session.reset_session(now), session=session, now=now)
-        self._pump(now)
+        self._perform(session.reset_session(now), session=session, now=now)
 
     # -- inputs ------------------------------------------------------------------------------
 
     def socket_made(self, conn: Conn, *, now: float) -> None:
-        """``conn`` is connected (TLS included)."""
-        self._drive.socket_made(conn, now)
-        self._pump(now)
+        """``conn`` is connected (TLS included): the writes held meanwhile go out, then the
+        machine hears ``connection_made``."""
+        if conn.closed:
+            return
+        conn.connected = True
+        for data in conn.pending:
+            self._out.append(WriteSocket(conn, data))
+        conn.pending.clear()
+        self._touched[conn.scope] = None
+        conn.scope.target().connection_made(conn.conn_id, now)
+        self._settle(now)
 
     def socket_data(self, conn: Conn, data: bytes, *, now: float) -> None:
-        """Bytes read from ``conn``."""
-        self._drive.socket_data(conn, data, now)
-        self._pump(now)
+        """Bytes read from ``conn``. A session's stream socket hands them straight to the
+        reader of the stream that opened it (its D6 pause limits checked while it is paused),
+        then the session's running turn steps; any other socket's bytes go to its machine."""
+        if conn.closed:
+            return
+        scope = conn.scope
+        self._touched[scope] = None
+        route = conn.route
+        target = scope.target()
+        if route is None:
+            target.data_received(conn.conn_id, data, now)
+        else:
+            stream, reader, reader_conn = route
+            reader.data_received(reader_conn, data, now)
+            if stream.paused_at is not None:
+                stream.check_pause_limits(now)
+            if target is not scope.session:
+                target.resume(now)
+        self._settle(now)
 
     def socket_closed(
         self, conn: Conn, error: BaseException | str | None = None, *, now: float
     ) -> None:
         """``conn`` ended: the peer closed it (EOF), or with ``error`` connecting, TLS,
-        reading or writing failed."""
+        reading or writing failed (the message is scrubbed). The socket is finished; the
+        machine answers with ``CloseConnection``, which needs no command any more."""
+        if conn.closed:
+            return
+        self._forget(conn)
+        self._touched[conn.scope] = None
+        target = conn.scope.target()
+        recorder = self._recorder if conn.scope.session is not None else None
         if error is None:
-            self._drive.socket_lost(conn, now)
+            target.connection_lost(conn.conn_id, now)
+            if recorder is not None:
+                recorder.connection_lost(conn.conn_id, now)
         else:
-            self._drive.socket_failed(conn, error, now)
-        self._pump(now)
-
-    def http_headers(self, call: HttpCall, status: int, *, now: float) -> None:
-        """The status line of ``call`` arrived (optional: it times the response event)."""
-        self._drive.http_headers(call, status, now)
-        self._pump(now)
+            message = self._redactor.text(describe_error(error))
+            target.connection_failed(conn.conn_id, message, now)
+            if recorder is not None:
+                recorder.connection_failed(conn.conn_id, message, now)
+        self._settle(now)
 
     def http_finished(
         self,
@@ -1905,15 +1176,38 @@ class Connection:
         error: BaseException | str | None = None,
         now: float,
     ) -> None:
-        """``call`` was answered (``status``, ``headers``, ``reason`` and the whole ``body``),
-        or with ``error`` it got no complete response."""
-        if error is None:
-            self._drive.http_response(
-                call, status=status, headers=headers, body=body, reason=reason, now=now
-            )
-        else:
-            self._drive.http_failed(call, error, now)
-        self._pump(now)
+        """``call`` was answered (``status``, ``headers``, ``reason`` and the whole ``body``):
+        the machine hears ``response_received`` (header names lower-cased); or with ``error``
+        it got no complete response: the ``http:error`` event when no status line came, then
+        ``request_failed`` with the scrubbed message."""
+        if call.finished:
+            return
+        if error is not None:
+            self._http_failed(call, error, now)
+            return
+        call.status_received(status, now=now)
+        self._finish_call(call)
+        redactor = self._redactor
+        ok = 200 <= status <= 299
+        if redactor:
+            # An error answer is error text all through; a success keeps its content and
+            # loses the token from the error objects in it (docs/robustness.md).
+            body = redactor.json_data(body) if ok else redactor.data(body)
+            headers = redactor.headers(headers)
+            reason = redactor.text(reason)
+        answer = HttpResponse(
+            status=status,
+            body=body,
+            headers=tuple((k.lower(), v) for k, v in headers),
+            reason=reason,
+        )
+        job = call.job
+        if self._recorder is not None:
+            self._record_begin(job.scope.session, now)
+            self._recorder.rest_exchange(call.request, answer, sent=call.started, now=now)
+        self._touched[job.scope] = None
+        job.machine.response_received(call.request_id, answer, now)
+        self._settle(now)
 
     def tool_finished(
         self,
@@ -1929,8 +1223,8 @@ class Connection:
         raised ``error`` (the model gets it as an error result); ``outcome`` instead is the
         result the embedder made itself with ``invocation.succeeded`` / ``failed`` (after an
         observer's hook saw it). The run's calls go back to the model once every invocation
-        was reported, in the order of ``run.invocations``; a repeated or late report is
-        ignored."""
+        was reported, in the order of ``run.invocations`` (missing outcomes become error
+        results in the core, D5); a repeated or late report is ignored."""
         tool_call_id = invocation.tool_call_id
         if run.finished or tool_call_id not in run._waiting:
             return
@@ -1939,20 +1233,18 @@ class Connection:
         run._waiting.discard(tool_call_id)
         run._results[tool_call_id] = outcome
         if not run._waiting:
-            run.finished = True
             results = run._results
             outcomes = [*run._outcomes, *(results[i.tool_call_id] for i in run.invocations)]
-            self._drive.tools_done(run._batch, outcomes, now)
-            self._pump(now)
+            self._tools_done(run, outcomes, now)
 
     def _tools_answered(self, run: ToolRun, outcomes: Sequence[ToolOutcome], *, now: float) -> None:
         """The outcomes of a ``_start_machine`` task's pause, decided by the caller (a call
         without an outcome gets an error result; a run already finished or cancelled ignores
         them)."""
-        run.finished = True
+        if run.finished:
+            return
         run._waiting.clear()
-        self._drive.tools_done(run._batch, [*run._outcomes, *outcomes], now)
-        self._pump(now)
+        self._tools_done(run, [*run._outcomes, *outcomes], now)
 
     def store_finished(
         self,
@@ -1964,58 +1256,86 @@ class Connection:
     ) -> None:
         """The durable store call of an ``ApplyStore`` returned ``value`` (awaited when it was
         awaitable), or raised ``error`` (the job fails it as ``DurableStoreError``)."""
-        if error is None:
-            self._drive.store_returned(call, value, now)
-        else:
-            self._drive.store_raised(call, error, now)
-        self._pump(now)
-
-    def effect_finished(
-        self,
-        task: Task,
-        *,
-        value: Any = None,
-        error: BaseException | None = None,
-        now: float,
-    ) -> None:
-        """The effect a durable call's task left to the embedder (``task.machine.effect``, an
-        agent turn: ``coder_proto.durable.ProgramJob``) returned ``value`` or raised
-        ``error``. Ignored once the task is done."""
-        if task._settled:
+        if call.finished:
             return
+        call.finished = True
+        job = call.job
+        stores = job.stores
+        if stores is not None and stores.get(call.call_id) is call:
+            del stores[call.call_id]
+        self._touched[job.scope] = None
+        if error is None:
+            job.machine.store_result(call.call_id, value, now)
+        else:
+            job.machine.store_failed(call.call_id, error, now)
+        self._settle(now)
+
+    def _effect_finished(
+        self, task: Task, value: Any, error: BaseException | None, now: float
+    ) -> None:
         job = task._job
         assert job is not None  # a running task has its job
-        self._drive.effect_finished(job, value, error, now)
-        self._pump(now)
-        self._check_done(task, now)
+        job.machine.effect_finished(value, error, now)
+        self._touched[job.scope] = None
+        self._settle(now)
 
     def tick(self, *, now: float) -> None:
-        """The timer armed at ``next_deadline()`` fired."""
-        self._drive.tick(now)
-        self._pump(now)
+        """The timer armed at ``next_deadline()`` fired: every due machine is ticked."""
+        self._settle(now)
 
     def close(self, *, now: float | None = None) -> None:
         """Without ``now``: start no new task from now on (let the background work finish,
         then close again with ``now``). With ``now``: the end; every unfinished task is
         cancelled, each agent's paused stream closed cleanly, and every socket, request and
         tool run still open closed or cancelled. Idempotent."""
+        self._closed = True
         if now is None:
-            self._drive.close()
             return
-        self._drive.shutdown(now)
-        self._pump(now)
+        touched = self._touched
+        for job in list(self._jobs):
+            touched[job.scope] = None
+            if not job.machine.done:
+                job.machine.cancel(now, None)
+        for standing in list(self._sessions.values()):
+            touched[standing.scope] = None
+            for action in standing.machine.close_retained_stream(now):
+                self._act(standing, action, now)
+        self._settle(now)
+        for conn in list(self._conns.values()):
+            self._close_conn(conn)
+        for job in self._jobs:
+            self._release(job, now)
+            job.retired = True
+            job.deadline = None
+            job.scope.jobs.pop(job, None)
+        for standing in self._sessions.values():
+            standing.retired = True
+            standing.deadline = None
+        self._jobs.clear()
+        self._background = 0
+        self._sessions.clear()
+        self._heap.clear()
+        touched.clear()
 
-    # -- internals -----------------------------------------------------------------------------
+    # -- tasks ---------------------------------------------------------------------------------
 
     def _cancel(self, task: Task, reason: BaseException | None, now: float) -> None:
+        """Cancel ``task``'s machine (D22): ``reason`` is the caller's cancellation, or
+        ``None`` for a consumer teardown. Its cleanup actions become commands at once;
+        background work it starts is driven on."""
         job = task._job
         assert job is not None  # a task gets its connection with its job
-        self._drive.cancel(job, reason, now)
-        self._pump(now)
+        machine = job.machine
+        if not machine.done:
+            if self._recorder is not None and isinstance(machine, Turn):
+                self._recorder.cancelled(reason, now)
+            self._touched[job.scope] = None
+            machine.cancel(now, reason)
+            self._settle(now)
         self._check_done(task, now)
 
     def _check_open(self) -> None:
-        if self._drive.closed:
+        if self._closed:
             raise CoderAgentError("this connection is closed")
 
     def _run_turn(self, task: Task, turn: Turn, now: float) -> None:
@@ -2032,52 +1352,19 @@ class Connection:
         session: Session | None = None,
         tools: Any = None,
     ) -> None:
-        job = self._drive.start(machine, now=now, session=session, tools=tools)
+        """Start driving ``machine`` (already started by its constructor) for ``task``. With
+        ``session``, its connections are the session's and routed by the routing rule;
+        ``tools`` is the tool-call policy of its ``RunTools`` pauses."""
+        if self._closed:
+            raise CoderAgentError("this client is closed")
+        scope = self._session_job(session).scope if session is not None else None
+        if self._recorder is not None and session is not None:
+            self._record_start(machine, session, now)
+        job = self._add(Job(machine, scope or _Scope(machine=machine), tools=tools))
+        self._settle(now)
         job.owner = task
         task._job = job
         task._connection = self
-
-    def _pump(self, now: float) -> None:
-        """Turn the drive's commands into the embedder's: tool batches planned by the core's
-        tool-call policy (answered at once when nothing needs running), finished turns of a
-        ``generate`` advanced along the structured-output ladder, wake-ups per task."""
-        drive = self._drive
-        out = self._out
-        while True:
-            commands = drive.commands()
-            if not commands:
-                return
-            for command in commands:
-                if isinstance(command, Wake):
-                    task = command.job.owner
-                    if isinstance(task, Task) and task._job is command.job:
-                        self._check_done(task, now)
-                        out.append(TaskMoved(task))
-                elif isinstance(command, RunToolBatch):
-                    self._plan_tools(command.batch, now)
-                elif isinstance(command, CancelToolBatch):
-                    run = command.batch.io
-                    if isinstance(run, ToolRun) and not run.finished:
-                        run.finished = True
-                        out.append(CancelTools(run))
-                else:
-                    out.append(command)
-
-    def _plan_tools(self, batch: ToolBatch, now: float) -> None:
-        task = batch.job.owner
-        if batch.runner is _RAW_TOOLS:
-            run = ToolRun(task, batch, [], ())
-            batch.io = run
-            self._out.append(InvokeTools(run))
-            return
-        plan: ToolPlan = batch.runner(batch.calls)
-        outcomes = list(plan.outcomes)
-        if not plan.invocations:
-            self._drive.tools_done(batch, outcomes, now)
-            return
-        run = ToolRun(task, batch, outcomes, plan.invocations)
-        batch.io = run
-        self._out.append(InvokeTools(run))
 
     def _check_done(self, task: Task, now: float) -> None:
         """Settle ``task`` when its machine finished (a ``generate`` turn may start the
@@ -2117,3 +1404,395 @@ class Connection:
                 task._settle(error=exc)
         else:
             task._settle(value)
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _http_failed(self, call: HttpCall, error: BaseException | str, now: float) -> None:
+        message = self._redactor.text(describe_error(error))
+        # An answer the embedder refused (D30) fails the call with the library's own error.
+        verdict: str | CoderAgentError = error if isinstance(error, CoderProtocolError) else message
+        if call.observed and not call.answered:
+            self._http_error(call, message, now)
+        self._finish_call(call)
+        job = call.job
+        if self._recorder is not None:
+            self._record_begin(job.scope.session, now)
+            self._recorder.rest_exchange(
+                call.request, None, sent=call.started, now=now, error=message
+            )
+        self._touched[job.scope] = None
+        job.machine.request_failed(call.request_id, verdict, now)
+        self._settle(now)
+
+    def _tools_done(self, run: ToolRun, outcomes: list[ToolOutcome], now: float) -> None:
+        """Every call of ``run`` has its outcome: they go back to its machine."""
+        run.finished = True
+        job = run._job
+        if job.tool_run is run:
+            job.tool_run = None
+        self._touched[job.scope] = None
+        self._feed_tools(job, run.calls, outcomes, run.sent, now)
+        self._settle(now)
+
+    def _run_tools(self, job: Job, calls: tuple[ToolCall, ...], now: float) -> None:
+        """A ``RunTools`` pause: the job's tool-call policy answers what it can decide; the
+        calls that need their functions become an ``InvokeTools``."""
+        policy = job.tools
+        outcomes: list[ToolOutcome] = []
+        invocations: Sequence[ToolInvocation] = ()
+        if policy is not _RAW_TOOLS:
+            if policy is not None:
+                plan: ToolPlan = policy(calls)
+                outcomes = list(plan.outcomes)
+                invocations = plan.invocations
+            if not invocations:
+                # D5: every call still gets a result; the core reports the missing ones.
+                self._feed_tools(job, calls, outcomes, now, now)
+                self._dirty = True
+                return
+        run = ToolRun(job, calls, now, outcomes, invocations)
+        job.tool_run = run
+        self._out.append(InvokeTools(run))
+
+    def _start_store(self, job: Job, action: StoreCall, now: float) -> None:
+        runner = getattr(job.machine, "store", None)
+        if runner is None:
+            error = CoderAgentError("this machine was started without a durable store")
+            job.machine.store_failed(action.call_id, error, now)
+            self._dirty = True
+            return
+        call = StoreRequest(job, action.call_id, action.op, runner)
+        if job.stores is None:
+            job.stores = {}
+        job.stores[action.call_id] = call
+        self._out.append(ApplyStore(call))
+
+    def _session_job(self, session: Session) -> Job:
+        """The standing job of ``session``: the connection keeps driving it between turns
+        (its paused stream keeps reading, H.6)."""
+        job = self._sessions.get(id(session))
+        if job is None or job.machine is not session:
+            if job is not None:  # a session that was garbage-collected left its id behind
+                job.retired = True
+                job.deadline = None
+            scope = _Scope(session=session)
+            job = Job(session, scope, standing=True)
+            scope.standing = job
+            self._sessions[id(session)] = job
+            # What the session's stream readers see goes to this connection's recorder.
+            session.ws_observer = _RecorderTap(self)
+        job.scope.releasing = False
+        return job
+
+    def _release_session(self, session: Session) -> None:
+        """Stop keeping ``session`` (its agent is closed): it is forgotten as soon as its
+        turns, cleanup and background jobs are finished and its connections closed, at once
+        when they already are. Starting work on it again keeps it. The session was taken on
+        just before (its close or its dispose)."""
+        scope = self._session_job(session).scope
+        scope.releasing = True
+        self._drop_released(scope)
+
+    def _drop_released(self, scope: _Scope) -> None:
+        """Forget a released session whose scope has nothing left to drive."""
+        standing = scope.standing
+        if standing is None or scope.jobs:
+            return
+        if any(conn.scope is scope for conn in self._conns.values()):
+            return
+        key = id(standing.machine)
+        if self._sessions.get(key) is standing:
+            del self._sessions[key]
+        scope.releasing = False
+        scope.standing = None
+        standing.retired = True
+        standing.deadline = None
+
+    def _add(self, job: Job) -> Job:
+        """Drive ``job`` from now on; the next settle visits its scope."""
+        self._jobs[job] = None
+        job.scope.jobs[job] = None
+        if job.background:
+            self._background += 1
+        self._touched[job.scope] = None
+        return job
+
+    def _retire(self, job: Job) -> None:
+        del self._jobs[job]
+        job.scope.jobs.pop(job, None)
+        if job.background:
+            self._background -= 1
+        job.retired = True
+        job.deadline = None
+
+    def _settle(self, now: float) -> None:
+        """Take on every pending action and tick every due machine of the scopes that may
+        have moved (the ones inputs reached, the ones whose deadline fell due) until nothing
+        moves (at most ``MAX_ROUNDS`` rounds), then retire their finished jobs, file their
+        next deadlines and wake their tasks."""
+        touched = self._touched
+        heap = self._heap
+        while heap and heap[0][0] <= now:
+            deadline, _, job = heapq.heappop(heap)
+            if job.deadline == deadline:
+                # Filed again after the settle if it is still armed.
+                job.deadline = None
+                touched[job.scope] = None
+        for _ in range(MAX_ROUNDS):
+            self._dirty = False
+            busy = False
+            for scope in list(touched):
+                for job in scope.members():
+                    if not job.active():
+                        continue
+                    machine = job.machine
+                    for action in machine.actions():
+                        busy = True
+                        self._act(job, action, now)
+                    deadline = machine.next_deadline()
+                    if deadline is not None and deadline <= now:
+                        busy = True
+                        machine.tick(now)
+            if not busy and not self._dirty:
+                break
+        self._reap(now)
+        self._wake(now)
+
+    def _wake(self, now: float) -> None:
+        """A ``TaskMoved`` for each task whose machine a settle visited, its task settled
+        first when the machine finished (a ``generate`` turn may start the next turn of its
+        ladder instead, settling on its own)."""
+        while self._moved:
+            moved = self._moved
+            self._moved = []
+            for job in moved:
+                task = job.owner
+                if task is not None and task._job is job:
+                    self._check_done(task, now)
+                    self._out.append(TaskMoved(task))
+
+    def _reap(self, now: float) -> None:
+        moved = self._moved
+        touched = self._touched
+        for scope in touched:
+            for job in list(scope.jobs):
+                if job.owner is not None:
+                    moved.append(job)
+                if not job.machine.done:
+                    continue
+                if self._recorder is not None and isinstance(job.machine, Turn):
+                    machine = job.machine
+                    self._recorder.turn_finished(
+                        machine.error if machine.error is not None else machine.result(), now
+                    )
+                self._release(job, now)
+                self._retire(job)
+            if scope.releasing:
+                self._drop_released(scope)
+            for job in scope.members():
+                self._file_deadline(job)
+        touched.clear()
+
+    def _file_deadline(self, job: Job) -> None:
+        """Record ``job``'s next deadline in the heap (none while it is inactive)."""
+        deadline = job.machine.next_deadline() if job.active() else None
+        if deadline == job.deadline:
+            return
+        job.deadline = deadline
+        if deadline is None:
+            return
+        heap = self._heap
+        heapq.heappush(heap, (deadline, next(self._heap_seq), job))
+        if len(heap) > 64 + 4 * (len(self._jobs) + len(self._sessions)):
+            # Stale entries pile up when deadlines move often: rebuild from the live ones.
+            live = [*self._jobs, *self._sessions.values()]
+            self._heap = [
+                (j.deadline, next(self._heap_seq), j) for j in live if j.deadline is not None
+            ]
+            heapq.heapify(self._heap)
+
+    def _release(self, job: Job, now: float) -> None:
+        """Cancel what a finished (or abandoned) job still has in flight."""
+        for call in list(job.requests.values()):
+            self._cancel_call(call, now)
+        job.requests.clear()
+        run = job.tool_run
+        if run is not None:
+            run.finished = True
+            job.tool_run = None
+            self._out.append(CancelTools(run))
+        if job.stores:
+            for store in job.stores.values():
+                # Left to finish on its own (a store call is never cut halfway); ignored.
+                store.finished = True
+            job.stores.clear()
+
+    def _act(self, job: Job, action: Action, now: float) -> None:
+        if self._recorder is not None and job.scope.session is not None:
+            self._record_action(action, now)
+        if isinstance(action, SendData):
+            conn = self._conns.get((job.scope, action.conn_id))
+            if conn is not None and not conn.closed:
+                if conn.connected:
+                    self._out.append(WriteSocket(conn, action.data))
+                else:
+                    conn.pending.append(action.data)
+        elif isinstance(action, SendRequest):
+            self._start_call(job, action.request_id, action.request, now)
+        elif isinstance(action, CancelRequest):
+            call = job.requests.pop(action.request_id, None)
+            if call is not None:
+                self._cancel_call(call, now)
+        elif isinstance(action, OpenConnection):
+            conn = Conn(job.scope, action)
+            session = job.scope.session
+            if session is not None:
+                conn.route = session.route(action.conn_id)
+            self._conns[(job.scope, action.conn_id)] = conn
+            self._out.append(OpenSocket(conn))
+        elif isinstance(action, CloseConnection):
+            conn = self._conns.get((job.scope, action.conn_id))
+            if conn is not None:
+                self._close_conn(conn)
+        elif isinstance(action, RunTools):
+            self._run_tools(job, action.calls, now)
+        elif isinstance(action, StoreCall):
+            self._start_store(job, action, now)
+        elif isinstance(action, RunInBackground):
+            parent = job.scope
+            scope = parent if parent.session is not None else _Scope(machine=action.job)
+            self._add(Job(action.job, scope, background=True))
+            self._dirty = True
+        else:  # pragma: no cover - every action is handled above
+            raise CoderAgentError(f"unknown action {action!r}")
+
+    def _forget(self, conn: Conn) -> None:
+        conn.closed = True
+        key = (conn.scope, conn.conn_id)
+        if self._conns.get(key) is conn:
+            del self._conns[key]
+
+    def _close_conn(self, conn: Conn) -> None:
+        self._forget(conn)
+        conn.pending.clear()
+        self._out.append(CloseSocket(conn))
+
+    def _start_call(self, job: Job, request_id: int, request: HttpRequest, now: float) -> None:
+        sink = self._sink
+        observed = sink.enabled and emits_transport_events(request)
+        event_id = next(self._http_ids) if observed else 0
+        headers = list(request.headers)
+        if self._token:
+            headers.append((SESSION_TOKEN_HEADER, self._token))
+        call = HttpCall(
+            job,
+            request_id,
+            request,
+            url=self._base_url + request.path,
+            headers=headers,
+            sink=sink if observed else None,
+            event_id=event_id,
+            started=now,
+        )
+        job.requests[request_id] = call
+        if observed:
+            sink.emit(
+                HttpRequestEvent(
+                    id=event_id,
+                    op=request.op,
+                    method=request.method,
+                    path=request.path,
+                    timestamp=sink.now(),
+                )
+            )
+        self._out.append(StartHttp(call))
+
+    def _finish_call(self, call: HttpCall) -> None:
+        call.finished = True
+        requests = call.job.requests
+        if requests.get(call.request_id) is call:
+            del requests[call.request_id]
+
+    def _cancel_call(self, call: HttpCall, now: float) -> None:
+        """Abandon ``call``, still in flight (its job's registry held it until now)."""
+        if call.observed and not call.answered:
+            self._http_error(call, CANCELLED_MESSAGE, now)
+        self._finish_call(call)
+        if self._recorder is not None:
+            self._recorder.rest_exchange(call.request, None, sent=call.started, now=now)
+        self._out.append(CancelHttp(call))
+
+    def _http_error(self, call: HttpCall, message: str, now: float) -> None:
+        request = call.request
+        sink = self._sink
+        sink.emit(
+            HttpErrorEvent(
+                id=call.event_id,
+                op=request.op,
+                method=request.method,
+                path=request.path,
+                message=message,
+                duration=now - call.started,
+                timestamp=sink.now(),
+            )
+        )
+
+    def _feed_tools(
+        self,
+        job: Job,
+        calls: tuple[ToolCall, ...],
+        outcomes: list[ToolOutcome],
+        sent: float,
+        now: float,
+    ) -> None:
+        if self._recorder is not None:
+            self._recorder.tools_run(calls, outcomes, sent=sent, now=now)
+        job.machine.tool_results(outcomes, now)
+
+    # -- transcripts (docs/transcripts.md) -----------------------------------------------------
+
+    def _record_begin(self, session: Session | None, now: float) -> None:
+        recorder = self._recorder
+        if recorder is not None and not self._recording:
+            self._recording = True
+            config = session.config if session is not None else None
+            recorder.begin(
+                base_url=self._base_url, config=config, created_at=self._created_at(), now=now
+            )
+
+    def _record_start(self, machine: Any, session: Session, now: float) -> None:
+        recorder = self._recorder
+        assert recorder is not None
+        # A machine is started by its constructor, with the adapter's clock read then: its
+        # deadlines count from that time, so the transcript starts it then too (a replay
+        # arms them where the live run did).
+        started = machine.now if isinstance(machine, CoreMachine) else now
+        if started > now:
+            started = now
+        now = started
+        self._record_begin(session, now)
+        if isinstance(machine, Turn):
+            recorder.turn_started(
+                mode=machine.mode,
+                prompt=list(machine._messages),
+                now=now,
+                tools=machine.tools if machine.tools != session.config.tools else None,
+                warnings=machine.warnings,
+                single_segment=machine.single_segment,
+            )
+        elif isinstance(machine, SessionInterrupt):
+            recorder.session_call(
+                "interrupt", now, wait=machine._wait_for_settle, timeout=machine._timeout
+            )
+        elif isinstance(machine, SessionArchive):
+            recorder.session_call("archive", now)
+        elif isinstance(machine, SessionDispose):
+            recorder.session_call("dispose", now)
+
+    def _record_action(self, action: Action, now: float) -> None:
+        recorder = self._recorder
+        assert recorder is not None
+        if isinstance(action, OpenConnection):
+            recorder.connection_opened(action, now)
+        elif isinstance(action, CloseConnection):
+            recorder.connection_closed(action.conn_id, now)

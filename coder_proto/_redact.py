@@ -2,7 +2,7 @@
 
 The client never writes the token anywhere but its one request header. A server can still
 send it back: in an error body, a response header, a close reason, a stream ``error`` event.
-``Redactor`` replaces it with ``<redacted>`` where such text enters the core (the drive's
+``Redactor`` replaces it with ``<redacted>`` where such text enters the core (the connection's
 REST answers, a ``WebSocketClient``'s events), so that no error, log record, transport event,
 span or transcript built from it can hold it.
 

@@ -243,7 +243,7 @@ class Run(Generic[T]):
     def effect_finished(self, value: Any = None, error: BaseException | None = None) -> None:
         """Report what the effect a durable program left to the adapter returned (``value``)
         or raised (``error``): ``ProgramJob.effect``, answered with
-        ``Connection.effect_finished``."""
+        ``Task.effect_finished``."""
         self._driver._effect_finished(self._task, value, error)
 
     async def result(self) -> T:
@@ -557,7 +557,7 @@ class Driver:
     def _effect_finished(
         self, task: ConnectionTask, value: Any, error: BaseException | None
     ) -> None:
-        self._connection.effect_finished(task, value=value, error=error, now=time.monotonic())
+        task.effect_finished(value=value, error=error, now=time.monotonic())
         self._pump()
 
     def _task_done(self, task: Task) -> None:
@@ -619,7 +619,7 @@ class Driver:
                 )
                 response = await client.send(outgoing, stream=True)
                 try:
-                    connection.http_headers(call, response.status_code, now=time.monotonic())
+                    call.status_received(response.status_code, now=time.monotonic())
                     body = await _read_body(response, most)
                 finally:
                     # A body left unread (too large, too slow) closes the connection.

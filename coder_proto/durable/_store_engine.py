@@ -121,7 +121,7 @@ class DurableMachine(CoreMachine[T]):
 
 class DurableJob:
     """A durable machine as a job of the core's driving (``coder_proto.Connection``'s
-    ``start_durable``, or ``Drive.start``): its requests are ordinary requests (``StartHttp`` /
+    ``start_durable``): its requests are ordinary requests (``StartHttp`` /
     ``CancelHttp``), its tool runs ordinary tool runs, and its store calls ``ApplyStore``
     commands performed with ``store`` (the adapter's performer of a ``StoreOp``: a plain or a
     coroutine function; opaque here).

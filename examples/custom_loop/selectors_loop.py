@@ -19,7 +19,7 @@ How the core is driven (read ``SelectorsLoop`` from ``run`` down):
    durable job started with ``start_durable`` asks for one) by calling its store inline;
 2. every outcome goes back through the connection's input methods with
    ``now = time.monotonic()``: ``socket_made`` / ``socket_data`` / ``socket_closed``,
-   ``http_headers`` / ``http_finished``, ``tool_finished``, ``store_finished``;
+   ``call.status_received`` / ``http_finished``, ``tool_finished``, ``store_finished``;
 3. ``next_deadline()`` is the ``select`` timeout; once it passes the loop calls ``tick``.
 
 The loop decides nothing: which machine hears a socket's bytes, which tool calls to run
@@ -282,9 +282,7 @@ class HttpExchange:
     """One ``StartHttp``: its own connection, the request written with h11, the response
     parsed with h11 and reported to the connection (any status: the core classifies it)."""
 
-    def __init__(
-        self, loop: SelectorsLoop, call: HttpCall, tls_context: ssl.SSLContext
-    ) -> None:
+    def __init__(self, loop: SelectorsLoop, call: HttpCall, tls_context: ssl.SSLContext) -> None:
         self._loop = loop
         self.call = call
         self._h11 = h11.Connection(h11.CLIENT)
@@ -351,7 +349,7 @@ class HttpExchange:
                 return
             if isinstance(event, h11.Response):
                 self._response = event
-                connection.http_headers(self.call, event.status_code, now=_now())
+                self.call.status_received(event.status_code, now=_now())
             elif isinstance(event, h11.Data):
                 self._body += event.data
             elif isinstance(event, h11.EndOfMessage) and self._response is not None:

@@ -34,7 +34,6 @@ from coder_proto import (
     tool,
 )
 from coder_proto._actions import ToolOutcome
-from coder_proto._connection import Drive
 from coder_proto._errors import CoderAgentError
 from coder_proto._outputs import ToolCall
 from coder_proto._rest.prefix import PrefixSelector
@@ -167,14 +166,16 @@ def test_a_cancelled_durable_task_cancels_its_request_and_ignores_a_late_store_a
     with pytest.raises(CoderAgentError, match="cancelled"):
         task.result()
     # In flight: the request is cancelled like any other.
-    drive = Drive(base_url=BASE, token=None)
-    job = drive.start(DurableJob(Probe(), store=performer), now=0.0)
+    conn = Connection(base_url=BASE)
+    job = DurableJob(Probe(), store=performer)
+    task = conn.start_durable(job, now=0.0)
     for _ in range(2):
-        drive.store_returned(only(drive.commands(), ApplyStore).call, None, 0.0)
-    # The job has no tool runner: every call failed at once (D5), and the request went out.
-    request = only(drive.commands(), StartHttp).call
-    drive.cancel(job, None, 0.5)
-    assert drive.commands() == [CancelHttp(request)] and job.done
+        conn.store_finished(only(conn.commands(), ApplyStore).call, value=None, now=0.0)
+    # The job has no tools: its policy failed every call at once (D5), and the request went out.
+    request = only(conn.commands(), StartHttp).call
+    task.cancel(None, now=0.5)
+    assert [c for c in conn.commands() if not isinstance(c, TaskMoved)] == [CancelHttp(request)]
+    assert task.done and job.done
 
 
 def test_a_guard_that_refuses_stops_the_job_before_the_side_effect_d27() -> None:
@@ -207,12 +208,12 @@ def test_a_refused_request_is_never_sent_and_the_machine_ends_d27() -> None:
 
     lease = WorkflowLease(tenant="t", workflow_id="w", owner="me")
     lease.renewed(False, 1.0)  # taken over
-    drive = Drive(base_url=BASE, token=None)
+    conn = Connection(base_url=BASE)
     job = DurableJob(Requests(), guard=lease.guard)
-    drive.start(job, now=0.0)
-    assert not any(isinstance(c, StartHttp | CancelHttp) for c in drive.commands())
+    task = conn.start_durable(job, now=0.0)
+    assert not any(isinstance(c, StartHttp | CancelHttp) for c in conn.commands())
     with pytest.raises(WorkflowLeaseLostError):
-        job.result()
+        task.result()
     assert job.done
 
 
@@ -465,21 +466,21 @@ def test_the_archive_and_the_sweep_are_programs_of_one_durable_job() -> None:
 
 
 def test_tool_outcomes_reach_the_job_machine() -> None:
-    drive = Drive(base_url=BASE, token=None)
+    conn = Connection(base_url=BASE)
     machine = Probe()
-    job = DurableJob(machine, store=performer)
-    handle = drive.start(job, now=0.0, tools=performer)
+    job = DurableJob(machine, store=performer, tools={"lookup": lookup})
+    task = conn.start_durable(job, now=0.0)
     for _ in range(2):
-        call = only(drive.commands(), ApplyStore).call
-        drive.store_returned(call, None, 0.0)
-    batch = handle.tool_batch
-    assert batch is not None
-    drive.tools_done(batch, [ToolOutcome(tool_call_id="t1", output="ok")], 0.0)
-    request = only(drive.commands(), StartHttp).call
-    drive.http_failed(request, "refused", 0.1)
-    assert job.done
+        call = only(conn.commands(), ApplyStore).call
+        conn.store_finished(call, value=None, now=0.0)
+    run = only(conn.commands(), InvokeTools).run
+    outcome = ToolOutcome(tool_call_id="t1", output="ok")
+    conn.tool_finished(run, run.invocations[0], outcome=outcome, now=0.0)
+    request = only(conn.commands(), StartHttp).call
+    conn.http_finished(request, error="refused", now=0.1)
+    assert job.done and task.done
     with pytest.raises(CoderAgentError):
-        job.result()
+        task.result()
 
 
 # -- a whole durable call on a Connection driven by hand ------------------------------------------

@@ -657,3 +657,10 @@ def test_closing_an_agent_without_archiving_is_done_at_once_and_forgets_its_sess
     e.pump()
     assert conn.stats.attached_sessions == 0 and conn.stats.open_connections == 0
     assert e.bodies("archive_chat") == []
+
+
+def test_the_embedders_surface_is_twenty_members_at_most() -> None:
+    """Everything an embedder calls on a ``Connection`` fits on one page: what concerns one
+    handle goes through the handle (``task.cancel``, ``call.status_received``)."""
+    members = [name for name in dir(Connection) if not name.startswith("_")]
+    assert len(members) <= 20, members

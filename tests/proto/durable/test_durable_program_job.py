@@ -130,9 +130,9 @@ def test_a_program_runs_through_the_connections_commands() -> None:
     assert not task.done
     with pytest.raises(CoderAgentError, match="not finished"):
         job.result()
-    conn.effect_finished(task, value="report", now=104.0)
+    task.effect_finished(value="report", now=104.0)
     assert task.done and task.result() == "turn: report"
-    conn.effect_finished(task, value="late", now=105.0)  # ignored once done
+    task.effect_finished(value="late", now=105.0)  # ignored once done
 
 
 def test_a_machines_error_and_an_unknown_effect_are_thrown_into_the_program() -> None:

@@ -1,13 +1,14 @@
-"""The runtime-independent half of every driver (``coder_proto._connection.Drive``): the routing
-rule of ``tests/core_driver.py`` (state machines H.6), the connection, request, tool and
-background registries (D5, D22), the ``http:*`` transport events (wire 9, 11; D24), token
-scrubbing (docs/architecture.md rule 6), transcripts (``docs/transcripts.md``) and settling (only the scopes
-an input reached are visited; deadlines wait in a heap).
+"""How a ``Connection`` drives core machines, seen from its embedder: the routing rule of
+``tests/core_driver.py`` (state machines H.6), the connection, request, tool and background
+registries (D5, D22), the ``http:*`` transport events (wire 9, 11; D24), token scrubbing
+(docs/architecture.md rule 6), transcripts (``docs/transcripts.md``) and settling (only the
+scopes an input reached are visited; deadlines wait in a heap).
 
-Two kinds of machines are driven here. ``Probe`` is a machine that does what the test tells it
-and records every input, for the drive's mechanics. The real ``Session`` / ``Turn`` run
-against ``Adapter``, an in-memory adapter performing the drive's commands: REST answered by a
-D25 world (``tests.core_driver.CaseEnv``), sockets ending in wsproto server ends
+Two kinds of machines are driven here, each started as a plain call (``Call``) on the
+connection. ``Probe`` is a machine that does what the test tells it and records every input,
+for the connection's mechanics. The real ``Session`` / ``Turn`` run against ``Adapter``, an
+in-memory embedder performing the connection's commands: REST answered by a D25 world
+(``tests.core_driver.CaseEnv``), sockets ending in wsproto server ends
 (``tests.core_driver.FakeSocket``), a fake monotonic clock.
 """
 
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import collections
 import json
-import logging
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
@@ -23,13 +23,26 @@ from urllib.parse import quote
 import pytest
 
 from coder_proto import (
+    CancelHttp,
+    CancelTools,
+    CloseSocket,
     CoderAgentError,
     CoderNetworkError,
+    Conn,
+    Connection,
     HttpErrorEvent,
     HttpRequestEvent,
     HttpResponseEvent,
+    InvokeTools,
+    OpenSocket,
+    StartHttp,
+    Task,
+    TaskMoved,
     TextDelta,
     ToolCall,
+    ToolRun,
+    WriteSocket,
+    tool,
 )
 from coder_proto._actions import (
     CancelRequest,
@@ -43,29 +56,13 @@ from coder_proto._actions import (
 )
 from coder_proto._agent.session import Session
 from coder_proto._agent.session_state import SessionConfig
-from coder_proto._connection import (
-    MAX_ROUNDS,
-    CancelHttp,
-    CancelToolBatch,
-    CloseSocket,
-    Command,
-    Conn,
-    Drive,
-    Job,
-    OpenSocket,
-    RunToolBatch,
-    StartHttp,
-    ToolBatch,
-    Wake,
-    WriteSocket,
-    describe_error,
-    scrub_token,
-)
+from coder_proto._agent.tool_calls import ToolPlan, plan_tool_calls
+from coder_proto._connection import MAX_ROUNDS, ConnectionCommand, describe_error, scrub_token
 from coder_proto._constants import SESSION_TOKEN_HEADER
 from coder_proto._rest.http import HttpRequest, HttpResponse
 from coder_proto._rest.routes import build_get_chat
+from coder_proto._shells.client_calls import Call
 from coder_proto._stream.websocket import WsText
-from coder_proto._transport_events import TransportEventSink
 from coder_proto.transcript import TranscriptRecorder
 from tests.core_driver import (
     CaseEnv,
@@ -79,6 +76,7 @@ from tests.core_driver import (
     status,
     weather_tool,
 )
+from tests.machine_call import plan_every_call
 
 TOKEN = "tok-secret-4c1d"
 BASE = "https://coder.test"
@@ -197,6 +195,8 @@ class FakeSession:
         self.deadline: float | None = None
         self.inputs: list[tuple[Any, ...]] = []
         self.closing: list[Any] = []
+        #: What ``reset_session`` hands over (the connection takes it on in the session's scope).
+        self.resetting: list[Any] = []
         self.polls = 0
         #: Set by the drive: where its stream readers report what they decode.
         self.ws_observer: Any = None
@@ -220,6 +220,10 @@ class FakeSession:
     def route(self, conn_id: int) -> None:
         return None
 
+    def reset_session(self, now: float) -> list[Any]:
+        out, self.resetting = self.resetting, []
+        return out
+
     def connection_made(self, conn_id: int, now: float) -> None:
         self.inputs.append(("made", conn_id))
 
@@ -231,6 +235,17 @@ class FakeSession:
 
     def connection_failed(self, conn_id: int, message: str, now: float) -> None:
         self.inputs.append(("conn_failed", conn_id, message))
+
+
+class Agent:
+    """What ``Connection.reset`` and ``start_close`` need of an agent: its session."""
+
+    def __init__(self, session: FakeSession) -> None:
+        self.session = session
+
+
+def agent_of(session: FakeSession) -> Any:
+    return Agent(session)
 
 
 class Events:
@@ -246,38 +261,56 @@ class Events:
         return [e for e in self.events if type(e) is kind]
 
 
-def drive(*, sink: Any = None, recorder: Any = None, token: str | None = TOKEN) -> Drive:
-    return Drive(
+def drive(*, sink: Any = None, recorder: Any = None, token: str | None = TOKEN) -> Connection:
+    return Connection(
         base_url=BASE,
         token=token,
-        sink=TransportEventSink(sink, wall_clock=lambda: 1.5e9) if sink is not None else None,
+        on_event=sink,
+        wall_clock=lambda: 1.5e9,
         recorder=recorder,
         created_at=lambda: "2026-01-01T00:00:00+00:00",
     )
+
+
+def start(
+    d: Connection,
+    machine: Any,
+    *,
+    now: float = NOW,
+    session: Any = None,
+    tools: Callable[[tuple[ToolCall, ...]], ToolPlan] | None = None,
+) -> Task:
+    """Run ``machine`` as a plain call (``session``: sharing that session's connections;
+    ``tools``: the tool-call policy of its pauses)."""
+    call: Call[Any] = Call(machine=lambda _now, _data: machine, session=session, tools=tools)
+    return d.start_call(call, now=now)
 
 
 def get_chat(request_id: int = 1) -> SendRequest:
     return SendRequest(request_id=request_id, request=build_get_chat("chat-1"))
 
 
-def commands(d: Drive, kind: type | None = None) -> list[Any]:
+def commands(d: Connection, kind: type | None = None) -> list[Any]:
+    """The commands so far, of ``kind``, or all but the ``TaskMoved`` wake-ups."""
     out = d.commands()
-    return out if kind is None else [c for c in out if type(c) is kind]
+    if kind is None:
+        return [c for c in out if type(c) is not TaskMoved]
+    return [c for c in out if type(c) is kind]
 
 
-def only(d: Drive, kind: type) -> Any:
+def only(d: Connection, kind: type) -> Any:
     (command,) = commands(d, kind)
     return command
 
 
-def wake(d: Drive, probe: Probe, *actions: Any, finish: bool = False) -> float:
+def wake(d: Connection, probe: Probe, *actions: Any, finish: bool = False) -> float:
     """``probe`` (with a heartbeat) produces ``actions`` (and finishes) at its next tick,
-    which the drive is told about; returns the time of that tick."""
+    which the connection is told about; returns the time of that tick."""
     probe.scheduled.extend(actions)
     probe.finish_at_tick = finish
     at = probe.deadline
     assert at is not None
-    d.tick(at)
+    d.tick(now=at)
     return at
 
 
@@ -294,7 +327,6 @@ def test_scrub_token_redacts_every_occurrence_design_rule_6() -> None:
     assert scrub_token(f"a {TOKEN} b {TOKEN}", TOKEN) == "a <redacted> b <redacted>"
     assert scrub_token("nothing secret", TOKEN) == "nothing secret"
     assert scrub_token(f"no token set {TOKEN}", None) == f"no token set {TOKEN}"
-    assert drive().scrub(f"x{TOKEN}y") == "x<redacted>y"
 
 
 def test_scrub_token_leaves_words_alone_when_the_token_is_short() -> None:
@@ -318,21 +350,25 @@ def test_scrub_token_leaves_words_alone_when_the_token_is_short() -> None:
 def test_start_takes_the_machines_first_actions_at_once() -> None:
     d = drive()
     probe = Probe(get_chat())
-    job = d.start(probe, now=NOW)
-    assert isinstance(job, Job) and job.machine is probe and d.jobs == (job,)
-    start = only(d, StartHttp)
-    assert start.call.job is job and start.call.request_id == 1
-    assert "Probe" in repr(job) and "jobs=1" in repr(d)
+    task = start(d, probe, now=NOW)
+    assert task.machine is probe and d.stats.tasks == 1 and not task.done
+    request = only(d, StartHttp)
+    assert request.call.task is task and request.call.request_id == 1
+    assert "tasks=1" in repr(d) and repr(request.call.job) == "<Job <Probe>>"
+    assert repr(task) == "<Task call running>" and task.take_events() == []
+    finished = Probe()
+    finished.finish()
+    assert repr(start(d, finished)) == "<Task call done>"  # settled as it starts
 
 
-def test_a_closed_drive_refuses_new_machines() -> None:
+def test_a_closed_connection_refuses_new_machines() -> None:
     d = drive()
-    assert not d.closed
+    assert not d.stats.closed
     d.close()
     d.close()
-    assert d.closed
+    assert d.stats.closed
     with pytest.raises(CoderAgentError, match="closed"):
-        d.start(Probe(), now=NOW)
+        start(d, Probe(), now=NOW)
 
 
 # -- REST: the request on the wire and its events (wire 11, D24) -------------------------------------
@@ -340,7 +376,7 @@ def test_a_closed_drive_refuses_new_machines() -> None:
 
 def test_a_request_goes_out_with_the_base_url_and_the_session_token() -> None:
     d = drive()
-    d.start(Probe(get_chat()), now=NOW)
+    start(d, Probe(get_chat()), now=NOW)
     call = only(d, StartHttp).call
     assert (call.method, call.url, call.body) == ("GET", f"{BASE}/api/v2/chats/chat-1", None)
     assert (SESSION_TOKEN_HEADER, TOKEN) in call.headers
@@ -350,7 +386,7 @@ def test_a_request_goes_out_with_the_base_url_and_the_session_token() -> None:
 
 def test_without_a_token_no_token_header_is_sent() -> None:
     d = drive(token=None)
-    d.start(Probe(get_chat()), now=NOW)
+    start(d, Probe(get_chat()), now=NOW)
     call = only(d, StartHttp).call
     assert all(name != SESSION_TOKEN_HEADER for name, _ in call.headers)
 
@@ -359,18 +395,18 @@ def test_http_request_then_http_response_with_per_client_ids_and_durations_wire_
     events = Events()
     d = drive(sink=events)
     probe = Probe(get_chat(1), get_chat(2))
-    d.start(probe, now=NOW)
+    start(d, probe, now=NOW)
     first, second = (c.call for c in commands(d, StartHttp))
     assert [(e.id, e.op, e.method, e.path, e.timestamp) for e in events.of(HttpRequestEvent)] == [
         (1, "get_chat", "GET", "/api/v2/chats/chat-1", 1.5e9),
         (2, "get_chat", "GET", "/api/v2/chats/chat-1", 1.5e9),
     ]
-    d.http_headers(first, 200, NOW + 0.25)
-    d.http_headers(first, 200, NOW + 0.5)  # reported once
+    first.status_received(200, now=NOW + 0.25)
+    first.status_received(200, now=NOW + 0.5)  # reported once
     (response,) = events.of(HttpResponseEvent)
     assert (response.id, response.status, response.ok, response.duration) == (1, 200, True, 0.25)
     assert probe.kinds() == []  # the body is not there yet
-    d.http_response(
+    d.http_finished(
         first,
         status=200,
         headers=[("Content-Type", "application/json")],
@@ -388,7 +424,7 @@ def test_http_request_then_http_response_with_per_client_ids_and_durations_wire_
     )
     assert answer.headers == (("content-type", "application/json"),)
     # A response without a separate status line still gets its http:response event.
-    d.http_response(second, status=404, headers=(), body=b"", now=NOW + 1.0)
+    d.http_finished(second, status=404, headers=(), body=b"", now=NOW + 1.0)
     assert [(e.id, e.status, e.ok, e.duration) for e in events.of(HttpResponseEvent)] == [
         (1, 200, True, 0.25),
         (2, 404, False, 1.0),
@@ -402,8 +438,8 @@ def test_http_request_then_http_response_with_per_client_ids_and_durations_wire_
 def test_ok_is_a_2xx_status_wire_11(status_code: int, ok: bool) -> None:
     events = Events()
     d = drive(sink=events)
-    d.start(Probe(get_chat()), now=NOW)
-    d.http_headers(only(d, StartHttp).call, status_code, NOW)
+    start(d, Probe(get_chat()), now=NOW)
+    only(d, StartHttp).call.status_received(status_code, now=NOW)
     assert events.of(HttpResponseEvent)[0].ok is ok
 
 
@@ -411,9 +447,9 @@ def test_a_failure_before_any_status_is_an_http_error_with_the_token_scrubbed() 
     events = Events()
     d = drive(sink=events)
     probe = Probe(get_chat())
-    d.start(probe, now=NOW)
+    start(d, probe, now=NOW)
     call = only(d, StartHttp).call
-    d.http_failed(call, ConnectionRefusedError(f"refused for {TOKEN}"), NOW + 2.0)
+    d.http_finished(call, error=ConnectionRefusedError(f"refused for {TOKEN}"), now=NOW + 2.0)
     (error,) = events.of(HttpErrorEvent)
     assert (error.id, error.op, error.duration) == (1, "get_chat", 2.0)
     assert error.message == "ConnectionRefusedError: refused for <redacted>"
@@ -425,10 +461,10 @@ def test_an_error_answer_echoing_the_token_reaches_the_machine_and_transcript_wi
     lines: list[str] = []
     d = drive(recorder=TranscriptRecorder(lines.append))
     probe = Probe(get_chat())
-    d.start(probe, now=NOW)
+    start(d, probe, now=NOW)
     call = only(d, StartHttp).call
     body = json.dumps({"message": f"bad {TOKEN}", "detail": quote(TOKEN, safe="")}).encode()
-    d.http_response(
+    d.http_finished(
         call,
         status=401,
         headers=[("X-Echo", TOKEN), ("Content-Type", "application/json")],
@@ -445,10 +481,10 @@ def test_an_error_answer_echoing_the_token_reaches_the_machine_and_transcript_wi
 def test_a_success_keeps_its_content_and_loses_the_token_from_its_error_objects() -> None:
     d = drive()
     probe = Probe(get_chat())
-    d.start(probe, now=NOW)
+    start(d, probe, now=NOW)
     call = only(d, StartHttp).call
     chat = {"id": "chat-1", "title": f"about {TOKEN}", "last_error": {"message": f"x {TOKEN}"}}
-    d.http_response(call, status=200, headers=(), body=json.dumps(chat).encode(), now=NOW)
+    d.http_finished(call, status=200, headers=(), body=json.dumps(chat).encode(), now=NOW)
     answer = probe.inputs[-1][2]
     assert answer.json() == {**chat, "last_error": {"message": "x <redacted>"}}
 
@@ -456,9 +492,9 @@ def test_a_success_keeps_its_content_and_loses_the_token_from_its_error_objects(
 def test_without_a_token_an_answer_is_passed_on_as_it_came() -> None:
     d = drive(token=None)
     probe = Probe(get_chat())
-    d.start(probe, now=NOW)
+    start(d, probe, now=NOW)
     call = only(d, StartHttp).call
-    d.http_response(call, status=401, headers=(), body=TOKEN.encode(), now=NOW)
+    d.http_finished(call, status=401, headers=(), body=TOKEN.encode(), now=NOW)
     assert probe.inputs[-1][2].body == TOKEN.encode()
 
 
@@ -466,10 +502,10 @@ def test_a_failure_after_the_status_line_is_no_http_error_but_still_a_failure() 
     events = Events()
     d = drive(sink=events)
     probe = Probe(get_chat())
-    d.start(probe, now=NOW)
+    start(d, probe, now=NOW)
     call = only(d, StartHttp).call
-    d.http_headers(call, 200, NOW)
-    d.http_failed(call, "body cut short", NOW)
+    call.status_received(200, now=NOW)
+    d.http_finished(call, error="body cut short", now=NOW)
     assert events.of(HttpErrorEvent) == []
     assert probe.inputs[-1][:3] == ("failed", 1, "body cut short")
 
@@ -478,9 +514,9 @@ def test_workspace_helper_requests_emit_no_http_events_wire_9() -> None:
     events = Events()
     d = drive(sink=events)
     helper = HttpRequest(op="get_workspace", method="GET", path="/api/v2/workspaces/w")
-    d.start(Probe(SendRequest(request_id=1, request=helper), get_chat(2)), now=NOW)
+    start(d, Probe(SendRequest(request_id=1, request=helper), get_chat(2)), now=NOW)
     unobserved, observed = (c.call for c in commands(d, StartHttp))
-    d.http_failed(unobserved, "down", NOW)
+    d.http_finished(unobserved, error="down", now=NOW)
     assert unobserved.observed is False and observed.observed is True
     # Ids count the observed requests only: the first observed one is 1.
     assert [(type(e), e.id) for e in events.events] == [(HttpRequestEvent, 1)]
@@ -488,10 +524,10 @@ def test_workspace_helper_requests_emit_no_http_events_wire_9() -> None:
 
 def test_without_a_callback_nothing_is_emitted_and_no_id_is_used() -> None:
     d = drive()
-    d.start(Probe(get_chat()), now=NOW)
+    start(d, Probe(get_chat()), now=NOW)
     call = only(d, StartHttp).call
     assert (call.observed, call.event_id) == (False, 0)
-    d.http_headers(call, 500, NOW)
+    call.status_received(500, now=NOW)
     assert call.answered
 
 
@@ -499,15 +535,15 @@ def test_a_cancelled_request_reports_request_cancelled_and_its_late_answer_is_dr
     events = Events()
     d = drive(sink=events)
     probe = Probe(get_chat(), heartbeat=1.0)
-    d.start(probe, now=NOW)
+    start(d, probe, now=NOW)
     call = only(d, StartHttp).call
     wake(d, probe, CancelRequest(request_id=1))
     assert only(d, CancelHttp).call is call
     (error,) = events.of(HttpErrorEvent)
     assert (error.message, error.duration) == ("request cancelled", 1.0)
-    d.http_headers(call, 200, NOW + 1.5)
-    d.http_response(call, status=200, headers=(), body=b"{}", now=NOW + 1.5)
-    d.http_failed(call, "late", NOW + 1.5)
+    call.status_received(200, now=NOW + 1.5)
+    d.http_finished(call, status=200, headers=(), body=b"{}", now=NOW + 1.5)
+    d.http_finished(call, error="late", now=NOW + 1.5)
     assert probe.kinds() == []
     assert events.of(HttpResponseEvent) == []
     # Cancelling an unknown or finished request does nothing.
@@ -519,9 +555,9 @@ def test_a_request_cancelled_after_its_status_line_emits_no_http_error() -> None
     events = Events()
     d = drive(sink=events)
     probe = Probe(get_chat(), heartbeat=1.0)
-    d.start(probe, now=NOW)
+    start(d, probe, now=NOW)
     call = only(d, StartHttp).call
-    d.http_headers(call, 200, NOW)
+    call.status_received(200, now=NOW)
     wake(d, probe, CancelRequest(request_id=1))
     assert only(d, CancelHttp).call is call
     assert events.of(HttpErrorEvent) == []
@@ -531,7 +567,7 @@ def test_a_finished_machines_requests_are_cancelled() -> None:
     events = Events()
     d = drive(sink=events)
     probe = Probe(get_chat(1), get_chat(2))
-    d.start(probe, now=NOW)
+    start(d, probe, now=NOW)
     first, second = (c.call for c in commands(d, StartHttp))
 
     def finish_on_answer(p: Probe, record: tuple[Any, ...]) -> None:
@@ -539,9 +575,9 @@ def test_a_finished_machines_requests_are_cancelled() -> None:
             p.finish()
 
     probe.react = finish_on_answer
-    d.http_response(first, status=200, headers=(), body=b"", now=NOW)
+    d.http_finished(first, status=200, headers=(), body=b"", now=NOW)
     assert [c.call for c in commands(d, CancelHttp)] == [second]
-    assert d.jobs == ()
+    assert d.stats.tasks == 0
     assert [e.message for e in events.of(HttpErrorEvent)] == ["request cancelled"]
 
 
@@ -556,14 +592,14 @@ def open_conn(conn_id: int = 1, *, tls: bool = True, name: str | None = None) ->
 
 def test_an_opened_connection_is_an_open_socket_command_with_its_tls_name() -> None:
     d = drive()
-    d.start(Probe(open_conn(1), open_conn(2, tls=False), open_conn(3, name="other.test")), now=NOW)
+    start(d, Probe(open_conn(1), open_conn(2, tls=False), open_conn(3, name="other.test")), now=NOW)
     conns = [c.conn for c in commands(d, OpenSocket)]
     assert [(c.conn_id, c.host, c.port, c.tls, c.server_hostname) for c in conns] == [
         (1, "coder.test", 443, True, "coder.test"),
         (2, "coder.test", 443, False, None),
         (3, "coder.test", 443, True, "other.test"),
     ]
-    assert d.open_connections == 3
+    assert d.stats.open_connections == 3
     assert repr(conns[0]) == "<Conn 1 coder.test:443 connecting>"
 
 
@@ -575,9 +611,9 @@ def test_writes_before_the_connect_are_held_and_released_in_order() -> None:
         SendData(conn_id=1, data=b"x"),
         heartbeat=1.0,
     )
-    d.start(probe, now=NOW)
+    start(d, probe, now=NOW)
     conn = only(d, OpenSocket).conn
-    d.socket_made(conn, NOW)
+    d.socket_made(conn, now=NOW)
     writes = commands(d)
     assert [type(c) for c in writes] == [WriteSocket, WriteSocket]
     assert [c.data for c in writes] == [b"upgrade", b"x"]
@@ -591,51 +627,51 @@ def test_writes_before_the_connect_are_held_and_released_in_order() -> None:
 def test_socket_inputs_reach_the_machine_and_end_the_socket() -> None:
     d = drive()
     probe = Probe(open_conn(1), open_conn(2))
-    d.start(probe, now=NOW)
+    start(d, probe, now=NOW)
     one, two = (c.conn for c in commands(d, OpenSocket))
-    d.socket_made(one, NOW)
-    d.socket_data(one, b"frame", NOW)
-    d.socket_lost(one, NOW)
-    d.socket_failed(two, OSError(f"tls failure near {TOKEN}"), NOW)
+    d.socket_made(one, now=NOW)
+    d.socket_data(one, b"frame", now=NOW)
+    d.socket_closed(one, now=NOW)
+    d.socket_closed(two, OSError(f"tls failure near {TOKEN}"), now=NOW)
     assert probe.inputs == [
         ("made", 1, NOW),
         ("data", 1, b"frame", NOW),
         ("lost", 1, NOW),
         ("conn_failed", 2, "OSError: tls failure near <redacted>", NOW),
     ]
-    assert d.open_connections == 0 and repr(one).endswith("closed>")
+    assert d.stats.open_connections == 0 and repr(one).endswith("closed>")
     # Nothing more is reported for a finished socket.
     for conn in (one, two):
-        d.socket_made(conn, NOW)
-        d.socket_data(conn, b"late", NOW)
-        d.socket_lost(conn, NOW)
-        d.socket_failed(conn, "late", NOW)
+        d.socket_made(conn, now=NOW)
+        d.socket_data(conn, b"late", now=NOW)
+        d.socket_closed(conn, now=NOW)
+        d.socket_closed(conn, "late", now=NOW)
     assert len(probe.inputs) == 4
 
 
 def test_close_connection_closes_the_socket_and_drops_held_writes() -> None:
     d = drive()
     probe = Probe(open_conn(), SendData(conn_id=1, data=b"held"), heartbeat=1.0)
-    d.start(probe, now=NOW)
+    start(d, probe, now=NOW)
     conn = only(d, OpenSocket).conn
     wake(d, probe, CloseConnection(conn_id=1), CloseConnection(conn_id=7))
     assert only(d, CloseSocket).conn is conn
-    assert conn.pending == [] and d.open_connections == 0
-    d.socket_made(conn, NOW)  # a connect that completed anyway
+    assert conn.pending == [] and d.stats.open_connections == 0
+    d.socket_made(conn, now=NOW)  # a connect that completed anyway
     assert commands(d) == [] and probe.kinds() == []
 
 
 def test_a_reused_connection_id_does_not_unregister_its_successor() -> None:
     d = drive()
     probe = Probe(open_conn(1), heartbeat=1.0)
-    d.start(probe, now=NOW)
+    start(d, probe, now=NOW)
     old = only(d, OpenSocket).conn
     at = wake(d, probe, open_conn(1))  # the id is reused before the old socket ended
     new = only(d, OpenSocket).conn
-    d.socket_lost(old, at)
-    assert d.open_connections == 1
+    d.socket_closed(old, now=at)
+    assert d.stats.open_connections == 1
     probe.emit(SendData(conn_id=1, data=b"to the new one"))
-    d.socket_made(new, at)
+    d.socket_made(new, now=at)
     assert [c.conn for c in commands(d, WriteSocket)] == [new]
 
 
@@ -645,10 +681,10 @@ def test_a_reused_connection_id_does_not_unregister_its_successor() -> None:
 def test_a_standalone_machine_hears_its_own_connections_only() -> None:
     d = drive()
     first, second = Probe(open_conn(1)), Probe(open_conn(1))
-    d.start(first, now=NOW)
-    d.start(second, now=NOW)
+    start(d, first, now=NOW)
+    start(d, second, now=NOW)
     _conn_a, conn_b = (c.conn for c in commands(d, OpenSocket))
-    d.socket_data(conn_b, b"for the second", NOW)
+    d.socket_data(conn_b, b"for the second", now=NOW)
     assert first.inputs == [] and second.inputs == [("data", 1, b"for the second", NOW)]
 
 
@@ -657,14 +693,16 @@ def test_session_connections_go_to_the_running_turn_then_to_the_session_h6() -> 
     session = FakeSession()
     turn = Probe(open_conn(1))
     session.in_flight = turn
-    d.start(turn, session=session, now=NOW)  # type: ignore[arg-type]
+    task = start(d, turn, session=session, now=NOW)
     conn = only(d, OpenSocket).conn
+    assert conn.task is task  # the running turn hears the socket
     turn.react = lambda p, r: p.finish() if r[2] == b"last" else None
-    d.socket_data(conn, b"while running", NOW)
-    d.socket_data(conn, b"last", NOW)
+    d.socket_data(conn, b"while running", now=NOW)
+    d.socket_data(conn, b"last", now=NOW)
     assert session.inputs == [] and turn.done
-    d.socket_data(conn, b"paused stream", NOW)
-    d.socket_lost(conn, NOW)
+    assert conn.task is None  # between turns the session hears it, for no task
+    d.socket_data(conn, b"paused stream", now=NOW)
+    d.socket_closed(conn, now=NOW)
     assert session.inputs == [("data", 1, b"paused stream"), ("lost", 1)]
     assert turn.inputs == [("data", 1, b"while running", NOW), ("data", 1, b"last", NOW)]
 
@@ -673,11 +711,11 @@ def test_machines_started_with_the_same_session_share_its_connections() -> None:
     d = drive()
     session = FakeSession()
     opener = Probe(open_conn(1))
-    d.start(opener, session=session, now=NOW)  # type: ignore[arg-type]
+    start(d, opener, session=session, now=NOW)
     conn = only(d, OpenSocket).conn
-    d.socket_made(conn, NOW)
+    d.socket_made(conn, now=NOW)
     writer = Probe(SendData(conn_id=1, data=b"same socket"))
-    d.start(writer, session=session, now=NOW)  # type: ignore[arg-type]
+    start(d, writer, session=session, now=NOW)
     assert only(d, WriteSocket).conn is conn
 
 
@@ -685,81 +723,93 @@ def test_the_standing_session_is_driven_only_while_no_turn_runs() -> None:
     d = drive()
     session = FakeSession()
     session.deadline = NOW + 5.0
-    job = d.attach_session(session)  # type: ignore[arg-type]
-    assert job.standing and job.session is session  # type: ignore[comparison-overlap]
-    assert d.attach_session(session) is job  # type: ignore[arg-type]
+    first = Probe()
+    first.finish()
+    start(d, first, session=session)  # the session stays driven after its machine ended
+    assert d.stats.attached_sessions == 1 and d.stats.tasks == 0
     assert d.next_deadline() == NOW + 5.0
     turn = Probe(deadline=NOW + 9.0)
     session.in_flight = turn
-    d.start(turn, session=session, now=NOW)  # type: ignore[arg-type]
+    start(d, turn, session=session)
+    assert d.stats.attached_sessions == 1
     assert d.next_deadline() == NOW + 9.0  # the turn drives the session meanwhile
     polls = session.polls
-    d.tick(NOW + 6.0)
+    d.tick(now=NOW + 6.0)
     assert session.polls == polls and session.inputs == []
     turn.react = lambda p, r: p.finish()
-    d.tick(NOW + 9.0)
+    d.tick(now=NOW + 9.0)
     assert session.inputs == [("tick", NOW + 9.0)]
     assert d.next_deadline() is None
 
 
-def test_perform_takes_a_session_methods_actions_in_its_scope() -> None:
+def test_a_session_methods_actions_are_taken_on_in_its_scope() -> None:
     d = drive()
     session = FakeSession()
-    d.perform([open_conn(4)], session=session, now=NOW)  # type: ignore[arg-type]
+    session.resetting.append(open_conn(4))
+    d.reset(agent_of(session), now=NOW)
     conn = only(d, OpenSocket).conn
-    d.socket_data(conn, b"hello", NOW)
+    d.socket_data(conn, b"hello", now=NOW)
     assert session.inputs == [("data", 4, b"hello")]
-    d.perform([CloseConnection(conn_id=4)], session=session, now=NOW)  # type: ignore[arg-type]
+    session.resetting.append(CloseConnection(conn_id=4))
+    d.reset(agent_of(session), now=NOW)
     assert only(d, CloseSocket).conn is conn
 
 
-def test_attach_session_drives_its_pending_actions_at_the_next_settle() -> None:
+def test_a_session_is_visited_at_once_when_it_is_taken_on() -> None:
     d = drive()
     session = FakeSession()
     session.outbox.append(open_conn(2))
-    d.attach_session(session)  # type: ignore[arg-type]
-    assert commands(d) == []
-    d.tick(NOW)
+    d.reset(agent_of(session), now=NOW)
     assert only(d, OpenSocket).conn.conn_id == 2
 
 
 def test_a_session_whose_id_was_reused_gets_a_fresh_standing_job() -> None:
     d = drive()
     gone, new = FakeSession(), FakeSession()
-    old = d.attach_session(gone)  # type: ignore[arg-type]
+    d.reset(agent_of(gone), now=NOW)
+    old = d._sessions[id(gone)]
     # What a garbage-collected session leaves behind: its id now names another object.
     d._sessions[id(new)] = d._sessions.pop(id(gone))
-    job = d.attach_session(new)  # type: ignore[arg-type]
-    assert job is not old and job.machine is new and old.retired
+    new.resetting.append(open_conn(3))
+    d.reset(agent_of(new), now=NOW)
+    conn = only(d, OpenSocket).conn
+    d.socket_data(conn, b"to the new one", now=NOW)
+    assert new.inputs == [("data", 3, b"to the new one")] and gone.inputs == []
+    assert old.retired and d.stats.attached_sessions == 1
 
 
-def test_a_released_session_is_forgotten_once_its_work_and_connections_are_done() -> None:
+def test_a_closed_agents_session_is_forgotten_once_its_work_and_connections_are_done() -> None:
     d = drive()
     idle = FakeSession()
-    d.attach_session(idle)  # type: ignore[arg-type]
-    d.release_session(idle)  # type: ignore[arg-type]
-    assert d.attached_sessions == 0
-    d.release_session(idle)  # type: ignore[arg-type]  # idempotent; unknown sessions too
+    d.reset(agent_of(idle), now=NOW)
+    closing = d.start_close(agent_of(idle), now=NOW, archive=False)
+    assert closing.done and closing.result() is None
+    assert d.stats.attached_sessions == 0
+    # Closing again, or an agent whose session was never driven, changes nothing.
+    d.start_close(agent_of(idle), now=NOW, archive=False)
+    d.start_close(agent_of(FakeSession()), now=NOW, archive=False)
+    assert d.stats.attached_sessions == 0
     busy = FakeSession()
-    d.perform([open_conn(4)], session=busy, now=NOW)  # type: ignore[arg-type]
+    busy.resetting.append(open_conn(4))
+    d.reset(agent_of(busy), now=NOW)
     conn = only(d, OpenSocket).conn
     cleanup = Probe(deadline=NOW + 1.0)
-    d.start(cleanup, session=busy, now=NOW)  # type: ignore[arg-type]
-    d.release_session(busy)  # type: ignore[arg-type]
-    assert d.attached_sessions == 1  # a job runs and a connection is open
+    start(d, cleanup, session=busy)
+    d.start_close(agent_of(busy), now=NOW, archive=False)
+    assert d.stats.attached_sessions == 1  # a job runs and a connection is open
     cleanup.react = lambda p, r: p.finish()
-    d.tick(NOW + 1.0)
-    assert cleanup.done and d.attached_sessions == 1  # the connection is still open
-    d.socket_data(conn, b"hi", NOW + 1.0)
-    assert busy.inputs[-1] == ("data", 4, b"hi") and d.attached_sessions == 1
+    d.tick(now=NOW + 1.0)
+    assert cleanup.done and d.stats.attached_sessions == 1  # the connection is still open
+    d.socket_data(conn, b"hi", now=NOW + 1.0)
+    assert busy.inputs[-1] == ("data", 4, b"hi") and d.stats.attached_sessions == 1
     busy.outbox.append(CloseConnection(conn_id=4))  # its answer to the next input
-    d.socket_data(conn, b"bye", NOW + 2.0)
-    assert d.attached_sessions == 0 and d.open_connections == 0
-    # Attaching again (start, perform) keeps a session until it is released again.
-    d.perform([], session=busy, now=NOW)  # type: ignore[arg-type]
-    d.release_session(busy)  # type: ignore[arg-type]
-    d.perform([], session=busy, now=NOW)  # type: ignore[arg-type]
-    assert d.attached_sessions == 1
+    d.socket_data(conn, b"bye", now=NOW + 2.0)
+    assert d.stats.attached_sessions == 0 and d.stats.open_connections == 0
+    # Taking it on again (a reset, a turn) keeps a session until it is closed again.
+    d.reset(agent_of(busy), now=NOW)
+    d.start_close(agent_of(busy), now=NOW, archive=False)
+    d.reset(agent_of(busy), now=NOW)
+    assert d.stats.attached_sessions == 1
 
 
 # -- tools (D5) --------------------------------------------------------------------------------------
@@ -768,64 +818,72 @@ def test_a_released_session_is_forgotten_once_its_work_and_connections_are_done(
 CALL = ToolCall(tool_call_id="t1", tool_name="get_weather", input="{}")
 
 
-def test_without_a_tool_runner_every_call_is_answered_with_no_outcome_d5() -> None:
+@tool
+def get_weather() -> dict[str, int]:
+    """The weather."""
+    return {"tempC": 21}
+
+
+def policy(calls: tuple[ToolCall, ...]) -> ToolPlan:
+    """The tool-call policy of a machine whose client tool is ``get_weather`` (D5)."""
+    return plan_tool_calls(calls, {"get_weather": get_weather})
+
+
+def test_without_a_tool_policy_every_call_is_answered_with_no_outcome_d5() -> None:
     d = drive()
     probe = Probe(RunTools(calls=(CALL,)))
-    d.start(probe, now=NOW)
+    start(d, probe)
     assert probe.inputs == [("tools", [], NOW)]
-    assert commands(d, RunToolBatch) == []
+    assert commands(d, InvokeTools) == []
 
 
-def test_a_tool_batch_goes_to_the_runner_and_its_outcomes_to_the_machine() -> None:
+def test_what_the_policy_decides_is_answered_without_the_embedder_d5() -> None:
     d = drive()
-    runner = object()
+    unknown = ToolCall(tool_call_id="t2", tool_name="nope", input="{}")
+    probe = Probe(RunTools(calls=(unknown,)))
+    start(d, probe, tools=policy)
+    assert commands(d, InvokeTools) == []
+    ((kind, (outcome,), now),) = probe.inputs
+    assert (kind, outcome.tool_call_id, outcome.is_error, now) == ("tools", "t2", True, NOW)
+
+
+def test_a_tool_run_goes_to_the_embedder_and_its_outcomes_to_the_machine() -> None:
+    d = drive()
     probe = Probe(RunTools(calls=(CALL,)))
-    d.start(probe, now=NOW, tools=runner)
-    batch = only(d, RunToolBatch).batch
-    assert isinstance(batch, ToolBatch) and batch.runner is runner and batch.calls == (CALL,)
-    assert "get_weather" in repr(batch)
+    task = start(d, probe, tools=policy)
+    run = only(d, InvokeTools).run
+    assert isinstance(run, ToolRun) and run.calls == (CALL,) and run.task is task
+    assert run.sent == NOW and "get_weather" in repr(run)
+    (invocation,) = run.pending
     outcome = ToolOutcome(tool_call_id="t1", output={"tempC": 21})
-    d.tools_done(batch, (outcome,), NOW + 1.0)
-    d.tools_done(batch, (), NOW + 2.0)  # a second answer is ignored
+    d.tool_finished(run, invocation, outcome=outcome, now=NOW + 1.0)
+    d.tool_finished(run, invocation, value="again", now=NOW + 2.0)  # a second answer is ignored
     assert probe.inputs == [("tools", [outcome], NOW + 1.0)]
-
-
-def test_a_runner_that_raised_is_logged_and_every_call_still_answered_d5(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    d = drive()
-    probe = Probe(RunTools(calls=(CALL,)))
-    d.start(probe, now=NOW, tools=object())
-    batch = only(d, RunToolBatch).batch
-    with caplog.at_level(logging.WARNING, logger="coder_proto"):
-        d.tools_failed(batch, RuntimeError("tool crashed"), NOW)
-        d.tools_failed(batch, RuntimeError("again"), NOW)
-    assert probe.inputs == [("tools", [], NOW)]
-    assert [r.getMessage() for r in caplog.records] == [
-        "the tool runner raised; the calls get error results"
-    ]
+    assert run.finished and run.pending == ()
 
 
 def test_a_machine_that_finishes_during_its_tool_run_cancels_it() -> None:
     d = drive()
     probe = Probe(RunTools(calls=(CALL,)))
-    d.start(probe, now=NOW, tools=object())
-    batch = only(d, RunToolBatch).batch
-    d.cancel(d.jobs[0], None, NOW)
-    assert only(d, CancelToolBatch).batch is batch and batch.finished
-    d.tools_done(batch, (), NOW)
+    task = start(d, probe, tools=policy)
+    run = only(d, InvokeTools).run
+    task.cancel(None, now=NOW)
+    assert only(d, CancelTools).run is run and run.finished
+    d.tool_finished(run, run.invocations[0], value={"tempC": 21}, now=NOW)
     assert probe.kinds() == ["cancel"]
 
 
-def test_a_stale_batch_answer_does_not_clear_the_newer_batch() -> None:
+def test_a_stale_run_answer_does_not_clear_the_newer_run() -> None:
     d = drive()
     probe = Probe(RunTools(calls=(CALL,)), heartbeat=1.0)
-    job = d.start(probe, now=NOW, tools=object())
-    first = only(d, RunToolBatch).batch
+    task = start(d, probe, tools=policy)
+    first = only(d, InvokeTools).run
     wake(d, probe, RunTools(calls=(CALL,)))
-    second = only(d, RunToolBatch).batch
-    d.tools_done(first, (), NOW)
-    assert job.tool_batch is second
+    second = only(d, InvokeTools).run
+    d.tool_finished(first, first.invocations[0], value={"tempC": 1}, now=NOW)
+    # The newer run is still the machine's: a cancel stops it.
+    task.cancel(None, now=NOW)
+    assert only(d, CancelTools).run is second
 
 
 # -- background jobs (D22) ---------------------------------------------------------------------------
@@ -835,28 +893,28 @@ def test_a_background_job_is_driven_beside_its_parent_and_counted_d22() -> None:
     d = drive()
     interrupt = Probe(get_chat())
     parent = Probe(RunInBackground(job=interrupt), heartbeat=1.0)
-    d.start(parent, now=NOW)
+    start(d, parent, now=NOW)
     call = only(d, StartHttp).call
-    assert call.job.machine is interrupt and call.job.background
-    assert d.background_jobs == 1 and len(d.jobs) == 2
+    assert call.background and call.task is None  # no task waits for background work
+    assert d.stats.background_jobs == 1 and d.stats.tasks == 2
     wake(d, parent, finish=True)
-    assert d.background_jobs == 1 and len(d.jobs) == 1  # it outlives its parent
+    assert d.stats.background_jobs == 1 and d.stats.tasks == 1  # it outlives its parent
 
     def done(p: Probe, record: tuple[Any, ...]) -> None:
         p.finish()
 
     interrupt.react = done
-    d.http_response(call, status=200, headers=(), body=b"", now=NOW)
-    assert d.background_jobs == 0 and d.jobs == ()
+    d.http_finished(call, status=200, headers=(), body=b"", now=NOW)
+    assert d.stats.background_jobs == 0 and d.stats.tasks == 0
 
 
 def test_a_session_background_job_shares_the_sessions_connections() -> None:
     d = drive()
     session = FakeSession()
     turn = Probe(open_conn(1), heartbeat=1.0)
-    d.start(turn, session=session, now=NOW)  # type: ignore[arg-type]
+    start(d, turn, session=session, now=NOW)
     conn = only(d, OpenSocket).conn
-    d.socket_made(conn, NOW)
+    d.socket_made(conn, now=NOW)
     wake(d, turn, RunInBackground(job=Probe(SendData(conn_id=1, data=b"bg"))))
     assert only(d, WriteSocket).conn is conn
 
@@ -864,11 +922,38 @@ def test_a_session_background_job_shares_the_sessions_connections() -> None:
 def test_a_standalone_parents_background_job_has_its_own_connections() -> None:
     d = drive()
     parent = Probe(open_conn(1), heartbeat=1.0)
-    d.start(parent, now=NOW)
+    start(d, parent, now=NOW)
     conn = only(d, OpenSocket).conn
-    d.socket_made(conn, NOW)
+    d.socket_made(conn, now=NOW)
     wake(d, parent, RunInBackground(job=Probe(SendData(conn_id=1, data=b"bg"))))
     assert commands(d, WriteSocket) == []
+
+
+def test_a_requests_deadline_is_its_machines_or_its_background_works_own() -> None:
+    d = drive()
+    probe = Probe(get_chat(), deadline=NOW + 5.0)
+    start(d, probe)
+    call = only(d, StartHttp).call
+    # A machine without request deadlines bounds none of its requests itself.
+    assert call.deadline is None and not call.timed
+    probe.request_deadline = lambda request_id: NOW + 3.0  # type: ignore[attr-defined]
+    probe.abort_deadline = NOW + 3.0  # type: ignore[attr-defined]
+    assert call.deadline == NOW + 3.0 and call.timed
+    start(d, Probe(RunInBackground(job=Probe(get_chat(), deadline=NOW + 7.0))))
+    work = only(d, StartHttp).call
+    assert work.background and work.task is None and work.deadline == NOW + 7.0
+
+
+def test_the_background_deadline_is_the_earliest_of_the_background_work() -> None:
+    d = drive()
+    start(d, Probe(deadline=NOW + 1.0))
+    late, early, idle = (Probe(get_chat(), deadline=NOW + t) for t in (9.0, 7.0, 8.0))
+    idle.deadline = None
+    start(
+        d, Probe(RunInBackground(job=late), RunInBackground(job=early), RunInBackground(job=idle))
+    )
+    assert d.next_deadline() == NOW + 1.0
+    assert d.next_deadline(background=True) == NOW + 7.0
 
 
 # -- cancelling and shutting down (D22) ------------------------------------------------------------
@@ -883,14 +968,20 @@ def test_cancel_runs_the_machines_cleanup_at_once_and_only_once() -> None:
             p.emit(RunInBackground(job=Probe(get_chat())))
 
     probe.react = cleanup
-    job = d.start(probe, now=NOW)
+    task = start(d, probe, now=NOW)
     reason = TimeoutError("caller's deadline")
-    d.cancel(job, reason, NOW)
-    assert probe.inputs == [("cancel", reason, NOW)]
+    task.cancel(reason, now=NOW)
+    assert probe.inputs == [("cancel", reason, NOW)] and task.done
     # A finished machine still hands over its cleanup: the background interrupt runs.
-    assert only(d, StartHttp).call.job.background
-    d.cancel(job, None, NOW)
+    assert only(d, StartHttp).call.background and d.stats.background_jobs == 1
+    task.cancel(None, now=NOW)
     assert len(probe.inputs) == 1
+    # A machine that finished before the cancel arrived is not cancelled: its result stands.
+    finished = Probe()
+    late = start(d, finished)
+    finished.finish("kept")
+    late.cancel(None, now=NOW)
+    assert finished.inputs == [] and late.result() == "kept"
 
 
 def test_shutdown_cancels_everything_and_closes_every_socket_request_and_tool_run() -> None:
@@ -898,33 +989,36 @@ def test_shutdown_cancels_everything_and_closes_every_socket_request_and_tool_ru
     session = FakeSession()
     session.closing.append(CloseConnection(conn_id=1))
     turn = Probe(open_conn(1), get_chat(), RunTools(calls=(CALL,)))
-    d.start(turn, session=session, now=NOW, tools=object())  # type: ignore[arg-type]
+    start(d, turn, session=session, now=NOW, tools=policy)
     standalone = Probe(open_conn(1), get_chat(2))
-    d.start(standalone, now=NOW)
+    start(d, standalone, now=NOW)
     done_early = Probe()
-    d.start(done_early, now=NOW)
+    start(d, done_early, now=NOW)
     done_early.finish()
     d.commands()
-    d.shutdown(NOW + 1.0)
+    d.close(now=NOW + 1.0)
     out = d.commands()
     assert turn.cancelled and standalone.cancelled and not done_early.cancelled
     assert sum(1 for c in out if type(c) is CloseSocket) == 2
     assert sum(1 for c in out if type(c) is CancelHttp) == 2
-    assert sum(1 for c in out if type(c) is CancelToolBatch) == 1
-    assert d.closed and d.jobs == () and d.open_connections == 0 and d.background_jobs == 0
+    assert sum(1 for c in out if type(c) is CancelTools) == 1
+    stats = d.stats
+    assert stats.closed and stats.tasks == 0 and stats.open_connections == 0
+    assert stats.background_jobs == 0 and stats.attached_sessions == 0
     assert d.next_deadline() is None
     with pytest.raises(CoderAgentError):
-        d.start(Probe(), now=NOW)
+        start(d, Probe(), now=NOW)
 
 
-def test_shutdown_retires_a_job_whose_cancel_leaves_it_running() -> None:
+def test_closing_retires_a_job_whose_cancel_leaves_it_running() -> None:
     d = drive()
     stubborn = Probe(get_chat())
     stubborn.cancel = lambda now, reason=None: None  # type: ignore[method-assign]
-    job = d.start(stubborn, now=NOW)
+    task = start(d, stubborn, now=NOW)
     d.commands()
-    d.shutdown(NOW)
-    assert only(d, CancelHttp).call.job is job and job.retired and d.jobs == ()
+    d.close(now=NOW)
+    assert only(d, CancelHttp).call.task is task and d.stats.tasks == 0
+    assert not task.done and d.next_deadline() is None
 
 
 # -- settling: rounds, deadlines, wake-ups -----------------------------------------------------------
@@ -933,20 +1027,20 @@ def test_shutdown_retires_a_job_whose_cancel_leaves_it_running() -> None:
 def test_due_deadlines_are_ticked_and_the_next_one_is_reported() -> None:
     d = drive()
     early, late = Probe(deadline=NOW + 1.0), Probe(deadline=NOW + 3.0)
-    d.start(early, now=NOW)
-    d.start(late, now=NOW)
+    start(d, early, now=NOW)
+    start(d, late, now=NOW)
     assert d.next_deadline() == NOW + 1.0
-    d.tick(NOW + 1.0)
+    d.tick(now=NOW + 1.0)
     assert (early.ticks, late.ticks) == (1, 0)
     assert d.next_deadline() == NOW + 3.0
-    d.tick(NOW + 3.0)
+    d.tick(now=NOW + 3.0)
     assert (early.ticks, late.ticks) == (1, 1) and d.next_deadline() is None
 
 
 def test_a_deadline_moved_by_an_input_replaces_the_old_one() -> None:
     d = drive()
     probe = Probe(open_conn(), deadline=NOW + 10.0)
-    d.start(probe, now=NOW)
+    start(d, probe, now=NOW)
     conn = only(d, OpenSocket).conn
 
     def move(p: Probe, record: tuple[Any, ...]) -> None:
@@ -954,26 +1048,26 @@ def test_a_deadline_moved_by_an_input_replaces_the_old_one() -> None:
             p.deadline = NOW + float(record[2].decode())
 
     probe.react = move
-    d.socket_data(conn, b"20", NOW)
+    d.socket_data(conn, b"20", now=NOW)
     assert d.next_deadline() == NOW + 20.0
-    d.socket_data(conn, b"5", NOW)
+    d.socket_data(conn, b"5", now=NOW)
     assert d.next_deadline() == NOW + 5.0
-    d.tick(NOW + 10.0)  # the old deadline is gone; the machine is ticked once, at 5
+    d.tick(now=NOW + 10.0)  # the old deadline is gone; the machine is ticked once, at 5
     assert probe.ticks == 1
     # Many moves: the earliest live deadline is still the one reported.
     for step in range(300):
-        d.socket_data(conn, str(1000 - step).encode(), NOW + 10.0)
+        d.socket_data(conn, str(1000 - step).encode(), now=NOW + 10.0)
     assert d.next_deadline() == NOW + 701.0
 
 
 def test_a_deadline_the_machine_moved_away_from_does_not_tick_it() -> None:
     d = drive()
     probe = Probe(open_conn(), deadline=NOW + 10.0)
-    d.start(probe, now=NOW)
+    start(d, probe, now=NOW)
     conn = only(d, OpenSocket).conn
     probe.react = lambda p, r: setattr(p, "deadline", NOW + 20.0) if r[0] == "data" else None
-    d.socket_data(conn, b"later", NOW)
-    d.tick(NOW + 10.0)
+    d.socket_data(conn, b"later", now=NOW)
+    d.tick(now=NOW + 10.0)
     assert probe.ticks == 0 and d.next_deadline() == NOW + 20.0
 
 
@@ -981,11 +1075,11 @@ def test_a_past_deadline_kept_armed_yields_after_max_rounds() -> None:
     d = drive()
     stuck = Probe(deadline=NOW)
     stuck.keep_past_deadline = True
-    d.start(stuck, now=NOW)
+    start(d, stuck, now=NOW)
     assert stuck.ticks == MAX_ROUNDS
     # The adapter's timer fires again at once.
     assert d.next_deadline() == NOW
-    d.tick(NOW)
+    d.tick(now=NOW)
     assert stuck.ticks == 2 * MAX_ROUNDS
 
 
@@ -994,33 +1088,32 @@ def test_an_input_visits_only_its_own_scope_however_many_machines_run() -> None:
     neither polled nor woken (and their deadlines are not rescanned)."""
     d = drive()
     fleet = [Probe(open_conn(), deadline=NOW + 60.0) for _ in range(50)]
-    jobs = [d.start(p, now=NOW) for p in fleet]
-    for job in jobs:
-        job.owner = object()
+    tasks = [start(d, p, now=NOW) for p in fleet]
     conns = [c.conn for c in commands(d, OpenSocket)]
     before = [p.polls for p in fleet]
-    d.socket_data(conns[7], b"x", NOW)
+    d.socket_data(conns[7], b"x", now=NOW)
     assert [p.polls - b for p, b in zip(fleet, before, strict=True)] == [
         1 if i == 7 else 0 for i in range(50)
     ]
-    assert [c.job for c in commands(d, Wake)] == [jobs[7]]
+    assert [c.task for c in commands(d, TaskMoved)] == [tasks[7]]
     assert d.next_deadline() == NOW + 60.0
 
 
 def test_waiters_are_woken_when_their_machine_moves_or_finishes() -> None:
     d = drive()
-    probe = Probe(get_chat())
-    job = d.start(probe, now=NOW)
-    assert not job.done
+    probe = Probe(get_chat(), heartbeat=1.0)
+    task = start(d, probe, now=NOW)
+    assert not task.done
     out = d.commands()
-    assert [type(c) for c in out] == [StartHttp]  # no Wake: no one waits yet
-    job.owner = "a run"
-    (start,) = out
-    assert isinstance(start, StartHttp)
-    call = start.call
+    assert [type(c) for c in out] == [StartHttp]  # the starter knows the task moved
+    (request,) = out
+    assert isinstance(request, StartHttp)
+    wake(d, probe)
+    assert only(d, TaskMoved).task is task and not task.done
     probe.react = lambda p, r: p.finish()
-    d.http_response(call, status=200, headers=(), body=b"", now=NOW)
-    assert only(d, Wake).job is job and job.done and d.jobs == ()
+    d.http_finished(request.call, status=200, headers=(), body=b"", now=NOW)
+    assert only(d, TaskMoved).task is task and task.done and d.stats.tasks == 0
+    assert task.result() == "done"
 
 
 # -- transcripts (docs/transcripts.md) ---------------------------------------------------------------
@@ -1052,14 +1145,14 @@ def test_standalone_requests_are_recorded_but_not_their_sockets() -> None:
     recorder = Recording()
     d = drive(recorder=recorder)
     probe = Probe(get_chat(), open_conn(), SendData(conn_id=1, data=b"x"))
-    d.start(probe, now=NOW)
+    start(d, probe, now=NOW)
     out = d.commands()
     call = next(c.call for c in out if type(c) is StartHttp)
     conn = next(c.conn for c in out if type(c) is OpenSocket)
-    d.socket_made(conn, NOW)
-    d.socket_data(conn, b"y", NOW)
-    d.socket_lost(conn, NOW)
-    d.http_response(call, status=200, headers=(), body=b"{}", now=NOW + 1.0)
+    d.socket_made(conn, now=NOW)
+    d.socket_data(conn, b"y", now=NOW)
+    d.socket_closed(conn, now=NOW)
+    d.http_finished(call, status=200, headers=(), body=b"{}", now=NOW + 1.0)
     assert recorder.names() == ["begin", "rest_exchange"]
     args, kwargs = recorder.first("begin")
     assert kwargs == {
@@ -1077,9 +1170,9 @@ def test_failed_and_cancelled_requests_are_recorded_without_an_answer() -> None:
     recorder = Recording()
     d = drive(recorder=recorder)
     probe = Probe(get_chat(1), get_chat(2), heartbeat=1.0)
-    d.start(probe, now=NOW)
+    start(d, probe, now=NOW)
     first, _second = (c.call for c in commands(d, StartHttp))
-    d.http_failed(first, f"refused {TOKEN}", NOW)
+    d.http_finished(first, error=f"refused {TOKEN}", now=NOW)
     wake(d, probe, CancelRequest(request_id=2))
     exchanges = [value for name, value in recorder.calls if name == "rest_exchange"]
     assert [(a[1], k) for a, k in exchanges] == [
@@ -1095,20 +1188,21 @@ def test_session_sockets_and_tool_runs_are_recorded() -> None:
     probe = Probe(
         open_conn(3), SendData(conn_id=3, data=b"up"), RunTools(calls=(CALL,)), heartbeat=1.0
     )
-    d.start(probe, session=session, now=NOW)  # type: ignore[arg-type]
+    start(d, probe, session=session, now=NOW)
     conn = only(d, OpenSocket).conn
-    d.socket_made(conn, NOW)
-    d.socket_data(conn, b"frame", NOW)  # the session's readers report what they decode
+    d.socket_made(conn, now=NOW)
+    d.socket_data(conn, b"frame", now=NOW)  # the session's readers report what they decode
     session.ws_observer.upgrade_sent(3, "/stream", NOW)
     session.ws_observer.ws_events(3, [WsText("frame")], NOW)
-    d.socket_failed(conn, f"reset {TOKEN}", NOW)
+    d.socket_closed(conn, f"reset {TOKEN}", now=NOW)
     wake(
         d, probe, OpenConnection(conn_id=4, host="h", port=1, tls=False), CloseConnection(conn_id=4)
     )
     four = only(d, OpenSocket).conn
-    d.perform([open_conn(5)], session=session, now=NOW)  # type: ignore[arg-type]
+    session.resetting.append(open_conn(5))
+    d.reset(agent_of(session), now=NOW)
     five = only(d, OpenSocket).conn
-    d.socket_lost(five, NOW)
+    d.socket_closed(five, now=NOW)
     assert four.closed
     assert recorder.names() == [
         "begin",
@@ -1119,6 +1213,7 @@ def test_session_sockets_and_tool_runs_are_recorded() -> None:
         "connection_failed",
         "connection_opened",
         "connection_closed",
+        "session_call",
         "connection_opened",
         "connection_lost",
     ]
@@ -1130,8 +1225,8 @@ def test_session_sockets_and_tool_runs_are_recorded() -> None:
 def test_cancelling_a_probe_records_nothing_but_the_cancel_of_a_turn_is_recorded() -> None:
     recorder = Recording()
     d = drive(recorder=recorder)
-    job = d.start(Probe(), now=NOW)
-    d.cancel(job, None, NOW)
+    task = start(d, Probe(), now=NOW)
+    task.cancel(None, now=NOW)
     assert recorder.names() == []
 
 
@@ -1151,24 +1246,24 @@ class _Link:
 
         def deliver() -> None:
             if kind == "data":
-                d.socket_data(conn, payload, adapter.now)
+                d.socket_data(conn, payload, now=adapter.now)
             elif kind == "lost":
-                d.socket_lost(conn, adapter.now)
+                d.socket_closed(conn, now=adapter.now)
             else:
-                d.socket_failed(conn, payload, adapter.now)
+                d.socket_closed(conn, payload, now=adapter.now)
 
         adapter.inbox.append(deliver)
 
 
 class Adapter:
-    """Performs a drive's commands in memory (the contract of ``coder_proto._connection``): REST
+    """Performs a connection's commands in memory (the contract of ``Connection``): REST
     answered at once by ``http`` (``Respond`` / ``NetworkError``; ``Hang`` never answers),
-    sockets connected at once to wsproto server ends, tool batches answered by ``tools``
-    (none: they stay pending), a fake clock."""
+    sockets connected at once to wsproto server ends, tool runs answered by ``tools`` (none:
+    they stay pending), a fake clock."""
 
     def __init__(
         self,
-        d: Drive,
+        d: Connection,
         http: Callable[[HttpRequest], Any],
         *,
         tools: Callable[[tuple[ToolCall, ...]], list[ToolOutcome]] | None = None,
@@ -1177,7 +1272,7 @@ class Adapter:
         self.http = http
         self.tools = tools
         self.now = NOW
-        self.performed: list[Command] = []
+        self.performed: list[ConnectionCommand] = []
         self.sockets: list[FakeSocket] = []
         self.inbox: collections.deque[Callable[[], None]] = collections.deque()
 
@@ -1191,15 +1286,15 @@ class Adapter:
             if self.inbox:
                 self.inbox.popleft()()
 
-    def _perform(self, command: Command) -> None:
+    def _perform(self, command: ConnectionCommand) -> None:
         self.performed.append(command)
         d = self.drive
         if isinstance(command, OpenSocket):
             conn = command.conn
-            sock = FakeSocket(_Link(self, conn), conn.conn_id, len(self.sockets), auto_accept=True)  # type: ignore[arg-type]
+            sock = FakeSocket(_Link(self, conn), conn.conn_id, len(self.sockets), auto_accept=True)
             self.sockets.append(sock)
             conn.io = sock
-            self.inbox.append(lambda: d.socket_made(conn, self.now))
+            self.inbox.append(lambda: d.socket_made(conn, now=self.now))
         elif isinstance(command, WriteSocket):
             sock = command.conn.io
             if sock.open:
@@ -1212,7 +1307,7 @@ class Adapter:
             if isinstance(reply, Respond):
                 answer = reply.response()
                 self.inbox.append(
-                    lambda: d.http_response(
+                    lambda: d.http_finished(
                         call,
                         status=answer.status,
                         headers=answer.headers,
@@ -1221,11 +1316,14 @@ class Adapter:
                     )
                 )
             elif isinstance(reply, NetworkError):
-                self.inbox.append(lambda: d.http_failed(call, reply.message, self.now))
-        elif isinstance(command, RunToolBatch) and self.tools is not None:
-            batch = command.batch
-            outcomes = self.tools(batch.calls)
-            self.inbox.append(lambda: d.tools_done(batch, outcomes, self.now))
+                self.inbox.append(lambda: d.http_finished(call, error=reply.message, now=self.now))
+        elif isinstance(command, InvokeTools) and self.tools is not None:
+            run = command.run
+            outcomes = self.tools(tuple(i.call_part for i in run.invocations))
+            for invocation, outcome in zip(run.invocations, outcomes, strict=True):
+                self.inbox.append(
+                    lambda i=invocation, o=outcome: d.tool_finished(run, i, outcome=o, now=self.now)
+                )
 
     def send(self, *events: dict[str, Any]) -> None:
         self.sockets[-1].send_events(events)
@@ -1246,7 +1344,7 @@ def world(
     recorder: Any = None,
     tools: Any = None,
     **config: Any,
-) -> tuple[Session, Drive, Adapter, CaseEnv]:
+) -> tuple[Session, Connection, Adapter, CaseEnv]:
     env = CaseEnv(rest=rest)
     config.setdefault("organization_id", "org-1")
     session = Session(
@@ -1263,8 +1361,7 @@ def test_a_streamed_turn_end_to_end_through_the_drive() -> None:
     events = Events()
     session, d, adapter, _env = world(sink=events)
     turn = session.stream("hi", now=NOW)
-    job = d.start(turn, session=session, now=NOW)
-    job.owner = "a run"
+    task = start(d, turn, session=session, now=NOW)
     adapter.pump()
     assert adapter.routes()[0] == "POST /api/v2/chats"
     (open_socket,) = [c for c in adapter.performed if isinstance(c, OpenSocket)]
@@ -1278,8 +1375,8 @@ def test_a_streamed_turn_end_to_end_through_the_drive() -> None:
     assert [p.delta for p in turn.parts if isinstance(p, TextDelta)] == ["Hel", "lo"]
     adapter.send(message(50, "Hello"), status("waiting"))
     assert turn.done and turn.result().text == "Hello"
-    assert any(isinstance(c, Wake) and c.job is job for c in adapter.performed)
-    assert d.jobs == () and d.background_jobs == 0
+    assert any(isinstance(c, TaskMoved) and c.task is task for c in adapter.performed)
+    assert d.stats.tasks == 0 and d.stats.background_jobs == 0
     (create,) = events.of(HttpRequestEvent)
     assert (create.op, create.path) == ("create_chat", "/api/v2/chats")
 
@@ -1287,7 +1384,7 @@ def test_a_streamed_turn_end_to_end_through_the_drive() -> None:
 def test_a_paused_stream_is_read_by_the_session_between_turns_h6() -> None:
     session, d, adapter, _env = world(tools=[weather_tool()])
     turn = session.segment("weather?", now=NOW)
-    d.start(turn, session=session, now=NOW)
+    start(d, turn, session=session, now=NOW)
     adapter.pump()
     call = ("t1", "get_weather", '{"city":"Paris"}')
     adapter.send(status("running"), action_required(call), status("requires_action"))
@@ -1297,13 +1394,13 @@ def test_a_paused_stream_is_read_by_the_session_between_turns_h6() -> None:
     before = len(stream.events)
     adapter.send(status("running"))  # arrives between turns: the session reads it
     assert len(stream.events) == before + 1
-    assert adapter.sockets[-1].open and d.open_connections == 1
+    assert adapter.sockets[-1].open and d.stats.open_connections == 1
 
 
 def test_tool_calls_without_a_runner_are_submitted_as_errors_d5() -> None:
     session, d, adapter, _env = world(tools=[weather_tool()])
     turn = session.generate("weather?", now=NOW)
-    d.start(turn, session=session, now=NOW)
+    start(d, turn, session=session, now=NOW)
     adapter.pump()
     call = ("t1", "get_weather", '{"city":"Paris"}')
     adapter.send(status("running"), action_required(call), status("requires_action"))
@@ -1318,14 +1415,14 @@ def test_tool_calls_without_a_runner_are_submitted_as_errors_d5() -> None:
     assert turn.done and turn.result().text == "Sorry."
 
 
-def test_a_tool_runner_answers_the_turns_calls() -> None:
+def test_the_embedders_tool_outcomes_answer_the_turns_calls() -> None:
     def run(calls: tuple[ToolCall, ...]) -> list[ToolOutcome]:
         return [ToolOutcome(tool_call_id=c.tool_call_id, output={"tempC": 21}) for c in calls]
 
     session, d, adapter, _env = world(tools=[weather_tool()])
     adapter.tools = run
     turn = session.generate("weather?", now=NOW)
-    d.start(turn, session=session, now=NOW, tools=run)
+    start(d, turn, session=session, now=NOW, tools=plan_every_call)
     adapter.pump()
     call = ("t1", "get_weather", '{"city":"Paris"}')
     adapter.send(status("running"), action_required(call), status("requires_action"))
@@ -1344,7 +1441,7 @@ def test_a_network_failure_reaches_the_turn_without_the_token() -> None:
         sink=events, rest={"POST /api/v2/chats": NetworkError(f"refused with {TOKEN}")}
     )
     turn = session.generate("hi", now=NOW)
-    d.start(turn, session=session, now=NOW)
+    start(d, turn, session=session, now=NOW)
     adapter.pump()
     assert turn.done
     with pytest.raises(CoderNetworkError) as info:
@@ -1355,15 +1452,15 @@ def test_a_network_failure_reaches_the_turn_without_the_token() -> None:
 
 def test_shutdown_closes_a_paused_stream_with_1000() -> None:
     session, d, adapter, _env = world(tools=[weather_tool()])
-    d.start(session.segment("weather?", now=NOW), session=session, now=NOW)
+    start(d, session.segment("weather?", now=NOW), session=session, now=NOW)
     adapter.pump()
     call = ("t1", "get_weather", "{}")
     adapter.send(status("running"), action_required(call), status("requires_action"))
     sock = adapter.sockets[-1]
-    d.shutdown(NOW)
+    d.close(now=NOW)
     adapter.pump()
     assert sock.client_close_codes == [1000] and sock.closed_by_client
-    assert d.open_connections == 0
+    assert d.stats.open_connections == 0
 
 
 def test_a_turn_is_recorded_from_start_to_finish() -> None:
@@ -1371,7 +1468,7 @@ def test_a_turn_is_recorded_from_start_to_finish() -> None:
     session, d, adapter, _env = world(recorder=recorder)
     tools = (weather_tool("other"),)
     turn = session.stream("hi", now=NOW, tools=tools, warnings=("careful",))
-    d.start(turn, session=session, now=NOW)
+    start(d, turn, session=session, now=NOW)
     adapter.pump()
     adapter.send(status("running"), message(50, "ok"), status("waiting"))
     names = recorder.names()
@@ -1393,12 +1490,12 @@ def test_a_turn_is_recorded_from_the_time_it_was_built_not_when_the_drive_took_i
     recorder = Recording()
     session, d, adapter, _env = world(recorder=recorder)
     turn = session.stream("hi", now=NOW)
-    d.start(turn, session=session, now=NOW + 0.25)
+    start(d, turn, session=session, now=NOW + 0.25)
     adapter.pump()
     assert recorder.first("begin")[1]["now"] == NOW
     assert recorder.first("turn_started")[1]["now"] == NOW
     archive = session.archive(now=NOW + 0.5)
-    d.start(archive, session=session, now=NOW + 0.75)
+    start(d, archive, session=session, now=NOW + 0.75)
     assert recorder.first("session_call")[0] == ("archive", NOW + 0.5)
 
 
@@ -1408,7 +1505,7 @@ def test_a_turn_with_the_sessions_own_tools_records_no_tools_and_a_failure_its_e
         recorder=recorder, rest={"POST /api/v2/chats": Respond(403, {"message": "no"})}
     )
     turn = session.generate("hi", now=NOW)
-    d.start(turn, session=session, now=NOW)
+    start(d, turn, session=session, now=NOW)
     adapter.pump()
     assert recorder.first("turn_started")[1]["tools"] is None
     (outcome, _now), _ = recorder.first("turn_finished")
@@ -1419,14 +1516,14 @@ def test_a_cancelled_turn_and_cleanup_calls_are_recorded() -> None:
     recorder = Recording()
     session, d, adapter, _env = world(recorder=recorder, rest={"POST /api/v2/chats": Hang()})
     turn = session.generate("hi", now=NOW)
-    job = d.start(turn, session=session, now=NOW)
+    task = start(d, turn, session=session, now=NOW)
     adapter.pump()
     reason = TimeoutError("deadline")
-    d.cancel(job, reason, NOW)
+    task.cancel(reason, now=NOW)
     assert recorder.first("cancelled") == ((reason, NOW), {})
-    d.start(session.interrupt(now=NOW, wait=True, timeout=3.0), session=session, now=NOW)
-    d.start(session.archive(now=NOW), session=session, now=NOW)
-    d.start(session.dispose(now=NOW), session=session, now=NOW)
+    start(d, session.interrupt(now=NOW, wait=True, timeout=3.0), session=session, now=NOW)
+    start(d, session.archive(now=NOW), session=session, now=NOW)
+    start(d, session.dispose(now=NOW), session=session, now=NOW)
     calls = [value for name, value in recorder.calls if name == "session_call"]
     assert calls == [
         (("interrupt", NOW), {"wait": True, "timeout": 3.0}),
@@ -1438,13 +1535,36 @@ def test_a_cancelled_turn_and_cleanup_calls_are_recorded() -> None:
 
 def test_without_a_wall_clock_the_transcript_header_has_no_creation_time() -> None:
     recorder = Recording()
-    d = Drive(base_url=BASE, token=TOKEN, recorder=recorder)
-    d.start(Probe(), session=FakeSession(), now=NOW)  # type: ignore[arg-type]
+    d = Connection(base_url=BASE, token=TOKEN, recorder=recorder)
+    start(d, Probe(), session=FakeSession(), now=NOW)
     assert recorder.first("begin")[1]["created_at"] == ""
 
 
 def test_a_session_machine_that_is_not_a_turn_or_cleanup_call_records_only_the_header() -> None:
     recorder = Recording()
     session, d, _adapter, _env = world(recorder=recorder)
-    d.start(Probe(), session=session, now=NOW)
+    start(d, Probe(), session=session, now=NOW)
+    assert recorder.names() == ["begin"]
+
+
+def test_a_call_whose_answer_is_refused_by_its_finish_fails_with_that_error() -> None:
+    d = drive()
+
+    def refuse(value: Any) -> Any:
+        raise CoderAgentError(f"cannot use {value!r}")
+
+    machine = Probe()
+    machine.finish("an odd answer")
+    task = d.start_call(Call(machine=lambda _now, _data: machine, finish=refuse), now=NOW)
+    with pytest.raises(CoderAgentError, match="cannot use 'an odd answer'"):
+        task.result()
+
+
+def test_a_recorder_attached_later_hears_what_follows_and_the_calls_are_built_once() -> None:
+    d = drive()
+    assert d.recorder is None and d.calls is d.calls
+    recorder = Recording()
+    d.recorder = recorder  # type: ignore[assignment]
+    assert d.recorder is recorder
+    start(d, Probe(get_chat()), session=FakeSession())
     assert recorder.names() == ["begin"]
