@@ -187,13 +187,8 @@ def folder(module: str) -> str:
     return ".".join(parts[:2]) if parts[0] == "coder_proto" else parts[0]
 
 
-#: The two-way ties the core still has, each allowed only as the pair itself: the connection
-#: takes a durable job and a recorder, and durable workflows and replay drive a connection.
-#: A tie is never added here; one that is gone is taken out.
-KNOWN_TIES = (
-    {"coder_proto._connection", "coder_proto.durable"},
-    {"coder_proto._connection", "coder_proto.transcript"},
-)
+#: Two-way ties allowed as the pair itself. None is left; a tie is never added here.
+KNOWN_TIES: tuple[set[str], ...] = ()
 
 
 def folder_graph() -> dict[str, set[str]]:
