@@ -424,7 +424,7 @@ class AsyncioRuntime(AsyncRuntime):
         transport: asyncio.Transport | None = None
         try:
             try:
-                transport, _ = await asyncio.wait_for(
+                made, _ = await asyncio.wait_for(
                     loop.create_connection(
                         lambda: protocol,
                         conn.host,
@@ -437,11 +437,12 @@ class AsyncioRuntime(AsyncRuntime):
             except (OSError, TimeoutError, ValueError, ssl.SSLError) as exc:
                 host.socket_failed(conn, exc)
                 return
+            transport = made
             if conn.closed:
                 return
-            sock.transport = transport
+            sock.transport = made
             host.socket_made(conn)
-            transport.resume_reading()
+            made.resume_reading()
             await protocol.ended
             error = sock.dropped or protocol.error
             if error is not None:
