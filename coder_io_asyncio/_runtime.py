@@ -47,6 +47,9 @@ from coder_proto.adapter import CONNECT_TIMEOUT, MAX_UNSENT
 
 __all__ = ["ASYNCIO", "AsyncioRuntime", "Driver", "VerifyTypes", "ssl_context", "transport_sink"]
 
+#: The most bytes one socket read hands to the client.
+_READ_CHUNK = 65_536
+
 
 class _Task:
     """An asyncio task, as the async layer holds it."""
@@ -272,6 +275,11 @@ class _SocketProtocol(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         transport.pause_reading()  # the host hears of the socket before its first bytes
+        if hasattr(transport, "max_size"):  # a plain socket's transport (TLS reads its own)
+            # Chunks of at most 64 KiB, as the stream reader handed them out before: a read
+            # of the transport's 256 KiB turns into that many events at once, and a long
+            # turn's peak memory grows with it.
+            transport.max_size = _READ_CHUNK
 
     def data_received(self, data: bytes) -> None:
         if not self._conn.closed:
