@@ -812,7 +812,10 @@ class Segment:
                         return
                     continue
                 else:
-                    yield from turn._wait()
+                    # ``turn._wait()`` inline: an open, idle chat waits here, and a generator
+                    # of its own would stay suspended (and allocated) the whole time.
+                    yield
+                    turn._check_interruptions()
                     continue
 
                 parts = self._ingest(translator, event)

@@ -262,32 +262,30 @@ class Turn(CoreMachine[TurnResult]):
         self._hand_off()(parts)
 
     def _run(self) -> Generator[None, None, TurnResult]:
+        """The turn, retried on C.5: a retryable ``CoderStreamError`` (a fresh chat without
+        external effects lost its stream; the session was discarded) is retried on a fresh
+        chat, up to ``max_retries`` times, in generate mode only (a stream consumer already saw
+        parts). One generator for both: every open turn keeps its frames while it waits."""
+        attempt = 0
         try:
-            return (yield from self._with_retries())
+            while True:
+                try:
+                    return (yield from self._loop())
+                except CoderStreamError as exc:
+                    retries = self.session.config.max_retries
+                    if self.mode != "generate" or not exc.retryable or attempt >= retries:
+                        raise
+                    attempt += 1
+                    logger.warning(
+                        "retrying the turn on a fresh chat after a stream failure (%d/%d): %s",
+                        attempt,
+                        retries,
+                        exc,
+                    )
+                    self.steps = []
         finally:
             if self.session.in_flight is self:
                 self.session.in_flight = None
-
-    def _with_retries(self) -> Wait[TurnResult]:
-        """C.5: a retryable ``CoderStreamError`` (a fresh chat without external effects lost
-        its stream; the session was discarded) is retried on a fresh chat, up to
-        ``max_retries`` times, in generate mode only (a stream consumer already saw parts)."""
-        attempt = 0
-        while True:
-            try:
-                return (yield from self._loop())
-            except CoderStreamError as exc:
-                retries = self.session.config.max_retries
-                if self.mode != "generate" or not exc.retryable or attempt >= retries:
-                    raise
-                attempt += 1
-                logger.warning(
-                    "retrying the turn on a fresh chat after a stream failure (%d/%d): %s",
-                    attempt,
-                    retries,
-                    exc,
-                )
-                self.steps = []
 
     def _loop(self) -> Wait[TurnResult]:
         action = classify_prompt(self._messages)

@@ -299,14 +299,15 @@ class WebSocketClient:
         self._max_message_size = max_message_size
         self._redactor = Redactor(token)
         # The handshake's connection until the upgrade is accepted, then only the WebSocket
-        # connection it made: the handshake's h11 state is not used again.
-        self._ws: WSConnection | Connection = WSConnection(ConnectionType.CLIENT)
+        # connection it made: the handshake's h11 state is not used again. On the fast path
+        # it is dropped between messages (``_release``) and made again when a frame needs it.
+        self._ws: WSConnection | Connection | None = WSConnection(ConnectionType.CLIENT)
         self._outgoing = bytearray()
         self._initiated = False
         # Building the request now makes a bad header a configuration error at construction.
         request = Request(host=host_header, target=self.target, extensions=[], extra_headers=extra)
         try:
-            self._request = self._ws.send(request)
+            self._request = self._connection().send(request)
         except (LocalProtocolError, h11.LocalProtocolError, ValueError, UnicodeError):
             # The underlying message may quote the offending value (the token): drop it.
             raise CoderAgentError(
@@ -437,7 +438,7 @@ class WebSocketClient:
     def _feed(self, data: bytes | None, out: list[WsEvent], eof: bool) -> None:
         """Bytes (``None``: end of stream) through wsproto, events into ``out``."""
         try:
-            self._ws.receive_data(data)
+            self._connection().receive_data(data)
             self._drain(out, eof)
         except (RemoteProtocolError, LocalProtocolError) as exc:
             self._protocol_failure(out, eof, str(exc))
@@ -516,9 +517,32 @@ class WebSocketClient:
                 self._fragmented = fragmented = False
             self._forward = header + length
         del buf[:pos]
+        self._release()
+
+    def _connection(self) -> WSConnection | Connection:
+        """wsproto's connection; a fresh one when ``_release`` dropped it."""
+        ws = self._ws
+        if ws is None:
+            ws = self._ws = Connection(ConnectionType.CLIENT)
+        return ws
+
+    def _release(self) -> None:
+        """Drop wsproto's connection while it is open, with no frame or message half read:
+        a fresh one is in the same state, and an open, idle stream does not keep its buffers,
+        decoders and event deque (about 1.6 KiB) while it waits. Every frame the fast path
+        hands to wsproto starts at a frame boundary, so ``_connection`` makes it again."""
+        ws = self._ws
+        if (
+            ws is not None
+            and not self._forward
+            and not self._fragmented
+            and not self._done
+            and ws.state is ConnectionState.OPEN
+        ):
+            self._ws = None
 
     def _send(self, event: CloseConnection) -> None:
-        self._outgoing += self._ws.send(event)
+        self._outgoing += self._connection().send(event)
 
     def _finish(self, out: list[WsEvent], event: WsEvent) -> None:
         self._done = True
@@ -526,7 +550,7 @@ class WebSocketClient:
         out.append(event)
 
     def _drain(self, out: list[WsEvent], eof: bool) -> None:
-        ws = self._ws
+        ws = self._connection()
         for event in ws.events():
             kind = type(event)
             if kind is TextMessage:
@@ -590,12 +614,13 @@ class WebSocketClient:
         return False
 
     def _on_close(self, event: CloseConnection, out: list[WsEvent], eof: bool) -> None:
-        state = self._ws.state
+        ws = self._connection()
+        state = ws.state
         if eof:
             # wsproto reports end of stream as a close with 1006; callers want "no close frame".
             self._finish(out, WsClosed(None, None))
         elif state is ConnectionState.REMOTE_CLOSING:
-            self._outgoing += self._ws.send(event.response())
+            self._outgoing += ws.send(event.response())
             self._finish(out, WsClosed(int(event.code), event.reason))
         elif state is ConnectionState.CLOSED:
             self._finish(out, WsClosed(int(event.code), event.reason))
@@ -605,7 +630,7 @@ class WebSocketClient:
             self._finish(out, WsFailed(f"WebSocket protocol error: {event.reason}"))
 
     def _close_with(self, code: int, reason: str) -> None:
-        if self._ws.state is ConnectionState.OPEN:
+        if self._connection().state is ConnectionState.OPEN:
             self._send(CloseConnection(code=code, reason=reason or None))
         self._closing = True
 

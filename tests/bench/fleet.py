@@ -26,18 +26,19 @@
   of a store shared across machines, the workflow lease included).
 
 Where an open, idle chat's memory goes (tracemalloc grouped by file and line, 200 agents on
-one client; the quick run measured about 26 KiB on asyncio and 29 KiB on trio at 100 chats):
+one client; the quick run measured about 22 KiB on asyncio and 26 KiB on trio at 100 chats):
 
-* the stream reader and its WebSocket client, with the wsproto objects that stay after the
-  upgrade: about 3.6 KiB (the reader's event deque and wsproto's connection deque are 0.75 KiB
-  each: an empty ``collections.deque`` holds a block of 64 slots);
+* the stream reader and its WebSocket client: about 2.4 KiB (the reader's event deque is
+  0.75 KiB of it: an empty ``collections.deque`` holds a block of 64 slots; wsproto's
+  connection is made again only when a frame needs it, see below);
 * the turn, segment and session machines (suspended generator frames, the turn's parts
-  deque, sets and dicts), the session stream and the engine: about 6 KiB; the translator
+  deque, sets and dicts), the session stream and the engine: about 5.8 KiB; the translator
   about 0.5 KiB; the connection machine's jobs about 1.4 KiB;
-* the runtime: on asyncio the stream reader and writer, the transport, the socket's task and
-  the futures of a pending read (about 5 KiB); on trio the socket's task, its cancel scope and
-  the parked ``receive_some`` (about 5 KiB);
-* the agent's stream and the driver's run: about 1.2 KiB.
+* the agent's stream and the driver's run: about 1.2 KiB; the agent itself about 1.1 KiB;
+* the runtime with the consumer's own task (here one anyio task per chat reading
+  ``text_stream``, about 3 KiB of it): about 8 KiB on asyncio (the transport, its protocol,
+  the socket's task waiting for the end) and 11.5 KiB on trio (the socket's task, its cancel
+  scope and the parked ``receive_some``).
 
 The fake serves every chat from one process and wakes, after each request it answers and
 each chat its ticker advances, only the streams of the chats that changed (and every watch):
@@ -49,8 +50,13 @@ cut text is redacted now), the last bytes read (kept while the socket waited), t
 events' empty deques, trio's idle writer task per socket (about 4.5 KiB on trio), the
 instance dictionaries of the reader, the turn and the session stream (``__slots__``, about
 3 KiB), the translator's empty id sets, the decoded message the replay filter kept (a
-fingerprint now, about 1.2 KiB), and wsproto's handshake with its h11 state once the upgrade
-is done (about 2.5 KiB).
+fingerprint now, about 1.2 KiB), wsproto's handshake with its h11 state once the upgrade
+is done (about 2.5 KiB), the turn's retry generator and the read loop's wait generator
+(a bare ``yield`` now, about 0.45 KiB), wsproto's connection between messages (the fast path
+hands it whole frames only, so a fresh one is made when a control frame or a fragment comes:
+about 1.6 KiB), and on asyncio the stream reader, writer, drain waiters and pending read of
+``asyncio.open_connection`` (a protocol hands each chunk to the client as it arrives: about
+2 KiB). The quick run went from about 26 to 22 KiB on asyncio and from 29 to 26 KiB on trio.
 """
 
 from __future__ import annotations

@@ -629,3 +629,28 @@ def test_a_rejection_body_cut_at_its_bound_in_the_middle_of_the_token_loses_it()
     (event,) = events
     assert isinstance(event, WsRejected)
     assert event.body == b"x" * (MAX_REJECTION_BODY - 10) + b"<redacted>"
+
+
+def test_an_idle_open_connection_answers_pings_closes_and_fragments_as_before() -> None:
+    """Between messages an open connection does not keep wsproto's state (an idle chat's
+    memory); every frame after that is handled as on a connection that kept it: a ping is
+    answered, a fragmented message with a ping between its fragments is joined, the
+    caller's close is one valid close frame, and the server's answer ends the connection."""
+    client, server = opened()
+    assert client.receive_data(server.text("first")) == [WsText("first")]
+    assert client.receive_data(server.ping(b"hb-1")) == []
+    fragments = server.text("abcdef", fragment=2)
+    middle = fragments.index(b"cd") - 2  # the second fragment's header
+    data = fragments[:middle] + server.ping(b"hb-2") + fragments[middle:]
+    assert client.receive_data(data) == [WsText("abcdef")]
+    assert client.receive_data(server.text("then")) == [WsText("then")]
+    server.receive(client.data_to_send())
+    pongs = [e.payload for e in server.received if isinstance(e, Pong)]
+    assert pongs == [b"hb-1", b"hb-2"]
+    client.close(1000, "bye")
+    server.receive(client.data_to_send())
+    assert [(c.code, c.reason) for c in server.closes()] == [(1000, "bye")]
+    assert client.receive_data(server.ws.send(server.closes()[0].response())) == [
+        WsClosed(1000, "bye")
+    ]
+    assert client.done
