@@ -165,7 +165,18 @@ class _LeaseCheck:
 
 class _BoundCrashSafe:
     """The function of a bound crash-safe tool: runs its program with the store. Plain
-    functions run in a worker thread, as the agent runs plain tools."""
+    functions run in a worker thread, as the agent runs plain tools.
+
+    Its program (the journal's write-ahead, the lease check, ``Invoke``, the recorded result)
+    runs here rather than as a task of a connection, because nothing in the tool contract
+    reaches one: ``bind_tools`` returns tools for any ``CoderAgent`` (not only ``run_turn``'s),
+    the function gets only its arguments and a ``ToolContext`` (chat, call id, tool name),
+    and the connection sees a tool call as one opaque ``ToolInvocation`` of an
+    ``InvokeTools``, answered as a whole with ``tool_finished``. The connection has no way to
+    take store calls from the middle of a call, and its store calls (``ApplyStore``) belong
+    to a job that carries a store, which a turn's job does not. A plain tool function's
+    ``check_lease()`` must also block in its worker thread. Routing it through the connection
+    would need a tool plan that carries an effect program in place of a function."""
 
     def __init__(
         self,

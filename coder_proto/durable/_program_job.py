@@ -16,10 +16,22 @@ vocabulary, so an adapter only performs the connection's commands:
   calls. Stopping it waits for a renewal in flight, so that a late renewal never lands
   after the release;
 * any effect of ``outside`` (``RunAgentTurn``): left to the embedder as ``effect``; the job
-  waits until ``Connection.effect_finished`` reports its value or exception.
+  waits until ``Task.effect_finished`` reports its value or exception.
 
 Cancelling the job throws the cancellation into the program once (the lease's release, a
 step's checkpoint still run afterwards); the job ends when the program ends.
+
+Why the agent turn is still the embedder's: the turn is an ordinary turn of the same
+connection (the adapter's ``CoderAgent`` on the same client starts it with ``start_turn``, so
+its requests, sockets and tool pauses are already the connection's commands). What the job
+leaves out is what surrounds that turn on the embedder's side: the agent object that carries
+the observer and the ``on_chat_created`` hook, the blocking adapter's ``timeout`` (a bound on
+the caller's blocking call, which no connection input carries), and the early checkpoint
+(D28). The last one is the real constraint: for a plain store the adapter writes it inside
+``on_chat_created``, before the stream's dial starts; as a store call of this job it would
+run beside the dial instead. Taking the turn into the job means the turn pausing between the
+create call's answer and the dial until that store call answered, which is a change to the
+turn machine, not to this job.
 """
 
 from __future__ import annotations
@@ -82,7 +94,7 @@ class ProgramJob:
         self._wall = wall
         self._outside = outside
         self.now = now
-        #: The effect left to the embedder, until ``Connection.effect_finished`` answers it.
+        #: The effect left to the embedder, until ``Task.effect_finished`` answers it.
         self.effect: Any = None
         self._out: list[Any] = []
         #: Store calls of the job's own strands have negative ids (the durable machine's count
