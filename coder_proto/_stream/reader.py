@@ -637,9 +637,8 @@ class StreamReader:
             # a transport event needs the event itself, built at arrival.
             if sink is None:
                 # Through the module, so the typed decode is the one ``_wire.events`` holds.
-                decoded: list[Any] | None = _wire_events._typed_deltas(text)
-                if decoded is None:
-                    decoded = parse_untyped_frame(text)
+                typed = _wire_events._typed_deltas(text)
+                decoded: list[Any] = parse_untyped_frame(text) if typed is None else typed
             else:
                 decoded = parse_text_frame(text)
         except (CoderProtocolError, RecursionError) as exc:
