@@ -90,11 +90,11 @@ from ._transport_events import (
     TransportEventSink,
 )
 from ._wire.chats import ChatWatchEvent
-from .durable._store import StoreCall, StoreOp
 
 if TYPE_CHECKING:
     from ._recording import Recorder
     from .durable._program_job import ProgramJob
+    from .durable._store import StoreCall, StoreOp
     from .durable._store_engine import DurableJob
 
 __all__ = [
@@ -1628,6 +1628,8 @@ class Connection:
             job.stores.clear()
 
     def _act(self, job: Job, action: Action, now: float) -> None:
+        from .durable._store import StoreCall  # only durable jobs ask for store calls
+
         if self._recorder is not None and job.scope.session is not None:
             self._record_action(action, now)
         if isinstance(action, SendData):

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
@@ -45,15 +45,7 @@ from .options import AgentOptions
 from .prompt import Message
 from .session import Session
 from .session_state import ReaderFactory, SessionConfig
-from .structured_output import (
-    NUDGE_PROMPT,
-    STRUCTURED_OUTPUT_INSTRUCTIONS,
-    STRUCTURED_OUTPUT_TOOL,
-    StructuredOutput,
-    StructuredOutputError,
-)
 from .tool_calls import ToolPlan, plan_tool_calls
-from .tools import Tool
 from .turn import Turn, TurnResult
 from .workspace_files import (
     WorkspaceFiles,
@@ -61,6 +53,10 @@ from .workspace_files import (
     check_workspace_files,
     check_workspace_path,
 )
+
+if TYPE_CHECKING:
+    from .structured_output import StructuredOutput
+    from .tools import Tool
 
 __all__ = ["ENV_ORGANIZATION_ID", "AgentCore", "GenerateCall", "GenerateResult"]
 
@@ -138,6 +134,8 @@ class GenerateCall:
         found, value, problems = output.find(merged)
         if found:
             return GenerateResult.from_turn(merged, output=value)
+        from .structured_output import NUDGE_PROMPT, StructuredOutputError
+
         if not self.nudged and _idle(result):
             self.nudged = True
             logger.info("no valid structured_output filing; nudging the idle chat once")
@@ -205,6 +203,12 @@ class AgentCore:
         self.output: StructuredOutput | None = None
         instructions = options.instructions
         if options.output_type is not None:
+            from .structured_output import (
+                STRUCTURED_OUTPUT_INSTRUCTIONS,
+                STRUCTURED_OUTPUT_TOOL,
+                StructuredOutput,
+            )
+
             if STRUCTURED_OUTPUT_TOOL in self.tools:
                 raise CoderAgentError(
                     f"a tool named {STRUCTURED_OUTPUT_TOOL!r} clashes with output_type"

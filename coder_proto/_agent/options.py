@@ -22,14 +22,16 @@ import inspect
 import math
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
-from typing import Any, Final, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
 
 import attrs
 
 from .._constants import DEFAULT_MAX_STEPS, SETTLE_DEADLINE, SETTLE_RETRY_DELAY
 from .._errors import CoderAgentError
 from .session_state import sanitize_duration
-from .tools import Tool, tools_by_name
+
+if TYPE_CHECKING:
+    from .tools import Tool
 
 __all__ = ["OPTION_NAMES", "AgentOptions", "option_keywords", "resolve_options"]
 
@@ -52,6 +54,8 @@ def _tools(
 ) -> Mapping[str, Tool]:
     if value is None:
         return _NO_TOOLS  # read-only, so every options object without tools shares one
+    from .tools import tools_by_name
+
     return MappingProxyType(tools_by_name(value))
 
 

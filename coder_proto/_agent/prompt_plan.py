@@ -28,7 +28,6 @@ from .prompt import (
     UserMessage,
     normalize_prompt,
 )
-from .tools import encode_output
 
 __all__ = ["AttachedFile", "Attachment", "PromptPlan", "prepare_attachment", "prepare_prompt"]
 
@@ -217,6 +216,8 @@ class _PromptBuilder:
     def tool_result(item: object) -> ToolResultContent:
         if not isinstance(item, Mapping) or not isinstance(item.get("tool_call_id"), str):
             raise CoderAgentError('a tool message holds results with a "tool_call_id" string')
+        from .tools import encode_output
+
         name = item.get("tool_name")
         return ToolResultContent(
             tool_call_id=item["tool_call_id"],

@@ -53,13 +53,6 @@ from .._outputs import (
     ToolCall,
     ToolResult,
 )
-from .._rest.chat_extras import build_edit_chat_message, parse_edit_chat_message
-from .._rest.model_hints import (
-    ModelConfigs,
-    ModelConfigsExchange,
-    is_model_config_uuid,
-    resolve_model_hint,
-)
 from .._rest.prefix import Completed, Failed
 from .._rest.routes import (
     build_create_chat,
@@ -549,6 +542,8 @@ class Segment:
         model_config_id = yield from self._resolve_model()
         content = yield from self._upload(planned)
         if action.edit_message_id is not None:
+            from .._rest.chat_extras import build_edit_chat_message, parse_edit_chat_message
+
             assert session.chat_id is not None
             # The edit runs the chat again from the replacement, whose id is new: the turn's
             # events are those past it (the edited message and what followed it are gone).
@@ -658,6 +653,13 @@ class Segment:
         session = self.session
         if session.model_resolved:
             return session.model_config_id
+        from .._rest.model_hints import (
+            ModelConfigs,
+            ModelConfigsExchange,
+            is_model_config_uuid,
+            resolve_model_hint,
+        )
+
         hint = session.config.model
         value: str | None
         if hint is None:

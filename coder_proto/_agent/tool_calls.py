@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from .._actions import ToolOutcome
 from .._outputs import ToolCall
-from .structured_output import StructuredOutput
-from .tools import Tool, ToolContext, ToolInputError, encode_output
+
+if TYPE_CHECKING:
+    from .structured_output import StructuredOutput
+    from .tools import Tool
 
 __all__ = ["ToolInvocation", "ToolPlan", "plan_tool_calls"]
 
@@ -57,6 +59,8 @@ class ToolInvocation:
 
     def succeeded(self, value: Any) -> ToolOutcome:
         """The outcome for the value the function returned (``encode_output``)."""
+        from .tools import encode_output
+
         return ToolOutcome(tool_call_id=self.tool_call_id, output=encode_output(value))
 
     def failed(self, exc: BaseException) -> ToolOutcome:
@@ -93,6 +97,8 @@ def plan_tool_calls(
     fails validation, or a tool without a function gets an error outcome with a string
     message; a structured-output filing is acknowledged (or answered with its validation
     error, so the model retries in the loop); every other call becomes a ``ToolInvocation``."""
+    from .tools import ToolContext, ToolInputError
+
     outcomes: list[ToolOutcome] = []
     invocations: list[ToolInvocation] = []
     seen: set[str] = set()

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 from .._agent.agent_core import AgentCore
 from .._agent.prompt_plan import AttachedFile, prepare_attachment
 from .._agent.session_calls import ArchiveResult, InterruptResult
-from .._rest.chat_extras import ChatDiff, ChatPrompt, EditedMessage
 from .._rest.routes import ChatCost
 from .._wire.chats import Chat, ChatModelConfig
 from .._wire.messages import ChatQueuedMessage
@@ -20,6 +19,7 @@ from .client_calls import ChatOperations, Operation
 
 if TYPE_CHECKING:
     from .._agent.history import FileUrlResolver, UIMessage
+    from .._rest.chat_extras import ChatDiff, ChatPrompt, EditedMessage
 
 __all__ = ["AgentCalls", "AgentOperations"]
 

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 from .._agent.agent_core import AgentCore
 from .._agent.options import AgentOptions, option_keywords
-from .._agent.tools import Tool
 from .._agent.workspace_files import WorkspaceFiles
 from .._constants import DEFAULT_MAX_STEPS, SETTLE_DEADLINE, SETTLE_RETRY_DELAY
 from .._errors import CoderAgentError
@@ -23,6 +22,7 @@ from .._transport_events import TransportEventSink
 from .agent_calls import AgentOperations
 
 if TYPE_CHECKING:
+    from .._agent.tools import Tool
     from .._recording import Recorder
 
 __all__ = ["AgentClient", "AgentShell", "check_connection", "segment_sink"]

@@ -15,25 +15,14 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import attrs
 
 from .._agent.session import Session
 from .._agent.tool_calls import ToolPlan
-from .._jobs.operations import (
-    ModelConfigsJob,
-    OrganizationRestJob,
-    PreviewJob,
-    ResolveModelJob,
-    RestJob,
-    WorkspacePreview,
-    interrupt_job,
-    rest_job,
-)
 from .._jobs.organization import UNKNOWN_ORGANIZATION
 from .._outputs import ToolCall
-from .._rest.chat_extras import ChatDiff, ChatFileDownloadUrl, ChatPrompt, EditedMessage
 from .._rest.http import HttpRequest
 from .._rest.prefix import PrefixSelector
 from .._rest.routes import ArchiveOutcome, ChatCost, ChatFile, build_create_chat, parse_create_chat
@@ -53,6 +42,10 @@ from .client_arguments import (
     create_chat_request,
     tool_result_inputs,
 )
+
+if TYPE_CHECKING:
+    from .._jobs.operations import RestJob, WorkspacePreview
+    from .._rest.chat_extras import ChatDiff, ChatFileDownloadUrl, ChatPrompt, EditedMessage
 
 __all__ = ["Call", "ChatCalls", "ChatOperations", "Operation", "public_method"]
 
@@ -118,6 +111,8 @@ class ChatOperations:
         return f"ChatOperations({self.base_url!r})"
 
     def _rest(self, op: str, *args: Any, **kwargs: Any) -> Operation[Any]:
+        from .._jobs.operations import rest_job
+
         selector = self.selector
         return Operation(
             machine=lambda now, _data: rest_job(selector, op, *args, now=now, **kwargs)
@@ -160,6 +155,8 @@ class ChatOperations:
         )
         if request is not None or organization_id is not None:
             return self._rest("create_chat", body)
+        from .._jobs.operations import OrganizationRestJob
+
         selector = self.selector
 
         def build(organization: str) -> HttpRequest:
@@ -234,6 +231,8 @@ class ChatOperations:
         polls the chat every second until it is settled, raising the builtin ``TimeoutError``
         after ``timeout`` seconds (15 s by default). ``last_status="requires_action"``
         sends D4's follow-up when the answer says ``running``."""
+        from .._jobs.operations import interrupt_job
+
         selector = self.selector
         return Operation(
             machine=lambda now, _data: interrupt_job(
@@ -424,6 +423,8 @@ class ChatOperations:
     ) -> Operation[str]:
         """``upload_chat_file``, with ``organization_id=None`` meaning the client's default
         organization (D33)."""
+        from .._jobs.operations import OrganizationRestJob, RestJob
+
         plan = plan_upload(content, media_type=media_type, filename=filename)
         selector = self.selector
 
@@ -465,6 +466,8 @@ class ChatOperations:
         """The organization's model configs (wire 8, D16): the org route, falling back once to
         the legacy route on 404. Never touches the chat prefix. Without ``organization_id``,
         the client's default organization (as for ``create_chat``, D33)."""
+        from .._jobs.operations import ModelConfigsJob
+
         selector = self.selector
         return Operation(
             machine=lambda now, _data: ModelConfigsJob(selector, organization_id, now=now)
@@ -473,6 +476,8 @@ class ChatOperations:
     def resolve_model_config_id(self, hint: str, organization_id: str) -> Operation[str | None]:
         """The config id a model hint designates (wire 8 order), or ``None`` when nothing
         matches. A UUID hint is returned as is, with no request."""
+        from .._jobs.operations import ResolveModelJob
+
         selector = self.selector
         return Operation(
             machine=lambda now, _data: ResolveModelJob(selector, hint, organization_id, now=now)
@@ -514,6 +519,8 @@ class ChatOperations:
         protocol: str,
         share_level: str | None,
     ) -> Operation[WorkspacePreview]:
+        from .._jobs.operations import PreviewJob
+
         selector = self.selector
         base_url = self.base_url
         return Operation(

@@ -30,11 +30,11 @@ shells they take from the core add about 0.1x. Most of the core's share is class
 the import defines about 150 attrs classes (wire records, output parts, actions, transport
 events, prompts), and attrs writes and compiles their methods at import, at about half a
 millisecond each: more than half of the library's own import time. The modules a first
-stream loads without using them (durable stores, which the connection imports; tool, tool-call
-and structured-output support, which the agent core imports; chat extras, model hints and
-promotion, which the segment imports; jobs and workspaces, which the client calls import)
-come to about a tenth of it. Neither is in the adapters: what would bring ``imports.asyncio``
-well under 1.5x is cheaper class creation in the core, and ``imports.trio`` cannot reach
+stream does not use (the durable store's calls, tool and structured-output support, chat
+extras and model hints, the REST jobs and workspace routes) are imported with the first
+operation that needs them, not with the adapter (``tests/repo/test_import_cost.py`` pins
+it). What remains is not in the adapters: what would bring ``imports.asyncio`` well under
+1.5x is cheaper class creation in the core, and ``imports.trio`` cannot reach
 1.5x ``import httpx`` with trio itself at 0.9x; against ``import trio, httpx`` it is about
 1.3x.
 

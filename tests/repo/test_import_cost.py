@@ -18,7 +18,10 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
-#: Modules of the core that only a program using them should pay for.
+#: Modules of the core that only a program using them should pay for: durable workflows (and
+#: the store calls the connection performs for them), transcripts, the fake server, the
+#: integrations, and the REST jobs and chat extras (edits, model hints, workspaces) that a
+#: program loads with the first call using them.
 ON_FIRST_USE = (
     "coder_proto.fake",
     "coder_proto.transcript",
@@ -34,15 +37,22 @@ ON_FIRST_USE = (
     "coder_io_trio.durable",
     "coder_io_sync.durable",
     "coder_io_common._async.durable",
-    "coder_proto.durable._tools",
-    "coder_proto.durable._effects",
+    "coder_proto.durable",
     "coder_proto._agent.history",
+    "coder_proto._rest.chat_extras",
+    "coder_proto._rest.model_hints",
+    "coder_proto._rest.workspaces",
+    "coder_proto._jobs.operations",
     "opentelemetry",
     "temporalio",
     "jsonschema",
     "sqlite3",
     "psycopg",
 )
+
+#: What a program loads when it first uses tools (``tool``, an agent given tools) or structured
+#: output (``output_type``): an agent without them does not pay for them.
+ON_FIRST_TOOL = ("coder_proto._agent.tools", "coder_proto._agent.structured_output")
 
 #: What an adapter loads when its first client (or agent) is made, not when it is imported: a
 #: program that imports the library and never connects does not pay for them.
@@ -139,7 +149,22 @@ def test_importing_an_adapter_leaves_the_optional_parts_unloaded(adapter: str) -
     assert f"{adapter}.agent" in modules  # the agent itself is there
     loaded = {m for m in ON_FIRST_USE if any(n == m or n.startswith(m + ".") for n in modules)}
     assert loaded == set()
+    assert not set(ON_FIRST_TOOL) & modules
     assert "pickle" not in modules  # imported by an error being pickled
+
+
+@pytest.mark.parametrize("adapter", ["coder_io_asyncio", "coder_io_trio", "coder_io_sync"])
+def test_making_a_client_and_an_agent_leaves_the_optional_parts_unloaded(adapter: str) -> None:
+    made = (
+        f"from {adapter} import CoderAgent, CoderChatClient\n"
+        "CoderChatClient(base_url='http://127.0.0.1:9', token='t')\n"
+        "CoderAgent(base_url='http://127.0.0.1:9', token='t')"
+    )
+    modules = _modules_after(made)
+    loaded = {m for m in ON_FIRST_USE if any(n == m or n.startswith(m + ".") for n in modules)}
+    assert loaded == set()
+    assert not set(ON_FIRST_TOOL) & modules
+    assert "coder_proto._agent.tools" in _modules_after(f"{made}\nfrom {adapter} import tool")
 
 
 @pytest.mark.parametrize("adapter", ["coder_io_asyncio", "coder_io_trio", "coder_io_sync"])
