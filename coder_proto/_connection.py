@@ -1628,8 +1628,6 @@ class Connection:
             job.stores.clear()
 
     def _act(self, job: Job, action: Action, now: float) -> None:
-        from .durable._store import StoreCall  # only durable jobs ask for store calls
-
         if self._recorder is not None and job.scope.session is not None:
             self._record_action(action, now)
         if isinstance(action, SendData):
@@ -1658,15 +1656,18 @@ class Connection:
                 self._close_conn(conn)
         elif isinstance(action, RunTools):
             self._run_tools(job, action.calls, now)
-        elif isinstance(action, StoreCall):
-            self._start_store(job, action, now)
         elif isinstance(action, RunInBackground):
             parent = job.scope
             scope = parent if parent.session is not None else _Scope(machine=action.job)
             self._add(Job(action.job, scope, background=True))
             self._dirty = True
-        else:  # pragma: no cover - every action is handled above
-            raise CoderAgentError(f"unknown action {action!r}")
+        else:
+            # Only durable jobs ask for store calls: their module loads with the first one.
+            from .durable._store import StoreCall
+
+            if not isinstance(action, StoreCall):  # pragma: no cover - every action is above
+                raise CoderAgentError(f"unknown action {action!r}")
+            self._start_store(job, action, now)
 
     def _forget(self, conn: Conn) -> None:
         conn.closed = True
