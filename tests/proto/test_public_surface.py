@@ -74,7 +74,7 @@ def test_star_import_gives_exactly_the_curated_names() -> None:
 
 def test_a_durable_job_is_reachable_from_the_public_names() -> None:
     """An embedder runs a durable machine on its own loop with public names only: the job
-    (``coder_proto.durable.DurableJob``), the command its store calls come as
+    (``coder_proto.durable.DurableWork``), the command its store calls come as
     (``coder_proto.ApplyStore``, carrying a ``StoreRequest`` and its ``StoreOp``) and the
     connection's answers. The embedder's vocabulary is not re-exported by the adapters."""
     from coder_proto import durable
@@ -82,7 +82,7 @@ def test_a_durable_job_is_reachable_from_the_public_names() -> None:
 
     for name in ("ApplyStore", "StoreRequest"):
         assert name in coder_proto.__all__ and name in EMBEDDER_NAMES and name not in USER_NAMES
-    for name in ("DurableJob", "StoreOp"):
+    for name in ("DurableWork", "StoreOp"):
         assert name in durable.__all__, name
     for method in ("start_durable", "store_finished"):
         assert callable(getattr(coder_proto.Connection, method)), method
