@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     from ._connection import Conn as Conn
     from ._connection import Connection as Connection
     from ._connection import ConnectionStats as ConnectionStats
+    from ._connection import HttpCall as HttpCall  # the earlier name
     from ._connection import HttpExchange as HttpExchange
     from ._connection import InvokeTools as InvokeTools
     from ._connection import OpenSocket as OpenSocket
@@ -72,6 +73,7 @@ if TYPE_CHECKING:
     from ._connection import Task as Task
     from ._connection import TaskMoved as TaskMoved
     from ._connection import ToolBatch as ToolBatch
+    from ._connection import ToolRun as ToolRun  # the earlier name
     from ._connection import WriteSocket as WriteSocket
     from ._errors import CoderAgentError as CoderAgentError
     from ._errors import CoderApiError as CoderApiError
@@ -161,8 +163,10 @@ __all__ = [  # noqa: RUF022
     "Task",
     "Conn",
     "HttpExchange",
+    "HttpCall",  # the earlier name of HttpExchange
     "HttpRequest",
     "ToolBatch",
+    "ToolRun",  # the earlier name of ToolBatch
     "ToolInvocation",
     "OpenSocket",
     "WriteSocket",
@@ -345,6 +349,7 @@ __getattr__, __dir__ = lazy_exports(
             "Conn",
             "Connection",
             "ConnectionStats",
+            "HttpCall",  # the earlier name of HttpExchange
             "HttpExchange",
             "InvokeTools",
             "OpenSocket",
@@ -353,6 +358,7 @@ __getattr__, __dir__ = lazy_exports(
             "Task",
             "TaskMoved",
             "ToolBatch",
+            "ToolRun",  # the earlier name of ToolBatch
             "WriteSocket",
         ),
         "._errors": (

@@ -107,8 +107,10 @@ __all__ = [
     "Connection",
     "ConnectionCommand",
     "ConnectionStats",
+    "HttpCall",  # the earlier name of HttpExchange
     "HttpExchange",
     "InvokeTools",
+    "Job",  # the earlier name of MachineSlot
     "MachineSlot",
     "OpenSocket",
     "Runnable",
@@ -117,6 +119,7 @@ __all__ = [
     "Task",
     "TaskMoved",
     "ToolBatch",
+    "ToolRun",  # the earlier name of ToolBatch
     "WriteSocket",
     "describe_error",
     "scrub_token",
@@ -265,6 +268,9 @@ class MachineSlot:
         turn = self.machine.in_flight
         # While a turn runs it drives the session (its inputs, actions and deadlines).
         return turn is None or turn.done
+
+
+Job = MachineSlot  # the earlier name, kept by coder_proto.adapter
 
 
 class Conn:
@@ -425,6 +431,9 @@ class HttpExchange:
         return isinstance(getattr(self.job.machine, "abort_deadline", None), float | int)
 
 
+HttpCall = HttpExchange  # the earlier name, still exported
+
+
 class ToolBatch:
     """The client tool calls of one pause, ready to run (``InvokeTools``): the core's tool-call
     policy already answered what it could decide (duplicates, unknown tools, tools without a
@@ -481,6 +490,9 @@ class ToolBatch:
     def pending(self) -> tuple[ToolInvocation, ...]:
         """The invocations not reported yet."""
         return tuple(i for i in self.invocations if i.tool_call_id in self._waiting)
+
+
+ToolRun = ToolBatch  # the earlier name, still exported
 
 
 class StoreRequest:

@@ -20,8 +20,10 @@ EMBEDDER_NAMES: tuple[str, ...] = (
     "Task",
     "Conn",
     "HttpExchange",
+    "HttpCall",  # the earlier name of HttpExchange
     "HttpRequest",
     "ToolBatch",
+    "ToolRun",  # the earlier name of ToolBatch
     "ToolInvocation",
     "OpenSocket",
     "WriteSocket",

@@ -3,9 +3,9 @@
 user's vocabulary (``coder_proto.__all__``), ``coder_proto.durable`` and
 ``coder_proto.transcript`` (docs/runtimes.md "Writing an adapter").
 
-An adapter is a loop that drives a ``coder_proto.Connection`` (its commands; ``MachineSlot`` and
-``Runnable`` for the machines it runs) plus thin classes around the runtime-independent halves
-defined here:
+An adapter is a loop that drives a ``coder_proto.Connection`` (its commands; ``MachineSlot``
+and ``Runnable`` for the machines it runs; ``Job`` is the earlier name of ``MachineSlot``) plus
+thin classes around the runtime-independent halves defined here:
 
 - the shells: ``AgentShell`` and ``AgentOperations`` (a ``CoderAgent``'s constructor, state and
   plain operations), ``ClientShell`` and ``ChatOperations`` (a ``CoderChatClient``'s),
@@ -73,6 +73,7 @@ if TYPE_CHECKING:
     from coder_proto._agent.workspace_files import WorkspaceWrite as WorkspaceWrite
     from coder_proto._connection import CANCELLED_MESSAGE as CANCELLED_MESSAGE
     from coder_proto._connection import ConnectionCommand as ConnectionCommand
+    from coder_proto._connection import Job as Job  # the earlier name
     from coder_proto._connection import MachineSlot as MachineSlot
     from coder_proto._connection import Runnable as Runnable
     from coder_proto._constants import BACKGROUND_TASK_BOUND as BACKGROUND_TASK_BOUND
@@ -147,6 +148,7 @@ __all__ = [  # noqa: RUF022
     # driving a Connection
     "ConnectionCommand",
     "MachineSlot",
+    "Job",  # the earlier name of MachineSlot
     "Runnable",
     "Machine",
     "Action",
@@ -275,6 +277,7 @@ __getattr__, __dir__ = lazy_exports(
         "coder_proto._connection": (
             "CANCELLED_MESSAGE",
             "ConnectionCommand",
+            "Job",  # the earlier name of MachineSlot
             "MachineSlot",
             "Runnable",
         ),

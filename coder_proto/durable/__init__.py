@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from ._store import StoreOp as StoreOp
     from ._store import check_lease_request as check_lease_request
     from ._store import check_store as check_store
+    from ._store_engine import DurableJob as DurableJob  # the earlier name
     from ._store_engine import DurableMachine as DurableMachine
     from ._store_engine import DurableWork as DurableWork
     from ._tools import CrashSafeTool as CrashSafeTool
@@ -83,6 +84,7 @@ __all__ = [
     "AsyncDurableStore",
     "Checkpoint",
     "CrashSafeTool",
+    "DurableJob",  # the earlier name of DurableWork
     "DurableMachine",
     "DurableStepResult",
     "DurableStore",
@@ -162,6 +164,7 @@ __getattr__, __dir__ = lazy_exports(
             "check_store",
         ),
         "._store_engine": (
+            "DurableJob",  # the earlier name of DurableWork
             "DurableWork",
             "DurableMachine",
         ),

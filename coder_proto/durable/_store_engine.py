@@ -30,7 +30,11 @@ from .._rest.prefix import PrefixSelector
 from ._errors import DurableStoreError
 from ._store import StoreCall, StoreOp
 
-__all__ = ["DurableMachine", "DurableWork"]
+__all__ = [
+    "DurableJob",  # the earlier name of DurableWork
+    "DurableMachine",
+    "DurableWork",
+]
 
 T = TypeVar("T")
 
@@ -223,3 +227,6 @@ class DurableWork:
         if self.refused is not None:
             raise self.refused
         return self.machine.result()
+
+
+DurableJob = DurableWork  # the earlier name, still exported

@@ -91,6 +91,31 @@ def test_a_durable_job_is_reachable_from_the_public_names() -> None:
     assert callable(durable.StoreOp.apply)
 
 
+#: (public module, earlier name, current name): names that carried task, job, run or call
+#: for another concept (docs/glossary.md) and were renamed; the old spelling still imports.
+RENAMED = (
+    ("coder_proto", "HttpCall", "HttpExchange"),  # earlier name, current name
+    ("coder_proto", "ToolRun", "ToolBatch"),  # earlier name, current name
+    ("coder_proto.durable", "DurableJob", "DurableWork"),  # earlier name, current name
+    ("coder_proto.adapter", "Job", "MachineSlot"),  # earlier name, current name
+    ("coder_proto.adapter", "Call", "Operation"),  # earlier name, current name
+    ("coder_proto.adapter", "ChatCalls", "ChatOperations"),  # earlier name, current name
+    ("coder_proto.adapter", "AgentCalls", "AgentOperations"),  # earlier name, current name
+)
+
+
+@pytest.mark.parametrize(("module", "old", "new"), RENAMED)
+def test_an_earlier_name_is_the_same_object_as_its_current_name(
+    module: str, old: str, new: str
+) -> None:
+    """Code written against an earlier name keeps working: both names are exported by the
+    same public module and are one object, whose repr and docs use the current name."""
+    face = importlib.import_module(module)
+    assert old in face.__all__ and new in face.__all__
+    assert getattr(face, old) is getattr(face, new)
+    assert getattr(face, new).__name__ == new
+
+
 def test_every_chat_route_the_fake_serves_has_a_client_method() -> None:
     """Every REST chat route of the current server (as the fake serves them, wire 2.4) is an
     operation of the raw client on every runtime, its answer types importable from the core
