@@ -39,7 +39,7 @@ from coder_io_common._async.runtime import (
     AsyncRuntime,
     Event,
     SocketHost,
-    Task,
+    Spawned,
 )
 from coder_io_common.tls import VerifyTypes, ssl_context
 from coder_proto import Conn
@@ -60,7 +60,7 @@ class _Task:
         self,
         future: asyncio.Future[Any],
         runtime: AsyncioRuntime | None = None,
-        done: Callable[[Task], None] | None = None,
+        done: Callable[[Spawned], None] | None = None,
     ) -> None:
         self.future = future
         self.lingering = False
@@ -89,7 +89,7 @@ class _TaskGroup:
     def __init__(self) -> None:
         self._tasks: set[asyncio.Future[Any]] = set()
 
-    def start_soon(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> Task:
+    def start_soon(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> Spawned:
         task = asyncio.ensure_future(fn(*args))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -253,7 +253,7 @@ class _Socket:
     __slots__ = ("dropped", "task", "transport")
 
     def __init__(self) -> None:
-        self.task: Task | None = None
+        self.task: Spawned | None = None
         self.transport: asyncio.Transport | None = None
         self.dropped: OSError | None = None
 
@@ -327,8 +327,8 @@ class AsyncioRuntime(AsyncRuntime):
         self,
         fn: Callable[..., Awaitable[None]],
         *args: Any,
-        done: Callable[[Task], None] | None = None,
-    ) -> Task:
+        done: Callable[[Spawned], None] | None = None,
+    ) -> Spawned:
         future = asyncio.ensure_future(fn(*args))
         task = _Task(future, self, done)
         self._tasks.add(future)

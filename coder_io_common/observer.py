@@ -56,7 +56,7 @@ class TurnObservation:
         """For subclasses: the turn ended, once."""
 
     def end_stream(self, run: Any, error: BaseException | None) -> None:
-        """A streaming turn's block was left: ``run`` is the driver's ``Run`` (or ``None``
+        """A streaming turn's block was left: ``run`` is the driver's ``TaskHandle`` (or ``None``
         when it never started). A finished run's result (or error) is read from its
         machine; an unfinished one was interrupted by leaving."""
         if self._ended:

@@ -51,10 +51,10 @@ at once.
 Interface for the adapter's public classes:
 
 * ``Driver(base_url=..., token=..., http_client=None, verify=True, sink=None, recorder=None)``;
-* ``driver.turn(core, messages, *, mode, edit_message_id=None, invoke) -> Run`` (an agent's
+* ``driver.turn(core, messages, *, mode, edit_message_id=None, invoke) -> TaskHandle`` (an agent's
   turn: ``"generate"`` with its whole ladder, ``"stream"`` or ``"segment"``),
   ``driver.call(call, *, data=None)`` (a plain operation), ``driver.watch(backoff=...)``,
-  ``driver.durable(job, *, invoke)`` (a ``DurableJob`` or a ``ProgramJob``),
+  ``driver.durable(job, *, invoke)`` (a ``DurableWork`` or a ``ProgramJob``),
   ``driver.close_agent(core, *,
   archive)`` and ``driver.reset(core)``, each over the ``Connection``'s start of the same
   work; ``with driver.locked() as now:`` to read a session's state (which the running
@@ -98,15 +98,15 @@ from coder_proto import (
     CoderProtocolError,
     Conn,
     Connection,
-    HttpCall,
+    HttpExchange,
     InvokeTools,
     OpenSocket,
     StartHttp,
     StoreRequest,
     Task,
     TaskMoved,
+    ToolBatch,
     ToolInvocation,
-    ToolRun,
     WatchBackoff,
     WriteSocket,
 )
@@ -116,8 +116,8 @@ from coder_proto.adapter import (
     HTTP_TIMEOUT,
     MAX_RESPONSE_BYTES,
     MAX_UNSENT,
-    Call,
     ConnectionCommand,
+    Operation,
     PrefixSelector,
     ToolOutcome,
     TransportEventSink,
@@ -130,14 +130,14 @@ if TYPE_CHECKING:
     import httpx
 
     from coder_proto.adapter import ProgramJob
-    from coder_proto.durable import DurableJob
+    from coder_proto.durable import DurableWork
     from coder_proto.transcript import Recorder
 
 __all__ = [
     "Deadline",
     "Driver",
     "Invoker",
-    "Run",
+    "TaskHandle",
     "VerifyTypes",
     "ssl_context",
     "transport_sink",
@@ -445,7 +445,7 @@ def _bounded(timeout: httpx.Timeout, seconds: float) -> httpx.Timeout:
 # -- runs ------------------------------------------------------------------------------------------
 
 
-class Run(Generic[T]):
+class TaskHandle(Generic[T]):
     """A machine started with ``Driver.start``: wait for its result, or follow its parts.
 
     The thread that waits on a run performs its requests and connects; use a run from one
@@ -463,7 +463,7 @@ class Run(Generic[T]):
         self._owned: collections.deque[ConnectionCommand] = collections.deque()
 
     def __repr__(self) -> str:
-        return f"<Run {self._task.machine!r}>"
+        return f"<TaskHandle {self._task.machine!r}>"
 
     @property
     def machine(self) -> Any:
@@ -533,10 +533,10 @@ class Run(Generic[T]):
             yield part
 
 
-def _run_of(task: Any) -> Run[Any] | None:
+def _run_of(task: Any) -> TaskHandle[Any] | None:
     """The run of the connection's task ``task`` (``None`` for none: background work)."""
     run = task.io if isinstance(task, Task) else None
-    return run if isinstance(run, Run) else None
+    return run if isinstance(run, TaskHandle) else None
 
 
 # -- the driver ------------------------------------------------------------------------------------
@@ -610,11 +610,11 @@ class Driver:
         self._cond = threading.Condition(self._lock)
         self._leader: int | None = None
         self._sockets: dict[Conn, _Socket] = {}
-        self._runs: dict[Task, Run[Any]] = {}
+        self._runs: dict[Task, TaskHandle[Any]] = {}
         #: Requests and connects no waiting run owns (a session's redial between turns).
         self._general: collections.deque[ConnectionCommand] = collections.deque()
         #: Requests of background jobs, for the worker thread.
-        self._background: collections.deque[HttpCall] = collections.deque()
+        self._background: collections.deque[HttpExchange] = collections.deque()
         self._worker: threading.Thread | None = None
         self._tool_threads: set[threading.Thread] = set()
         self._wake_r, self._wake_w = socket.socketpair()
@@ -694,7 +694,7 @@ class Driver:
         mode: str = "generate",
         edit_message_id: int | None = None,
         invoke: Invoker,
-    ) -> Run[Any]:
+    ) -> TaskHandle[Any]:
         """Start a turn of the agent ``core`` (``Connection.start_turn``): ``"generate"``
         (its result the ``GenerateResult`` of the whole ladder), ``"stream"`` or
         ``"segment"`` (parts live in ``run.parts()``). ``invoke`` runs the invocations of its
@@ -706,7 +706,9 @@ class Driver:
             )
             return self._started(task, invoke)
 
-    def call(self, call: Call[T], *, data: Any = None, invoke: Invoker | None = None) -> Run[T]:
+    def call(
+        self, call: Operation[T], *, data: Any = None, invoke: Invoker | None = None
+    ) -> TaskHandle[T]:
         """Start a plain operation (``Connection.start_call``); ``data`` is what its upload
         read; ``invoke`` runs the invocations ``call.tools`` plans, if it pauses for tools.
         Its result is the operation's value."""
@@ -714,21 +716,21 @@ class Driver:
             task = self._connection.start_call(call, now=self._open_now(), data=data)
             return self._started(task, invoke)
 
-    def watch(self, *, backoff: WatchBackoff | None = None) -> Run[None]:
+    def watch(self, *, backoff: WatchBackoff | None = None) -> TaskHandle[None]:
         """Subscribe to the chat watch (``Connection.start_watch``): ``run.machine`` takes
         the events; cancelling the run stops it."""
         with self._lock:
             task = self._connection.start_watch(now=self._open_now(), backoff=backoff)
             return self._started(task)
 
-    def durable(self, job: DurableJob | ProgramJob, *, invoke: Invoker) -> Run[Any]:
+    def durable(self, job: DurableWork | ProgramJob, *, invoke: Invoker) -> TaskHandle[Any]:
         """Start a durable job (``Connection.start_durable``): its store calls are performed
         with ``job.store``, the invocations of its tool pauses with ``invoke``."""
         with self._lock:
             task = self._connection.start_durable(job, now=self._open_now())
             return self._started(task, invoke)
 
-    def close_agent(self, core: AgentCore, *, archive: bool) -> Run[Any]:
+    def close_agent(self, core: AgentCore, *, archive: bool) -> TaskHandle[Any]:
         """Close the agent ``core`` (``Connection.start_close``): its dispose, or with
         ``archive=False`` only its paused stream closed; its session is forgotten once idle."""
         with self._lock:
@@ -754,9 +756,9 @@ class Driver:
             raise CoderAgentError("this client is closed")
         return _now()
 
-    def _started(self, task: Task, invoke: Invoker | None = None) -> Run[Any]:
+    def _started(self, task: Task, invoke: Invoker | None = None) -> TaskHandle[Any]:
         """Lock held."""
-        run: Run[Any] = Run(self, task, invoke)
+        run: TaskHandle[Any] = TaskHandle(self, task, invoke)
         task.io = run
         self._runs[task] = run
         self._absorb()
@@ -809,14 +811,16 @@ class Driver:
 
     # -- waiting -----------------------------------------------------------------------------
 
-    def _take(self, parts: collections.deque[Any], run: Run[Any]) -> tuple[Any, bool]:
+    def _take(self, parts: collections.deque[Any], run: TaskHandle[Any]) -> tuple[Any, bool]:
         """The next part (``None`` when there is none yet) and whether the run is done."""
         with self._lock:
             if parts:
                 return parts.popleft(), False
             return None, run.done
 
-    def _wait(self, run: Run[Any], stop: Callable[[], bool], deadline: Deadline | None) -> None:
+    def _wait(
+        self, run: TaskHandle[Any], stop: Callable[[], bool], deadline: Deadline | None
+    ) -> None:
         """Drive until ``stop()`` holds (checked with the lock held). A deadline or an
         exception cancels ``run`` (D22) before it propagates."""
         with self._lock:
@@ -836,7 +840,7 @@ class Driver:
                     self._retire(run)
 
     def _drive_until(
-        self, run: Run[Any], stop: Callable[[], bool], deadline: Deadline | None
+        self, run: TaskHandle[Any], stop: Callable[[], bool], deadline: Deadline | None
     ) -> None:
         me = threading.get_ident()
         try:
@@ -984,7 +988,11 @@ class Driver:
             raise CoderAgentError(f"unknown command {command!r}")
 
     def _hand_over(self, command: ConnectionCommand, owner: Any) -> None:
-        if isinstance(owner, Run) and not owner.done and self._runs.get(owner._task) is owner:
+        if (
+            isinstance(owner, TaskHandle)
+            and not owner.done
+            and self._runs.get(owner._task) is owner
+        ):
             owner._owned.append(command)
         else:
             self._general.append(command)
@@ -992,7 +1000,7 @@ class Driver:
         self._wake_leader()
 
     def _perform_owned(
-        self, command: ConnectionCommand, run: Run[Any] | None, deadline: Deadline | None
+        self, command: ConnectionCommand, run: TaskHandle[Any] | None, deadline: Deadline | None
     ) -> None:
         if isinstance(command, StartHttp):
             call = command.call
@@ -1027,8 +1035,8 @@ class Driver:
 
     def _http(
         self,
-        call: HttpCall,
-        run: Run[Any] | None,
+        call: HttpExchange,
+        run: TaskHandle[Any] | None,
         deadline: Deadline | None,
         *,
         bound: float | None = None,
@@ -1195,7 +1203,7 @@ class Driver:
 
     # -- tools -------------------------------------------------------------------------------
 
-    def _start_tools(self, run: ToolRun) -> None:
+    def _start_tools(self, run: ToolBatch) -> None:
         owner = _run_of(run.task)
         invoke = None if owner is None else owner._invoke
         assert invoke is not None  # only turns and durable jobs pause for tools
@@ -1206,7 +1214,7 @@ class Driver:
         self._tool_threads.add(thread)
         thread.start()
 
-    def _tools_main(self, run: ToolRun, invoke: Invoker) -> None:
+    def _tools_main(self, run: ToolBatch, invoke: Invoker) -> None:
         error: BaseException | None = None
         outcomes: Sequence[ToolOutcome] = ()
         try:
@@ -1235,18 +1243,20 @@ class Driver:
 
     # -- cancellation ------------------------------------------------------------------------
 
-    def _effect_finished(self, run: Run[Any], value: Any, error: BaseException | None) -> None:
+    def _effect_finished(
+        self, run: TaskHandle[Any], value: Any, error: BaseException | None
+    ) -> None:
         with self._lock:
             run._task.effect_finished(value=value, error=error, now=_now())
             self._absorb()
             self._cond.notify_all()
             self._wake_leader()
 
-    def _cancel(self, run: Run[Any], reason: BaseException | None) -> None:
+    def _cancel(self, run: TaskHandle[Any], reason: BaseException | None) -> None:
         with self._lock:
             self._cancel_locked(run, reason)
 
-    def try_cancel(self, run: Run[Any]) -> bool:
+    def try_cancel(self, run: TaskHandle[Any]) -> bool:
         """Cancel ``run`` (a consumer teardown) if the lock is free now; ``False`` when it is
         held (a finalizer running inside the driver must not wait for itself)."""
         if not self._lock.acquire(blocking=False):
@@ -1257,7 +1267,7 @@ class Driver:
             self._lock.release()
         return True
 
-    def _cancel_locked(self, run: Run[Any], reason: BaseException | None) -> None:
+    def _cancel_locked(self, run: TaskHandle[Any], reason: BaseException | None) -> None:
         if not run.done:
             run._task.cancel(reason, now=_now())
             self._absorb()
@@ -1265,7 +1275,7 @@ class Driver:
         self._cond.notify_all()
         self._wake_leader()
 
-    def _retire(self, run: Run[Any]) -> None:
+    def _retire(self, run: TaskHandle[Any]) -> None:
         """A finished run's leftovers: its own requests are moot (the connection released them);
         a connect for the session (a redial) goes to whoever leads next."""
         if self._runs.get(run._task) is run:

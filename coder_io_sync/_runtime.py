@@ -24,7 +24,7 @@ __all__ = [
     "BlockingRuntime",
     "Cancelled",
     "Event",
-    "Task",
+    "Spawned",
     "TaskGroup",
     "discard",
 ]
@@ -38,7 +38,7 @@ class Cancelled(BaseException):
     early. It ends the task quietly."""
 
 
-class Task:
+class Spawned:
     """A thread of a ``TaskGroup``. Cancelling it ends the waits it makes (``sleep``) with
     ``Cancelled``; what it is doing otherwise finishes."""
 
@@ -55,7 +55,7 @@ class Task:
 
 
 class _Current(threading.local):
-    task: Task | None = None
+    task: Spawned | None = None
 
 
 _CURRENT = _Current()
@@ -65,11 +65,11 @@ class TaskGroup:
     """Threads whose lifetime is a block (``BlockingRuntime.task_group``)."""
 
     def __init__(self) -> None:
-        self._tasks: list[Task] = []
+        self._tasks: list[Spawned] = []
 
-    def start_soon(self, fn: Callable[..., Any], *args: Any) -> Task:
+    def start_soon(self, fn: Callable[..., Any], *args: Any) -> Spawned:
         """Run ``fn(*args)`` in a thread of the group; its cancellation quietly ends it."""
-        task = Task()
+        task = Spawned()
 
         def main() -> None:
             _CURRENT.task = task
@@ -110,7 +110,9 @@ class BlockingRuntime:
     #: What ends a blocking call from outside: Ctrl-C.
     cancelled: ClassVar[type[BaseException]] = KeyboardInterrupt
 
-    def to_thread(self, fn: Callable[..., Any], /, *args: Any, abandon_on_cancel: bool = False) -> Any:
+    def to_thread(
+        self, fn: Callable[..., Any], /, *args: Any, abandon_on_cancel: bool = False
+    ) -> Any:
         """``fn(*args)``, in the calling thread (the thread that would wait anyway)."""
         return fn(*args)
 

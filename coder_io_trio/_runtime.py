@@ -35,7 +35,7 @@ from typing import Any, ClassVar
 import trio
 
 from coder_io_common._async import driver
-from coder_io_common._async.runtime import CLOSE_GRACE, AsyncRuntime, Event, SocketHost, Task
+from coder_io_common._async.runtime import CLOSE_GRACE, AsyncRuntime, Event, SocketHost, Spawned
 from coder_io_common.tls import VerifyTypes, ssl_context
 from coder_proto import Conn
 from coder_proto.adapter import CONNECT_TIMEOUT, MAX_UNSENT
@@ -92,7 +92,7 @@ class _TaskGroup:
     def __init__(self, nursery: trio.Nursery) -> None:
         self._nursery = nursery
 
-    def start_soon(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> Task:
+    def start_soon(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> Spawned:
         task = _Task(getattr(fn, "__name__", ""))
         self._nursery.start_soon(self._run, task, fn, args)
         return task
@@ -208,8 +208,8 @@ class _Socket:
         self.unsent = 0
         self.closing = False
         self.dropped: OSError | None = None
-        self.reader: Task | None = None
-        self.writer: Task | None = None
+        self.reader: Spawned | None = None
+        self.writer: Spawned | None = None
         self.reading: trio.CancelScope | None = None
         self.sending: trio.CancelScope | None = None
 
@@ -239,8 +239,8 @@ class TrioRuntime(AsyncRuntime):
         self,
         fn: Callable[..., Awaitable[None]],
         *args: Any,
-        done: Callable[[Task], None] | None = None,
-    ) -> Task:
+        done: Callable[[Spawned], None] | None = None,
+    ) -> Spawned:
         task = _Task(getattr(fn, "__name__", ""))
         trio.lowlevel.spawn_system_task(self._task_main, task, fn, args, done)
         return task
@@ -250,7 +250,7 @@ class TrioRuntime(AsyncRuntime):
         task: _Task,
         fn: Callable[..., Awaitable[None]],
         args: tuple[Any, ...],
-        done: Callable[[Task], None] | None,
+        done: Callable[[Spawned], None] | None,
     ) -> None:
         try:
             with task.scope:
@@ -375,7 +375,7 @@ class TrioRuntime(AsyncRuntime):
             # Flushing, our end and the peer's: CLOSE_GRACE at most from now (D30).
             sock.sending.deadline = min(sock.sending.deadline, trio.current_time() + CLOSE_GRACE)
 
-    def _start_writer(self, sock: _Socket) -> Task:
+    def _start_writer(self, sock: _Socket) -> Spawned:
         """A connected socket's writer runs while there is something to write (or a close to
         make), not for the socket's whole life: every open chat would hold an idle task."""
         writer = sock.writer = sock.host.spawn(self._write, sock)

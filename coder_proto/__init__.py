@@ -9,7 +9,7 @@ A loop of your own drives one ``Connection``: start tasks on it (an agent turn, 
 client call, the watch, a durable job, an agent's close), perform the commands it hands out (``OpenSocket``, ``WriteSocket``,
 ``CloseSocket``, ``StartHttp``, ``CancelHttp``, ``InvokeTools``, ``CancelTools``,
 ``ApplyStore``, ``TaskMoved``) and report what happened through its input methods
-(``socket_*``, ``http_*``, ``tool_finished``, ``store_finished``, ``tick``). ``ApplyStore`` comes only from a durable job (``coder_proto.durable.DurableJob``)
+(``socket_*``, ``http_*``, ``tool_finished``, ``store_finished``, ``tick``). ``ApplyStore`` comes only from a durable job (``coder_proto.durable.DurableWork``)
 started with ``start_durable``.
 
 ``__all__`` is the vocabulary every runtime shares: the errors, the output parts and results
@@ -64,14 +64,16 @@ if TYPE_CHECKING:
     from ._connection import Conn as Conn
     from ._connection import Connection as Connection
     from ._connection import ConnectionStats as ConnectionStats
-    from ._connection import HttpCall as HttpCall
+    from ._connection import HttpCall as HttpCall  # the earlier name
+    from ._connection import HttpExchange as HttpExchange
     from ._connection import InvokeTools as InvokeTools
     from ._connection import OpenSocket as OpenSocket
     from ._connection import StartHttp as StartHttp
     from ._connection import StoreRequest as StoreRequest
     from ._connection import Task as Task
     from ._connection import TaskMoved as TaskMoved
-    from ._connection import ToolRun as ToolRun
+    from ._connection import ToolBatch as ToolBatch
+    from ._connection import ToolRun as ToolRun  # the earlier name
     from ._connection import WriteSocket as WriteSocket
     from ._errors import CoderAgentError as CoderAgentError
     from ._errors import CoderApiError as CoderApiError
@@ -160,9 +162,11 @@ __all__ = [  # noqa: RUF022
     "AgentCore",
     "Task",
     "Conn",
-    "HttpCall",
+    "HttpExchange",
+    "HttpCall",  # the earlier name of HttpExchange
     "HttpRequest",
-    "ToolRun",
+    "ToolBatch",
+    "ToolRun",  # the earlier name of ToolBatch
     "ToolInvocation",
     "OpenSocket",
     "WriteSocket",
@@ -345,14 +349,16 @@ __getattr__, __dir__ = lazy_exports(
             "Conn",
             "Connection",
             "ConnectionStats",
-            "HttpCall",
+            "HttpCall",  # the earlier name of HttpExchange
+            "HttpExchange",
             "InvokeTools",
             "OpenSocket",
             "StartHttp",
             "StoreRequest",
             "Task",
             "TaskMoved",
-            "ToolRun",
+            "ToolBatch",
+            "ToolRun",  # the earlier name of ToolBatch
             "WriteSocket",
         ),
         "._errors": (

@@ -38,7 +38,7 @@ when an input reaches its routing scope or its deadline falls due, so a machine 
 through the connection: actions a session method returns go through ``Connection._perform``,
 never straight to a machine the connection runs.
 
-Every handle (``Conn``, ``HttpCall``, ``ToolRun``, ``StoreRequest``, ``Task``) has an ``io``
+Every handle (``Conn``, ``HttpExchange``, ``ToolBatch``, ``StoreRequest``, ``Task``) has an ``io``
 slot for the embedder's own objects: a task, a socket, a cancel scope. Inputs for a handle
 that is finished or closed are ignored, so a late outcome never reaches a machine twice.
 Nothing here performs I/O, reads a clock or decides anything a machine should decide.
@@ -78,7 +78,7 @@ from ._redact import Redactor
 from ._rest.http import HttpRequest, HttpResponse
 from ._rest.prefix import PrefixSelector
 from ._rest.settings import emits_transport_events
-from ._shells.client_calls import Call, ChatCalls
+from ._shells.client_calls import ChatOperations, Operation
 from ._stream.session_stream import ReaderLike, SessionStream
 from ._stream.watch import WatchBackoff, WatchMachine
 from ._stream.websocket import WsEvent
@@ -95,7 +95,7 @@ if TYPE_CHECKING:
     from ._recording import Recorder
     from .durable._program_job import ProgramJob
     from .durable._store import StoreCall, StoreOp
-    from .durable._store_engine import DurableJob
+    from .durable._store_engine import DurableWork
 
 __all__ = [
     "MAX_ROUNDS",
@@ -107,16 +107,19 @@ __all__ = [
     "Connection",
     "ConnectionCommand",
     "ConnectionStats",
-    "HttpCall",
+    "HttpCall",  # the earlier name of HttpExchange
+    "HttpExchange",
     "InvokeTools",
-    "Job",
+    "Job",  # the earlier name of MachineSlot
+    "MachineSlot",
     "OpenSocket",
     "Runnable",
     "StartHttp",
     "StoreRequest",
     "Task",
     "TaskMoved",
-    "ToolRun",
+    "ToolBatch",
+    "ToolRun",  # the earlier name of ToolBatch
     "WriteSocket",
     "describe_error",
     "scrub_token",
@@ -190,11 +193,11 @@ class _Scope:
         #: once the scope has no running job and no open connection.
         self.releasing = False
         #: The scope's running jobs (not the standing session's), oldest first.
-        self.jobs: dict[Job, None] = {}
+        self.jobs: dict[MachineSlot, None] = {}
         #: The session's standing job (``Connection._session_job``), if any.
-        self.standing: Job | None = None
+        self.standing: MachineSlot | None = None
 
-    def members(self) -> list[Job]:
+    def members(self) -> list[MachineSlot]:
         """The scope's jobs, oldest first, the standing session last."""
         standing = self.standing
         if standing is None:
@@ -211,7 +214,7 @@ class _Scope:
         return session
 
 
-class Job:
+class MachineSlot:
     """A machine being driven, with what belongs to it. ``owner`` is the ``Task`` it runs
     for (``None`` for background work and standing sessions): a settle that visits the job
     issues that task's ``TaskMoved``."""
@@ -226,7 +229,7 @@ class Job:
         "scope",
         "standing",
         "stores",
-        "tool_run",
+        "tool_batch",
         "tools",
     )
 
@@ -245,8 +248,8 @@ class Job:
         self.tools = tools
         self.background = background
         self.standing = standing
-        self.requests: dict[int, HttpCall] = {}
-        self.tool_run: ToolRun | None = None
+        self.requests: dict[int, HttpExchange] = {}
+        self.tool_batch: ToolBatch | None = None
         #: The durable store calls in flight (a durable job's, ``ApplyStore``), by call id
         #: (``None`` until its first one: most jobs never make one).
         self.stores: dict[int, StoreRequest] | None = None
@@ -257,7 +260,7 @@ class Job:
         self.retired = False
 
     def __repr__(self) -> str:
-        return f"<Job {self.machine!r}>"
+        return f"<MachineSlot {self.machine!r}>"
 
     def active(self) -> bool:
         if not self.standing:
@@ -265,6 +268,9 @@ class Job:
         turn = self.machine.in_flight
         # While a turn runs it drives the session (its inputs, actions and deadlines).
         return turn is None or turn.done
+
+
+Job = MachineSlot  # the earlier name, kept by coder_proto.adapter
 
 
 class Conn:
@@ -313,7 +319,7 @@ class Conn:
         return next((job.owner for job in self.scope.jobs if job.machine is target), None)
 
 
-class HttpCall:
+class HttpExchange:
     """One REST request to send (``SendRequest``): ``method``, ``url``, ``headers`` (the
     session token included) and ``body`` are what goes on the wire. Report its status line
     with ``status_received`` when it arrives, and its outcome with
@@ -338,7 +344,7 @@ class HttpCall:
 
     def __init__(
         self,
-        job: Job,
+        job: MachineSlot,
         request_id: int,
         request: HttpRequest,
         *,
@@ -366,7 +372,7 @@ class HttpCall:
 
     def __repr__(self) -> str:
         # Never the headers: they carry the token.
-        return f"<HttpCall {self.request.op} {self.method} {self.request.path}>"
+        return f"<HttpExchange {self.request.op} {self.method} {self.request.path}>"
 
     def status_received(self, status: int, *, now: float) -> None:
         """The status line arrived (optional: it times the ``http:response`` event, wire
@@ -425,7 +431,10 @@ class HttpCall:
         return isinstance(getattr(self.job.machine, "abort_deadline", None), float | int)
 
 
-class ToolRun:
+HttpCall = HttpExchange  # the earlier name, still exported
+
+
+class ToolBatch:
     """The client tool calls of one pause, ready to run (``InvokeTools``): the core's tool-call
     policy already answered what it could decide (duplicates, unknown tools, tools without a
     function, invalid input, structured-output filings); each of ``invocations`` needs its
@@ -448,7 +457,7 @@ class ToolRun:
 
     def __init__(
         self,
-        job: Job,
+        job: MachineSlot,
         calls: tuple[ToolCall, ...],
         sent: float,
         outcomes: list[ToolOutcome],
@@ -468,7 +477,7 @@ class ToolRun:
         self.io: Any = None
 
     def __repr__(self) -> str:
-        return f"<ToolRun {[i.tool.name for i in self.invocations]}>"
+        return f"<ToolBatch {[i.tool.name for i in self.invocations]}>"
 
     @property
     def task(self) -> Task:
@@ -483,6 +492,9 @@ class ToolRun:
         return tuple(i for i in self.invocations if i.tool_call_id in self._waiting)
 
 
+ToolRun = ToolBatch  # the earlier name, still exported
+
+
 class StoreRequest:
     """One call on the durable store a durable job asked for (its machine's ``StoreCall``):
     ``op`` (a ``coder_proto.durable.StoreOp``) to perform with ``runner`` (the job's
@@ -493,7 +505,7 @@ class StoreRequest:
 
     __slots__ = ("call_id", "finished", "io", "job", "op", "runner")
 
-    def __init__(self, job: Job, call_id: int, op: StoreOp, runner: Any) -> None:
+    def __init__(self, job: MachineSlot, call_id: int, op: StoreOp, runner: Any) -> None:
         self.job = job
         self.call_id = call_id
         self.op = op
@@ -540,21 +552,21 @@ class CloseSocket:
 class StartHttp:
     """Send ``call`` and report its outcome."""
 
-    call: HttpCall
+    call: HttpExchange
 
 
 @attrs.frozen
 class CancelHttp:
     """Abandon ``call``: its outcome is no longer wanted (already reported as cancelled)."""
 
-    call: HttpCall
+    call: HttpExchange
 
 
 @attrs.frozen
 class ApplyStore:
     """Perform ``call.op`` on the durable store with ``call.runner`` and report the value or
     the exception (``Connection.store_finished``). Only a durable job
-    (``coder_proto.durable.DurableJob``) started with ``Connection.start_durable`` asks for
+    (``coder_proto.durable.DurableWork``) started with ``Connection.start_durable`` asks for
     one. A store call is never abandoned halfway: once its job ended, what it reports is
     ignored.
 
@@ -587,14 +599,14 @@ class InvokeTools:
     """Call the function of each of ``run.invocations`` and report every value or exception
     (``Connection.tool_finished``), in any order."""
 
-    run: ToolRun
+    run: ToolBatch
 
 
 @attrs.frozen
 class CancelTools:
     """Stop the tool calls of ``run`` if possible; their outcomes are no longer wanted."""
 
-    run: ToolRun
+    run: ToolBatch
 
 
 @attrs.frozen
@@ -680,7 +692,7 @@ class Task:
     def __init__(self, kind: str, *, agent: AgentCore | None = None) -> None:
         self._kind = kind
         self._agent = agent
-        self._job: Job | None = None
+        self._job: MachineSlot | None = None
         self._generate: GenerateCall | None = None
         self._finish: Callable[[Any], Any] = _same
         self._settled = False
@@ -811,7 +823,7 @@ class ConnectionStats:
 class Connection:
     """Everything one client does, without I/O (the embedder performs it): agent turns, plain
     client calls, the watch, durable workflow machines (``start_durable`` with a
-    ``coder_proto.durable.DurableJob``) and an agent's close, over the sockets, HTTP requests,
+    ``coder_proto.durable.DurableWork``) and an agent's close, over the sockets, HTTP requests,
     tool calls and durable store calls it asks for.
 
     Construction does no I/O. ``base_url`` prefixes every request path; ``token`` is sent
@@ -883,21 +895,21 @@ class Connection:
         #: Server text enters the core through the connection: it leaves it without the token.
         self._redactor = Redactor(token)
         self._selector = selector if selector is not None else PrefixSelector()
-        self._calls: ChatCalls | None = None
+        self._calls: ChatOperations | None = None
         self._stats = ConnectionStats(self)
         self._http_ids = itertools.count(1)
         #: Every job being driven except the standing sessions, oldest first.
-        self._jobs: dict[Job, None] = {}
+        self._jobs: dict[MachineSlot, None] = {}
         self._background = 0
-        self._sessions: dict[int, Job] = {}
+        self._sessions: dict[int, MachineSlot] = {}
         self._conns: dict[tuple[_Scope, int], Conn] = {}
         self._out: list[ConnectionCommand] = []
         #: The scopes the next settle visits (an input reached them, or a deadline fell due).
         self._touched: dict[_Scope, None] = {}
         #: The jobs with a task that a settle may have moved, for their ``TaskMoved``.
-        self._moved: list[Job] = []
+        self._moved: list[MachineSlot] = []
         #: ``(deadline, seq, job)``; an entry whose job now holds another deadline is stale.
-        self._heap: list[tuple[float, int, Job]] = []
+        self._heap: list[tuple[float, int, MachineSlot]] = []
         self._heap_seq = itertools.count()
         self._dirty = False
         self._closed = False
@@ -925,11 +937,11 @@ class Connection:
         return self._stats
 
     @property
-    def calls(self) -> ChatCalls:
+    def calls(self) -> ChatOperations:
         """The plain client operations (every ``CoderChatClient`` method): each returns a call
         for ``start_call``; ``calls.selector`` is the connection's chat-prefix state."""
         if self._calls is None:
-            self._calls = ChatCalls(self._selector, self._base_url)
+            self._calls = ChatOperations(self._selector, self._base_url)
         return self._calls
 
     def commands(self) -> list[ConnectionCommand]:
@@ -1015,7 +1027,7 @@ class Connection:
         self._check_done(task, now)
         return task
 
-    def start_call(self, call: Call[Any], *, now: float, data: bytes | None = None) -> Task:
+    def start_call(self, call: Operation[Any], *, now: float, data: bytes | None = None) -> Task:
         """Run one plain operation (a method of ``calls``, or an agent's operation).
         ``data`` is the content of the file an upload reads (``call.read``)."""
         self._check_open()
@@ -1042,8 +1054,8 @@ class Connection:
         self._start_job(task, machine, now)
         return task
 
-    def start_durable(self, job: DurableJob | ProgramJob, *, now: float) -> Task:
-        """Run a durable workflow machine wrapped in a ``coder_proto.durable.DurableJob`` (a
+    def start_durable(self, job: DurableWork | ProgramJob, *, now: float) -> Task:
+        """Run a durable workflow machine wrapped in a ``coder_proto.durable.DurableWork`` (a
         step, an archive, a sweep, a recovery), or a whole durable call's effect program (a
         ``coder_proto.durable.ProgramJob``: ``run_turn``, ``archive_workflow``,
         ``sweep_orphans``, their lease renewed by a timer of the task): its requests are
@@ -1167,7 +1179,7 @@ class Connection:
 
     def http_finished(
         self,
-        call: HttpCall,
+        call: HttpExchange,
         *,
         status: int = 0,
         headers: Iterable[tuple[str, str]] = (),
@@ -1211,7 +1223,7 @@ class Connection:
 
     def tool_finished(
         self,
-        run: ToolRun,
+        run: ToolBatch,
         invocation: ToolInvocation,
         *,
         value: Any = None,
@@ -1237,7 +1249,9 @@ class Connection:
             outcomes = [*run._outcomes, *(results[i.tool_call_id] for i in run.invocations)]
             self._tools_done(run, outcomes, now)
 
-    def _tools_answered(self, run: ToolRun, outcomes: Sequence[ToolOutcome], *, now: float) -> None:
+    def _tools_answered(
+        self, run: ToolBatch, outcomes: Sequence[ToolOutcome], *, now: float
+    ) -> None:
         """The outcomes of a ``_start_machine`` task's pause, decided by the caller (a call
         without an outcome gets an error result; a run already finished or cancelled ignores
         them)."""
@@ -1360,7 +1374,7 @@ class Connection:
         scope = self._session_job(session).scope if session is not None else None
         if self._recorder is not None and session is not None:
             self._record_start(machine, session, now)
-        job = self._add(Job(machine, scope or _Scope(machine=machine), tools=tools))
+        job = self._add(MachineSlot(machine, scope or _Scope(machine=machine), tools=tools))
         self._settle(now)
         job.owner = task
         task._job = job
@@ -1407,7 +1421,7 @@ class Connection:
 
     # -- internals -----------------------------------------------------------------------------
 
-    def _http_failed(self, call: HttpCall, error: BaseException | str, now: float) -> None:
+    def _http_failed(self, call: HttpExchange, error: BaseException | str, now: float) -> None:
         message = self._redactor.text(describe_error(error))
         # An answer the embedder refused (D30) fails the call with the library's own error.
         verdict: str | CoderAgentError = error if isinstance(error, CoderProtocolError) else message
@@ -1424,17 +1438,17 @@ class Connection:
         job.machine.request_failed(call.request_id, verdict, now)
         self._settle(now)
 
-    def _tools_done(self, run: ToolRun, outcomes: list[ToolOutcome], now: float) -> None:
+    def _tools_done(self, run: ToolBatch, outcomes: list[ToolOutcome], now: float) -> None:
         """Every call of ``run`` has its outcome: they go back to its machine."""
         run.finished = True
         job = run._job
-        if job.tool_run is run:
-            job.tool_run = None
+        if job.tool_batch is run:
+            job.tool_batch = None
         self._touched[job.scope] = None
         self._feed_tools(job, run.calls, outcomes, run.sent, now)
         self._settle(now)
 
-    def _run_tools(self, job: Job, calls: tuple[ToolCall, ...], now: float) -> None:
+    def _run_tools(self, job: MachineSlot, calls: tuple[ToolCall, ...], now: float) -> None:
         """A ``RunTools`` pause: the job's tool-call policy answers what it can decide; the
         calls that need their functions become an ``InvokeTools``."""
         policy = job.tools
@@ -1450,11 +1464,11 @@ class Connection:
                 self._feed_tools(job, calls, outcomes, now, now)
                 self._dirty = True
                 return
-        run = ToolRun(job, calls, now, outcomes, invocations)
-        job.tool_run = run
+        run = ToolBatch(job, calls, now, outcomes, invocations)
+        job.tool_batch = run
         self._out.append(InvokeTools(run))
 
-    def _start_store(self, job: Job, action: StoreCall, now: float) -> None:
+    def _start_store(self, job: MachineSlot, action: StoreCall, now: float) -> None:
         runner = getattr(job.machine, "store", None)
         if runner is None:
             error = CoderAgentError("this machine was started without a durable store")
@@ -1467,7 +1481,7 @@ class Connection:
         job.stores[action.call_id] = call
         self._out.append(ApplyStore(call))
 
-    def _session_job(self, session: Session) -> Job:
+    def _session_job(self, session: Session) -> MachineSlot:
         """The standing job of ``session``: the connection keeps driving it between turns
         (its paused stream keeps reading, H.6)."""
         job = self._sessions.get(id(session))
@@ -1476,7 +1490,7 @@ class Connection:
                 job.retired = True
                 job.deadline = None
             scope = _Scope(session=session)
-            job = Job(session, scope, standing=True)
+            job = MachineSlot(session, scope, standing=True)
             scope.standing = job
             self._sessions[id(session)] = job
             # What the session's stream readers see goes to this connection's recorder.
@@ -1508,7 +1522,7 @@ class Connection:
         standing.retired = True
         standing.deadline = None
 
-    def _add(self, job: Job) -> Job:
+    def _add(self, job: MachineSlot) -> MachineSlot:
         """Drive ``job`` from now on; the next settle visits its scope."""
         self._jobs[job] = None
         job.scope.jobs[job] = None
@@ -1517,7 +1531,7 @@ class Connection:
         self._touched[job.scope] = None
         return job
 
-    def _retire(self, job: Job) -> None:
+    def _retire(self, job: MachineSlot) -> None:
         del self._jobs[job]
         job.scope.jobs.pop(job, None)
         if job.background:
@@ -1593,7 +1607,7 @@ class Connection:
                 self._file_deadline(job)
         touched.clear()
 
-    def _file_deadline(self, job: Job) -> None:
+    def _file_deadline(self, job: MachineSlot) -> None:
         """Record ``job``'s next deadline in the heap (none while it is inactive)."""
         deadline = job.machine.next_deadline() if job.active() else None
         if deadline == job.deadline:
@@ -1611,15 +1625,15 @@ class Connection:
             ]
             heapq.heapify(self._heap)
 
-    def _release(self, job: Job, now: float) -> None:
+    def _release(self, job: MachineSlot, now: float) -> None:
         """Cancel what a finished (or abandoned) job still has in flight."""
         for call in list(job.requests.values()):
             self._cancel_call(call, now)
         job.requests.clear()
-        run = job.tool_run
+        run = job.tool_batch
         if run is not None:
             run.finished = True
-            job.tool_run = None
+            job.tool_batch = None
             self._out.append(CancelTools(run))
         if job.stores:
             for store in job.stores.values():
@@ -1627,7 +1641,7 @@ class Connection:
                 store.finished = True
             job.stores.clear()
 
-    def _act(self, job: Job, action: Action, now: float) -> None:
+    def _act(self, job: MachineSlot, action: Action, now: float) -> None:
         if self._recorder is not None and job.scope.session is not None:
             self._record_action(action, now)
         if isinstance(action, SendData):
@@ -1659,7 +1673,7 @@ class Connection:
         elif isinstance(action, RunInBackground):
             parent = job.scope
             scope = parent if parent.session is not None else _Scope(machine=action.job)
-            self._add(Job(action.job, scope, background=True))
+            self._add(MachineSlot(action.job, scope, background=True))
             self._dirty = True
         else:
             # Only durable jobs ask for store calls: their module loads with the first one.
@@ -1680,14 +1694,16 @@ class Connection:
         conn.pending.clear()
         self._out.append(CloseSocket(conn))
 
-    def _start_call(self, job: Job, request_id: int, request: HttpRequest, now: float) -> None:
+    def _start_call(
+        self, job: MachineSlot, request_id: int, request: HttpRequest, now: float
+    ) -> None:
         sink = self._sink
         observed = sink.enabled and emits_transport_events(request)
         event_id = next(self._http_ids) if observed else 0
         headers = list(request.headers)
         if self._token:
             headers.append((SESSION_TOKEN_HEADER, self._token))
-        call = HttpCall(
+        call = HttpExchange(
             job,
             request_id,
             request,
@@ -1710,13 +1726,13 @@ class Connection:
             )
         self._out.append(StartHttp(call))
 
-    def _finish_call(self, call: HttpCall) -> None:
+    def _finish_call(self, call: HttpExchange) -> None:
         call.finished = True
         requests = call.job.requests
         if requests.get(call.request_id) is call:
             del requests[call.request_id]
 
-    def _cancel_call(self, call: HttpCall, now: float) -> None:
+    def _cancel_call(self, call: HttpExchange, now: float) -> None:
         """Abandon ``call``, still in flight (its job's registry held it until now)."""
         if call.observed and not call.answered:
             self._http_error(call, CANCELLED_MESSAGE, now)
@@ -1725,7 +1741,7 @@ class Connection:
             self._recorder.rest_exchange(call.request, None, sent=call.started, now=now)
         self._out.append(CancelHttp(call))
 
-    def _http_error(self, call: HttpCall, message: str, now: float) -> None:
+    def _http_error(self, call: HttpExchange, message: str, now: float) -> None:
         request = call.request
         sink = self._sink
         sink.emit(
@@ -1742,7 +1758,7 @@ class Connection:
 
     def _feed_tools(
         self,
-        job: Job,
+        job: MachineSlot,
         calls: tuple[ToolCall, ...],
         outcomes: list[ToolOutcome],
         sent: float,

@@ -19,9 +19,11 @@ EMBEDDER_NAMES: tuple[str, ...] = (
     "AgentCore",
     "Task",
     "Conn",
-    "HttpCall",
+    "HttpExchange",
+    "HttpCall",  # the earlier name of HttpExchange
     "HttpRequest",
-    "ToolRun",
+    "ToolBatch",
+    "ToolRun",  # the earlier name of ToolBatch
     "ToolInvocation",
     "OpenSocket",
     "WriteSocket",

@@ -3,9 +3,9 @@
 user's vocabulary (``coder_proto.__all__``), ``coder_proto.durable`` and
 ``coder_proto.transcript`` (docs/runtimes.md "Writing an adapter").
 
-An adapter is a loop that drives a ``coder_proto.Connection`` (its commands; ``Job`` and
-``Runnable`` for the machines it runs) plus thin classes around the runtime-independent halves
-defined here:
+An adapter is a loop that drives a ``coder_proto.Connection`` (its commands; ``MachineSlot``
+and ``Runnable`` for the machines it runs; ``Job`` is the earlier name of ``MachineSlot``) plus
+thin classes around the runtime-independent halves defined here:
 
 - the shells: ``AgentShell`` and ``AgentOperations`` (a ``CoderAgent``'s constructor, state and
   plain operations), ``ClientShell`` and ``ChatOperations`` (a ``CoderChatClient``'s),
@@ -73,7 +73,8 @@ if TYPE_CHECKING:
     from coder_proto._agent.workspace_files import WorkspaceWrite as WorkspaceWrite
     from coder_proto._connection import CANCELLED_MESSAGE as CANCELLED_MESSAGE
     from coder_proto._connection import ConnectionCommand as ConnectionCommand
-    from coder_proto._connection import Job as Job
+    from coder_proto._connection import Job as Job  # the earlier name
+    from coder_proto._connection import MachineSlot as MachineSlot
     from coder_proto._connection import Runnable as Runnable
     from coder_proto._constants import BACKGROUND_TASK_BOUND as BACKGROUND_TASK_BOUND
     from coder_proto._constants import DEFAULT_MAX_STEPS as DEFAULT_MAX_STEPS
@@ -146,7 +147,8 @@ __all__ = [  # noqa: RUF022
     "EMBEDDER_NAMES",
     # driving a Connection
     "ConnectionCommand",
-    "Job",
+    "MachineSlot",
+    "Job",  # the earlier name of MachineSlot
     "Runnable",
     "Machine",
     "Action",
@@ -275,7 +277,8 @@ __getattr__, __dir__ = lazy_exports(
         "coder_proto._connection": (
             "CANCELLED_MESSAGE",
             "ConnectionCommand",
-            "Job",
+            "Job",  # the earlier name of MachineSlot
+            "MachineSlot",
             "Runnable",
         ),
         "coder_proto._constants": (

@@ -29,15 +29,15 @@ from coder_proto import (
     CloseSocket,
     Conn,
     Connection,
-    HttpCall,
+    HttpExchange,
     InvokeTools,
     OpenSocket,
     StartHttp,
     Task,
     Tool,
+    ToolBatch,
     ToolCall,
     ToolInvocation,
-    ToolRun,
     WriteSocket,
 )
 from coder_proto._agent.session_state import SessionConfig
@@ -273,7 +273,7 @@ class ModelWorld:
             self._run_tools(command.run)
         # CancelTools: the tools ran already; TaskMoved: the loops look at their task.
 
-    def _request(self, call: HttpCall) -> None:
+    def _request(self, call: HttpExchange) -> None:
         headers = dict(call.headers)
         answer: FakeHttpResponse = self.model.handle_http(
             call.method, call.request.path, headers, call.body or b"", self.now
@@ -287,7 +287,7 @@ class ModelWorld:
 
         self._schedule(self.now + self.latency + answer.delay, call, deliver)
 
-    def _run_tools(self, run: ToolRun) -> None:
+    def _run_tools(self, run: ToolBatch) -> None:
         outcomes = []
         for invocation in run.invocations:
             call = invocation.call_part

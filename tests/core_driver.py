@@ -43,7 +43,7 @@ from coder_proto import (
     CoderAgentError,
     Conn,
     Connection,
-    HttpCall,
+    HttpExchange,
     InvokeTools,
     OpenSocket,
     StartHttp,
@@ -333,7 +333,7 @@ class Driver:
         # CancelTools: outcomes come back at once or not at all; TaskMoved: the loop looks
         # at its machines after every step.
 
-    def _send(self, call: HttpCall) -> None:
+    def _send(self, call: HttpExchange) -> None:
         sent = Sent(call.request_id, call.request, self.now)
         self.sent.append(sent)
         self._sent_by_call[id(call)] = sent

@@ -5,7 +5,7 @@
 groups, its cancellation, and its stream sockets) and names it on its classes; neither
 imports the other. The modules:
 
-* ``driver``: ``Driver`` and ``Run``, performing the commands of ``coder_proto.Connection``
+* ``driver``: ``Driver`` and ``TaskHandle``, performing the commands of ``coder_proto.Connection``
   (REST through ``httpx.AsyncClient``, the runtime's sockets, tool batches, the timer);
 * ``client``: ``CoderChatClient`` (the raw operations, the watch);
 * ``watch``: ``ChatWatch``;

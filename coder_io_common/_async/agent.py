@@ -4,7 +4,7 @@ machines G, H; D5, D7, D10, D17, D22; docs/architecture.md "Public API").
 The class is a thin shell around the core: ``coder_proto.agent.AgentShell`` holds the
 constructor, its checks and the session state, ``AgentCore`` validates the settings,
 prepares prompts, plans every client-tool batch (D5) and decides the structured-output
-ladder, and ``AgentCalls`` defines the plain operations. This module only reads the files a
+ladder, and ``AgentOperations`` defines the plain operations. This module only reads the files a
 prompt names, drives the core's machines on the client's ``Driver`` and awaits the tool
 callables: the calls of one pause run concurrently in a task group, plain (sync) tool
 functions in worker threads (so a slow tool never stalls the stream's reading and pings;
@@ -42,9 +42,9 @@ from coder_proto import (
 )
 from coder_proto.adapter import (
     BACKGROUND_TASK_BOUND,
-    AgentCalls,
+    AgentOperations,
     AgentShell,
-    Call,
+    Operation,
     PromptPlan,
     ToolOutcome,
     WorkspaceWrite,
@@ -52,7 +52,7 @@ from coder_proto.adapter import (
 )
 
 from .client import CoderChatClient, operation
-from .driver import Driver, Run
+from .driver import Driver, TaskHandle
 from .runtime import AsyncRuntime
 from .tools import invoke_all
 
@@ -71,7 +71,7 @@ _UNBOUNDED_CLOSE = 60.0
 
 
 def _op(
-    spec: Callable[Concatenate[AgentCalls, P], Call[T]],
+    spec: Callable[Concatenate[AgentOperations, P], Operation[T]],
 ) -> Callable[Concatenate[Any, P], Coroutine[Any, Any, T]]:
     return operation(spec, owner="CoderAgent")
 
@@ -190,7 +190,7 @@ class CoderAgent(AgentShell[CoderChatClient, "httpx.AsyncClient"], AsyncClosing)
 
     # -- cleanup (H.3-H.5) -------------------------------------------------------------------
 
-    interrupt = _op(AgentCalls.interrupt)
+    interrupt = _op(AgentOperations.interrupt)
 
     async def archive(self) -> ArchiveResult:
         """Archive the session's chat and every stranded one (H.4, D10), retrying 409s while
@@ -229,22 +229,22 @@ class CoderAgent(AgentShell[CoderChatClient, "httpx.AsyncClient"], AsyncClosing)
 
     # -- plain operations (coder_proto.agent.AgentCalls) ---------------------------------------
 
-    async def _perform(self, call: Call[T]) -> T:
+    async def _perform(self, call: Operation[T]) -> T:
         return await self._client._perform(call)
 
-    list_models = _op(AgentCalls.list_models)
-    get_chat_cost = _op(AgentCalls.get_chat_cost)
-    compact = _op(AgentCalls.compact)
-    clear = _op(AgentCalls.clear)
-    edit_message = _op(AgentCalls.edit_message)
-    prompts = _op(AgentCalls.prompts)
-    propose_title = _op(AgentCalls.propose_title)
-    diff = _op(AgentCalls.diff)
-    queued_messages = _op(AgentCalls.queued_messages)
-    edit_queued_message = _op(AgentCalls.edit_queued_message)
-    promote_queued_message = _op(AgentCalls.promote_queued_message)
-    attach = _op(AgentCalls.attach)
-    history = _op(AgentCalls.history)
+    list_models = _op(AgentOperations.list_models)
+    get_chat_cost = _op(AgentOperations.get_chat_cost)
+    compact = _op(AgentOperations.compact)
+    clear = _op(AgentOperations.clear)
+    edit_message = _op(AgentOperations.edit_message)
+    prompts = _op(AgentOperations.prompts)
+    propose_title = _op(AgentOperations.propose_title)
+    diff = _op(AgentOperations.diff)
+    queued_messages = _op(AgentOperations.queued_messages)
+    edit_queued_message = _op(AgentOperations.edit_queued_message)
+    promote_queued_message = _op(AgentOperations.promote_queued_message)
+    attach = _op(AgentOperations.attach)
+    history = _op(AgentOperations.history)
 
     async def upload_to_workspace(self, content: object, path: str) -> WorkspaceUpload:
         """Write ``content`` (bytes, a path or a binary file object) as-is to ``path`` on the
@@ -297,7 +297,7 @@ class AgentStream:
         self._edit_message_id = edit_message_id
         self._prompt = prompt
         self._messages = messages
-        self._run: Run[Any] | None = None
+        self._run: TaskHandle[Any] | None = None
         self._final: GenerateResult | None = None
         self._entered = False
         self._seen = turn_observation(None, agent, streaming=True)
@@ -347,7 +347,7 @@ class AgentStream:
             self._seen.end_stream(self._run, exc)
             self._agent._end()
 
-    def _live(self) -> Run[Any]:
+    def _live(self) -> TaskHandle[Any]:
         if self._run is None:
             raise CoderAgentError("use the stream inside `async with agent.stream(...) as s:`")
         return self._run
@@ -356,7 +356,7 @@ class AgentStream:
         return self._parts()
 
     async def _parts(self) -> AsyncIterator[OutputPart]:
-        # ``Run.parts`` inline: one async generator step per part, not two.
+        # ``TaskHandle.parts`` inline: one async generator step per part, not two.
         run = self._live()
         parts = run.machine.parts
         while True:

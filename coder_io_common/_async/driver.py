@@ -22,7 +22,7 @@ every runtime:
 * ``InvokeTools`` -> the run's invoker (``Invoker``) on the pause's invocations in a task,
   each outcome answered with ``tool_finished`` (an invoker that raises is logged and every
   call gets an error result, D5); ``CancelTools`` cancels the task;
-* ``TaskMoved`` -> the ``Run``'s waiters; one timer at ``connection.next_deadline()``.
+* ``TaskMoved`` -> the ``TaskHandle``'s waiters; one timer at ``connection.next_deadline()``.
 
 ``_perform`` dispatches on the command's type, one branch per command: a new command is one
 more branch there and, when it does I/O, one more task method reporting its outcome to the
@@ -32,7 +32,7 @@ The driver's tasks belong to the client, not to the caller, so a caller's cancel
 cancels the interrupt it fires (D22); they end when the client closes. Every task reports its
 outcome to the connection and never raises.
 
-Cancellation (D22): when the task awaiting a ``Run`` is cancelled (``asyncio.timeout``, a
+Cancellation (D22): when the task awaiting a ``TaskHandle`` is cancelled (``asyncio.timeout``, a
 cancelled task, ``trio.move_on_after``, ``trio.fail_after``, a cancelled nursery), the driver
 cancels the machine (``Connection.cancel``), performs the resulting commands (background
 interrupts are started, sockets closed, requests cancelled) and lets the runtime's
@@ -45,10 +45,10 @@ Interface for the public classes (the blocking driver offers the same names):
 * ``Driver(base_url=..., token=..., http_client=None, verify=True, sink=None, recorder=None)``
   on a subclass that names its ``runtime``; construction does no I/O and needs no running
   loop;
-* ``driver.turn(core, messages, *, mode, edit_message_id=None, invoke) -> Run`` (an agent's
+* ``driver.turn(core, messages, *, mode, edit_message_id=None, invoke) -> TaskHandle`` (an agent's
   turn: ``"generate"`` with its whole ladder, ``"stream"`` or ``"segment"``),
   ``driver.call(call, *, data=None)`` (a plain operation), ``driver.watch(backoff=...)``,
-  ``driver.durable(job, *, invoke)`` (a ``DurableJob`` or a ``ProgramJob``),
+  ``driver.durable(job, *, invoke)`` (a ``DurableWork`` or a ``ProgramJob``),
   ``driver.close_agent(core, *, archive)`` and ``driver.reset(core)``;
 * ``run.machine``, ``run.done``, ``await run.result()``, ``await run.wait_changed()``,
   ``await run.wait_until(predicate)``, ``run.effect_finished(value, error)`` (a
@@ -86,46 +86,44 @@ from coder_proto import (
     CoderProtocolError,
     Conn,
     Connection,
-    HttpCall,
+    HttpExchange,
     InvokeTools,
     OpenSocket,
     StartHttp,
     StoreRequest,
+    Task,
     TaskMoved,
+    ToolBatch,
     ToolInvocation,
-    ToolRun,
     WatchBackoff,
     WriteSocket,
-)
-from coder_proto import (
-    Task as ConnectionTask,
 )
 from coder_proto.adapter import (
     BACKGROUND_TASK_BOUND,
     CONNECT_TIMEOUT,
     HTTP_TIMEOUT,
     MAX_RESPONSE_BYTES,
-    Call,
     ConnectionCommand,
+    Operation,
     PrefixSelector,
     ToolOutcome,
     TransportEventSink,
 )
 
-from .runtime import CLOSE_GRACE, AsyncRuntime, Event, Task
+from .runtime import CLOSE_GRACE, AsyncRuntime, Event, Spawned
 
 if TYPE_CHECKING:
     import httpx
 
     from coder_proto.adapter import ProgramJob
     from coder_proto.durable import (
-        DurableJob,
+        DurableWork,
     )
     from coder_proto.transcript import (
         Recorder,
     )
 
-__all__ = ["HTTP_CONCURRENCY", "Driver", "Invoker", "Run", "transport_sink"]
+__all__ = ["HTTP_CONCURRENCY", "Driver", "Invoker", "TaskHandle", "transport_sink"]
 
 T = TypeVar("T")
 
@@ -184,13 +182,13 @@ async def _read_body(response: httpx.Response, most: int) -> bytes:
     return b"".join(chunks)
 
 
-class Run(Generic[T]):
+class TaskHandle(Generic[T]):
     """A piece of work the driver started (a turn, a call, the watch, a durable job, an
     agent's close): await its result, or follow its progress."""
 
     __slots__ = ("_changed", "_driver", "_invoke", "_runtime", "_task")
 
-    def __init__(self, driver: Driver, task: ConnectionTask, invoke: Invoker | None) -> None:
+    def __init__(self, driver: Driver, task: Task, invoke: Invoker | None) -> None:
         self._driver = driver
         self._runtime = driver.runtime
         self._task = task
@@ -200,7 +198,7 @@ class Run(Generic[T]):
         task.io = self
 
     def __repr__(self) -> str:
-        return f"<Run {self._task.machine!r}>"
+        return f"<TaskHandle {self._task.machine!r}>"
 
     @property
     def machine(self) -> Any:
@@ -325,7 +323,7 @@ class Driver:
         self.http_timeout: float | None = HTTP_TIMEOUT
         #: D30: the largest response body read; a larger one fails the call.
         self.max_response_bytes: int = MAX_RESPONSE_BYTES
-        self._tasks: set[Task] = set()
+        self._tasks: set[Spawned] = set()
         self._tasks_done: Event | None = None
         self._timer = runtime.timer(self._on_timer)
         self._closed = False
@@ -370,7 +368,7 @@ class Driver:
         mode: str = "generate",
         edit_message_id: int | None = None,
         invoke: Invoker,
-    ) -> Run[Any]:
+    ) -> TaskHandle[Any]:
         """Start a turn of the agent ``core`` (``Connection.start_turn``): ``"generate"``
         (its result the ``GenerateResult`` of the whole ladder), ``"stream"`` or
         ``"segment"`` (parts live in ``run.parts()``). ``invoke`` runs the invocations of its
@@ -381,25 +379,27 @@ class Driver:
         )
         return self._started(task, invoke)
 
-    def call(self, call: Call[T], *, data: Any = None, invoke: Invoker | None = None) -> Run[T]:
+    def call(
+        self, call: Operation[T], *, data: Any = None, invoke: Invoker | None = None
+    ) -> TaskHandle[T]:
         """Start a plain operation (``Connection.start_call``); ``data`` is what its upload
         read; ``invoke`` runs the invocations ``call.tools`` plans, if it pauses for tools.
         Its result is the operation's value."""
         task = self._connection.start_call(call, now=self._open_now(), data=data)
         return self._started(task, invoke)
 
-    def watch(self, *, backoff: WatchBackoff | None = None) -> Run[None]:
+    def watch(self, *, backoff: WatchBackoff | None = None) -> TaskHandle[None]:
         """Subscribe to the chat watch (``Connection.start_watch``): ``run.machine`` takes
         the events; cancelling the run stops it."""
         task = self._connection.start_watch(now=self._open_now(), backoff=backoff)
         return self._started(task)
 
-    def durable(self, job: DurableJob | ProgramJob, *, invoke: Invoker) -> Run[Any]:
+    def durable(self, job: DurableWork | ProgramJob, *, invoke: Invoker) -> TaskHandle[Any]:
         """Start a durable job (``Connection.start_durable``): its store calls are performed
         with ``job.store``, the invocations of its tool pauses with ``invoke``."""
         return self._started(self._connection.start_durable(job, now=self._open_now()), invoke)
 
-    def close_agent(self, core: AgentCore, *, archive: bool) -> Run[Any]:
+    def close_agent(self, core: AgentCore, *, archive: bool) -> TaskHandle[Any]:
         """Close the agent ``core`` (``Connection.start_close``): its dispose, or with
         ``archive=False`` only its paused stream closed; its session is forgotten once idle."""
         task = self._connection.start_close(core, now=self._open_now(), archive=archive)
@@ -420,8 +420,8 @@ class Driver:
             raise CoderAgentError("this client is closed")
         return time.monotonic()
 
-    def _started(self, task: ConnectionTask, invoke: Invoker | None = None) -> Run[Any]:
-        run: Run[Any] = Run(self, task, invoke)
+    def _started(self, task: Task, invoke: Invoker | None = None) -> TaskHandle[Any]:
+        run: TaskHandle[Any] = TaskHandle(self, task, invoke)
         self._pump()
         return run
 
@@ -488,7 +488,7 @@ class Driver:
         """The TLS context of the stream sockets."""
         return self._ssl
 
-    def spawn(self, fn: Callable[..., Awaitable[None]], *args: Any) -> Task:
+    def spawn(self, fn: Callable[..., Awaitable[None]], *args: Any) -> Spawned:
         """Run ``fn(*args)`` in a task of the client (cancelled when it closes)."""
         task = self.runtime.spawn(fn, *args, done=self._task_done)
         self._tasks.add(task)
@@ -550,17 +550,15 @@ class Driver:
         self._connection.tick(now=time.monotonic())
         self._pump()
 
-    def _cancel(self, task: ConnectionTask, reason: BaseException | None) -> None:
+    def _cancel(self, task: Task, reason: BaseException | None) -> None:
         task.cancel(reason, now=time.monotonic())
         self._pump()
 
-    def _effect_finished(
-        self, task: ConnectionTask, value: Any, error: BaseException | None
-    ) -> None:
+    def _effect_finished(self, task: Task, value: Any, error: BaseException | None) -> None:
         task.effect_finished(value=value, error=error, now=time.monotonic())
         self._pump()
 
-    def _task_done(self, task: Task) -> None:
+    def _task_done(self, task: Spawned) -> None:
         self._tasks.discard(task)
         if not self._tasks and self._tasks_done is not None:
             self._tasks_done.set()
@@ -595,7 +593,7 @@ class Driver:
                     await stale.aclose()
         return self.http_client
 
-    async def _http(self, call: HttpCall) -> None:
+    async def _http(self, call: HttpExchange) -> None:
         gate = self._http_gate
         if gate is None:
             await self._exchange(call)
@@ -603,7 +601,7 @@ class Driver:
             async with gate:
                 await self._exchange(call)
 
-    async def _exchange(self, call: HttpCall) -> None:
+    async def _exchange(self, call: HttpExchange) -> None:
         """Send ``call`` and read its answer, all of it within the call's bound (D29) and
         at most ``max_response_bytes`` of body (D30)."""
         connection = self._connection
@@ -653,7 +651,7 @@ class Driver:
         # connection already reported it.
         self._pump()
 
-    def _bound(self, call: HttpCall) -> float | None:
+    def _bound(self, call: HttpExchange) -> float | None:
         """The total deadline of ``call``, in seconds from now: ``http_timeout`` (D29),
         unless its machine abandons it at a deadline of its own (a turn's
         ``request_timeout``, C.3), which the connection's timer enforces (``CancelHttp``)."""
@@ -661,12 +659,12 @@ class Driver:
 
     # -- tools -------------------------------------------------------------------------------
 
-    def _start_tools(self, run: ToolRun) -> None:
+    def _start_tools(self, run: ToolBatch) -> None:
         invoke = run.task.io._invoke
         assert invoke is not None  # only turns and durable jobs pause for tools
         run.io = self.spawn(self._run_tools, run, invoke)
 
-    async def _run_tools(self, run: ToolRun, invoke: Invoker) -> None:
+    async def _run_tools(self, run: ToolBatch, invoke: Invoker) -> None:
         """Run one tool pause's invocations; an invoker that raises is logged and every call
         gets an error result (D5). Cancelled (``CancelTools``), it ends with the runtime's
         cancellation and reports nothing."""

@@ -43,7 +43,7 @@ __all__ = [
     "Event",
     "LoopToken",
     "SocketHost",
-    "Task",
+    "Spawned",
     "TaskGroup",
     "Timer",
 ]
@@ -53,7 +53,7 @@ __all__ = [
 CLOSE_GRACE = 1.0
 
 
-class Task(Protocol):
+class Spawned(Protocol):
     """A task the runtime started. ``lingering`` marks a task that finishes on its own (a
     socket closing gracefully): a closing client gives it a grace period before cancelling
     it."""
@@ -94,7 +94,7 @@ class Timer(Protocol):
 class TaskGroup(Protocol):
     """Tasks whose lifetime is a block (``AsyncRuntime.task_group``)."""
 
-    def start_soon(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> Task:
+    def start_soon(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> Spawned:
         """Run ``fn(*args)`` in a task of the group."""
 
     def cancel(self) -> None:
@@ -116,7 +116,7 @@ class SocketHost(Protocol):
     def ssl(self) -> ssl.SSLContext:
         """The TLS context of the stream sockets (from the client's ``verify``)."""
 
-    def spawn(self, fn: Callable[..., Awaitable[None]], *args: Any) -> Task:
+    def spawn(self, fn: Callable[..., Awaitable[None]], *args: Any) -> Spawned:
         """Start a task owned by the client (``AsyncRuntime.spawn``)."""
 
     def socket_made(self, conn: Conn) -> None: ...
@@ -151,8 +151,8 @@ class AsyncRuntime(abc.ABC):
         self,
         fn: Callable[..., Awaitable[None]],
         *args: Any,
-        done: Callable[[Task], None] | None = None,
-    ) -> Task:
+        done: Callable[[Spawned], None] | None = None,
+    ) -> Spawned:
         """Run ``fn(*args)`` in a task that belongs to a client, not to the task calling: the
         caller's cancellation never reaches it (the interrupt a cancelled turn fires must
         still be sent, D22). ``done`` is called with the task when it ended, however it
@@ -290,4 +290,4 @@ class AsyncRuntime(abc.ABC):
     def close_socket(self, conn: Conn) -> None:
         """Close ``conn``: what was written before still goes out, and the peer's end is
         awaited, for at most ``CLOSE_GRACE`` seconds; then the connection is aborted (D30).
-        The socket's task lingers until then (``Task.lingering``)."""
+        The socket's task lingers until then (``Spawned.lingering``)."""

@@ -11,7 +11,7 @@ from coder_io_common.closing import AsyncClosing
 from coder_proto import ChatWatchEvent
 from coder_proto.adapter import ClientSettings, PrefixSelector, WatchShell
 
-from .driver import Driver, Run
+from .driver import Driver, TaskHandle
 from .runtime import LoopToken  # async only
 
 __all__ = ["ChatWatch", "WatchedClient"]
@@ -46,13 +46,13 @@ class ChatWatch(WatchShell[WatchedClient], AsyncClosing):
     events.
     """
 
-    _run: Run[None] | None
+    _run: TaskHandle[None] | None
     # async only: begin
     #: The loop that runs the watch (``__del__`` cancels on it).
     _loop: LoopToken | None = None
     # async only: end
 
-    def _start(self) -> Run[None]:
+    def _start(self) -> TaskHandle[None]:
         driver = self._client.driver
         run = self._feed.start(lambda backoff: driver.watch(backoff=backoff))
         if run is not None:
@@ -113,4 +113,5 @@ class ChatWatch(WatchShell[WatchedClient], AsyncClosing):
             return
         with contextlib.suppress(Exception):
             loop.run_soon(run.cancel, None)
+
     # async only: end

@@ -5,7 +5,7 @@ machines G, H; D5, D7, D10, D17, D22; docs/architecture.md "Public API").
 The class is a thin shell around the core: ``coder_proto.agent.AgentShell`` holds the
 constructor, its checks and the session state, ``AgentCore`` validates the settings,
 prepares prompts, plans every client-tool batch (D5) and decides the structured-output
-ladder, and ``AgentCalls`` defines the plain operations. This module only reads the files a
+ladder, and ``AgentOperations`` defines the plain operations. This module only reads the files a
 prompt names, drives the core's machines on the client's ``Driver`` and awaits the tool
 callables: the calls of one pause run concurrently in a task group, plain (sync) tool
 functions in worker threads (so a slow tool never stalls the stream's reading and pings;
@@ -43,16 +43,16 @@ from coder_proto import (
 )
 from coder_proto.adapter import (
     BACKGROUND_TASK_BOUND,
-    AgentCalls,
+    AgentOperations,
     AgentShell,
-    Call,
+    Operation,
     PromptPlan,
     ToolOutcome,
     WorkspaceWrite,
     prepare_prompt,
 )
 
-from .._driver import Driver, Run
+from .._driver import Driver, TaskHandle
 from .._runtime import BlockingRuntime
 from .._tools import invoke_all
 from .client import CoderChatClient, operation
@@ -72,7 +72,7 @@ _UNBOUNDED_CLOSE = 60.0
 
 
 def _op(
-    spec: Callable[Concatenate[AgentCalls, P], Call[T]],
+    spec: Callable[Concatenate[AgentOperations, P], Operation[T]],
 ) -> Callable[Concatenate[Any, P], T]:
     return operation(spec, owner="CoderAgent")
 
@@ -162,7 +162,7 @@ class CoderAgent(AgentShell[CoderChatClient, "httpx.Client"], Closing):
 
     # -- cleanup (H.3-H.5) -------------------------------------------------------------------
 
-    interrupt = _op(AgentCalls.interrupt)
+    interrupt = _op(AgentOperations.interrupt)
 
     def archive(self) -> ArchiveResult:
         """Archive the session's chat and every stranded one (H.4, D10), retrying 409s while
@@ -201,22 +201,22 @@ class CoderAgent(AgentShell[CoderChatClient, "httpx.Client"], Closing):
 
     # -- plain operations (coder_proto.agent.AgentCalls) ---------------------------------------
 
-    def _perform(self, call: Call[T]) -> T:
+    def _perform(self, call: Operation[T]) -> T:
         return self._client._perform(call)
 
-    list_models = _op(AgentCalls.list_models)
-    get_chat_cost = _op(AgentCalls.get_chat_cost)
-    compact = _op(AgentCalls.compact)
-    clear = _op(AgentCalls.clear)
-    edit_message = _op(AgentCalls.edit_message)
-    prompts = _op(AgentCalls.prompts)
-    propose_title = _op(AgentCalls.propose_title)
-    diff = _op(AgentCalls.diff)
-    queued_messages = _op(AgentCalls.queued_messages)
-    edit_queued_message = _op(AgentCalls.edit_queued_message)
-    promote_queued_message = _op(AgentCalls.promote_queued_message)
-    attach = _op(AgentCalls.attach)
-    history = _op(AgentCalls.history)
+    list_models = _op(AgentOperations.list_models)
+    get_chat_cost = _op(AgentOperations.get_chat_cost)
+    compact = _op(AgentOperations.compact)
+    clear = _op(AgentOperations.clear)
+    edit_message = _op(AgentOperations.edit_message)
+    prompts = _op(AgentOperations.prompts)
+    propose_title = _op(AgentOperations.propose_title)
+    diff = _op(AgentOperations.diff)
+    queued_messages = _op(AgentOperations.queued_messages)
+    edit_queued_message = _op(AgentOperations.edit_queued_message)
+    promote_queued_message = _op(AgentOperations.promote_queued_message)
+    attach = _op(AgentOperations.attach)
+    history = _op(AgentOperations.history)
 
     def upload_to_workspace(self, content: object, path: str) -> WorkspaceUpload:
         """Write ``content`` (bytes, a path or a binary file object) as-is to ``path`` on the
@@ -269,7 +269,7 @@ class AgentStream:
         self._edit_message_id = edit_message_id
         self._prompt = prompt
         self._messages = messages
-        self._run: Run[Any] | None = None
+        self._run: TaskHandle[Any] | None = None
         self._final: GenerateResult | None = None
         self._entered = False
         self._seen = turn_observation(None, agent, streaming=True)
@@ -319,7 +319,7 @@ class AgentStream:
             self._seen.end_stream(self._run, exc)
             self._agent._end()
 
-    def _live(self) -> Run[Any]:
+    def _live(self) -> TaskHandle[Any]:
         if self._run is None:
             raise CoderAgentError("use the stream inside `with agent.stream(...) as s:`")
         return self._run
@@ -328,7 +328,7 @@ class AgentStream:
         return self._parts()
 
     def _parts(self) -> Iterator[OutputPart]:
-        # ``Run.parts`` inline: one async generator step per part, not two.
+        # ``TaskHandle.parts`` inline: one async generator step per part, not two.
         run = self._live()
         parts = run.machine.parts
         while True:

@@ -11,7 +11,7 @@ from coder_io_common.closing import Closing
 from coder_proto import ChatWatchEvent
 from coder_proto.adapter import ClientSettings, PrefixSelector, WatchShell
 
-from .._driver import Driver, Run
+from .._driver import Driver, TaskHandle
 
 __all__ = ["ChatWatch", "WatchedClient"]
 
@@ -45,9 +45,9 @@ class ChatWatch(WatchShell[WatchedClient], Closing):
     events.
     """
 
-    _run: Run[None] | None
+    _run: TaskHandle[None] | None
 
-    def _start(self) -> Run[None]:
+    def _start(self) -> TaskHandle[None]:
         driver = self._client.driver
         run = self._feed.start(lambda backoff: driver.watch(backoff=backoff))
         if run is not None:

@@ -9,7 +9,7 @@ errors, and the crash-safe tool helpers. The SQLite and PostgreSQL stores live i
 ``coder_io_common.stores``.
 
 On a loop of your own (``coder_proto.Connection``), a durable machine runs as a
-``DurableJob`` started with ``Connection.start_durable``; its store calls come out as
+``DurableWork`` started with ``Connection.start_durable``; its store calls come out as
 ``coder_proto.ApplyStore`` commands carrying a ``StoreOp`` to perform on the store
 (``StoreOp.apply``), answered with ``store_finished``.
 
@@ -58,8 +58,9 @@ if TYPE_CHECKING:
     from ._store import StoreOp as StoreOp
     from ._store import check_lease_request as check_lease_request
     from ._store import check_store as check_store
-    from ._store_engine import DurableJob as DurableJob
+    from ._store_engine import DurableJob as DurableJob  # the earlier name
     from ._store_engine import DurableMachine as DurableMachine
+    from ._store_engine import DurableWork as DurableWork
     from ._tools import CrashSafeTool as CrashSafeTool
     from ._tools import DurableToolContext as DurableToolContext
     from ._tools import LeaseCheck as LeaseCheck
@@ -83,12 +84,13 @@ __all__ = [
     "AsyncDurableStore",
     "Checkpoint",
     "CrashSafeTool",
-    "DurableJob",
+    "DurableJob",  # the earlier name of DurableWork
     "DurableMachine",
     "DurableStepResult",
     "DurableStore",
     "DurableStoreError",
     "DurableToolContext",
+    "DurableWork",
     "JournalEntry",
     "JournalState",
     "Lease",
@@ -162,7 +164,8 @@ __getattr__, __dir__ = lazy_exports(
             "check_store",
         ),
         "._store_engine": (
-            "DurableJob",
+            "DurableJob",  # the earlier name of DurableWork
+            "DurableWork",
             "DurableMachine",
         ),
         "._tools": (

@@ -50,7 +50,7 @@ from ._effects import Sleep, WallClock
 from ._runtime import RunDurable, StartRenewal, StopRenewal, renewal
 from ._step import RunAgentTurn
 from ._store import StoreCall, StoreOp
-from ._store_engine import DurableJob
+from ._store_engine import DurableWork
 
 __all__ = ["ProgramJob"]
 
@@ -101,7 +101,7 @@ class ProgramJob:
         #: up from 1).
         self._ids = itertools.count(-1, -1)
         self._calls: dict[int, _Strand] = {}
-        self._inner: DurableJob | None = None
+        self._inner: DurableWork | None = None
         self._renewal: _Strand | None = None
         self._stopping = False
         self._cancelled = False
@@ -156,7 +156,7 @@ class ProgramJob:
 
     def request_deadline(self, request_id: int) -> float | None:
         """When the running durable machine abandons request ``request_id``
-        (``DurableJob.request_deadline``); ``None`` once no machine runs."""
+        (``DurableWork.request_deadline``); ``None`` once no machine runs."""
         inner = self._inner
         return None if inner is None else inner.request_deadline(request_id)
 

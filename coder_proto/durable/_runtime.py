@@ -44,7 +44,7 @@ from ._records import DEFAULT_TENANT
 from ._recovery import DEFAULT_COMMIT_WINDOW, DEFAULT_SETTLE_TIMEOUT
 from ._step import DurableStepResult, RunAgentTurn, RunMachine, StepPlan, TurnReport, step_program
 from ._store import DEFAULT_LEASE_DURATION, StoreOp, check_store
-from ._store_engine import DurableJob, DurableMachine
+from ._store_engine import DurableMachine, DurableWork
 from ._tools import CrashSafeTool, DurableBinding, LeaseCheck
 
 __all__ = [
@@ -407,11 +407,11 @@ class RunDurable:
     tools: Mapping[str, Tool] = attrs.field(factory=dict)
     guard: Guard | None = None
 
-    def job(self, selector: PrefixSelector, now: float, wall: float, *, store: Any) -> DurableJob:
+    def job(self, selector: PrefixSelector, now: float, wall: float, *, store: Any) -> DurableWork:
         """The job: the machine built with the client's ``selector``, the monotonic ``now``
         and the ``wall`` clock; ``store`` is the adapter's performer of its ``StoreOp``."""
         machine = self.build(selector, now, wall)
-        return DurableJob(machine, store=store, tools=self.tools, guard=self.guard)
+        return DurableWork(machine, store=store, tools=self.tools, guard=self.guard)
 
 
 @attrs.frozen

@@ -6,7 +6,7 @@ A ``DurableMachine`` speaks the action vocabulary of ``coder_proto._actions`` (`
 ``store_failed(call_id, error, now)`` and ``tool_results(outcomes, now)``. An adapter drives
 it like any other machine and performs store calls on the durable store it was given.
 
-``DurableJob`` runs one on the driver an adapter uses for every other machine (through
+``DurableWork`` runs one on the driver an adapter uses for every other machine (through
 ``coder_proto.Connection``), so its requests get that driver's HTTP client, session token
 and transport events, its store calls become ``ApplyStore`` commands, and a workflow lease's
 guard is checked before each side effect.
@@ -30,7 +30,11 @@ from .._rest.prefix import PrefixSelector
 from ._errors import DurableStoreError
 from ._store import StoreCall, StoreOp
 
-__all__ = ["DurableJob", "DurableMachine"]
+__all__ = [
+    "DurableJob",  # the earlier name of DurableWork
+    "DurableMachine",
+    "DurableWork",
+]
 
 T = TypeVar("T")
 
@@ -119,7 +123,7 @@ class DurableMachine(CoreMachine[T]):
             self._tool_outcomes = None
 
 
-class DurableJob:
+class DurableWork:
     """A durable machine as a job of the core's driving (``coder_proto.Connection``'s
     ``start_durable``): its requests are ordinary requests (``StartHttp`` /
     ``CancelHttp``), its tool runs ordinary tool runs, and its store calls ``ApplyStore``
@@ -153,7 +157,7 @@ class DurableJob:
         self.refused: BaseException | None = None
 
     def __repr__(self) -> str:
-        return f"<DurableJob {self.machine!r}>"
+        return f"<DurableWork {self.machine!r}>"
 
     @property
     def done(self) -> bool:
@@ -223,3 +227,6 @@ class DurableJob:
         if self.refused is not None:
             raise self.refused
         return self.machine.result()
+
+
+DurableJob = DurableWork  # the earlier name, still exported

@@ -49,12 +49,12 @@ from .._connection import (
     Conn,
     Connection,
     ConnectionCommand,
-    HttpCall,
+    HttpExchange,
     InvokeTools,
     OpenSocket,
     StartHttp,
     Task,
-    ToolRun,
+    ToolBatch,
     WriteSocket,
 )
 from .._errors import CoderAgentError
@@ -489,7 +489,7 @@ class _Replayer:
         # CancelTools: a recorded run is answered at its time or not at all; TaskMoved: the
         # loop looks at its tasks after every step.
 
-    def _request(self, call: HttpCall) -> None:
+    def _request(self, call: HttpExchange) -> None:
         request = call.request
         connection = self.connection
         queue = self._rest.get((request.op, request.method, request.path))
@@ -639,7 +639,7 @@ class _Replayer:
         assert isinstance(record, WsError)
         return prefix + _PROTOCOL_VIOLATION
 
-    def _run_tools(self, run: ToolRun) -> None:
+    def _run_tools(self, run: ToolBatch) -> None:
         record = self._tools.popleft() if self._tools else None
         outcomes: list[ToolOutcome] = []
         by_id = {o.tool_call_id: o for o in record.outcomes} if record is not None else {}

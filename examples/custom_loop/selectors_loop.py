@@ -67,7 +67,7 @@ from coder_proto import (
     Conn,
     Connection,
     GenerateResult,
-    HttpCall,
+    HttpExchange,
     InvokeTools,
     OpenSocket,
     OutputPart,
@@ -75,14 +75,14 @@ from coder_proto import (
     StoreRequest,
     Task,
     TextDelta,
+    ToolBatch,
     ToolInvocation,
-    ToolRun,
     TransportEvent,
     WriteSocket,
     tool,
 )
 
-__all__ = ["Channel", "HttpExchange", "SelectorsLoop", "get_weather", "main"]
+__all__ = ["Channel", "H11Exchange", "SelectorsLoop", "get_weather", "main"]
 
 logger = logging.getLogger("custom_loop")
 
@@ -278,11 +278,13 @@ class Channel:
 # -- one REST request over h11 ------------------------------------------------------------------
 
 
-class HttpExchange:
+class H11Exchange:
     """One ``StartHttp``: its own connection, the request written with h11, the response
     parsed with h11 and reported to the connection (any status: the core classifies it)."""
 
-    def __init__(self, loop: SelectorsLoop, call: HttpCall, tls_context: ssl.SSLContext) -> None:
+    def __init__(
+        self, loop: SelectorsLoop, call: HttpExchange, tls_context: ssl.SSLContext
+    ) -> None:
         self._loop = loop
         self.call = call
         self._h11 = h11.Connection(h11.CLIENT)
@@ -514,7 +516,7 @@ class SelectorsLoop:
             if channel is not None:
                 channel.close()
         elif isinstance(command, StartHttp):
-            command.call.io = HttpExchange(self, command.call, self.tls_context)
+            command.call.io = H11Exchange(self, command.call, self.tls_context)
         elif isinstance(command, CancelHttp):
             exchange = command.call.io
             if exchange is not None:
@@ -547,7 +549,7 @@ class SelectorsLoop:
         else:
             self.connection.socket_closed(conn, error, now=_now())
 
-    def _invoke(self, run: ToolRun, invocation: ToolInvocation) -> None:
+    def _invoke(self, run: ToolBatch, invocation: ToolInvocation) -> None:
         """Call one tool function inline; its value or exception goes back on the next pass
         (a Ctrl-C while it ran cancels the task instead)."""
         connection = self.connection

@@ -40,8 +40,8 @@ from coder_proto._rest.prefix import PrefixSelector
 from coder_proto._rest.routes import build_get_chat, parse_get_chat
 from coder_proto.durable import (
     Checkpoint,
-    DurableJob,
     DurableStoreError,
+    DurableWork,
     MemoryStore,
     StoreOp,
     WorkflowBusyError,
@@ -109,7 +109,7 @@ def only(commands: list[Any], kind: type) -> Any:
 
 def test_a_durable_job_is_an_ordinary_connection_task() -> None:
     conn = Connection(base_url=BASE, token="secret-token-1234")
-    job = DurableJob(Probe(), store=performer, tools={"lookup": lookup})
+    job = DurableWork(Probe(), store=performer, tools={"lookup": lookup})
     assert "Probe" in repr(job) and job.chat_id == "c1"
     task = conn.start_durable(job, now=0.0)
     read = only(conn.commands(), ApplyStore)
@@ -139,7 +139,7 @@ def test_a_durable_job_is_an_ordinary_connection_task() -> None:
 
 def test_a_store_failure_is_the_durable_tasks_error() -> None:
     conn = Connection(base_url=BASE)
-    task = conn.start_durable(DurableJob(Probe(), store=performer), now=0.0)
+    task = conn.start_durable(DurableWork(Probe(), store=performer), now=0.0)
     read = only(conn.commands(), ApplyStore)
     conn.store_finished(read.call, error=OSError("disk full"), now=0.1)
     conn.store_finished(read.call, error=OSError("again"), now=0.1)  # ignored
@@ -150,7 +150,7 @@ def test_a_store_failure_is_the_durable_tasks_error() -> None:
 
 def test_a_machine_without_a_store_fails_its_first_store_call() -> None:
     conn = Connection(base_url=BASE)
-    task = conn.start_durable(DurableJob(Probe()), now=0.0)
+    task = conn.start_durable(DurableWork(Probe()), now=0.0)
     assert not any(isinstance(c, ApplyStore) for c in conn.commands())
     with pytest.raises(DurableStoreError, match="without a durable store"):
         task.result()
@@ -158,7 +158,7 @@ def test_a_machine_without_a_store_fails_its_first_store_call() -> None:
 
 def test_a_cancelled_durable_task_cancels_its_request_and_ignores_a_late_store_answer_d22() -> None:
     conn = Connection(base_url=BASE)
-    task = conn.start_durable(DurableJob(Probe(), store=performer), now=0.0)
+    task = conn.start_durable(DurableWork(Probe(), store=performer), now=0.0)
     read = only(conn.commands(), ApplyStore)
     task.cancel(KeyboardInterrupt(), now=0.1)
     assert task.done and read.call.finished
@@ -167,7 +167,7 @@ def test_a_cancelled_durable_task_cancels_its_request_and_ignores_a_late_store_a
         task.result()
     # In flight: the request is cancelled like any other.
     conn = Connection(base_url=BASE)
-    job = DurableJob(Probe(), store=performer)
+    job = DurableWork(Probe(), store=performer)
     task = conn.start_durable(job, now=0.0)
     for _ in range(2):
         conn.store_finished(only(conn.commands(), ApplyStore).call, value=None, now=0.0)
@@ -187,7 +187,7 @@ def test_a_guard_that_refuses_stops_the_job_before_the_side_effect_d27() -> None
             raise WorkflowLeaseLostError(tenant="t", workflow_id="w")
 
     conn = Connection(base_url=BASE)
-    task = conn.start_durable(DurableJob(Probe(), store=performer, guard=guard), now=0.0)
+    task = conn.start_durable(DurableWork(Probe(), store=performer, guard=guard), now=0.0)
     read = only(conn.commands(), ApplyStore)  # a read passes
     conn.store_finished(read.call, value=None, now=0.1)
     assert not any(isinstance(c, ApplyStore) for c in conn.commands())  # the write does not
@@ -209,7 +209,7 @@ def test_a_refused_request_is_never_sent_and_the_machine_ends_d27() -> None:
     lease = WorkflowLease(tenant="t", workflow_id="w", owner="me")
     lease.renewed(False, 1.0)  # taken over
     conn = Connection(base_url=BASE)
-    job = DurableJob(Requests(), guard=lease.guard)
+    job = DurableWork(Requests(), guard=lease.guard)
     task = conn.start_durable(job, now=0.0)
     assert not any(isinstance(c, StartHttp | CancelHttp) for c in conn.commands())
     with pytest.raises(WorkflowLeaseLostError):
@@ -468,7 +468,7 @@ def test_the_archive_and_the_sweep_are_programs_of_one_durable_job() -> None:
 def test_tool_outcomes_reach_the_job_machine() -> None:
     conn = Connection(base_url=BASE)
     machine = Probe()
-    job = DurableJob(machine, store=performer, tools={"lookup": lookup})
+    job = DurableWork(machine, store=performer, tools={"lookup": lookup})
     task = conn.start_durable(job, now=0.0)
     for _ in range(2):
         call = only(conn.commands(), ApplyStore).call
@@ -572,7 +572,7 @@ class HandLoop:
 
 def test_a_whole_durable_call_runs_on_a_connection_driven_by_hand_d27() -> None:
     """``archive_workflow`` as an embedder's loop runs it: the lease taken, the
-    ``ArchiveWorkflow`` machine as a ``DurableJob`` on the connection (its store calls
+    ``ArchiveWorkflow`` machine as a ``DurableWork`` on the connection (its store calls
     performed as ``ApplyStore``, its requests answered by the fake), the lease released."""
     world = World()
     store = world.store
@@ -640,7 +640,7 @@ def test_the_custom_loop_template_performs_a_durable_jobs_store_calls() -> None:
             machine = ArchiveWorkflow(
                 conn.calls.selector, tenant="t", workflow_id="wf", now=time.monotonic()
             )
-            job = DurableJob(machine, store=perform)
+            job = DurableWork(machine, store=perform)
             result = loop.run(conn.start_durable(job, now=time.monotonic()))
         finally:
             loop.close()

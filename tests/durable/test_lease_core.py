@@ -24,8 +24,8 @@ from coder_proto import (
 from coder_proto.durable import (
     OUTCOME_IN_FLIGHT,
     Checkpoint,
-    DurableJob,
     DurableStoreError,
+    DurableWork,
     MemoryStore,
     WorkflowBusyError,
     WorkflowLeaseLostError,
@@ -208,7 +208,7 @@ def test_a_durable_job_stops_before_a_side_effect_once_the_guard_refuses() -> No
     world.store.put_checkpoint(T, WF, Checkpoint(chat_id=world.create_chat("hi")))
     machine = ArchiveWorkflow(world.selector, tenant=T, workflow_id=WF, now=world.now)
     conn = Connection(base_url="https://coder.example")
-    job = DurableJob(machine, store=world.store, guard=mine.guard)
+    job = DurableWork(machine, store=world.store, guard=mine.guard)
     task = conn.start_durable(job, now=world.now)
 
     def work() -> list[Any]:

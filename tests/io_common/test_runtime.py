@@ -17,7 +17,7 @@ import pytest
 import trio
 
 from coder_io_asyncio._runtime import ASYNCIO
-from coder_io_common._async.runtime import AsyncRuntime, Task
+from coder_io_common._async.runtime import AsyncRuntime, Spawned
 from coder_io_trio._runtime import TRIO
 
 
@@ -64,10 +64,10 @@ def h(request: pytest.FixtureRequest) -> Harness:
 
 
 def test_a_spawned_task_outlives_its_callers_cancellation(h: Harness) -> None:
-    async def body(h: Harness) -> tuple[bool, bool, list[Task]]:
+    async def body(h: Harness) -> tuple[bool, bool, list[Spawned]]:
         runtime = h.runtime
         finished = runtime.event()
-        ended: list[Task] = []
+        ended: list[Spawned] = []
 
         async def work() -> None:
             await h.sleep(0.1)
@@ -86,9 +86,9 @@ def test_a_spawned_task_outlives_its_callers_cancellation(h: Harness) -> None:
 
 
 def test_a_cancelled_task_reports_that_it_ended_even_before_it_started(h: Harness) -> None:
-    async def body(h: Harness) -> list[Task]:
+    async def body(h: Harness) -> list[Spawned]:
         runtime = h.runtime
-        ended: list[Task] = []
+        ended: list[Spawned] = []
         started: list[bool] = []
 
         async def work() -> None:
@@ -457,10 +457,10 @@ class _Host:
         self.runtime = runtime
         self.ssl = ssl.create_default_context()
         self.reports: list[object] = []
-        self.tasks: list[Task] = []
-        self.ended: list[Task] = []
+        self.tasks: list[Spawned] = []
+        self.ended: list[Spawned] = []
 
-    def spawn(self, fn: Callable[..., Awaitable[None]], *args: Any) -> Task:
+    def spawn(self, fn: Callable[..., Awaitable[None]], *args: Any) -> Spawned:
         task = self.runtime.spawn(fn, *args, done=self.ended.append)
         self.tasks.append(task)
         return task

@@ -35,7 +35,7 @@ from coder_proto import (
     Task,
     TaskMoved,
     TextDelta,
-    ToolRun,
+    ToolBatch,
     WriteSocket,
     tool,
 )
@@ -109,7 +109,7 @@ class Embedder:
         self.sockets: list[FakeSocket] = []
         self.inbox: collections.deque[Callable[[], None]] = collections.deque()
         self.hold_tools = False
-        self.runs: list[ToolRun] = []
+        self.runs: list[ToolBatch] = []
 
     def pump(self) -> None:
         while True:
@@ -157,7 +157,7 @@ class Embedder:
             if not self.hold_tools:
                 self.run_tools(command.run)
 
-    def run_tools(self, run: ToolRun) -> None:
+    def run_tools(self, run: ToolBatch) -> None:
         for invocation in run.invocations:
             try:
                 value = invocation.call()
@@ -199,7 +199,7 @@ def test_the_connection_and_its_vocabulary_are_public() -> None:
     for name in (
         "Connection",
         "Task",
-        "ToolRun",
+        "ToolBatch",
         "ToolInvocation",
         "OpenSocket",
         "WriteSocket",

@@ -4,7 +4,7 @@ registries (D5, D22), the ``http:*`` transport events (wire 9, 11; D24), token s
 (docs/architecture.md rule 6), transcripts (``docs/transcripts.md``) and settling (only the
 scopes an input reached are visited; deadlines wait in a heap).
 
-Two kinds of machines are driven here, each started as a plain call (``Call``) on the
+Two kinds of machines are driven here, each started as a plain call (``Operation``) on the
 connection. ``Probe`` is a machine that does what the test tells it and records every input,
 for the connection's mechanics. The real ``Session`` / ``Turn`` run against ``Adapter``, an
 in-memory embedder performing the connection's commands: REST answered by a D25 world
@@ -39,8 +39,8 @@ from coder_proto import (
     Task,
     TaskMoved,
     TextDelta,
+    ToolBatch,
     ToolCall,
-    ToolRun,
     WriteSocket,
     tool,
 )
@@ -61,7 +61,7 @@ from coder_proto._connection import MAX_ROUNDS, ConnectionCommand, describe_erro
 from coder_proto._constants import SESSION_TOKEN_HEADER
 from coder_proto._rest.http import HttpRequest, HttpResponse
 from coder_proto._rest.routes import build_get_chat
-from coder_proto._shells.client_calls import Call
+from coder_proto._shells.client_calls import Operation
 from coder_proto._stream.websocket import WsText
 from coder_proto.transcript import TranscriptRecorder
 from tests.core_driver import (
@@ -282,7 +282,9 @@ def start(
 ) -> Task:
     """Run ``machine`` as a plain call (``session``: sharing that session's connections;
     ``tools``: the tool-call policy of its pauses)."""
-    call: Call[Any] = Call(machine=lambda _now, _data: machine, session=session, tools=tools)
+    call: Operation[Any] = Operation(
+        machine=lambda _now, _data: machine, session=session, tools=tools
+    )
     return d.start_call(call, now=now)
 
 
@@ -354,7 +356,7 @@ def test_start_takes_the_machines_first_actions_at_once() -> None:
     assert task.machine is probe and d.stats.tasks == 1 and not task.done
     request = only(d, StartHttp)
     assert request.call.task is task and request.call.request_id == 1
-    assert "tasks=1" in repr(d) and repr(request.call.job) == "<Job <Probe>>"
+    assert "tasks=1" in repr(d) and repr(request.call.job) == "<MachineSlot <Probe>>"
     assert repr(task) == "<Task call running>" and task.take_events() == []
     finished = Probe()
     finished.finish()
@@ -852,7 +854,7 @@ def test_a_tool_run_goes_to_the_embedder_and_its_outcomes_to_the_machine() -> No
     probe = Probe(RunTools(calls=(CALL,)))
     task = start(d, probe, tools=policy)
     run = only(d, InvokeTools).run
-    assert isinstance(run, ToolRun) and run.calls == (CALL,) and run.task is task
+    assert isinstance(run, ToolBatch) and run.calls == (CALL,) and run.task is task
     assert run.sent == NOW and "get_weather" in repr(run)
     (invocation,) = run.pending
     outcome = ToolOutcome(tool_call_id="t1", output={"tempC": 21})
@@ -1555,7 +1557,7 @@ def test_a_call_whose_answer_is_refused_by_its_finish_fails_with_that_error() ->
 
     machine = Probe()
     machine.finish("an odd answer")
-    task = d.start_call(Call(machine=lambda _now, _data: machine, finish=refuse), now=NOW)
+    task = d.start_call(Operation(machine=lambda _now, _data: machine, finish=refuse), now=NOW)
     with pytest.raises(CoderAgentError, match="cannot use 'an odd answer'"):
         task.result()
 

@@ -74,7 +74,7 @@ def test_star_import_gives_exactly_the_curated_names() -> None:
 
 def test_a_durable_job_is_reachable_from_the_public_names() -> None:
     """An embedder runs a durable machine on its own loop with public names only: the job
-    (``coder_proto.durable.DurableJob``), the command its store calls come as
+    (``coder_proto.durable.DurableWork``), the command its store calls come as
     (``coder_proto.ApplyStore``, carrying a ``StoreRequest`` and its ``StoreOp``) and the
     connection's answers. The embedder's vocabulary is not re-exported by the adapters."""
     from coder_proto import durable
@@ -82,13 +82,38 @@ def test_a_durable_job_is_reachable_from_the_public_names() -> None:
 
     for name in ("ApplyStore", "StoreRequest"):
         assert name in coder_proto.__all__ and name in EMBEDDER_NAMES and name not in USER_NAMES
-    for name in ("DurableJob", "StoreOp"):
+    for name in ("DurableWork", "StoreOp"):
         assert name in durable.__all__, name
     for method in ("start_durable", "store_finished"):
         assert callable(getattr(coder_proto.Connection, method)), method
     assert not hasattr(coder_proto.Connection, "start_machine")
     assert coder_proto.ApplyStore.op.fget is not None  # the StoreOp of the call
     assert callable(durable.StoreOp.apply)
+
+
+#: (public module, earlier name, current name): names that carried task, job, run or call
+#: for another concept (docs/glossary.md) and were renamed; the old spelling still imports.
+RENAMED = (
+    ("coder_proto", "HttpCall", "HttpExchange"),  # earlier name, current name
+    ("coder_proto", "ToolRun", "ToolBatch"),  # earlier name, current name
+    ("coder_proto.durable", "DurableJob", "DurableWork"),  # earlier name, current name
+    ("coder_proto.adapter", "Job", "MachineSlot"),  # earlier name, current name
+    ("coder_proto.adapter", "Call", "Operation"),  # earlier name, current name
+    ("coder_proto.adapter", "ChatCalls", "ChatOperations"),  # earlier name, current name
+    ("coder_proto.adapter", "AgentCalls", "AgentOperations"),  # earlier name, current name
+)
+
+
+@pytest.mark.parametrize(("module", "old", "new"), RENAMED)
+def test_an_earlier_name_is_the_same_object_as_its_current_name(
+    module: str, old: str, new: str
+) -> None:
+    """Code written against an earlier name keeps working: both names are exported by the
+    same public module and are one object, whose repr and docs use the current name."""
+    face = importlib.import_module(module)
+    assert old in face.__all__ and new in face.__all__
+    assert getattr(face, old) is getattr(face, new)
+    assert getattr(face, new).__name__ == new
 
 
 def test_every_chat_route_the_fake_serves_has_a_client_method() -> None:

@@ -223,16 +223,16 @@ def _signatures() -> Iterator[tuple[str, Any]]:
     """The annotations of what an embedder and an adapter call: ``Connection``, the commands
     it hands out and the handles they carry, a task and a tool run, the agent's core and its
     session, the values of ``coder_proto.__all__``, and ``coder_proto.durable``. The handles
-    (``Conn``, ``HttpCall``, ``ToolRun``, ``StoreRequest``, ``Task``, and the
+    (``Conn``, ``HttpExchange``, ``ToolBatch``, ``StoreRequest``, ``Task``, and the
     ``ConnectionStats`` view) are built by the connection: their methods and properties count, and of their constructors' parameters the
-    request an embedder performs (``HttpCall.request``)."""
+    request an embedder performs (``HttpExchange.request``)."""
     import coder_proto
     from coder_proto import adapter, durable
 
     classes: list[type] = [
         coder_proto.Connection,
         coder_proto.Task,
-        coder_proto.ToolRun,
+        coder_proto.ToolBatch,
         coder_proto.AgentCore,
         adapter.Session,
         *typing.get_args(adapter.ConnectionCommand),
@@ -245,7 +245,7 @@ def _signatures() -> Iterator[tuple[str, Any]]:
             yield from _annotations(f"{value.__module__}.{name}", value)
         elif inspect.isclass(value):
             classes.append(value)
-    handles = {coder_proto.Conn, coder_proto.HttpCall, coder_proto.ToolRun}
+    handles = {coder_proto.Conn, coder_proto.HttpExchange, coder_proto.ToolBatch}
     handles |= {coder_proto.StoreRequest, coder_proto.Task, coder_proto.ConnectionStats}
     for cls in dict.fromkeys(classes):
         if attrs.has(cls):
@@ -254,7 +254,7 @@ def _signatures() -> Iterator[tuple[str, Any]]:
             if owner.endswith(".__init__") and (attrs.has(cls) or cls in handles):
                 continue  # an attrs class's fields are its parameters; a handle's are the core's
             yield from _annotations(owner, function)
-    for where, annotation in _annotations("HttpCall", coder_proto.HttpCall.__init__):
+    for where, annotation in _annotations("HttpExchange", coder_proto.HttpExchange.__init__):
         if where.endswith(":request"):
             yield where, annotation
 

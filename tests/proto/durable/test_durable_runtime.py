@@ -2,7 +2,7 @@
 docs/durable-workflows.md; D5, D22, D26-D28): the step's setup and its agents' settings, the
 turn report, stepping effect programs, binding crash-safe tools, the calls' programs under the
 workflow lease, and a durable machine driven by hand on a ``Connection`` the way an embedder
-does (a ``DurableJob`` started with ``start_durable``: its commands performed, outcomes fed
+does (a ``DurableWork`` started with ``start_durable``: its commands performed, outcomes fed
 back, deadlines, cancellation).
 """
 
@@ -33,9 +33,9 @@ from coder_proto._rest.routes import build_get_chat, parse_get_chat
 from coder_proto.durable import (
     DEFAULT_COMMIT_WINDOW,
     CrashSafeTool,
-    DurableJob,
     DurableStoreError,
     DurableToolContext,
+    DurableWork,
     MemoryStore,
     StoreOp,
     crash_safe,
@@ -293,7 +293,7 @@ def probe_lookup() -> str:
 def started(machine: DurableMachine[Any], *, tools: Any = None) -> tuple[Connection, Task]:
     """``machine`` as a durable job on a fresh connection, with the client ``tools``."""
     conn = Connection(base_url=BASE)
-    job = DurableJob(machine, store=performer, tools=tools)
+    job = DurableWork(machine, store=performer, tools=tools)
     return conn, conn.start_durable(job, now=0.0)
 
 
