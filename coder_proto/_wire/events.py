@@ -28,6 +28,7 @@ from .chats import ActionToolCall, ChatWatchEvent
 from .fields import get_dict, get_int, get_list, get_str, opt_int, opt_str, req_dict, slot_setter
 from .ids import check_resource_id
 from .message_parts import (
+    PART_ZERO_VALUES,
     ChatMessagePart,
     ReasoningPart,
     ReasoningPartDraft,
@@ -577,14 +578,17 @@ def _wire_struct(
     narrow: dict[str, Any] | None = None,
     absent: dict[str, Any] | None = None,
     nested: tuple[tuple[str, Any], ...] = (),
+    zeros: dict[str, Any] | None = None,
 ) -> Any:
     """A msgspec Struct type decoding the wire object of the attrs class ``cls``: a field for
     each field of ``cls`` named in ``only``, with its type and default, and the ``nested``
     objects. ``narrow`` gives a field a narrower type than the class's (a value outside it
     sends the document the general way); ``absent`` gives the value a field the class
-    requires takes when the wire omits it. A field without a default is required, and a
-    member the Struct does not know fails the decode too (so its numbers and nesting never
-    go unread)."""
+    requires takes when the wire omits it. ``zeros`` names members the class does not read
+    that the Struct takes only with the given value, or absent (a part's members of other
+    part types, which servers write empty on every part): any other value fails the decode.
+    A field without a default is required, and a member the Struct does not know fails the
+    decode too (so its numbers and nesting never go unread)."""
     attrs.resolve_types(cls)
     narrow = narrow or {}
     absent = absent or {}
@@ -598,6 +602,8 @@ def _wire_struct(
             fields.append((field.name, kind))
         else:
             fields.append((field.name, kind, default))
+    for member, zero in (zeros or {}).items():
+        fields.append((member, Literal[zero], zero))
     return msgspec.defstruct(
         name,
         fields,
@@ -612,8 +618,14 @@ def _wire_struct(
 
 
 # A part's text is required here (``parse_part`` decides what a part without one is).
+# The members of other part types come empty, as the server writes them on every part.
 TextWire = _wire_struct(
-    TextPart, "TextWire", tag=TextPart.type, only=("text",), absent={"text": attrs.NOTHING}
+    TextPart,
+    "TextWire",
+    tag=TextPart.type,
+    only=("text",),
+    absent={"text": attrs.NOTHING},
+    zeros=PART_ZERO_VALUES,
 )
 ReasoningWire = _wire_struct(
     ReasoningPart,
@@ -621,6 +633,7 @@ ReasoningWire = _wire_struct(
     tag=ReasoningPart.type,
     only=("text", "signature", "created_at", "completed_at"),
     absent={"text": attrs.NOTHING},
+    zeros=PART_ZERO_VALUES,
 )
 _DeltaPayloadWire = _wire_struct(
     MessagePartEvent,

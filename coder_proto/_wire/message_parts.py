@@ -28,7 +28,22 @@ from .fields import (
 )
 from .ids import check_resource_id, tool_call_id
 
+#: The members the server writes on every part, whatever its type, with their zero values
+#: (Go fields without ``omitempty``; server behaviour 4.2, wire 3.5), besides ``text``. A part
+#: that is not of their type carries them empty, and parsing reads no member its type lacks.
+PART_ZERO_VALUES: dict[str, str | int] = {
+    "url": "",
+    "media_type": "",
+    "file_name": "",
+    "start_line": 0,
+    "end_line": 0,
+    "content": "",
+    "context_file_path": "",
+    "skill_name": "",
+}
+
 __all__ = [
+    "PART_ZERO_VALUES",
     "ChatMessagePart",
     "ContextFilePart",
     "FilePart",

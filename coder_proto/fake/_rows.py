@@ -17,6 +17,7 @@ from typing import Any, Final
 import attrs
 
 from .._json import js_stringify
+from .._wire.message_parts import PART_ZERO_VALUES
 
 __all__ = [
     "PART_KEY_ORDER",
@@ -70,17 +71,7 @@ PART_KEY_ORDER: Final = (
 
 #: Fields without ``omitempty`` in Go: present on every part, whatever its type
 #: (server-behaviour 4.2, wire 3.5).
-ZERO_VALUE_KEYS: Final[Mapping[str, Any]] = {
-    "text": "",
-    "url": "",
-    "media_type": "",
-    "file_name": "",
-    "start_line": 0,
-    "end_line": 0,
-    "content": "",
-    "context_file_path": "",
-    "skill_name": "",
-}
+ZERO_VALUE_KEYS: Final[Mapping[str, Any]] = {"text": "", **PART_ZERO_VALUES}
 
 _ORDER_INDEX: Final = {key: n for n, key in enumerate(PART_KEY_ORDER)}
 

@@ -74,6 +74,52 @@ def test_a_server_frame_of_deltas_is_decoded_typed() -> None:
     assert got == parse_frame(frame)
 
 
+#: A text and a reasoning part as the server writes them: every member of every part type,
+#: empty where the part's type does not use it (wire 3.5).
+ZEROS = ',"url":"","media_type":"","file_name":"","start_line":0,"end_line":0,"content":"","context_file_path":"","skill_name":""'
+SERVER_TEXT = '{"type":"text","text":"a few words"' + ZEROS + "}"
+SERVER_REASONING = '{"type":"reasoning","text":"hm"' + ZEROS + ',"signature":"sig"}'
+
+
+def test_a_frame_of_deltas_with_the_servers_empty_members_is_decoded_typed(
+    path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server writes the members of every part type on every part, empty where unused:
+    such a frame takes the typed decode, with the events the general way gives."""
+    frame = "[" + _delta(SERVER_TEXT) + "," + _delta(SERVER_REASONING, seq="2") + "]\n"
+    wires = events._typed_deltas(frame)
+    assert wires is not None
+    assert events._built(wires) == [
+        MessagePartEvent("assistant", TextPart("a few words"), 1, 1, 1, CHAT),
+        MessagePartEvent("assistant", ReasoningPart("hm", "sig"), 1, 1, 2, CHAT),
+    ]
+    typed, general = _both(frame, monkeypatch)
+    assert typed == general
+
+
+@pytest.mark.parametrize(
+    "member",
+    [
+        '"url":"https://example.com"',
+        '"start_line":3',
+        '"start_line":false',
+        '"start_line":0.0',
+        '"content":null',
+        '"skill_name":["x"]',
+        '"end_line":' + "9" * 5000,
+    ],
+)
+def test_a_part_member_of_another_type_with_a_value_goes_the_general_way(
+    member: str, path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only the empty value is taken typed: any other value of another type's member (or an
+    integer past the digit limit) is left to the general way, which answers the same."""
+    frame = "[" + _delta('{"type":"text","text":"t",' + member + "}") + "]"
+    assert events._typed_deltas(frame) is None
+    typed, general = _both(frame, monkeypatch)
+    assert typed == general
+
+
 @pytest.mark.parametrize(
     "frame",
     [
@@ -160,6 +206,16 @@ _parts = st.one_of(
     ),
     st.fixed_dictionaries({"type": st.sampled_from(["text", "reasoning", "source", "x"])}),
     st.fixed_dictionaries({"type": st.just("text"), "text": _texts, "extra": _numbers}),
+    # The server's members of other part types: mostly empty, sometimes not.
+    st.fixed_dictionaries(
+        {"type": st.sampled_from(["text", "reasoning"]), "text": _texts},
+        optional={
+            "url": st.one_of(st.just(""), _texts),
+            "start_line": st.one_of(st.just(0), _numbers),
+            "content": st.one_of(st.just(""), _numbers),
+            "skill_name": st.just(""),
+        },
+    ),
 )
 
 _deltas = st.fixed_dictionaries(
