@@ -8,10 +8,14 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
+from coder_io_common.stores.sqlite import _wal_mode
+
 
 def _connect(path: str) -> sqlite3.Connection:
     conn = sqlite3.connect(path, timeout=30.0, isolation_level=None)
-    conn.execute("PRAGMA journal_mode = WAL")
+    # Switching a new file to WAL is refused, not waited for, while another process does it:
+    # the store's own switch tries again until it is done.
+    _wal_mode(conn, 30.0)
     conn.execute(
         "CREATE TABLE IF NOT EXISTS effects (key TEXT PRIMARY KEY, kind TEXT NOT NULL, "
         "amount INTEGER NOT NULL, receipt TEXT NOT NULL)"
