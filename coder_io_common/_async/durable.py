@@ -15,7 +15,9 @@ the client's driver performs them as it performs every other task's commands:
   token, ``http:*`` events and prefix selector), their tool pauses run the step's tools.
 
 What is left here is what the program leaves to the adapter: agent turns, a ``CoderAgent``
-on the client with the step's tools bound to the store. The agent is never disposed
+on the client with the step's tools bound to the store; a fresh chat's turn is held by the
+step's chat gate until its early checkpoint (D28), a store call of the turn's own task,
+answered. The agent is never disposed
 (disposal archives the chat, and archiving ends resumability); the client created for a
 call is closed at its end. A bound crash-safe tool runs its own program
 (``crash_safe_program``) where the agent calls it.
@@ -134,14 +136,6 @@ async def _run_effects(
             cancelled = cancelled or (isinstance(value, TurnReport) and value.cancelled)
             step.send(value)
     return step.value
-
-
-# async only: begin
-async def _awaited(value: Awaitable[Any]) -> None:
-    await value
-
-
-# async only: end
 
 
 class _LeaseCheck:
@@ -321,12 +315,17 @@ class _Call:
         step = self._step
         assert step is not None
         runtime = self._runtime
-        created = _ChatCreated()
-        agent = self._functions._agent_class(
-            client=self._client, on_chat_created=created, **step.turn_kwargs(effect)
-        )
+        agent = self._functions._agent_class(client=self._client, **step.turn_kwargs(effect))
+        write: _EarlyWrite | None = None
+        if effect.chat_id is None:
+            # D28: the turn holds its fresh chat until the checkpoint naming it was written
+            # (the core's chat gate: the write is one of the turn's store calls).
+            write = _EarlyWrite(self)
+            agent._core.session.chat_gate = step.chat_gate(effect, write)
         try:
-            report = turn_report(agent, result=await self._generate(step, effect, agent, created))
+            result = await agent.generate(effect.prompt)  # async only
+            # blocking: result = agent.generate(effect.prompt, timeout=self._timeout)
+            report = turn_report(agent, result=result)
         except runtime.cancelled as exc:
             report = turn_report(agent, error=exc, cancelled=True)
         except Exception as exc:
@@ -334,81 +333,41 @@ class _Call:
         # Never archive: archiving ends resumability. Closing waits (bounded) for the
         # interrupt a timeout or cancellation fired, before the checkpoint is written.
         await agent.aclose(archive=False)
+        # async only: begin
+        if write is not None:
+            # A cancelled turn's write may still be running: it lands before the step's own
+            # checkpoint, never after it.
+            with runtime.finishing(_AFTER_CANCEL_BOUND):
+                await write.settled()
+        # async only: end
         return report
 
-    async def _generate(
-        self, step: DurableStep, effect: RunAgentTurn, agent: Any, created: _ChatCreated
-    ) -> Any:
-        """``agent.generate`` for one step turn; on a fresh chat, the early checkpoint (D28)
-        is written as soon as the create call answered. A plain store's write happens right
-        there, on the loop, before the stream's dial starts (one short write per workflow,
-        which the guarantee is worth); an ``AsyncDurableStore``'s write runs alongside the
-        dial. Either is finished before the turn's result is reported."""
-        runtime = self._runtime
-        if effect.chat_id is not None:
-            return await agent.generate(effect.prompt)  # async only
-            # blocking: return agent.generate(effect.prompt, timeout=self._timeout)
-        store = self._store
-        # blocking: with runtime.task_group():
-        async with runtime.task_group() as group:  # async only
-            # async only: begin
 
-            async def write(chat_id: str, op: StoreOp) -> None:
-                try:
-                    await self._apply(op)
-                except Exception as exc:
-                    step.early_checkpoint_failed(chat_id, exc)
+class _EarlyWrite:
+    """Performs the early checkpoint's store call (the runner of a step turn's chat gate)
+    and tells when it is over."""
 
-            # async only: end
-            def chat_created(chat_id: str) -> None:
-                op = step.early_checkpoint(effect, chat_id)
-                if op is None:
-                    return
-                # async only: begin
-                if inspect.iscoroutinefunction(getattr(store, op.method, None)):
-                    group.start_soon(write, chat_id, op)
-                    return
-                # async only: end
-                try:
-                    value = op.apply(store)  # async only
-                    # blocking: op.apply(store)
-                    # async only: begin
-                    if inspect.isawaitable(value):
-                        group.start_soon(_awaited, value)
-                    # async only: end
-                except Exception as exc:
-                    step.early_checkpoint_failed(chat_id, exc)
+    def __init__(self, call: _Call) -> None:
+        self._call = call
+        self._over: Any = None  # async only
 
-            created.target = chat_created
-            failure: Exception | None = None
-            try:
-                result = await agent.generate(effect.prompt)  # async only
-                # blocking: result = agent.generate(effect.prompt, timeout=self._timeout)
-            except runtime.cancelled:
-                raise
-            except Exception as exc:
-                # Leave the group normally: the write, if any, finishes before the step's
-                # own checkpoint writes (a late one would overwrite them).
-                failure = exc
-            finally:
-                created.target = None
-        if failure is not None:
-            raise failure
-        return result
+    # async only: begin
+    async def settled(self) -> None:
+        """Wait until the write that started is over (at once when none did)."""
+        over = self._over
+        if over is not None:
+            await self._call._runtime.wait(over, None)
 
-
-class _ChatCreated:
-    """An agent's ``on_chat_created`` hook, pointed at a step's early checkpoint (D28) while
-    that step's turn runs."""
-
-    __slots__ = ("target",)
-
-    def __init__(self) -> None:
-        self.target: Callable[[str], None] | None = None
-
-    def __call__(self, chat_id: str) -> None:
-        if self.target is not None:
-            self.target(chat_id)
+    # async only: end
+    async def __call__(self, op: StoreOp) -> Any:
+        # async only: begin
+        over = self._over = self._call._runtime.event()
+        try:
+            return await self._call._apply(op)
+        finally:
+            over.set()
+        # async only: end
+        # blocking: return self._call._apply(op)
 
 
 class DurableFunctions:

@@ -579,6 +579,8 @@ class Segment:
             session.chat_id = chat.id
             if session.on_chat_created is not None:
                 session.on_chat_created(chat.id)
+            if session.chat_gate is not None:
+                yield from turn.hold_chat(session.chat_gate, chat.id)
             if chat.status:
                 session.last_status = chat.status
             if chat.workspace_id or chat.mcp_server_ids:

@@ -22,7 +22,7 @@ import itertools
 import logging
 import math
 from collections.abc import Callable, Iterable
-from typing import Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import attrs
 
@@ -41,6 +41,9 @@ from .._stream.session_stream import ReaderLike, SessionStream, new_reader_id
 from .._stream.websocket import WsObserver
 from .._transport_events import TransportEventSink
 from .._wire.chats import DynamicTool
+
+if TYPE_CHECKING:
+    from .turn import ChatGate
 
 __all__ = ["MAX_TIMER", "ReaderFactory", "SessionConfig", "SessionState", "sanitize_duration"]
 
@@ -226,6 +229,7 @@ class SessionState:
         "_segments",
         "_stranded",
         "_streams",
+        "chat_gate",
         "config",
         "in_flight",
         "last_known_chat_id",
@@ -268,6 +272,10 @@ class SessionState:
         #: Called with the chat id right after a turn's create call answered, before the
         #: stream opens (durable steps checkpoint the chat then, D28). Must not raise.
         self.on_chat_created: Callable[[str], None] | None = None
+        #: Holds a turn between a fresh chat's create call and anything else on that chat
+        #: until a store write answers (``Turn.hold_chat``; a durable step's early
+        #: checkpoint, D28), or ``None``.
+        self.chat_gate: ChatGate | None = None
         #: The last chat status the session observed (for D4's follow-up interrupt).
         self.last_status: str | None = None
         #: The model hint is resolved once per session and cached, even to ``None`` (H.1).

@@ -31,7 +31,7 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Callable, Generator, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import attrs
 
@@ -49,9 +49,17 @@ from .prompt import Message, NewTurn, Noop, Resume, classify_prompt, normalize_p
 from .segment import NOOP_PROMPT, Segment, StepResult
 
 if TYPE_CHECKING:
+    from ..durable._store import StoreOp
     from .session_state import SessionState
 
-__all__ = ["MISSING_RESULT_MESSAGE", "StepResult", "Turn", "TurnResult", "normalize_outcomes"]
+__all__ = [
+    "MISSING_RESULT_MESSAGE",
+    "ChatGate",
+    "StepResult",
+    "Turn",
+    "TurnResult",
+    "normalize_outcomes",
+]
 
 logger = logging.getLogger("coder_proto")
 
@@ -59,6 +67,20 @@ logger = logging.getLogger("coder_proto")
 MISSING_RESULT_MESSAGE: Final = "the client reported no result for this tool call"
 EDIT_NEEDS_USER_MESSAGE: Final = "an edit replaces a user message: its prompt must end with one"
 _TOOL_WARN_TIMER: Final = "tool-deadline-warning"
+
+
+class ChatGate(Protocol):
+    """What holds a turn at a fresh chat (``SessionState.chat_gate``, ``Turn.hold_chat``):
+    ``hold(chat_id)`` is the store write to finish before anything else happens on the chat
+    (``None``: none), performed with ``store`` (the ``ApplyStore`` runner); ``failed`` hears
+    the write's error (the turn goes on)."""
+
+    @property
+    def store(self) -> Any: ...
+
+    def hold(self, chat_id: str) -> StoreOp | None: ...
+
+    def failed(self, chat_id: str, error: BaseException) -> None: ...
 
 
 def _drop_parts(parts: list[OutputPart]) -> None:
@@ -144,6 +166,8 @@ class Turn(CoreMachine[TurnResult]):
 
     __slots__ = (
         "_edit_message_id",
+        "_held",
+        "_held_error",
         "_messages",
         "_outcomes",
         "_pending_tools",
@@ -191,6 +215,9 @@ class Turn(CoreMachine[TurnResult]):
         self._messages: tuple[Message, ...] = messages
         self._pending_tools: tuple[ToolCall, ...] | None = None
         self._outcomes: tuple[ToolOutcome, ...] | None = None
+        #: The chat gate's store call the turn waits for (``hold_chat``), and its error.
+        self._held: int | None = None
+        self._held_error: BaseException | None = None
         session.in_flight = self
         self._start(now)
 
@@ -213,6 +240,22 @@ class Turn(CoreMachine[TurnResult]):
                 outcomes = (outcomes,)
             self._outcomes = normalize_outcomes(self._pending_tools, list(outcomes))
         self._step(now)
+
+    @property
+    def store(self) -> Any:
+        """The performer of the chat gate's store call (``ApplyStore``'s runner)."""
+        gate = self.session.chat_gate
+        assert gate is not None  # only a turn held by a gate makes a store call
+        return gate.store
+
+    def store_result(self, call_id: int, value: Any, now: float) -> None:
+        """The chat gate's store call ``call_id`` answered (``hold_chat``)."""
+        self._store_answered(call_id, None, now)
+
+    def store_failed(self, call_id: int, error: BaseException, now: float) -> None:
+        """The chat gate's store call ``call_id`` raised ``error`` (the gate hears it; the
+        turn goes on)."""
+        self._store_answered(call_id, error, now)
 
     def connection_made(self, conn_id: int, now: float) -> None:
         self.session.connection_made(conn_id, now)
@@ -249,6 +292,35 @@ class Turn(CoreMachine[TurnResult]):
         return own if streams is None else min(own, streams)
 
     # -- the turn ---------------------------------------------------------------------------
+
+    def hold_chat(self, gate: ChatGate, chat_id: str) -> Wait[None]:
+        """D28: the fresh chat ``chat_id`` was created; nothing else happens on it (no
+        message, no stream, not even a cancellation's interrupt) until the gate's store
+        write answered. The wait is not interruptible: a cancellation or the turn's abort
+        deadline (its timer set aside meanwhile) is taken once the write answered, so the
+        write never lands after the turn ended."""
+        op = gate.hold(chat_id)
+        if op is None:
+            return
+        from ..durable._store import StoreCall
+
+        call_id = self._held = next(self._request_ids)
+        self._held_error = None
+        abort, self._abort_deadline = self._abort_deadline, None
+        self._emit(StoreCall(call_id=call_id, op=op))
+        while self._held is not None:
+            yield
+        self._abort_deadline = abort
+        if self._held_error is not None:
+            gate.failed(chat_id, self._held_error)
+            self._held_error = None
+        self._check_interruptions()
+
+    def _store_answered(self, call_id: int, error: BaseException | None, now: float) -> None:
+        # A turn makes one store call at a time and waits for it: this is the held one.
+        self._held = None
+        self._held_error = error
+        self._step(now)
 
     def _hand_off(self) -> Callable[[list[OutputPart]], None]:
         """Where the turn's parts go as they are produced: straight into ``parts``, the deque

@@ -23,15 +23,16 @@ step's checkpoint still run afterwards); the job ends when the program ends.
 
 Why the agent turn is still the embedder's: the turn is an ordinary turn of the same
 connection (the adapter's ``CoderAgent`` on the same client starts it with ``start_turn``, so
-its requests, sockets and tool pauses are already the connection's commands). What the job
-leaves out is what surrounds that turn on the embedder's side: the agent object that carries
-the observer and the ``on_chat_created`` hook, the blocking adapter's ``timeout`` (a bound on
-the caller's blocking call, which no connection input carries), and the early checkpoint
-(D28). The last one is the real constraint: for a plain store the adapter writes it inside
-``on_chat_created``, before the stream's dial starts; as a store call of this job it would
-run beside the dial instead. Taking the turn into the job means the turn pausing between the
-create call's answer and the dial until that store call answered, which is a change to the
-turn machine, not to this job.
+its requests, sockets and tool pauses are already the connection's commands), and so is its
+early checkpoint (D28): the step's chat gate (``DurableStep.chat_gate``, set on the turn's
+session) holds the turn between the create call's answer and anything else on the chat until
+that write, an ``ApplyStore`` of the turn's own task, answered (``Turn.hold_chat``). What the
+job still leaves out is the agent object around the turn: its observer and hooks, built by the
+adapter's agent class, and the blocking adapter's ``timeout`` (a bound on the caller's
+blocking call). Taking the turn in means the job starting a turn task of its connection (an
+agent core built from ``DurableStep.turn_kwargs``, the ``GenerateCall`` ladder, the agent's
+close without archiving) and reporting its end as a ``TurnReport``, which the connection has
+no action for yet: a job's actions are requests, sockets, tool pauses and store calls.
 """
 
 from __future__ import annotations

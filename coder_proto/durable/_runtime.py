@@ -52,6 +52,7 @@ __all__ = [
     "BoundFunction",
     "DurableCall",
     "DurableStep",
+    "EarlyCheckpoint",
     "EffectStep",
     "Guard",
     "RunDurable",
@@ -253,6 +254,12 @@ class DurableStep:
         own checkpoint follows it)."""
         logger.warning("the early checkpoint of chat %s failed: %s", chat_id, error)
 
+    def chat_gate(self, effect: RunAgentTurn, store: Callable[[StoreOp], Any]) -> EarlyCheckpoint:
+        """The gate that holds ``effect``'s turn at its fresh chat until the early checkpoint
+        (D28) answered: set it as the turn's session's ``chat_gate``; ``store`` performs the
+        write (``ApplyStore``'s runner)."""
+        return EarlyCheckpoint(self, effect, store)
+
     def _agent_kwargs(
         self, chat_id: str | None, last_seen_message_id: int | None, binding: DurableBinding
     ) -> dict[str, Any]:
@@ -266,6 +273,31 @@ class DurableStep:
             # With a created client its own hook gets every event; twice would duplicate them.
             kwargs["on_transport_event"] = self.on_transport_event
         return kwargs
+
+
+class EarlyCheckpoint:
+    """A turn's chat gate (``SessionState.chat_gate``) for a durable step's fresh chat
+    (``DurableStep.chat_gate``): the turn pauses right after the create call answered until
+    the checkpoint naming the chat (D28) was written with ``store``; a failed write is
+    logged and the turn goes on (the step's own checkpoint follows it)."""
+
+    __slots__ = ("_effect", "_step", "store")
+
+    def __init__(
+        self, step: DurableStep, effect: RunAgentTurn, store: Callable[[StoreOp], Any]
+    ) -> None:
+        self._step = step
+        self._effect = effect
+        self.store = store
+
+    def __repr__(self) -> str:
+        return f"<EarlyCheckpoint {self._effect.binding.marker}>"
+
+    def hold(self, chat_id: str) -> StoreOp | None:
+        return self._step.early_checkpoint(self._effect, chat_id)
+
+    def failed(self, chat_id: str, error: BaseException) -> None:
+        self._step.early_checkpoint_failed(chat_id, error)
 
 
 def turn_report(

@@ -22,6 +22,7 @@ from coder_proto.durable import (
     CUT_SHORT,
     OUTCOME_ABORTED,
     OUTCOME_FAILED,
+    OUTCOME_IN_FLIGHT,
     RESUMED,
     SUBMITTING,
     DurableStoreError,
@@ -469,6 +470,46 @@ def test_an_async_store_is_awaited_on_event_loops_and_refused_when_blocking(
         assert len(CHARGES) == 1
 
     runtime.run(scenario)
+
+
+def test_the_early_checkpoint_is_written_before_the_stream_is_dialled_d28(
+    runtime: Any, server: FakeCoderServer
+) -> None:
+    """The fresh chat's turn waits for the checkpoint naming its chat before it dials the
+    stream, whatever the store: an ``AsyncDurableStore`` on the event loops too."""
+    events: list[str] = []
+    dialled_before: list[bool] = []
+
+    def early(checkpoint: Any) -> None:
+        if checkpoint.outcome == OUTCOME_IN_FLIGHT:
+            dialled_before.append("ws:dial" in events)
+
+    class Watched(AsyncStore):
+        def __getattr__(self, name: str) -> Any:
+            call = super().__getattr__(name)
+            if name != "put_checkpoint":
+                return call
+
+            async def put(tenant: str, workflow_id: str, checkpoint: Any) -> Any:
+                early(checkpoint)
+                return await call(tenant, workflow_id, checkpoint)
+
+            return put
+
+    class WatchedMemory(MemoryStore):
+        def put_checkpoint(self, tenant: str, workflow_id: str, checkpoint: Any) -> None:
+            early(checkpoint)
+            super().put_checkpoint(tenant, workflow_id, checkpoint)
+
+    store: Any = WatchedMemory() if runtime.name == "sync" else Watched()
+
+    async def scenario(rt: Any) -> Any:
+        opts = options(server, store, on_transport_event=lambda e: events.append(e.type))
+        return await rt.durable("run_turn", "wf-dial", "Say hi.", step="one", **opts)
+
+    result = runtime.run(scenario)
+    assert result.chat_id is not None
+    assert dialled_before == [False] and "ws:dial" in events
 
 
 def test_bind_tools_makes_an_agents_tools_crash_safe(runtime: Any, server: FakeCoderServer) -> None:
