@@ -172,11 +172,16 @@ class _BoundCrashSafe:
     reaches one: ``bind_tools`` returns tools for any ``CoderAgent`` (not only ``run_turn``'s),
     the function gets only its arguments and a ``ToolContext`` (chat, call id, tool name),
     and the connection sees a tool call as one opaque ``ToolInvocation`` of an
-    ``InvokeTools``, answered as a whole with ``tool_finished``. The connection has no way to
-    take store calls from the middle of a call, and its store calls (``ApplyStore``) belong
-    to a job that carries a store, which a turn's job does not. A plain tool function's
-    ``check_lease()`` must also block in its worker thread. Routing it through the connection
-    would need a tool plan that carries an effect program in place of a function."""
+    ``InvokeTools``, answered as a whole with ``tool_finished``. A turn's task makes store
+    calls only for its chat gate (D28), one write between the create call and the stream;
+    the program's are interleaved with the function's run (the write-ahead before it, the
+    result after it, the lease checked in between), and an agent that ``bind_tools`` serves
+    outside ``run_turn`` has no store on its session at all. A plain tool function's
+    ``check_lease()`` must also block in its worker thread, where an ``ApplyStore`` of the
+    connection could only be waited for across threads. Routing it through the connection
+    would need a tool plan that carries an effect program in place of a function, and a
+    tool pause that runs it (its store calls as the pause's ``ApplyStore``, its ``Invoke``
+    as the invocation)."""
 
     def __init__(
         self,
