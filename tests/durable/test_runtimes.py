@@ -8,6 +8,7 @@ re-driven by recovery after a crash, ``archive_workflow``, ``sweep_orphans`` and
 from __future__ import annotations
 
 import pathlib
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -510,6 +511,45 @@ def test_the_early_checkpoint_is_written_before_the_stream_is_dialled_d28(
     result = runtime.run(scenario)
     assert result.chat_id is not None
     assert dialled_before == [False] and "ws:dial" in events
+
+
+def test_a_step_cancelled_during_its_early_checkpoint_keeps_its_own_checkpoint_d28(
+    runtime: Any, server: FakeCoderServer
+) -> None:
+    """The caller's cancellation while the early checkpoint is being written: nothing more
+    happens on the new chat until the write answered, and the write lands before the step's
+    own checkpoint (the aborted turn), never after it."""
+    started = threading.Event()
+    release = threading.Event()
+
+    class SlowEarly(MemoryStore):
+        def put_checkpoint(self, tenant: str, workflow_id: str, checkpoint: Any) -> None:
+            if checkpoint.outcome == OUTCOME_IN_FLIGHT:
+                started.set()
+                release.wait(10.0)
+            super().put_checkpoint(tenant, workflow_id, checkpoint)
+
+    def cancelling() -> bool:
+        if not started.is_set():
+            return False
+        # The write goes on a moment after the cancellation reached the step.
+        threading.Timer(0.3, release.set).start()
+        return True
+
+    store = SlowEarly()
+    opts = options(server, store)
+
+    async def scenario(rt: Any) -> Any:
+        step = ("durable", "run_turn", "wf-slow-early", "Say hi.")
+        assert await rt.cancel_when(cancelling, *step, step="one", **opts) is not None
+
+    runtime.run(scenario)
+    checkpoint = store.get_checkpoint("default", "wf-slow-early")
+    assert checkpoint is not None and checkpoint.outcome == OUTCOME_ABORTED
+    (chat,) = server.model.chats.values()
+    assert checkpoint.chat_id == chat.id
+    assert store.get_lease("default", "wf-slow-early") is None
+    assert len([m for m in chat.messages if m.role == "user"]) == 1  # the created prompt only
 
 
 def test_bind_tools_makes_an_agents_tools_crash_safe(runtime: Any, server: FakeCoderServer) -> None:
