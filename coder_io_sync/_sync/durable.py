@@ -295,7 +295,8 @@ class _Call:
         step = self._step
         assert step is not None
         runtime = self._runtime
-        agent = self._functions._agent_class(client=self._client, **step.turn_kwargs(effect))
+        # The adapter's own agent class (the blocking one's generate takes a timeout).
+        agent: Any = self._functions._agent_class(client=self._client, **step.turn_kwargs(effect))
         write: _EarlyWrite | None = None
         if effect.chat_id is None:
             # D28: the turn holds its fresh chat until the checkpoint naming it was written

@@ -92,6 +92,7 @@ from .prompt import Message, NewTurn, PendingUpload, Resume, input_parts, system
 if TYPE_CHECKING:
     from .._stream.session_stream import SessionStream
     from .session_state import SessionState
+    from .turn import Turn
 
 __all__ = [
     "STREAM_CLOSED_MESSAGE",
@@ -580,7 +581,9 @@ class Segment:
             if session.on_chat_created is not None:
                 session.on_chat_created(chat.id)
             if session.chat_gate is not None:
-                yield from turn.hold_chat(session.chat_gate, chat.id)
+                # Only a ``Turn`` runs a segment; a gate's session is a turn's.
+                held: Turn = turn  # type: ignore[assignment]
+                yield from held.hold_chat(session.chat_gate, chat.id)
             if chat.status:
                 session.last_status = chat.status
             if chat.workspace_id or chat.mcp_server_ids:

@@ -307,7 +307,9 @@ class Turn(CoreMachine[TurnResult]):
         call_id = self._held = next(self._request_ids)
         self._held_error = None
         abort, self._abort_deadline = self._abort_deadline, None
-        self._emit(StoreCall(call_id=call_id, op=op))
+        # StoreCall extends the action vocabulary for a gate's write only.
+        outbox: list[Any] = self._outbox
+        outbox.append(StoreCall(call_id=call_id, op=op))
         while self._held is not None:
             yield
         self._abort_deadline = abort
