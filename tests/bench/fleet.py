@@ -6,7 +6,12 @@
   (tracemalloc; target: at most 16 KiB), at the largest size (10,000 chats in a full run; the
   quick run's size is in the line's ``n`` and note). RSS growth per chat is kept beside it
   (``extra.rss_bytes_per_chat``: it counts the socket buffers tracemalloc misses, and is
-  noisy). ``value_s`` is the time to open them all.
+  noisy). ``value_s`` is the time to open them all. The judged figure counts each chat's
+  consumer task (the benchmark's, as a user's service has its own): ``extra`` says what as
+  many bare anyio tasks waiting on an event take (``consumer_task_bytes_per_chat``) and the
+  library's share without them (``library_bytes_per_chat``). A chat whose turn ended before
+  the sample holds almost nothing: the line counts the chats streaming when it was taken
+  (``streaming_at_sample_by_size``) and is not judged if any had ended.
 * ``fleet.asyncio.cpu`` / ``fleet.trio.cpu``: then all of them stream their ``deltas``
   deltas at once; the same at every size (100, 1,000 and 10,000 chats in a full run), and the
   exponent ``k`` of ``cpu ~ chats**k`` fitted through them (target: at most 1.05: a chat costs
@@ -26,19 +31,23 @@
   of a store shared across machines, the workflow lease included).
 
 Where an open, idle chat's memory goes (tracemalloc grouped by file and line, 200 agents on
-one client; the quick run measured about 22 KiB on asyncio and 26 KiB on trio at 100 chats):
+one client; the quick run measured about 22 KiB on asyncio and 26 KiB on trio at 100 chats;
+at 1,000 chats, after the last cuts below, about 19.4 KiB on asyncio and 22.4 KiB on trio,
+of which the consumer's task is about 1.5 to 3 KiB):
 
 * the stream reader and its WebSocket client: about 2.4 KiB (the reader's event deque is
   0.75 KiB of it: an empty ``collections.deque`` holds a block of 64 slots; wsproto's
   connection is made again only when a frame needs it, see below);
-* the turn, segment and session machines (suspended generator frames, the turn's parts
-  deque, sets and dicts), the session stream and the engine: about 5.8 KiB; the translator
+* the turn, segment and session machines (suspended generator frames: the turn's loop, the
+  segment's run, body and read loop; the turn's parts deque, sets and dicts), the session
+  stream and the engine: about 5.5 KiB; the translator
   about 0.5 KiB; the connection machine's jobs about 1.4 KiB;
 * the agent's stream and the driver's run: about 1.2 KiB; the agent itself about 1.1 KiB;
 * the runtime with the consumer's own task (here one anyio task per chat reading
-  ``text_stream``, about 3 KiB of it): about 8 KiB on asyncio (the transport, its protocol,
-  the socket's task waiting for the end) and 11.5 KiB on trio (the socket's task, its cancel
-  scope and the parked ``receive_some``).
+  ``text_stream``, about 3 KiB of it, an asyncio event's deque of 0.75 KiB included): about
+  8 KiB on asyncio (the transport, its protocol, the socket's task waiting for the end) and
+  10.9 KiB on trio (the socket's task and its cancel scope, and the parked
+  ``receive_some``).
 
 The fake serves every chat from one process and wakes, after each request it answers and
 each chat its ticker advances, only the streams of the chats that changed (and every watch):
@@ -57,6 +66,10 @@ hands it whole frames only, so a fresh one is made when a control frame or a fra
 about 1.6 KiB), and on asyncio the stream reader, writer, drain waiters and pending read of
 ``asyncio.open_connection`` (a protocol hands each chunk to the client as it arrives: about
 2 KiB). The quick run went from about 26 to 22 KiB on asyncio and from 29 to 26 KiB on trio.
+Then the turn's retry wrapper, a generator frame of its own, made only for a generate turn
+that may retry (about 0.3 KiB), and on trio the reader's own cancel scope (a drop for a peer
+that reads nothing wakes the read by notifying the socket's closing: about 0.6 KiB): at
+1,000 chats, from 20,169 to 19,877 bytes on asyncio and from 23,893 to 22,960 on trio.
 """
 
 from __future__ import annotations
