@@ -33,7 +33,8 @@
 Where an open, idle chat's memory goes (tracemalloc grouped by file and line, 200 agents on
 one client; the quick run measured about 22 KiB on asyncio and 26 KiB on trio at 100 chats;
 at 1,000 chats, after the last cuts below, about 19.4 KiB on asyncio and 22.4 KiB on trio,
-of which the consumer's task is about 1.5 to 3 KiB):
+of which the consumer's task is about 3.9 KiB on asyncio and 3.6 KiB on trio, the same at
+100, 1,000 and 10,000 tasks: the library's share is about 15.5 KiB and 18.8 KiB):
 
 * the stream reader and its WebSocket client: about 2.4 KiB (the reader's event deque is
   0.75 KiB of it: an empty ``collections.deque`` holds a block of 64 slots; wsproto's
@@ -44,7 +45,7 @@ of which the consumer's task is about 1.5 to 3 KiB):
   about 0.5 KiB; the connection machine's jobs about 1.4 KiB;
 * the agent's stream and the driver's run: about 1.2 KiB; the agent itself about 1.1 KiB;
 * the runtime with the consumer's own task (here one anyio task per chat reading
-  ``text_stream``, about 3 KiB of it, an asyncio event's deque of 0.75 KiB included): about
+  ``text_stream``, about 4 KiB of it, an asyncio event's deque of 0.75 KiB included): about
   8 KiB on asyncio (the transport, its protocol, the socket's task waiting for the end) and
   10.9 KiB on trio (the socket's task and its cancel scope, and the parked
   ``receive_some``).
