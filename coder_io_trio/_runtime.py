@@ -185,8 +185,9 @@ class _Cut:
 class _Socket:
     """The trio side of one ``Conn``: its stream, the bytes to write (and how many are not
     sent yet), its reader task, its writer task while there is something to write (or a
-    close to make), the writer's scope, the reader's reading scope, and why the connection
-    was dropped (D30), if it was."""
+    close to make), the writer's scope, and why the connection was dropped (D30), if it was.
+    The reader has no scope of its own (every open chat would hold one): a drop wakes its
+    pending read by notifying the socket's closing (``_stop_reading``)."""
 
     __slots__ = (
         "closing",
@@ -194,7 +195,6 @@ class _Socket:
         "host",
         "outbox",
         "reader",
-        "reading",
         "sending",
         "stream",
         "unsent",
@@ -210,7 +210,6 @@ class _Socket:
         self.dropped: OSError | None = None
         self.reader: Spawned | None = None
         self.writer: Spawned | None = None
-        self.reading: trio.CancelScope | None = None
         self.sending: trio.CancelScope | None = None
 
     def cancel(self) -> None:
@@ -218,10 +217,15 @@ class _Socket:
             self.reader.cancel()
 
 
+def _raw_socket(stream: trio.abc.Stream) -> Any:
+    """The socket under ``stream`` (a TLS stream's transport's)."""
+    transport = stream.transport_stream if isinstance(stream, trio.SSLStream) else stream
+    return getattr(transport, "socket", None)
+
+
 def _shutdown_write(stream: trio.abc.Stream) -> None:
     """Send the end of our side of the TCP connection (after what is queued)."""
-    transport = stream.transport_stream if isinstance(stream, trio.SSLStream) else stream
-    raw = getattr(transport, "socket", None)
+    raw = _raw_socket(stream)
     if raw is not None:
         with contextlib.suppress(OSError):
             raw.shutdown(socket.SHUT_WR)
@@ -349,9 +353,12 @@ class TrioRuntime(AsyncRuntime):
                 f"more than {MAX_UNSENT} bytes wait to be sent: the peer reads nothing"
             )
             sock.outbox.clear()
-            if sock.reading is not None:
-                sock.reading.cancel()
-            else:  # pragma: no cover - the reader reads before a connection can fill up
+            # A read waiting now ends at once; the reader checks before every other read.
+            # The writer's send waiting now ends the same way (the reader reports the drop).
+            raw = None if sock.stream is None else _raw_socket(sock.stream)
+            if raw is not None:
+                trio.lowlevel.notify_closing(raw)
+            else:  # pragma: no cover - the machine writes to connected sockets only
                 sock.cancel()
             return
         sock.outbox.append(data)
@@ -420,24 +427,29 @@ class TrioRuntime(AsyncRuntime):
             host.socket_made(conn)
             # After CloseSocket the writer flushes what came before it, then cancels this
             # task; what is read meanwhile is ignored by the drive.
-            with trio.CancelScope() as sock.reading:
-                while True:
-                    try:
-                        data = await stream.receive_some(_READ_CHUNK)
-                    except (OSError, ssl.SSLError, trio.BrokenResourceError) as exc:
-                        error = exc.__cause__ if exc.__cause__ is not None else exc
-                        host.socket_failed(conn, error)
+            while sock.dropped is None:
+                try:
+                    data = await stream.receive_some(_READ_CHUNK)
+                except (
+                    OSError,
+                    ssl.SSLError,
+                    trio.BrokenResourceError,
+                    trio.ClosedResourceError,
+                ) as exc:
+                    if sock.dropped is not None:  # D30: the drop ended the read
+                        break
+                    if isinstance(exc, trio.ClosedResourceError):
                         return
-                    except trio.ClosedResourceError:
-                        return
-                    if not data:
-                        host.socket_lost(conn)
-                        return
-                    host.socket_data(conn, bytes(data))
-                    # Not kept while the socket is idle: an open chat waits here.
-                    del data
-            if sock.dropped is not None:
-                host.socket_failed(conn, sock.dropped)
+                    error = exc.__cause__ if exc.__cause__ is not None else exc
+                    host.socket_failed(conn, error)
+                    return
+                if not data:
+                    host.socket_lost(conn)
+                    return
+                host.socket_data(conn, bytes(data))
+                # Not kept while the socket is idle: an open chat waits here.
+                del data
+            host.socket_failed(conn, sock.dropped)
         finally:
             if sock.writer is not None:
                 sock.writer.cancel()

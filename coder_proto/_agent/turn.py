@@ -336,30 +336,41 @@ class Turn(CoreMachine[TurnResult]):
         self._hand_off()(parts)
 
     def _run(self) -> Generator[None, None, TurnResult]:
+        """The turn: its loop as it is, or wrapped in the retry of ``_retrying`` when a
+        failure may be retried (a generate turn with ``max_retries``). Every open turn keeps
+        the frames of its generators while it waits, so a turn that cannot retry (every
+        stream turn, every turn by default) runs its loop without the wrapper's frame."""
+        if self.mode == "generate" and self.session.config.max_retries:
+            return self._retrying()
+        return self._loop()
+
+    def _retrying(self) -> Generator[None, None, TurnResult]:
         """The turn, retried on C.5: a retryable ``CoderStreamError`` (a fresh chat without
         external effects lost its stream; the session was discarded) is retried on a fresh
         chat, up to ``max_retries`` times, in generate mode only (a stream consumer already saw
-        parts). One generator for both: every open turn keeps its frames while it waits."""
+        parts)."""
         attempt = 0
-        try:
-            while True:
-                try:
-                    return (yield from self._loop())
-                except CoderStreamError as exc:
-                    retries = self.session.config.max_retries
-                    if self.mode != "generate" or not exc.retryable or attempt >= retries:
-                        raise
-                    attempt += 1
-                    logger.warning(
-                        "retrying the turn on a fresh chat after a stream failure (%d/%d): %s",
-                        attempt,
-                        retries,
-                        exc,
-                    )
-                    self.steps = []
-        finally:
-            if self.session.in_flight is self:
-                self.session.in_flight = None
+        while True:
+            try:
+                return (yield from self._loop())
+            except CoderStreamError as exc:
+                retries = self.session.config.max_retries
+                if not exc.retryable or attempt >= retries:
+                    raise
+                attempt += 1
+                logger.warning(
+                    "retrying the turn on a fresh chat after a stream failure (%d/%d): %s",
+                    attempt,
+                    retries,
+                    exc,
+                )
+                self.steps = []
+
+    def _finish(self, *, value: Any = None, error: BaseException | None) -> None:
+        # The session takes another turn once this one is over, however it ended.
+        if self.session.in_flight is self:
+            self.session.in_flight = None
+        super()._finish(value=value, error=error)
 
     def _loop(self) -> Wait[TurnResult]:
         action = classify_prompt(self._messages)

@@ -239,6 +239,13 @@ def test_the_fleet_is_measured_at_every_size_on_asyncio_and_trio(
             continue
         assert memory["target"] == "<= 16 KiB traced per open chat"
         assert set(memory["traced_bytes_per_chat_by_size"]) == {"2", "4"}
+        assert set(memory["streaming_at_sample_by_size"]) == {"2", "4"}
+        assert set(memory["redialed_opens_by_size"]) == {"2", "4"}
+        # The consumer's own task per chat is counted, and the library's share said beside.
+        consumer = memory["consumer_task_bytes_per_chat"]
+        assert isinstance(consumer, int) and consumer > 0
+        library = memory["traced_bytes_per_chat"] - consumer
+        assert abs(memory["library_bytes_per_chat"] - library) <= 1
         assert set(cpu["per_delta_us_by_size"]) == {"2", "4"}
         assert isinstance(cpu["exponent"], float)
 

@@ -523,6 +523,20 @@ def test_a_turn_needs_a_known_mode() -> None:
     assert "running" in repr(h.generate("hi"))
 
 
+def test_a_turn_ending_leaves_the_session_to_the_turn_that_replaced_it() -> None:
+    """A turn made on the session directly while another is open takes the session's single
+    flight; the older one ending (here cancelled) hands the session back to nobody but it."""
+    h = Harness()
+    first = Turn(h.session, "one", now=h.now)
+    second = Turn(h.session, "two", now=h.now)
+    assert h.session.in_flight is second
+    first.cancel(h.now)
+    assert first.done and not second.done
+    assert h.session.in_flight is second
+    second.cancel(h.now)
+    assert h.session.in_flight is None
+
+
 # -- edges ----------------------------------------------------------------------------------------------
 
 
