@@ -69,7 +69,7 @@ from .usage import UsageAccumulator
 __all__ = ["DELTA_TYPES", "FINISH_REASONS", "TurnTranslator", "finish_reason"]
 
 _deque_popleft = deque.popleft
-_deque_getitem = deque.__getitem__
+_deque_appendleft = deque.appendleft
 #: What a ``message_part`` event is in a reader's queue: its event, or the typed decode's
 #: Struct waiting for it (``TurnTranslator.ingest_run`` takes both).
 DELTA_TYPES: Final = (MessagePartEvent, DeltaWire)
@@ -421,8 +421,9 @@ class TurnTranslator:
         if len(events) == 1 and self._live:
             # A run of one delta, what a frame of one event leaves in the queue: the loop
             # below for that delta, inline, when it is a text or reasoning delta of the
-            # assistant or a tool for an open block of its kind; anything else takes the loop.
-            wire = _deque_getitem(events, 0)
+            # assistant or a tool for an open block of its kind; anything else goes back to
+            # the queue for the loop.
+            wire = _deque_popleft(events)
             if type(wire) is DeltaWire:
                 payload = wire.message_part
                 role = payload.role
@@ -431,7 +432,6 @@ class TurnTranslator:
                     if type(part) is TextWire:
                         block = self._text_block
                         if block is not None:
-                            _deque_popleft(events)
                             self._deltas_since_snapshot = True
                             text = part.text
                             if not text:
@@ -449,7 +449,6 @@ class TurnTranslator:
                     else:
                         block = self._reasoning_block
                         if block is not None:
-                            _deque_popleft(events)
                             self._deltas_since_snapshot = True
                             text = part.text
                             if not text:
@@ -464,6 +463,7 @@ class TurnTranslator:
                             reasoning.delta = text
                             reasoning.__class__ = ReasoningDelta  # type: ignore[assignment]
                             return [reasoning]  # type: ignore[list-item]
+            _deque_appendleft(events, wire)
         out: list[OutputPart] = []
         append = out.append
         popleft = _deque_popleft
