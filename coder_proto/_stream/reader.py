@@ -683,10 +683,12 @@ class StreamReader:
                                     self._last_hv = hv
                                     self._last_ga = ga
                                     self._last_seq = seq
-                                    # _progress, inline (as below).
+                                    # _progress, inline: the budget and backoff restart
+                                    # (the backoff grows only after a failure counts).
                                     self.progress_events += 1
-                                    self.consecutive_failures = 0
-                                    self.backoff = self.policy.initial
+                                    if self.consecutive_failures:
+                                        self.consecutive_failures = 0
+                                        self.backoff = self.policy.initial
                                 queue = self.events
                                 queue.append(wire)
                                 queue.lazy = True  # type: ignore[attr-defined]
