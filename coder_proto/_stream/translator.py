@@ -423,7 +423,7 @@ class TurnTranslator:
             # below for that delta, inline, when it is a text or reasoning delta of the
             # assistant or a tool for an open block of its kind; anything else goes back to
             # the queue for the loop.
-            wire = _deque_popleft(events)
+            wire: Any = _deque_popleft(events)
             if type(wire) is DeltaWire:
                 payload = wire.message_part
                 role = payload.role
