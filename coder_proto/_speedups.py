@@ -286,9 +286,10 @@ HOT_PATHS: Final = (
         "delta for an open block of its kind, what such a frame leaves, in one step before "
         "its loop is set up (the same tests compare runs of one delta with ingest event by "
         "event)",
-        "with the one-delta step of TurnTranslator.ingest_run, medians of three --quick runs "
-        "on frames in the server's shape: core.frames.one+orjson 2.64x to about 2.0x "
-        "orjson.loads, core.frames.one.m10+orjson 2.71x to about 2.0x, core.ws.one+orjson "
-        "2.73x to about 2.1x; core.frames.one 0.72x to 0.60x json.loads",
+        "with the one-delta step of TurnTranslator.ingest_run, medians of four alternated "
+        "--quick runs against the code before them, on frames in the server's shape: "
+        "core.frames.one+orjson 2.71x to 2.17x orjson.loads, core.frames.one.m10+orjson "
+        "2.88x to 2.25x, core.ws.one+orjson 2.63x to 2.29x; core.frames.one 0.69x to 0.56x "
+        "json.loads, core.frames.one.m10 0.74x to 0.60x",
     ),
 )
