@@ -73,17 +73,21 @@ from .._transport_events import (
     WsOpenEvent,
     WsRedialEvent,
 )
-from .._wire import events as _wire_events
 from .._wire.events import (
+    _DELTAS_START,
+    _PIECE,
     DeltaWire,
     ErrorEvent,
     MessageEvent,
     MessagePartEvent,
     StatusEvent,
     StreamEvent,
+    _checked_chat_id,
+    _decode_deltas,
     delta_event,
     parse_text_frame,
     parse_untyped_frame,
+    typed_events,
 )
 from .websocket import (
     CLOSE_NORMAL,
@@ -630,14 +634,66 @@ class StreamReader:
 
     def _on_frame(self, text: str, now: float) -> bool:
         """Decode one frame and run the replay filter on each event (B.2). False when the
-        connection ended (terminal parse failure, or the consumer closed it meanwhile)."""
+        connection ended (terminal parse failure, or the consumer closed it meanwhile).
+
+        A frame of one delta of this chat, what a streamed turn sends nearly every time, is
+        filtered here as soon as it is decoded; every other frame goes through the loop
+        below, which gives the same result for it."""
         sink = self._sink
         try:
             # A delta waits in the queue as the Struct the typed decode made (``EventQueue``);
             # a transport event needs the event itself, built at arrival.
             if sink is None:
-                # Through the module, so the typed decode is the one ``_wire.events`` holds.
-                typed = _wire_events._typed_deltas(text)
+                typed = None
+                if len(text) <= _PIECE or text.startswith(_DELTAS_START):
+                    try:
+                        typed = _decode_deltas(text)
+                    except (ValueError, RecursionError):
+                        # msgspec's errors (a lone surrogate's too): the general way decides.
+                        pass
+                    else:
+                        if len(typed) == 1 and not self._held:
+                            wire = typed[0]
+                            own = self.chat_id
+                            # This chat's delta, its id the one last checked (wire 3.9).
+                            if (
+                                type(wire) is DeltaWire
+                                and wire.chat_id == own
+                                and own == _checked_chat_id[0]
+                            ):
+                                # The loop below for this one event, inline. The delta
+                                # keeps the stream's one copy of the chat id, as
+                                # ``typed_events`` gives it.
+                                wire.chat_id = own
+                                payload = wire.message_part
+                                seq = payload.seq
+                                hv = payload.history_version
+                                ga = payload.generation_attempt
+                                if seq is None or hv is None or ga is None:
+                                    self._untrackable = True
+                                else:
+                                    last_seq = self._last_seq
+                                    if (
+                                        last_seq is not None
+                                        and seq <= last_seq
+                                        and hv == self._last_hv
+                                        and ga == self._last_ga
+                                    ):
+                                        return True
+                                    self._last_hv = hv
+                                    self._last_ga = ga
+                                    self._last_seq = seq
+                                    # _progress, inline: the budget and backoff restart
+                                    # (the backoff grows only after a failure counts).
+                                    self.progress_events += 1
+                                    if self.consecutive_failures:
+                                        self.consecutive_failures = 0
+                                        self.backoff = self.policy.initial
+                                queue = self.events
+                                queue.append(wire)
+                                queue.lazy = True  # type: ignore[attr-defined]
+                                return True
+                        typed = typed_events(typed)
                 decoded: list[Any] = parse_untyped_frame(text) if typed is None else typed
             else:
                 decoded = parse_text_frame(text)

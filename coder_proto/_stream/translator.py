@@ -69,6 +69,7 @@ from .usage import UsageAccumulator
 __all__ = ["DELTA_TYPES", "FINISH_REASONS", "TurnTranslator", "finish_reason"]
 
 _deque_popleft = deque.popleft
+_deque_appendleft = deque.appendleft
 #: What a ``message_part`` event is in a reader's queue: its event, or the typed decode's
 #: Struct waiting for it (``TurnTranslator.ingest_run`` takes both).
 DELTA_TYPES: Final = (MessagePartEvent, DeltaWire)
@@ -417,6 +418,52 @@ class TurnTranslator:
         typed decode took as its ``DeltaWire`` Struct: it is read here through the ``deque``
         methods themselves, and its ``MessagePartEvent`` built only when ``ingest`` takes it.
         """
+        if len(events) == 1 and self._live:
+            # A run of one delta, what a frame of one event leaves in the queue: the loop
+            # below for that delta, inline, when it is a text or reasoning delta of the
+            # assistant or a tool for an open block of its kind; anything else goes back to
+            # the queue for the loop.
+            wire: Any = _deque_popleft(events)
+            if type(wire) is DeltaWire:
+                payload = wire.message_part
+                role = payload.role
+                if role == "assistant" or role == "tool":
+                    part = payload.part
+                    if type(part) is TextWire:
+                        block = self._text_block
+                        if block is not None:
+                            self._deltas_since_snapshot = True
+                            text = part.text
+                            if not text:
+                                return []
+                            pending = self._text_pending
+                            pending.append(text)
+                            if len(pending) >= PENDING_RUN:
+                                self._text_chunks.append("".join(pending))
+                                pending.clear()
+                            delta = _TextDeltaDraft()
+                            delta.id = block
+                            delta.delta = text
+                            delta.__class__ = TextDelta  # type: ignore[assignment]
+                            return [delta]  # type: ignore[list-item]
+                    else:
+                        block = self._reasoning_block
+                        if block is not None:
+                            self._deltas_since_snapshot = True
+                            text = part.text
+                            if not text:
+                                return []
+                            pending = self._reasoning_pending
+                            pending.append(text)
+                            if len(pending) >= PENDING_RUN:
+                                self._reasoning_chunks.append("".join(pending))
+                                pending.clear()
+                            reasoning = _ReasoningDeltaDraft()
+                            reasoning.id = block
+                            reasoning.delta = text
+                            reasoning.__class__ = ReasoningDelta  # type: ignore[assignment]
+                            return [reasoning]  # type: ignore[list-item]
+            _deque_appendleft(events, wire)
         out: list[OutputPart] = []
         append = out.append
         popleft = _deque_popleft

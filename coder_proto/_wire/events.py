@@ -745,6 +745,14 @@ def _typed_deltas(data: str) -> list[Any] | None:
     except (ValueError, RecursionError):
         # msgspec's errors are ValueErrors; so is the encode error of a lone surrogate.
         return None
+    return typed_events(value)
+
+
+def typed_events(value: list[Any]) -> list[Any] | None:
+    """The events of ``value``, what ``_decode_deltas`` made of a frame: its deltas with their
+    chat ids checked (each keeping the stream's one copy of its id), or the frame with its
+    snapshots (``_with_snapshots``); the second half of ``_typed_deltas``, for a caller that
+    decoded the frame itself (the stream reader's one-delta frames)."""
     checked = _checked_chat_id
     for wire in value:
         if type(wire) is not DeltaWire:

@@ -18,6 +18,12 @@ escaping and UTF-8 decoding are part of the work. Deltas carry episode coordinat
 (``history_version`` 1, ``generation_attempt`` 1, ``seq`` counting from 1 across the turn), as
 current servers send them.
 
+Every part, a delta's and a committed message's, has the server's shape: the members of every
+part type that the server never omits (``url``, ``media_type``, ``file_name``, ``start_line``,
+``end_line``, ``content``, ``context_file_path``, ``skill_name``) are written on each part, empty,
+and all members come in the server's field order. Parts are laid out by the fake server's
+``part_json``, as it writes them on its streams.
+
 The output depends only on the arguments: the text comes from a ``random.Random`` seeded with
 ``SEED`` and the timestamps are fixed.
 """
@@ -28,6 +34,8 @@ import json
 import random
 from collections.abc import Iterator
 from typing import Any
+
+from coder_proto.fake._rows import part_json
 
 __all__ = [
     "CHAT_ID",
@@ -42,7 +50,7 @@ __all__ = [
 ]
 
 #: Bumped whenever the output changes, so cached transcripts of an older version are not used.
-VERSION = 1
+VERSION = 2
 #: The chat every transcript belongs to.
 CHAT_ID = "c0ffee00-1234-4abc-8def-0123456789ab"
 #: The user who sent the prompt and the model configuration that answered it.
@@ -138,13 +146,19 @@ def _status(value: str) -> dict[str, Any]:
     return {"type": "status", "chat_id": CHAT_ID, "status": {"status": value}}
 
 
+def _part(kind: str, text: str) -> dict[str, Any]:
+    """A text or reasoning part as the server writes it: every member it never omits, empty
+    where the part's type does not use it, in its field order."""
+    return part_json({"type": kind, "text": text}, zero_value_keys=True)
+
+
 def _delta(kind: str, text: str, seq: int) -> dict[str, Any]:
     return {
         "type": "message_part",
         "chat_id": CHAT_ID,
         "message_part": {
             "role": "assistant",
-            "part": {"type": kind, "text": text},
+            "part": _part(kind, text),
             "history_version": 1,
             "generation_attempt": 1,
             "seq": seq,
@@ -168,8 +182,8 @@ def events(n: int, messages: int = 1) -> Iterator[dict[str, Any]]:
                 seq += 1
                 yield _delta(kind, chunk, seq)
         emitted += count
-        content = [{"type": "reasoning", "text": "".join(reasoning)}] if reasoning else []
-        content.append({"type": "text", "text": "".join(text)})
+        content = [_part("reasoning", "".join(reasoning))] if reasoning else []
+        content.append(_part("text", "".join(text)))
         yield {
             "type": "message",
             "chat_id": CHAT_ID,

@@ -1,6 +1,10 @@
 """Benchmark 1, core: frame text in, output parts out, against ``json.loads`` of the same
 frames alone.
 
+The frames carry the server's shape (``_transcript.py``): every part, a delta's and a committed
+message's, has the members of every part type the server never omits, empty, in its field
+order, so the decoders on both sides read the bytes a real stream brings.
+
 For each JSON backend (the standard library, and orjson when installed) and each framing (one
 event per frame, 256 per frame):
 

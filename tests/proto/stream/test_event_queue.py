@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from coder_proto import ReasoningDelta, TextDelta
+from coder_proto import CoderProtocolError, ReasoningDelta, TextDelta
 from coder_proto._stream.reader import EventQueue
-from coder_proto._stream.translator import TurnTranslator
+from coder_proto._stream.translator import DELTA_TYPES, TurnTranslator
 from coder_proto._wire import MessagePartEvent, StatusEvent
 from coder_proto._wire.events import DeltaWire, parse_frame, parse_stream_frame
 from tests.proto.stream.test_reader import (
@@ -109,18 +109,97 @@ def test_the_replay_filter_decides_alike_on_the_decode_s_structs_b2() -> None:
     assert texts == ["Hel", "lo", " you"]
 
 
+@pytest.mark.parametrize("alone", [True, False], ids=["alone", "with another"])
 @pytest.mark.parametrize(
     "event",
     [untracked("x"), delta("x", 1, hv=None), delta("x", 1, ga=None), delta("x", None)],
 )
-def test_a_delta_without_all_three_coordinates_is_untrackable_d14(event: dict[str, Any]) -> None:
+def test_a_delta_without_all_three_coordinates_is_untrackable_d14(
+    event: dict[str, Any], alone: bool
+) -> None:
+    """Alone in its frame or not (a frame of one delta is filtered apart from the loop over
+    a frame's events)."""
     reader = make_reader()
     net = Net(reader).start()
     net.accept()
-    net.frame(event)
+    net.frame(event) if alone else net.frame(event, event)
     assert type(collections.deque.__getitem__(reader.events, 0)) is DeltaWire
+    assert len(reader.events) == (1 if alone else 2)
     assert reader.untrackable_deltas
     assert reader.progress_events == 0
+
+
+#: A turn streamed one event per frame, as the server sends it live, with a redial in the
+#: middle (``None``) after which the server replays the episode from its start.
+ONE_PER_FRAME: list[dict[str, Any] | None] = [
+    status("running"),
+    delta("Hel", 1),
+    delta("lo", 2),
+    delta("lo", 2),  # the same delta again on the same connection
+    delta("hm", 3, kind="reasoning"),
+    {**delta("theirs", 4), "chat_id": "2b1c3d4e-0000-4000-8000-000000000002"},
+    None,
+    delta("Hel", 1),
+    delta("lo", 2),
+    delta("hm", 3, kind="reasoning"),
+    delta(" you", 4),
+    delta("new", 1, hv=2),  # a new episode starts over at seq 1
+    delta("attempt", 1, hv=2, ga=2),
+    snapshot(5, "Hello you"),
+    delta("!", 2, hv=2, ga=2),
+    untracked("?"),
+    snapshot(6, "long " * 1000),  # a long frame that does not start as deltas do
+    status("waiting"),
+]
+
+
+def test_frames_of_one_event_are_filtered_as_a_reader_with_transport_events_filters_them_b2(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Replays within a connection and after a redial, another chat's delta, an untrackable
+    one, new episodes: the events forwarded, the progress counted and the budget restarted
+    are those of the reader that builds every event."""
+
+    def run(sink: bool) -> tuple[Any, ...]:
+        if sink:
+            reader, net, _ = observed()
+        else:
+            reader = make_reader()
+            net = Net(reader).start()
+        net.accept()
+        popped: list[Any] = []
+        budgets = []
+        for event in ONE_PER_FRAME:
+            if event is None:
+                net.drop()
+                net.sleep_backoff()
+                budgets.append((reader.consecutive_failures, reader.backoff))
+                net.accept()
+            else:
+                net.frame(event)
+                budgets.append((reader.consecutive_failures, reader.backoff))
+            popped += net.popped()
+        return popped, reader.progress_events, reader.untrackable_deltas, budgets
+
+    lazy, eager = run(False), run(True)
+    assert lazy == eager
+    assert [type(e) for e in lazy[0]] == [type(e) for e in eager[0]]
+    texts = [e.part.text for e in lazy[0] if type(e) is MessagePartEvent]
+    assert texts == ["Hel", "lo", "hm", " you", "new", "attempt", "!", "?"]
+    assert lazy[1] == 9  # seven coordinate deltas forwarded, and the two snapshots
+    assert not lazy[2]  # the last snapshot committed the untrackable delta
+    assert "an event for another chat" in caplog.text
+
+
+def test_a_delta_alone_in_its_frame_with_an_invalid_chat_id_fails_the_stream() -> None:
+    """The chat id of a delta alone in its frame is checked as any event's (wire 3.9)."""
+    reader = make_reader()
+    net = Net(reader).start()
+    net.accept()
+    net.frame(delta("ok", 1))
+    net.frame({**delta("bad", 2), "chat_id": "not an id"})
+    assert reader.done
+    assert isinstance(reader.error, CoderProtocolError)
 
 
 READS: dict[str, Callable[[EventQueue], Any]] = {
@@ -225,6 +304,50 @@ def test_a_run_over_the_queue_gives_what_ingest_gives_event_by_event(open_blocks
     assert list(queue) == built[7:]
     assert type(queue[0]) is StatusEvent
     assert _parts(got_translator.finish()) == _parts(want_translator.finish())
+
+
+def test_runs_of_one_delta_give_what_ingest_gives_event_by_event() -> None:
+    """A queue holding one delta at a time, as frames of one event leave it: text and
+    reasoning deltas, empty ones, roles that take no delta, blocks opening and changing
+    kind, more deltas of a kind than the translator keeps pending, an event built before
+    the run, and a delta after the segment finished: the same parts as ``ingest`` gives."""
+    events = [delta("a", 1)]
+    events += [delta("b", seq) for seq in range(2, 300)]
+    events += [delta("", 300), delta("r", 301, kind="reasoning"), delta("", 302, kind="reasoning")]
+    events += [delta("s", seq, kind="reasoning") for seq in range(303, 600)]
+    user = delta("u", 600)
+    user["message_part"]["role"] = "user"
+    tool = delta("t", 601, kind="reasoning")
+    tool["message_part"]["role"] = "tool"
+    events += [user, tool, delta("c", 602), delta("d", 603), snapshot(2, "x")]
+    texts = [_frame_text([event]) for event in events]
+
+    want_translator = TurnTranslator(turn_cursor=1, chat_id=CHAT)
+    got_translator = TurnTranslator(turn_cursor=1, chat_id=CHAT)
+    want: list[Any] = []
+    got: list[Any] = []
+    queue = EventQueue()
+    for index, text in enumerate(texts):
+        for event in parse_frame(text):
+            want += want_translator.ingest(event)
+        queue.extend(parse_stream_frame(text))
+        queue.lazy = True
+        if index == len(texts) - 3:
+            queue[0]  # built in place: the run takes the event
+        if type(collections.deque.__getitem__(queue, 0)) in DELTA_TYPES:
+            got += got_translator.ingest_run(queue)
+        else:
+            got += got_translator.ingest(queue.popleft())
+        assert not queue
+    assert _parts(got) == _parts(want)
+    assert [type(p) for p in got] == [type(p) for p in want]
+    assert _parts(got_translator.finish()) == _parts(want_translator.finish())
+    # Finished: a delta alone in the queue gives nothing, as ``ingest`` gives.
+    queue.extend(parse_stream_frame(texts[1]))
+    assert (
+        got_translator.ingest_run(queue) == [] == want_translator.ingest(parse_frame(texts[1])[0])
+    )
+    assert not queue
 
 
 def test_another_chat_s_delta_is_ignored_d31(caplog: pytest.LogCaptureFixture) -> None:
