@@ -648,24 +648,21 @@ _RAW_TOOLS: Final = "raw"
 
 
 class _RecorderTap:
-    """A session's ``WsObserver`` under a connection: the upgrades its stream readers sent and
-    the events their connections decoded go to the connection's recorder, when it has one (a
-    transcript records what the core saw, not a second reading of the bytes)."""
+    """A session's ``WsObserver`` under a connection with a recorder: the upgrades its stream
+    readers sent and the events their connections decoded go to that recorder (a transcript
+    records what the core saw, not a second reading of the bytes). Without a recorder a
+    session has no tap, and its readers report nothing."""
 
-    __slots__ = ("_connection",)
+    __slots__ = ("_recorder",)
 
-    def __init__(self, connection: Connection) -> None:
-        self._connection = connection
+    def __init__(self, recorder: Recorder) -> None:
+        self._recorder = recorder
 
     def upgrade_sent(self, conn_id: int, target: str, now: float) -> None:
-        recorder = self._connection._recorder
-        if recorder is not None:
-            recorder.upgrade_sent(conn_id, target, now)
+        self._recorder.upgrade_sent(conn_id, target, now)
 
     def ws_events(self, conn_id: int, events: Sequence[WsEvent], now: float) -> None:
-        recorder = self._connection._recorder
-        if recorder is not None:
-            recorder.ws_events(conn_id, events, now)
+        self._recorder.ws_events(conn_id, events, now)
 
 
 class Task:
@@ -929,6 +926,13 @@ class Connection:
     @recorder.setter
     def recorder(self, recorder: Recorder | None) -> None:
         self._recorder = recorder
+        for job in self._sessions.values():
+            job.machine.ws_observer = self._tap()
+
+    def _tap(self) -> _RecorderTap | None:
+        """What a session's stream readers report to: the recorder's tap, none without one."""
+        recorder = self._recorder
+        return None if recorder is None else _RecorderTap(recorder)
 
     @property
     def stats(self) -> ConnectionStats:
@@ -1494,7 +1498,7 @@ class Connection:
             scope.standing = job
             self._sessions[id(session)] = job
             # What the session's stream readers see goes to this connection's recorder.
-            session.ws_observer = _RecorderTap(self)
+            session.ws_observer = self._tap()
         job.scope.releasing = False
         return job
 

@@ -226,6 +226,7 @@ class SessionState:
         "_segments",
         "_stranded",
         "_streams",
+        "_ws_observer",
         "config",
         "in_flight",
         "last_known_chat_id",
@@ -238,7 +239,6 @@ class SessionState:
         "selector",
         "sink",
         "submitted_tool_call_ids",
-        "ws_observer",
     )
 
     def __init__(
@@ -279,9 +279,7 @@ class SessionState:
         self._conn_ids = itertools.count(1)
         self._retained: SessionStream | None = None
         self._streams: list[SessionStream] = []
-        #: Hears what the stream connections did, as the readers saw it (the driver's
-        #: transcript recorder), or ``None``.
-        self.ws_observer: WsObserver | None = None
+        self._ws_observer: WsObserver | None = None
 
     def __repr__(self) -> str:
         return (
@@ -389,8 +387,17 @@ class SessionState:
     def _next_conn_id(self) -> int:
         return next(self._conn_ids)
 
-    def _ws_observer(self) -> WsObserver | None:
-        return self.ws_observer
+    @property
+    def ws_observer(self) -> WsObserver | None:
+        """Hears what the stream connections did, as the readers saw it (the driver's
+        transcript recorder), or ``None``: then the readers report nothing."""
+        return self._ws_observer
+
+    @ws_observer.setter
+    def ws_observer(self, observer: WsObserver | None) -> None:
+        self._ws_observer = observer
+        for stream in self._streams:
+            stream.observe(observer)
 
     def release_stream(self, stream: SessionStream, now: float) -> None:
         """Close ``stream`` and drop it from the retention slot (G.4)."""

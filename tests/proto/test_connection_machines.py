@@ -1224,6 +1224,21 @@ def test_session_sockets_and_tool_runs_are_recorded() -> None:
     assert recorder.first("tools_run") == (((CALL,), []), {"sent": NOW, "now": NOW})
 
 
+def test_a_recorder_set_while_a_session_runs_hears_its_readers_until_it_is_removed() -> None:
+    d = drive()
+    session = FakeSession()
+    start(d, Probe(), session=session, now=NOW)
+    # Without a recorder the session's readers report to nothing.
+    assert session.ws_observer is None
+    recorder = Recording()
+    d.recorder = recorder
+    session.ws_observer.upgrade_sent(3, "/stream", NOW)
+    session.ws_observer.ws_events(3, [WsText("frame")], NOW)
+    assert recorder.names() == ["upgrade_sent", "ws_events"]
+    d.recorder = None
+    assert session.ws_observer is None
+
+
 def test_cancelling_a_probe_records_nothing_but_the_cancel_of_a_turn_is_recorded() -> None:
     recorder = Recording()
     d = drive(recorder=recorder)
