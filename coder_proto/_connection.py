@@ -49,7 +49,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias, TypeVar, cast
 
 import attrs
 
@@ -645,6 +645,8 @@ _CLOSE = "close"
 _MACHINE = "machine"
 #: The tool runner of a ``_start_machine`` task: its pauses go to the embedder unplanned.
 _RAW_TOOLS: Final = "raw"
+#: A job the settle's last round did not see (``Connection._file_deadline``).
+_UNSEEN: Final = object()
 
 
 class _RecorderTap:
@@ -1556,12 +1558,17 @@ class Connection:
                 # Filed again after the settle if it is still armed.
                 job.deadline = None
                 touched[job.scope] = None
+        # The deadlines of the last round's jobs: a round in which nothing moved leaves them
+        # as they are, and the jobs' deadlines are filed from them.
+        seen: dict[MachineSlot, float | None] = {}
         for _ in range(MAX_ROUNDS):
             self._dirty = False
             busy = False
+            seen.clear()
             for scope in list(touched):
                 for job in scope.members():
-                    if not job.active():
+                    if job.standing and not job.active():
+                        seen[job] = None
                         continue
                     machine = job.machine
                     for action in machine.actions():
@@ -1571,9 +1578,13 @@ class Connection:
                     if deadline is not None and deadline <= now:
                         busy = True
                         machine.tick(now)
+                    seen[job] = deadline
             if not busy and not self._dirty:
                 break
-        self._reap(now)
+        else:
+            # Still moving after MAX_ROUNDS: what the last round saw is out of date.
+            seen.clear()
+        self._reap(now, seen)
         self._wake(now)
 
     def _wake(self, now: float) -> None:
@@ -1589,7 +1600,7 @@ class Connection:
                     self._check_done(task, now)
                     self._out.append(TaskMoved(task))
 
-    def _reap(self, now: float) -> None:
+    def _reap(self, now: float, seen: dict[MachineSlot, float | None]) -> None:
         moved = self._moved
         touched = self._touched
         for scope in touched:
@@ -1608,12 +1619,17 @@ class Connection:
             if scope.releasing:
                 self._drop_released(scope)
             for job in scope.members():
-                self._file_deadline(job)
+                self._file_deadline(job, seen.get(job, _UNSEEN))
         touched.clear()
 
-    def _file_deadline(self, job: MachineSlot) -> None:
-        """Record ``job``'s next deadline in the heap (none while it is inactive)."""
-        deadline = job.machine.next_deadline() if job.active() else None
+    def _file_deadline(self, job: MachineSlot, seen: object) -> None:
+        """Record ``job``'s next deadline in the heap (none while it is inactive): the one the
+        settle's last round saw, or (``_UNSEEN``) asked of its machine now."""
+        deadline: float | None
+        if seen is _UNSEEN:
+            deadline = job.machine.next_deadline() if job.active() else None
+        else:
+            deadline = cast("float | None", seen)
         if deadline == job.deadline:
             return
         job.deadline = deadline

@@ -473,8 +473,12 @@ class SessionState:
 
     def next_deadline(self) -> float | None:
         """The earliest deadline of the session's streams."""
-        times = [t for t in (s.next_deadline() for s in self._streams) if t is not None]
-        return min(times) if times else None
+        due: float | None = None
+        for stream in self._streams:
+            deadline = stream.next_deadline()
+            if deadline is not None and (due is None or deadline < due):
+                due = deadline
+        return due
 
     def actions(self) -> list[Action]:
         """Drain the streams' actions (connection ids are session-unique)."""

@@ -240,7 +240,7 @@ class Turn(CoreMachine[TurnResult]):
         return out
 
     def next_deadline(self) -> float | None:
-        if self.done:
+        if self._finished:
             return None
         own = super().next_deadline()
         streams = self.session.next_deadline()
