@@ -751,6 +751,8 @@ class Segment:
     def _read_loop(self, translator: TurnTranslator, stream: SessionStream) -> Wait[None]:
         turn = self.turn
         events = stream.events
+        # ``stream.ended`` without the stream in between: its reader is fixed for its life.
+        reader = stream.reader
         peek = deque.__getitem__
         ingest_run = translator.ingest_run
         since_requires_action = 0
@@ -788,7 +790,7 @@ class Segment:
                         self._deliver(ingest_run(events))
                         continue
                     event = events.popleft()
-                elif stream.ended:
+                elif reader.done:
                     failure = stream.failure
                     if failure is not None:
                         raise failure
