@@ -6,7 +6,9 @@ a profile hook watches the client process. A window opens when bytes are handed 
 already on the stack at that moment count: the runtime's socket loop and the driver) and
 closes when the user's ``for`` loop receives the next text delta. Every project file whose
 code runs inside the window counts once. The report gives, per runtime, the number of files
-in the most common window and their paths, in the order first entered.
+in the most common window and their paths, in the order first entered, and the project
+function calls in such a window whose bytes carried one delta (the median); ``--verbose``
+lists the functions with their calls per window.
 
 A measurement of structure, not of time: the counts do not depend on the machine's load.
 """
