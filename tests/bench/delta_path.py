@@ -99,7 +99,7 @@ class DeltaPath(NamedTuple):
     """What one runtime's measurement saw."""
 
     #: Files in the most common window, and those files in the order first entered.
-    count: int
+    file_count: int
     files: tuple[str, ...]
     #: Windows seen (deliveries that followed bytes handed to the core).
     windows: int
@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{runtime}: skipped ({exc})")
             continue
         print(
-            f"{runtime}: {path.count} files from socket to user, {path.calls:.1f} project calls"
+            f"{runtime}: {path.file_count} files from socket to user, {path.calls:.1f} project calls"
             f" per delta ({path.windows} deliveries)"
         )
         for name in path.files:

@@ -1229,8 +1229,9 @@ def test_a_recorder_set_while_a_session_runs_hears_its_readers_until_it_is_remov
     assert session.ws_observer is None
     recorder = Recording()
     d.recorder = recorder
-    session.ws_observer.upgrade_sent(3, "/stream", NOW)
-    session.ws_observer.ws_events(3, [WsText("frame")], NOW)
+    tap: Any = session.ws_observer
+    tap.upgrade_sent(3, "/stream", NOW)
+    tap.ws_events(3, [WsText("frame")], NOW)
     assert recorder.names() == ["upgrade_sent", "ws_events"]
     d.recorder = None
     assert session.ws_observer is None
