@@ -1153,12 +1153,37 @@ class Connection:
             target.data_received(conn.conn_id, data, now)
         else:
             stream, reader, reader_conn = route
+            due = reader.next_deadline()
             reader.data_received(reader_conn, data, now)
             if stream.paused_at is not None:
                 stream.check_pause_limits(now)
             if target is not scope.session:
                 target.resume(now)
+                if target.quiet and self._settled_quietly(scope, stream, due, now):
+                    return
         self._settle(now)
+
+    def _settled_quietly(self, scope: _Scope, stream: Any, due: float | None, now: float) -> bool:
+        """The settle of a text delta, in a few steps: the running turn only delivered parts
+        of live deltas (``Turn.quiet``) and the stream's reader, the only other machine the
+        bytes reached, has no action and kept its deadline (``due``, before the bytes), so
+        nothing but the turn's task moved. False (a full settle follows) when any of that is
+        not so, or a deadline fell due meanwhile: the reader's actions taken so far are
+        taken on first."""
+        heap = self._heap
+        if stream.reader.next_deadline() != due or (heap and heap[0][0] <= now):
+            return False
+        taken = stream.reader.actions()
+        if taken:
+            # Connection actions: any job of the scope takes them on alike.
+            job = next(iter(scope.jobs))
+            for action in stream.relay(taken):
+                self._act(job, action, now)
+            return False
+        self._touched.pop(scope, None)
+        self._moved += [job for job in scope.jobs if job.owner is not None]
+        self._wake(now)
+        return True
 
     def socket_closed(
         self, conn: Conn, error: BaseException | str | None = None, *, now: float

@@ -258,8 +258,12 @@ class SessionStream:
 
     def actions(self) -> list[Action]:
         """The reader's actions with session-unique connection ids."""
+        return self.relay(self.reader.actions())
+
+    def relay(self, actions: list[Action]) -> list[Action]:
+        """``actions``, drained from the reader, with session-unique connection ids."""
         out: list[Action] = []
-        for action in self.reader.actions():
+        for action in actions:
             if isinstance(action, OpenConnection):
                 conn_id = self._conn_ids()
                 self._to_global[action.conn_id] = conn_id

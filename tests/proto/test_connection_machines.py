@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
+from wsproto.events import Ping
 
 from coder_proto import (
     CancelHttp,
@@ -1322,6 +1323,35 @@ def test_a_streamed_turn_end_to_end_through_the_drive() -> None:
     assert d.stats.tasks == 0 and d.stats.background_jobs == 0
     (create,) = events.of(HttpRequestEvent)
     assert (create.op, create.path) == ("create_chat", "/api/v2/chats")
+
+
+def test_a_ping_between_deltas_is_answered_and_the_deltas_still_reach_the_turn() -> None:
+    session, d, adapter, _env = world()
+    turn = session.stream("hi", now=NOW)
+    start(d, turn, session=session, now=NOW)
+    adapter.pump()
+    adapter.send(status("running"), delta("Hel"))
+    sock = adapter.sockets[-1]
+    writes = len(adapter.of(WriteSocket))
+    sock._to_client(sock.ws.send(Ping(b"are you there")))  # the server's ping (RFC 6455 5.5.2)
+    adapter.pump()
+    assert len(adapter.of(WriteSocket)) == writes + 1  # the pong
+    adapter.send(delta("lo"))
+    assert [p.delta for p in turn.parts if isinstance(p, TextDelta)] == ["Hel", "lo"]
+
+
+def test_a_deadline_due_when_a_delta_arrives_is_ticked_by_that_input() -> None:
+    session, d, adapter, _env = world()
+    turn = session.stream("hi", now=NOW)
+    start(d, turn, session=session, now=NOW)
+    probe = Probe(heartbeat=5.0)
+    start(d, probe, now=NOW)
+    adapter.pump()
+    adapter.send(status("running"), delta("Hel"))
+    adapter.now = NOW + 6.0  # past the probe's deadline: no timer fired yet
+    adapter.send(delta("lo"))
+    assert ("tick", NOW + 6.0) in probe.inputs
+    assert [p.delta for p in turn.parts if isinstance(p, TextDelta)] == ["Hel", "lo"]
 
 
 def test_a_paused_stream_is_read_by_the_session_between_turns_h6() -> None:
