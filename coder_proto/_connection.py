@@ -49,7 +49,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias, TypeVar, cast
 
 import attrs
 
@@ -645,27 +645,26 @@ _CLOSE = "close"
 _MACHINE = "machine"
 #: The tool runner of a ``_start_machine`` task: its pauses go to the embedder unplanned.
 _RAW_TOOLS: Final = "raw"
+#: A job the settle's last round did not see (``Connection._file_deadline``).
+_UNSEEN: Final = object()
 
 
 class _RecorderTap:
-    """A session's ``WsObserver`` under a connection: the upgrades its stream readers sent and
-    the events their connections decoded go to the connection's recorder, when it has one (a
-    transcript records what the core saw, not a second reading of the bytes)."""
+    """A session's ``WsObserver`` under a connection with a recorder: the upgrades its stream
+    readers sent and the events their connections decoded go to that recorder (a transcript
+    records what the core saw, not a second reading of the bytes). Without a recorder a
+    session has no tap, and its readers report nothing."""
 
-    __slots__ = ("_connection",)
+    __slots__ = ("_recorder",)
 
-    def __init__(self, connection: Connection) -> None:
-        self._connection = connection
+    def __init__(self, recorder: Recorder) -> None:
+        self._recorder = recorder
 
     def upgrade_sent(self, conn_id: int, target: str, now: float) -> None:
-        recorder = self._connection._recorder
-        if recorder is not None:
-            recorder.upgrade_sent(conn_id, target, now)
+        self._recorder.upgrade_sent(conn_id, target, now)
 
     def ws_events(self, conn_id: int, events: Sequence[WsEvent], now: float) -> None:
-        recorder = self._connection._recorder
-        if recorder is not None:
-            recorder.ws_events(conn_id, events, now)
+        self._recorder.ws_events(conn_id, events, now)
 
 
 class Task:
@@ -929,6 +928,13 @@ class Connection:
     @recorder.setter
     def recorder(self, recorder: Recorder | None) -> None:
         self._recorder = recorder
+        for job in self._sessions.values():
+            job.machine.ws_observer = self._tap()
+
+    def _tap(self) -> _RecorderTap | None:
+        """What a session's stream readers report to: the recorder's tap, none without one."""
+        recorder = self._recorder
+        return None if recorder is None else _RecorderTap(recorder)
 
     @property
     def stats(self) -> ConnectionStats:
@@ -1147,12 +1153,37 @@ class Connection:
             target.data_received(conn.conn_id, data, now)
         else:
             stream, reader, reader_conn = route
+            due = reader.next_deadline()
             reader.data_received(reader_conn, data, now)
             if stream.paused_at is not None:
                 stream.check_pause_limits(now)
             if target is not scope.session:
                 target.resume(now)
+                if target.quiet and self._settled_quietly(scope, stream, due, now):
+                    return
         self._settle(now)
+
+    def _settled_quietly(self, scope: _Scope, stream: Any, due: float | None, now: float) -> bool:
+        """The settle of a text delta, in a few steps: the running turn only delivered parts
+        of live deltas (``Turn.quiet``) and the stream's reader, the only other machine the
+        bytes reached, has no action and kept its deadline (``due``, before the bytes), so
+        nothing but the turn's task moved. False (a full settle follows) when any of that is
+        not so, or a deadline fell due meanwhile: the reader's actions taken so far are
+        taken on first."""
+        heap = self._heap
+        if stream.reader.next_deadline() != due or (heap and heap[0][0] <= now):
+            return False
+        taken = stream.reader.actions()
+        if taken:
+            # Connection actions: any job of the scope takes them on alike.
+            job = next(iter(scope.jobs))
+            for action in stream.relay(taken):
+                self._act(job, action, now)
+            return False
+        self._touched.pop(scope, None)
+        self._moved += [job for job in scope.jobs if job.owner is not None]
+        self._wake(now)
+        return True
 
     def socket_closed(
         self, conn: Conn, error: BaseException | str | None = None, *, now: float
@@ -1494,7 +1525,7 @@ class Connection:
             scope.standing = job
             self._sessions[id(session)] = job
             # What the session's stream readers see goes to this connection's recorder.
-            session.ws_observer = _RecorderTap(self)
+            session.ws_observer = self._tap()
         job.scope.releasing = False
         return job
 
@@ -1552,12 +1583,17 @@ class Connection:
                 # Filed again after the settle if it is still armed.
                 job.deadline = None
                 touched[job.scope] = None
+        # The deadlines of the last round's jobs: a round in which nothing moved leaves them
+        # as they are, and the jobs' deadlines are filed from them.
+        seen: dict[MachineSlot, float | None] = {}
         for _ in range(MAX_ROUNDS):
             self._dirty = False
             busy = False
+            seen.clear()
             for scope in list(touched):
                 for job in scope.members():
-                    if not job.active():
+                    if job.standing and not job.active():
+                        seen[job] = None
                         continue
                     machine = job.machine
                     for action in machine.actions():
@@ -1567,9 +1603,13 @@ class Connection:
                     if deadline is not None and deadline <= now:
                         busy = True
                         machine.tick(now)
+                    seen[job] = deadline
             if not busy and not self._dirty:
                 break
-        self._reap(now)
+        else:
+            # Still moving after MAX_ROUNDS: what the last round saw is out of date.
+            seen.clear()
+        self._reap(now, seen)
         self._wake(now)
 
     def _wake(self, now: float) -> None:
@@ -1585,7 +1625,7 @@ class Connection:
                     self._check_done(task, now)
                     self._out.append(TaskMoved(task))
 
-    def _reap(self, now: float) -> None:
+    def _reap(self, now: float, seen: dict[MachineSlot, float | None]) -> None:
         moved = self._moved
         touched = self._touched
         for scope in touched:
@@ -1604,12 +1644,17 @@ class Connection:
             if scope.releasing:
                 self._drop_released(scope)
             for job in scope.members():
-                self._file_deadline(job)
+                self._file_deadline(job, seen.get(job, _UNSEEN))
         touched.clear()
 
-    def _file_deadline(self, job: MachineSlot) -> None:
-        """Record ``job``'s next deadline in the heap (none while it is inactive)."""
-        deadline = job.machine.next_deadline() if job.active() else None
+    def _file_deadline(self, job: MachineSlot, seen: object) -> None:
+        """Record ``job``'s next deadline in the heap (none while it is inactive): the one the
+        settle's last round saw, or (``_UNSEEN``) asked of its machine now."""
+        deadline: float | None
+        if seen is _UNSEEN:
+            deadline = job.machine.next_deadline() if job.active() else None
+        else:
+            deadline = cast("float | None", seen)
         if deadline == job.deadline:
             return
         job.deadline = deadline

@@ -78,6 +78,11 @@ class Redactor:
     def __bool__(self) -> bool:
         return bool(self._texts)
 
+    @property
+    def forms(self) -> tuple[str, ...]:
+        """The spellings of the token ``found`` looks for in text (none without a token)."""
+        return self._texts
+
     def __repr__(self) -> str:
         return f"<Redactor {'armed' if self._texts else 'idle'}>"
 

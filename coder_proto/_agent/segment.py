@@ -756,12 +756,16 @@ class Segment:
     def _read_loop(self, translator: TurnTranslator, stream: SessionStream) -> Wait[None]:
         turn = self.turn
         events = stream.events
+        # ``stream.ended`` without the stream in between: its reader is fixed for its life.
+        reader = stream.reader
         peek = deque.__getitem__
         ingest_run = translator.ingest_run
         since_requires_action = 0
         grace_at: float | None = None
         recovery: _Call | None = None
         recovery_attempted = False
+        # Since the last wait, nothing but runs of live deltas was taken (``Turn.quiet``).
+        quiet = False
         try:
             while True:
                 awaiting = (
@@ -770,6 +774,7 @@ class Segment:
                 )
                 if not awaiting and (grace_at is not None or recovery_attempted):
                     # The requires_action was stale (a non-terminal status cleared it): re-arm.
+                    quiet = False
                     grace_at = None
                     turn._set_timer(_GRACE_TIMER, None)
                     if recovery is not None:
@@ -778,6 +783,7 @@ class Segment:
                     recovery_attempted = False
                     since_requires_action = 0
                 if awaiting and not recovery_attempted and grace_at is None:
+                    quiet = False
                     grace_at = turn.now + ACTION_REQUIRED_GRACE
                     turn._set_timer(_GRACE_TIMER, grace_at)
                 if events:
@@ -792,13 +798,15 @@ class Segment:
                         # in the reader's queue: no event built for a delta translated).
                         self._deliver(ingest_run(events))
                         continue
+                    quiet = False
                     event = events.popleft()
-                elif stream.ended:
+                elif reader.done:
                     failure = stream.failure
                     if failure is not None:
                         raise failure
                     return  # closed underneath (H.6): the post-loop decides
                 elif awaiting and grace_at is not None and turn.now >= grace_at:
+                    quiet = False
                     grace_at = None
                     turn._set_timer(_GRACE_TIMER, None)
                     recovery_attempted = True
@@ -807,6 +815,7 @@ class Segment:
                     )
                     continue
                 elif awaiting and recovery is not None and recovery.outcome is not None:
+                    quiet = False
                     recovered = self._recovered(recovery, translator)
                     recovery = None
                     parts: list[OutputPart] = []
@@ -821,7 +830,10 @@ class Segment:
                 else:
                     # ``turn._wait()`` inline: an open, idle chat waits here, and a generator
                     # of its own would stay suspended (and allocated) the whole time.
+                    turn.quiet = quiet
                     yield
+                    turn.quiet = False
+                    quiet = True
                     turn._check_interruptions()
                     continue
 

@@ -229,6 +229,7 @@ class SessionState:
         "_segments",
         "_stranded",
         "_streams",
+        "_ws_observer",
         "chat_gate",
         "config",
         "in_flight",
@@ -242,7 +243,6 @@ class SessionState:
         "selector",
         "sink",
         "submitted_tool_call_ids",
-        "ws_observer",
     )
 
     def __init__(
@@ -287,9 +287,7 @@ class SessionState:
         self._conn_ids = itertools.count(1)
         self._retained: SessionStream | None = None
         self._streams: list[SessionStream] = []
-        #: Hears what the stream connections did, as the readers saw it (the driver's
-        #: transcript recorder), or ``None``.
-        self.ws_observer: WsObserver | None = None
+        self._ws_observer: WsObserver | None = None
 
     def __repr__(self) -> str:
         return (
@@ -397,8 +395,17 @@ class SessionState:
     def _next_conn_id(self) -> int:
         return next(self._conn_ids)
 
-    def _ws_observer(self) -> WsObserver | None:
-        return self.ws_observer
+    @property
+    def ws_observer(self) -> WsObserver | None:
+        """Hears what the stream connections did, as the readers saw it (the driver's
+        transcript recorder), or ``None``: then the readers report nothing."""
+        return self._ws_observer
+
+    @ws_observer.setter
+    def ws_observer(self, observer: WsObserver | None) -> None:
+        self._ws_observer = observer
+        for stream in self._streams:
+            stream.observe(observer)
 
     def release_stream(self, stream: SessionStream, now: float) -> None:
         """Close ``stream`` and drop it from the retention slot (G.4)."""
@@ -474,8 +481,12 @@ class SessionState:
 
     def next_deadline(self) -> float | None:
         """The earliest deadline of the session's streams."""
-        times = [t for t in (s.next_deadline() for s in self._streams) if t is not None]
-        return min(times) if times else None
+        due: float | None = None
+        for stream in self._streams:
+            deadline = stream.next_deadline()
+            if deadline is not None and (due is None or deadline < due):
+                due = deadline
+        return due
 
     def actions(self) -> list[Action]:
         """Drain the streams' actions (connection ids are session-unique)."""

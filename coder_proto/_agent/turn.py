@@ -173,6 +173,7 @@ class Turn(CoreMachine[TurnResult]):
         "_pending_tools",
         "mode",
         "parts",
+        "quiet",
         "segment",
         "session",
         "single_segment",
@@ -209,6 +210,9 @@ class Turn(CoreMachine[TurnResult]):
         self.warnings = tuple(warnings)
         #: Output parts for a stream consumer, in order (stream mode only); drain them live.
         self.parts: deque[OutputPart] = deque()
+        #: The turn waits in a segment's read loop and its last step only delivered parts
+        #: of live deltas: it has no new action or deadline (``Connection.socket_data``).
+        self.quiet = False
         self.steps: list[StepResult] = []
         #: The segment running now, or the last one (for observability and tests).
         self.segment: Segment | None = None
@@ -283,7 +287,7 @@ class Turn(CoreMachine[TurnResult]):
         return out
 
     def next_deadline(self) -> float | None:
-        if self.done:
+        if self._finished:
             return None
         own = super().next_deadline()
         streams = self.session.next_deadline()

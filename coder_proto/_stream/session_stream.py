@@ -109,7 +109,7 @@ class SessionStream:
         conn_ids: Callable[[], int],
         pause_limit: float = REQUIRES_ACTION_DEADLINE + PAUSED_STREAM_GRACE,
         max_buffered: int = PAUSED_STREAM_MAX_BUFFERED,
-        observer: Callable[[], WsObserver | None] | None = None,
+        observer: WsObserver | None = None,
     ) -> None:
         self.reader = reader
         self.chat_id = chat_id
@@ -125,11 +125,8 @@ class SessionStream:
         self.reusable = False
         self.closed = False
         self.paused_at: float | None = None
-        # What the reader's connections did goes to the session's observer of the moment
-        # (a transcript recorder), with session-unique connection ids.
-        self._observer = observer
-        if observer is not None and hasattr(reader, "observer"):
-            setattr(reader, "observer", self)  # noqa: B010 - a ReaderLike may have none
+        self._observer: WsObserver | None = None
+        self.observe(observer)
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else "attached" if self.attached else "paused"
@@ -196,15 +193,24 @@ class SessionStream:
 
     # -- what the reader's connections did (``WsObserver``) ------------------------------
 
+    def observe(self, observer: WsObserver | None) -> None:
+        """What the reader's connections did goes to ``observer`` (the session's, a transcript
+        recorder's tap), with session-unique connection ids; with ``None`` the reader reports
+        nothing (and no received frame passes through here)."""
+        self._observer = observer
+        if hasattr(self.reader, "observer"):
+            # A ReaderLike may have no observer slot.
+            setattr(self.reader, "observer", None if observer is None else self)  # noqa: B010
+
     def upgrade_sent(self, conn_id: int, target: str, now: float) -> None:
-        observer = self._observer() if self._observer is not None else None
-        if observer is not None:
-            observer.upgrade_sent(self._to_global.get(conn_id, -1), target, now)
+        observer = self._observer
+        assert observer is not None  # the reader reports here only while there is one
+        observer.upgrade_sent(self._to_global.get(conn_id, -1), target, now)
 
     def ws_events(self, conn_id: int, events: Sequence[WsEvent], now: float) -> None:
-        observer = self._observer() if self._observer is not None else None
-        if observer is not None:
-            observer.ws_events(self._to_global.get(conn_id, -1), events, now)
+        observer = self._observer
+        assert observer is not None  # the reader reports here only while there is one
+        observer.ws_events(self._to_global.get(conn_id, -1), events, now)
 
     # -- I/O ---------------------------------------------------------------------------------
 
@@ -252,8 +258,12 @@ class SessionStream:
 
     def actions(self) -> list[Action]:
         """The reader's actions with session-unique connection ids."""
+        return self.relay(self.reader.actions())
+
+    def relay(self, actions: list[Action]) -> list[Action]:
+        """``actions``, drained from the reader, with session-unique connection ids."""
         out: list[Action] = []
-        for action in self.reader.actions():
+        for action in actions:
             if isinstance(action, OpenConnection):
                 conn_id = self._conn_ids()
                 self._to_global[action.conn_id] = conn_id

@@ -9,7 +9,6 @@ what went to the server.
 
 from __future__ import annotations
 
-import collections
 import json
 from collections.abc import Callable
 from typing import Any
@@ -24,7 +23,6 @@ from coder_proto import (
     CloseSocket,
     CoderAgentError,
     CoderNetworkError,
-    Conn,
     Connection,
     GenerateResult,
     HttpRequestEvent,
@@ -36,7 +34,6 @@ from coder_proto import (
     TaskMoved,
     TextDelta,
     ToolBatch,
-    WriteSocket,
     tool,
 )
 from coder_proto._agent.structured_output import STRUCTURED_OUTPUT_TOOL
@@ -44,7 +41,6 @@ from coder_proto._rest.http import HttpRequest
 from coder_proto._transport_events import TransportEventSink
 from tests.core_driver import (
     CaseEnv,
-    FakeSocket,
     NetworkError,
     Respond,
     action_required,
@@ -52,10 +48,10 @@ from tests.core_driver import (
     message,
     status,
 )
+from tests.proto._connection_harness import NOW, ConnectionHarness
 
 TOKEN = "tok-secret-4c1d"
 BASE = "https://coder.test"
-NOW = 100.0
 
 
 @tool
@@ -75,87 +71,19 @@ class Answer:
     tempC: int
 
 
-class _Link:
-    """What a ``FakeSocket`` reports to: the embedder, for one ``Conn``."""
-
-    def __init__(self, embedder: Embedder, conn: Conn) -> None:
-        self.embedder = embedder
-        self.conn = conn
-
-    def deliver_connection(self, conn_id: int, kind: str, payload: Any) -> None:
-        e, conn = self.embedder, self.conn
-
-        def deliver() -> None:
-            if kind == "data":
-                e.conn.socket_data(conn, payload, now=e.now)
-            elif kind == "lost":
-                e.conn.socket_closed(conn, now=e.now)
-            else:
-                e.conn.socket_closed(conn, payload, now=e.now)
-
-        e.inbox.append(deliver)
-
-
-class Embedder:
-    """Performs a connection's commands in memory: REST answered by ``http``, sockets
-    connected at once to wsproto server ends, tool functions called inline (unless
-    ``hold_tools``), a fake clock."""
+class Embedder(ConnectionHarness):
+    """Performs a connection's commands in memory (``tests.proto._connection_harness``), tool
+    functions called inline unless ``hold_tools``."""
 
     def __init__(self, conn: Connection, http: Callable[[HttpRequest], Any]) -> None:
-        self.conn = conn
-        self.http = http
-        self.now = NOW
-        self.performed: list[Any] = []
-        self.sockets: list[FakeSocket] = []
-        self.inbox: collections.deque[Callable[[], None]] = collections.deque()
+        super().__init__(conn, http)
         self.hold_tools = False
         self.runs: list[ToolBatch] = []
 
-    def pump(self) -> None:
-        while True:
-            out = self.conn.commands()
-            for command in out:
-                self._perform(command)
-            if not out and not self.inbox:
-                return
-            if self.inbox:
-                self.inbox.popleft()()
-
-    def _perform(self, command: Any) -> None:
-        self.performed.append(command)
-        c = self.conn
-        if isinstance(command, OpenSocket):
-            conn = command.conn
-            sock = FakeSocket(_Link(self, conn), conn.conn_id, len(self.sockets), auto_accept=True)  # type: ignore[arg-type]
-            self.sockets.append(sock)
-            conn.io = sock
-            self.inbox.append(lambda: c.socket_made(conn, now=self.now))
-        elif isinstance(command, WriteSocket):
-            sock = command.conn.io
-            if sock.open:
-                sock.from_client(command.data)
-        elif isinstance(command, CloseSocket):
-            command.conn.io.closed_by_client = True
-        elif isinstance(command, StartHttp):
-            call = command.call
-            reply = self.http(call.request)
-            if isinstance(reply, Respond):
-                answer = reply.response()
-                self.inbox.append(
-                    lambda: c.http_finished(
-                        call,
-                        status=answer.status,
-                        headers=answer.headers,
-                        body=answer.body,
-                        now=self.now,
-                    )
-                )
-            elif isinstance(reply, NetworkError):
-                self.inbox.append(lambda: c.http_finished(call, error=reply.message, now=self.now))
-        elif isinstance(command, InvokeTools):
-            self.runs.append(command.run)
-            if not self.hold_tools:
-                self.run_tools(command.run)
+    def invoke_tools(self, run: ToolBatch) -> None:
+        self.runs.append(run)
+        if not self.hold_tools:
+            self.run_tools(run)
 
     def run_tools(self, run: ToolBatch) -> None:
         for invocation in run.invocations:
@@ -165,13 +93,6 @@ class Embedder:
                 self.conn.tool_finished(run, invocation, error=exc, now=self.now)
             else:
                 self.conn.tool_finished(run, invocation, value=value, now=self.now)
-
-    def send(self, *events: dict[str, Any]) -> None:
-        self.sockets[-1].send_events(events)
-        self.pump()
-
-    def of(self, kind: type) -> list[Any]:
-        return [c for c in self.performed if isinstance(c, kind)]
 
     def bodies(self, op: str) -> list[Any]:
         return [

@@ -14,13 +14,13 @@ in-memory embedder performing the connection's commands: REST answered by a D25 
 
 from __future__ import annotations
 
-import collections
 import json
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
 import pytest
+from wsproto.events import Ping
 
 from coder_proto import (
     CancelHttp,
@@ -28,7 +28,6 @@ from coder_proto import (
     CloseSocket,
     CoderAgentError,
     CoderNetworkError,
-    Conn,
     Connection,
     HttpErrorEvent,
     HttpRequestEvent,
@@ -57,7 +56,7 @@ from coder_proto._actions import (
 from coder_proto._agent.session import Session
 from coder_proto._agent.session_state import SessionConfig
 from coder_proto._agent.tool_calls import ToolPlan, plan_tool_calls
-from coder_proto._connection import MAX_ROUNDS, ConnectionCommand, describe_error, scrub_token
+from coder_proto._connection import MAX_ROUNDS, describe_error, scrub_token
 from coder_proto._constants import SESSION_TOKEN_HEADER
 from coder_proto._rest.http import HttpRequest, HttpResponse
 from coder_proto._rest.routes import build_get_chat
@@ -66,7 +65,6 @@ from coder_proto._stream.websocket import WsText
 from coder_proto.transcript import TranscriptRecorder
 from tests.core_driver import (
     CaseEnv,
-    FakeSocket,
     Hang,
     NetworkError,
     Respond,
@@ -77,10 +75,10 @@ from tests.core_driver import (
     weather_tool,
 )
 from tests.machine_call import plan_every_call
+from tests.proto._connection_harness import NOW, ConnectionHarness
 
 TOKEN = "tok-secret-4c1d"
 BASE = "https://coder.test"
-NOW = 100.0
 
 
 # -- a machine that does what the test says --------------------------------------------------------
@@ -1224,6 +1222,22 @@ def test_session_sockets_and_tool_runs_are_recorded() -> None:
     assert recorder.first("tools_run") == (((CALL,), []), {"sent": NOW, "now": NOW})
 
 
+def test_a_recorder_set_while_a_session_runs_hears_its_readers_until_it_is_removed() -> None:
+    d = drive()
+    session = FakeSession()
+    start(d, Probe(), session=session, now=NOW)
+    # Without a recorder the session's readers report to nothing.
+    assert session.ws_observer is None
+    recorder = Recording()
+    d.recorder = recorder
+    tap: Any = session.ws_observer
+    tap.upgrade_sent(3, "/stream", NOW)
+    tap.ws_events(3, [WsText("frame")], NOW)
+    assert recorder.names() == ["upgrade_sent", "ws_events"]
+    d.recorder = None
+    assert session.ws_observer is None
+
+
 def test_cancelling_a_probe_records_nothing_but_the_cancel_of_a_turn_is_recorded() -> None:
     recorder = Recording()
     d = drive(recorder=recorder)
@@ -1235,33 +1249,9 @@ def test_cancelling_a_probe_records_nothing_but_the_cancel_of_a_turn_is_recorded
 # -- the real machines on an in-memory adapter -----------------------------------------------------
 
 
-class _Link:
-    """What a ``FakeSocket`` reports to: the adapter, for one ``Conn``."""
-
-    def __init__(self, adapter: Adapter, conn: Conn) -> None:
-        self.adapter = adapter
-        self.conn = conn
-
-    def deliver_connection(self, conn_id: int, kind: str, payload: Any) -> None:
-        adapter, conn = self.adapter, self.conn
-        d = adapter.drive
-
-        def deliver() -> None:
-            if kind == "data":
-                d.socket_data(conn, payload, now=adapter.now)
-            elif kind == "lost":
-                d.socket_closed(conn, now=adapter.now)
-            else:
-                d.socket_closed(conn, payload, now=adapter.now)
-
-        adapter.inbox.append(deliver)
-
-
-class Adapter:
-    """Performs a connection's commands in memory (the contract of ``Connection``): REST
-    answered at once by ``http`` (``Respond`` / ``NetworkError``; ``Hang`` never answers),
-    sockets connected at once to wsproto server ends, tool runs answered by ``tools`` (none:
-    they stay pending), a fake clock."""
+class Adapter(ConnectionHarness):
+    """Performs a connection's commands in memory (``tests.proto._connection_harness``), tool
+    runs answered by ``tools`` (none: they stay pending)."""
 
     def __init__(
         self,
@@ -1270,66 +1260,18 @@ class Adapter:
         *,
         tools: Callable[[tuple[ToolCall, ...]], list[ToolOutcome]] | None = None,
     ) -> None:
-        self.drive = d
-        self.http = http
+        super().__init__(d, http)
         self.tools = tools
-        self.now = NOW
-        self.performed: list[ConnectionCommand] = []
-        self.sockets: list[FakeSocket] = []
-        self.inbox: collections.deque[Callable[[], None]] = collections.deque()
 
-    def pump(self) -> None:
-        while True:
-            out = self.drive.commands()
-            for command in out:
-                self._perform(command)
-            if not out and not self.inbox:
-                return
-            if self.inbox:
-                self.inbox.popleft()()
-
-    def _perform(self, command: ConnectionCommand) -> None:
-        self.performed.append(command)
-        d = self.drive
-        if isinstance(command, OpenSocket):
-            conn = command.conn
-            sock = FakeSocket(_Link(self, conn), conn.conn_id, len(self.sockets), auto_accept=True)
-            self.sockets.append(sock)
-            conn.io = sock
-            self.inbox.append(lambda: d.socket_made(conn, now=self.now))
-        elif isinstance(command, WriteSocket):
-            sock = command.conn.io
-            if sock.open:
-                sock.from_client(command.data)
-        elif isinstance(command, CloseSocket):
-            command.conn.io.closed_by_client = True
-        elif isinstance(command, StartHttp):
-            call = command.call
-            reply = self.http(call.request)
-            if isinstance(reply, Respond):
-                answer = reply.response()
-                self.inbox.append(
-                    lambda: d.http_finished(
-                        call,
-                        status=answer.status,
-                        headers=answer.headers,
-                        body=answer.body,
-                        now=self.now,
-                    )
-                )
-            elif isinstance(reply, NetworkError):
-                self.inbox.append(lambda: d.http_finished(call, error=reply.message, now=self.now))
-        elif isinstance(command, InvokeTools) and self.tools is not None:
-            run = command.run
-            outcomes = self.tools(tuple(i.call_part for i in run.invocations))
-            for invocation, outcome in zip(run.invocations, outcomes, strict=True):
-                self.inbox.append(
-                    lambda i=invocation, o=outcome: d.tool_finished(run, i, outcome=o, now=self.now)
-                )
-
-    def send(self, *events: dict[str, Any]) -> None:
-        self.sockets[-1].send_events(events)
-        self.pump()
+    def invoke_tools(self, run: ToolBatch) -> None:
+        if self.tools is None:
+            return
+        d = self.conn
+        outcomes = self.tools(tuple(i.call_part for i in run.invocations))
+        for invocation, outcome in zip(run.invocations, outcomes, strict=True):
+            self.inbox.append(
+                lambda i=invocation, o=outcome: d.tool_finished(run, i, outcome=o, now=self.now)
+            )
 
     def routes(self) -> list[str]:
         return [
@@ -1381,6 +1323,35 @@ def test_a_streamed_turn_end_to_end_through_the_drive() -> None:
     assert d.stats.tasks == 0 and d.stats.background_jobs == 0
     (create,) = events.of(HttpRequestEvent)
     assert (create.op, create.path) == ("create_chat", "/api/v2/chats")
+
+
+def test_a_ping_between_deltas_is_answered_and_the_deltas_still_reach_the_turn() -> None:
+    session, d, adapter, _env = world()
+    turn = session.stream("hi", now=NOW)
+    start(d, turn, session=session, now=NOW)
+    adapter.pump()
+    adapter.send(status("running"), delta("Hel"))
+    sock = adapter.sockets[-1]
+    writes = len(adapter.of(WriteSocket))
+    sock._to_client(sock.ws.send(Ping(b"are you there")))  # the server's ping (RFC 6455 5.5.2)
+    adapter.pump()
+    assert len(adapter.of(WriteSocket)) == writes + 1  # the pong
+    adapter.send(delta("lo"))
+    assert [p.delta for p in turn.parts if isinstance(p, TextDelta)] == ["Hel", "lo"]
+
+
+def test_a_deadline_due_when_a_delta_arrives_is_ticked_by_that_input() -> None:
+    session, d, adapter, _env = world()
+    turn = session.stream("hi", now=NOW)
+    start(d, turn, session=session, now=NOW)
+    probe = Probe(heartbeat=5.0)
+    start(d, probe, now=NOW)
+    adapter.pump()
+    adapter.send(status("running"), delta("Hel"))
+    adapter.now = NOW + 6.0  # past the probe's deadline: no timer fired yet
+    adapter.send(delta("lo"))
+    assert ("tick", NOW + 6.0) in probe.inputs
+    assert [p.delta for p in turn.parts if isinstance(p, TextDelta)] == ["Hel", "lo"]
 
 
 def test_a_paused_stream_is_read_by_the_session_between_turns_h6() -> None:

@@ -293,3 +293,31 @@ def test_inputs_reach_the_stream_that_owns_the_connection() -> None:
     assert session.route(first) == (streams[0], readers[0], 1)
     assert session.route(second) == (streams[1], readers[1], 1)
     assert session.route(99) is None
+
+
+def test_an_observer_set_on_the_session_reaches_the_readers_of_its_open_streams() -> None:
+    readers: list[Any] = []
+
+    class Observed:
+        def __init__(self, **_: Any) -> None:
+            self.observer: Any = None
+            readers.append(self)
+
+        def start(self, now: float) -> None:
+            pass
+
+    class Heard:
+        def upgrade_sent(self, conn_id: int, target: str, now: float) -> None: ...
+
+        def ws_events(self, conn_id: int, events: Any, now: float) -> None: ...
+
+    session = Session(config(), reader_factory=Observed)  # type: ignore[arg-type]
+    first = session.open_stream(chat_id="c1", prefix="/api/v2/chats", after_id=None, now=0.0)
+    assert session.ws_observer is None and readers[0].observer is None
+    heard = Heard()
+    session.ws_observer = heard
+    second = session.open_stream(chat_id="c1", prefix="/api/v2/chats", after_id=None, now=0.0)
+    assert session.ws_observer is heard
+    assert [r.observer for r in readers] == [first, second]
+    session.ws_observer = None
+    assert [r.observer for r in readers] == [None, None]

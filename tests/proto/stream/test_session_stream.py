@@ -177,3 +177,49 @@ def test_actions_for_a_connection_the_stream_never_opened_are_dropped() -> None:
     stream.actions()
     reader.pending.append(SendData(conn_id=5, data=b"x"))
     assert stream.actions() == []
+
+
+class ObservedReader(FakeReader):
+    """A reader with the ``observer`` slot a real reader reports its connections' doings to."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.observer: Any = None
+
+
+class Heard:
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+
+    def upgrade_sent(self, conn_id: int, target: str, now: float) -> None:
+        self.calls.append(("upgrade", conn_id, target))
+
+    def ws_events(self, conn_id: int, events: Any, now: float) -> None:
+        self.calls.append(("events", conn_id, list(events)))
+
+
+def test_the_reader_reports_through_the_stream_only_while_it_has_an_observer() -> None:
+    reader = ObservedReader()
+    stream = SessionStream(
+        reader, chat_id="chat-1", reader_id=7, after_id=None, conn_ids=lambda: 30
+    )
+    assert reader.observer is None  # nothing to report to: a frame never passes the stream
+    stream.start(0.0)
+    stream.actions()  # the reader's connection 1 is the session's 30
+    heard = Heard()
+    stream.observe(heard)
+    assert reader.observer is stream
+    reader.observer.upgrade_sent(1, "/stream", 0.0)
+    reader.observer.ws_events(1, ["frame"], 0.0)
+    assert heard.calls == [("upgrade", 30, "/stream"), ("events", 30, ["frame"])]
+    stream.observe(None)
+    assert reader.observer is None
+
+
+def test_a_stream_created_with_an_observer_has_its_reader_report_at_once() -> None:
+    reader = ObservedReader()
+    heard = Heard()
+    stream = SessionStream(
+        reader, chat_id="chat-1", reader_id=7, after_id=None, conn_ids=lambda: 1, observer=heard
+    )
+    assert reader.observer is stream
