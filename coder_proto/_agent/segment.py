@@ -787,17 +787,17 @@ class Segment:
                     grace_at = turn.now + ACTION_REQUIRED_GRACE
                     turn._set_timer(_GRACE_TIMER, grace_at)
                 if events:
-                    if (
-                        type(peek(events, 0)) in DELTA_TYPES
-                        and translator.terminal_status is None
-                        and not translator.gated
-                    ):
+                    if translator.terminal_status is None and not translator.gated:
                         # The hot path: a run of live deltas. A message part cannot settle,
-                        # pause, fail or gate a live segment (A.3-A.8), so the run is
-                        # translated in one go and delivered at once (read where it waits
-                        # in the reader's queue: no event built for a delta translated).
-                        self._deliver(ingest_run(events))
-                        continue
+                        # pause, fail or gate a live segment (A.3-A.8), so the run at the
+                        # front of the queue is translated in one go and delivered at once
+                        # (read where it waits in the reader's queue: no event built for a
+                        # delta translated). No run when another event heads the queue:
+                        # that event takes the way below, as does one a run stopped at.
+                        parts = ingest_run(events)
+                        if parts or not events or type(peek(events, 0)) in DELTA_TYPES:
+                            self._deliver(parts)
+                            continue
                     quiet = False
                     event = events.popleft()
                 elif reader.done:

@@ -71,8 +71,9 @@ __all__ = ["DELTA_TYPES", "FINISH_REASONS", "TurnTranslator", "finish_reason"]
 _deque_popleft = deque.popleft
 _deque_appendleft = deque.appendleft
 #: What a ``message_part`` event is in a reader's queue: its event, or the typed decode's
-#: Struct waiting for it (``TurnTranslator.ingest_run`` takes both).
-DELTA_TYPES: Final = (MessagePartEvent, DeltaWire)
+#: Struct waiting for it (``TurnTranslator.ingest_run`` takes both). The Struct, what nearly
+#: every delta is, comes first: a membership test meets it without a comparison.
+DELTA_TYPES: Final = (DeltaWire, MessagePartEvent)
 
 #: The unified finish reasons (G.1, D24).
 FINISH_STOP: Final = "stop"
@@ -410,9 +411,11 @@ class TurnTranslator:
 
         A message part cannot settle, pause, fail or gate a live segment, so a reader's
         queue can be translated a run at a time; the run ends at the first event of another
-        type, or when ``events`` is empty. Text and plain reasoning deltas for an open block
-        of their kind, nearly every event of a turn, are translated here in one loop; any
-        other event goes through ``ingest``.
+        type, or when ``events`` is empty. When such an event heads the queue (or it is
+        empty) the run is empty: nothing is popped and the result is ``[]``, so a consumer
+        hands the queue here before looking at its front. Text and plain reasoning deltas for
+        an open block of their kind, nearly every event of a turn, are translated here in one
+        loop; any other event goes through ``ingest``.
 
         The reader's queue (``coder_proto._stream.reader.EventQueue``) holds a delta the
         typed decode took as its ``DeltaWire`` Struct: it is read here through the ``deque``

@@ -160,10 +160,10 @@ def reader_frames_run(frames: list[str]) -> Callable[[], Timed]:
 def _drain(
     reader: StreamReader, translator: TurnTranslator, collect: list[Any] | None
 ) -> Callable[[], int]:
-    """The consumer of the reader's queue, as a segment's read loop consumes it: a run of
-    message parts in one ``ingest_run`` (read where they wait in the queue), any other event
-    by itself. Every output part is
-    touched (counted) and dropped, or kept in ``collect``."""
+    """The consumer of the reader's queue, as a segment's read loop consumes it: the run of
+    message parts at the front in one ``ingest_run`` (read where they wait in the queue; none
+    when another event heads it), any other event by itself. Every output part is touched
+    (counted) and dropped, or kept in ``collect``."""
     events = reader.events
     popleft = events.popleft
     peek = collections.deque.__getitem__
@@ -173,9 +173,8 @@ def _drain(
     def drain() -> int:
         count = 0
         while events:
-            if type(peek(events, 0)) in DELTA_TYPES:
-                parts = ingest_run(events)
-            else:
+            parts = ingest_run(events)
+            if not parts and events and type(peek(events, 0)) not in DELTA_TYPES:
                 parts = ingest(popleft())
             for part in parts:
                 count += 1

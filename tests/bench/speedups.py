@@ -429,11 +429,16 @@ def translator_pair() -> dict[str, Any]:
     return compare("TurnTranslator.ingest delta branch vs _delta, 256 deltas", general, fast)
 
 
+def _no_run(self: Any, events: Any) -> list[Any]:
+    """``TurnTranslator.ingest_run`` taking no run, as if another event headed the queue."""
+    return []
+
+
 def segment_pair() -> dict[str, Any]:
     """A whole turn of 2,000 deltas in one frame through the test driver, with the segment's
-    read loop taking runs of deltas in one go, and without: its check for a delta never
-    matches when the module's ``DELTA_TYPES`` is swapped for an empty tuple, so every event
-    takes the general way through the loop."""
+    read loop taking runs of deltas in one go, and without: with the translator's
+    ``ingest_run`` taking no run and the module's ``DELTA_TYPES`` swapped for an empty
+    tuple, every event takes the general way through the loop."""
     from coder_proto._agent import segment
     from tests.core_driver import Harness, delta, message, status
 
@@ -448,8 +453,10 @@ def segment_pair() -> dict[str, Any]:
     def turn(general: bool) -> Callable[[], object]:
         def run() -> object:
             real = segment.DELTA_TYPES
+            real_run = TurnTranslator.ingest_run
             if general:
                 setattr(segment, "DELTA_TYPES", ())  # noqa: B010
+                setattr(TurnTranslator, "ingest_run", _no_run)  # noqa: B010
             try:
                 h = Harness()
                 handle = h.generate("hi")
@@ -457,6 +464,7 @@ def segment_pair() -> dict[str, Any]:
                 assert handle.result().text == " fox" * count
             finally:
                 setattr(segment, "DELTA_TYPES", real)  # noqa: B010
+                setattr(TurnTranslator, "ingest_run", real_run)  # noqa: B010
             return None
 
         return run

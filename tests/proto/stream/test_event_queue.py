@@ -334,9 +334,12 @@ def test_runs_of_one_delta_give_what_ingest_gives_event_by_event() -> None:
         queue.lazy = True
         if index == len(texts) - 3:
             queue[0]  # built in place: the run takes the event
-        if type(collections.deque.__getitem__(queue, 0)) in DELTA_TYPES:
-            got += got_translator.ingest_run(queue)
-        else:
+        # As the segment's read loop: the queue goes to the run first, and an event that
+        # heads it instead (no run taken) by itself.
+        front = type(collections.deque.__getitem__(queue, 0))
+        got += got_translator.ingest_run(queue)
+        assert bool(queue) is (front not in DELTA_TYPES)
+        if queue:
             got += got_translator.ingest(queue.popleft())
         assert not queue
     assert _parts(got) == _parts(want)

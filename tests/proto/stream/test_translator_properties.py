@@ -904,12 +904,25 @@ def delta_runs(draw: st.DrawFn) -> list[StreamEvent]:
     ]
 
 
-def _read_in_runs(translator: TurnTranslator, events: list[StreamEvent]) -> list[OutputPart]:
+def _read_in_runs(
+    translator: TurnTranslator, events: list[StreamEvent], *, run_first: bool = False
+) -> list[OutputPart]:
     """The translator's parts as a segment's read loop takes them: one event, then the run
-    of message parts behind it in one ``ingest_run``."""
+    of message parts behind it in one ``ingest_run``; or, ``run_first``, the queue handed to
+    ``ingest_run`` before its front is looked at (an empty run when another event heads it),
+    and that event by itself when the run is empty."""
     queue = collections.deque(events)
     parts: list[OutputPart] = []
     while queue:
+        if run_first:
+            before = len(queue)
+            run = translator.ingest_run(queue)
+            if not run and len(queue) == before:
+                # Nothing popped: another event heads the queue.
+                assert type(queue[0]) is not MessagePartEvent
+                parts += translator.ingest(queue.popleft())
+            parts += run
+            continue
         parts += translator.ingest(queue.popleft())
         if queue and type(queue[0]) is MessagePartEvent:
             parts += translator.ingest_run(queue)
@@ -925,14 +938,16 @@ def _read_in_runs(translator: TurnTranslator, events: list[StreamEvent]) -> list
     ),
     st.integers(0, 6),
     st.sampled_from([1, 2, 256]),
+    st.booleans(),
 )
 def test_a3_a5_translating_a_run_at_a_time_changes_nothing(
-    chunks: list[list[StreamEvent]], cursor: int, pending_run: int
+    chunks: list[list[StreamEvent]], cursor: int, pending_run: int, run_first: bool
 ) -> None:
     """A message part cannot settle, pause, fail or gate a segment, so ``ingest_run`` over a
     run of message parts gives exactly the parts ``ingest`` gives for each in turn, and
     leaves the translator in the same state, whatever the mix around the runs (pending
-    deltas joined in any run length)."""
+    deltas joined in any run length), and whether a consumer hands the queue to
+    ``ingest_run`` before or after looking at its front."""
     from coder_proto._stream import translator as module
 
     events = [event for chunk in chunks for event in chunk]
@@ -944,7 +959,7 @@ def test_a3_a5_translating_a_run_at_a_time_changes_nothing(
                 dynamic_tool_names={CLIENT}, turn_cursor=cursor, submitted_tool_call_ids=SUBMITTED
             )
             if in_runs:
-                parts = _read_in_runs(tr, events)
+                parts = _read_in_runs(tr, events, run_first=run_first)
             else:
                 parts = [part for event in events for part in tr.ingest(event)]
             state = (tr.terminal_status, tr.error_seen, tr.client_tool_call_seen)
