@@ -794,9 +794,9 @@ class Segment:
                         # (read where it waits in the reader's queue: no event built for a
                         # delta translated). No run when another event heads the queue:
                         # that event takes the way below, as does one a run stopped at.
-                        parts = ingest_run(events)
-                        if parts or not events or type(peek(events, 0)) in DELTA_TYPES:
-                            self._deliver(parts)
+                        run = ingest_run(events)
+                        if run or not events or type(peek(events, 0)) in DELTA_TYPES:
+                            self._deliver(run)
                             continue
                     quiet = False
                     event = events.popleft()
