@@ -754,7 +754,8 @@ class Segment:
     # -- the read loop (G.3) -----------------------------------------------------------------
 
     def _read_loop(self, translator: TurnTranslator, stream: SessionStream) -> Wait[None]:
-        turn = self.turn
+        # Only a ``Turn`` runs a segment, and its read loop marks it ``quiet``.
+        turn: Turn = self.turn  # type: ignore[assignment]
         events = stream.events
         # ``stream.ended`` without the stream in between: its reader is fixed for its life.
         reader = stream.reader
