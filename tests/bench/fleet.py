@@ -426,12 +426,18 @@ def consumer_task_bytes(runtime: str, chats: int) -> float:
 
 
 def _client_fleet(
-    runtime: str, cls: Any, info: dict[str, Any], chats: int, timeout: float
+    runtime: str,
+    cls: Any,
+    info: dict[str, Any],
+    chats: int,
+    timeout: float,
+    snapshots: list[Any] | None = None,
 ) -> dict[str, Any]:
     """``chats`` agents sharing one client stream one turn each, on ``runtime``. The memory
     sample is taken when every stream is open (``ws:open`` transport events; the fake starts
     the runs later, so the streams are open and idle), CPU is counted from there to the end
-    (every chat receiving)."""
+    (every chat receiving). Given ``snapshots``, the sample also appends a tracemalloc
+    snapshot to it and the chats are cancelled there (no CPU is counted)."""
     import anyio
 
     from ._agent import PROMPT
@@ -509,6 +515,9 @@ def _client_fleet(
                         open_s = time.perf_counter() - started
                         gc.collect()
                         traced_open, _ = tracemalloc.get_traced_memory()
+                        if snapshots is not None:
+                            snapshots.append(tracemalloc.take_snapshot())
+                            group.cancel_scope.cancel()
                         tracemalloc.stop()
                         rss_open = _status_kib("VmRSS") * KIB
                         cpu_start = time.process_time()
