@@ -432,12 +432,14 @@ def _client_fleet(
     chats: int,
     timeout: float,
     snapshots: list[Any] | None = None,
+    trace_frames: int = 1,
 ) -> dict[str, Any]:
     """``chats`` agents sharing one client stream one turn each, on ``runtime``. The memory
     sample is taken when every stream is open (``ws:open`` transport events; the fake starts
     the runs later, so the streams are open and idle), CPU is counted from there to the end
     (every chat receiving). Given ``snapshots``, the sample also appends a tracemalloc
-    snapshot to it and the chats are cancelled there (no CPU is counted)."""
+    snapshot to it (with ``trace_frames`` frames per trace) and the chats are cancelled there
+    (no CPU is counted)."""
     import anyio
 
     from ._agent import PROMPT
@@ -488,7 +490,7 @@ def _client_fleet(
 
         gc.collect()
         rss_before = _status_kib("VmRSS") * KIB
-        tracemalloc.start()
+        tracemalloc.start(trace_frames)
         traced_before, _ = tracemalloc.get_traced_memory()
         started = time.perf_counter()
         try:

@@ -30,8 +30,11 @@ from .fleet import (
 __all__ = ["main", "measure"]
 
 
-def measure(runtime: str, chats: int, *, deltas: int = 20) -> tuple[dict[str, Any], Any]:
-    """The fleet's sample at ``chats`` chats on ``runtime`` and its tracemalloc snapshot."""
+def measure(
+    runtime: str, chats: int, *, deltas: int = 20, frames: int = 1
+) -> tuple[dict[str, Any], Any]:
+    """The fleet's sample at ``chats`` chats on ``runtime`` and its tracemalloc snapshot
+    (``frames`` frames per trace)."""
     from ._agent import ServerProcess, agent_class
 
     raise_fd_limit()
@@ -43,7 +46,7 @@ def measure(runtime: str, chats: int, *, deltas: int = 20) -> tuple[dict[str, An
         ping_interval=fleet_ping_interval(chats),
     ) as server:
         measured = _client_fleet(
-            runtime, agent_class(runtime), server.info, chats, FLEET_TIMEOUT, snapshots
+            runtime, agent_class(runtime), server.info, chats, FLEET_TIMEOUT, snapshots, frames
         )
     return measured, snapshots[0]
 
@@ -61,11 +64,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chats", type=int, default=1000)
     parser.add_argument("--runtime", choices=("asyncio", "trio"), default="asyncio")
     parser.add_argument("--top", type=int, default=30, help="file:line groups to print")
+    parser.add_argument(
+        "--where",
+        action="append",
+        default=[],
+        metavar="FILE:LINE",
+        help="also print the call paths that allocate at FILE:LINE (a suffix of the path)",
+    )
+    parser.add_argument("--frames", type=int, default=12, help="frames of a --where path")
     args = parser.parse_args(argv)
     # A small fleet first, as the benchmark's smaller sizes come first: the modules the
     # client imports on its first stream are not a chat's.
     measure(args.runtime, 4)
-    measured, snapshot = measure(args.runtime, args.chats)
+    frames = args.frames if args.where else 1
+    measured, snapshot = measure(args.runtime, args.chats, frames=frames)
     chats = args.chats
     per_chat = measured["traced_per_chat"]
     consumer = consumer_task_bytes(args.runtime, chats)
@@ -80,6 +92,15 @@ def main(argv: list[str] | None = None) -> int:
         frame = stat.traceback[0]
         where = f"{_short(frame.filename)}:{frame.lineno}"
         print(f"{stat.size / chats:9.1f} B {stat.count / chats:6.2f}  {where}")
+    for wanted in args.where:
+        print(f"\n-- call paths allocating at {wanted}")
+        for stat in snapshot.statistics("traceback"):
+            frame = stat.traceback[-1]  # the allocating frame; its callers before it
+            if not f"{frame.filename}:{frame.lineno}".endswith(wanted):
+                continue
+            print(f"{stat.size / chats:9.1f} B {stat.count / chats:6.2f}")
+            for caller in reversed(stat.traceback):
+                print(f"      {_short(caller.filename)}:{caller.lineno}")
     return 0
 
 
