@@ -14,11 +14,13 @@ the asyncio ``Driver``.
 * stream sockets: ``loop.create_connection`` (TLS with the driver's context) bounded by the
   connect timeout, with a protocol of its own (``_SocketProtocol``) that hands each chunk to
   the host as it arrives: no stream reader, writer or pending read per open socket (an open,
-  idle chat holds about 1.7 KiB less than on ``asyncio.open_connection``). One task per socket
-  connects, reports and waits for the end; writes go to the transport's buffer (a peer that
-  lets more than ``MAX_UNSENT`` bytes pile up there is dropped, D30); closing flushes what is
-  buffered and waits for the transport to close for at most ``CLOSE_GRACE`` seconds, then
-  aborts it, so no socket outlives its client (D30).
+  idle chat holds about 1.7 KiB less than on ``asyncio.open_connection``). A task per socket
+  connects and reports the socket made, then ends: the protocol reports the socket's end
+  itself, so an open socket holds no task (about 1 KiB less per open chat); writes go to the
+  transport's buffer (a peer that lets more than ``MAX_UNSENT`` bytes pile up there is
+  dropped, D30); closing starts a task that flushes what is buffered and waits for the
+  transport to close for at most ``CLOSE_GRACE`` seconds, then aborts it, so no socket
+  outlives its client (D30).
 """
 
 from __future__ import annotations
@@ -247,30 +249,35 @@ class _Cut:
 
 
 class _Socket:
-    """The asyncio side of one ``Conn``: its task, once connected its transport, and why it
-    was dropped (D30), if it was."""
+    """The asyncio side of one ``Conn``: its connecting task (``None`` once the socket is
+    made), once made its transport and protocol, and why it was dropped (D30), if it was."""
 
-    __slots__ = ("dropped", "task", "transport")
+    __slots__ = ("dropped", "protocol", "task", "transport")
 
     def __init__(self) -> None:
         self.task: Spawned | None = None
         self.transport: asyncio.Transport | None = None
+        self.protocol: _SocketProtocol | None = None
         self.dropped: OSError | None = None
 
 
 class _SocketProtocol(asyncio.Protocol):
     """The reading side of one stream socket: each chunk goes to the host as it arrives
     (none after ``conn`` is closed). Reading waits, paused, until the host was told the
-    socket is made (``resume_reading``). The socket's end settles ``ended``, which its task
-    waits on; ``error`` is then what ended it (``None``: end of stream, or closed here)."""
+    socket is made (``resume_reading``). The socket's end (``lost``) is reported to the host
+    here, unless it was closed here; it settles ``ended``, a future a closing task waits on
+    (made by it)."""
 
-    __slots__ = ("_conn", "_host", "ended", "error")
+    __slots__ = ("_conn", "_host", "_sock", "ended", "error", "lost")
 
-    def __init__(self, host: SocketHost, conn: Conn, ended: asyncio.Future[None]) -> None:
+    def __init__(self, host: SocketHost, conn: Conn, sock: _Socket) -> None:
         self._host = host
         self._conn = conn
-        self.ended = ended
+        self._sock = sock
+        self.ended: asyncio.Future[None] | None = None
+        #: What ended the socket (``None``: end of stream, or closed here), once ``lost``.
         self.error: Exception | None = None
+        self.lost = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -290,9 +297,20 @@ class _SocketProtocol(asyncio.Protocol):
         return False  # the transport closes itself
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if not self.ended.done():  # else the end was already seen, or no longer awaited
-            self.error = exc
-            self.ended.set_result(None)
+        if self.lost:  # the end of stream was seen already
+            return
+        self.lost = True
+        self.error = exc
+        ended = self.ended
+        if ended is not None and not ended.done():
+            ended.set_result(None)
+        if self._conn.closed:  # closed here (or the host heard of its failure)
+            return
+        error = self._sock.dropped or self.error
+        if error is not None:
+            self._host.socket_failed(self._conn, error)
+        else:
+            self._host.socket_lost(self._conn)
 
 
 async def _close_transport(transport: asyncio.Transport, protocol: _SocketProtocol) -> None:
@@ -301,10 +319,8 @@ async def _close_transport(transport: asyncio.Transport, protocol: _SocketProtoc
     it); then abort it. Runs to the end even in a task cancelled again meanwhile."""
     try:
         transport.close()
-        ended = protocol.ended
-        if ended.cancelled():  # the task was cancelled while it waited for the end
+        if not protocol.lost:
             ended = protocol.ended = asyncio.get_running_loop().create_future()
-        if not ended.done():
             await asyncio.wait((ended,), timeout=CLOSE_GRACE)
     finally:
         # Nothing after a graceful close; the socket at once otherwise.
@@ -416,19 +432,22 @@ class AsyncioRuntime(AsyncRuntime):
 
     def close_socket(self, conn: Conn) -> None:
         sock: _Socket = conn.io
-        if sock.task is not None:
-            # The task closes the transport (``_close_transport``), bounded: the client's
-            # close gives it that time.
-            sock.task.lingering = True
-            sock.task.cancel()
-        elif sock.transport is not None:  # pragma: no cover - a connected socket has its task
-            sock.transport.abort()
+        task = sock.task
+        if task is not None:
+            # Still connecting: the task closes what it opened (``_close_transport``).
+            task.cancel()
+        else:
+            protocol = sock.protocol
+            assert protocol is not None
+            task = protocol._host.spawn(_close_transport, sock.transport, protocol)
+        # Bounded by ``CLOSE_GRACE``: the client's close gives it that time.
+        task.lingering = True
 
     async def _socket(self, host: SocketHost, conn: Conn, sock: _Socket) -> None:
-        """Open the connection, then wait until it ends (its protocol hands the host every
-        chunk read); every outcome is reported."""
+        """Open the connection and report it made; its protocol hands the host every chunk
+        read, and reports its end. Every outcome is reported."""
         loop = asyncio.get_running_loop()
-        protocol = _SocketProtocol(host, conn, loop.create_future())
+        protocol = sock.protocol = _SocketProtocol(host, conn, sock)
         transport: asyncio.Transport | None = None
         try:
             try:
@@ -446,17 +465,13 @@ class AsyncioRuntime(AsyncRuntime):
                 host.socket_failed(conn, exc)
                 return
             transport = made
-            if conn.closed:
+            if conn.closed or protocol.lost:  # closed here, or ended (reported) already
                 return
             sock.transport = made
+            sock.task = None
+            transport = None  # the socket's own now: its close or its end closes it
             host.socket_made(conn)
             made.resume_reading()
-            await protocol.ended
-            error = sock.dropped or protocol.error
-            if error is not None:
-                host.socket_failed(conn, error)
-            else:
-                host.socket_lost(conn)
         finally:
             if transport is not None:
                 await _close_transport(transport, protocol)

@@ -405,7 +405,11 @@ class Segment:
         outcome: SegmentOutcome | None = None
         try:
             try:
-                outcome = yield from self._body()
+                # The phases in turn, with no generator of their own held between them: an
+                # open, idle chat keeps the turn's, this one's and the read loop's frames.
+                translator, stream = yield from self._open()
+                yield from self._read_loop(translator, stream)
+                outcome = self._close(translator, stream)
                 # E.5: final cleanup interrupts a run that ended without a terminal status
                 # (an error event and then the end of the stream).
                 self._teardown_in_background(abort=False)
@@ -440,7 +444,9 @@ class Segment:
 
     # -- phases ----------------------------------------------------------------------------
 
-    def _body(self) -> Wait[SegmentOutcome]:
+    def _open(self) -> Wait[tuple[TurnTranslator, SessionStream]]:
+        """Submit the segment's prompt or results and open its stream: the translator and
+        the stream the read loop reads."""
         turn = self.turn
         session = self.session
         self._deliver([StreamStart(warnings=self.warnings)])
@@ -477,9 +483,15 @@ class Segment:
         )
         self.translator = translator
         stream = yield from self._acquire_stream(chat_id, after_id)
-        yield from self._read_loop(translator, stream)
+        return translator, stream
 
-        # G.3 post-loop, G.4: keep a healthy pause, close everything else.
+    def _close(self, translator: TurnTranslator, stream: SessionStream) -> SegmentOutcome:
+        """After the read loop: G.3 post-loop, G.4: keep a healthy pause, close everything
+        else; the segment's outcome, or its typed error."""
+        turn = self.turn
+        session = self.session
+        chat_id = self.chat_id
+        assert chat_id is not None
         retain = (
             translator.terminal_status == STATUS_REQUIRES_ACTION
             and translator.client_tool_call_seen

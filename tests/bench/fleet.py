@@ -42,13 +42,14 @@ of which the consumer's task is about 3.9 KiB on asyncio and 3.6 KiB on trio, th
   0.75 KiB of it: an empty ``collections.deque`` holds a block of 64 slots; wsproto's
   connection is made again only when a frame needs it, see below);
 * the turn, segment and session machines (suspended generator frames: the turn's loop, the
-  segment's run, body and read loop; the turn's parts deque, sets and dicts), the session
+  segment's run and read loop; the turn's parts deque, sets and dicts), the session
   stream and the engine: about 5.5 KiB; the translator
   about 0.5 KiB; the connection machine's jobs about 1.4 KiB;
 * the agent's stream and the driver's run: about 1.2 KiB; the agent itself about 1.1 KiB;
 * the runtime with the consumer's own task (here one anyio task per chat reading
   ``text_stream``, about 4 KiB of it, an asyncio event's deque of 0.75 KiB included): about
-  8 KiB on asyncio (the transport, its protocol, the socket's task waiting for the end) and
+  8 KiB on asyncio before the socket's task was cut (the transport, its protocol, the
+  socket's task waiting for the end) and
   10.9 KiB on trio (the socket's task and its cancel scope, and the parked
   ``receive_some``).
 
@@ -73,6 +74,13 @@ Then the turn's retry wrapper, a generator frame of its own, made only for a gen
 that may retry (about 0.3 KiB), and on trio the reader's own cancel scope (a drop for a peer
 that reads nothing wakes the read by notifying the socket's closing: about 0.6 KiB): at
 1,000 chats, from 20,169 to 19,877 bytes on asyncio and from 23,893 to 22,960 on trio.
+Then the segment's body generator: its submission is a generator that has finished before the
+read loop starts and its closing a plain method, so an idle chat holds three frames (the
+turn's loop, the segment's run and its read loop) rather than four (about 0.33 KiB); and on
+asyncio the socket's task, which ends once the socket is made (its protocol reports the end,
+and a close starts a task of its own: about 1.25 KiB). At 1,000 chats, from 19,798 to 18,182
+bytes on asyncio and from 22,929 to 22,578 on trio.
+``python -m tests.bench.fleet_snapshot`` prints this breakdown for a fleet of any size.
 """
 
 from __future__ import annotations
@@ -426,12 +434,20 @@ def consumer_task_bytes(runtime: str, chats: int) -> float:
 
 
 def _client_fleet(
-    runtime: str, cls: Any, info: dict[str, Any], chats: int, timeout: float
+    runtime: str,
+    cls: Any,
+    info: dict[str, Any],
+    chats: int,
+    timeout: float,
+    snapshots: list[Any] | None = None,
+    trace_frames: int = 1,
 ) -> dict[str, Any]:
     """``chats`` agents sharing one client stream one turn each, on ``runtime``. The memory
     sample is taken when every stream is open (``ws:open`` transport events; the fake starts
     the runs later, so the streams are open and idle), CPU is counted from there to the end
-    (every chat receiving)."""
+    (every chat receiving). Given ``snapshots``, the sample also appends a tracemalloc
+    snapshot to it (with ``trace_frames`` frames per trace) and the chats are cancelled there
+    (no CPU is counted)."""
     import anyio
 
     from ._agent import PROMPT
@@ -482,7 +498,7 @@ def _client_fleet(
 
         gc.collect()
         rss_before = _status_kib("VmRSS") * KIB
-        tracemalloc.start()
+        tracemalloc.start(trace_frames)
         traced_before, _ = tracemalloc.get_traced_memory()
         started = time.perf_counter()
         try:
@@ -509,6 +525,9 @@ def _client_fleet(
                         open_s = time.perf_counter() - started
                         gc.collect()
                         traced_open, _ = tracemalloc.get_traced_memory()
+                        if snapshots is not None:
+                            snapshots.append(tracemalloc.take_snapshot())
+                            group.cancel_scope.cancel()
                         tracemalloc.stop()
                         rss_open = _status_kib("VmRSS") * KIB
                         cpu_start = time.process_time()

@@ -255,3 +255,31 @@ def test_the_fitted_exponent_of_a_power_law() -> None:
     assert fitted_exponent(points) == pytest.approx(1.2)
     assert fitted_exponent([(10, 1.0), (20, 2.0)]) == pytest.approx(1.0)
     assert math.isnan(fitted_exponent([(10, 1.0), (10, 2.0), (5, 0.0)]))
+
+
+def test_the_fleet_snapshot_prints_bytes_per_chat_and_where_they_go() -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tests.bench.fleet_snapshot",
+            "--chats",
+            "3",
+            "--top",
+            "5",
+            "--where",
+            "coder_proto/_agent/turn.py:212",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=110,
+    )
+    if "the fake server did not start" in done.stderr:  # it could not start here: said why
+        pytest.skip(done.stderr.strip().splitlines()[-1])
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("asyncio, 3 chats: ") and "bytes per chat" in lines[0]
+    assert "redialed 0" in lines[0]
+    assert len([line for line in lines[1:6] if " B " in line]) == 5
+    assert "-- call paths allocating at coder_proto/_agent/turn.py:212" in lines
