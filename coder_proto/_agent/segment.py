@@ -92,7 +92,6 @@ from .prompt import Message, NewTurn, PendingUpload, Resume, input_parts, system
 if TYPE_CHECKING:
     from .._stream.session_stream import SessionStream
     from .session_state import SessionState
-    from .turn import Turn
 
 __all__ = [
     "STREAM_CLOSED_MESSAGE",
@@ -593,8 +592,9 @@ class Segment:
             if session.on_chat_created is not None:
                 session.on_chat_created(chat.id)
             if session.chat_gate is not None:
-                # Only a ``Turn`` runs a segment; a gate's session is a turn's.
-                held: Turn = turn  # type: ignore[assignment]
+                # Only a ``Turn`` runs a segment; a gate's session is a turn's (``Turn`` is
+                # above this module, so it is not named here).
+                held: Any = turn
                 yield from held.hold_chat(session.chat_gate, chat.id)
             if chat.status:
                 session.last_status = chat.status
@@ -766,8 +766,9 @@ class Segment:
     # -- the read loop (G.3) -----------------------------------------------------------------
 
     def _read_loop(self, translator: TurnTranslator, stream: SessionStream) -> Wait[None]:
-        # Only a ``Turn`` runs a segment, and its read loop marks it ``quiet``.
-        turn: Turn = self.turn  # type: ignore[assignment]
+        # Only a ``Turn`` runs a segment, and its read loop marks it ``quiet`` (``Turn`` is
+        # above this module, so it is not named here).
+        turn: Any = self.turn
         events = stream.events
         # ``stream.ended`` without the stream in between: its reader is fixed for its life.
         reader = stream.reader

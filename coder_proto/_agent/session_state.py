@@ -22,7 +22,7 @@ import itertools
 import logging
 import math
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import Any, Final, Protocol
 
 import attrs
 
@@ -42,10 +42,14 @@ from .._stream.websocket import WsObserver
 from .._transport_events import TransportEventSink
 from .._wire.chats import DynamicTool
 
-if TYPE_CHECKING:
-    from .turn import ChatGate
-
-__all__ = ["MAX_TIMER", "ReaderFactory", "SessionConfig", "SessionState", "sanitize_duration"]
+__all__ = [
+    "MAX_TIMER",
+    "ChatGate",
+    "ReaderFactory",
+    "SessionConfig",
+    "SessionState",
+    "sanitize_duration",
+]
 
 logger = logging.getLogger("coder_proto")
 
@@ -100,6 +104,24 @@ class ReaderFactory(Protocol):
         sink: TransportEventSink | None,
         max_message_size: int,
     ) -> ReaderLike: ...
+
+
+class ChatGate(Protocol):
+    """What holds a turn at a fresh chat (``SessionState.chat_gate``, ``Turn.hold_chat``):
+    ``hold(chat_id)`` is the store write (a durable store's ``StoreOp``, named loosely here:
+    the durable package sits above this one) to finish before anything else happens on the
+    chat (``None``: none), performed with ``store`` (the ``ApplyStore`` runner); ``failed`` hears
+    the write's error (the turn goes on); ``store_call(call_id, op)`` is the action asking
+    the embedder to perform ``op`` (answered by the task's ``store_finished``)."""
+
+    @property
+    def store(self) -> Any: ...
+
+    def hold(self, chat_id: str) -> Any: ...
+
+    def store_call(self, call_id: int, op: Any) -> Action: ...
+
+    def failed(self, chat_id: str, error: BaseException) -> None: ...
 
 
 def _default_reader(**kwargs: Any) -> ReaderLike:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Callable, Generator, Sequence
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
@@ -47,14 +47,13 @@ from .._stream.usage import sum_usage
 from .._wire.chats import DynamicTool, ToolResultInput
 from .prompt import Message, NewTurn, Noop, Resume, classify_prompt, normalize_prompt
 from .segment import NOOP_PROMPT, Segment, StepResult
+from .session_state import ChatGate
 
 if TYPE_CHECKING:
-    from ..durable._store import StoreOp
     from .session_state import SessionState
 
 __all__ = [
     "MISSING_RESULT_MESSAGE",
-    "ChatGate",
     "StepResult",
     "Turn",
     "TurnResult",
@@ -67,20 +66,6 @@ logger = logging.getLogger("coder_proto")
 MISSING_RESULT_MESSAGE: Final = "the client reported no result for this tool call"
 EDIT_NEEDS_USER_MESSAGE: Final = "an edit replaces a user message: its prompt must end with one"
 _TOOL_WARN_TIMER: Final = "tool-deadline-warning"
-
-
-class ChatGate(Protocol):
-    """What holds a turn at a fresh chat (``SessionState.chat_gate``, ``Turn.hold_chat``):
-    ``hold(chat_id)`` is the store write to finish before anything else happens on the chat
-    (``None``: none), performed with ``store`` (the ``ApplyStore`` runner); ``failed`` hears
-    the write's error (the turn goes on)."""
-
-    @property
-    def store(self) -> Any: ...
-
-    def hold(self, chat_id: str) -> StoreOp | None: ...
-
-    def failed(self, chat_id: str, error: BaseException) -> None: ...
 
 
 def _drop_parts(parts: list[OutputPart]) -> None:
@@ -306,14 +291,12 @@ class Turn(CoreMachine[TurnResult]):
         op = gate.hold(chat_id)
         if op is None:
             return
-        from ..durable._store import StoreCall
-
         call_id = self._held = next(self._request_ids)
         self._held_error = None
         abort, self._abort_deadline = self._abort_deadline, None
-        # StoreCall extends the action vocabulary for a gate's write only.
+        # The gate's store call extends the action vocabulary for its write only.
         outbox: list[Any] = self._outbox
-        outbox.append(StoreCall(call_id=call_id, op=op))
+        outbox.append(gate.store_call(call_id, op))
         while self._held is not None:
             yield
         self._abort_deadline = abort

@@ -43,7 +43,7 @@ from ._lease import DEFAULT_LEASE_POLL, WorkflowLease
 from ._records import DEFAULT_TENANT
 from ._recovery import DEFAULT_COMMIT_WINDOW, DEFAULT_SETTLE_TIMEOUT
 from ._step import DurableStepResult, RunAgentTurn, RunMachine, StepPlan, TurnReport, step_program
-from ._store import DEFAULT_LEASE_DURATION, StoreOp, check_store
+from ._store import DEFAULT_LEASE_DURATION, StoreCall, StoreOp, check_store
 from ._store_engine import DurableMachine, DurableWork
 from ._tools import CrashSafeTool, DurableBinding, LeaseCheck
 
@@ -295,6 +295,9 @@ class EarlyCheckpoint:
 
     def hold(self, chat_id: str) -> StoreOp | None:
         return self._step.early_checkpoint(self._effect, chat_id)
+
+    def store_call(self, call_id: int, op: StoreOp) -> StoreCall:
+        return StoreCall(call_id=call_id, op=op)
 
     def failed(self, chat_id: str, error: BaseException) -> None:
         self._step.early_checkpoint_failed(chat_id, error)
