@@ -88,14 +88,21 @@ def test_a_reader_with_transport_events_queues_built_events() -> None:
     )
 
 
+def _accepted(sink: bool) -> tuple[Any, Net]:
+    """A reader whose connection is accepted: one with a transport-event sink (which takes
+    the path that builds every event) or a plain one."""
+    if sink:
+        reader, net, _ = observed()
+    else:
+        reader = make_reader()
+        net = Net(reader).start()
+    net.accept()
+    return reader, net
+
+
 def test_the_replay_filter_decides_alike_on_the_decode_s_structs_b2() -> None:
     def run(sink: bool) -> tuple[list[Any], int, bool]:
-        if sink:
-            reader, net, _ = observed()
-        else:
-            reader = make_reader()
-            net = Net(reader).start()
-        net.accept()
+        reader, net = _accepted(sink)
         net.frame(delta("Hel", 1), delta("lo", 2))
         net.drop()
         net.sleep_backoff()
@@ -161,12 +168,7 @@ def test_frames_of_one_event_are_filtered_as_a_reader_with_transport_events_filt
     are those of the reader that builds every event."""
 
     def run(sink: bool) -> tuple[Any, ...]:
-        if sink:
-            reader, net, _ = observed()
-        else:
-            reader = make_reader()
-            net = Net(reader).start()
-        net.accept()
+        reader, net = _accepted(sink)
         popped: list[Any] = []
         budgets = []
         for event in ONE_PER_FRAME:
