@@ -61,7 +61,6 @@ Interface for the adapter's public classes:
   machines share) under the driver's lock;
 * ``run.machine``, ``run.done``, ``run.result(deadline)``, ``run.parts(deadline)`` (an
   iterator draining ``machine.parts`` live), ``run.wait_until(predicate, deadline)``,
-  ``run.effect_finished(value, error)`` (a ``ProgramJob``'s effect answered),
   ``run.cancel(reason)``;
 * ``driver.closed``, ``driver.open_connections``, ``driver.background_jobs``,
   ``driver.recorder``, ``driver.worker_alive``;
@@ -500,12 +499,6 @@ class TaskHandle(Generic[T]):
         machine is done. At ``deadline`` the machine is cancelled and ``TimeoutError``
         raised."""
         self._driver._wait(self, lambda: predicate() or self.done, deadline or self._deadline)
-
-    def effect_finished(self, value: Any = None, error: BaseException | None = None) -> None:
-        """Report what the effect a durable program left to the adapter returned (``value``)
-        or raised (``error``): ``ProgramJob.effect``, answered with
-        ``Task.effect_finished``."""
-        self._driver._effect_finished(self, value, error)
 
     def parts(self, deadline: Deadline | None = None) -> Iterator[Any]:
         """The machine's ``parts`` deque (a stream-mode ``Turn``), drained live in order until
@@ -1242,15 +1235,6 @@ class Driver:
             self._wake_leader()
 
     # -- cancellation ------------------------------------------------------------------------
-
-    def _effect_finished(
-        self, run: TaskHandle[Any], value: Any, error: BaseException | None
-    ) -> None:
-        with self._lock:
-            run._task.effect_finished(value=value, error=error, now=_now())
-            self._absorb()
-            self._cond.notify_all()
-            self._wake_leader()
 
     def _cancel(self, run: TaskHandle[Any], reason: BaseException | None) -> None:
         with self._lock:

@@ -66,6 +66,7 @@ from ._actions import (
 )
 from ._agent.agent_core import AgentCore, GenerateCall
 from ._agent.options import OPTION_NAMES, AgentOptions, resolve_options
+from ._agent.prompt_plan import prepare_prompt
 from ._agent.session import Session
 from ._agent.session_calls import SessionArchive, SessionDispose, SessionInterrupt
 from ._agent.tool_calls import ToolInvocation, ToolPlan
@@ -683,6 +684,7 @@ class Task:
         "_generate",
         "_job",
         "_kind",
+        "_parent",
         "_settled",
         "_value",
         "io",
@@ -692,6 +694,8 @@ class Task:
         self._kind = kind
         self._agent = agent
         self._job: MachineSlot | None = None
+        #: The durable job whose step turn this task is (``StartStepTurn``), if any.
+        self._parent: MachineSlot | None = None
         self._generate: GenerateCall | None = None
         self._finish: Callable[[Any], Any] = _same
         self._settled = False
@@ -711,16 +715,6 @@ class Task:
         connection = self._connection
         if not self._settled and connection is not None:
             connection._cancel(self, reason, now)
-
-    def effect_finished(
-        self, *, value: Any = None, error: BaseException | None = None, now: float
-    ) -> None:
-        """The effect a durable call's task left to the embedder (``machine.effect``, an
-        agent turn: ``coder_proto.durable.ProgramJob``) returned ``value`` or raised
-        ``error``. Does nothing once the task is done."""
-        connection = self._connection
-        if not self._settled and connection is not None:
-            connection._effect_finished(self, value, error, now)
 
     @property
     def kind(self) -> str:
@@ -855,9 +849,7 @@ class Connection:
          ``tool_finished``; ``CancelTools(run)``: stop them if possible;
        - ``ApplyStore(call)``: perform ``call.op`` with ``call.runner`` (a durable job's
          store) and report ``store_finished``;
-       - ``TaskMoved(task)``: wake whoever waits on ``task`` (parts, events, or done); a
-         durable call's task (a ``ProgramJob``) may then wait on an agent turn
-         (``task.machine.effect``): run it and report ``task.effect_finished``;
+       - ``TaskMoved(task)``: wake whoever waits on ``task`` (parts, events, or done);
     2. arm one timer at ``next_deadline()`` and call ``tick`` when it fires.
 
     Every input takes ``now``, the embedder's monotonic clock in seconds. Inputs for a socket,
@@ -910,6 +902,9 @@ class Connection:
         #: ``(deadline, seq, job)``; an entry whose job now holds another deadline is stale.
         self._heap: list[tuple[float, int, MachineSlot]] = []
         self._heap_seq = itertools.count()
+        #: Session scopes whose background work a durable job waits for (its step turn's
+        #: closing, ``_step_turn_ended``) -> that job's scope, visited with them.
+        self._waiters: dict[_Scope, _Scope] = {}
         self._dirty = False
         self._closed = False
 
@@ -1067,9 +1062,10 @@ class Connection:
         ``sweep_orphans``, their lease renewed by a timer of the task): its requests are
         ordinary requests, its store calls come as ``ApplyStore`` (performed with the job's
         ``store``), and its tool pauses as ``InvokeTools`` planned with ``job.plan_tools``,
-        answered like a turn's with ``tool_finished``. An effect a program leaves to the
-        embedder (an agent turn, ``task.machine.effect``) is answered with
-        ``task.effect_finished``. The task's result is the machine's (the program's)."""
+        answered like a turn's with ``tool_finished``. A step's agent turn runs as a task of
+        the job's own, whose commands (``io``: the job's task's) are the job's: its tool
+        pauses come as ``InvokeTools`` answered with ``tool_finished``, its ``TaskMoved``
+        wakes whoever waits on the job. The task's result is the machine's (the program's)."""
         self._check_open()
         task = Task(_DURABLE)
         self._start_job(task, job, now, tools=job.plan_tools)
@@ -1315,15 +1311,6 @@ class Connection:
             job.machine.store_failed(call.call_id, error, now)
         self._settle(now)
 
-    def _effect_finished(
-        self, task: Task, value: Any, error: BaseException | None, now: float
-    ) -> None:
-        job = task._job
-        assert job is not None  # a running task has its job
-        job.machine.effect_finished(value, error, now)
-        self._touched[job.scope] = None
-        self._settle(now)
-
     def tick(self, *, now: float) -> None:
         """The timer armed at ``next_deadline()`` fired: every due machine is ticked."""
         self._settle(now)
@@ -1360,6 +1347,7 @@ class Connection:
         self._background = 0
         self._sessions.clear()
         self._heap.clear()
+        self._waiters.clear()
         touched.clear()
 
     # -- tasks ---------------------------------------------------------------------------------
@@ -1402,11 +1390,25 @@ class Connection:
         ``tools`` is the tool-call policy of its ``RunTools`` pauses."""
         if self._closed:
             raise CoderAgentError("this client is closed")
+        job = self._attach(machine, now, session=session, tools=tools)
+        self._settle(now)
+        self._own(job, task)
+
+    def _attach(
+        self,
+        machine: Runnable[Any],
+        now: float,
+        *,
+        session: Session | None = None,
+        tools: Any = None,
+    ) -> MachineSlot:
+        """Drive ``machine`` from the next settle on, in ``session``'s scope or its own."""
         scope = self._session_job(session).scope if session is not None else None
         if self._recorder is not None and session is not None:
             self._record_start(machine, session, now)
-        job = self._add(MachineSlot(machine, scope or _Scope(machine=machine), tools=tools))
-        self._settle(now)
+        return self._add(MachineSlot(machine, scope or _Scope(machine=machine), tools=tools))
+
+    def _own(self, job: MachineSlot, task: Task) -> None:
         job.owner = task
         task._job = job
         task._connection = self
@@ -1512,6 +1514,77 @@ class Connection:
         job.stores[action.call_id] = call
         self._out.append(ApplyStore(call))
 
+    def _start_step_turn(self, job: MachineSlot, effect: Any, now: float) -> None:
+        """A durable job's step turn (``StartStepTurn``): a ``generate`` task of the job's own,
+        on an agent core the job builds on this connection. Its commands reach the embedder
+        as the job's (``io`` is the job's task's): its tool pauses run with the job's
+        invoker, and its ``TaskMoved`` wakes whoever waits on the job."""
+        program = job.machine
+        agent = program.turn_agent(
+            effect,
+            base_url=self._base_url,
+            token=self._token,
+            selector=self._selector,
+            sink=self._sink,
+        )
+        agent.begin()
+        task = Task(_GENERATE, agent=agent)
+        task._parent = job
+        owner = job.owner
+        task.io = None if owner is None else owner.io
+        call = agent.generate(prepare_prompt(effect.prompt).build(()), now=now)
+        task._generate = call
+        self._own(self._attach(call.turn, now, session=agent.session, tools=agent.plan_tools), task)
+        program.turn = task
+        self._dirty = True
+
+    def _cancel_step_turn(self, job: MachineSlot, reason: BaseException | None, now: float) -> None:
+        """Cancel a durable job's running step turn (``CancelStepTurn``), as ``_cancel`` does
+        a task's, its settle left to the one running."""
+        task = job.machine.turn
+        turn = task._job
+        machine = turn.machine
+        if machine.done:
+            # Ended meanwhile (the connection's end cancels every job): reported as it went.
+            return
+        if self._recorder is not None:
+            self._recorder.cancelled(reason, now)
+        self._touched[turn.scope] = None
+        machine.cancel(now, reason)
+        self._dirty = True
+
+    def _step_turn_ended(self, task: Task, job: MachineSlot, now: float) -> None:
+        """The step turn ``task`` of the durable job ``job`` ended: its agent is closed without
+        archiving (archiving ends resumability: its paused stream closed, its session
+        forgotten once idle) and the job told, with how to know that the session's
+        background work (the interrupt a cut turn fired) is still running."""
+        agent = task._agent
+        assert agent is not None
+        session = agent.session
+        standing = self._session_job(session)
+        scope = standing.scope
+        self._touched[scope] = None
+        for action in session.close_retained_stream(now):
+            self._act(standing, action, now)
+        self._release_session(session)
+        try:
+            value, error = task.result(), None
+        except BaseException as exc:  # the turn's error, whatever its type
+            value, error = None, exc
+
+        waiters = self._waiters
+
+        def closing() -> bool:
+            if any(member.background and not member.machine.done for member in scope.jobs):
+                waiters[scope] = job.scope
+                return True
+            waiters.pop(scope, None)
+            return False
+
+        self._touched[job.scope] = None
+        job.machine.turn_ended(value, error, session, closing, now)
+        self._settle(now)
+
     def _session_job(self, session: Session) -> MachineSlot:
         """The standing job of ``session``: the connection keeps driving it between turns
         (its paused stream keeps reading, H.6)."""
@@ -1590,7 +1663,14 @@ class Connection:
             self._dirty = False
             busy = False
             seen.clear()
+            waiters = self._waiters
             for scope in list(touched):
+                if waiters:
+                    waiter = waiters.get(scope)
+                    if waiter is not None and waiter not in touched:
+                        # A durable job waits for this session's background work.
+                        touched[waiter] = None
+                        self._dirty = True
                 for job in scope.members():
                     if job.standing and not job.active():
                         seen[job] = None
@@ -1623,6 +1703,9 @@ class Connection:
                 task = job.owner
                 if task is not None and task._job is job:
                     self._check_done(task, now)
+                    parent = task._parent
+                    if parent is not None and task._settled and parent.machine.turn is task:
+                        self._step_turn_ended(task, parent, now)
                     self._out.append(TaskMoved(task))
 
     def _reap(self, now: float, seen: dict[MachineSlot, float | None]) -> None:
@@ -1721,12 +1804,18 @@ class Connection:
             self._add(MachineSlot(action.job, scope, background=True))
             self._dirty = True
         else:
-            # Only durable jobs ask for store calls: their module loads with the first one.
+            # Only durable jobs ask for these: their modules load with the first one.
+            from .durable._program_job import CancelStepTurn, StartStepTurn
             from .durable._store import StoreCall
 
-            if not isinstance(action, StoreCall):  # pragma: no cover - every action is above
+            if isinstance(action, StoreCall):
+                self._start_store(job, action, now)
+            elif isinstance(action, StartStepTurn):
+                self._start_step_turn(job, action.effect, now)
+            elif isinstance(action, CancelStepTurn):
+                self._cancel_step_turn(job, action.reason, now)
+            else:  # pragma: no cover - every action is above
                 raise CoderAgentError(f"unknown action {action!r}")
-            self._start_store(job, action, now)
 
     def _forget(self, conn: Conn) -> None:
         conn.closed = True

@@ -127,9 +127,7 @@ if TYPE_CHECKING:
     from coder_proto.durable._runtime import renewal as renewal
     from coder_proto.durable._runtime import sweep_call as sweep_call
     from coder_proto.durable._runtime import tool_binder as tool_binder
-    from coder_proto.durable._runtime import turn_report as turn_report
     from coder_proto.durable._step import RunAgentTurn as RunAgentTurn
-    from coder_proto.durable._step import TurnReport as TurnReport
     from coder_proto.durable._tools import DurableBinding as DurableBinding
     from coder_proto.durable._tools import run_program as run_program
 
@@ -223,7 +221,6 @@ __all__ = [  # noqa: RUF022
     "StartRenewal",
     "StopRenewal",
     "ToolsArg",
-    "TurnReport",
     "WallClock",
     "WorkflowLease",
     "archive_call",
@@ -232,7 +229,6 @@ __all__ = [  # noqa: RUF022
     "run_program",
     "sweep_call",
     "tool_binder",
-    "turn_report",
     # the command line's model hints
     "is_model_config_uuid",
     "resolve_model_hint",
@@ -349,12 +345,8 @@ __getattr__, __dir__ = lazy_exports(
             "renewal",
             "sweep_call",
             "tool_binder",
-            "turn_report",
         ),
-        "coder_proto.durable._step": (
-            "RunAgentTurn",
-            "TurnReport",
-        ),
+        "coder_proto.durable._step": ("RunAgentTurn",),
         "coder_proto.durable._tools": (
             "DurableBinding",
             "run_program",

@@ -51,8 +51,7 @@ Interface for the public classes (the blocking driver offers the same names):
   ``driver.durable(job, *, invoke)`` (a ``DurableWork`` or a ``ProgramJob``),
   ``driver.close_agent(core, *, archive)`` and ``driver.reset(core)``;
 * ``run.machine``, ``run.done``, ``await run.result()``, ``await run.wait_changed()``,
-  ``await run.wait_until(predicate)``, ``run.effect_finished(value, error)`` (a
-  ``ProgramJob``'s effect answered),
+  ``await run.wait_until(predicate)``,
   ``run.parts()`` (an async iterator draining ``machine.parts`` live), ``run.cancel(reason)``;
 * ``driver.closed``, ``driver.open_connections``, ``driver.background_jobs`` (observability
   and tests);
@@ -237,12 +236,6 @@ class TaskHandle(Generic[T]):
         ``wait_changed``)."""
         while not (predicate() or self.done):
             await self.wait_changed()
-
-    def effect_finished(self, value: Any = None, error: BaseException | None = None) -> None:
-        """Report what the effect a durable program left to the adapter returned (``value``)
-        or raised (``error``): ``ProgramJob.effect``, answered with
-        ``Task.effect_finished``."""
-        self._driver._effect_finished(self._task, value, error)
 
     async def result(self) -> T:
         """Wait for the machine to finish and return its result (or raise its error)."""
@@ -552,10 +545,6 @@ class Driver:
 
     def _cancel(self, task: Task, reason: BaseException | None) -> None:
         task.cancel(reason, now=time.monotonic())
-        self._pump()
-
-    def _effect_finished(self, task: Task, value: Any, error: BaseException | None) -> None:
-        task.effect_finished(value=value, error=error, now=time.monotonic())
         self._pump()
 
     def _task_done(self, task: Spawned) -> None:

@@ -12,15 +12,15 @@ the client's driver performs them as it performs every other task's commands:
   called in a worker thread (a write may wait on another process's lock, which must never
   stall the event loop); an ``AsyncDurableStore``'s coroutines are awaited;
 * the durable machines' requests go out on the client's driver (its HTTP client, session
-  token, ``http:*`` events and prefix selector), their tool pauses run the step's tools.
+  token, ``http:*`` events and prefix selector), their tool pauses run the step's tools;
+* a step's agent turn is a task of the job's own on the same connection (an agent core with
+  the step's tools bound to the store, a fresh chat held by the step's chat gate until its
+  early checkpoint answered, D28): its requests, sockets and tool pauses are the job's
+  commands, and the blocking adapter's ``timeout`` is a deadline of the job. Its agent is
+  closed without archiving (archiving ends resumability).
 
-What is left here is what the program leaves to the adapter: agent turns, a ``CoderAgent``
-on the client with the step's tools bound to the store; a fresh chat's turn is held by the
-step's chat gate until its early checkpoint (D28), a store call of the turn's own task,
-answered. The agent is never disposed
-(disposal archives the chat, and archiving ends resumability); the client created for a
-call is closed at its end. A bound crash-safe tool runs its own program
-(``crash_safe_program``) where the agent calls it.
+The client created for a call is closed at its end. A bound crash-safe tool runs its own
+program (``crash_safe_program``) where the agent calls it.
 
 ``DurableFunctions`` holds the functions for one adapter (its runtime, client and agent
 classes); the adapter exports its bound methods. Cancellation is the runtime's: a cancelled
@@ -37,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import inspect  # async only
 import logging
+import os
 import threading  # async only
 import time
 import uuid
@@ -64,10 +65,8 @@ from coder_proto.adapter import (
     Guard,
     Invoke,
     ProgramJob,
-    RunAgentTurn,
     ToolOutcome,
     ToolsArg,
-    TurnReport,
     WallClock,
     WorkflowLease,
     archive_call,
@@ -77,7 +76,6 @@ from coder_proto.adapter import (
     run_program,
     sweep_call,
     tool_binder,
-    turn_report,
 )
 from coder_proto.durable import (
     DEFAULT_LEASE_DURATION,
@@ -116,8 +114,8 @@ async def _run_effects(
 ) -> Any:
     """Run an effect program: each effect performed and its value sent back, an exception it
     raised thrown back in. The runtime's cancellation (whatever ends the task) is thrown in
-    too (so is a turn's, seen in its report): what the program still does then (the
-    checkpoint, the lease's release) is performed shielded, bounded, before it propagates."""
+    too: what the program still does then is performed shielded, bounded, before it
+    propagates."""
     step = EffectStep(program)
     cancelled = False
     while not step.done:
@@ -133,7 +131,6 @@ async def _run_effects(
             cancelled = True
             step.throw(exc)
         else:
-            cancelled = cancelled or (isinstance(value, TurnReport) and value.cancelled)
             step.send(value)
     return step.value
 
@@ -247,9 +244,8 @@ class _BoundCrashSafe:
 
 class _Call:
     """One durable call on ``functions``' runtime: its program runs as a task of ``client``'s
-    connection (``ProgramJob``), whose store calls this performs on ``store`` and whose
-    agent turns (``RunAgentTurn``, the one effect the program leaves to the adapter) it runs
-    with the agents of ``step``."""
+    connection (``ProgramJob``), whose store calls this performs on ``store``; a step's agent
+    turns (``step``, the ``DurableStep``) run inside that task."""
 
     def __init__(
         self,
@@ -267,113 +263,50 @@ class _Call:
         # blocking: self._timeout = timeout
 
     async def run(self, program: Any) -> Any:
-        """Run ``program`` to its value. The runtime's cancellation cancels the task (the
-        cancellation is thrown into the program); what the program still does then (the
+        """Run ``program`` to its value. The runtime's cancellation cancels the task (a
+        running turn first, then the program); what the program still does then (the
         checkpoint, the lease's release) is waited for, shielded and bounded, before the
         cancellation propagates."""
-        runtime = self._runtime
         client = self._client
         driver = client.driver
         with driver.locked() as now:
             job = ProgramJob(
-                program, store=self._apply, selector=client.selector, now=now, wall=time.time()
+                program,
+                store=self._apply,
+                selector=client.selector,
+                now=now,
+                wall=time.time(),
+                step=self._step,
+                make_sink=client._make_sink,
+                env=os.environ,
+                # blocking: timeout=self._timeout,
             )
         run = driver.durable(job, invoke=self._invoke)
-
-        def waiting() -> bool:
-            return job.effect is not None
-
-        reason: BaseException | None = None  # the caller's cancellation, once it came
-        while True:
-            try:
-                if reason is not None:
-                    with runtime.finishing(_AFTER_CANCEL_BOUND):
-                        await run.wait_until(waiting)
-                else:
-                    await run.wait_until(waiting)
-            except BaseException as exc:  # the runtime's cancellation, whatever ends the task
-                if reason is not None:
-                    raise
-                reason = exc
-                run.cancel(exc)
-                continue
+        try:
+            return await run.result()
+        except BaseException as exc:  # the runtime's cancellation, whatever ends the task
             if run.done:
-                return await run.result()
-            if job.effect is None:
-                # The bound after the cancellation ran out before the program ended.
-                assert reason is not None
-                raise reason
-            report = await self._turn(job.effect)
-            if report.cancelled and reason is None:
-                reason = report.error
-            run.effect_finished(report)
+                raise
+            reason = exc
+        run.cancel(reason)
+        with self._runtime.finishing(_AFTER_CANCEL_BOUND):
+            await run.wait_until(_never)
+        if run.done:
+            return await run.result()
+        # The bound after the cancellation ran out before the program ended.
+        raise reason
 
     async def _apply(self, op: StoreOp) -> Any:
         return await _apply(self._runtime, self._store, op)
 
     async def _invoke(self, invocations: Sequence[ToolInvocation]) -> list[ToolOutcome]:
-        """The invocations of one of a durable machine's tool pauses (planned by the core,
-        D5)."""
+        """The invocations of one tool pause of the call (a durable machine's or the step
+        turn's, planned by the core, D5)."""
         return await invoke_all(self._runtime, invocations)
 
-    async def _turn(self, effect: RunAgentTurn) -> TurnReport:
-        step = self._step
-        assert step is not None
-        runtime = self._runtime
-        # The adapter's own agent class (the blocking one's generate takes a timeout).
-        agent: Any = self._functions._agent_class(client=self._client, **step.turn_kwargs(effect))
-        write: _EarlyWrite | None = None
-        if effect.chat_id is None:
-            # D28: the turn holds its fresh chat until the checkpoint naming it was written
-            # (the core's chat gate: the write is one of the turn's store calls).
-            write = _EarlyWrite(self)
-            agent._core.session.chat_gate = step.chat_gate(effect, write)
-        try:
-            result = await agent.generate(effect.prompt)  # async only
-            # blocking: result = agent.generate(effect.prompt, timeout=self._timeout)
-            report = turn_report(agent, result=result)
-        except runtime.cancelled as exc:
-            report = turn_report(agent, error=exc, cancelled=True)
-        except Exception as exc:
-            report = turn_report(agent, error=exc)
-        # Never archive: archiving ends resumability. Closing waits (bounded) for the
-        # interrupt a timeout or cancellation fired, before the checkpoint is written.
-        await agent.aclose(archive=False)
-        # async only: begin
-        if write is not None:
-            # A cancelled turn's write may still be running: it lands before the step's own
-            # checkpoint, never after it.
-            with runtime.finishing(_AFTER_CANCEL_BOUND):
-                await write.settled()
-        # async only: end
-        return report
 
-
-class _EarlyWrite:
-    """Performs the early checkpoint's store call (the runner of a step turn's chat gate)
-    and tells when it is over."""
-
-    def __init__(self, call: _Call) -> None:
-        self._call = call
-        self._over: Any = None  # async only
-
-    # async only: begin
-    async def settled(self) -> None:
-        """Wait until the write that started is over (at once when none did)."""
-        over = self._over
-        if over is not None:
-            await self._call._runtime.wait(over, None)
-
-    # async only: end
-    async def __call__(self, op: StoreOp) -> Any:
-        # async only: begin
-        over = self._over = self._call._runtime.event()
-        try:
-            return await self._call._apply(op)
-        finally:
-            over.set()
-        # async only: end
-        # blocking: return self._call._apply(op)
+def _never() -> bool:
+    return False
 
 
 class DurableFunctions:
@@ -526,7 +459,7 @@ class DurableFunctions:
         ``CODER_SESSION_TOKEN``) with ``http_client`` and ``verify``; ``on_transport_event``
         receives every transport event.
         """
-        # blocking: Deadline.check(timeout)
+        # blocking: timeout = Deadline.check(timeout)
         # The option keywords are folded into ``options`` (``option_keywords``).
         assert options is not None
         durable = DurableStep(

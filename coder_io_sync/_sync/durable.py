@@ -13,15 +13,15 @@ the client's driver performs them as it performs every other task's commands:
   called in a worker thread (a write may wait on another process's lock, which must never
   stall the event loop); an ``AsyncDurableStore``'s coroutines are waited for;
 * the durable machines' requests go out on the client's driver (its HTTP client, session
-  token, ``http:*`` events and prefix selector), their tool pauses run the step's tools.
+  token, ``http:*`` events and prefix selector), their tool pauses run the step's tools;
+* a step's agent turn is a task of the job's own on the same connection (an agent core with
+  the step's tools bound to the store, a fresh chat held by the step's chat gate until its
+  early checkpoint answered, D28): its requests, sockets and tool pauses are the job's
+  commands, and the blocking adapter's ``timeout`` is a deadline of the job. Its agent is
+  closed without archiving (archiving ends resumability).
 
-What is left here is what the program leaves to the adapter: agent turns, a ``CoderAgent``
-on the client with the step's tools bound to the store; a fresh chat's turn is held by the
-step's chat gate until its early checkpoint (D28), a store call of the turn's own task,
-answered. The agent is never disposed
-(disposal archives the chat, and archiving ends resumability); the client created for a
-call is closed at its end. A bound crash-safe tool runs its own program
-(``crash_safe_program``) where the agent calls it.
+The client created for a call is closed at its end. A bound crash-safe tool runs its own
+program (``crash_safe_program``) where the agent calls it.
 
 ``DurableFunctions`` holds the functions for one adapter (its runtime, client and agent
 classes); the adapter exports its bound methods. Cancellation is the runtime's: a cancelled
@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -62,10 +63,8 @@ from coder_proto.adapter import (
     Guard,
     Invoke,
     ProgramJob,
-    RunAgentTurn,
     ToolOutcome,
     ToolsArg,
-    TurnReport,
     WallClock,
     WorkflowLease,
     archive_call,
@@ -75,7 +74,6 @@ from coder_proto.adapter import (
     run_program,
     sweep_call,
     tool_binder,
-    turn_report,
 )
 from coder_proto.durable import (
     DEFAULT_LEASE_DURATION,
@@ -114,8 +112,8 @@ def _run_effects(
 ) -> Any:
     """Run an effect program: each effect performed and its value sent back, an exception it
     raised thrown back in. The runtime's cancellation (whatever ends the task) is thrown in
-    too (so is a turn's, seen in its report): what the program still does then (the
-    checkpoint, the lease's release) is performed shielded, bounded, before it propagates."""
+    too: what the program still does then is performed shielded, bounded, before it
+    propagates."""
     step = EffectStep(program)
     cancelled = False
     while not step.done:
@@ -131,7 +129,6 @@ def _run_effects(
             cancelled = True
             step.throw(exc)
         else:
-            cancelled = cancelled or (isinstance(value, TurnReport) and value.cancelled)
             step.send(value)
     return step.value
 
@@ -222,9 +219,8 @@ class _BoundCrashSafe:
 
 class _Call:
     """One durable call on ``functions``' runtime: its program runs as a task of ``client``'s
-    connection (``ProgramJob``), whose store calls this performs on ``store`` and whose
-    agent turns (``RunAgentTurn``, the one effect the program leaves to the adapter) it runs
-    with the agents of ``step``."""
+    connection (``ProgramJob``), whose store calls this performs on ``store``; a step's agent
+    turns (``step``, the ``DurableStep``) run inside that task."""
 
     def __init__(
         self,
@@ -242,89 +238,50 @@ class _Call:
         self._timeout = timeout
 
     def run(self, program: Any) -> Any:
-        """Run ``program`` to its value. The runtime's cancellation cancels the task (the
-        cancellation is thrown into the program); what the program still does then (the
+        """Run ``program`` to its value. The runtime's cancellation cancels the task (a
+        running turn first, then the program); what the program still does then (the
         checkpoint, the lease's release) is waited for, shielded and bounded, before the
         cancellation propagates."""
-        runtime = self._runtime
         client = self._client
         driver = client.driver
         with driver.locked() as now:
             job = ProgramJob(
-                program, store=self._apply, selector=client.selector, now=now, wall=time.time()
+                program,
+                store=self._apply,
+                selector=client.selector,
+                now=now,
+                wall=time.time(),
+                step=self._step,
+                make_sink=client._make_sink,
+                env=os.environ,
+                timeout=self._timeout,
             )
         run = driver.durable(job, invoke=self._invoke)
-
-        def waiting() -> bool:
-            return job.effect is not None
-
-        reason: BaseException | None = None  # the caller's cancellation, once it came
-        while True:
-            try:
-                if reason is not None:
-                    with runtime.finishing(_AFTER_CANCEL_BOUND):
-                        run.wait_until(waiting)
-                else:
-                    run.wait_until(waiting)
-            except BaseException as exc:  # the runtime's cancellation, whatever ends the task
-                if reason is not None:
-                    raise
-                reason = exc
-                run.cancel(exc)
-                continue
+        try:
+            return run.result()
+        except BaseException as exc:  # the runtime's cancellation, whatever ends the task
             if run.done:
-                return run.result()
-            if job.effect is None:
-                # The bound after the cancellation ran out before the program ended.
-                assert reason is not None
-                raise reason
-            report = self._turn(job.effect)
-            if report.cancelled and reason is None:
-                reason = report.error
-            run.effect_finished(report)
+                raise
+            reason = exc
+        run.cancel(reason)
+        with self._runtime.finishing(_AFTER_CANCEL_BOUND):
+            run.wait_until(_never)
+        if run.done:
+            return run.result()
+        # The bound after the cancellation ran out before the program ended.
+        raise reason
 
     def _apply(self, op: StoreOp) -> Any:
         return _apply(self._runtime, self._store, op)
 
     def _invoke(self, invocations: Sequence[ToolInvocation]) -> list[ToolOutcome]:
-        """The invocations of one of a durable machine's tool pauses (planned by the core,
-        D5)."""
+        """The invocations of one tool pause of the call (a durable machine's or the step
+        turn's, planned by the core, D5)."""
         return invoke_all(self._runtime, invocations)
 
-    def _turn(self, effect: RunAgentTurn) -> TurnReport:
-        step = self._step
-        assert step is not None
-        runtime = self._runtime
-        # The adapter's own agent class (the blocking one's generate takes a timeout).
-        agent: Any = self._functions._agent_class(client=self._client, **step.turn_kwargs(effect))
-        write: _EarlyWrite | None = None
-        if effect.chat_id is None:
-            # D28: the turn holds its fresh chat until the checkpoint naming it was written
-            # (the core's chat gate: the write is one of the turn's store calls).
-            write = _EarlyWrite(self)
-            agent._core.session.chat_gate = step.chat_gate(effect, write)
-        try:
-            result = agent.generate(effect.prompt, timeout=self._timeout)
-            report = turn_report(agent, result=result)
-        except runtime.cancelled as exc:
-            report = turn_report(agent, error=exc, cancelled=True)
-        except Exception as exc:
-            report = turn_report(agent, error=exc)
-        # Never archive: archiving ends resumability. Closing waits (bounded) for the
-        # interrupt a timeout or cancellation fired, before the checkpoint is written.
-        agent.close(archive=False)
-        return report
 
-
-class _EarlyWrite:
-    """Performs the early checkpoint's store call (the runner of a step turn's chat gate)
-    and tells when it is over."""
-
-    def __init__(self, call: _Call) -> None:
-        self._call = call
-
-    def __call__(self, op: StoreOp) -> Any:
-        return self._call._apply(op)
+def _never() -> bool:
+    return False
 
 
 class DurableFunctions:
@@ -476,7 +433,7 @@ class DurableFunctions:
         ``CODER_SESSION_TOKEN``) with ``http_client`` and ``verify``; ``on_transport_event``
         receives every transport event.
         """
-        Deadline.check(timeout)
+        timeout = Deadline.check(timeout)
         # The option keywords are folded into ``options`` (``option_keywords``).
         assert options is not None
         durable = DurableStep(

@@ -15,45 +15,69 @@ vocabulary, so an adapter only performs the connection's commands:
   beside the program inside the job, its sleeps deadlines of the job and its renewals store
   calls. Stopping it waits for a renewal in flight, so that a late renewal never lands
   after the release;
-* any effect of ``outside`` (``RunAgentTurn``): left to the embedder as ``effect``; the job
-  waits until ``Task.effect_finished`` reports its value or exception.
+* ``RunAgentTurn``: the step's agent turn, a task of the connection of its own (a child of
+  the job's, ``StartStepTurn``): an agent core built from ``DurableStep.turn_kwargs`` with
+  the step's chat gate on a fresh chat (D28), its ``generate`` ladder run as any turn is,
+  its tool pauses the job's own ``InvokeTools``. When it ends, the agent is closed without
+  archiving (archiving ends resumability) and the job waits for the interrupt a cut turn
+  fired (bounded by the interrupt's own ``BACKGROUND_TASK_BOUND``, D22) before the program
+  gets the ``TurnReport``. ``timeout`` (the blocking adapter's) bounds the turn: past it the turn is
+  cancelled (``CancelStepTurn``) and reported with the builtin ``TimeoutError``.
 
-Cancelling the job throws the cancellation into the program once (the lease's release, a
-step's checkpoint still run afterwards); the job ends when the program ends.
-
-Why the agent turn is still the embedder's: the turn is an ordinary turn of the same
-connection (the adapter's ``CoderAgent`` on the same client starts it with ``start_turn``, so
-its requests, sockets and tool pauses are already the connection's commands), and so is its
-early checkpoint (D28): the step's chat gate (``DurableStep.chat_gate``, set on the turn's
-session) holds the turn between the create call's answer and anything else on the chat until
-that write, an ``ApplyStore`` of the turn's own task, answered (``Turn.hold_chat``). What the
-job still leaves out is the agent object around the turn: its observer and hooks, built by the
-adapter's agent class, and the blocking adapter's ``timeout`` (a bound on the caller's
-blocking call). Taking the turn in means the job starting a turn task of its connection (an
-agent core built from ``DurableStep.turn_kwargs``, the ``GenerateCall`` ladder, the agent's
-close without archiving) and reporting its end as a ``TurnReport``, which the connection has
-no action for yet: a job's actions are requests, sockets, tool pauses and store calls.
+Cancelling the job cancels a running turn first (its interrupt fired, its early checkpoint's
+write waited for by the turn itself) and answers the program with the cancelled turn's
+``TurnReport``; otherwise the cancellation is thrown into the program once, wherever it
+waits. Either way, what the program still does afterwards (the lease's release, a step's
+checkpoint) runs on; the job ends when the program ends.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Generator, Sequence
-from typing import Any
+from collections.abc import Callable, Generator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, cast
+
+import attrs
 
 from .._actions import ToolOutcome
+from .._agent.agent_core import AgentCore
+from .._agent.options import resolve_options
 from .._agent.tool_calls import ToolPlan
 from .._errors import CoderAgentError
 from .._outputs import ToolCall
 from .._rest.http import HttpResponse
 from .._rest.prefix import PrefixSelector
+from .._shells.agent_shell import segment_sink
+from .._transport_events import TransportEventSink
 from ._effects import Sleep, WallClock
-from ._runtime import RunDurable, StartRenewal, StopRenewal, renewal
-from ._step import RunAgentTurn
+from ._runtime import RunDurable, StartRenewal, StopRenewal, renewal, turn_report
+from ._step import RunAgentTurn, TurnReport
 from ._store import StoreCall, StoreOp
 from ._store_engine import DurableWork
 
-__all__ = ["ProgramJob"]
+if TYPE_CHECKING:
+    from .._agent.session import Session
+    from .._agent.session_state import ChatGate
+    from ._runtime import DurableStep
+
+__all__ = ["CancelStepTurn", "ProgramJob", "StartStepTurn"]
+
+
+@attrs.frozen
+class StartStepTurn:
+    """A job's action: start the step's agent turn of ``effect`` as a child task of the job's
+    (``ProgramJob.turn_agent`` builds its agent core; the connection sets ``ProgramJob.turn``
+    and answers with ``ProgramJob.turn_ended``)."""
+
+    effect: RunAgentTurn
+
+
+@attrs.frozen
+class CancelStepTurn:
+    """A job's action: cancel its running turn (``ProgramJob.turn``) with ``reason`` (the
+    caller's cancellation, the job's ``timeout``, or ``None`` for the connection's end)."""
+
+    reason: BaseException | None
 
 
 class _Strand:
@@ -77,7 +101,12 @@ class ProgramJob:
     embedder's performer of a ``StoreOp`` (``ApplyStore``'s runner); ``selector`` is the
     connection's prefix selector for the durable machines it builds; ``now`` (monotonic) and
     ``wall`` (seconds since the epoch) are the same instant, from which every later ``now``
-    gives the wall clock. The program starts at once."""
+    gives the wall clock. A ``run_turn`` call's job has its ``step`` (``DurableStep``), whose
+    agent turns it runs: ``timeout`` bounds each (seconds, ``None``: unbounded),
+    ``make_sink`` makes the sink of the step's own ``on_transport_event`` (the embedder's, so
+    that a coroutine callback runs its way; a plain ``TransportEventSink`` by default) and
+    ``env`` names the organization when the settings do not (D33). The program starts at
+    once."""
 
     def __init__(
         self,
@@ -87,16 +116,33 @@ class ProgramJob:
         selector: PrefixSelector,
         now: float,
         wall: float,
-        outside: tuple[type, ...] = (RunAgentTurn,),
+        step: DurableStep | None = None,
+        timeout: float | None = None,
+        make_sink: Callable[[Callable[[Any], object]], TransportEventSink] = TransportEventSink,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.store = store
         self._selector = selector
         self._start = now
         self._wall = wall
-        self._outside = outside
+        self._step = step
+        self._timeout = timeout
+        self._make_sink = make_sink
+        self._env = env
         self.now = now
-        #: The effect left to the embedder, until ``Task.effect_finished`` answers it.
-        self.effect: Any = None
+        #: The step's running agent turn: the connection's child ``Task`` (``StartStepTurn``).
+        self.turn: Any = None
+        #: When the running turn is cut (``timeout``).
+        self._turn_deadline: float | None = None
+        #: The caller's cancellation of the running turn (``cancel``), or the ``TimeoutError``
+        #: that cut it (``timeout``): the turn's error in its report.
+        self._turn_cancel: BaseException | None = None
+        self._turn_cut: TimeoutError | None = None
+        #: The ended turn's report, until its closing is over (``_closing``).
+        self._report: TurnReport | None = None
+        self._closing: Callable[[], bool] | None = None
+        #: A cancellation that came after the turn ended: the call still ends with it.
+        self._late: BaseException | None = None
         self._out: list[Any] = []
         #: Store calls of the job's own strands have negative ids (the durable machine's count
         #: up from 1).
@@ -110,7 +156,7 @@ class ProgramJob:
         self._resume(self._main, now)
 
     def __repr__(self) -> str:
-        return f"<ProgramJob done={self.done} effect={self.effect!r}>"
+        return f"<ProgramJob done={self.done} turn={self.turn!r}>"
 
     # -- what the connection reads -----------------------------------------------------------
 
@@ -126,12 +172,16 @@ class ProgramJob:
         main = self._main
         if main.error is not None:
             raise main.error
+        if self._late is not None:
+            raise self._late
         return main.value
 
     def actions(self) -> list[Any]:
         """The pending actions: the durable machine's (checked by its guard) and the store
         calls of the job's own strands."""
         out: list[Any] = []
+        if self._report is not None:
+            self._answer_turn(self.now)
         while self._inner is not None:
             inner = self._inner
             out.extend(inner.actions())
@@ -150,6 +200,7 @@ class ProgramJob:
 
     def next_deadline(self) -> float | None:
         deadlines = [s.deadline for s in (self._main, self._renewal) if s is not None]
+        deadlines.append(self._turn_deadline)
         if self._inner is not None:
             deadlines.append(self._inner.next_deadline())
         due = [d for d in deadlines if d is not None]
@@ -180,6 +231,12 @@ class ProgramJob:
             if strand is not None and strand.deadline is not None and strand.deadline <= now:
                 strand.deadline = None
                 self._resume(strand, now)
+        if self._turn_deadline is not None and self._turn_deadline <= now:
+            self._turn_deadline = None
+            self._turn_cut = TimeoutError(
+                f"the agent turn did not finish within its timeout of {self._timeout:g} s"
+            )
+            self._out.append(CancelStepTurn(self._turn_cut))
 
     def response_received(self, request_id: int, response: HttpResponse, now: float) -> None:
         self.now = now
@@ -202,30 +259,108 @@ class ProgramJob:
     def store_failed(self, call_id: int, error: BaseException, now: float) -> None:
         self._store_done(call_id, None, error, now)
 
-    def effect_finished(self, value: Any, error: BaseException | None, now: float) -> None:
-        """The embedder's effect (``effect``) returned ``value`` or raised ``error``; ignored
-        when no effect is waiting."""
+    # -- the step's agent turn (``StartStepTurn``) --------------------------------------------------
+
+    def turn_agent(
+        self,
+        effect: RunAgentTurn,
+        *,
+        base_url: str,
+        token: str | None,
+        selector: PrefixSelector,
+        sink: TransportEventSink,
+    ) -> AgentCore:
+        """The agent core of ``effect``'s turn on the connection (``base_url``, ``token``,
+        ``selector``, its event ``sink``): ``DurableStep.turn_kwargs`` (``CoderAgent``'s
+        keywords) mapped onto the core's, the agent's own ``on_transport_event`` given the
+        ``segment:*`` events through the embedder's ``make_sink``, and a fresh chat held by
+        the step's chat gate until its early checkpoint answered (D28)."""
+        step = self._step
+        assert step is not None  # only a step's program runs an agent turn
+        kwargs = step.turn_kwargs(effect)
+        callback = kwargs.pop("on_transport_event", None)
+        if callback is not None:
+            sink = segment_sink(sink, self._make_sink(callback))
+        options = resolve_options(kwargs.pop("options"), {"tools": kwargs.pop("tools")})
+        core = AgentCore(
+            options,
+            base_url=base_url,
+            token=token,
+            selector=selector,
+            sink=sink,
+            env=self._env,
+            **kwargs,
+        )
+        if effect.chat_id is None:
+            # Its ``StoreCall`` is an action the connection takes from durable work only, which
+            # the agent package's ``Action`` does not name.
+            core.session.chat_gate = cast("ChatGate", step.chat_gate(effect, self.store))
+        return core
+
+    def turn_ended(
+        self,
+        value: Any,
+        error: BaseException | None,
+        session: Session,
+        closing: Callable[[], bool],
+        now: float,
+    ) -> None:
+        """The running turn ended with ``value`` or ``error`` and its agent was closed:
+        ``closing()`` holds while the interrupt it fired runs (itself bounded, D22); then the
+        program gets the ``TurnReport`` read off the turn's ``session``."""
         self.now = now
-        if self.effect is None:
+        self.turn = None
+        self._turn_deadline = None
+        cancelled, cut = self._turn_cancel, self._turn_cut
+        if cancelled is not None:
+            report = turn_report(session, error=cancelled, cancelled=True)
+        elif error is None:
+            # Finished as the timeout fell due: the cut came too late.
+            report = turn_report(session, result=value)
+        else:
+            report = turn_report(session, error=error if cut is None else cut)
+        self._report = report
+        self._closing = closing
+        self._answer_turn(now)
+
+    def _answer_turn(self, now: float) -> None:
+        """Hand the ended turn's report to the program once its closing is over."""
+        closing = self._closing
+        if closing is not None and closing():
             return
-        self.effect = None
-        self._resume(self._main, now, value, error)
+        report = self._report
+        assert report is not None
+        self._report = None
+        self._closing = None
+        self._resume(self._main, now, report)
+
+    # -- cancellation -------------------------------------------------------------------------------
 
     def cancel(self, now: float, reason: BaseException | None = None) -> None:
-        """The caller's cancellation (``reason``; ``None``: the connection's end), thrown into
-        the program once, wherever it waits; what it still does afterwards (the lease's
-        release, a step's checkpoint) runs on."""
+        """The caller's cancellation (``reason``; ``None``: the connection's end). A running
+        turn is cancelled first and the program answered with its cancelled report; a turn
+        that already ended is reported as it went, and the call still ends with the
+        cancellation; otherwise the cancellation is thrown into the program once, wherever it
+        waits. What the program still does afterwards (the lease's release, a step's
+        checkpoint) runs on."""
         self.now = now
         if self._main.ended or self._cancelled:
             return
         self._cancelled = True
         error = reason if reason is not None else CoderAgentError("the durable call was cancelled")
+        if self.turn is not None:
+            self._turn_cancel = error
+            self._turn_deadline = None
+            self._out.append(CancelStepTurn(reason))
+            return
+        if self._report is not None:
+            self._late = error
+            return
         main = self._main
         if main.call_id is not None:
             del self._calls[main.call_id]
             main.call_id = None
         main.deadline = None
-        self.effect = None
         if self._stopping:
             self._stop_renewal()
         inner = self._inner
@@ -327,7 +462,9 @@ class ProgramJob:
             wall = self._wall + (now - self._start)
             self._inner = effect.job(self._selector, now, wall, store=self.store)
             return True
-        if isinstance(effect, self._outside):
-            self.effect = effect
+        if isinstance(effect, RunAgentTurn):
+            self._out.append(StartStepTurn(effect))
+            if self._timeout is not None:
+                self._turn_deadline = now + self._timeout
             return True
         raise CoderAgentError(f"a durable program yielded an unknown effect {effect!r}")

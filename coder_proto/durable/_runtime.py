@@ -306,8 +306,9 @@ class EarlyCheckpoint:
 def turn_report(
     agent: Any, *, result: Any = None, error: BaseException | None = None, cancelled: bool = False
 ) -> TurnReport:
-    """How an agent turn went, read off the agent after ``generate`` returned (``result``) or
-    raised (``error``; ``cancelled`` when it was the runtime's own cancellation)."""
+    """How an agent turn went, read off ``agent`` (an agent or its session: its chat, cursor
+    and stranded chats) after ``generate`` returned (``result``) or raised (``error``;
+    ``cancelled`` when the caller's cancellation ended it)."""
     return TurnReport(
         result=result,
         error=error,

@@ -1,8 +1,8 @@
 """A durable call's effect program as a task of a ``Connection`` (``ProgramJob`` started with
 ``start_durable``; ``coder_proto.durable._program_job``): store calls as ``ApplyStore``, the
 wall clock read off ``now``, sleeps as deadlines, a durable machine inside the task, the
-lease's renewal timer beside the program, an agent turn left to the embedder, and the
-caller's cancellation thrown into the program once."""
+lease's renewal timer beside the program, a step's agent turn as a task of the job's own, and
+the caller's cancellation thrown into the program once (a running turn cancelled first)."""
 
 from __future__ import annotations
 
@@ -23,9 +23,7 @@ from coder_proto.durable import MemoryStore, StoreOp
 from coder_proto.durable._effects import Sleep, WallClock
 from coder_proto.durable._lease import WorkflowLease
 from coder_proto.durable._runtime import RunDurable, leased
-from coder_proto.durable._step import RunAgentTurn
 from coder_proto.durable._store_engine import DurableMachine
-from coder_proto.durable._tools import DurableBinding
 from tests.core_driver import chat_stub
 
 BASE = "https://coder.example"
@@ -33,9 +31,6 @@ V2 = "/api/v2/chats"
 #: The wall clock when the job started (at monotonic 100).
 WALL = 1_000_000.0
 CALL = ToolCall(tool_call_id="t1", tool_name="lookup", input="{}")
-TURN = RunAgentTurn(
-    chat_id=None, last_seen_message_id=None, prompt="hi", binding=DurableBinding(tenant="t")
-)
 
 
 def performer(op: StoreOp) -> Any:
@@ -102,8 +97,7 @@ def test_a_program_runs_through_the_connections_commands() -> None:
         yield Sleep(2.0)
         seen.append((yield WallClock()))
         seen.append((yield RunDurable(probe)))
-        report = yield TURN
-        return f"turn: {report}"
+        return "ran"
 
     conn, task, job = start(program())
     assert "ProgramJob" in repr(job) and seen == [WALL]
@@ -126,13 +120,7 @@ def test_a_program_runs_through_the_connections_commands() -> None:
     conn.http_finished(request.call, status=200, body=ok_chat(), now=103.5)
     checkpoint, outputs, chat_id = seen[-1]
     assert checkpoint is None and "unknown tool" in outputs[0] and chat_id == "c1"
-    assert job.effect == TURN
-    assert not task.done
-    with pytest.raises(CoderAgentError, match="not finished"):
-        job.result()
-    task.effect_finished(value="report", now=104.0)
-    assert task.done and task.result() == "turn: report"
-    task.effect_finished(value="late", now=105.0)  # ignored once done
+    assert task.done and task.result() == "ran"
 
 
 def test_a_machines_error_and_an_unknown_effect_are_thrown_into_the_program() -> None:
@@ -171,7 +159,6 @@ def test_what_reaches_no_running_machine_is_ignored() -> None:
     job.tool_results((), 100.1)
     job.store_result(7, None, 100.1)  # the machine's id, no machine
     job.store_result(-7, None, 100.1)  # an id of no call
-    job.effect_finished("nothing asked", None, 100.1)
     assert not job.done
     conn.tick(now=101.0)
     assert task.result() == "slept"
@@ -276,13 +263,11 @@ def test_a_cancellation_is_thrown_into_the_program_once_and_it_still_releases_d2
     assert store.get_lease("t", "w") is None
 
 
-@pytest.mark.parametrize("where", ["sleep", "turn", "machine"])
+@pytest.mark.parametrize("where", ["sleep", "machine"])
 def test_a_cancellation_ends_whatever_the_program_waits_for(where: str) -> None:
     def program() -> Generator[Any, Any, Any]:
         if where == "sleep":
             yield Sleep(10.0)
-        elif where == "turn":
-            yield TURN
         else:
             yield RunDurable(probe)
 
@@ -291,7 +276,7 @@ def test_a_cancellation_ends_whatever_the_program_waits_for(where: str) -> None:
     task.cancel(None, now=101.0)
     with pytest.raises(CoderAgentError, match="the durable call was cancelled"):
         task.result()
-    assert job.effect is None and conn.next_deadline() is None
+    assert conn.next_deadline() is None
     if where == "machine":
         (store,) = commands
         conn.store_finished(store.call, value=None, now=101.5)  # the machine is gone
