@@ -140,6 +140,7 @@ class ProgramJob:
         self._turn_cut: TimeoutError | None = None
         #: The ended turn's report, until its closing is over (``_closing``).
         self._report: TurnReport | None = None
+        #: Holds while the ended turn's session still runs the interrupt it fired.
         self._closing: Callable[[], bool] | None = None
         #: A cancellation that came after the turn ended: the call still ends with it.
         self._late: BaseException | None = None
@@ -166,7 +167,8 @@ class ProgramJob:
         return self._main.ended
 
     def result(self) -> Any:
-        """The program's value, or raise its error."""
+        """The program's value, or raise its error (or the caller's cancellation when it came
+        only after the step's turn had ended)."""
         if not self._main.ended:
             raise CoderAgentError("the durable call has not finished yet")
         main = self._main
@@ -177,8 +179,9 @@ class ProgramJob:
         return main.value
 
     def actions(self) -> list[Any]:
-        """The pending actions: the durable machine's (checked by its guard) and the store
-        calls of the job's own strands."""
+        """The pending actions: the durable machine's (checked by its guard), the store calls
+        of the job's own strands, and the start or cancellation of the step's turn. An ended
+        turn's report goes to the program first once its closing is over."""
         out: list[Any] = []
         if self._report is not None:
             self._answer_turn(self.now)
