@@ -230,7 +230,6 @@ class _Call:
         step: DurableStep | None = None,
         timeout: float | None = None,
     ) -> None:
-        self._functions = functions
         self._runtime = functions._runtime
         self._store = store
         self._client = client
