@@ -1561,11 +1561,9 @@ class Connection:
         agent = task._agent
         assert agent is not None
         session = agent.session
-        standing = self._session_job(session)
-        scope = standing.scope
-        self._touched[scope] = None
-        for action in session.close_retained_stream(now):
-            self._act(standing, action, now)
+        # As ``start_close`` without archiving does.
+        self._perform(session.close_retained_stream(now), session=session, now=now)
+        scope = self._session_job(session).scope
         self._release_session(session)
         try:
             value, error = task.result(), None
