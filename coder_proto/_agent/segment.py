@@ -94,6 +94,7 @@ if TYPE_CHECKING:
     from .session_state import SessionState
 
 __all__ = [
+    "NO_PARTS",
     "STREAM_CLOSED_MESSAGE",
     "Segment",
     "StepResult",
@@ -118,6 +119,9 @@ EMPTY_CONTENT: Final = "the prompt has no content to send: give it some text or 
 #: The client tool names of a segment without client tools: one empty set for all of them
 #: (an empty ``frozenset`` is a new object of 216 bytes each time it is made).
 _NO_TOOL_NAMES: Final[frozenset[str]] = frozenset()
+#: A turn's ``parts`` while it holds none (``Turn.parts``): one empty deque shared by every
+#: turn, never written (the turn makes a fresh one for the next part).
+NO_PARTS: Final[deque[Any]] = deque()
 
 _EFFECTFUL_REASON: Final = (
     "the turn has server-side effects a replay would repeat (a workspace, MCP servers or "
@@ -843,11 +847,22 @@ class Segment:
                     continue
                 else:
                     # ``turn._wait()`` inline: an open, idle chat waits here, and a generator
-                    # of its own would stay suspended (and allocated) the whole time.
+                    # of its own would stay suspended (and allocated) the whole time. Nor
+                    # does it keep empty queues (an empty deque keeps a block of 64 slots):
+                    # the turn's parts once its consumer took them all, and the reader's
+                    # events once something else than live deltas came (the stream may stay
+                    # quiet now; in full flow, the reader keeps its queue). The next part or
+                    # event makes a fresh one.
+                    if not turn.parts:
+                        turn.parts = NO_PARTS
+                    if not quiet:
+                        reader.release_events()
+                        events = reader.events  # the queue let go is not held here either
                     turn.quiet = quiet
                     yield
                     turn.quiet = False
                     quiet = True
+                    events = reader.events
                     turn._check_interruptions()
                     continue
 

@@ -78,6 +78,10 @@ class ReaderLike(Protocol):
 
     def next_deadline(self) -> float | None: ...
 
+    # The segment took every event and the stream may stay quiet: the reader may let its
+    # queue go (``events`` is read anew after each step).
+    def release_events(self) -> None: ...
+
 
 class SessionStream:
     """One turn stream as the session holds it (H.6)."""
