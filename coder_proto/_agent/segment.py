@@ -312,7 +312,7 @@ class SegmentOutcome:
 class Segment:
     """One segment run by ``turn``, the machine it runs in (see the module docstring): it
     works on ``session`` in ``mode`` (``"generate"`` or ``"stream"``) and hands its output
-    parts to ``deliver``."""
+    parts to ``deliver`` (``None``: straight into the turn's ``parts``)."""
 
     __slots__ = (
         "_hand_on",
@@ -350,7 +350,7 @@ class Segment:
         *,
         session: SessionState,
         mode: str,
-        deliver: Callable[[list[OutputPart]], None],
+        deliver: Callable[[list[OutputPart]], None] | None,
         messages: Sequence[Message] = (),
         tools: Sequence[DynamicTool] = (),
         warnings: Sequence[str] = (),
@@ -940,7 +940,18 @@ class Segment:
                 raise error.exception()
             if self.settle_error is None:
                 self.settle_error = error.exception()
-        self._hand_on(parts)
+        hand_on = self._hand_on
+        if hand_on is None:
+            # Straight into the turn's ``parts``, with no call of its own per delivery; a
+            # fresh deque when the turn holds none (the read loop let an empty one go).
+            turn: Any = self.turn
+            queue = turn.parts
+            if queue is NO_PARTS:
+                turn.parts = deque(parts)
+            else:
+                queue.extend(parts)
+        else:
+            hand_on(parts)
 
     # -- errors and teardown -----------------------------------------------------------------
 

@@ -313,16 +313,17 @@ class Turn(CoreMachine[TurnResult]):
         self._held_error = error
         self._step(now)
 
-    def _hand_off(self) -> Callable[[list[OutputPart]], None]:
-        """Where the turn's parts go as they are produced: straight into ``parts``, the deque
-        a stream consumer drains, with no step of the turn's own in between; a generate turn
-        keeps them only in its steps."""
+    def _hand_off(self) -> Callable[[list[OutputPart]], None] | None:
+        """Where the turn's parts go as they are produced: ``None`` for a stream turn, whose
+        segment puts them straight into ``parts``, the deque a stream consumer drains, with
+        no step or call of the turn's own in between; a generate turn keeps them only in its
+        steps."""
         if self.mode == "stream":
-            return self._put_parts
+            return None
         return _drop_parts
 
     def _put_parts(self, parts: list[OutputPart]) -> None:
-        """A stream turn's hand-off: into ``parts``, a fresh deque when it holds none."""
+        """Into ``parts`` (as a segment puts them), a fresh deque when the turn holds none."""
         queue = self.parts
         if queue is NO_PARTS:
             self.parts = deque(parts)
@@ -330,7 +331,7 @@ class Turn(CoreMachine[TurnResult]):
             queue.extend(parts)
 
     def _deliver(self, parts: list[OutputPart]) -> None:
-        self._hand_off()(parts)
+        (self._hand_off() or self._put_parts)(parts)
 
     def _run(self) -> Generator[None, None, TurnResult]:
         """The turn: its loop as it is, or wrapped in the retry of ``_retrying`` when a
