@@ -648,7 +648,11 @@ class Segment:
         assert chat_id is not None
         request = build_submit_tool_results(chat_id, list(fresh.values()))
         yield from self._submission(self.turn._rest(request, parse_submit_tool_results))
-        submitted.update(fresh)
+        submitted = session.submitted_tool_call_ids
+        if isinstance(submitted, set):
+            submitted.update(fresh)
+        else:  # the session's first submission
+            session.submitted_tool_call_ids = set(fresh)
 
     def _submission(self, call: Wait[Any]) -> Wait[Any]:
         """Run a submission request; a 4xx answer means it was not applied (D4), so the run
