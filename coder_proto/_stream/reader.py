@@ -712,11 +712,11 @@ class StreamReader:
                                     if self.consecutive_failures:
                                         self.consecutive_failures = 0
                                         self.backoff = self.policy.initial
-                                queue = self.events
+                                queue: Any = self.events
                                 if queue is NO_EVENTS:
                                     queue = self.events = _fresh_queue()
                                 queue.append(wire)
-                                queue.lazy = True  # type: ignore[attr-defined]
+                                queue.lazy = True
                                 return True
                         typed = typed_events(typed)
                 decoded: list[Any] = parse_untyped_frame(text) if typed is None else typed
@@ -840,7 +840,7 @@ class StreamReader:
                 append(event)
         self._last_hv, self._last_ga, self._last_seq = last_hv, last_ga, last_seq
         if lazy:
-            queue.lazy = True  # type: ignore[attr-defined]
+            queue.lazy = True
         if progress:
             # _progress, inline: once per frame, and frames often carry one event.
             self.progress_events += progress
