@@ -208,13 +208,24 @@ class StepResult:
     chat_id: str | None = None
 
 
+def _grown(items: Any, item: Any) -> list[Any]:
+    """``items`` with ``item`` appended: the list itself, or a new one for the shared empty
+    tuple a ``_StepBuilder`` starts its rarer kinds of parts with."""
+    if items:
+        items.append(item)
+        return items  # type: ignore[no-any-return]
+    return [item]
+
+
 class _StepBuilder:
     """Accumulates one segment's parts into a ``StepResult`` (G.6 generate buffering).
 
     Text and reasoning deltas are kept as the translator keeps its pending ones: the latest
     as received, the earlier ones joined into runs of ``PENDING_RUN``, so a long segment costs
     about one byte per character rather than one string object per delta. The joined result
-    is the same string either way."""
+    is the same string either way. The rarer parts (runs, tool calls and results, sources,
+    errors) are kept in a list from the first one on: an open, idle chat holds no empty list
+    for them (56 bytes each)."""
 
     __slots__ = (
         "errors",
@@ -230,13 +241,13 @@ class _StepBuilder:
 
     def __init__(self) -> None:
         self.text: list[str] = []
-        self.text_runs: list[str] = []
+        self.text_runs: Sequence[str] = ()
         self.reasoning: list[str] = []
-        self.reasoning_runs: list[str] = []
-        self.tool_calls: list[ToolCall] = []
-        self.tool_results: list[ToolResult] = []
-        self.sources: list[Source] = []
-        self.errors: list[ErrorPart] = []
+        self.reasoning_runs: Sequence[str] = ()
+        self.tool_calls: Sequence[ToolCall] = ()
+        self.tool_results: Sequence[ToolResult] = ()
+        self.sources: Sequence[Source] = ()
+        self.errors: Sequence[ErrorPart] = ()
         self.finish: Finish | None = None
 
     def add_all(self, parts: list[OutputPart], *, stop_at_error: bool) -> ErrorPart | None:
@@ -252,21 +263,21 @@ class _StepBuilder:
             if kind is TextDelta:
                 text.append(part.delta)  # type: ignore[union-attr]
                 if len(text) >= run:
-                    self.text_runs.append("".join(text))
+                    self.text_runs = _grown(self.text_runs, "".join(text))
                     text.clear()
             elif kind is ReasoningDelta:
                 reasoning.append(part.delta)  # type: ignore[union-attr]
                 if len(reasoning) >= run:
-                    self.reasoning_runs.append("".join(reasoning))
+                    self.reasoning_runs = _grown(self.reasoning_runs, "".join(reasoning))
                     reasoning.clear()
             elif kind is ToolCall:
-                self.tool_calls.append(part)  # type: ignore[arg-type]
+                self.tool_calls = _grown(self.tool_calls, part)
             elif kind is ToolResult:
-                self.tool_results.append(part)  # type: ignore[arg-type]
+                self.tool_results = _grown(self.tool_results, part)
             elif kind is Source:
-                self.sources.append(part)  # type: ignore[arg-type]
+                self.sources = _grown(self.sources, part)
             elif kind is ErrorPart:
-                self.errors.append(part)  # type: ignore[arg-type]
+                self.errors = _grown(self.errors, part)
                 if first_error is None:
                     first_error = part  # type: ignore[assignment]
                     if stop_at_error:
