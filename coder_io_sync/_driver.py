@@ -491,8 +491,12 @@ class TaskHandle(Generic[T]):
         deque (a stream-mode ``Turn``), an event in its ``events`` (a watch), or its end. At
         the run's deadline the machine is cancelled and ``TimeoutError`` raised."""
         machine = self.machine
-        queue = machine.parts if hasattr(machine, "parts") else machine.events
-        self._driver._wait(self, lambda: bool(queue) or self.done, self._deadline)
+        if hasattr(machine, "parts"):
+            # Read anew each time: an idle turn lets its empty deque go.
+            self._driver._wait(self, lambda: bool(machine.parts) or self.done, self._deadline)
+        else:
+            queue = machine.events
+            self._driver._wait(self, lambda: bool(queue) or self.done, self._deadline)
 
     def wait_until(self, predicate: Callable[[], bool], deadline: Deadline | None = None) -> None:
         """Drive until ``predicate()`` (called with the driver's lock held) is true or the
@@ -505,23 +509,22 @@ class TaskHandle(Generic[T]):
         the machine is done; the consumer's code runs between parts with nothing held. The
         final result or error is ``run.result()``."""
         machine = self.machine
-        parts = machine.parts
         take = self._driver._take
-        popleft = parts.popleft
         deadline = deadline or self._deadline
         while True:
             # One part at a time: a part this iterator has not yielded stays in the deque for
             # whichever lens reads next. A part that is there is taken without the lock (a
             # deque's ``popleft`` is atomic); the lock is for the question that needs it,
-            # whether an empty deque means the machine is done.
+            # whether an empty deque means the machine is done. The deque is read anew each
+            # time: an idle turn lets an empty one go (and puts nothing in it afterwards).
             try:
-                part = popleft()
+                part = machine.parts.popleft()
             except IndexError:
-                part, finished = take(parts, self)
+                part, finished = take(machine, self)
                 if part is None:
                     if finished:
                         return
-                    self._driver._wait(self, lambda: bool(parts) or self.done, deadline)
+                    self._driver._wait(self, lambda: bool(machine.parts) or self.done, deadline)
                     continue
             yield part
 
@@ -804,9 +807,11 @@ class Driver:
 
     # -- waiting -----------------------------------------------------------------------------
 
-    def _take(self, parts: collections.deque[Any], run: TaskHandle[Any]) -> tuple[Any, bool]:
-        """The next part (``None`` when there is none yet) and whether the run is done."""
+    def _take(self, machine: Any, run: TaskHandle[Any]) -> tuple[Any, bool]:
+        """The next part of ``machine`` (``None`` when there is none yet) and whether the run
+        is done."""
         with self._lock:
+            parts = machine.parts
             if parts:
                 return parts.popleft(), False
             return None, run.done

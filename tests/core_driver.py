@@ -513,6 +513,9 @@ class ScriptedReader:
     def next_deadline(self) -> float | None:
         return None
 
+    def release_events(self) -> None:
+        pass  # the scripted stream keeps its queue
+
 
 def chat_stub(chat_id: str = "chat-1", **fields: Any) -> dict[str, Any]:
     """The chat every unscripted route answers with (FORMAT 4.7, D25)."""

@@ -358,8 +358,10 @@ class AgentStream:
     async def _parts(self) -> AsyncIterator[OutputPart]:
         # ``TaskHandle.parts`` inline: one async generator step per part, not two.
         run = self._live()
-        parts = run.machine.parts
+        machine = run.machine
         while True:
+            # Read anew after each wait: an idle turn lets its empty deque go.
+            parts = machine.parts
             while parts:
                 yield parts.popleft()
             if run.done and not parts:
@@ -376,8 +378,9 @@ class AgentStream:
         # The parts loop of ``_parts`` inline: one async generator per open stream, not two,
         # and one step of it per delta.
         run = self._live()
-        parts = run.machine.parts
+        machine = run.machine
         while True:
+            parts = machine.parts
             while parts:
                 part = parts.popleft()
                 if type(part) is TextDelta:

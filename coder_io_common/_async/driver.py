@@ -247,8 +247,10 @@ class TaskHandle(Generic[T]):
     async def parts(self) -> AsyncIterator[Any]:
         """The machine's ``parts`` deque (a stream-mode ``Turn``), drained live in order until
         the machine is done. The final result or error is ``await run.result()``."""
-        parts = self.machine.parts
+        machine = self.machine
         while True:
+            # Read anew after each wait: an idle turn lets its empty deque go.
+            parts = machine.parts
             while parts:
                 yield parts.popleft()
             if self.done:

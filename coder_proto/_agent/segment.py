@@ -94,6 +94,7 @@ if TYPE_CHECKING:
     from .session_state import SessionState
 
 __all__ = [
+    "NO_PARTS",
     "STREAM_CLOSED_MESSAGE",
     "Segment",
     "StepResult",
@@ -118,6 +119,9 @@ EMPTY_CONTENT: Final = "the prompt has no content to send: give it some text or 
 #: The client tool names of a segment without client tools: one empty set for all of them
 #: (an empty ``frozenset`` is a new object of 216 bytes each time it is made).
 _NO_TOOL_NAMES: Final[frozenset[str]] = frozenset()
+#: A turn's ``parts`` while it holds none (``Turn.parts``): one empty deque shared by every
+#: turn, never written (the turn makes a fresh one for the next part).
+NO_PARTS: Final[deque[Any]] = deque()
 
 _EFFECTFUL_REASON: Final = (
     "the turn has server-side effects a replay would repeat (a workspace, MCP servers or "
@@ -204,13 +208,24 @@ class StepResult:
     chat_id: str | None = None
 
 
+def _grown(items: Any, item: Any) -> list[Any]:
+    """``items`` with ``item`` appended: the list itself, or a new one for the shared empty
+    tuple a ``_StepBuilder`` starts its rarer kinds of parts with."""
+    if items:
+        items.append(item)
+        return items  # type: ignore[no-any-return]
+    return [item]
+
+
 class _StepBuilder:
     """Accumulates one segment's parts into a ``StepResult`` (G.6 generate buffering).
 
     Text and reasoning deltas are kept as the translator keeps its pending ones: the latest
     as received, the earlier ones joined into runs of ``PENDING_RUN``, so a long segment costs
     about one byte per character rather than one string object per delta. The joined result
-    is the same string either way."""
+    is the same string either way. The rarer parts (runs, tool calls and results, sources,
+    errors) are kept in a list from the first one on: an open, idle chat holds no empty list
+    for them (56 bytes each)."""
 
     __slots__ = (
         "errors",
@@ -226,13 +241,13 @@ class _StepBuilder:
 
     def __init__(self) -> None:
         self.text: list[str] = []
-        self.text_runs: list[str] = []
+        self.text_runs: Sequence[str] = ()
         self.reasoning: list[str] = []
-        self.reasoning_runs: list[str] = []
-        self.tool_calls: list[ToolCall] = []
-        self.tool_results: list[ToolResult] = []
-        self.sources: list[Source] = []
-        self.errors: list[ErrorPart] = []
+        self.reasoning_runs: Sequence[str] = ()
+        self.tool_calls: Sequence[ToolCall] = ()
+        self.tool_results: Sequence[ToolResult] = ()
+        self.sources: Sequence[Source] = ()
+        self.errors: Sequence[ErrorPart] = ()
         self.finish: Finish | None = None
 
     def add_all(self, parts: list[OutputPart], *, stop_at_error: bool) -> ErrorPart | None:
@@ -248,21 +263,21 @@ class _StepBuilder:
             if kind is TextDelta:
                 text.append(part.delta)  # type: ignore[union-attr]
                 if len(text) >= run:
-                    self.text_runs.append("".join(text))
+                    self.text_runs = _grown(self.text_runs, "".join(text))
                     text.clear()
             elif kind is ReasoningDelta:
                 reasoning.append(part.delta)  # type: ignore[union-attr]
                 if len(reasoning) >= run:
-                    self.reasoning_runs.append("".join(reasoning))
+                    self.reasoning_runs = _grown(self.reasoning_runs, "".join(reasoning))
                     reasoning.clear()
             elif kind is ToolCall:
-                self.tool_calls.append(part)  # type: ignore[arg-type]
+                self.tool_calls = _grown(self.tool_calls, part)
             elif kind is ToolResult:
-                self.tool_results.append(part)  # type: ignore[arg-type]
+                self.tool_results = _grown(self.tool_results, part)
             elif kind is Source:
-                self.sources.append(part)  # type: ignore[arg-type]
+                self.sources = _grown(self.sources, part)
             elif kind is ErrorPart:
-                self.errors.append(part)  # type: ignore[arg-type]
+                self.errors = _grown(self.errors, part)
                 if first_error is None:
                     first_error = part  # type: ignore[assignment]
                     if stop_at_error:
@@ -308,7 +323,7 @@ class SegmentOutcome:
 class Segment:
     """One segment run by ``turn``, the machine it runs in (see the module docstring): it
     works on ``session`` in ``mode`` (``"generate"`` or ``"stream"``) and hands its output
-    parts to ``deliver``."""
+    parts to ``deliver`` (``None``: straight into the turn's ``parts``)."""
 
     __slots__ = (
         "_hand_on",
@@ -346,7 +361,7 @@ class Segment:
         *,
         session: SessionState,
         mode: str,
-        deliver: Callable[[list[OutputPart]], None],
+        deliver: Callable[[list[OutputPart]], None] | None,
         messages: Sequence[Message] = (),
         tools: Sequence[DynamicTool] = (),
         warnings: Sequence[str] = (),
@@ -644,7 +659,11 @@ class Segment:
         assert chat_id is not None
         request = build_submit_tool_results(chat_id, list(fresh.values()))
         yield from self._submission(self.turn._rest(request, parse_submit_tool_results))
-        submitted.update(fresh)
+        submitted = session.submitted_tool_call_ids
+        if isinstance(submitted, set):
+            submitted.update(fresh)
+        else:  # the session's first submission
+            session.submitted_tool_call_ids = set(fresh)
 
     def _submission(self, call: Wait[Any]) -> Wait[Any]:
         """Run a submission request; a 4xx answer means it was not applied (D4), so the run
@@ -843,11 +862,22 @@ class Segment:
                     continue
                 else:
                     # ``turn._wait()`` inline: an open, idle chat waits here, and a generator
-                    # of its own would stay suspended (and allocated) the whole time.
+                    # of its own would stay suspended (and allocated) the whole time. Nor
+                    # does it keep empty queues (an empty deque keeps a block of 64 slots):
+                    # the turn's parts once its consumer took them all, and the reader's
+                    # events once something else than live deltas came (the stream may stay
+                    # quiet now; in full flow, the reader keeps its queue). The next part or
+                    # event makes a fresh one.
+                    if not turn.parts:
+                        turn.parts = NO_PARTS
+                    if not quiet:
+                        reader.release_events()
+                        events = reader.events  # the queue let go is not held here either
                     turn.quiet = quiet
                     yield
                     turn.quiet = False
                     quiet = True
+                    events = reader.events
                     turn._check_interruptions()
                     continue
 
@@ -925,7 +955,18 @@ class Segment:
                 raise error.exception()
             if self.settle_error is None:
                 self.settle_error = error.exception()
-        self._hand_on(parts)
+        hand_on = self._hand_on
+        if hand_on is None:
+            # Straight into the turn's ``parts``, with no call of its own per delivery; a
+            # fresh deque when the turn holds none (the read loop let an empty one go).
+            turn: Any = self.turn
+            queue = turn.parts
+            if queue is NO_PARTS:
+                turn.parts = deque(parts)
+            else:
+                queue.extend(parts)
+        else:
+            hand_on(parts)
 
     # -- errors and teardown -----------------------------------------------------------------
 

@@ -22,6 +22,7 @@ import itertools
 import logging
 import math
 from collections.abc import Callable, Iterable
+from collections.abc import Set as AbstractSet
 from typing import Any, Final, Protocol
 
 import attrs
@@ -55,6 +56,8 @@ logger = logging.getLogger("coder_proto")
 
 #: The largest timer JavaScript accepts, in seconds (H.2: +inf and huge values clamp here).
 MAX_TIMER: Final = (2**31 - 1) / 1000.0
+#: A session's ``submitted_tool_call_ids`` before its first submission.
+_NO_IDS: Final[frozenset[str]] = frozenset()
 
 
 def sanitize_duration(value: object, default: float) -> float:
@@ -289,8 +292,9 @@ class SessionState:
         #: The last chat a turn ran on; survives ``reset_session`` (H.1).
         self.last_known_chat_id: str | None = config.chat_id
         self._stranded: dict[str, None] = {}
-        #: Client tool call ids whose results were submitted (a live set, A.7).
-        self.submitted_tool_call_ids: set[str] = set()
+        #: Client tool call ids whose results were submitted (a live set, A.7); one empty
+        #: set shared by every session until its first submission (an empty set is 216 bytes).
+        self.submitted_tool_call_ids: AbstractSet[str] = _NO_IDS
         #: Called with the chat id right after a turn's create call answered, before the
         #: stream opens (durable steps checkpoint the chat then, D28). Must not raise.
         self.on_chat_created: Callable[[str], None] | None = None
@@ -369,7 +373,9 @@ class SessionState:
         running segment is reading stays with that segment, which closes it when it ends."""
         self._chat_id = None
         self._last_seen = 0
-        self.submitted_tool_call_ids.clear()
+        submitted = self.submitted_tool_call_ids
+        if isinstance(submitted, set):
+            submitted.clear()  # in place: a running segment reads the same set
         self.last_status = None
         return self.close_paused_stream(now)
 

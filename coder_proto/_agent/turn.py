@@ -46,7 +46,7 @@ from .._rest.routes import check_positive_id
 from .._stream.usage import sum_usage
 from .._wire.chats import DynamicTool, ToolResultInput
 from .prompt import Message, NewTurn, Noop, Resume, classify_prompt, normalize_prompt
-from .segment import NOOP_PROMPT, Segment, StepResult
+from .segment import NO_PARTS, NOOP_PROMPT, Segment, StepResult
 from .session_state import ChatGate
 
 if TYPE_CHECKING:
@@ -193,8 +193,10 @@ class Turn(CoreMachine[TurnResult]):
             tuple(tools) if tools is not None else session.config.tools
         )
         self.warnings = tuple(warnings)
-        #: Output parts for a stream consumer, in order (stream mode only); drain them live.
-        self.parts: deque[OutputPart] = deque()
+        #: Output parts for a stream consumer, in order (stream mode only); drain them live,
+        #: reading ``parts`` anew after each step: an idle turn lets an empty deque go
+        #: (``NO_PARTS``, shared, stands for it) and makes a fresh one for the next part.
+        self.parts: deque[OutputPart] = NO_PARTS
         #: The turn waits in a segment's read loop and its last step only delivered parts
         #: of live deltas: it has no new action or deadline (``Connection.socket_data``).
         self.quiet = False
@@ -311,16 +313,25 @@ class Turn(CoreMachine[TurnResult]):
         self._held_error = error
         self._step(now)
 
-    def _hand_off(self) -> Callable[[list[OutputPart]], None]:
-        """Where the turn's parts go as they are produced: straight into ``parts``, the deque
-        a stream consumer drains, with no step of the turn's own in between; a generate turn
-        keeps them only in its steps."""
+    def _hand_off(self) -> Callable[[list[OutputPart]], None] | None:
+        """Where the turn's parts go as they are produced: ``None`` for a stream turn, whose
+        segment puts them straight into ``parts``, the deque a stream consumer drains, with
+        no step or call of the turn's own in between; a generate turn keeps them only in its
+        steps."""
         if self.mode == "stream":
-            return self.parts.extend
+            return None
         return _drop_parts
 
+    def _put_parts(self, parts: list[OutputPart]) -> None:
+        """Into ``parts`` (as a segment puts them), a fresh deque when the turn holds none."""
+        queue = self.parts
+        if queue is NO_PARTS:
+            self.parts = deque(parts)
+        else:
+            queue.extend(parts)
+
     def _deliver(self, parts: list[OutputPart]) -> None:
-        self._hand_off()(parts)
+        (self._hand_off() or self._put_parts)(parts)
 
     def _run(self) -> Generator[None, None, TurnResult]:
         """The turn: its loop as it is, or wrapped in the retry of ``_retrying`` when a

@@ -198,6 +198,7 @@ _deque_popleft = collections.deque.popleft
 _deque_pop = collections.deque.pop
 _deque_getitem = collections.deque.__getitem__
 _deque_setitem = collections.deque.__setitem__
+_deque_new = collections.deque.__new__
 
 
 class EventQueue(collections.deque):  # type: ignore[type-arg]
@@ -279,6 +280,19 @@ for _name in (
 ):
     setattr(EventQueue, _name, _materializing(_name))
 del _name
+
+
+def _fresh_queue() -> EventQueue:
+    """An empty ``EventQueue``, without the Python ``__init__`` (a reader makes one for the
+    first event after it let its queue go)."""
+    queue: EventQueue = _deque_new(EventQueue)
+    queue.lazy = False
+    return queue
+
+
+#: A reader's ``events`` while it holds no queue (``StreamReader.release_events``): one empty
+#: queue shared by every reader, never written (the reader makes a fresh one for the next event).
+NO_EVENTS: Final = _fresh_queue()
 
 
 # Reader states. "connecting": OpenConnection issued; "handshake": upgrade request written;
@@ -387,8 +401,10 @@ class StreamReader:
         self._max_message_size = max_message_size
         self._sink = sink if sink is not None and sink.enabled else None
 
-        #: Forwarded stream events in arrival order; the consumer pops them.
-        self.events: collections.deque[StreamEvent] = EventQueue()
+        #: Forwarded stream events in arrival order; the consumer pops them. Read it anew
+        #: after each step: the reader lets an empty queue go (``release_events``) and makes
+        #: a fresh one for the next event.
+        self.events: collections.deque[StreamEvent] = _fresh_queue()
         self.error: CoderAgentError | None = None
         #: The connection number; 1 for the first dial, +1 per redial.
         self.attempt = 0
@@ -449,6 +465,13 @@ class StreamReader:
         """When ``tick`` must be called (the end of the backoff wait or of the dial's bound),
         or ``None``."""
         return self._deadline
+
+    def release_events(self) -> None:
+        """Let the event queue go: ``events`` is ``NO_EVENTS`` until the next event makes a
+        fresh queue. The consumer calls it once it took every event and the stream may stay
+        quiet for a while: an empty ``deque`` keeps a block of 64 slots (about 0.75 KiB an
+        open, idle chat would hold)."""
+        self.events = NO_EVENTS
 
     # -- inputs ----------------------------------------------------------------------------
 
@@ -689,9 +712,11 @@ class StreamReader:
                                     if self.consecutive_failures:
                                         self.consecutive_failures = 0
                                         self.backoff = self.policy.initial
-                                queue = self.events
+                                queue: Any = self.events
+                                if queue is NO_EVENTS:
+                                    queue = self.events = _fresh_queue()
                                 queue.append(wire)
-                                queue.lazy = True  # type: ignore[attr-defined]
+                                queue.lazy = True
                                 return True
                         typed = typed_events(typed)
                 decoded: list[Any] = parse_untyped_frame(text) if typed is None else typed
@@ -713,6 +738,8 @@ class StreamReader:
             self._parse_failure(cause)
             return False
         queue = self.events
+        if queue is NO_EVENTS:
+            queue = self.events = _fresh_queue()
         append = queue.append
         # The episode high-water mark and the progress count live in locals for the loop:
         # a frame carries up to 256 deltas (wire 4.2) and this is the per-delta cost.
@@ -813,7 +840,7 @@ class StreamReader:
                 append(event)
         self._last_hv, self._last_ga, self._last_seq = last_hv, last_ga, last_seq
         if lazy:
-            queue.lazy = True  # type: ignore[attr-defined]
+            queue.lazy = True
         if progress:
             # _progress, inline: once per frame, and frames often carry one event.
             self.progress_events += progress

@@ -78,17 +78,20 @@ class ReaderLike(Protocol):
 
     def next_deadline(self) -> float | None: ...
 
+    # The segment took every event and the stream may stay quiet: the reader may let its
+    # queue go (``events`` is read anew after each step).
+    def release_events(self) -> None: ...
+
 
 class SessionStream:
     """One turn stream as the session holds it (H.6)."""
 
     __slots__ = (
         "_conn_ids",
+        "_conns",
         "_max_buffered",
         "_observer",
         "_pause_limit",
-        "_to_global",
-        "_to_local",
         "after_id",
         "attached",
         "chat_id",
@@ -117,8 +120,10 @@ class SessionStream:
         #: The dial cursor fixed at creation; a resume that attaches inherits it (B.3).
         self.after_id = after_id
         self._conn_ids = conn_ids
-        self._to_global: dict[int, int] = {}
-        self._to_local: dict[int, int] = {}
+        #: The reader's connections in dial order, each its own id then the session's:
+        #: ``(local, global, local, global, ...)``. A stream dials once or a few times, and
+        #: two dicts would keep about 450 bytes for one connection.
+        self._conns: tuple[int, ...] = ()
         self._pause_limit = pause_limit
         self._max_buffered = max_buffered
         self.attached = True
@@ -205,42 +210,54 @@ class SessionStream:
     def upgrade_sent(self, conn_id: int, target: str, now: float) -> None:
         observer = self._observer
         assert observer is not None  # the reader reports here only while there is one
-        observer.upgrade_sent(self._to_global.get(conn_id, -1), target, now)
+        observer.upgrade_sent(self._global_id(conn_id), target, now)
 
     def ws_events(self, conn_id: int, events: Sequence[WsEvent], now: float) -> None:
         observer = self._observer
         assert observer is not None  # the reader reports here only while there is one
-        observer.ws_events(self._to_global.get(conn_id, -1), events, now)
+        observer.ws_events(self._global_id(conn_id), events, now)
 
     # -- I/O ---------------------------------------------------------------------------------
 
     def owns(self, conn_id: int) -> bool:
-        return conn_id in self._to_local
+        return self.reader_conn_id(conn_id) is not None
 
     def reader_conn_id(self, conn_id: int) -> int | None:
         """The reader's own id of the session's connection ``conn_id`` (``None``: not one of
         this stream's)."""
-        return self._to_local.get(conn_id)
+        conns = self._conns
+        for index in range(len(conns) - 1, 0, -2):
+            if conns[index] == conn_id:
+                return conns[index - 1]
+        return None
+
+    def _global_id(self, local: int) -> int:
+        """The session's id of the reader's connection ``local`` (-1: not one it opened)."""
+        conns = self._conns
+        for index in range(len(conns) - 2, -1, -2):
+            if conns[index] == local:
+                return conns[index + 1]
+        return -1
 
     def connection_made(self, conn_id: int, now: float) -> None:
-        local = self._to_local.get(conn_id)
+        local = self.reader_conn_id(conn_id)
         if local is not None:
             self.reader.connection_made(local, now)
 
     def connection_failed(self, conn_id: int, message: str, now: float) -> None:
-        local = self._to_local.get(conn_id)
+        local = self.reader_conn_id(conn_id)
         if local is not None:
             self.reader.connection_failed(local, message, now)
             self.check_pause_limits(now)
 
     def data_received(self, conn_id: int, data: bytes, now: float) -> None:
-        local = self._to_local.get(conn_id)
+        local = self.reader_conn_id(conn_id)
         if local is not None:
             self.reader.data_received(local, data, now)
             self.check_pause_limits(now)
 
     def connection_lost(self, conn_id: int, now: float) -> None:
-        local = self._to_local.get(conn_id)
+        local = self.reader_conn_id(conn_id)
         if local is not None:
             self.reader.connection_lost(local, now)
             self.check_pause_limits(now)
@@ -266,11 +283,10 @@ class SessionStream:
         for action in actions:
             if isinstance(action, OpenConnection):
                 conn_id = self._conn_ids()
-                self._to_global[action.conn_id] = conn_id
-                self._to_local[conn_id] = action.conn_id
+                self._conns += (action.conn_id, conn_id)
                 out.append(attrs.evolve(action, conn_id=conn_id))
             elif isinstance(action, SendData | CloseConnection):
-                conn_id = self._to_global.get(action.conn_id, -1)
+                conn_id = self._global_id(action.conn_id)
                 if conn_id >= 0:
                     out.append(attrs.evolve(action, conn_id=conn_id))
             else:  # pragma: no cover - readers only speak connection actions

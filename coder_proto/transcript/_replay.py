@@ -209,7 +209,7 @@ class _RecordingTurn(Turn):
         super().__init__(session, prompt, **kw)
 
     def _hand_off(self) -> Callable[[list[OutputPart]], None]:
-        hand_on = super()._hand_off()
+        hand_on = super()._hand_off() or self._put_parts
         collected = self.collected
 
         def deliver(parts: list[OutputPart]) -> None:

@@ -483,7 +483,7 @@ def test_a_healthy_pause_keeps_the_stream_and_the_resume_reads_it() -> None:
 def test_only_results_not_yet_submitted_are_posted() -> None:
     h = Harness()
     pause(h, "c1", "c2")
-    h.session.submitted_tool_call_ids.add("c1")
+    h.session.submitted_tool_call_ids = {"c1"}
     h.segment(resume_prompt(("c1", 1), ("c2", 2), ("c2", 3)), tools=(weather_tool(),))
     assert h.bodies("submit_tool_results") == [
         {"results": [{"tool_call_id": "c2", "output": 2, "is_error": False}]}
@@ -493,7 +493,7 @@ def test_only_results_not_yet_submitted_are_posted() -> None:
 def test_an_empty_fresh_set_posts_nothing_and_still_streams() -> None:
     h = Harness()
     pause(h)
-    h.session.submitted_tool_call_ids.add("c1")
+    h.session.submitted_tool_call_ids = {"c1"}
     turn = h.segment(resume_prompt(("c1", 1)), tools=(weather_tool(),))
     assert h.count("submit_tool_results") == 0
     h.send(status("running"), message(4, "done"), status("waiting"))
@@ -539,7 +539,7 @@ def test_a_rest_failure_before_acquisition_closes_the_paused_stream() -> None:
 def test_the_prefix_is_preflighted_before_a_dial_when_still_unknown() -> None:
     """Wire 1.5: a resume that posts nothing has not locked the prefix yet."""
     h = Harness(chat_id=CHAT, last_seen_message_id=5)
-    h.session.submitted_tool_call_ids.add("c1")
+    h.session.submitted_tool_call_ids = {"c1"}
     h.segment(resume_prompt(("c1", 1)), tools=(weather_tool(),))
     assert h.routes() == ["GET /api/v2/chats"]
     assert h.driver.requests()[0].op == "stream_events"
@@ -553,7 +553,7 @@ def test_a_failed_preflight_fails_the_segment() -> None:
         last_seen_message_id=5,
         rest={"GET /api/v2/chats": Respond(401, {"message": "bad token"})},
     )
-    h.session.submitted_tool_call_ids.add("c1")
+    h.session.submitted_tool_call_ids = {"c1"}
     turn = h.segment(resume_prompt(("c1", 1)))
     assert isinstance(turn.error, CoderApiError) and turn.error.status == 401
     assert h.driver.sockets == []

@@ -120,11 +120,13 @@ def test_the_cursor_only_moves_forward_until_a_reset() -> None:
     assert session.last_seen_message_id == 10
     session.advance_cursor(12)
     assert session.last_seen_message_id == 12
-    session.submitted_tool_call_ids.add("t1")
+    submitted = {"t1"}
+    session.submitted_tool_call_ids = submitted
     session.add_stranded("old")
     assert session.reset_session(0.0) == []
     assert session.chat_id is None and session.last_seen_message_id is None
-    assert session.submitted_tool_call_ids == set()
+    # Cleared in place: a running segment's translator reads the same set (A.7).
+    assert session.submitted_tool_call_ids is submitted and submitted == set()
     # A reset keeps the cleanup targets and adds nothing to the ledger.
     assert session.last_known_chat_id == "c1" and session.stranded_chat_ids == ("old",)
 

@@ -21,6 +21,7 @@ from coder_proto import (
     InvokeTools,
     StreamStart,
     TextContent,
+    TextDelta,
     ToolCall,
     ToolMessage,
     ToolResult,
@@ -29,7 +30,9 @@ from coder_proto import (
     UserMessage,
 )
 from coder_proto._actions import ToolOutcome
+from coder_proto._agent.segment import NO_PARTS
 from coder_proto._agent.turn import MISSING_RESULT_MESSAGE, Turn, normalize_outcomes
+from coder_proto._stream.reader import NO_EVENTS
 from tests.core_driver import (
     CHAT,
     Harness,
@@ -419,6 +422,49 @@ def test_stream_mode_delivers_client_tool_results_between_segments() -> None:
     index = parts.index(results[0])
     assert isinstance(parts[index - 1], Finish) and isinstance(parts[index + 1], StreamStart)
     assert turn.result().steps[0].tool_results == (results[0],)
+
+
+@pytest.mark.parametrize("observed", [True, False], ids=["transport-events", "bare"])
+def test_an_idle_stream_turn_holds_no_empty_queue_and_delivers_what_comes_next(
+    observed: bool,
+) -> None:
+    """An open, idle chat keeps no empty deque (each keeps a block of 64 slots): once the
+    consumer took the parts and something other than live deltas came, ``turn.parts`` is the
+    shared empty ``NO_PARTS`` and the reader's queue the shared ``NO_EVENTS``. What comes next
+    arrives in fresh ones and the consumer, reading ``turn.parts`` anew, sees all of it in
+    order; while deltas flow the reader keeps its queue."""
+    h = Harness(observe=observed)
+    turn = h.stream("hi")
+    taken: list[Any] = []
+
+    def take() -> None:
+        while turn.parts:
+            taken.append(turn.parts.popleft())
+
+    take()
+    assert taken == [StreamStart()]
+    h.send(status("running"))
+    assert turn.segment is not None and turn.segment.stream is not None
+    reader = turn.segment.stream.reader
+    assert turn.parts is NO_PARTS and reader.events is NO_EVENTS
+    h.send(delta("Hel", 1))  # one delta in a frame: the reader's quick way when not observed
+    assert turn.parts is not NO_PARTS and reader.events is not NO_EVENTS
+    h.send(delta("lo", 2), delta("!", 3))
+    assert reader.events is not NO_EVENTS  # deltas in full flow: the queue is kept
+    take()
+    h.send(message(50, "Hello!"), status("waiting"))
+    take()
+    assert [p.delta for p in taken if isinstance(p, TextDelta)] == ["Hel", "lo", "!"]
+    assert isinstance(taken[0], StreamStart) and isinstance(taken[-1], Finish)
+    assert turn.result().text == "Hello!"
+    assert not NO_PARTS and not NO_EVENTS  # never written
+
+
+def test_a_generate_turn_never_makes_a_parts_deque() -> None:
+    h = Harness()
+    turn = h.generate("hi")
+    h.send(status("running"), delta("ok", 1), message(50, "ok"), status("waiting"))
+    assert turn.result().text == "ok" and turn.parts is NO_PARTS
 
 
 def test_stream_mode_reports_a_run_error_in_the_result_instead_of_raising() -> None:
