@@ -535,26 +535,16 @@ def _file(block: Mapping[str, Any]) -> _File:
         url = image.get("url") if isinstance(image, Mapping) else image
         return _from_url(url, None, filename)
     nested = block.get("file")
-    if kind == "file" and isinstance(nested, Mapping):  # OpenAI chat format
-        name = nested.get("filename") if isinstance(nested.get("filename"), str) else filename
-        if "file_id" in nested:
-            return _by_id(nested["file_id"])
-        data = nested.get("file_data")
-        if isinstance(data, str) and data.startswith("data:"):
-            return _from_url(data, None, name)
-        return _checked(_decode(data), None, name)
+    if kind == "file" and isinstance(nested, Mapping):
+        # OpenAI's chat-format file whose data is bare base64 (LangChain turns a data: URL
+        # or a file id into the standard block itself): the name gives the media type.
+        name = nested.get("filename")
+        return _checked(_decode(nested.get("file_data")), None, name)
     source = block.get("source")
     if isinstance(source, Mapping):  # Anthropic's form
         if source.get("type") == "base64":
             return _checked(_decode(source.get("data")), source.get("media_type"), filename)
         return _from_url(source.get("url"), source.get("media_type"), filename)
-    source_type = block.get("source_type")
-    if source_type is not None:  # LangChain's earlier form
-        if source_type == "base64":
-            return _checked(_decode(block.get("data")), mime_type, filename)
-        if source_type == "id":
-            return _by_id(block.get("id"))
-        return _from_url(block.get("url"), mime_type, filename)
     if "file_id" in block:
         return _by_id(block["file_id"])
     if "base64" in block:
@@ -565,12 +555,10 @@ def _file(block: Mapping[str, Any]) -> _File:
 
 
 def _filename(block: Mapping[str, Any]) -> str | None:
-    for holder in (block, block.get("extras"), block.get("metadata")):
-        if isinstance(holder, Mapping):
-            for key in ("filename", "name"):
-                value = holder.get(key)
-                if isinstance(value, str) and value:
-                    return value
+    """The block's file name: its own or among its extras (where LangChain keeps it)."""
+    for holder in (block, block.get("extras")):
+        if isinstance(holder, Mapping) and isinstance(holder.get("filename"), str):
+            return str(holder["filename"]) or None
     return None
 
 
@@ -655,16 +643,13 @@ async def _attach(agent: CoderAgent, parts: list[_Part]) -> Any:
 
 
 def _merge(parts: Sequence[_Part]) -> list[_Part]:
-    """Adjacent texts joined, empty ones dropped."""
+    """Adjacent texts joined (empty text is dropped on the wire, P.3)."""
     out: list[_Part] = []
     for part in parts:
-        if isinstance(part, str):
-            if not part:
-                continue
-            if out and isinstance(out[-1], str):
-                out[-1] += part
-                continue
-        out.append(part)
+        if isinstance(part, str) and out and isinstance(out[-1], str):
+            out[-1] += part
+        else:
+            out.append(part)
     return out
 
 
@@ -704,13 +689,7 @@ def _prompt(new: Sequence[BaseMessage], *, fresh: bool, history: Sequence[BaseMe
         if last_user is None:
             raise CoderAgentError("the messages hold no user message to send to the Coder chat")
         earlier = turns[:last_user] if fresh else []
-        latest = []
-        for index, message in enumerate(
-            m for m in turns[last_user:] if isinstance(m, HumanMessage)
-        ):
-            if index:
-                latest.append("\n\n")
-            latest += _blocks(message, files=True)
+        latest = _blocks(turns[last_user], files=True)
     parts: list[_Part] = []
     if earlier:
         parts.append("The conversation so far:\n")
