@@ -43,7 +43,10 @@ def _replaced(reason: str) -> Callable[[Callable[..., None]], Callable[..., None
     """Mark a standard test replaced by one of ours, with the reason. The suites want every
     replacement marked xfail with a reason; the false condition keeps the replacement an
     ordinary test that must pass."""
-    return pytest.mark.xfail(False, reason=reason)
+    mark: Callable[[Callable[..., None]], Callable[..., None]] = pytest.mark.xfail(
+        False, reason=reason
+    )
+    return mark
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -168,9 +171,7 @@ class TestChatCoderIntegration(_Closing, ChatModelIntegrationTests):
         reason="the standard test downloads its PDF from the internet; this one makes it "
         "locally and checks the file the chat's user message carries"
     )
-    def test_pdf_inputs(  # type: ignore[override]
-        self, model: ChatCoder, coder_server: FakeCoderServer
-    ) -> None:
+    def test_pdf_inputs(self, model: ChatCoder, coder_server: FakeCoderServer) -> None:
         """The standard test's calls (LangChain's file block, OpenAI's chat-format file) with
         a PDF made here instead of one fetched from the internet: each becomes a file part of
         the chat's user message, after its text."""
@@ -196,9 +197,7 @@ class TestChatCoderIntegration(_Closing, ChatModelIntegrationTests):
         reason="the standard test downloads its image from the internet; this one makes it "
         "locally and checks the file the chat's user message carries"
     )
-    def test_image_inputs(  # type: ignore[override]
-        self, model: ChatCoder, coder_server: FakeCoderServer
-    ) -> None:
+    def test_image_inputs(self, model: ChatCoder, coder_server: FakeCoderServer) -> None:
         """The standard test's calls (OpenAI's chat-format data URL, LangChain's base64 image
         block) with a PNG made here instead of one fetched from the internet: each becomes a
         file part of the chat's user message, after its text. Image URLs are not fetched
