@@ -12,18 +12,29 @@ All Coder I/O of one ``ChatCoder`` runs on an event loop of its own (one thread)
 sync and async entry points (``invoke`` / ``ainvoke``, ``stream`` / ``astream``) share the
 conversations' chats and their paused streams. Cancelling an async call interrupts the run on
 the server, as cancelling ``CoderAgent.generate`` does.
+
+Images and files in a user message (LangChain's standard blocks, their ``source_type`` forms and
+OpenAI's chat format) become Coder chat attachments: their bytes (base64 or a ``data:`` URL)
+are checked against the attachment rules before any request, uploaded once per distinct
+content and call, and sent as file parts of the message beside its text, in order; a block
+naming a Coder file id is sent as that file. Remote URLs are not fetched, and audio and video
+have no Coder counterpart: both are refused before anything is sent.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import json
 import os
 import queue
+import re
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeAlias, TypeVar
+from urllib.parse import unquote_to_bytes, urlsplit
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
@@ -48,9 +59,11 @@ from langchain_core.utils.pydantic import is_basemodel_subclass
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, model_validator
 
 from coder_io_asyncio import (
+    Attachment,
     CoderAgent,
     CoderAgentError,
     CoderChatClient,
+    FileContent,
     GenerateResult,
     TextDelta,
     Tool,
@@ -58,6 +71,7 @@ from coder_io_asyncio import (
     Usage,
 )
 from coder_io_asyncio import ToolMessage as CoderToolMessage
+from coder_proto.adapter import check_attachment_size
 
 __all__ = ["ChatCoder"]
 
@@ -290,15 +304,17 @@ class ChatCoder(BaseChatModel):
         try:
             chat_id, cursor, new = _split_history(messages)
             output = kwargs.get("coder_output")
+            # Every block is checked here, before a chat or an upload exists.
+            parts = _prompt(new, fresh=chat_id is None or output is not None, history=messages)
             if output is not None:
-                message = await self._structured(messages, output, kwargs.get("model"))
+                message = await self._structured(messages, parts, output, kwargs.get("model"))
                 if put is not None:
                     put(_as_chunk(message))
                 return message
-            prompt = _prompt(new, fresh=chat_id is None, history=messages)
             agent, model_name = self._agent_for(
                 chat_id, cursor, messages, kwargs.get("tools") or (), kwargs.get("model")
             )
+            prompt = await _attach(agent, parts)
             async with agent.segment(prompt) as stream:
                 async for part in stream:
                     if put is not None and isinstance(part, TextDelta) and part.delta:
@@ -341,7 +357,11 @@ class ChatCoder(BaseChatModel):
         return agent, model or "coder"
 
     async def _structured(
-        self, messages: Sequence[BaseMessage], function: Mapping[str, Any], model: str | None
+        self,
+        messages: Sequence[BaseMessage],
+        parts: list[_Part],
+        function: Mapping[str, Any],
+        model: str | None,
     ) -> AIMessage:
         schema = dict(function.get("parameters") or {"type": "object"})
         async with CoderAgent(
@@ -354,8 +374,7 @@ class ChatCoder(BaseChatModel):
             output_type=schema,
             **self.agent_kwargs,
         ) as agent:
-            _chat, _cursor, new = _split_history(messages)
-            result = await agent.generate(_prompt(new, fresh=True, history=messages))
+            result = await agent.generate(await _attach(agent, parts))
         message = _answer(result, model or self.model or "coder")
         message.tool_calls = [
             {
@@ -429,28 +448,215 @@ def _split_history(
 
 
 def _text(message: BaseMessage) -> str:
+    """The text of a message that can carry nothing else (system, assistant and tool
+    messages): an image or file there has no place in a Coder chat."""
+    texts: list[str] = []
+    for part in _blocks(message, files=False):
+        assert isinstance(part, str)
+        texts.append(part)
+    return "".join(texts)
+
+
+def _blocks(message: BaseMessage, *, files: bool) -> list[_Part]:
+    """A message's content in order: its text, and (``files``) the images and files it
+    carries, each checked against the attachment rules."""
     content = message.content
     if isinstance(content, str):
-        return content
-    texts: list[str] = []
+        return [content]
+    out: list[_Part] = []
     for block in content:
         if isinstance(block, str):
-            texts.append(block)
+            out.append(block)
         elif block.get("type") == "text":
-            texts.append(str(block.get("text", "")))
+            out.append(str(block.get("text", "")))
         elif block.get("type") in _CALL_BLOCKS:
             continue  # an answer's calls, also in its tool_calls
+        elif block.get("type") in _FILE_BLOCKS:
+            if not files:
+                raise CoderAgentError(
+                    f"a {block.get('type')!r} content block cannot be sent to a Coder chat: "
+                    f"only user messages carry images and files, not {message.type} messages"
+                )
+            out.append(_file(block))
         else:
             raise CoderAgentError(
                 f"a {block.get('type')!r} content block cannot be sent to a Coder chat: "
-                "only text reaches the chat from LangChain messages"
+                "only text, images and files reach the chat from LangChain messages"
             )
-    return "".join(texts)
+    return out
+
+
+#: LangChain's image, file, audio and video blocks (standard, ``source_type`` and OpenAI
+#: chat forms); audio and video are refused.
+_FILE_BLOCKS = frozenset(
+    {"image", "file", "image_url", "text-plain", "audio", "input_audio", "video"}
+)
+_AUDIO_BLOCKS = frozenset({"audio", "input_audio", "video"})
+
+
+class _File:
+    """An image or file of a user message: bytes to upload, or a Coder file id."""
+
+    __slots__ = ("data", "file_id", "filename", "media_type")
+
+    def __init__(
+        self,
+        *,
+        data: bytes | None = None,
+        media_type: str | None = None,
+        filename: str | None = None,
+        file_id: str | None = None,
+    ) -> None:
+        self.data, self.media_type, self.filename, self.file_id = (
+            data,
+            media_type,
+            filename,
+            file_id,
+        )
+
+
+_Part: TypeAlias = "str | _File"
+_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.IGNORECASE)
+
+
+def _file(block: Mapping[str, Any]) -> _File:
+    """One image or file block as a checked attachment (wire 7: allowlisted media types,
+    10 MiB), before anything is sent."""
+    kind = block.get("type")
+    if kind in _AUDIO_BLOCKS:
+        raise CoderAgentError(
+            f"a {kind!r} content block cannot be sent to a Coder chat: "
+            "Coder chat attachments take no audio or video (images, PDF and text files only)"
+        )
+    filename = _filename(block)
+    mime_type = block.get("mime_type")
+    if kind == "image_url":  # OpenAI chat format
+        image = block.get("image_url")
+        url = image.get("url") if isinstance(image, Mapping) else image
+        return _from_url(url, None, filename)
+    nested = block.get("file")
+    if kind == "file" and isinstance(nested, Mapping):
+        # OpenAI's chat-format file whose data is bare base64 (LangChain turns a data: URL
+        # or a file id into the standard block itself): the name gives the media type.
+        name = nested.get("filename")
+        return _checked(_decode(nested.get("file_data")), None, name)
+    source = block.get("source")
+    if isinstance(source, Mapping):  # Anthropic's form
+        if source.get("type") == "base64":
+            return _checked(_decode(source.get("data")), source.get("media_type"), filename)
+        return _from_url(source.get("url"), source.get("media_type"), filename)
+    if "file_id" in block:
+        return _by_id(block["file_id"])
+    if "base64" in block:
+        return _checked(_decode(block["base64"]), mime_type, filename)
+    if kind == "text-plain" and isinstance(block.get("text"), str):
+        return _checked(block["text"].encode(), mime_type or "text/plain", filename)
+    return _from_url(block.get("url"), mime_type, filename)
+
+
+def _filename(block: Mapping[str, Any]) -> str | None:
+    """The block's file name: its own or among its extras (where LangChain keeps it)."""
+    for holder in (block, block.get("extras")):
+        if isinstance(holder, Mapping) and isinstance(holder.get("filename"), str):
+            return str(holder["filename"]) or None
+    return None
+
+
+def _by_id(file_id: object) -> _File:
+    if not isinstance(file_id, str) or _UUID.match(file_id) is None:
+        raise CoderAgentError(
+            f"file id {file_id!r} names no Coder chat file: Coder file ids are the UUIDs "
+            "upload_chat_file returns (send other files as base64 content)"
+        )
+    return _File(file_id=file_id)
+
+
+def _decode(data: object) -> bytes:
+    if not isinstance(data, str) or not data:
+        raise CoderAgentError("an image or file block holds no base64 content")
+    try:
+        return base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        raise CoderAgentError("an image or file block's content is not valid base64") from None
+
+
+def _from_url(url: object, mime_type: object, filename: str | None) -> _File:
+    """A ``data:`` URL's content; any other URL is refused (the client fetches no URLs)."""
+    if not isinstance(url, str) or not url:
+        raise CoderAgentError("an image or file block holds no content: give base64 or a data: URL")
+    if not url.startswith("data:"):
+        parts = urlsplit(url)
+        where = f"{parts.scheme}://{parts.hostname}" if parts.hostname else f"{parts.scheme}:"
+        raise CoderAgentError(
+            f"an image or file given by a URL ({where}...) cannot be sent to a Coder chat: "
+            "ChatCoder does not fetch URLs; download the content and pass it as base64 or a "
+            "data: URL"
+        )
+    header, comma, payload = url[5:].partition(",")
+    if not comma:
+        raise CoderAgentError("a data: URL without a comma holds no content")
+    params = header.split(";")
+    declared = params[0].strip() or (mime_type if isinstance(mime_type, str) else None)
+    if "base64" in (p.strip().lower() for p in params[1:]):
+        data = _decode(payload)
+    else:
+        data = unquote_to_bytes(payload)
+    return _checked(data, declared, filename)
+
+
+def _checked(data: bytes, mime_type: object, filename: str | None) -> _File:
+    """Bytes to upload, with the media type allowlisted (named, or from the file name's
+    extension) and the size under 10 MiB: the checks of an upload, before any request."""
+    plan = Attachment(
+        content=data,
+        media_type=mime_type if isinstance(mime_type, str) and mime_type else None,
+        filename=filename,
+    ).plan()
+    check_attachment_size(len(data))
+    return _File(data=data, media_type=plan.media_type, filename=plan.filename)
+
+
+async def _attach(agent: CoderAgent, parts: list[_Part]) -> Any:
+    """The prompt with its files uploaded: each distinct content once (media type and
+    bytes), in the agent's organization; a prompt without files stays its text."""
+    if not any(isinstance(p, _File) for p in parts):
+        if all(isinstance(p, str) for p in parts):
+            return "".join(p for p in parts if isinstance(p, str))
+        return parts  # the tool results of a resume
+    uploaded: dict[tuple[str | None, bytes], FileContent] = {}
+    prompt: list[Any] = []
+    for part in parts:
+        if isinstance(part, str):
+            prompt.append(part)
+        elif part.file_id is not None:
+            prompt.append(FileContent(file_id=part.file_id))
+        else:
+            assert part.data is not None
+            key = (part.media_type, part.data)
+            if key not in uploaded:
+                attached = await agent.attach(
+                    part.data, media_type=part.media_type, filename=part.filename
+                )
+                uploaded[key] = attached.to_file_part()
+            prompt.append(uploaded[key])
+    return prompt
+
+
+def _merge(parts: Sequence[_Part]) -> list[_Part]:
+    """Adjacent texts joined (empty text is dropped on the wire, P.3)."""
+    out: list[_Part] = []
+    for part in parts:
+        if isinstance(part, str) and out and isinstance(out[-1], str):
+            out[-1] += part
+        else:
+            out.append(part)
+    return out
 
 
 def _prompt(new: Sequence[BaseMessage], *, fresh: bool, history: Sequence[BaseMessage]) -> Any:
     """The step's prompt: trailing tool messages resume the pause; otherwise the user text
-    after the chat's last answer (for a new chat with earlier turns, a transcript of them)."""
+    and files after the chat's last answer (for a new chat with earlier turns, a transcript of
+    them, their files attached in place), as text and ``_File`` parts in order."""
     trailing: list[ToolMessage] = []
     for message in reversed(new):
         if not isinstance(message, ToolMessage):
@@ -471,10 +677,11 @@ def _prompt(new: Sequence[BaseMessage], *, fresh: bool, history: Sequence[BaseMe
             )
         ]
     turns = [m for m in new if not isinstance(m, SystemMessage)]
+    latest: list[_Part]
     if trailing:
         # A new chat cannot take results of calls it never made: the whole exchange goes as
         # a transcript, and the model answers from it.
-        earlier, latest = turns, "Go on from the tool results above."
+        earlier, latest = turns, ["Go on from the tool results above."]
     else:
         last_user = max(
             (i for i, m in enumerate(turns) if isinstance(m, HumanMessage)), default=None
@@ -482,11 +689,16 @@ def _prompt(new: Sequence[BaseMessage], *, fresh: bool, history: Sequence[BaseMe
         if last_user is None:
             raise CoderAgentError("the messages hold no user message to send to the Coder chat")
         earlier = turns[:last_user] if fresh else []
-        latest = "\n\n".join(_text(m) for m in turns[last_user:] if isinstance(m, HumanMessage))
+        latest = _blocks(turns[last_user], files=True)
+    parts: list[_Part] = []
     if earlier:
-        lines = [_line(m) for m in earlier]
-        return "The conversation so far:\n" + "\n".join(lines) + "\n\n" + latest
-    return latest
+        parts.append("The conversation so far:\n")
+        for index, message in enumerate(earlier):
+            if index:
+                parts.append("\n")
+            parts += _line(message)
+        parts.append("\n\n")
+    return _merge([*parts, *latest])
 
 
 def _tool_output(message: ToolMessage) -> Any:
@@ -501,17 +713,17 @@ def _tool_output(message: ToolMessage) -> Any:
     return text
 
 
-def _line(message: BaseMessage) -> str:
+def _line(message: BaseMessage) -> list[_Part]:
     if isinstance(message, AIMessage):
         calls = "".join(
             f" [called {c['name']}({json.dumps(c['args'])}) as {c['id']}]"
             for c in message.tool_calls
         )
-        return f"assistant: {_text(message)}{calls}"
+        return [f"assistant: {_text(message)}{calls}"]
     if isinstance(message, ToolMessage):
         flag = " (error)" if message.status == "error" else ""
-        return f"tool result for {message.tool_call_id}{flag}: {_text(message)}"
-    return f"user: {_text(message)}"
+        return [f"tool result for {message.tool_call_id}{flag}: {_text(message)}"]
+    return ["user: ", *_blocks(message, files=True)]
 
 
 def _instructions(instructions: str | None, messages: Sequence[BaseMessage]) -> str | None:

@@ -77,6 +77,7 @@ class Chats:
         raw_content = body.get("content")
         empty = raw_content is None or raw_content == []
         content = [] if empty else check.content_parts(raw_content, store.files)
+        store.check_files_free(None, content)
         user_title = _title(body.get("title"))
         if workspace is not None and workspace not in store.config.workspace_ids:
             raise FakeApiError(

@@ -82,6 +82,7 @@ class Queue:
         effort = check.reasoning_effort(raw_effort)
         if raw_content is not None:
             content = check.content_parts(raw_content, self._store.files)
+            self._store.check_files_free(chat, content)
             if raw_model is not None:
                 model_config_id = self._catalog.resolve(raw_model, chat.last_model_config_id)
         index = next((n for n, q in enumerate(chat.queue) if q.id == qid), None)

@@ -15,6 +15,7 @@ from typing import Any, Final
 
 from .._constants import MAX_ATTACHMENTS_PER_CHAT
 from ._config import FakeConfig
+from ._errors import FakeApiError
 from ._rows import FakeChat, FakeFile, FakeMessage, FakeQueuedMessage
 from ._util import new_uuid, rfc3339
 
@@ -191,6 +192,23 @@ class ChatStore:
             model_config_id=head.model_config_id,
             queued_message_id=head.id,
         )
+
+    def check_files_free(self, chat: FakeChat | None, content: list[dict[str, Any]]) -> None:
+        """A file belongs to one chat: a message of another chat that references it gets the
+        400 of an unavailable attachment, before anything changes (server-behaviour 1.2)."""
+        for part in content:
+            if part["type"] != "file":
+                continue
+            if any(
+                part["file_id"] in other.file_ids
+                for other in self.chats.values()
+                if other is not chat
+            ):
+                raise FakeApiError(
+                    400,
+                    "Chat attachment unavailable.",
+                    detail="An attachment is no longer available. Upload it again and retry.",
+                )
 
     def link_files(self, chat: FakeChat, content: list[dict[str, Any]]) -> None:
         """Attach the files a message references to the chat; a chat keeps the most recent

@@ -60,6 +60,7 @@ class Turns:
                 400, "Invalid busy_behavior value.", detail='Must be "queue" or "interrupt".'
             )
         content = check.content_parts(body.get("content"), store.files)
+        store.check_files_free(chat, content)
         model_config_id = self._catalog.resolve(
             body.get("model_config_id"), chat.last_model_config_id
         )
@@ -248,6 +249,7 @@ class Turns:
         if target.role != "user":
             raise FakeApiError(400, "Only user messages can be edited.")
         content = check.content_parts(body.get("content"), store.files)
+        store.check_files_free(chat, content)
         model_config_id = self._catalog.resolve(
             body.get("model_config_id"), target.model_config_id or chat.last_model_config_id
         )

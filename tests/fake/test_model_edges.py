@@ -182,6 +182,37 @@ def test_attachments_keep_the_50_most_recent() -> None:
     assert files == ids[2:], "linking more evicts the oldest"
 
 
+def test_a_file_belongs_to_the_one_chat_that_first_carries_it() -> None:
+    api = Api()
+    upload = api.request(
+        "POST",
+        f"/files?organization={api.model.organization_id}",
+        raw=b"notes",
+        headers={
+            "Content-Type": "text/plain",
+            "Content-Disposition": 'attachment; filename="notes.txt"',
+        },
+    )
+    file_part = {"type": "file", "file_id": upload.json()["id"]}
+    body = {"organization_id": api.model.organization_id, "content": [file_part]}
+    first = api.request("POST", "", body).json()["id"]
+    chats = len(api.model.chats)
+    unavailable = {
+        "message": "Chat attachment unavailable.",
+        "detail": "An attachment is no longer available. Upload it again and retry.",
+    }
+    refused = api.request("POST", "", body)
+    assert (refused.status, refused.json()) == (400, unavailable)
+    assert len(api.model.chats) == chats, "nothing was created"
+    other = api.create("x")
+    api.run_until(other, {"waiting"})
+    sent = api.request("POST", f"/{other}/messages", {"content": [file_part]})
+    assert (sent.status, sent.json()) == (400, unavailable)
+    api.run_until(first, {"waiting"})
+    again = api.request("POST", f"/{first}/messages", {"content": [file_part]})
+    assert again.status == 200, "the chat that has the file may carry it again"
+
+
 def test_send_validation_and_optional_fields() -> None:
     mcp = "22222222-2222-4222-8222-222222222222"
     api = Api(mcp_server_ids=[mcp])

@@ -265,9 +265,9 @@ def test_usage_without_cache_or_reasoning_counts_has_no_details(model: ChatCoder
 
 
 def test_content_that_cannot_reach_a_chat_is_refused(model: ChatCoder) -> None:
-    image = {"type": "image", "url": "https://example.com/cat.png"}
-    with pytest.raises(CoderAgentError, match="'image' content block cannot be sent"):
-        model.invoke([HumanMessage(content=[{"type": "text", "text": "Look"}, image])])
+    reasoning = {"type": "reasoning", "reasoning": "hmm"}
+    with pytest.raises(CoderAgentError, match="'reasoning' content block cannot be sent"):
+        model.invoke([HumanMessage(content=[{"type": "text", "text": "Look"}, reasoning])])
     with pytest.raises(CoderAgentError, match="no user message"):
         model.invoke([SystemMessage("Only instructions.")])
 

@@ -9,12 +9,15 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from langchain_core.messages import HumanMessage
 from langchain_tests.integration_tests import ChatModelIntegrationTests
 from langchain_tests.unit_tests import ChatModelUnitTests
 
 from coder_integrations.fake_server import FakeCoderServer
 from coder_io_asyncio.integrations.langchain import ChatCoder
 from coder_proto.fake import CallClientTool, Script
+
+from .media import PDF, PDF_B64, PNG, PNG_B64, user_messages
 
 # The suites' async tests run on asyncio, through anyio's pytest plugin.
 pytestmark = pytest.mark.anyio
@@ -34,6 +37,16 @@ def _does_not_apply(reason: str) -> Callable[[Callable[..., None]], Callable[...
         return pytest.mark.xfail(reason=reason)(skipped)
 
     return replace
+
+
+def _replaced(reason: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Mark a standard test replaced by one of ours, with the reason. The suites want every
+    replacement marked xfail with a reason; the false condition keeps the replacement an
+    ordinary test that must pass."""
+    mark: Callable[[Callable[..., None]], Callable[..., None]] = pytest.mark.xfail(
+        False, reason=reason
+    )
+    return mark
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -66,7 +79,25 @@ def _serve(coder_server: FakeCoderServer) -> Iterator[None]:
 
 
 class _Closing:
-    """Each test's model is closed after it: its paused chats' sockets and its loop."""
+    """Each test's model is closed after it: its paused chats' sockets and its loop. Images
+    and PDFs given as content become chat attachments; URLs are not fetched and audio has no
+    Coder attachment type."""
+
+    @property
+    def supports_image_inputs(self) -> bool:
+        return True
+
+    @property
+    def supports_pdf_inputs(self) -> bool:
+        return True
+
+    @property
+    def supports_image_urls(self) -> bool:
+        return False
+
+    @property
+    def supports_audio_inputs(self) -> bool:
+        return False
 
     @pytest.fixture
     def model(self, request: Any) -> Iterator[ChatCoder]:
@@ -136,19 +167,52 @@ class TestChatCoderIntegration(_Closing, ChatModelIntegrationTests):
     def test_json_mode(self) -> None:
         raise AssertionError  # replaced by the skip
 
-    @_does_not_apply(
-        reason="not mapped yet: LangChain file content blocks do not become Coder chat "
-        "attachments (Coder itself accepts PDF files)"
+    @_replaced(
+        reason="the standard test downloads its PDF from the internet; this one makes it "
+        "locally and checks the file the chat's user message carries"
     )
-    def test_pdf_inputs(self) -> None:
-        raise AssertionError  # replaced by the skip
+    def test_pdf_inputs(self, model: ChatCoder, coder_server: FakeCoderServer) -> None:
+        """The standard test's calls (LangChain's file block, OpenAI's chat-format file) with
+        a PDF made here instead of one fetched from the internet: each becomes a file part of
+        the chat's user message, after its text."""
+        blocks: list[dict[str, Any]] = [
+            {"type": "file", "base64": PDF_B64, "mime_type": "application/pdf"},
+            {
+                "type": "file",
+                "file": {
+                    "filename": "test_file.pdf",
+                    "file_data": f"data:application/pdf;base64,{PDF_B64}",
+                },
+            },
+        ]
+        for block in blocks:
+            text = {"type": "text", "text": "Summarize this document:"}
+            answer = model.invoke([HumanMessage([text, block])])
+            chat_id = answer.response_metadata["coder_chat_id"]
+            assert user_messages(coder_server, chat_id) == [
+                [("text", "Summarize this document:"), ("application/pdf", PDF)]
+            ]
 
-    @_does_not_apply(
-        reason="not mapped yet: LangChain image content blocks do not become Coder chat "
-        "attachments (Coder itself accepts PNG, JPEG, GIF and WebP files)"
+    @_replaced(
+        reason="the standard test downloads its image from the internet; this one makes it "
+        "locally and checks the file the chat's user message carries"
     )
-    def test_image_inputs(self) -> None:
-        raise AssertionError  # replaced by the skip
+    def test_image_inputs(self, model: ChatCoder, coder_server: FakeCoderServer) -> None:
+        """The standard test's calls (OpenAI's chat-format data URL, LangChain's base64 image
+        block) with a PNG made here instead of one fetched from the internet: each becomes a
+        file part of the chat's user message, after its text. Image URLs are not fetched
+        (``supports_image_urls`` is false)."""
+        blocks: list[dict[str, Any]] = [
+            {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG_B64}"}},
+            {"type": "image", "base64": PNG_B64, "mime_type": "image/png"},
+        ]
+        for block in blocks:
+            text = {"type": "text", "text": "Give a concise description of this image."}
+            answer = model.invoke([HumanMessage([text, block])])
+            chat_id = answer.response_metadata["coder_chat_id"]
+            assert user_messages(coder_server, chat_id) == [
+                [("text", "Give a concise description of this image."), ("image/png", PNG)]
+            ]
 
     @_does_not_apply(reason="Coder chat attachments take no audio types")
     def test_audio_inputs(self) -> None:
