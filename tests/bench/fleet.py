@@ -80,7 +80,9 @@ turn's loop, the segment's run and its read loop) rather than four (about 0.33 K
 asyncio the socket's task, which ends once the socket is made (its protocol reports the end,
 and a close starts a task of its own: about 1.25 KiB). At 1,000 chats, from 19,798 to 18,182
 bytes on asyncio and from 22,929 to 22,578 on trio.
-``python -m tests.bench.fleet_snapshot`` prints this breakdown for a fleet of any size.
+``python -m tests.bench.fleet_snapshot`` prints this breakdown for a fleet of any size, and
+``python -m tests.bench.fleet_client --sizes 100,1000,10000`` runs the client lines alone at
+the sizes given.
 """
 
 from __future__ import annotations
