@@ -72,7 +72,8 @@ class Event(Protocol):
 
     def is_set(self) -> bool: ...
 
-    async def wait(self) -> Any: ...
+    def wait(self) -> Awaitable[Any]:
+        """What to await until the event is set (a coroutine, or a runtime's bare future)."""
 
 
 class Cut(Protocol):
