@@ -248,6 +248,7 @@ class _Socket:
         "outbox",
         "reader",
         "sending",
+        "stopped",
         "stream",
         "unsent",
         "writer",
@@ -260,13 +261,45 @@ class _Socket:
         self.unsent = 0
         self.closing = False
         self.dropped: OSError | None = None
-        self.reader: Spawned | None = None
+        #: The reader was cancelled once connected: it reads no more.
+        self.stopped = False
+        self.reader: _Reader | None = None
         self.writer: Spawned | None = None
         self.sending: trio.CancelScope | None = None
 
     def cancel(self) -> None:
         if self.reader is not None:
             self.reader.cancel()
+
+
+class _Reader:
+    """The reading task of one socket (``Spawned``), started by the runtime and told to its
+    host (``SocketHost.adopt``). It has a cancel scope while it connects; once connected it
+    has none (every open chat would hold one, with trio's cancel status): cancelling it then
+    stops the reading by notifying the socket's closing, which wakes a pending read, and the
+    reader checks before every other read."""
+
+    __slots__ = ("ended", "lingering", "scope", "sock")
+
+    def __init__(self, sock: _Socket) -> None:
+        self.sock = sock
+        self.scope: trio.CancelScope | None = trio.CancelScope()
+        self.lingering = False
+        self.ended = False
+
+    def __repr__(self) -> str:
+        return "<task _socket>"
+
+    def cancel(self) -> None:
+        if self.ended:
+            return
+        if self.scope is not None:
+            self.scope.cancel()
+            return
+        sock = self.sock
+        sock.stopped = True
+        assert sock.stream is not None  # connected: the scope is gone
+        trio.lowlevel.notify_closing(_raw_socket(sock.stream))
 
 
 def _raw_socket(stream: _Stream) -> Any:
@@ -422,7 +455,11 @@ class TrioRuntime(AsyncRuntime):
 
     def open_socket(self, host: SocketHost, conn: Conn) -> None:
         sock = conn.io = _Socket(host)
-        sock.reader = host.spawn(self._socket, host, conn, sock)
+        reader = sock.reader = _Reader(sock)
+        # Not through ``host.spawn``: the reader is its own task's main, without a wrapper
+        # coroutine and a scope for its whole life.
+        done = host.adopt(reader)
+        trio.lowlevel.spawn_system_task(self._socket, reader, host, conn, sock, done)
 
     def write_socket(self, conn: Conn, data: bytes) -> None:
         sock: _Socket = conn.io
@@ -470,8 +507,32 @@ class TrioRuntime(AsyncRuntime):
         writer = sock.writer = sock.host.spawn(self._write, sock)
         return writer
 
-    async def _socket(self, host: SocketHost, conn: Conn, sock: _Socket) -> None:
-        """Open the connection, then read it until it ends; every outcome is reported."""
+    async def _socket(
+        self,
+        reader: _Reader,
+        host: SocketHost,
+        conn: Conn,
+        sock: _Socket,
+        done: Callable[[Spawned], None],
+    ) -> None:
+        """The reader's task: connect (within the reader's scope), then read until the
+        connection ends; every outcome is reported, and the task's end to ``done``."""
+        try:
+            assert reader.scope is not None
+            with reader.scope:
+                ready = await self._connect(host, conn)
+            reader.scope = None
+            if ready is not None:  # else it failed (reported) or was cancelled
+                await self._read(host, conn, sock, ready)
+        except Exception:  # pragma: no cover - the reader reports its own outcome
+            self.logger.exception("a socket's reader failed")
+        finally:
+            reader.ended = True
+            done(reader)
+
+    async def _connect(self, host: SocketHost, conn: Conn) -> _Stream | None:
+        """Connect ``conn`` (and make its TLS handshake), bounded by the connect timeout: the
+        connected stream, or ``None`` once a failure was reported."""
         opened: list[trio.abc.Stream] = []
         try:
             with trio.fail_after(CONNECT_TIMEOUT):
@@ -480,7 +541,7 @@ class TrioRuntime(AsyncRuntime):
                 if conn.tls:
                     secure = trio.SSLStream(stream, host.ssl, server_hostname=conn.server_hostname)
                     await secure.do_handshake()
-                    stream = secure
+                    return secure
         except (
             OSError,
             ValueError,
@@ -496,22 +557,25 @@ class TrioRuntime(AsyncRuntime):
             elif exc.__cause__ is not None:
                 error = exc.__cause__
             host.socket_failed(conn, error)
-            return
+            return None
         except BaseException:
             # Abandoned (CloseSocket) or the run ends: nothing is left open.
             for raw in opened:
                 await trio.aclose_forcefully(raw)
             raise
-        ready: _Stream = stream if conn.tls else _plain(stream)  # type: ignore[arg-type]
+        return _plain(stream)  # type: ignore[arg-type]
+
+    async def _read(self, host: SocketHost, conn: Conn, sock: _Socket, ready: _Stream) -> None:
+        """Read the connected ``ready`` until it ends, is dropped (D30) or the reader is
+        cancelled; then close it."""
         sock.stream = ready
-        del stream, opened  # the plain stream is an empty shell now: not kept while reading
         try:
             if conn.closed:
                 return
             host.socket_made(conn)
             # After CloseSocket the writer flushes what came before it, then cancels this
             # task; what is read meanwhile is ignored by the drive.
-            while sock.dropped is None:
+            while sock.dropped is None and not sock.stopped:
                 try:
                     if isinstance(ready, socket.socket):
                         try:
@@ -535,8 +599,8 @@ class TrioRuntime(AsyncRuntime):
                 ) as exc:
                     if sock.dropped is not None:  # D30: the drop ended the read
                         break
-                    if isinstance(exc, trio.ClosedResourceError):
-                        return
+                    if sock.stopped or isinstance(exc, trio.ClosedResourceError):
+                        return  # the reader was cancelled, or the socket closed here
                     error = exc.__cause__ if exc.__cause__ is not None else exc
                     host.socket_failed(conn, error)
                     return
@@ -546,7 +610,8 @@ class TrioRuntime(AsyncRuntime):
                 host.socket_data(conn, bytes(data))
                 # Not kept while the socket is idle: an open chat waits here.
                 del data
-            host.socket_failed(conn, sock.dropped)
+            if sock.dropped is not None:  # else the reader was cancelled between two reads
+                host.socket_failed(conn, sock.dropped)
         finally:
             if sock.writer is not None:
                 sock.writer.cancel()

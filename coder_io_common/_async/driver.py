@@ -500,6 +500,11 @@ class Driver:
         self._tasks.add(task)
         return task
 
+    def adopt(self, task: Spawned) -> Callable[[Spawned], None]:
+        """Hold ``task``, started by the runtime on its own, as a task of the client."""
+        self._tasks.add(task)
+        return self._task_done
+
     def socket_made(self, conn: Conn) -> None:
         self._connection.socket_made(conn, now=time.monotonic())
         self._pump()

@@ -120,6 +120,11 @@ class SocketHost(Protocol):
     def spawn(self, fn: Callable[..., Awaitable[None]], *args: Any) -> Spawned:
         """Start a task owned by the client (``AsyncRuntime.spawn``)."""
 
+    def adopt(self, task: Spawned) -> Callable[[Spawned], None]:
+        """Hold ``task``, which the runtime started on its own (a socket's reader), as a
+        task of the client (its close cancels and awaits it); the callable returned is to
+        be called with it when it ended."""
+
     def socket_made(self, conn: Conn) -> None: ...
 
     def socket_data(self, conn: Conn, data: bytes) -> None: ...

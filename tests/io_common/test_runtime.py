@@ -489,6 +489,10 @@ class _Host:
         self.tasks.append(task)
         return task
 
+    def adopt(self, task: Spawned) -> Callable[[Spawned], None]:
+        self.tasks.append(task)
+        return self.ended.append
+
     def socket_made(self, conn: Any) -> None:
         self.reports.append("made")
 
