@@ -522,8 +522,58 @@ class TrioRuntime(AsyncRuntime):
             with reader.scope:
                 ready = await self._connect(host, conn)
             reader.scope = None
-            if ready is not None:  # else it failed (reported) or was cancelled
-                await self._read(host, conn, sock, ready)
+            if ready is None:  # it failed (reported) or was cancelled
+                return
+            # Read in this very task's frame (an open chat waits here): until the connection
+            # ends, is dropped (D30) or the reader is cancelled; then close it.
+            sock.stream = ready
+            try:
+                if conn.closed:
+                    return
+                host.socket_made(conn)
+                # After CloseSocket the writer flushes what came before it, then cancels this
+                # task; what is read meanwhile is ignored by the drive.
+                while sock.dropped is None and not sock.stopped:
+                    try:
+                        if isinstance(ready, socket.socket):
+                            try:
+                                data = ready.recv(_READ_CHUNK)
+                            except BlockingIOError:
+                                data = None
+                            if data is None:
+                                # An idle chat waits here, and only here (outside the handler:
+                                # a wait inside it would keep the error and its traceback).
+                                await trio.lowlevel.wait_readable(ready)
+                                continue
+                            # Other tasks run between two chunks, as after a stream's read.
+                            await trio.lowlevel.cancel_shielded_checkpoint()
+                        else:
+                            data = await ready.receive_some(_READ_CHUNK)
+                    except (
+                        OSError,
+                        ssl.SSLError,
+                        trio.BrokenResourceError,
+                        trio.ClosedResourceError,
+                    ) as exc:
+                        if sock.dropped is not None:  # D30: the drop ended the read
+                            break
+                        if sock.stopped or isinstance(exc, trio.ClosedResourceError):
+                            return  # the reader was cancelled, or the socket closed here
+                        error = exc.__cause__ if exc.__cause__ is not None else exc
+                        host.socket_failed(conn, error)
+                        return
+                    if not data:
+                        host.socket_lost(conn)
+                        return
+                    host.socket_data(conn, bytes(data))
+                    # Not kept while the socket is idle: an open chat waits here.
+                    del data
+                if sock.dropped is not None:  # else the reader was cancelled between two reads
+                    host.socket_failed(conn, sock.dropped)
+            finally:
+                if sock.writer is not None:
+                    sock.writer.cancel()
+                await _close_stream(ready)
         except Exception:  # pragma: no cover - the reader reports its own outcome
             self.logger.exception("a socket's reader failed")
         finally:
@@ -564,58 +614,6 @@ class TrioRuntime(AsyncRuntime):
                 await trio.aclose_forcefully(raw)
             raise
         return _plain(stream)  # type: ignore[arg-type]
-
-    async def _read(self, host: SocketHost, conn: Conn, sock: _Socket, ready: _Stream) -> None:
-        """Read the connected ``ready`` until it ends, is dropped (D30) or the reader is
-        cancelled; then close it."""
-        sock.stream = ready
-        try:
-            if conn.closed:
-                return
-            host.socket_made(conn)
-            # After CloseSocket the writer flushes what came before it, then cancels this
-            # task; what is read meanwhile is ignored by the drive.
-            while sock.dropped is None and not sock.stopped:
-                try:
-                    if isinstance(ready, socket.socket):
-                        try:
-                            data = ready.recv(_READ_CHUNK)
-                        except BlockingIOError:
-                            data = None
-                        if data is None:
-                            # An idle chat waits here, and only here (outside the handler:
-                            # a wait inside it would keep the error and its traceback).
-                            await trio.lowlevel.wait_readable(ready)
-                            continue
-                        # Other tasks run between two chunks, as after a stream's read.
-                        await trio.lowlevel.cancel_shielded_checkpoint()
-                    else:
-                        data = await ready.receive_some(_READ_CHUNK)
-                except (
-                    OSError,
-                    ssl.SSLError,
-                    trio.BrokenResourceError,
-                    trio.ClosedResourceError,
-                ) as exc:
-                    if sock.dropped is not None:  # D30: the drop ended the read
-                        break
-                    if sock.stopped or isinstance(exc, trio.ClosedResourceError):
-                        return  # the reader was cancelled, or the socket closed here
-                    error = exc.__cause__ if exc.__cause__ is not None else exc
-                    host.socket_failed(conn, error)
-                    return
-                if not data:
-                    host.socket_lost(conn)
-                    return
-                host.socket_data(conn, bytes(data))
-                # Not kept while the socket is idle: an open chat waits here.
-                del data
-            if sock.dropped is not None:  # else the reader was cancelled between two reads
-                host.socket_failed(conn, sock.dropped)
-        finally:
-            if sock.writer is not None:
-                sock.writer.cancel()
-            await _close_stream(ready)
 
     async def _write(self, sock: _Socket) -> None:
         """Write what the machine sends, in order, then end (the next write starts a writer
