@@ -12,11 +12,14 @@ trio ``Driver``.
 * cancellation: ``trio.Cancelled``, level-triggered: cleanup after it runs in shielded,
   bounded cancel scopes;
 * stream sockets: ``trio.open_tcp_stream`` wrapped in ``trio.SSLStream`` for TLS (the
-  driver's context, verification on by default) bounded by the connect timeout; one task
-  reads the stream, another writes what the machine sends in order (a peer that lets more
-  than ``MAX_UNSENT`` bytes wait unsent is dropped, D30); closing sends our end after what
-  was written and waits for the peer's, all within ``CLOSE_GRACE`` seconds of the close,
-  then closes the socket anyway (D30).
+  driver's context, verification on by default) bounded by the connect timeout; a plain
+  connection's socket is then taken from its stream and read and written directly. One task
+  reads (its own system task, with a cancel scope only while it connects: once connected, a
+  cancellation notifies the socket's closing), another writes what the machine sends in
+  order while there is something to send (a peer that lets more than ``MAX_UNSENT`` bytes
+  wait unsent is dropped, D30); closing sends our end after what was written and waits for
+  the peer's, all within ``CLOSE_GRACE`` seconds of the close, then closes the socket anyway
+  (D30).
 
 Construction does no I/O and needs no running trio loop; everything else runs inside
 ``trio.run``.
