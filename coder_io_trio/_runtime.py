@@ -308,7 +308,7 @@ class _Reader:
 def _raw_socket(stream: _Stream) -> Any:
     """The socket under ``stream`` (a TLS stream's transport's)."""
     if isinstance(stream, trio.SSLStream):
-        return stream.transport_stream.socket  # type: ignore[attr-defined]
+        return stream.transport_stream.socket
     return stream
 
 
@@ -537,6 +537,7 @@ class TrioRuntime(AsyncRuntime):
                 # After CloseSocket the writer flushes what came before it, then cancels this
                 # task; what is read meanwhile is ignored by the drive.
                 while sock.dropped is None and not sock.stopped:
+                    data: bytes | bytearray | None
                     try:
                         if isinstance(ready, socket.socket):
                             try:

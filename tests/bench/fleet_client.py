@@ -15,7 +15,7 @@ import argparse
 import json
 import sys
 
-from ._common import Settings
+from ._common import Result, Settings
 from .fleet import CLIENT_RUNTIMES, _client_lines
 from .targets import settle
 
@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         fleet_deltas=args.deltas if args.deltas is not None else full.fleet_deltas,
     )
     _, text = transcript_texts(settings.fleet_deltas)
-    results = []
+    results: list[Result] = []
     for runtime in args.runtime or CLIENT_RUNTIMES:
         print(f"[bench] fleet.{runtime} {settings.fleet_sizes} ...", file=sys.stderr, flush=True)
         results.extend(settle(r) for r in _client_lines(settings, runtime, len(text)))
