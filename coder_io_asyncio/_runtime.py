@@ -203,8 +203,10 @@ class _CutAfter:
 
 
 class _Event:
-    """A one-shot event (``runtime.Event``): set once, it stays set. Its waiters' futures are
-    kept in a list made by the first waiter."""
+    """A one-shot event (``runtime.Event``): set once, it stays set. ``wait`` hands out a
+    bare future (no coroutine frame per waiter: an open chat's consumer waits on one); the
+    futures of waiters cancelled meanwhile are dropped when the next one comes or the event
+    is set."""
 
     __slots__ = ("_set", "_waiters")
 
@@ -224,19 +226,17 @@ class _Event:
     def is_set(self) -> bool:
         return self._set
 
-    async def wait(self) -> bool:
-        if self._set:
-            return True
+    def wait(self) -> asyncio.Future[None]:
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        if self._waiters is None:
-            self._waiters = []
-        self._waiters.append(waiter)
-        try:
-            await waiter
-        finally:
-            if self._waiters is not None:  # still unset: this waiter was cancelled
-                self._waiters.remove(waiter)
-        return True
+        if self._set:
+            waiter.set_result(None)
+        elif self._waiters is None:
+            self._waiters = [waiter]
+        else:
+            waiters = self._waiters
+            waiters[:] = [w for w in waiters if not w.done()]
+            waiters.append(waiter)
+        return waiter
 
 
 class _Cut:

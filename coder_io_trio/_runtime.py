@@ -5,17 +5,21 @@ trio ``Driver``.
   the caller, so a caller's cancellation never cancels the interrupt it fires (D22), and
   they end when the client closes (or when ``trio.run`` ends); a task group is a nursery
   whose exception group of one exception (the caller's ``trio.Cancelled``) is unwrapped;
-* waiting: ``trio.Event``, ``trio.move_on_after``, ``trio.Semaphore``; the timer is one task
+* waiting: a one-shot event of its own (``_Event``: parked tasks in a list, lighter than a
+  ``trio.Event``), ``trio.move_on_after``, ``trio.Semaphore``; the timer is one task
   sleeping in a cancel scope whose deadline moves with the drive's;
 * worker threads: ``trio.to_thread.run_sync`` (abandoned on cancellation for client tools);
 * cancellation: ``trio.Cancelled``, level-triggered: cleanup after it runs in shielded,
   bounded cancel scopes;
 * stream sockets: ``trio.open_tcp_stream`` wrapped in ``trio.SSLStream`` for TLS (the
-  driver's context, verification on by default) bounded by the connect timeout; one task
-  reads the stream, another writes what the machine sends in order (a peer that lets more
-  than ``MAX_UNSENT`` bytes wait unsent is dropped, D30); closing sends our end after what
-  was written and waits for the peer's, all within ``CLOSE_GRACE`` seconds of the close,
-  then closes the socket anyway (D30).
+  driver's context, verification on by default) bounded by the connect timeout; a plain
+  connection's socket is then taken from its stream and read and written directly. One task
+  reads (its own system task, with a cancel scope only while it connects: once connected, a
+  cancellation notifies the socket's closing), another writes what the machine sends in
+  order while there is something to send (a peer that lets more than ``MAX_UNSENT`` bytes
+  wait unsent is dropped, D30); closing sends our end after what was written and waits for
+  the peer's, all within ``CLOSE_GRACE`` seconds of the close, then closes the socket anyway
+  (D30).
 
 Construction does no I/O and needs no running trio loop; everything else runs inside
 ``trio.run``.
@@ -24,13 +28,14 @@ Construction does no I/O and needs no running trio loop; everything else runs in
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import socket
 import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractContextManager
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Union
 
 import trio
 
@@ -173,6 +178,47 @@ class _LoopToken:
         self._token.run_sync_soon(fn, *args)
 
 
+class _Event:
+    """A one-shot event (``runtime.Event``): set once, it stays set. Lighter than
+    ``trio.Event`` (no attrs instance with a set of tasks, no coroutine of its own per wait):
+    every open chat's consumer waits on one. ``wait`` parks the calling task at once, so
+    what it returns must be awaited right away (the layer always does)."""
+
+    __slots__ = ("_set", "_tasks")
+
+    def __init__(self) -> None:
+        self._set = False
+        self._tasks: list[trio.lowlevel.Task] | None = None
+
+    def set(self) -> None:
+        if self._set:
+            return
+        self._set = True
+        tasks, self._tasks = self._tasks, None
+        for task in tasks or ():
+            trio.lowlevel.reschedule(task)
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def wait(self) -> Awaitable[object]:
+        if self._set:
+            return trio.lowlevel.checkpoint()
+        task = trio.lowlevel.current_task()
+        if self._tasks is None:
+            self._tasks = [task]
+        else:
+            self._tasks.append(task)
+        return trio.lowlevel.wait_task_rescheduled(functools.partial(self._abort, task))
+
+    def _abort(self, task: trio.lowlevel.Task, _raise_cancel: object) -> trio.lowlevel.Abort:
+        """The waiting ``task`` was cancelled: it waits no more (the event is still unset:
+        setting it reschedules its waiters and forgets them)."""
+        assert self._tasks is not None
+        self._tasks.remove(task)
+        return trio.lowlevel.Abort.SUCCEEDED
+
+
 class _Cut:
     """``AsyncRuntime.cut_after``'s verdict."""
 
@@ -182,12 +228,21 @@ class _Cut:
         self.expired = False
 
 
+#: What a connected socket reads and writes: a plain TCP connection's own socket (``_plain``),
+#: or a TLS stream.
+_Stream = Union[socket.socket, "trio.SSLStream[Any]"]
+
+
 class _Socket:
     """The trio side of one ``Conn``: its stream, the bytes to write (and how many are not
     sent yet), its reader task, its writer task while there is something to write (or a
     close to make), the writer's scope, and why the connection was dropped (D30), if it was.
     The reader has no scope of its own (every open chat would hold one): a drop wakes its
-    pending read by notifying the socket's closing (``_stop_reading``)."""
+    pending read by notifying the socket's closing (``_stop_reading``).
+
+    A plain connection is read and written on its own socket, taken from trio's stream once
+    connected: an open, idle chat then waits in trio's readiness wait alone, without the
+    stream's and the trio socket's coroutines stacked on it (about 1 KiB per chat)."""
 
     __slots__ = (
         "closing",
@@ -196,6 +251,7 @@ class _Socket:
         "outbox",
         "reader",
         "sending",
+        "stopped",
         "stream",
         "unsent",
         "writer",
@@ -203,12 +259,14 @@ class _Socket:
 
     def __init__(self, host: SocketHost) -> None:
         self.host = host
-        self.stream: trio.abc.Stream | None = None
+        self.stream: _Stream | None = None
         self.outbox: list[bytes] = []
         self.unsent = 0
         self.closing = False
         self.dropped: OSError | None = None
-        self.reader: Spawned | None = None
+        #: The reader was cancelled once connected: it reads no more.
+        self.stopped = False
+        self.reader: _Reader | None = None
         self.writer: Spawned | None = None
         self.sending: trio.CancelScope | None = None
 
@@ -217,18 +275,78 @@ class _Socket:
             self.reader.cancel()
 
 
-def _raw_socket(stream: trio.abc.Stream) -> Any:
+class _Reader:
+    """The reading task of one socket (``Spawned``), started by the runtime and told to its
+    host (``SocketHost.adopt``). It has a cancel scope while it connects; once connected it
+    has none (every open chat would hold one, with trio's cancel status): cancelling it then
+    stops the reading by notifying the socket's closing, which wakes a pending read, and the
+    reader checks before every other read."""
+
+    __slots__ = ("ended", "lingering", "scope", "sock")
+
+    def __init__(self, sock: _Socket) -> None:
+        self.sock = sock
+        self.scope: trio.CancelScope | None = trio.CancelScope()
+        self.lingering = False
+        self.ended = False
+
+    def __repr__(self) -> str:
+        return "<task _socket>"
+
+    def cancel(self) -> None:
+        if self.ended:
+            return
+        if self.scope is not None:
+            self.scope.cancel()
+            return
+        sock = self.sock
+        sock.stopped = True
+        assert sock.stream is not None  # connected: the scope is gone
+        trio.lowlevel.notify_closing(_raw_socket(sock.stream))
+
+
+def _raw_socket(stream: _Stream) -> Any:
     """The socket under ``stream`` (a TLS stream's transport's)."""
-    transport = stream.transport_stream if isinstance(stream, trio.SSLStream) else stream
-    return getattr(transport, "socket", None)
+    if isinstance(stream, trio.SSLStream):
+        return stream.transport_stream.socket
+    return stream
 
 
-def _shutdown_write(stream: trio.abc.Stream) -> None:
+def _shutdown_write(stream: _Stream) -> None:
     """Send the end of our side of the TCP connection (after what is queued)."""
-    raw = _raw_socket(stream)
-    if raw is not None:
-        with contextlib.suppress(OSError):
-            raw.shutdown(socket.SHUT_WR)
+    with contextlib.suppress(OSError):
+        _raw_socket(stream).shutdown(socket.SHUT_WR)
+
+
+def _plain(stream: trio.SocketStream) -> socket.socket:
+    """The socket of a connected plain ``stream``, taken from it (the stream holds nothing
+    after), non-blocking."""
+    raw = socket.socket(fileno=stream.socket.detach())
+    raw.setblocking(False)
+    return raw
+
+
+async def _send_all(raw: socket.socket, data: bytes) -> None:
+    """Send all of ``data`` on the non-blocking ``raw``, waiting for room when it has none."""
+    view = memoryview(data)
+    while view:
+        try:
+            sent = raw.send(view)
+        except BlockingIOError:
+            sent = 0
+        if sent:
+            view = view[sent:]
+        else:
+            await trio.lowlevel.wait_writable(raw)
+
+
+async def _close_stream(stream: _Stream) -> None:
+    """Close ``stream`` at once (a pending wait on its socket is woken)."""
+    if isinstance(stream, trio.SSLStream):
+        await trio.aclose_forcefully(stream)
+    else:
+        trio.lowlevel.notify_closing(stream)
+        stream.close()
 
 
 class TrioRuntime(AsyncRuntime):
@@ -282,7 +400,7 @@ class TrioRuntime(AsyncRuntime):
     # -- waiting -----------------------------------------------------------------------------
 
     def event(self) -> Event:
-        return trio.Event()
+        return _Event()
 
     async def wait(self, event: Event, timeout: float | None) -> bool:
         with trio.move_on_after(math.inf if timeout is None else timeout):
@@ -340,7 +458,11 @@ class TrioRuntime(AsyncRuntime):
 
     def open_socket(self, host: SocketHost, conn: Conn) -> None:
         sock = conn.io = _Socket(host)
-        sock.reader = host.spawn(self._socket, host, conn, sock)
+        reader = sock.reader = _Reader(sock)
+        # Not through ``host.spawn``: the reader is its own task's main, without a wrapper
+        # coroutine and a scope for its whole life.
+        done = host.adopt(reader)
+        trio.lowlevel.spawn_system_task(self._socket, reader, host, conn, sock, done)
 
     def write_socket(self, conn: Conn, data: bytes) -> None:
         sock: _Socket = conn.io
@@ -388,8 +510,83 @@ class TrioRuntime(AsyncRuntime):
         writer = sock.writer = sock.host.spawn(self._write, sock)
         return writer
 
-    async def _socket(self, host: SocketHost, conn: Conn, sock: _Socket) -> None:
-        """Open the connection, then read it until it ends; every outcome is reported."""
+    async def _socket(
+        self,
+        reader: _Reader,
+        host: SocketHost,
+        conn: Conn,
+        sock: _Socket,
+        done: Callable[[Spawned], None],
+    ) -> None:
+        """The reader's task: connect (within the reader's scope), then read until the
+        connection ends; every outcome is reported, and the task's end to ``done``."""
+        try:
+            assert reader.scope is not None
+            with reader.scope:
+                ready = await self._connect(host, conn)
+            reader.scope = None
+            if ready is None:  # it failed (reported) or was cancelled
+                return
+            # Read in this very task's frame (an open chat waits here): until the connection
+            # ends, is dropped (D30) or the reader is cancelled; then close it.
+            sock.stream = ready
+            try:
+                if conn.closed:
+                    return
+                host.socket_made(conn)
+                # After CloseSocket the writer flushes what came before it, then cancels this
+                # task; what is read meanwhile is ignored by the drive.
+                while sock.dropped is None and not sock.stopped:
+                    data: bytes | bytearray | None
+                    try:
+                        if isinstance(ready, socket.socket):
+                            try:
+                                data = ready.recv(_READ_CHUNK)
+                            except BlockingIOError:
+                                data = None
+                            if data is None:
+                                # An idle chat waits here, and only here (outside the handler:
+                                # a wait inside it would keep the error and its traceback).
+                                await trio.lowlevel.wait_readable(ready)
+                                continue
+                            # Other tasks run between two chunks, as after a stream's read.
+                            await trio.lowlevel.cancel_shielded_checkpoint()
+                        else:
+                            data = await ready.receive_some(_READ_CHUNK)
+                    except (
+                        OSError,
+                        ssl.SSLError,
+                        trio.BrokenResourceError,
+                        trio.ClosedResourceError,
+                    ) as exc:
+                        if sock.dropped is not None:  # D30: the drop ended the read
+                            break
+                        if sock.stopped or isinstance(exc, trio.ClosedResourceError):
+                            return  # the reader was cancelled, or the socket closed here
+                        error = exc.__cause__ if exc.__cause__ is not None else exc
+                        host.socket_failed(conn, error)
+                        return
+                    if not data:
+                        host.socket_lost(conn)
+                        return
+                    host.socket_data(conn, bytes(data))
+                    # Not kept while the socket is idle: an open chat waits here.
+                    del data
+                if sock.dropped is not None:  # else the reader was cancelled between two reads
+                    host.socket_failed(conn, sock.dropped)
+            finally:
+                if sock.writer is not None:
+                    sock.writer.cancel()
+                await _close_stream(ready)
+        except Exception:  # pragma: no cover - the reader reports its own outcome
+            self.logger.exception("a socket's reader failed")
+        finally:
+            reader.ended = True
+            done(reader)
+
+    async def _connect(self, host: SocketHost, conn: Conn) -> _Stream | None:
+        """Connect ``conn`` (and make its TLS handshake), bounded by the connect timeout: the
+        connected stream, or ``None`` once a failure was reported."""
         opened: list[trio.abc.Stream] = []
         try:
             with trio.fail_after(CONNECT_TIMEOUT):
@@ -398,7 +595,7 @@ class TrioRuntime(AsyncRuntime):
                 if conn.tls:
                     secure = trio.SSLStream(stream, host.ssl, server_hostname=conn.server_hostname)
                     await secure.do_handshake()
-                    stream = secure
+                    return secure
         except (
             OSError,
             ValueError,
@@ -414,46 +611,13 @@ class TrioRuntime(AsyncRuntime):
             elif exc.__cause__ is not None:
                 error = exc.__cause__
             host.socket_failed(conn, error)
-            return
+            return None
         except BaseException:
             # Abandoned (CloseSocket) or the run ends: nothing is left open.
             for raw in opened:
                 await trio.aclose_forcefully(raw)
             raise
-        sock.stream = stream
-        try:
-            if conn.closed:
-                return
-            host.socket_made(conn)
-            # After CloseSocket the writer flushes what came before it, then cancels this
-            # task; what is read meanwhile is ignored by the drive.
-            while sock.dropped is None:
-                try:
-                    data = await stream.receive_some(_READ_CHUNK)
-                except (
-                    OSError,
-                    ssl.SSLError,
-                    trio.BrokenResourceError,
-                    trio.ClosedResourceError,
-                ) as exc:
-                    if sock.dropped is not None:  # D30: the drop ended the read
-                        break
-                    if isinstance(exc, trio.ClosedResourceError):
-                        return
-                    error = exc.__cause__ if exc.__cause__ is not None else exc
-                    host.socket_failed(conn, error)
-                    return
-                if not data:
-                    host.socket_lost(conn)
-                    return
-                host.socket_data(conn, bytes(data))
-                # Not kept while the socket is idle: an open chat waits here.
-                del data
-            host.socket_failed(conn, sock.dropped)
-        finally:
-            if sock.writer is not None:
-                sock.writer.cancel()
-            await trio.aclose_forcefully(stream)
+        return _plain(stream)  # type: ignore[arg-type]
 
     async def _write(self, sock: _Socket) -> None:
         """Write what the machine sends, in order, then end (the next write starts a writer
@@ -468,7 +632,10 @@ class TrioRuntime(AsyncRuntime):
                 while sock.outbox:
                     data = b"".join(sock.outbox)
                     sock.outbox.clear()
-                    await stream.send_all(data)
+                    if isinstance(stream, socket.socket):
+                        await _send_all(stream, data)
+                    else:
+                        await stream.send_all(data)
                     sock.unsent -= len(data)
             except (OSError, ssl.SSLError, trio.BrokenResourceError, trio.ClosedResourceError):
                 # The reader sees the same failure and reports it.

@@ -366,7 +366,16 @@ class AgentStream:
                 yield parts.popleft()
             if run.done and not parts:
                 break
-            await run.wait_changed()
+            # async only: begin
+            # ``run.wait_changed()`` inline: an open stream's consumer holds no coroutine
+            # frame of its own while it waits.
+            try:
+                await run.changed()
+            except run._runtime.cancelled as exc:
+                run.cancel(exc)
+                raise
+            # async only: end
+            # blocking: run.wait_changed()
         await run.result()
 
     @property
@@ -387,7 +396,14 @@ class AgentStream:
                     yield part.delta
             if run.done and not parts:
                 break
-            await run.wait_changed()
+            # async only: begin
+            try:
+                await run.changed()  # ``run.wait_changed()`` inline, as in ``_parts``
+            except run._runtime.cancelled as exc:
+                run.cancel(exc)
+                raise
+            # async only: end
+            # blocking: run.wait_changed()
         await run.result()
 
     async def get_final_result(self) -> GenerateResult:

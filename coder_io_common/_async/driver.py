@@ -217,16 +217,22 @@ class TaskHandle(Generic[T]):
     def _wake(self) -> None:
         self._changed.set()
 
+    def changed(self) -> Awaitable[Any]:
+        """What to await for the machine's next move (new parts, new events, done), without
+        a coroutine of its own: the runtime's wait on the handle's event. The awaiting code
+        cancels the machine when the wait is cancelled (``wait_changed`` does)."""
+        if self._changed.is_set():
+            self._changed = self._runtime.event()
+        return self._changed.wait()
+
     async def wait_changed(self) -> None:
         """Return when the machine has moved (new parts, new events, done). If the waiting
         task is cancelled, the machine is cancelled and the runtime's cancellation
         propagates."""
         if self.done:
             return
-        if self._changed.is_set():
-            self._changed = self._runtime.event()
         try:
-            await self._changed.wait()
+            await self.changed()
         except self._runtime.cancelled as exc:
             self.cancel(exc)
             raise
@@ -488,6 +494,11 @@ class Driver:
         task = self.runtime.spawn(fn, *args, done=self._task_done)
         self._tasks.add(task)
         return task
+
+    def adopt(self, task: Spawned) -> Callable[[Spawned], None]:
+        """Hold ``task``, started by the runtime on its own, as a task of the client."""
+        self._tasks.add(task)
+        return self._task_done
 
     def socket_made(self, conn: Conn) -> None:
         self._connection.socket_made(conn, now=time.monotonic())

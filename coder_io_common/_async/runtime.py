@@ -72,7 +72,8 @@ class Event(Protocol):
 
     def is_set(self) -> bool: ...
 
-    async def wait(self) -> Any: ...
+    def wait(self) -> Awaitable[Any]:
+        """What to await until the event is set (a coroutine, or a runtime's bare future)."""
 
 
 class Cut(Protocol):
@@ -118,6 +119,11 @@ class SocketHost(Protocol):
 
     def spawn(self, fn: Callable[..., Awaitable[None]], *args: Any) -> Spawned:
         """Start a task owned by the client (``AsyncRuntime.spawn``)."""
+
+    def adopt(self, task: Spawned) -> Callable[[Spawned], None]:
+        """Hold ``task``, which the runtime started on its own (a socket's reader), as a
+        task of the client (its close cancels and awaits it); the callable returned is to
+        be called with it when it ended."""
 
     def socket_made(self, conn: Conn) -> None: ...
 

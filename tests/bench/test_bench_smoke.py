@@ -283,3 +283,31 @@ def test_the_fleet_snapshot_prints_bytes_per_chat_and_where_they_go() -> None:
     assert "redialed 0" in lines[0]
     assert len([line for line in lines[1:6] if " B " in line]) == 5
     assert "-- call paths allocating at coder_proto/_agent/turn.py:212" in lines
+
+
+def test_the_client_fleet_lines_run_alone_at_the_sizes_given() -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tests.bench.fleet_client",
+            "--runtime",
+            "asyncio",
+            "--sizes",
+            "2,3",
+            "--deltas",
+            "20",
+            "--json",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=110,
+    )
+    if "the fake server did not start" in done.stderr:  # it could not start here: said why
+        pytest.skip(done.stderr.strip().splitlines()[-1])
+    assert done.returncode == 0, done.stderr
+    lines = {line["name"]: line for line in json.loads(done.stdout)}
+    assert set(lines) == {"fleet.asyncio.memory", "fleet.asyncio.cpu"}
+    assert lines["fleet.asyncio.memory"]["n"] == 3
+    assert lines["fleet.asyncio.cpu"]["extra"]["per_delta_us_by_size"].keys() == {"2", "3"}

@@ -271,6 +271,30 @@ def test_an_event_wakes_its_waiters_once_and_not_a_cancelled_one(h: Harness) -> 
     assert h.run(body) == (["a"], True, True)
 
 
+def test_an_event_waited_for_again_after_a_timed_out_wait_wakes_the_new_waiters(
+    h: Harness,
+) -> None:
+    async def body(h: Harness) -> tuple[list[bool], list[str]]:
+        runtime = h.runtime
+        event = runtime.event()
+        woken: list[str] = []
+
+        async def waiter(name: str) -> None:
+            await event.wait()
+            woken.append(name)
+
+        # Waits that time out leave the event unset; later waiters still get woken.
+        timed_out = [await runtime.wait(event, 0.01) for _ in range(3)]
+        runtime.spawn(waiter, "a")
+        runtime.spawn(waiter, "b")
+        await h.sleep(0.01)
+        event.set()
+        await h.sleep(0.01)
+        return timed_out, sorted(woken)
+
+    assert h.run(body) == ([False, False, False], ["a", "b"])
+
+
 def test_the_timer_calls_back_at_its_deadline_as_it_moves(h: Harness) -> None:
     async def body(h: Harness) -> list[tuple[str, float]]:
         runtime = h.runtime
@@ -464,6 +488,10 @@ class _Host:
         task = self.runtime.spawn(fn, *args, done=self.ended.append)
         self.tasks.append(task)
         return task
+
+    def adopt(self, task: Spawned) -> Callable[[Spawned], None]:
+        self.tasks.append(task)
+        return self.ended.append
 
     def socket_made(self, conn: Any) -> None:
         self.reports.append("made")

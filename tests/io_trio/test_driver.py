@@ -291,10 +291,68 @@ def test_an_async_transport_event_callback_is_run_in_a_task_and_its_errors_swall
     assert got == ["http:request", "http:response"]
 
 
-def test_a_socket_without_a_reader_or_an_os_socket_is_left_alone() -> None:
-    # A connection dropped before its reader started, and a stream with no OS socket under it
-    # (half-closing it is skipped): neither raises.
+def test_a_socket_without_a_reader_or_already_closed_is_left_alone() -> None:
+    # A connection dropped before its reader started, and a socket closed already (half-closing
+    # it fails, and the failure is ignored): neither raises.
     _Socket(Driver(base_url="http://127.0.0.1:1", token="t")).cancel()
-    left, _ = trio.testing.memory_stream_pair()
+    left, right = socket.socketpair()
+    right.close()
+    left.close()
     _shutdown_write(left)
     assert repr(_Task("_write")) == "<task _write>"
+
+
+def test_a_reader_cancelled_between_two_reads_reads_no_more_and_ends() -> None:
+    # The host cancels the socket's reader from its handler of the first bytes (the reader is
+    # between two reads then, not waiting): nothing more is reported, the reader ends, the
+    # socket is closed, and cancelling the ended reader again does nothing.
+    from coder_io_trio._runtime import TRIO
+    from coder_proto._actions import OpenConnection
+    from coder_proto._connection import Conn
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    reports: list[object] = []
+    ended: list[Any] = []
+
+    class Host:
+        ssl = ssl.create_default_context()
+
+        def adopt(self, task: Any) -> Any:
+            self.reader = task
+            return ended.append
+
+        def socket_made(self, conn: Any) -> None:
+            reports.append("made")
+
+        def socket_data(self, conn: Any, data: bytes) -> None:
+            reports.append(data)
+            self.reader.cancel()
+
+        def socket_lost(self, conn: Any) -> None:  # pragma: no cover - not expected
+            reports.append("lost")
+
+        def socket_failed(self, conn: Any, error: BaseException) -> None:  # pragma: no cover
+            reports.append(error)
+
+    async def main() -> tuple[bytes, Any]:
+        host = Host()
+        conn = Conn(None, OpenConnection(conn_id=1, host="127.0.0.1", port=port, tls=False))  # type: ignore[arg-type]
+        TRIO.open_socket(host, conn)  # type: ignore[arg-type]
+        peer, _ = await trio.to_thread.run_sync(listener.accept)
+        with peer:
+            peer.sendall(b"first")
+            await until(lambda: bool(ended))
+            peer.sendall(b"second")  # not read: the reader has ended
+            await trio.sleep(0.02)
+            host.reader.cancel()
+            peer.settimeout(5)
+            return peer.recv(10), host.reader
+
+    try:
+        closed, reader = trio.run(main)
+    finally:
+        listener.close()
+    assert reports == ["made", b"first"]
+    assert closed == b""  # our end closed the connection
+    assert ended == [reader] and repr(reader) == "<task _socket>"
