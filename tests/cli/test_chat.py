@@ -118,6 +118,7 @@ def test_slash_commands_and_ctrl_c_at_the_prompt(server: FakeCoderServer) -> Non
         term.expect("[no chat yet: nothing to interrupt]")
         term.type("/frobnicate")
         term.expect("[unknown command /frobnicate; /help lists the commands]")
+        term.expect("> ")  # at the prompt, as the user who presses Ctrl-C there is
         term.ctrl_c()
         term.expect("^C")
         term.type("first chat")
