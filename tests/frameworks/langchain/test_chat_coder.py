@@ -6,7 +6,6 @@ chat."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -61,17 +60,6 @@ def fake(coder_server: FakeCoderServer) -> FakeCoder:
         ),
     )
     return fake
-
-
-@pytest.fixture
-def model(coder_server: FakeCoderServer, fake: FakeCoder) -> Iterator[ChatCoder]:
-    model = ChatCoder(
-        base_url=coder_server.url,
-        api_key=coder_server.token,
-        organization_id=coder_server.organization_id,
-    )
-    yield model
-    model.close()
 
 
 def _chat_id(message: AIMessage) -> str:

@@ -5,7 +5,6 @@ once per call; what cannot become a Coder chat attachment is refused before any 
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -23,22 +22,6 @@ from .media import PDF, PDF_B64, PNG, PNG_B64, user_messages
 pytestmark = pytest.mark.anyio
 
 LOOK = {"type": "text", "text": "Look at this"}
-
-
-@pytest.fixture
-def fake(coder_server: FakeCoderServer) -> FakeCoder:
-    return FakeCoder(coder_server)
-
-
-@pytest.fixture
-def model(coder_server: FakeCoderServer, fake: FakeCoder) -> Iterator[ChatCoder]:
-    model = ChatCoder(
-        base_url=coder_server.url,
-        api_key=coder_server.token,
-        organization_id=coder_server.organization_id,
-    )
-    yield model
-    model.close()
 
 
 def _chat_id(message: Any) -> str:
